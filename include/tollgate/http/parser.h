@@ -1,0 +1,32 @@
+// Zero-copy HTTP/1.1 request parser (picohttpparser-style tri-state).
+//
+// parse_request() looks at buf[0, len) and either
+//   - fills `out` and returns complete with `consumed` = bytes of this request (head + body as
+//     framed on the wire); the caller consumes exactly that many bytes afterwards,
+//   - returns incomplete (feed more bytes and call again from the same start), or
+//   - returns error with the reason; the connection answers status_of(err) and closes.
+// It never reads outside buf[0, len). For chunked bodies it decodes in place: the decoded body
+// is moved to directly follow the header block inside buf (so buf must be writable), and
+// out.body views it; calling again on the same bytes after that is not supported.
+// `head_only` (set when an `Expect: 100-continue` request has a complete head but not its body)
+// lets the engine send "100 Continue" before the body arrives.
+#pragma once
+
+#include <cstddef>
+
+#include "tollgate/http/request.h"
+
+namespace tollgate::http {
+
+enum class parse_status { complete, incomplete, error };
+
+struct parse_result {
+  parse_status status = parse_status::incomplete;
+  size_t consumed = 0;   ///< complete: bytes this request occupied in buf
+  errc error = errc::ok; ///< error: the reason
+  bool head_complete = false;  ///< incomplete: the head was parsed, the body is still arriving
+};
+
+parse_result parse_request(char* buf, size_t len, const limits& lim, request& out) noexcept;
+
+}  // namespace tollgate::http

@@ -1,0 +1,64 @@
+// HTTP/1.1 request as parsed in place: every string_view points into the connection's receive
+// buffer and is valid until the engine consumes that request (after the handler returns).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace tollgate::http {
+
+inline constexpr size_t max_headers = 64;
+
+struct header {
+  std::string_view name;
+  std::string_view value;
+};
+
+/// Why a request was refused. Each maps to one HTTP status (see status_of()).
+enum class errc : uint8_t {
+  ok = 0,
+  bad_request_line,      ///< malformed method, target or version → 400
+  bad_header,            ///< malformed header line (bad name char, no colon, NUL, bare CR) → 400
+  too_many_headers,      ///< more than max_headers → 431
+  header_too_large,      ///< header block over limits::max_header_bytes → 431
+  body_too_large,        ///< Content-Length or decoded chunked size over limits::max_body_bytes → 413
+  conflicting_length,    ///< both Content-Length and Transfer-Encoding, or differing Content-Lengths → 400
+  bad_content_length,    ///< not a decimal number → 400
+  bad_chunk,             ///< malformed chunked framing → 400
+  unsupported_encoding,  ///< Transfer-Encoding other than chunked → 501
+  unsupported_version,   ///< HTTP/2.0 and other versions we do not speak → 505
+};
+
+/// The HTTP status an errc answers with.
+int status_of(errc e) noexcept;
+/// A short human-readable reason, for the error body and logs.
+std::string_view message(errc e) noexcept;
+
+struct limits {
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 1024 * 1024;
+};
+
+struct request {
+  std::string_view method;
+  std::string_view target;  ///< raw request-target, e.g. "/v1/stories?q=x"
+  std::string_view path;    ///< target up to '?'
+  std::string_view query;   ///< after '?', without it; empty if none
+  int version_minor = 1;    ///< HTTP/1.x
+  header headers[max_headers];
+  size_t num_headers = 0;
+  /// The body. For chunked requests this is the decoded body, which the parser has compacted in
+  /// place inside the receive buffer (so it is contiguous).
+  std::string_view body;
+  bool keep_alive = true;
+  bool expect_continue = false;
+  bool chunked = false;
+  size_t content_length = 0;
+
+  /// First header with this name (case-insensitive), or empty.
+  std::string_view header_value(std::string_view name) const noexcept;
+  bool has_header(std::string_view name) const noexcept;
+};
+
+}  // namespace tollgate::http

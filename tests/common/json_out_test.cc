@@ -1,0 +1,50 @@
+#include "tollgate/common/json_out.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace tollgate {
+namespace {
+
+std::string render(bool nested, std::string_view s) {
+  out_buffer b;
+  json_out j(b, nested);
+  j.raw("{\"t\":");
+  j.string(s);
+  j.raw("}");
+  return std::string(b.view());
+}
+
+TEST(json_out_test, plain_string_unchanged_at_level0) {
+  // Verifies a string with nothing to escape is copied verbatim between quotes.
+  EXPECT_EQ(render(false, "hello world"), R"({"t":"hello world"})");
+}
+
+TEST(json_out_test, escapes_quotes_backslashes_and_controls_at_level0) {
+  // Verifies the JSON escapes for quote, backslash, newline and other control bytes.
+  EXPECT_EQ(render(false, "a\"b\\c\nd\x01"), R"({"t":"a\"b\\c\nd\u0001"})");
+}
+
+TEST(json_out_test, nested_equals_escaping_the_level0_output) {
+  // Verifies level 1 is exactly level 0 escaped once more, in one pass.
+  for (std::string_view s : {"plain", "q\"uote", "back\\slash", "nl\nx\ttab\x1f", "ünïcødé \"x\""}) {
+    std::string flat = render(false, s);
+    out_buffer twice;
+    append_json_escaped(twice, flat);
+    EXPECT_EQ(render(true, s), std::string(twice.view())) << s;
+  }
+}
+
+TEST(json_out_test, numbers_render_in_decimal) {
+  // Verifies number() writes the decimal form including negatives.
+  out_buffer b;
+  json_out j(b, true);
+  j.number(-42);
+  j.raw(",");
+  j.number(9007199254740993);
+  EXPECT_EQ(b.view(), "-42,9007199254740993");
+}
+
+}  // namespace
+}  // namespace tollgate
