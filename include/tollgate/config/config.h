@@ -1,0 +1,82 @@
+// tollgate's settings: defaults, the TOML config file (toml++), and command-line overrides.
+//
+// Loading is start-up only (it allocates and may throw internally); every problem is reported
+// as a config_error naming the file, line and key, and the CLI exits 2 with that message.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tollgate/common/result.h"
+
+namespace tollgate::config {
+
+struct endpoint {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;
+};
+
+struct plan {
+  double rate_per_sec = 10;
+  int64_t burst = 20;
+  int64_t monthly_quota = 1000;
+  bool overage_bill = false;  ///< "bill" (true) or "stop" (false)
+};
+
+struct settings {
+  std::string config_path;  ///< empty when no file was given
+
+  // [server]
+  endpoint listen;
+  std::optional<endpoint> admin_listen;
+  int threads = 0;  ///< 0 = one per online core
+  std::string data_dir = "./tollgate-data";
+  uint32_t max_connections = 10000;  ///< per core
+  uint32_t header_timeout_ms = 10000;
+  uint32_t idle_timeout_ms = 60000;
+  uint32_t max_header_bytes = 16 * 1024;
+  uint32_t max_body_bytes = 1024 * 1024;
+
+  // [corpus]
+  std::string corpus_path;  ///< JSON Lines; empty = the embedded sample
+  bool skip_bad_lines = true;
+  uint32_t index_shards = 4;
+
+  // [mcp]
+  std::vector<std::string> allowed_origins;  ///< in addition to loopback origins
+  bool sessions = false;
+  uint32_t session_idle_secs = 1800;
+
+  // [quota]
+  uint32_t reconcile_ms = 1000;
+  uint32_t fsync_ms = 1000;
+  std::string demo_plan = "free";
+
+  // [plans.NAME]
+  std::map<std::string, plan> plans;
+
+  // [fleet]
+  bool role_shard = false;
+  std::string shard_secret;
+  std::vector<endpoint> remote_shards;
+  uint32_t shard_deadline_ms = 250;
+};
+
+struct config_error {
+  std::string message;  ///< "FILE:LINE: key: what is wrong"
+};
+
+/// Settings with every default filled in, including the built-in plans `free` and `pro`.
+settings defaults();
+
+/// Reads and validates a TOML file on top of `base`. Unknown tables or keys are errors (a typo
+/// must not silently fall back to a default).
+result<settings, config_error> load_file(const std::string& path, settings base);
+
+/// Parses "HOST:PORT" (PORT 0–65535; HOST an IPv4 address or "localhost").
+result<endpoint, std::string> parse_endpoint(const std::string& s);
+
+}  // namespace tollgate::config

@@ -1,0 +1,307 @@
+#include "tollgate/config/config.h"
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <toml++/toml.h>
+
+namespace tollgate::config {
+namespace {
+
+// Collects the first error with its file:line position; later checks are skipped once one fails.
+class reader {
+ public:
+  explicit reader(std::string file) : file_(std::move(file)) {}
+
+  bool failed() const { return error_.has_value(); }
+  const std::string& error() const { return *error_; }
+
+  void fail(const toml::node* node, std::string_view key, std::string_view what) {
+    if (error_) {
+      return;
+    }
+    uint32_t line = node != nullptr ? node->source().begin.line : 0;
+    error_ = fmt::format("{}:{}: {}: {}", file_, line, key, what);
+  }
+
+  // Each table may only hold the keys listed; anything else is a typo worth failing on.
+  void only_keys(const toml::table& t, std::string_view table,
+                 std::initializer_list<std::string_view> allowed) {
+    for (const auto& [k, v] : t) {
+      bool ok = false;
+      for (auto a : allowed) {
+        ok = ok || a == k.str();
+      }
+      if (!ok) {
+        fail(&v, fmt::format("{}.{}", table, k.str()), "unknown key");
+      }
+    }
+  }
+
+  template <class Int>
+  void integer(const toml::table& t, std::string_view table, std::string_view key, Int& out,
+               int64_t lo, int64_t hi) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      return;
+    }
+    auto v = n->value<int64_t>();
+    if (!n->is_integer() || !v) {
+      fail(n, fmt::format("{}.{}", table, key), "expected an integer");
+      return;
+    }
+    if (*v < lo || *v > hi) {
+      fail(n, fmt::format("{}.{}", table, key), fmt::format("must be between {} and {}", lo, hi));
+      return;
+    }
+    out = static_cast<Int>(*v);
+  }
+
+  void number(const toml::table& t, std::string_view table, std::string_view key, double& out,
+              double lo, double hi) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      return;
+    }
+    auto v = n->value<double>();
+    if (!(n->is_integer() || n->is_floating_point()) || !v) {
+      fail(n, fmt::format("{}.{}", table, key), "expected a number");
+      return;
+    }
+    if (!(*v >= lo && *v <= hi)) {
+      fail(n, fmt::format("{}.{}", table, key), fmt::format("must be between {} and {}", lo, hi));
+      return;
+    }
+    out = *v;
+  }
+
+  void string(const toml::table& t, std::string_view table, std::string_view key,
+              std::string& out) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      return;
+    }
+    if (!n->is_string()) {
+      fail(n, fmt::format("{}.{}", table, key), "expected a string");
+      return;
+    }
+    out = *n->value<std::string>();
+  }
+
+  void boolean(const toml::table& t, std::string_view table, std::string_view key, bool& out) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      return;
+    }
+    if (!n->is_boolean()) {
+      fail(n, fmt::format("{}.{}", table, key), "expected true or false");
+      return;
+    }
+    out = *n->value<bool>();
+  }
+
+  void string_list(const toml::table& t, std::string_view table, std::string_view key,
+                   std::vector<std::string>& out) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      return;
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr) {
+      fail(n, fmt::format("{}.{}", table, key), "expected an array of strings");
+      return;
+    }
+    out.clear();
+    for (const auto& e : *a) {
+      if (!e.is_string()) {
+        fail(&e, fmt::format("{}.{}", table, key), "expected an array of strings");
+        return;
+      }
+      out.push_back(*e.value<std::string>());
+    }
+  }
+
+  void endpoint_value(const toml::table& t, std::string_view table, std::string_view key,
+                      endpoint& out) {
+    std::string s;
+    string(t, table, key, s);
+    if (failed() || t.get(key) == nullptr) {
+      return;
+    }
+    auto ep = parse_endpoint(s);
+    if (!ep) {
+      fail(t.get(key), fmt::format("{}.{}", table, key), ep.error());
+      return;
+    }
+    out = *ep;
+  }
+
+  const toml::table* table(const toml::table& root, std::string_view name) {
+    const toml::node* n = root.get(name);
+    if (n == nullptr) {
+      return nullptr;
+    }
+    if (!n->is_table()) {
+      fail(n, name, "expected a table");
+      return nullptr;
+    }
+    return n->as_table();
+  }
+
+ private:
+  std::string file_;
+  std::optional<std::string> error_;
+};
+
+}  // namespace
+
+settings defaults() {
+  settings s;
+  s.plans["free"] = plan{10, 20, 1000, false};
+  s.plans["pro"] = plan{100, 200, 1000000, true};
+  return s;
+}
+
+result<endpoint, std::string> parse_endpoint(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return unexpected(std::string("expected HOST:PORT, e.g. 127.0.0.1:8080"));
+  }
+  endpoint ep;
+  ep.host = s.substr(0, colon);
+  if (ep.host == "localhost") {
+    ep.host = "127.0.0.1";
+  }
+  in_addr addr{};
+  if (inet_pton(AF_INET, ep.host.c_str(), &addr) != 1) {
+    return unexpected(fmt::format("'{}' is not an IPv4 address", ep.host));
+  }
+  std::string_view port = std::string_view(s).substr(colon + 1);
+  unsigned v = 0;
+  auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
+  if (ec != std::errc() || p != port.data() + port.size() || port.empty() || v > 65535) {
+    return unexpected(fmt::format("'{}' is not a port number (0-65535)", port));
+  }
+  ep.port = static_cast<uint16_t>(v);
+  return ep;
+}
+
+result<settings, config_error> load_file(const std::string& path, settings s) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return unexpected(config_error{fmt::format("{}:{}: {}", path, e.source().begin.line,
+                                               e.description())});
+  }
+  s.config_path = path;
+  reader r(path);
+  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet"});
+  if (const auto* t = r.table(root, "server")) {
+    r.only_keys(*t, "server",
+                {"listen", "admin_listen", "threads", "data_dir", "max_connections",
+                 "header_timeout_ms", "idle_timeout_ms", "max_header_bytes", "max_body_bytes"});
+    r.endpoint_value(*t, "server", "listen", s.listen);
+    if (t->get("admin_listen") != nullptr) {
+      endpoint ep;
+      r.endpoint_value(*t, "server", "admin_listen", ep);
+      s.admin_listen = ep;
+    }
+    r.integer(*t, "server", "threads", s.threads, 0, 1024);
+    r.string(*t, "server", "data_dir", s.data_dir);
+    r.integer(*t, "server", "max_connections", s.max_connections, 1, 1000000);
+    r.integer(*t, "server", "header_timeout_ms", s.header_timeout_ms, 100, 3600000);
+    r.integer(*t, "server", "idle_timeout_ms", s.idle_timeout_ms, 100, 86400000);
+    r.integer(*t, "server", "max_header_bytes", s.max_header_bytes, 1024, 1 << 20);
+    r.integer(*t, "server", "max_body_bytes", s.max_body_bytes, 1024, 64 << 20);
+  }
+  if (const auto* t = r.table(root, "corpus")) {
+    r.only_keys(*t, "corpus", {"path", "on_bad_line", "shards"});
+    r.string(*t, "corpus", "path", s.corpus_path);
+    if (const toml::node* n = t->get("on_bad_line")) {
+      std::string v;
+      r.string(*t, "corpus", "on_bad_line", v);
+      if (v == "skip" || v == "fail") {
+        s.skip_bad_lines = v == "skip";
+      } else if (!r.failed()) {
+        r.fail(n, "corpus.on_bad_line", "must be \"skip\" or \"fail\"");
+      }
+    }
+    r.integer(*t, "corpus", "shards", s.index_shards, 1, 256);
+  }
+  if (const auto* t = r.table(root, "mcp")) {
+    r.only_keys(*t, "mcp", {"allowed_origins", "sessions", "session_idle_secs"});
+    r.string_list(*t, "mcp", "allowed_origins", s.allowed_origins);
+    r.boolean(*t, "mcp", "sessions", s.sessions);
+    r.integer(*t, "mcp", "session_idle_secs", s.session_idle_secs, 1, 86400 * 7);
+  }
+  if (const auto* t = r.table(root, "quota")) {
+    r.only_keys(*t, "quota", {"reconcile_ms", "fsync_ms", "demo_plan"});
+    r.integer(*t, "quota", "reconcile_ms", s.reconcile_ms, 10, 600000);
+    r.integer(*t, "quota", "fsync_ms", s.fsync_ms, 0, 600000);
+    r.string(*t, "quota", "demo_plan", s.demo_plan);
+  }
+  if (const auto* t = r.table(root, "plans")) {
+    for (const auto& [name, node] : *t) {
+      std::string tname = fmt::format("plans.{}", name.str());
+      const toml::table* pt = node.as_table();
+      if (pt == nullptr) {
+        r.fail(&node, tname, "expected a table with rate_per_sec, burst, monthly_quota, overage");
+        break;
+      }
+      plan p;
+      if (auto it = s.plans.find(std::string(name.str())); it != s.plans.end()) {
+        p = it->second;
+      }
+      r.only_keys(*pt, tname, {"rate_per_sec", "burst", "monthly_quota", "overage"});
+      r.number(*pt, tname, "rate_per_sec", p.rate_per_sec, 0.001, 1e9);
+      r.integer(*pt, tname, "burst", p.burst, 1, int64_t{1} << 40);
+      r.integer(*pt, tname, "monthly_quota", p.monthly_quota, 0, int64_t{1} << 50);
+      if (const toml::node* n = pt->get("overage")) {
+        std::string v;
+        r.string(*pt, tname, "overage", v);
+        if (v == "stop" || v == "bill") {
+          p.overage_bill = v == "bill";
+        } else if (!r.failed()) {
+          r.fail(n, tname + ".overage", "must be \"stop\" or \"bill\"");
+        }
+      }
+      s.plans[std::string(name.str())] = p;
+    }
+  }
+  if (const auto* t = r.table(root, "fleet")) {
+    r.only_keys(*t, "fleet", {"role", "secret", "shards", "deadline_ms"});
+    if (const toml::node* n = t->get("role")) {
+      std::string v;
+      r.string(*t, "fleet", "role", v);
+      if (v == "gateway" || v == "shard") {
+        s.role_shard = v == "shard";
+      } else if (!r.failed()) {
+        r.fail(n, "fleet.role", "must be \"gateway\" or \"shard\"");
+      }
+    }
+    r.string(*t, "fleet", "secret", s.shard_secret);
+    std::vector<std::string> shards;
+    r.string_list(*t, "fleet", "shards", shards);
+    for (const auto& sh : shards) {
+      auto ep = parse_endpoint(sh);
+      if (!ep) {
+        r.fail(t->get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, ep.error()));
+        break;
+      }
+      s.remote_shards.push_back(*ep);
+    }
+    r.integer(*t, "fleet", "deadline_ms", s.shard_deadline_ms, 1, 60000);
+  }
+  if (!r.failed() && s.plans.find(s.demo_plan) == s.plans.end()) {
+    r.fail(root.get("quota"), "quota.demo_plan", fmt::format("no plan named '{}'", s.demo_plan));
+  }
+  if (r.failed()) {
+    return unexpected(config_error{r.error()});
+  }
+  return s;
+}
+
+}  // namespace tollgate::config

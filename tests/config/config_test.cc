@@ -1,0 +1,109 @@
+#include "tollgate/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace tollgate::config {
+namespace {
+
+// Writes `text` to a fresh temp file and removes it at scope end.
+class temp_toml {
+ public:
+  explicit temp_toml(const std::string& text) {
+    char tmpl[] = "/tmp/tollgate_cfg_XXXXXX";
+    int fd = mkstemp(tmpl);
+    path_ = tmpl;
+    std::ofstream(path_) << text;
+    close(fd);
+  }
+  ~temp_toml() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(config_test, reads_server_plans_and_fleet) {
+  // Verifies every section is read into settings and plans merge with the built-ins.
+  temp_toml f(R"(
+[server]
+listen = "127.0.0.1:9000"
+threads = 2
+[plans.team]
+rate_per_sec = 5.5
+burst = 7
+monthly_quota = 100
+overage = "bill"
+[mcp]
+allowed_origins = ["https://app.example"]
+[fleet]
+shards = ["127.0.0.1:9101", "127.0.0.1:9102"]
+)");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->listen.port, 9000);
+  EXPECT_EQ(s->threads, 2);
+  ASSERT_EQ(s->plans.count("team"), 1u);
+  EXPECT_DOUBLE_EQ(s->plans["team"].rate_per_sec, 5.5);
+  EXPECT_TRUE(s->plans["team"].overage_bill);
+  EXPECT_EQ(s->plans.count("free"), 1u);
+  EXPECT_EQ(s->allowed_origins.size(), 1u);
+  ASSERT_EQ(s->remote_shards.size(), 2u);
+  EXPECT_EQ(s->remote_shards[1].port, 9102);
+}
+
+TEST(config_test, unknown_key_names_file_line_and_key) {
+  // Verifies a typo is an error that names the file, the line and the key.
+  temp_toml f("[server]\nthreads = 2\nlisten_port = 9\n");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, f.path() + ":3: server.listen_port: unknown key");
+}
+
+TEST(config_test, bad_plan_value_is_named) {
+  // Verifies an invalid plan value names the plan and the field.
+  temp_toml f("[plans.free]\noverage = \"maybe\"\n");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find(":2: plans.free.overage: must be"), std::string::npos)
+      << s.error().message;
+}
+
+TEST(config_test, wrong_type_and_range_are_errors) {
+  // Verifies type and range checks report the offending key.
+  temp_toml f1("[server]\nthreads = \"two\"\n");
+  auto a = load_file(f1.path(), defaults());
+  ASSERT_FALSE(a);
+  EXPECT_NE(a.error().message.find("server.threads: expected an integer"), std::string::npos);
+  temp_toml f2("[quota]\nreconcile_ms = 1\n");
+  auto b = load_file(f2.path(), defaults());
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("quota.reconcile_ms: must be between"), std::string::npos);
+}
+
+TEST(config_test, toml_syntax_error_reports_line) {
+  // Verifies a syntax error carries the file and line of the problem.
+  temp_toml f("[server]\nthreads = = 2\n");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message.rfind(f.path() + ":2:", 0), 0u) << s.error().message;
+}
+
+TEST(config_test, parse_endpoint_validates_host_and_port) {
+  // Verifies HOST:PORT parsing accepts good input and rejects bad hosts and ports.
+  auto ok = parse_endpoint("localhost:0");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->host, "127.0.0.1");
+  EXPECT_EQ(ok->port, 0);
+  EXPECT_FALSE(parse_endpoint("127.0.0.1"));
+  EXPECT_FALSE(parse_endpoint("127.0.0.1:70000"));
+  EXPECT_FALSE(parse_endpoint("example.com:80"));
+  EXPECT_FALSE(parse_endpoint("127.0.0.1:8x"));
+}
+
+}  // namespace
+}  // namespace tollgate::config
