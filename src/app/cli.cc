@@ -1,0 +1,174 @@
+#include "cli.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <string_view>
+#include <vector>
+
+namespace tollgate::app {
+
+std::string_view usage_main() {
+  return R"(tollgate: an MCP server (Streamable HTTP and stdio) and REST API for story search,
+behind API keys, per-key rate limits and monthly quotas.
+
+Usage:
+  tollgate serve  [--config FILE] [--listen HOST:PORT] [--threads N] [--data-dir DIR]
+                  [--corpus FILE.jsonl | --sample] [--admin-listen HOST:PORT] [--role gateway|shard]
+  tollgate stdio  [--config FILE] [--data-dir DIR] [--corpus FILE.jsonl | --sample]
+                  (key: TOLLGATE_API_KEY)
+  tollgate keys create --account ACCOUNT --plan PLAN [--data-dir DIR]
+  tollgate keys list | revoke KEY_ID [--data-dir DIR]
+  tollgate accounts suspend ACCOUNT | resume ACCOUNT [--data-dir DIR]
+  tollgate corpus generate --count N [--seed S]
+  tollgate --version | --help          (every command has --help)
+
+Exit codes: 0 ok, 2 bad usage or config, 1 other failure.
+)";
+}
+
+std::string_view usage_serve() {
+  return R"(Usage: tollgate serve [options]
+
+Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metrics).
+
+  --config FILE          TOML config (flags override it)
+  --listen HOST:PORT     address to listen on (default 127.0.0.1:8080; port 0 picks a free one)
+  --threads N            event-loop threads, one per core (default: online cores)
+  --data-dir DIR         keys, accounts, usage journals and snapshots (default ./tollgate-data)
+  --corpus FILE.jsonl    stories to serve, JSON Lines
+  --sample               serve the embedded sample corpus (default when no corpus is given)
+  --admin-listen H:P     serve /healthz, /readyz, /metrics on a separate address
+  --role gateway|shard   shard: serve this node's slice to gateways (default gateway)
+  --help                 this text
+
+The first start on an empty data dir creates a demo account and prints its key.
+)";
+}
+
+std::string_view usage_stdio() {
+  return R"(Usage: TOLLGATE_API_KEY=KEY tollgate stdio [options]
+
+Speaks newline-delimited JSON-RPC (MCP) on stdin/stdout; logs go to stderr.
+
+  --config FILE          TOML config
+  --data-dir DIR         keys, accounts and usage (default ./tollgate-data)
+  --corpus FILE.jsonl    stories to serve, JSON Lines
+  --sample               serve the embedded sample corpus (default)
+  --help                 this text
+)";
+}
+
+namespace {
+
+result<int64_t, cli_error> parse_int(std::string_view flag, std::string_view v, int64_t lo,
+                                     int64_t hi) {
+  int64_t n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty() || n < lo || n > hi) {
+    return unexpected(cli_error{
+        fmt::format("{}: '{}' is not a whole number between {} and {}", flag, v, lo, hi)});
+  }
+  return n;
+}
+
+}  // namespace
+
+result<config::settings, cli_error> parse_server_args(std::string_view command, int argc,
+                                                      char** argv) {
+  const bool serve = command == "serve";
+  // First pass: --help and --config (the file is the base the other flags override).
+  std::string config_path;
+  for (int i = 0; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      return unexpected(cli_error{"", true});
+    }
+    if (a == "--config") {
+      if (i + 1 >= argc) {
+        return unexpected(cli_error{"--config: needs a FILE"});
+      }
+      config_path = argv[++i];
+    }
+  }
+  config::settings s = config::defaults();
+  if (!config_path.empty()) {
+    auto loaded = config::load_file(config_path, std::move(s));
+    if (!loaded) {
+      return unexpected(cli_error{loaded.error().message});
+    }
+    s = std::move(*loaded);
+  }
+  bool saw_sample = false;
+  bool saw_corpus = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&](std::string_view what) -> result<std::string_view, cli_error> {
+      if (i + 1 >= argc) {
+        return unexpected(cli_error{fmt::format("{}: needs {}", a, what)});
+      }
+      return std::string_view(argv[++i]);
+    };
+    if (a == "--config") {
+      ++i;
+    } else if (a == "--data-dir") {
+      auto v = value("a DIR");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      s.data_dir = std::string(*v);
+    } else if (a == "--corpus") {
+      auto v = value("a FILE.jsonl");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      s.corpus_path = std::string(*v);
+      saw_corpus = true;
+    } else if (a == "--sample") {
+      saw_sample = true;
+      s.corpus_path.clear();
+    } else if (serve && (a == "--listen" || a == "--admin-listen")) {
+      auto v = value("HOST:PORT");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      auto ep = config::parse_endpoint(std::string(*v));
+      if (!ep) {
+        return unexpected(cli_error{fmt::format("{}: {}", a, ep.error())});
+      }
+      if (a == "--listen") {
+        s.listen = *ep;
+      } else {
+        s.admin_listen = *ep;
+      }
+    } else if (serve && a == "--threads") {
+      auto v = value("a number");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      auto n = parse_int(a, *v, 1, 1024);
+      if (!n) {
+        return unexpected(n.error());
+      }
+      s.threads = static_cast<int>(*n);
+    } else if (serve && a == "--role") {
+      auto v = value("gateway or shard");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      if (*v != "gateway" && *v != "shard") {
+        return unexpected(cli_error{fmt::format("--role: '{}' is not gateway or shard", *v)});
+      }
+      s.role_shard = *v == "shard";
+    } else {
+      return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
+                                              command)});
+    }
+  }
+  if (saw_sample && saw_corpus) {
+    return unexpected(cli_error{"--corpus and --sample: give one or the other"});
+  }
+  return s;
+}
+
+}  // namespace tollgate::app

@@ -1,0 +1,26 @@
+// Command-line parsing for `tollgate serve` and `tollgate stdio`: defaults, then the TOML file
+// (--config), then flags. Errors name the flag (or file, line and key) and exit 2.
+#pragma once
+
+#include <string>
+
+#include "tollgate/common/result.h"
+#include "tollgate/config/config.h"
+
+namespace tollgate::app {
+
+struct cli_error {
+  std::string message;
+  bool help = false;  ///< --help was asked for: print usage, exit 0
+};
+
+/// Parses the arguments after the subcommand (`serve` or `stdio`) into settings.
+result<config::settings, cli_error> parse_server_args(std::string_view command, int argc,
+                                                      char** argv);
+
+/// Usage text of each subcommand.
+std::string_view usage_main();
+std::string_view usage_serve();
+std::string_view usage_stdio();
+
+}  // namespace tollgate::app
