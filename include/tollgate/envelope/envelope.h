@@ -1,0 +1,155 @@
+// Envelope cache: every byte of an MCP/JSON-RPC/HTTP response that never changes, rendered once
+// at start-up, plus the writers that assemble a response from those pieces and the variable
+// parts (the JSON-RPC id copied raw from the request, numbers, the already-escaped payload).
+//
+// A response on the HTTP surface is written in four steps into the caller's out_buffer:
+//   1. head(out, status, close)    status line + fixed headers
+//   2. the caller appends extra header lines ("Name: value\r\n"; e.g. the host's quota headers)
+//   3. body_start(out) -> mark      "Content-Length: " + a gap + "\r\n\r\n"
+//   4. body writers, then body_end(out, mark), which patches Content-Length and closes the gap.
+// On stdio only the body writers are used.
+//
+// The cache is built once and is then immutable: thread-safe for concurrent readers (all cores
+// share one). The writers allocate nothing once the out_buffer has reached its working size.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tollgate/common/buffer.h"
+
+namespace tollgate::envelope {
+
+/// MCP protocol revisions this server speaks, oldest first.
+enum class revision : uint8_t { v2025_03_26, v2025_06_18, v2025_11_25, v2026_07_28 };
+inline constexpr size_t num_revisions = 4;
+inline constexpr std::array<std::string_view, num_revisions> revision_names = {
+    "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"};
+inline constexpr std::string_view name_of(revision r) {
+  return revision_names[static_cast<size_t>(r)];
+}
+/// The revision named `s`, or false when it is not one we speak.
+bool parse_revision(std::string_view s, revision& out) noexcept;
+/// 2026-07-28 and later: stateless, `resultType` on every result.
+inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28; }
+
+/// Tool error codes (DESIGN §2): a tool that ran and could not do the thing.
+enum class tool_error_code : uint8_t { suspended, quota_exceeded, rate_limited, unavailable, not_found };
+inline constexpr size_t num_tool_error_codes = 5;
+std::string_view name_of(tool_error_code c) noexcept;
+/// The full-sentence message an agent sees for `c`.
+std::string_view message_of(tool_error_code c) noexcept;
+
+/// A tool error with its optional figures; a negative figure is omitted from the JSON.
+struct tool_error {
+  tool_error_code code = tool_error_code::unavailable;
+  int64_t retry_after_secs = -1;
+  int64_t quota_limit = -1;
+  int64_t quota_used = -1;
+  int64_t quota_remaining = -1;
+};
+
+/// JSON-RPC errors the server sends. Each has a fixed code and message template.
+enum class rpc_error_kind : uint8_t {
+  parse_error,          ///< -32700 "Parse error" (id always null)
+  invalid_request,      ///< -32600, message = detail (or a default)
+  method_not_found,     ///< -32601
+  invalid_params,       ///< -32602, detail = argument, rule = the rule; data {"argument","rule"}
+  unknown_tool,         ///< -32602, message "Unknown tool: " + detail
+  internal_error,       ///< -32603
+  header_mismatch,      ///< -32020, message = detail
+  unsupported_version,  ///< -32022, detail = requested; data {"requested","supported":[...]}
+  rate_limited,         ///< 429, data = the rate_limited tool-error object (retry_after_secs)
+};
+inline constexpr size_t num_rpc_error_kinds = 9;
+int code_of(rpc_error_kind k) noexcept;
+
+/// The variable parts of one JSON-RPC error.
+struct rpc_error {
+  rpc_error_kind kind = rpc_error_kind::internal_error;
+  std::string_view detail;  ///< see rpc_error_kind (escaped when written)
+  std::string_view rule;    ///< invalid_params only
+  int64_t retry_after_secs = 1;  ///< rate_limited only
+};
+
+/// Where body_start() left its Content-Length gap; pass to body_end().
+struct body_mark {
+  size_t gap = 0;   ///< offset of the Content-Length digits gap
+  size_t body = 0;  ///< offset of the first body byte
+};
+
+/// The JSON-RPC id of a request as raw JSON text (a number or a quoted string exactly as it
+/// appeared in the request), or "null".
+inline constexpr std::string_view null_id = "null";
+
+/// Server identity rendered into initialize and server/discover results.
+struct server_identity {
+  std::string name = "tollgate";
+  std::string title = "tollgate story search";
+  std::string version = "0.0.0";
+  std::string instructions;  ///< optional; empty = omitted
+};
+
+class cache {
+ public:
+  explicit cache(const server_identity& id);
+
+  // --- HTTP framing ---
+  /// Status line and the fixed headers for `status` (Content-Type: application/json for statuses
+  /// with a body), plus "Connection: close" when `close`.
+  void head(out_buffer& out, int status, bool close) const;
+  /// "Content-Length: " + gap + CRLF CRLF. Returns the mark for body_end().
+  body_mark body_start(out_buffer& out) const;
+  /// Writes the body length into the gap and closes it (moves the body left).
+  void body_end(out_buffer& out, body_mark m) const;
+  /// A whole bodiless response ("Content-Length: 0"), e.g. 202 or 204, with extra header lines.
+  void empty_response(out_buffer& out, int status, std::string_view extra_headers, bool close) const;
+
+  // --- JSON-RPC bodies ---
+  /// `{"jsonrpc":"2.0","id":ID,"result":{"content":[{"type":"text","text":"` (2026-07-28 adds
+  /// `"resultType":"complete",` before "content"). The payload follows, already escaped.
+  void success_prefix(out_buffer& out, std::string_view id, revision r) const;
+  /// `"}],"isError":false}}`
+  void success_suffix(out_buffer& out) const;
+  /// A whole tool-error response (result.isError = true, text = compact error JSON).
+  void tool_error_response(out_buffer& out, std::string_view id, revision r,
+                           const tool_error& e) const;
+  /// A whole JSON-RPC error response.
+  void error_response(out_buffer& out, std::string_view id, const rpc_error& e) const;
+  /// `{"jsonrpc":"2.0","id":ID,"result":` + result_json + `}`; result_json is pre-rendered JSON.
+  void result_response(out_buffer& out, std::string_view id, std::string_view result_json) const;
+  /// The tool-error JSON object alone (REST body, 429 `data`): compact, not escaped.
+  void tool_error_json(out_buffer& out, const tool_error& e) const;
+
+  // --- Whole responses the app sends before dispatch ---
+  /// HTTP 401 with `WWW-Authenticate: Bearer realm="tollgate"` and {"code":"invalid_key",...}.
+  void unauthorized(out_buffer& out, bool close) const;
+
+  // --- Pre-rendered results ---
+  /// The initialize result for a legacy revision (2026-07-28 has no handshake).
+  std::string_view initialize_result(revision r) const {
+    return initialize_[static_cast<size_t>(r)];
+  }
+  /// The server/discover result (2026-07-28).
+  std::string_view discover_result() const { return discover_; }
+  /// `{}` for legacy revisions, `{"resultType":"complete"}` for 2026-07-28 (ping etc.).
+  std::string_view empty_result(revision r) const {
+    return is_modern(r) ? std::string_view(R"({"resultType":"complete"})") : std::string_view("{}");
+  }
+
+ private:
+  std::array<std::string, num_revisions> initialize_;
+  std::string discover_;
+  std::array<std::string, num_tool_error_codes> tool_error_text_;  // escaped, up to message end
+  std::array<std::string, num_rpc_error_kinds> rpc_error_mid_;     // `,"error":{"code":N,"message":"`
+  std::string unauthorized_body_;
+  std::string supported_json_;  // ["2025-03-26",...]
+};
+
+/// Reason phrase of an HTTP status ("OK", "Accepted", ...).
+std::string_view reason_phrase(int status) noexcept;
+
+}  // namespace tollgate::envelope

@@ -1,0 +1,362 @@
+// Envelope cache: pre-rendering at start-up and the fast writers (see envelope.h).
+#include "tollgate/envelope/envelope.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "tollgate/common/assert.h"
+#include "tollgate/common/json_out.h"
+
+namespace tollgate::envelope {
+namespace {
+
+constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
+constexpr std::string_view k_content_length = "Content-Length: ";
+// Widest Content-Length we ever write: 10 digits (< 10 GB bodies).
+constexpr size_t k_gap = 10;
+
+constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
+    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found"};
+constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
+    "This account is suspended (its subscription was canceled or a payment failed), so no "
+    "billable call can be made until the account is settled.",
+    "The monthly quota for this key is used up and the key is set to stop at its quota rather "
+    "than bill overage. Retry after retry_after_secs seconds, or upgrade the plan.",
+    "The rate limit for this key was exceeded. Wait retry_after_secs seconds and send the same "
+    "request again.",
+    "The search backend is unavailable: no shard answered in time. This is an outage, not an "
+    "empty result; retry shortly.",
+    "No story exists with this id. Check the id, for example by searching with search_stories.",
+};
+
+struct rpc_error_info {
+  int code;
+  std::string_view message;  // fixed message (or prefix for kinds with a detail)
+};
+constexpr std::array<rpc_error_info, num_rpc_error_kinds> k_rpc_errors = {{
+    {-32700, "Parse error: the request body is not valid JSON."},
+    {-32600, "Invalid Request: the message is not a valid JSON-RPC 2.0 request."},
+    {-32601, "Method not found."},
+    {-32602, "Invalid params: "},
+    {-32602, "Unknown tool: "},
+    {-32603, "Internal error."},
+    {-32020, "Header mismatch: the HTTP headers do not match the request body."},
+    {-32022, "Unsupported protocol version: "},
+    {429,
+     "Rate limit exceeded: wait data.retry_after_secs seconds and send the same request again."},
+}};
+
+void append_int(out_buffer& out, int64_t v) {
+  fmt::format_int f(v);
+  out.append(f.data(), f.size());
+}
+
+// Escaped-once JSON string contents of `s`, as a std::string (start-up only).
+std::string escaped(std::string_view s) {
+  out_buffer b;
+  append_json_escaped(b, s);
+  return std::string(b.view());
+}
+
+std::string quoted(std::string_view s) { return "\"" + escaped(s) + "\""; }
+
+std::string server_info_json(const server_identity& id) {
+  return R"({"name":)" + quoted(id.name) + R"(,"title":)" + quoted(id.title) +
+         R"(,"version":)" + quoted(id.version) + "}";
+}
+
+struct status_head {
+  int status;
+  std::string_view bytes;
+};
+// The fixed head of every status we answer with (close variants add one header).
+constexpr status_head k_heads[] = {
+    {200, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"},
+    {202, "HTTP/1.1 202 Accepted\r\n"},
+    {204, "HTTP/1.1 204 No Content\r\n"},
+    {400, "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"},
+    {401, "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"},
+    {403, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n"},
+    {404, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"},
+    {405, "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\n"},
+    {406, "HTTP/1.1 406 Not Acceptable\r\nContent-Type: application/json\r\n"},
+    {413, "HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"},
+    {415, "HTTP/1.1 415 Unsupported Media Type\r\nContent-Type: application/json\r\n"},
+    {429, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"},
+    {500, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"},
+    {503, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"},
+};
+
+}  // namespace
+
+bool parse_revision(std::string_view s, revision& out) noexcept {
+  for (size_t i = 0; i < num_revisions; ++i) {
+    if (revision_names[i] == s) {
+      out = static_cast<revision>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view name_of(tool_error_code c) noexcept {
+  return k_tool_error_names[static_cast<size_t>(c)];
+}
+std::string_view message_of(tool_error_code c) noexcept {
+  return k_tool_error_messages[static_cast<size_t>(c)];
+}
+int code_of(rpc_error_kind k) noexcept { return k_rpc_errors[static_cast<size_t>(k)].code; }
+
+std::string_view reason_phrase(int status) noexcept {
+  switch (status) {
+    case 200: return "OK";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+  }
+}
+
+cache::cache(const server_identity& id) {
+  const std::string info = server_info_json(id);
+  const std::string instructions =
+      id.instructions.empty() ? std::string() : R"(,"instructions":)" + quoted(id.instructions);
+  const std::string caps = R"({"tools":{"listChanged":false}})";
+  for (size_t i = 0; i < num_revisions; ++i) {
+    initialize_[i] = R"({"protocolVersion":")" + std::string(revision_names[i]) +
+                     R"(","capabilities":)" + caps + R"(,"serverInfo":)" + info + instructions +
+                     "}";
+  }
+  discover_ = R"({"resultType":"complete","supportedVersions":[")" +
+              std::string(name_of(revision::v2026_07_28)) + R"("],"capabilities":)" + caps +
+              R"(,"serverInfo":)" + info + instructions + R"(,"ttlMs":3600000,"cacheScope":"public"})";
+
+  supported_json_ = "[";
+  for (size_t i = 0; i < num_revisions; ++i) {
+    supported_json_ += (i ? ",\"" : "\"") + std::string(revision_names[i]) + "\"";
+  }
+  supported_json_ += "]";
+
+  // Tool-error text, escaped once for its place inside the text block: {"code":"x","message":"..."
+  for (size_t i = 0; i < num_tool_error_codes; ++i) {
+    const std::string obj = R"({"code":")" + std::string(k_tool_error_names[i]) +
+                            R"(","message":)" + quoted(k_tool_error_messages[i]);
+    tool_error_text_[i] = escaped(obj);
+  }
+  for (size_t i = 0; i < num_rpc_error_kinds; ++i) {
+    rpc_error_mid_[i] = R"(,"error":{"code":)" + std::to_string(k_rpc_errors[i].code) +
+                        R"(,"message":")";
+  }
+  unauthorized_body_ =
+      R"({"code":"invalid_key","message":)" +
+      quoted("A valid API key is required. Send it as Authorization: Bearer KEY or X-API-Key: "
+             "KEY.") +
+      "}";
+}
+
+void cache::head(out_buffer& out, int status, bool close) const {
+  bool found = false;
+  for (const auto& h : k_heads) {
+    if (h.status == status) {
+      out.append(h.bytes);
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    out.append("HTTP/1.1 ");
+    append_int(out, status);
+    out.push_back(' ');
+    out.append(reason_phrase(status));
+    out.append("\r\nContent-Type: application/json\r\n");
+  }
+  if (close) {
+    out.append("Connection: close\r\n");
+  }
+}
+
+body_mark cache::body_start(out_buffer& out) const {
+  out.append(k_content_length);
+  body_mark m;
+  m.gap = out.size();
+  char* p = out.prepare(k_gap + 4);
+  std::memset(p, ' ', k_gap);
+  std::memcpy(p + k_gap, "\r\n\r\n", 4);
+  out.commit(k_gap + 4);
+  m.body = out.size();
+  return m;
+}
+
+void cache::body_end(out_buffer& out, body_mark m) const {
+  TOLLGATE_ASSERT(out.size() >= m.body);
+  const size_t len = out.size() - m.body;
+  fmt::format_int f(static_cast<unsigned long long>(len));
+  TOLLGATE_CHECK(f.size() <= k_gap);
+  char* base = out.data();
+  std::memcpy(base + m.gap, f.data(), f.size());
+  // Close the gap: move "\r\n\r\n" + body left by the unused digits.
+  const size_t unused = k_gap - f.size();
+  if (unused != 0) {
+    const size_t tail_from = m.gap + k_gap;
+    std::memmove(base + m.gap + f.size(), base + tail_from, out.size() - tail_from);
+    out.resize(out.size() - unused);
+  }
+}
+
+void cache::empty_response(out_buffer& out, int status, std::string_view extra_headers,
+                           bool close) const {
+  head(out, status, close);
+  out.append(extra_headers);
+  out.append("Content-Length: 0\r\n\r\n");
+}
+
+void cache::success_prefix(out_buffer& out, std::string_view id, revision r) const {
+  out.append(k_rpc_prefix);
+  out.append(id);
+  if (is_modern(r)) {
+    out.append(R"(,"result":{"resultType":"complete","content":[{"type":"text","text":")");
+  } else {
+    out.append(R"(,"result":{"content":[{"type":"text","text":")");
+  }
+}
+
+void cache::success_suffix(out_buffer& out) const { out.append(R"("}],"isError":false}})"); }
+
+namespace {
+// `,\"name\":N` escaped for inside the text block, when v >= 0.
+void escaped_figure(out_buffer& out, std::string_view name, int64_t v) {
+  if (v < 0) {
+    return;
+  }
+  out.append(",\\\"");
+  out.append(name);
+  out.append("\\\":");
+  append_int(out, v);
+}
+void raw_figure(out_buffer& out, std::string_view name, int64_t v) {
+  if (v < 0) {
+    return;
+  }
+  out.append(",\"");
+  out.append(name);
+  out.append("\":");
+  append_int(out, v);
+}
+}  // namespace
+
+void cache::tool_error_response(out_buffer& out, std::string_view id, revision r,
+                                const tool_error& e) const {
+  out.append(k_rpc_prefix);
+  out.append(id);
+  if (is_modern(r)) {
+    out.append(R"(,"result":{"resultType":"complete","isError":true,"content":[{"type":"text","text":")");
+  } else {
+    out.append(R"(,"result":{"isError":true,"content":[{"type":"text","text":")");
+  }
+  out.append(tool_error_text_[static_cast<size_t>(e.code)]);
+  escaped_figure(out, "retry_after_secs", e.retry_after_secs);
+  escaped_figure(out, "quota_limit", e.quota_limit);
+  escaped_figure(out, "quota_used", e.quota_used);
+  escaped_figure(out, "quota_remaining", e.quota_remaining);
+  out.append(R"(}"}]}})");
+}
+
+void cache::tool_error_json(out_buffer& out, const tool_error& e) const {
+  out.append(R"({"code":")");
+  out.append(k_tool_error_names[static_cast<size_t>(e.code)]);
+  out.append(R"(","message":")");
+  append_json_escaped(out, k_tool_error_messages[static_cast<size_t>(e.code)]);
+  out.push_back('"');
+  raw_figure(out, "retry_after_secs", e.retry_after_secs);
+  raw_figure(out, "quota_limit", e.quota_limit);
+  raw_figure(out, "quota_used", e.quota_used);
+  raw_figure(out, "quota_remaining", e.quota_remaining);
+  out.push_back('}');
+}
+
+void cache::error_response(out_buffer& out, std::string_view id, const rpc_error& e) const {
+  const auto k = static_cast<size_t>(e.kind);
+  out.append(k_rpc_prefix);
+  out.append(e.kind == rpc_error_kind::parse_error ? null_id : id);
+  out.append(rpc_error_mid_[k]);
+  switch (e.kind) {
+    case rpc_error_kind::invalid_request:
+    case rpc_error_kind::header_mismatch:
+      if (e.detail.empty()) {
+        out.append(k_rpc_errors[k].message);
+      } else {
+        append_json_escaped(out, e.detail);
+      }
+      out.append("\"}}");
+      return;
+    case rpc_error_kind::invalid_params:
+      out.append(k_rpc_errors[k].message);
+      append_json_escaped(out, e.detail);
+      out.append(": ");
+      append_json_escaped(out, e.rule);
+      out.append(R"(","data":{"argument":")");
+      append_json_escaped(out, e.detail);
+      out.append(R"(","rule":")");
+      append_json_escaped(out, e.rule);
+      out.append("\"}}}");
+      return;
+    case rpc_error_kind::unknown_tool:
+      out.append(k_rpc_errors[k].message);
+      append_json_escaped(out, e.detail);
+      out.append("\"}}");
+      return;
+    case rpc_error_kind::unsupported_version:
+      out.append(k_rpc_errors[k].message);
+      append_json_escaped(out, e.detail);
+      out.append(R"(","data":{"requested":")");
+      append_json_escaped(out, e.detail);
+      out.append(R"(","supported":)");
+      out.append(supported_json_);
+      out.append("}}}");
+      return;
+    case rpc_error_kind::rate_limited: {
+      out.append(k_rpc_errors[k].message);
+      out.append(R"(","data":)");
+      tool_error te;
+      te.code = tool_error_code::rate_limited;
+      te.retry_after_secs = e.retry_after_secs;
+      tool_error_json(out, te);
+      out.append("}}");
+      return;
+    }
+    default:
+      out.append(k_rpc_errors[k].message);
+      out.append("\"}}");
+      return;
+  }
+}
+
+void cache::result_response(out_buffer& out, std::string_view id,
+                            std::string_view result_json) const {
+  out.append(k_rpc_prefix);
+  out.append(id);
+  out.append(R"(,"result":)");
+  out.append(result_json);
+  out.push_back('}');
+}
+
+void cache::unauthorized(out_buffer& out, bool close) const {
+  head(out, 401, close);
+  out.append("WWW-Authenticate: Bearer realm=\"tollgate\"\r\n");
+  const body_mark m = body_start(out);
+  out.append(unauthorized_body_);
+  body_end(out, m);
+}
+
+}  // namespace tollgate::envelope

@@ -1,0 +1,161 @@
+// Reference renderer (see reference.h): deliberately naive, written from the spec of each
+// response shape rather than from the fast path's pieces.
+#include "tollgate/envelope/reference.h"
+
+#include <cstdio>
+
+namespace tollgate::envelope::reference {
+
+std::string escape(std::string_view s) {
+  std::string r;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"') {
+      r += "\\\"";
+    } else if (c == '\\') {
+      r += "\\\\";
+    } else if (c == '\n') {
+      r += "\\n";
+    } else if (c == '\r') {
+      r += "\\r";
+    } else if (c == '\t') {
+      r += "\\t";
+    } else if (c == '\b') {
+      r += "\\b";
+    } else if (c == '\f') {
+      r += "\\f";
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      r += buf;
+    } else {
+      r += ch;
+    }
+  }
+  return r;
+}
+
+namespace {
+std::string str(std::string_view s) { return "\"" + escape(s) + "\""; }
+}  // namespace
+
+std::string http(int status, bool close, std::string_view extra_headers, std::string_view body) {
+  std::string r = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason_phrase(status)) +
+                  "\r\n";
+  if (status != 202 && status != 204) {
+    r += "Content-Type: application/json\r\n";
+  }
+  if (close) {
+    r += "Connection: close\r\n";
+  }
+  r += extra_headers;
+  r += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  r += body;
+  return r;
+}
+
+std::string success(std::string_view id, revision r, std::string_view raw_payload) {
+  std::string result = "{";
+  if (is_modern(r)) {
+    result += "\"resultType\":\"complete\",";
+  }
+  result += "\"content\":[{\"type\":\"text\",\"text\":" + str(raw_payload) + "}],\"isError\":false}";
+  return "{\"jsonrpc\":\"2.0\",\"id\":" + std::string(id) + ",\"result\":" + result + "}";
+}
+
+std::string tool_error_json(const tool_error& e) {
+  std::string o = "{\"code\":" + str(name_of(e.code)) + ",\"message\":" + str(message_of(e.code));
+  auto fig = [&](const char* name, int64_t v) {
+    if (v >= 0) {
+      o += ",\"" + std::string(name) + "\":" + std::to_string(v);
+    }
+  };
+  fig("retry_after_secs", e.retry_after_secs);
+  fig("quota_limit", e.quota_limit);
+  fig("quota_used", e.quota_used);
+  fig("quota_remaining", e.quota_remaining);
+  return o + "}";
+}
+
+std::string tool_error_response(std::string_view id, revision r, const tool_error& e) {
+  std::string result = "{";
+  if (is_modern(r)) {
+    result += "\"resultType\":\"complete\",";
+  }
+  result += "\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":" + str(tool_error_json(e)) +
+            "}]}";
+  return "{\"jsonrpc\":\"2.0\",\"id\":" + std::string(id) + ",\"result\":" + result + "}";
+}
+
+std::string supported_versions() {
+  std::string s = "[";
+  for (size_t i = 0; i < num_revisions; ++i) {
+    if (i) {
+      s += ",";
+    }
+    s += str(revision_names[i]);
+  }
+  return s + "]";
+}
+
+std::string error_response(std::string_view id, const rpc_error& e) {
+  std::string message;
+  std::string data;
+  switch (e.kind) {
+    case rpc_error_kind::parse_error:
+      id = "null";
+      message = "Parse error: the request body is not valid JSON.";
+      break;
+    case rpc_error_kind::invalid_request:
+      message = e.detail.empty()
+                    ? std::string("Invalid Request: the message is not a valid JSON-RPC 2.0 request.")
+                    : std::string(e.detail);
+      break;
+    case rpc_error_kind::method_not_found: message = "Method not found."; break;
+    case rpc_error_kind::invalid_params:
+      message = "Invalid params: " + std::string(e.detail) + ": " + std::string(e.rule);
+      data = "{\"argument\":" + str(e.detail) + ",\"rule\":" + str(e.rule) + "}";
+      break;
+    case rpc_error_kind::unknown_tool: message = "Unknown tool: " + std::string(e.detail); break;
+    case rpc_error_kind::internal_error: message = "Internal error."; break;
+    case rpc_error_kind::header_mismatch:
+      message = e.detail.empty()
+                    ? std::string("Header mismatch: the HTTP headers do not match the request body.")
+                    : std::string(e.detail);
+      break;
+    case rpc_error_kind::unsupported_version:
+      message = "Unsupported protocol version: " + std::string(e.detail);
+      data = "{\"requested\":" + str(e.detail) + ",\"supported\":" + supported_versions() + "}";
+      break;
+    case rpc_error_kind::rate_limited: {
+      message =
+          "Rate limit exceeded: wait data.retry_after_secs seconds and send the same request again.";
+      tool_error te;
+      te.code = tool_error_code::rate_limited;
+      te.retry_after_secs = e.retry_after_secs;
+      data = tool_error_json(te);
+      break;
+    }
+  }
+  std::string err = "{\"code\":" + std::to_string(code_of(e.kind)) + ",\"message\":" + str(message);
+  if (!data.empty()) {
+    err += ",\"data\":" + data;
+  }
+  err += "}";
+  return "{\"jsonrpc\":\"2.0\",\"id\":" + std::string(id) + ",\"error\":" + err + "}";
+}
+
+std::string result_response(std::string_view id, std::string_view result_json) {
+  return "{\"jsonrpc\":\"2.0\",\"id\":" + std::string(id) + ",\"result\":" +
+         std::string(result_json) + "}";
+}
+
+std::string unauthorized(bool close) {
+  const std::string body =
+      "{\"code\":\"invalid_key\",\"message\":" +
+      str("A valid API key is required. Send it as Authorization: Bearer KEY or X-API-Key: KEY.") +
+      "}";
+  return http(401, close, "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n", body);
+}
+
+}  // namespace tollgate::envelope::reference

@@ -1,0 +1,268 @@
+// Envelope cache tests: the fast writers against the reference renderer, byte for byte, and the
+// zero-allocation property of the steady state.
+#include "tollgate/envelope/envelope.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "support/alloc_counter.h"
+#include "tollgate/common/json_out.h"
+#include "tollgate/envelope/reference.h"
+
+namespace tollgate::envelope {
+namespace {
+
+const cache& the_cache() {
+  static const cache c(server_identity{});
+  return c;
+}
+
+std::string random_text(std::mt19937& rng, size_t max_len) {
+  std::uniform_int_distribution<size_t> len(0, max_len);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::string s(len(rng), '\0');
+  for (auto& ch : s) {
+    int b = byte(rng);
+    // Mostly printable, with quotes, backslashes, control bytes and high bytes mixed in.
+    if (b < 180) {
+      ch = static_cast<char>(' ' + b % 95);
+    } else if (b < 200) {
+      ch = '"';
+    } else if (b < 215) {
+      ch = '\\';
+    } else {
+      ch = static_cast<char>(b - 215);  // control characters 0..40
+    }
+  }
+  return s;
+}
+
+// Writes a random payload twice: through json_out(nested) into `nested` and raw into `raw`.
+void random_payload(std::mt19937& rng, out_buffer& nested, out_buffer& raw) {
+  json_out n(nested, true);
+  json_out r(raw, false);
+  std::uniform_int_distribution<int> op(0, 3);
+  int items = static_cast<int>(rng() % 20);
+  n.raw("{\"items\":[");
+  r.raw("{\"items\":[");
+  for (int i = 0; i < items; ++i) {
+    if (i) {
+      n.raw(",");
+      r.raw(",");
+    }
+    switch (op(rng)) {
+      case 0: {
+        std::string s = random_text(rng, 40);
+        n.string(s);
+        r.string(s);
+        break;
+      }
+      case 1: {
+        int64_t v = static_cast<int64_t>(rng()) - (1LL << 31);
+        n.number(v);
+        r.number(v);
+        break;
+      }
+      case 2:
+        n.boolean(i % 2);
+        r.boolean(i % 2);
+        break;
+      default:
+        n.raw("null");
+        r.raw("null");
+        break;
+    }
+  }
+  n.raw("]}");
+  r.raw("]}");
+}
+
+std::string random_id(std::mt19937& rng) {
+  switch (rng() % 3) {
+    case 0: return std::to_string(rng() % 100000);
+    case 1: return "\"" + reference::escape(random_text(rng, 12)) + "\"";
+    default: return "null";
+  }
+}
+
+tool_error random_tool_error(std::mt19937& rng) {
+  tool_error e;
+  e.code = static_cast<tool_error_code>(rng() % num_tool_error_codes);
+  auto fig = [&]() -> int64_t { return rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 5000000); };
+  e.retry_after_secs = fig();
+  e.quota_limit = fig();
+  e.quota_used = fig();
+  e.quota_remaining = fig();
+  return e;
+}
+
+TEST(envelope_test, success_matches_reference_for_random_payloads) {
+  // Verifies the fast success envelope (prefix + nested payload + suffix) equals the reference
+  // rendering of the raw payload escaped once, for every revision.
+  std::mt19937 rng(1);
+  for (int i = 0; i < 2000; ++i) {
+    out_buffer fast;
+    out_buffer raw;
+    std::string id = random_id(rng);
+    auto rev = static_cast<revision>(i % num_revisions);
+    the_cache().success_prefix(fast, id, rev);
+    random_payload(rng, fast, raw);
+    the_cache().success_suffix(fast);
+    ASSERT_EQ(fast.view(), reference::success(id, rev, raw.view())) << "case " << i;
+  }
+}
+
+TEST(envelope_test, tool_errors_match_reference) {
+  // Verifies every tool-error envelope, with every combination of present figures, equals the
+  // reference rendering (text = the compact error JSON escaped once).
+  std::mt19937 rng(2);
+  for (int i = 0; i < 2000; ++i) {
+    tool_error e = random_tool_error(rng);
+    std::string id = random_id(rng);
+    auto rev = static_cast<revision>(i % num_revisions);
+    out_buffer fast;
+    the_cache().tool_error_response(fast, id, rev, e);
+    ASSERT_EQ(fast.view(), reference::tool_error_response(id, rev, e));
+    out_buffer json;
+    the_cache().tool_error_json(json, e);
+    ASSERT_EQ(json.view(), reference::tool_error_json(e));
+  }
+}
+
+TEST(envelope_test, seed_quota_exceeded_shape) {
+  // Verifies the quota_exceeded tool error has exactly the seed's shape and figure order.
+  tool_error e{tool_error_code::quota_exceeded, 394200, 1000, 1000, 0};
+  out_buffer out;
+  the_cache().tool_error_response(out, "3", revision::v2025_06_18, e);
+  std::string expect =
+      R"({"jsonrpc":"2.0","id":3,"result":{"isError":true,"content":[{"type":"text","text":"{\"code\":\"quota_exceeded\",\"message\":\")" +
+      std::string(message_of(tool_error_code::quota_exceeded)) +
+      R"(\",\"retry_after_secs\":394200,\"quota_limit\":1000,\"quota_used\":1000,\"quota_remaining\":0}"}]}})";
+  EXPECT_EQ(out.view(), expect);
+}
+
+TEST(envelope_test, rpc_errors_match_reference) {
+  // Verifies every JSON-RPC error kind, with random details, equals the reference rendering.
+  std::mt19937 rng(3);
+  for (int i = 0; i < 3000; ++i) {
+    rpc_error e;
+    e.kind = static_cast<rpc_error_kind>(i % num_rpc_error_kinds);
+    std::string detail = rng() % 4 == 0 ? std::string() : random_text(rng, 30);
+    std::string rule = random_text(rng, 30);
+    e.detail = detail;
+    e.rule = rule;
+    e.retry_after_secs = static_cast<int64_t>(rng() % 100000) + 1;
+    std::string id = random_id(rng);
+    out_buffer fast;
+    the_cache().error_response(fast, id, e);
+    ASSERT_EQ(fast.view(), reference::error_response(id, e)) << "kind " << (i % num_rpc_error_kinds);
+  }
+}
+
+TEST(envelope_test, http_framing_matches_reference) {
+  // Verifies head + extra headers + Content-Length patch equals the reference HTTP rendering for
+  // every status and body sizes around each Content-Length digit boundary.
+  std::mt19937 rng(4);
+  const int statuses[] = {200, 400, 401, 403, 404, 405, 406, 413, 415, 429, 500, 503, 418};
+  const size_t sizes[] = {0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10000, 100000};
+  for (int status : statuses) {
+    for (size_t size : sizes) {
+      for (bool close : {false, true}) {
+        std::string body(size, 'x');
+        std::string extra = rng() % 2 ? "X-RateLimit-Limit: 10\r\nX-Quota-Used: 5\r\n" : "";
+        out_buffer fast;
+        fast.append("PREVIOUS RESPONSE");  // writers append; earlier bytes stay untouched
+        the_cache().head(fast, status, close);
+        fast.append(extra);
+        body_mark m = the_cache().body_start(fast);
+        fast.append(body);
+        the_cache().body_end(fast, m);
+        ASSERT_EQ(fast.view(),
+                  "PREVIOUS RESPONSE" + reference::http(status, close, extra, body))
+            << status << " " << size;
+      }
+    }
+  }
+}
+
+TEST(envelope_test, empty_response_matches_reference) {
+  // Verifies bodiless responses (202, 204) carry no Content-Type and Content-Length 0.
+  for (int status : {202, 204}) {
+    out_buffer out;
+    the_cache().empty_response(out, status, "X-A: 1\r\n", false);
+    EXPECT_EQ(out.view(), reference::http(status, false, "X-A: 1\r\n", ""));
+  }
+}
+
+TEST(envelope_test, unauthorized_never_advertises_oauth) {
+  // Verifies the 401 carries the Bearer realm challenge, the invalid_key body, and no
+  // resource_metadata, and equals the reference.
+  for (bool close : {false, true}) {
+    out_buffer out;
+    the_cache().unauthorized(out, close);
+    EXPECT_EQ(out.view(), reference::unauthorized(close));
+    EXPECT_NE(out.view().find("WWW-Authenticate: Bearer realm=\"tollgate\"\r\n"),
+              std::string_view::npos);
+    EXPECT_NE(out.view().find(R"({"code":"invalid_key","message":")"), std::string_view::npos);
+    EXPECT_EQ(out.view().find("resource_metadata"), std::string_view::npos);
+  }
+}
+
+TEST(envelope_test, result_and_prerendered_results) {
+  // Verifies result_response, the initialize results per revision and the discover result.
+  out_buffer out;
+  the_cache().result_response(out, "\"a\"", the_cache().empty_result(revision::v2026_07_28));
+  EXPECT_EQ(out.view(), R"({"jsonrpc":"2.0","id":"a","result":{"resultType":"complete"}})");
+  EXPECT_EQ(out.view(), reference::result_response("\"a\"", R"({"resultType":"complete"})"));
+  EXPECT_NE(the_cache().initialize_result(revision::v2025_06_18).find(R"("protocolVersion":"2025-06-18")"),
+            std::string_view::npos);
+  std::string_view d = the_cache().discover_result();
+  EXPECT_EQ(d.substr(0, 25), std::string_view(R"({"resultType":"complete",)"));
+  for (auto field : {"\"supportedVersions\":[\"2026-07-28\"]", "\"capabilities\":", "\"serverInfo\":",
+                     "\"ttlMs\":", "\"cacheScope\":"}) {
+    EXPECT_NE(d.find(field), std::string_view::npos) << field;
+  }
+}
+
+TEST(envelope_test, steady_state_allocates_nothing) {
+  // Verifies that after warm-up, writing a full success and a full tool-error response into a
+  // reused buffer makes no allocation.
+  out_buffer out(64 * 1024);
+  std::string payload(2048, 'p');
+  auto once = [&] {
+    out.clear();
+    the_cache().head(out, 200, false);
+    body_mark m = the_cache().body_start(out);
+    the_cache().success_prefix(out, "12", revision::v2025_11_25);
+    json_out j(out, true);
+    j.string(payload);
+    the_cache().success_suffix(out);
+    the_cache().body_end(out, m);
+    the_cache().tool_error_response(out, "12", revision::v2026_07_28,
+                                    tool_error{tool_error_code::quota_exceeded, 5, 6, 7, 0});
+    the_cache().error_response(out, "12", rpc_error{rpc_error_kind::invalid_params, "limit", "x", 1});
+  };
+  once();
+  test::alloc_scope scope;
+  for (int i = 0; i < 100; ++i) {
+    once();
+  }
+  EXPECT_EQ(scope.count(), 0u);
+}
+
+TEST(envelope_test, parse_revision_knows_exactly_the_four) {
+  // Verifies revision names round-trip and unknown names are refused.
+  for (size_t i = 0; i < num_revisions; ++i) {
+    revision r{};
+    ASSERT_TRUE(parse_revision(revision_names[i], r));
+    EXPECT_EQ(static_cast<size_t>(r), i);
+  }
+  revision r{};
+  EXPECT_FALSE(parse_revision("2024-11-05", r));
+  EXPECT_FALSE(parse_revision("", r));
+}
+
+}  // namespace
+}  // namespace tollgate::envelope
