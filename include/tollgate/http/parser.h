@@ -8,8 +8,15 @@
 // It never reads outside buf[0, len). For chunked bodies it decodes in place: the decoded body
 // is moved to directly follow the header block inside buf (so buf must be writable), and
 // out.body views it; calling again on the same bytes after that is not supported.
-// `head_only` (set when an `Expect: 100-continue` request has a complete head but not its body)
-// lets the engine send "100 Continue" before the body arrives.
+// `head_complete` (set on incomplete when the head has been parsed but the body has not fully
+// arrived; `out` then holds the parsed head) lets the engine send "100 Continue" for an
+// `Expect: 100-continue` request before the body arrives.
+//
+// Strictness (RFC 9112): request line `token SP origin-form|"*" SP HTTP/1.x CRLF` (leading empty
+// lines are skipped); header names are tokens directly followed by ':'; values lose their
+// surrounding OWS; obs-fold, NUL, DEL, bare CR and bare LF are refused; an HTTP/1.1 request
+// needs exactly one Host (limits::require_host). Every prefix of a valid request returns
+// incomplete, and an error found in a prefix is the error the whole input gets.
 #pragma once
 
 #include <cstddef>

@@ -36,8 +36,17 @@ int status_of(errc e) noexcept;
 std::string_view message(errc e) noexcept;
 
 struct limits {
+  /// The head (request line, headers, final CRLF) may not exceed this; checked before the head
+  /// has fully arrived, so a slow, endless head is refused once this many bytes are buffered.
   size_t max_header_bytes = 16 * 1024;
+  /// Content-Length, or the decoded size of a chunked body, may not exceed this. A chunked body's
+  /// wire size (data plus framing and trailers) may not exceed max_body_bytes + max_header_bytes,
+  /// so a receive buffer of 2 * max_header_bytes + max_body_bytes always holds a whole request.
   size_t max_body_bytes = 1024 * 1024;
+  /// At most this many header lines (clamped to http::max_headers) → else 431.
+  size_t max_header_count = max_headers;
+  /// RFC 9112 §3.2: an HTTP/1.1 request without exactly one Host header gets 400 (bad_header).
+  bool require_host = true;
 };
 
 struct request {

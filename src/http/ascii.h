@@ -1,0 +1,143 @@
+// Private ASCII helpers shared by the HTTP parser, request lookups and the router: character
+// class tables (RFC 9110 tchar, request-target bytes), case-insensitive comparison, and an SSE2
+// scan for the first control byte of a field value. Nothing here allocates or reads outside the
+// ranges it is given.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace tollgate::http::detail {
+
+/// RFC 9110 §5.6.2 tchar: the bytes of a method or a field name.
+constexpr bool tchar_slow(unsigned char c) noexcept {
+  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+    return true;
+  }
+  switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Bytes accepted inside a request-target: visible ASCII except '#' (a fragment is never sent).
+constexpr bool target_slow(unsigned char c) noexcept { return c > 0x20 && c < 0x7f && c != '#'; }
+
+template <bool (*F)(unsigned char)>
+constexpr std::array<bool, 256> make_table() noexcept {
+  std::array<bool, 256> t{};
+  for (int i = 0; i < 256; ++i) {
+    t[static_cast<size_t>(i)] = F(static_cast<unsigned char>(i));
+  }
+  return t;
+}
+
+inline constexpr std::array<bool, 256> tchar_table = make_table<tchar_slow>();
+inline constexpr std::array<bool, 256> target_table = make_table<target_slow>();
+
+inline bool is_tchar(char c) noexcept { return tchar_table[static_cast<unsigned char>(c)]; }
+inline bool is_target(char c) noexcept { return target_table[static_cast<unsigned char>(c)]; }
+
+constexpr char to_lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
+}
+
+/// Case-insensitive equality of two arbitrary byte strings (ASCII letters fold).
+inline bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (to_lower(a[i]) != to_lower(b[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Fast case-insensitive equality against `lower`, a literal made only of lowercase letters,
+/// digits and '-'. Valid when `s` holds no control bytes (true of validated names and values):
+/// then `c | 0x20` equals such a literal byte only for that byte or its uppercase letter.
+inline bool iequals_lower(std::string_view s, std::string_view lower) noexcept {
+  if (s.size() != lower.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (static_cast<char>(s[i] | 0x20) != lower[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// First byte in [p, end) that is a control byte (< 0x20, including HTAB) or DEL, else end.
+/// Reads only inside [p, end).
+inline const char* find_ctl(const char* p, const char* end) noexcept {
+#if defined(__SSE2__)
+  const __m128i k1f = _mm_set1_epi8(0x1f);
+  const __m128i k7f = _mm_set1_epi8(0x7f);
+  while (end - p >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // unsigned v <= 0x1f  <=>  min(v, 0x1f) == v
+    const __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, k1f), v);
+    const __m128i del = _mm_cmpeq_epi8(v, k7f);
+    const int mask = _mm_movemask_epi8(_mm_or_si128(ctl, del));
+    if (mask != 0) {
+      return p + __builtin_ctz(static_cast<unsigned>(mask));
+    }
+    p += 16;
+  }
+#endif
+  while (p < end) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c < 0x20 || c == 0x7f) {
+      return p;
+    }
+    ++p;
+  }
+  return end;
+}
+
+inline bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
+
+inline std::string_view trim_ows(std::string_view s) noexcept {
+  size_t b = 0;
+  size_t e = s.size();
+  while (b < e && is_ows(s[b])) {
+    ++b;
+  }
+  while (e > b && is_ows(s[e - 1])) {
+    --e;
+  }
+  return s.substr(b, e - b);
+}
+
+/// Calls f(element) for each non-empty, OWS-trimmed element of a comma-separated list; stops
+/// early and returns false when f returns false.
+template <class F>
+bool for_each_list_element(std::string_view v, F&& f) {
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t comma = v.find(',', start);
+    if (comma == std::string_view::npos) {
+      comma = v.size();
+    }
+    const std::string_view el = trim_ows(v.substr(start, comma - start));
+    if (!el.empty() && !f(el)) {
+      return false;
+    }
+    start = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace tollgate::http::detail

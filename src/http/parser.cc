@@ -1,0 +1,516 @@
+// Zero-copy HTTP/1.1 request parser (see parser.h for the contract).
+//
+// The parser is stateless: each call parses from buf[0] again, so the engine simply calls it
+// after every read until it answers complete or error. Heads are small, so re-parsing costs
+// little; a chunked body is validated in a first walk that hops over chunk data and only then,
+// once complete, decoded in place by a second walk.
+//
+// Prefix consistency: every decision is taken on bytes that any longer input also contains,
+// and the head is only ever scanned inside buf[0, min(len, max_header_bytes)), so an error a
+// prefix reports is the error the whole input reports, and a valid request's prefixes are
+// all incomplete. The table tests feed every input byte by byte to check exactly this.
+#include "tollgate/http/parser.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "http/ascii.h"
+
+namespace tollgate::http {
+namespace {
+
+using detail::find_ctl;
+using detail::iequals_lower;
+using detail::is_ows;
+using detail::is_tchar;
+using detail::is_target;
+
+enum class line_status { ok, more, bad };
+
+/// Scans one `name ":" OWS value OWS CRLF` field line starting at p (which is not CR).
+/// On ok, p is moved past the CRLF.
+inline line_status scan_field_line(const char*& p, const char* end, std::string_view& name,
+                                   std::string_view& value) noexcept {
+  const char* n = p;
+  const char* q = p;
+  while (q < end && is_tchar(*q)) {
+    ++q;
+  }
+  if (q == end) {
+    return line_status::more;
+  }
+  if (*q != ':' || q == n) {  // also refuses obs-fold, whitespace before ':' and bare LF
+    return line_status::bad;
+  }
+  name = std::string_view(n, static_cast<size_t>(q - n));
+  ++q;
+  while (q < end && is_ows(*q)) {
+    ++q;
+  }
+  const char* v = q;
+  for (;;) {
+    q = find_ctl(q, end);
+    if (q == end) {
+      return line_status::more;
+    }
+    if (*q == '\t') {
+      ++q;
+      continue;
+    }
+    if (*q != '\r') {
+      return line_status::bad;  // NUL, bare LF, other controls, DEL
+    }
+    if (q + 1 == end) {
+      return line_status::more;
+    }
+    if (q[1] != '\n') {
+      return line_status::bad;  // bare CR
+    }
+    break;
+  }
+  const char* ve = q;
+  while (ve > v && is_ows(ve[-1])) {
+    --ve;
+  }
+  value = std::string_view(v, static_cast<size_t>(ve - v));
+  p = q + 2;
+  return line_status::ok;
+}
+
+inline size_t sat_add(size_t a, size_t b) noexcept {
+  return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+inline int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  const char l = static_cast<char>(c | 0x20);
+  if (l >= 'a' && l <= 'f') {
+    return l - 'a' + 10;
+  }
+  return -1;
+}
+
+/// What the header lines told us about framing and connection handling.
+struct head_state {
+  size_t content_length = 0;
+  int host_count = 0;
+  bool have_cl = false;
+  bool have_te = false;
+  bool conn_close = false;
+  bool conn_keep_alive = false;
+  bool expect_continue = false;
+};
+
+errc on_content_length(std::string_view v, const limits& lim, head_state& st) noexcept {
+  if (st.have_te) {
+    return errc::conflicting_length;
+  }
+  if (v.empty()) {
+    return errc::bad_content_length;
+  }
+  size_t n = 0;
+  bool over = false;
+  for (const char c : v) {
+    if (c < '0' || c > '9') {
+      return errc::bad_content_length;
+    }
+    const auto d = static_cast<size_t>(c - '0');
+    if (!over) {
+      if (n > (SIZE_MAX - d) / 10) {
+        over = true;
+      } else {
+        n = n * 10 + d;
+        over = n > lim.max_body_bytes;
+      }
+    }
+  }
+  if (st.have_cl) {
+    // Equal duplicates are harmless (RFC 9110 §8.6); differing ones are a smuggling attempt.
+    if (over || n != st.content_length) {
+      return errc::conflicting_length;
+    }
+    return errc::ok;
+  }
+  if (over) {
+    return errc::body_too_large;
+  }
+  st.have_cl = true;
+  st.content_length = n;
+  return errc::ok;
+}
+
+errc on_transfer_encoding(std::string_view v, head_state& st) noexcept {
+  if (st.have_cl) {
+    return errc::conflicting_length;
+  }
+  if (st.have_te) {  // a second field would apply chunked twice or add a coding we lack
+    return errc::bad_header;
+  }
+  int chunked = 0;
+  errc e = errc::ok;
+  detail::for_each_list_element(v, [&](std::string_view el) {
+    if (!iequals_lower(el, "chunked")) {
+      e = errc::unsupported_encoding;
+      return false;
+    }
+    if (++chunked > 1) {
+      e = errc::bad_header;
+      return false;
+    }
+    return true;
+  });
+  if (e != errc::ok) {
+    return e;
+  }
+  if (chunked == 0) {
+    return errc::bad_header;
+  }
+  st.have_te = true;
+  return errc::ok;
+}
+
+void on_connection(std::string_view v, head_state& st) noexcept {
+  detail::for_each_list_element(v, [&](std::string_view el) {
+    if (iequals_lower(el, "close")) {
+      st.conn_close = true;
+    } else if (iequals_lower(el, "keep-alive")) {
+      st.conn_keep_alive = true;
+    }
+    return true;
+  });
+}
+
+/// Interprets the few header fields that affect framing and the connection.
+inline errc on_header(std::string_view name, std::string_view value, const limits& lim,
+                      head_state& st) noexcept {
+  switch (name.size()) {
+    case 4:
+      if (iequals_lower(name, "host") && ++st.host_count > 1) {
+        return errc::bad_header;
+      }
+      break;
+    case 6:
+      if (iequals_lower(name, "expect") && iequals_lower(value, "100-continue")) {
+        st.expect_continue = true;
+      }
+      break;
+    case 10:
+      if (iequals_lower(name, "connection")) {
+        on_connection(value, st);
+      }
+      break;
+    case 14:
+      if (iequals_lower(name, "content-length")) {
+        return on_content_length(value, lim, st);
+      }
+      break;
+    case 17:
+      if (iequals_lower(name, "transfer-encoding")) {
+        return on_transfer_encoding(value, st);
+      }
+      break;
+    default:
+      break;
+  }
+  return errc::ok;
+}
+
+inline parse_result fail(errc e) noexcept {
+  parse_result r;
+  r.status = parse_status::error;
+  r.error = e;
+  return r;
+}
+
+inline parse_result need_more(bool head_complete) noexcept {
+  parse_result r;
+  r.status = parse_status::incomplete;
+  r.head_complete = head_complete;
+  return r;
+}
+
+/// Validates the chunked body starting at buf[head_len] and, when it is complete, decodes it in
+/// place right after the head.
+parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits& lim,
+                           request& out) noexcept {
+  // Walk 1: validate framing without writing, so an incomplete body stays re-parseable.
+  const size_t cap = sat_add(head_len, sat_add(lim.max_body_bytes, lim.max_header_bytes));
+  const bool capped = len >= cap;
+  const char* const end = buf + (capped ? cap : len);
+  auto more = [&]() noexcept {
+    return capped ? fail(errc::body_too_large) : need_more(true);
+  };
+  const char* q = buf + head_len;
+  size_t total = 0;
+  for (;;) {
+    const char* s = q;
+    size_t size = 0;
+    const size_t remaining = lim.max_body_bytes - total;
+    while (q < end) {
+      const int d = hex_value(*q);
+      if (d < 0) {
+        break;
+      }
+      if (size > (remaining >> 4)) {
+        return fail(errc::body_too_large);
+      }
+      size = size * 16 + static_cast<size_t>(d);
+      if (size > remaining) {
+        return fail(errc::body_too_large);
+      }
+      ++q;
+    }
+    if (q == end) {
+      return more();
+    }
+    if (q == s) {
+      return fail(errc::bad_chunk);
+    }
+    if (*q == ';' || is_ows(*q)) {  // chunk extensions (and BWS before them) are skipped
+      for (;;) {
+        if (q == end) {
+          return more();
+        }
+        const auto c = static_cast<unsigned char>(*q);
+        if (c == '\r') {
+          break;
+        }
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+          return fail(errc::bad_chunk);
+        }
+        ++q;
+      }
+    }
+    if (*q != '\r') {
+      return fail(errc::bad_chunk);
+    }
+    if (q + 1 == end) {
+      return more();
+    }
+    if (q[1] != '\n') {
+      return fail(errc::bad_chunk);
+    }
+    q += 2;
+    if (size == 0) {
+      break;
+    }
+    if (static_cast<size_t>(end - q) < size + 2) {
+      return more();
+    }
+    if (q[size] != '\r' || q[size + 1] != '\n') {
+      return fail(errc::bad_chunk);
+    }
+    total += size;
+    q += size + 2;
+  }
+  // Trailer section: validated like header lines, then dropped.
+  for (;;) {
+    if (q == end) {
+      return more();
+    }
+    if (*q == '\r') {
+      if (q + 1 == end) {
+        return more();
+      }
+      if (q[1] != '\n') {
+        return fail(errc::bad_header);
+      }
+      q += 2;
+      break;
+    }
+    std::string_view name;
+    std::string_view value;
+    const line_status ls = scan_field_line(q, end, name, value);
+    if (ls == line_status::more) {
+      return more();
+    }
+    if (ls == line_status::bad) {
+      return fail(errc::bad_header);
+    }
+  }
+  const size_t consumed = static_cast<size_t>(q - buf);
+
+  // Walk 2: the framing is known good; move each chunk's data down next to the previous one.
+  char* dst = buf + head_len;
+  const char* r = buf + head_len;
+  for (;;) {
+    size_t size = 0;
+    for (int d = hex_value(*r); d >= 0; d = hex_value(*++r)) {
+      size = size * 16 + static_cast<size_t>(d);
+    }
+    r = static_cast<const char*>(std::memchr(r, '\n', static_cast<size_t>(end - r))) + 1;
+    if (size == 0) {
+      break;
+    }
+    if (dst != r) {
+      std::memmove(dst, r, size);
+    }
+    dst += size;
+    r += size + 2;
+  }
+  out.body = std::string_view(buf + head_len, total);
+  out.content_length = total;
+  parse_result res;
+  res.status = parse_status::complete;
+  res.consumed = consumed;
+  return res;
+}
+
+}  // namespace
+
+parse_result parse_request(char* buf, size_t len, const limits& lim, request& out) noexcept {
+  out.method = out.target = out.path = out.query = out.body = std::string_view();
+  out.version_minor = 1;
+  out.num_headers = 0;
+  out.keep_alive = true;
+  out.expect_continue = false;
+  out.chunked = false;
+  out.content_length = 0;
+
+  // The head is scanned only inside this window; running out of it means 431.
+  const bool capped = len >= lim.max_header_bytes;
+  const char* const end = buf + (capped ? lim.max_header_bytes : len);
+  const auto more = [capped]() noexcept {
+    return capped ? fail(errc::header_too_large) : need_more(false);
+  };
+  const char* p = buf;
+
+  // RFC 9112 §2.2: ignore empty lines before the request line.
+  for (;;) {
+    if (p == end) {
+      return more();
+    }
+    if (*p != '\r') {
+      break;
+    }
+    if (p + 1 == end) {
+      return more();
+    }
+    if (p[1] != '\n') {
+      return fail(errc::bad_request_line);
+    }
+    p += 2;
+  }
+
+  // method SP
+  const char* m = p;
+  while (p < end && is_tchar(*p)) {
+    ++p;
+  }
+  if (p == end) {
+    return more();
+  }
+  if (*p != ' ' || p == m) {
+    return fail(errc::bad_request_line);
+  }
+  out.method = std::string_view(m, static_cast<size_t>(p - m));
+  ++p;
+
+  // request-target SP: origin-form ("/...") or asterisk-form ("*", OPTIONS only)
+  const char* t = p;
+  if (p < end && *p != '/' && *p != '*') {
+    return fail(errc::bad_request_line);
+  }
+  while (p < end && is_target(*p)) {
+    ++p;
+  }
+  if (p == end) {
+    return more();
+  }
+  if (*p != ' ' || p == t) {
+    return fail(errc::bad_request_line);
+  }
+  out.target = std::string_view(t, static_cast<size_t>(p - t));
+  ++p;
+
+  // HTTP-version CRLF
+  if (end - p < 10) {
+    return more();
+  }
+  if (std::memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' ||
+      p[7] < '0' || p[7] > '9' || p[8] != '\r' || p[9] != '\n') {
+    return fail(errc::bad_request_line);
+  }
+  if (p[5] != '1') {
+    return fail(errc::unsupported_version);
+  }
+  // Checked after the version so an HTTP/2 preface ("PRI * HTTP/2.0") answers 505.
+  if (*t == '*' && (out.target.size() != 1 || out.method != "OPTIONS")) {
+    return fail(errc::bad_request_line);
+  }
+  // RFC 9110 §2.5: a higher minor version of a major we speak is handled as our highest, 1.1.
+  out.version_minor = p[7] == '0' ? 0 : 1;
+  p += 10;
+
+  // header fields
+  head_state st;
+  const size_t max_count = lim.max_header_count < max_headers ? lim.max_header_count : max_headers;
+  for (;;) {
+    if (p == end) {
+      return more();
+    }
+    if (*p == '\r') {
+      if (p + 1 == end) {
+        return more();
+      }
+      if (p[1] != '\n') {
+        return fail(errc::bad_header);
+      }
+      p += 2;
+      break;
+    }
+    if (out.num_headers == max_count) {
+      return fail(errc::too_many_headers);
+    }
+    header& h = out.headers[out.num_headers];
+    const line_status ls = scan_field_line(p, end, h.name, h.value);
+    if (ls == line_status::more) {
+      return more();
+    }
+    if (ls == line_status::bad) {
+      return fail(errc::bad_header);
+    }
+    ++out.num_headers;
+    const errc e = on_header(h.name, h.value, lim, st);
+    if (e != errc::ok) {
+      return fail(e);
+    }
+  }
+  const auto head_len = static_cast<size_t>(p - buf);
+
+  // Checks that need the whole head.
+  if (out.version_minor == 1 && lim.require_host && st.host_count != 1) {
+    return fail(errc::bad_header);
+  }
+  if (out.version_minor == 0 && st.have_te) {
+    // RFC 9112 §6.1: HTTP/1.0 with Transfer-Encoding has faulty framing.
+    return fail(errc::bad_header);
+  }
+  out.keep_alive = !st.conn_close && (out.version_minor == 1 || st.conn_keep_alive);
+  out.expect_continue = st.expect_continue && out.version_minor == 1;  // 1.0: must ignore
+  out.chunked = st.have_te;
+  out.content_length = st.content_length;
+  const size_t qmark = out.target.find('?');
+  if (qmark == std::string_view::npos) {
+    out.path = out.target;
+  } else {
+    out.path = out.target.substr(0, qmark);
+    out.query = out.target.substr(qmark + 1);
+  }
+
+  if (st.have_te) {
+    return parse_chunked(buf, len, head_len, lim, out);
+  }
+  if (len - head_len < st.content_length) {
+    return need_more(true);
+  }
+  out.body = std::string_view(buf + head_len, st.content_length);
+  parse_result r;
+  r.status = parse_status::complete;
+  r.consumed = head_len + st.content_length;
+  return r;
+}
+
+}  // namespace tollgate::http

@@ -1,0 +1,470 @@
+// Tests for http::parse_request: a table of valid and invalid requests, each fed whole and byte
+// by byte (every proper prefix must answer incomplete or the whole input's error, never a
+// different answer), pipelining, chunked decoding, a guard-page read-past-end check, and zero
+// allocations.
+#include "tollgate/http/parser.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/alloc_counter.h"
+
+namespace tollgate::http {
+namespace {
+
+struct parse_case {
+  const char* name;
+  std::string input;
+  parse_status status;
+  errc error = errc::ok;
+  // Checked on complete:
+  std::string_view method = {};
+  std::string_view path = {};
+  std::string_view query = {};
+  std::string_view body = {};
+  bool keep_alive = true;
+  int version_minor = 1;
+  bool head_complete = false;  // checked on incomplete
+};
+
+limits small_limits() {
+  limits l;
+  l.max_header_bytes = 256;
+  l.max_body_bytes = 64;
+  l.max_header_count = 8;
+  return l;
+}
+
+std::vector<parse_case> cases() {
+  using ps = parse_status;
+  const std::string host = "Host: x\r\n";
+  return {
+      {"simple_get", "GET /healthz HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok, "GET",
+       "/healthz"},
+      {"query_split", "GET /v1/stories?q=rust&limit=5 HTTP/1.1\r\n" + host + "\r\n", ps::complete,
+       errc::ok, "GET", "/v1/stories", "q=rust&limit=5"},
+      {"empty_query", "GET /a? HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok, "GET", "/a",
+       ""},
+      {"post_with_body",
+       "POST /mcp HTTP/1.1\r\n" + host + "Content-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}",
+       ps::complete, errc::ok, "POST", "/mcp", "", "{\"a\":1}"},
+      {"http10_closes", "GET / HTTP/1.0\r\n\r\n", ps::complete, errc::ok, "GET", "/", "", "", false,
+       0},
+      {"http10_keep_alive", "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", ps::complete,
+       errc::ok, "GET", "/", "", "", true, 0},
+      {"http11_close_token_list", "GET / HTTP/1.1\r\n" + host + "Connection: upgrade, CLOSE\r\n\r\n",
+       ps::complete, errc::ok, "GET", "/", "", "", false},
+      {"http12_is_11", "GET / HTTP/1.2\r\n" + host + "\r\n", ps::complete, errc::ok, "GET", "/"},
+      {"leading_empty_lines", "\r\n\r\nGET / HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok,
+       "GET", "/"},
+      {"options_asterisk", "OPTIONS * HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok,
+       "OPTIONS", "*"},
+      {"ows_and_tab_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: \t a\tb \t\r\n\r\n",
+       ps::complete, errc::ok, "GET", "/"},
+      {"empty_value", "GET / HTTP/1.1\r\nHost: x\r\nX-Empty:\r\n\r\n", ps::complete, errc::ok,
+       "GET", "/"},
+      {"obs_text_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-U: caf\xc3\xa9\r\n\r\n", ps::complete,
+       errc::ok, "GET", "/"},
+      {"equal_duplicate_cl",
+       "POST /p HTTP/1.1\r\n" + host + "Content-Length: 3\r\ncontent-length: 003\r\n\r\nabc",
+       ps::complete, errc::ok, "POST", "/p", "", "abc"},
+      {"chunked_simple",
+       "POST /c HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+       ps::complete, errc::ok, "POST", "/c", "", "abcde"},
+      {"chunked_ext_trailer",
+       "POST /c HTTP/1.1\r\n" + host +
+           "Transfer-Encoding: Chunked\r\n\r\nA;name=val;x\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n",
+       ps::complete, errc::ok, "POST", "/c", "", "0123456789"},
+      {"chunked_empty", "POST /c HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       ps::complete, errc::ok, "POST", "/c", "", ""},
+      {"expect_continue_waits_for_body",
+       "POST /mcp HTTP/1.1\r\n" + host + "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+       ps::incomplete, errc::ok, {}, {}, {}, {}, true, 1, true},
+
+      {"bad_method_char", "G(T / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"empty_method", " / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"absolute_form", "GET http://a/ HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"two_spaces", "GET  / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"asterisk_not_options", "GET * HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"fragment", "GET /a#b HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"lowercase_version", "GET / http/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"bare_lf_request_line", "GET / HTTP/1.1\nHost: x\n\n", ps::error, errc::bad_request_line},
+      {"version_garbage", "GET / HTTP/1.1x\r\n\r\n", ps::error, errc::bad_request_line},
+      {"http2_preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ps::error, errc::unsupported_version},
+      {"http2_get", "GET / HTTP/2.0\r\n\r\n", ps::error, errc::unsupported_version},
+      {"http09", "GET / HTTP/0.9\r\n\r\n", ps::error, errc::unsupported_version},
+      {"space_before_colon", "GET / HTTP/1.1\r\nHost : x\r\n\r\n", ps::error, errc::bad_header},
+      {"obs_fold", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", ps::error, errc::bad_header},
+      {"nul_in_value", std::string("GET / HTTP/1.1\r\nHost: x\0y\r\n\r\n", 29), ps::error,
+       errc::bad_header},
+      {"nul_in_name", std::string("GET / HTTP/1.1\r\nHo\0st: x\r\n\r\n", 29), ps::error,
+       errc::bad_header},
+      {"bare_cr_in_value", "GET / HTTP/1.1\r\nHost: x\ry\r\n\r\n", ps::error, errc::bad_header},
+      {"bare_lf_after_header", "GET / HTTP/1.1\r\nHost: x\n\r\n", ps::error, errc::bad_header},
+      {"del_in_value", "GET / HTTP/1.1\r\nHost: x\x7fy\r\n\r\n", ps::error, errc::bad_header},
+      {"no_colon", "GET / HTTP/1.1\r\nHost x\r\n\r\n", ps::error, errc::bad_header},
+      {"empty_name", "GET / HTTP/1.1\r\n: x\r\n\r\n", ps::error, errc::bad_header},
+      {"missing_host", "GET / HTTP/1.1\r\n\r\n", ps::error, errc::bad_header},
+      {"two_hosts", "GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", ps::error, errc::bad_header},
+      {"bad_end_of_head", "GET / HTTP/1.1\r\nHost: a\r\n\rX", ps::error, errc::bad_header},
+      {"cl_not_digits", "POST / HTTP/1.1\r\n" + host + "Content-Length: 1a\r\n\r\n", ps::error,
+       errc::bad_content_length},
+      {"cl_signed", "POST / HTTP/1.1\r\n" + host + "Content-Length: +1\r\n\r\n", ps::error,
+       errc::bad_content_length},
+      {"cl_empty", "POST / HTTP/1.1\r\n" + host + "Content-Length: \r\n\r\n", ps::error,
+       errc::bad_content_length},
+      {"cl_list", "POST / HTTP/1.1\r\n" + host + "Content-Length: 1, 1\r\n\r\n", ps::error,
+       errc::bad_content_length},
+      {"cl_huge_overflow",
+       "POST / HTTP/1.1\r\n" + host + "Content-Length: 99999999999999999999999999999\r\n\r\n",
+       ps::error, errc::body_too_large},
+      {"cl_over_limit_before_body", "POST / HTTP/1.1\r\n" + host + "Content-Length: 65\r\n\r\n",
+       ps::error, errc::body_too_large},
+      {"cl_differing",
+       "POST / HTTP/1.1\r\n" + host + "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+       ps::error, errc::conflicting_length},
+      {"cl_and_te",
+       "POST / HTTP/1.1\r\n" + host + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+       ps::error, errc::conflicting_length},
+      {"te_and_cl",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n",
+       ps::error, errc::conflicting_length},
+      {"te_gzip", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: gzip, chunked\r\n\r\n",
+       ps::error, errc::unsupported_encoding},
+      {"te_chunked_twice", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked, chunked\r\n\r\n",
+       ps::error, errc::bad_header},
+      {"te_http10", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", ps::error,
+       errc::bad_header},
+      {"chunk_no_size", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n\r\n",
+       ps::error, errc::bad_chunk},
+      {"chunk_bad_size", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\nx\r\n",
+       ps::error, errc::bad_chunk},
+      {"chunk_missing_crlf",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
+       ps::error, errc::bad_chunk},
+      {"chunk_bare_lf", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\nabc\r\n",
+       ps::error, errc::bad_chunk},
+      {"chunk_too_large",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n41\r\n", ps::error,
+       errc::body_too_large},
+      {"chunk_huge_size",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffffffff\r\n",
+       ps::error, errc::body_too_large},
+      {"chunks_sum_too_large",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n20\r\n" +
+           std::string(32, 'a') + "\r\n21\r\n",
+       ps::error, errc::body_too_large},
+      {"bad_trailer",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n0\r\nX T: 1\r\n\r\n",
+       ps::error, errc::bad_header},
+      {"too_many_headers",
+       "GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\nf: 1\r\ng: 1\r\nh: 1\r\n\r\n",
+       ps::error, errc::too_many_headers},
+      {"head_too_large_without_end",
+       "GET / HTTP/1.1\r\nHost: x\r\nX-Long: " + std::string(300, 'a'), ps::error,
+       errc::header_too_large},
+      {"request_line_too_large", "GET /" + std::string(300, 'a'), ps::error,
+       errc::header_too_large},
+  };
+}
+
+// Parses a private copy of s (exactly sized, so ASan sees any overread).
+parse_result parse_copy(std::string_view s, const limits& lim, request& req,
+                        std::vector<char>& storage) {
+  storage.assign(s.begin(), s.end());
+  return parse_request(storage.data(), storage.size(), lim, req);
+}
+
+void check_whole(const parse_case& c, const limits& lim) {
+  SCOPED_TRACE(c.name);
+  request req;
+  std::vector<char> storage;
+  const parse_result r = parse_copy(c.input, lim, req, storage);
+  ASSERT_EQ(r.status, c.status) << "error=" << message(r.error);
+  if (c.status == parse_status::error) {
+    EXPECT_EQ(r.error, c.error) << message(r.error);
+    return;
+  }
+  if (c.status == parse_status::incomplete) {
+    EXPECT_EQ(r.head_complete, c.head_complete);
+    return;
+  }
+  EXPECT_EQ(r.consumed, c.input.size());
+  EXPECT_EQ(req.method, c.method);
+  EXPECT_EQ(req.path, c.path);
+  EXPECT_EQ(req.query, c.query);
+  EXPECT_EQ(req.body, c.body);
+  EXPECT_EQ(req.keep_alive, c.keep_alive);
+  EXPECT_EQ(req.version_minor, c.version_minor);
+}
+
+TEST(http_parser_test, table_fed_whole) {
+  // Verifies each table input parses to the expected status, error and fields.
+  for (const auto& c : cases()) {
+    check_whole(c, small_limits());
+  }
+}
+
+TEST(http_parser_test, table_fed_byte_by_byte) {
+  // Verifies every proper prefix answers incomplete or the whole input's own error, never
+  // complete and never a different error.
+  const limits lim = small_limits();
+  for (const auto& c : cases()) {
+    SCOPED_TRACE(c.name);
+    request whole_req;
+    std::vector<char> storage;
+    const parse_result whole = parse_copy(c.input, lim, whole_req, storage);
+    bool saw_error = false;
+    for (size_t n = 0; n < c.input.size(); ++n) {
+      request req;
+      const parse_result r = parse_copy(std::string_view(c.input).substr(0, n), lim, req, storage);
+      ASSERT_NE(r.status, parse_status::complete) << "prefix " << n;
+      if (r.status == parse_status::error) {
+        ASSERT_EQ(whole.status, parse_status::error) << "prefix " << n;
+        ASSERT_EQ(r.error, whole.error) << "prefix " << n;
+        saw_error = true;
+      } else {
+        ASSERT_FALSE(saw_error) << "an error prefix was followed by an incomplete one at " << n;
+      }
+    }
+  }
+}
+
+TEST(http_parser_test, header_lookup_is_case_insensitive_and_trims_ows) {
+  // Verifies header_value/has_header ignore case and values lose surrounding whitespace.
+  std::vector<char> storage;
+  request req;
+  const parse_result r = parse_copy(
+      "GET / HTTP/1.1\r\nHost: example\r\nX-API-Key:   k1 \t\r\nAccept: a/b\r\n\r\n", limits{},
+      req, storage);
+  ASSERT_EQ(r.status, parse_status::complete);
+  EXPECT_EQ(req.num_headers, 3u);
+  EXPECT_EQ(req.header_value("x-api-key"), "k1");
+  EXPECT_EQ(req.header_value("HOST"), "example");
+  EXPECT_TRUE(req.has_header("accept"));
+  EXPECT_FALSE(req.has_header("accep"));
+  EXPECT_EQ(req.header_value("missing"), "");
+}
+
+TEST(http_parser_test, expect_continue_reports_head_complete_before_body) {
+  // Verifies a 100-continue request with a complete head but no body is incomplete with
+  // head_complete and expect_continue set, then completes when the body arrives.
+  const std::string head =
+      "POST /mcp HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nContent-Length: 4\r\n\r\n";
+  std::vector<char> storage;
+  request req;
+  parse_result r = parse_copy(head, limits{}, req, storage);
+  ASSERT_EQ(r.status, parse_status::incomplete);
+  EXPECT_TRUE(r.head_complete);
+  EXPECT_TRUE(req.expect_continue);
+  EXPECT_EQ(req.content_length, 4u);
+  r = parse_copy(head + "abcd", limits{}, req, storage);
+  ASSERT_EQ(r.status, parse_status::complete);
+  EXPECT_EQ(req.body, "abcd");
+  EXPECT_TRUE(req.expect_continue);
+}
+
+TEST(http_parser_test, expect_continue_ignored_for_http10) {
+  // Verifies RFC 9110 §10.1.1: a server ignores 100-continue from an HTTP/1.0 client.
+  std::vector<char> storage;
+  request req;
+  const parse_result r = parse_copy(
+      "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", limits{}, req,
+      storage);
+  ASSERT_EQ(r.status, parse_status::incomplete);
+  EXPECT_FALSE(req.expect_continue);
+}
+
+TEST(http_parser_test, pipelined_requests_parse_one_after_another) {
+  // Verifies consumed covers exactly one request so the next parse starts at the following one.
+  std::string wire;
+  for (int i = 0; i < 5; ++i) {
+    wire += "POST /r" + std::to_string(i) + " HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n";
+    wire += std::to_string(10 + i);
+  }
+  wire += "GET /last HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n";
+  wire += "GET /partial HTTP/1.1\r\nHo";
+  std::vector<char> buf(wire.begin(), wire.end());
+  size_t off = 0;
+  request req;
+  for (int i = 0; i < 5; ++i) {
+    const parse_result r = parse_request(buf.data() + off, buf.size() - off, limits{}, req);
+    ASSERT_EQ(r.status, parse_status::complete);
+    EXPECT_EQ(req.path, "/r" + std::to_string(i));
+    EXPECT_EQ(req.body, std::to_string(10 + i));
+    off += r.consumed;
+  }
+  parse_result r = parse_request(buf.data() + off, buf.size() - off, limits{}, req);
+  ASSERT_EQ(r.status, parse_status::complete);
+  EXPECT_EQ(req.path, "/last");
+  EXPECT_EQ(req.body, "z");
+  off += r.consumed;
+  r = parse_request(buf.data() + off, buf.size() - off, limits{}, req);
+  EXPECT_EQ(r.status, parse_status::incomplete);
+  EXPECT_FALSE(r.head_complete);
+}
+
+TEST(http_parser_test, chunked_body_is_decoded_in_place_after_head) {
+  // Verifies chunk data is compacted to directly follow the head and consumed covers the
+  // framing, with many chunks, extensions and uppercase hex.
+  std::string body_wire;
+  std::string expected;
+  for (int i = 1; i <= 20; ++i) {
+    const std::string data(static_cast<size_t>(i), static_cast<char>('a' + i % 26));
+    char size[8];
+    std::snprintf(size, sizeof size, "%X", i);
+    body_wire += std::string(size) + (i % 3 == 0 ? " ;ext=\"q\"" : "") + "\r\n" + data + "\r\n";
+    expected += data;
+  }
+  body_wire += "0\r\nTrailer-A: x\r\n\r\n";
+  const std::string head = "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string wire = head + body_wire + "NEXT";
+  std::vector<char> buf(wire.begin(), wire.end());
+  request req;
+  const parse_result r = parse_request(buf.data(), buf.size(), limits{}, req);
+  ASSERT_EQ(r.status, parse_status::complete);
+  EXPECT_EQ(r.consumed, head.size() + body_wire.size());
+  EXPECT_TRUE(req.chunked);
+  EXPECT_EQ(req.body, expected);
+  EXPECT_EQ(req.body.data(), buf.data() + head.size());
+  EXPECT_EQ(req.content_length, expected.size());
+  EXPECT_EQ(std::string_view(buf.data() + r.consumed, 4), "NEXT");
+}
+
+TEST(http_parser_test, chunked_wire_size_is_bounded) {
+  // Verifies a chunked body whose framing alone exceeds max_body + max_header bytes is refused
+  // with 413 instead of growing the receive buffer without bound.
+  limits lim;
+  lim.max_header_bytes = 128;
+  lim.max_body_bytes = 64;
+  std::string wire = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 100; ++i) {
+    wire += "1;padding-padding\r\nx\r\n";
+  }
+  std::vector<char> storage;
+  request req;
+  const parse_result r = parse_copy(wire, lim, req, storage);
+  ASSERT_EQ(r.status, parse_status::error);
+  EXPECT_EQ(r.error, errc::body_too_large);
+  EXPECT_EQ(status_of(r.error), 413);
+}
+
+TEST(http_parser_test, head_at_exact_limit_is_accepted) {
+  // Verifies a head of exactly max_header_bytes parses and one byte more is 431.
+  limits lim;
+  const std::string start = "GET / HTTP/1.1\r\nHost: h\r\nX-Pad: ";
+  lim.max_header_bytes = 200;
+  const std::string ok = start + std::string(200 - start.size() - 4, 'p') + "\r\n\r\n";
+  ASSERT_EQ(ok.size(), 200u);
+  std::vector<char> storage;
+  request req;
+  EXPECT_EQ(parse_copy(ok, lim, req, storage).status, parse_status::complete);
+  const std::string over = start + std::string(200 - start.size() - 3, 'p') + "\r\n\r\n";
+  const parse_result r = parse_copy(over, lim, req, storage);
+  ASSERT_EQ(r.status, parse_status::error);
+  EXPECT_EQ(r.error, errc::header_too_large);
+  EXPECT_EQ(status_of(r.error), 431);
+}
+
+TEST(http_parser_test, sixty_four_headers_fit_the_default_limit) {
+  // Verifies the default limit accepts max_headers fields and refuses one more with 431.
+  std::string wire = "GET / HTTP/1.1\r\nHost: h\r\n";
+  for (size_t i = 1; i < max_headers; ++i) {
+    wire += "X-" + std::to_string(i) + ": v\r\n";
+  }
+  std::vector<char> storage;
+  request req;
+  EXPECT_EQ(parse_copy(wire + "\r\n", limits{}, req, storage).status, parse_status::complete);
+  EXPECT_EQ(req.num_headers, max_headers);
+  const parse_result r = parse_copy(wire + "X-Last: v\r\n\r\n", limits{}, req, storage);
+  ASSERT_EQ(r.status, parse_status::error);
+  EXPECT_EQ(r.error, errc::too_many_headers);
+}
+
+TEST(http_parser_test, long_values_scan_correctly_across_simd_blocks) {
+  // Verifies a control byte at every offset of a long value is found (SIMD and scalar tails).
+  const std::string head = "GET / HTTP/1.1\r\nHost: h\r\nX-V: ";
+  for (size_t pos = 0; pos < 70; ++pos) {
+    std::string value(70, 'v');
+    value[pos] = '\x01';
+    std::vector<char> storage;
+    request req;
+    const parse_result r = parse_copy(head + value + "\r\n\r\n", limits{}, req, storage);
+    ASSERT_EQ(r.status, parse_status::error) << pos;
+    EXPECT_EQ(r.error, errc::bad_header);
+  }
+}
+
+TEST(http_parser_test, input_ending_at_guard_page_is_not_overread) {
+  // Verifies nothing reads past len: each input ends exactly at a PROT_NONE page, so one byte
+  // of overread faults.
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, static_cast<size_t>(page) * 2, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  char* base = static_cast<char*>(mem);
+  ASSERT_EQ(mprotect(base + page, static_cast<size_t>(page), PROT_NONE), 0);
+  const limits lim = small_limits();
+  for (const auto& c : cases()) {
+    SCOPED_TRACE(c.name);
+    for (size_t n = 0; n <= c.input.size(); ++n) {
+      char* start = base + page - n;
+      std::memcpy(start, c.input.data(), n);
+      request req;
+      (void)parse_request(start, n, lim, req);
+    }
+  }
+  // A large complete request with a chunked body ending flush against the guard.
+  const std::string big = "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                          std::string("10\r\n") + std::string(16, 'q') + "\r\n0\r\n\r\n";
+  char* start = base + page - big.size();
+  std::memcpy(start, big.data(), big.size());
+  request req;
+  EXPECT_EQ(parse_request(start, big.size(), limits{}, req).status, parse_status::complete);
+  munmap(mem, static_cast<size_t>(page) * 2);
+}
+
+TEST(http_parser_test, parse_allocates_nothing) {
+  // Verifies parsing (including chunked decoding) performs no heap allocation.
+  std::string wire =
+      "POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n"
+      "hello";
+  std::string chunked =
+      "POST /mcp HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+  std::vector<std::string> copies(100, chunked);  // decoding in place consumes its input
+  request req;
+  test::alloc_scope scope;
+  for (auto& c : copies) {
+    ASSERT_EQ(parse_request(wire.data(), wire.size(), limits{}, req).status,
+              parse_status::complete);
+    ASSERT_EQ(parse_request(c.data(), c.size(), limits{}, req).status, parse_status::complete);
+    ASSERT_EQ(req.body, "hello");
+  }
+  EXPECT_EQ(scope.count(), 0u);
+}
+
+TEST(http_parser_test, status_and_message_cover_every_error) {
+  // Verifies each errc maps to its documented status and has a message.
+  EXPECT_EQ(status_of(errc::bad_request_line), 400);
+  EXPECT_EQ(status_of(errc::bad_header), 400);
+  EXPECT_EQ(status_of(errc::too_many_headers), 431);
+  EXPECT_EQ(status_of(errc::header_too_large), 431);
+  EXPECT_EQ(status_of(errc::body_too_large), 413);
+  EXPECT_EQ(status_of(errc::conflicting_length), 400);
+  EXPECT_EQ(status_of(errc::bad_content_length), 400);
+  EXPECT_EQ(status_of(errc::bad_chunk), 400);
+  EXPECT_EQ(status_of(errc::unsupported_encoding), 501);
+  EXPECT_EQ(status_of(errc::unsupported_version), 505);
+  for (int e = 0; e <= static_cast<int>(errc::unsupported_version); ++e) {
+    EXPECT_FALSE(message(static_cast<errc>(e)).empty());
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::http
