@@ -1,0 +1,98 @@
+// Verifies the v1 TypeScript SDK client (@modelcontextprotocol/sdk Client +
+// StreamableHTTPClientTransport, key in requestInit headers) works against tollgate over HTTP:
+// connect, list tools, call each tool (text == REST body), and what it surfaces for JSON-RPC
+// errors and isError results.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { start, cleanup } from './harness.mjs';
+import { checkToolList, checkEachToolAgainstRest, toolError, namesArgument } from './common.mjs';
+
+let server;
+let client;
+
+async function connect(key, keyHeader = 'Authorization') {
+  const headers = keyHeader === 'Authorization' ? { Authorization: `Bearer ${key}` } : { 'X-API-Key': key };
+  const c = new Client({ name: 'tollgate-it-v1', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(server.mcpUrl), { requestInit: { headers } });
+  await c.connect(transport, { timeout: 10000 });
+  return c;
+}
+
+before(async () => {
+  server = await start({ keys: { main: { account: 'acct-v1', plan: 'big' } } });
+  client = await connect(server.keys.main);
+});
+
+after(async () => {
+  await client?.close().catch(() => {});
+  const r = await server?.stop();
+  cleanup(server);
+  if (r) assert.equal(r.code, 0, `SIGTERM exits 0 (got ${JSON.stringify(r)}); stderr: ${server.stderr()}`);
+});
+
+test('initialize negotiates a revision the client supports and names the server', () => {
+  const info = client.getServerVersion();
+  assert.equal(typeof info?.name, 'string');
+  assert.ok(client.getServerCapabilities()?.tools, 'server advertises tools');
+});
+
+test('tools/list: three tools, no outputSchema', async () => {
+  const { tools } = await client.listTools(undefined, { timeout: 10000 });
+  checkToolList(tools);
+});
+
+test('each tool succeeds with a text block equal to the REST body', async () => {
+  await checkEachToolAgainstRest(server, server.keys.main,
+    (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 10000 }));
+});
+
+test('the key also works as X-API-Key', async () => {
+  const c = await connect(server.keys.main, 'X-API-Key');
+  try {
+    const { tools } = await c.listTools();
+    assert.equal(tools.length, 3);
+  } finally {
+    await c.close();
+  }
+});
+
+test('ping answers {}', async () => {
+  const r = await client.ping();
+  assert.deepEqual(Object.keys(r).filter((k) => k !== '_meta'), []);
+});
+
+test('unknown tool: the client throws McpError -32602 "Unknown tool: NAME"', async () => {
+  await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), (e) => {
+    assert.equal(e.code, -32602, `code: ${e.code} ${e.message}`);
+    assert.match(e.message, /Unknown tool: no_such_tool/);
+    return true;
+  });
+});
+
+for (const [what, args, argument] of [
+  ['missing required argument', {}, 'query'],
+  ['wrong type', { query: 42 }, 'query'],
+  ['out of range', { query: 'rust', limit: 0 }, 'limit'],
+  ['out of range (max)', { query: 'rust', limit: 51 }, 'limit'],
+  ['unknown argument', { query: 'rust', colour: 'red' }, 'colour'],
+]) {
+  test(`bad argument (${what}): McpError -32602 with data naming "${argument}"`, async () => {
+    await assert.rejects(client.callTool({ name: 'search_stories', arguments: args }), (e) => {
+      assert.equal(e.code, -32602, `code: ${e.code} ${e.message}`);
+      namesArgument(e.data, argument);
+      return true;
+    });
+  });
+}
+
+test('story not found: an isError result the client returns (not throws), code not_found', async () => {
+  const r = await client.callTool({ name: 'get_story', arguments: { id: 'no-such-story-4242424242' } });
+  toolError(r, 'not_found');
+});
+
+test('after errors the session is still fine', async () => {
+  const { tools } = await client.listTools();
+  assert.equal(tools.length, 3);
+});
