@@ -1,0 +1,112 @@
+// The key store: API keys and accounts in the data dir, and the `keys` / `accounts` CLI.
+//
+// Files (line-oriented text, rewritten whole through a temp file + fsync + rename, so a reader
+// sees either the old or the new file, never a mix):
+//   <data>/keys.txt      `key <id> <sha256-hex> <account> <plan> <created-unix> active|revoked`
+//   <data>/accounts.txt  `account <name> active|suspended`
+//   <data>/.keys.lock    flock()ed by writers so two CLIs (or a CLI and an admin call) serialise
+// Secrets are shown once by create_key() and never stored: only their SHA-256 is.
+//
+// Thread-safe: every method may be called from any thread (a mutex serialises this process's
+// writers; flock serialises processes). Not for the request path (the service builds its lookup
+// table from load()).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/common/result.h"
+#include "tollgate/quota/plan.h"
+
+namespace tollgate::quota {
+
+/// Why a store operation failed. `usage` errors are the caller's fault (unknown plan, account
+/// or key, bad name): the CLI exits 2 on them and 1 on the rest (I/O).
+struct store_error {
+  bool usage = false;
+  std::string message;
+};
+
+using digest = std::array<uint8_t, 32>;
+
+/// A stored key (no secret).
+struct key_entry {
+  uint64_t id = 0;  ///< shown as key_id_string(id): "key_" + 16 hex digits
+  digest hash{};    ///< SHA-256 of the full secret
+  std::string account;
+  std::string plan;
+  int64_t created_unix = 0;
+  bool revoked = false;
+};
+
+struct account_entry {
+  std::string name;
+  bool suspended = false;
+};
+
+/// Everything the service needs to build its lookup table.
+struct store_contents {
+  std::vector<key_entry> keys;
+  std::vector<account_entry> accounts;
+};
+
+struct created_key {
+  std::string key_id;  ///< "key_…"
+  std::string secret;  ///< "tg_live_" + 40 hex digits (160 bits from getrandom); shown once
+};
+
+/// "key_" + 16 lowercase hex digits.
+std::string key_id_string(uint64_t id);
+/// Parses key_id_string()'s format.
+result<uint64_t, std::string> parse_key_id(std::string_view s);
+/// SHA-256 (OpenSSL EVP, one-shot; allocates a context: use core_shard's on the request path).
+digest sha256(std::string_view data);
+
+class key_store {
+ public:
+  /// The store lives in `data_dir` (created on first write).
+  explicit key_store(std::string data_dir);
+
+  /// Creates a key for `account` (created active if new) on `plan`, which must be in `plans`.
+  result<created_key, store_error> create_key(std::string_view account, std::string_view plan,
+                                              const plan_map& plans, int64_t now_unix);
+  /// Every key ever created (revoked ones flagged), oldest first.
+  result<std::vector<key_entry>, store_error> list_keys();
+  /// Marks a key revoked (kept in the file for audit). Unknown id: usage error.
+  result<void, store_error> revoke(std::string_view key_id);
+  /// Suspends / resumes an account. Unknown account: usage error.
+  result<void, store_error> suspend(std::string_view account);
+  result<void, store_error> resume(std::string_view account);
+  /// Reads both files (missing files read as empty). Malformed lines are errors naming the file
+  /// and line.
+  result<store_contents, store_error> load();
+
+  const std::string& data_dir() const noexcept { return dir_; }
+  std::string keys_path() const { return dir_ + "/keys.txt"; }
+  std::string accounts_path() const { return dir_ + "/accounts.txt"; }
+
+ private:
+  result<void, store_error> set_suspended(std::string_view account, bool suspended);
+  result<void, store_error> save(const store_contents& c);
+
+  std::string dir_;
+  std::mutex mu_;
+};
+
+/// `tollgate keys ...`: `args` are the words after "keys" (e.g. {"create","--account","a",
+/// "--plan","free"}). `--data-dir DIR` anywhere overrides `data_dir`; `--config FILE` is accepted
+/// and ignored (the app reads the config). Prints to `out` (the key, listings) and `err`
+/// (messages). Returns the exit code: 0 ok, 2 bad usage (message names the problem), 1 other.
+int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
+                     std::string_view data_dir, std::FILE* out, std::FILE* err);
+/// `tollgate accounts suspend|resume ACCOUNT`; same conventions as run_keys_command.
+int run_accounts_command(std::span<const std::string_view> args, std::string_view data_dir,
+                         std::FILE* out, std::FILE* err);
+
+}  // namespace tollgate::quota

@@ -1,0 +1,263 @@
+// The quota core: key lookup, per-key rate limit (GCRA), monthly quota with per-core leases,
+// billing, the usage journal and reconciliation. What the app wires into its handlers.
+//
+// Shape (thread-per-core):
+//   service      thread-safe; owns the plans, every key's shared state (stable for the process
+//                lifetime, so counters survive reloads), the current lookup table, the data dir.
+//   core_shard   shard-local; one per core, created by the service, used only by its core's
+//                thread. Counts locally and spends from leases; talks to shared lines only for
+//                the GCRA atomic and for lease refills.
+//
+// Per request on core c (all on c's thread, allocation-free in the steady state):
+//   1. rec = shard.authenticate(key)        nullptr -> 401 (missing/unknown/revoked key)
+//   2. shard.check_rate(*rec, now, fig)     limited -> 429 / rate_limited (every /mcp and /v1
+//                                           request counts, handshakes included)
+//   3. billable calls only: shard.admit(*rec, now, fig, ticket)
+//                                           suspended / quota_exceeded -> tool error / 403 / 429
+//      then, once the outcome is known:     shard.settle(ticket, success)
+//      non-billable calls: shard.fill_quota(*rec, now, fig) for the headers
+//   4. write_rate_headers(out, fig)         the X-RateLimit-*, X-Quota-*, RateLimit-Policy,
+//                                           RateLimit (and Retry-After) header lines; the same
+//                                           `fig` feeds the tool-error JSON, so numbers match.
+// Per loop pass: shard.before_send(now)  (journal write(2) before responses go out; picks up a
+// new lookup table). About every 100 ms: shard.on_tick(now) (reconcile, fsync, reload, persist
+// when due). On SIGHUP: service.request_reload() (async-signal-safe).
+//
+// Lifetimes: a key_record* from authenticate() is valid until the same shard's next
+// before_send()/on_tick() (the quiescent points of the table reclamation scheme, see service.cc).
+// A ticket stays valid until settled, across passes and reloads. Shards live as long as the
+// service.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/common/buffer.h"
+#include "tollgate/common/result.h"
+#include "tollgate/quota/key_store.h"
+#include "tollgate/quota/plan.h"
+
+typedef struct evp_md_ctx_st EVP_MD_CTX;
+typedef struct evp_md_st EVP_MD;
+
+namespace tollgate::quota {
+
+struct service_options {
+  std::string data_dir = "./tollgate-data";
+  plan_map plans;
+  int cores = 1;                          ///< number of core_shards
+  int64_t reconcile_ms = 1000;            ///< per-core deltas published, snapshot persisted
+  int64_t fsync_ms = 1000;                ///< journal fdatasync period (power-loss window)
+  int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
+  int64_t max_lease = 64;                 ///< largest lease a core takes from a key's budget
+  int64_t journal_rotate_bytes = 1 << 20; ///< a core starts a new journal file past this size
+};
+
+struct key_state;  // shared per-key atomics; defined in src/quota/state.h
+struct key_table;  // immutable lookup table; defined in src/quota/state.h
+
+/// One key as the lookup table sees it. Immutable; owned by a table.
+struct key_record {
+  digest hash{};
+  uint64_t key_id = 0;
+  key_state* state = nullptr;  ///< stable for the service's lifetime
+  uint32_t slot = 0;           ///< index of the key's per-core local counters
+  bool suspended = false;      ///< the key's account is suspended
+  overage_policy overage = overage_policy::stop;
+  int64_t monthly_quota = 0;
+  int64_t burst = 0;
+  int64_t emission_ns = 0;     ///< 1e9 / rate_per_sec
+  int64_t tolerance_ns = 0;    ///< burst * emission_ns
+  std::string account;
+  std::string plan;
+};
+
+/// One consistent set of figures for one request: the headers and the tool-error JSON are both
+/// written from it. Durations are whole seconds from `now`.
+struct figures {
+  int64_t rate_limit = 0;        ///< burst (requests allowed at once)
+  int64_t rate_remaining = 0;    ///< requests allowed right now
+  int64_t rate_reset_secs = 0;   ///< until the bucket is full again
+  int64_t rate_window_secs = 1;  ///< ceil(burst / rate): the policy window
+  int64_t quota_limit = 0;
+  int64_t quota_used = 0;
+  int64_t quota_remaining = 0;
+  int64_t quota_reset_secs = 0;  ///< until the end of the UTC month (>= 1)
+  int64_t retry_after_secs = 0;  ///< >= 1 when rate limited or quota exceeded, else 0
+};
+
+enum class rate_verdict : uint8_t { ok, limited };
+enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded };
+
+/// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the shard
+/// that admitted it.
+struct ticket {
+  key_state* state = nullptr;
+  uint64_t key_id = 0;
+  uint32_t slot = 0;
+  uint32_t month = 0;     ///< month index at admission
+  bool overage = false;   ///< admitted past the quota (bill keys)
+};
+
+/// Writes the rate/quota header lines ("Name: value\r\n" each) from one figures snapshot:
+/// X-RateLimit-Limit/Remaining/Reset, X-Quota-Limit/Used/Remaining/Reset, RateLimit-Policy,
+/// RateLimit (IETF draft: policies "burst" and "monthly"), and Retry-After when
+/// retry_after_secs > 0. Allocation-free once `out` has capacity.
+void write_rate_headers(out_buffer& out, const figures& f);
+
+class service;
+
+/// What start-up recovery found (also logged).
+struct recovery_report {
+  uint64_t journal_files = 0;
+  uint64_t records_replayed = 0;
+  uint64_t units_replayed = 0;
+  uint64_t corrupt_records = 0;  ///< bad magic/CRC: skipped
+  uint64_t torn_bytes = 0;       ///< partial record at a file's end: skipped
+  bool snapshot_loaded = false;
+};
+
+/// Shard-local: one per core, used only by that core's thread (created and owned by service).
+class alignas(64) core_shard {
+ public:
+  core_shard(const core_shard&) = delete;
+  core_shard& operator=(const core_shard&) = delete;
+  ~core_shard();
+
+  /// Looks up a presented key (the raw header value, e.g. "tg_live_…"): SHA-256 of it, table
+  /// lookup by digest, constant-time digest comparison. nullptr: unknown or revoked.
+  const key_record* authenticate(std::string_view presented) noexcept;
+  /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
+  /// part of `f` (and retry_after_secs when limited).
+  rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
+  /// Admits one billable call against the monthly quota; fills the quota part of `f`. On ok,
+  /// `t` must be settled later. Suspended accounts are refused before the quota is touched.
+  admit_verdict admit(const key_record& k, int64_t now_ns, figures& f, ticket& t) noexcept;
+  /// The outcome of an admitted call: success bills it (journal record, usage counted);
+  /// failure gives its unit back.
+  void settle(const ticket& t, bool success) noexcept;
+  /// Quota figures without admitting (non-billable requests, /v1/usage, get_usage).
+  void fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept;
+
+  /// Once per loop pass, before responses are sent: writes the pass's journal records with
+  /// one write(2) (flush_journal) and passes a quiescent point (may pick up a new table).
+  void before_send(int64_t now_ns) noexcept;
+  /// About every 100 ms: reconcile / fsync / reload / persist when due; a quiescent point.
+  void on_tick(int64_t now_ns) noexcept;
+  /// Writes buffered journal records with one write(2). Returns false on an I/O error (logged;
+  /// the records stay buffered and are retried).
+  bool flush_journal() noexcept;
+  /// Publishes this core's deltas and returns its leases now (normally from on_tick).
+  void reconcile(int64_t now_ns) noexcept;
+  /// Bytes of journal records not yet written (for an io_uring path or tests).
+  std::string_view pending_journal() const noexcept { return journal_buf_.view(); }
+
+  int index() const noexcept { return index_; }
+
+ private:
+  friend class service;
+  core_shard(service& svc, int index);
+
+  struct local_key {
+    key_state* state = nullptr;
+    uint64_t key_id = 0;
+    int64_t lease = 0;         ///< units this core may still admit (current month)
+    int64_t used_delta = 0;    ///< billed successes not yet published
+    int64_t overage_delta = 0;
+    bool dirty = false;
+  };
+  struct late_entry {  ///< successes settled after this core moved to a newer month
+    key_state* state;
+    uint32_t month;
+    int64_t count;
+    bool overage;
+  };
+
+  void refresh_table() noexcept;
+  void roll_month(uint32_t month) noexcept;
+  bool take_lease(const key_record& k, local_key& lk) noexcept;
+  void append_record(uint32_t month, uint64_t key_id) noexcept;
+  void open_journal() noexcept;
+  void publish_locked() noexcept;
+
+  service& svc_;
+  int index_;
+  const key_table* table_ = nullptr;
+  alignas(64) std::atomic<uint64_t> seen_epoch_{0};  // written here, read by the reclaimer
+  std::vector<local_key> locals_;
+  std::vector<uint32_t> dirty_;
+  std::vector<late_entry> late_;
+  uint32_t month_ = 0;
+  int64_t month_end_ns_ = 0;
+  out_buffer journal_buf_;
+  int journal_fd_ = -1;
+  uint64_t journal_gen_ = 0;
+  uint64_t journal_size_ = 0;     // bytes written to the current file
+  uint64_t unsynced_bytes_ = 0;
+  int64_t last_reconcile_ns_ = 0;
+  int64_t last_fsync_ns_ = 0;
+  int64_t last_io_error_log_ns_ = 0;
+  EVP_MD_CTX* md_ctx_ = nullptr;
+  EVP_MD* md_ = nullptr;
+};
+
+/// Usage of one key in one month (tests, /v1/usage admin views, billing).
+struct usage_totals {
+  int64_t used = 0;
+  int64_t overage = 0;
+};
+
+/// Thread-safe. Owns key states, tables, shards and the usage files of the data dir.
+class service {
+ public:
+  /// Loads keys, accounts, the usage snapshot and journals from `opt.data_dir` (replaying
+  /// journals, skipping corrupt/torn records with a logged report), writes a fresh snapshot and
+  /// creates `opt.cores` shards. Plans must pass validate_plans().
+  static result<std::unique_ptr<service>, std::string> open(service_options opt, int64_t now_ns);
+  ~service();
+
+  core_shard& shard(int i) noexcept { return *shards_[static_cast<size_t>(i)]; }
+  int cores() const noexcept { return static_cast<int>(shards_.size()); }
+
+  /// Async-signal-safe: the next on_tick on any core reloads keys and accounts.
+  void request_reload() noexcept { reload_requested_.store(true, std::memory_order_relaxed); }
+  /// Re-reads keys/accounts if their files changed (or `force`), swaps in a new lookup table
+  /// and frees tables no shard can still see. Any thread. Returns true if a new table was made.
+  bool reload_if_changed(bool force = false);
+  /// Writes the usage snapshot (atomic rename) and deletes compacted journals. Any thread.
+  void persist(int64_t now_ns);
+  /// Shutdown: reconciles every shard, then persists. Precondition: no shard is in use.
+  void close(int64_t now_ns);
+
+  /// Reconciled usage of a key in a month (current month: as of the last reconciliation).
+  usage_totals usage(uint64_t key_id, uint32_t month) const;
+  const recovery_report& recovery() const noexcept { return recovery_; }
+  const service_options& options() const noexcept { return opt_; }
+  /// Month the service's counters are for.
+  uint32_t month() const noexcept { return month_.load(std::memory_order_acquire); }
+
+ private:
+  friend class core_shard;
+  explicit service(service_options opt);
+  struct impl;
+
+  void ensure_month_locked(uint32_t month);
+  void maybe_background(int64_t now_ns);
+
+  service_options opt_;
+  std::unique_ptr<impl> impl_;
+  std::atomic<const key_table*> current_{nullptr};
+  std::atomic<uint32_t> month_{0};
+  std::atomic<bool> reload_requested_{false};
+  std::atomic<int64_t> next_reload_ns_{0};
+  std::atomic<int64_t> next_persist_ns_{0};
+  std::vector<std::unique_ptr<core_shard>> shards_;
+  recovery_report recovery_;
+};
+
+}  // namespace tollgate::quota

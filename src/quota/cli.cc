@@ -1,0 +1,215 @@
+// `tollgate keys ...` and `tollgate accounts ...`: argv parsing over key_store.
+#include <fmt/format.h>
+
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "tollgate/quota/key_store.h"
+
+namespace tollgate::quota {
+
+namespace {
+
+constexpr std::string_view kKeysHelp =
+    "usage: tollgate keys create --account ACCOUNT --plan PLAN [--data-dir DIR]\n"
+    "       tollgate keys list [--data-dir DIR]\n"
+    "       tollgate keys revoke KEY_ID [--data-dir DIR]\n"
+    "\n"
+    "  create   makes a new API key for ACCOUNT (created if new) on PLAN (a plan from the\n"
+    "           config) and prints it once on stdout; only its SHA-256 is stored\n"
+    "  list     shows key ids, accounts, plans, creation times and status (never secrets)\n"
+    "  revoke   disables KEY_ID; a running server refuses it after its next reload (<= 1 s)\n";
+
+constexpr std::string_view kAccountsHelp =
+    "usage: tollgate accounts suspend ACCOUNT [--data-dir DIR]\n"
+    "       tollgate accounts resume ACCOUNT [--data-dir DIR]\n"
+    "\n"
+    "  suspend  billable calls of ACCOUNT's keys get a `suspended` error (initialize, tools/list\n"
+    "           and ping still work); a running server applies it within a second\n"
+    "  resume   lifts a suspension\n";
+
+struct parsed {
+  std::vector<std::string_view> positional;
+  std::string_view account, plan;
+  std::string data_dir;
+  bool help = false;
+  std::string error;
+};
+
+// Splits options from positional words. Options that take a value: --account --plan --data-dir
+// --config (the last is the app's; accepted and ignored here).
+parsed parse(std::span<const std::string_view> args, std::string_view data_dir) {
+  parsed p;
+  p.data_dir = std::string(data_dir);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    if (a == "--help" || a == "-h") {
+      p.help = true;
+      continue;
+    }
+    if (a.substr(0, 2) == "--") {
+      std::string_view name = a, value;
+      bool has_value = false;
+      if (auto eq = a.find('='); eq != std::string_view::npos) {
+        name = a.substr(0, eq);
+        value = a.substr(eq + 1);
+        has_value = true;
+      }
+      if (name != "--account" && name != "--plan" && name != "--data-dir" && name != "--config") {
+        p.error = fmt::format("unknown option {}", name);
+        return p;
+      }
+      if (!has_value) {
+        if (i + 1 >= args.size()) {
+          p.error = fmt::format("option {} needs a value", name);
+          return p;
+        }
+        value = args[++i];
+      }
+      if (name == "--account") {
+        p.account = value;
+      } else if (name == "--plan") {
+        p.plan = value;
+      } else if (name == "--data-dir") {
+        p.data_dir = std::string(value);
+      }
+      continue;
+    }
+    p.positional.push_back(a);
+  }
+  return p;
+}
+
+int usage_error(std::FILE* err, std::string_view msg, std::string_view help) {
+  fmt::print(err, "tollgate: {}\n{}", msg, help);
+  return 2;
+}
+
+int report(std::FILE* err, const store_error& e) {
+  fmt::print(err, "tollgate: {}\n", e.message);
+  return e.usage ? 2 : 1;
+}
+
+std::string utc_time(int64_t unix) {
+  std::time_t t = static_cast<std::time_t>(unix);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
+                     std::string_view data_dir, std::FILE* out, std::FILE* err) {
+  parsed p = parse(args, data_dir);
+  if (p.help) {
+    fmt::print(out, "{}", kKeysHelp);
+    return 0;
+  }
+  if (!p.error.empty()) {
+    return usage_error(err, p.error, kKeysHelp);
+  }
+  if (p.positional.empty()) {
+    return usage_error(err, "keys needs a subcommand: create, list or revoke", kKeysHelp);
+  }
+  key_store store(p.data_dir);
+  const std::string_view cmd = p.positional[0];
+  if (cmd == "create") {
+    if (p.positional.size() != 1) {
+      return usage_error(err, fmt::format("unexpected argument {}", p.positional[1]), kKeysHelp);
+    }
+    if (p.account.empty() || p.plan.empty()) {
+      return usage_error(err, "keys create needs --account ACCOUNT and --plan PLAN", kKeysHelp);
+    }
+    auto r = store.create_key(p.account, p.plan, plans, static_cast<int64_t>(std::time(nullptr)));
+    if (!r) {
+      return report(err, r.error());
+    }
+    fmt::print(out, "{}\n", r->secret);
+    fmt::print(err,
+               "tollgate: created {} for account {} on plan {}; the key above is shown only "
+               "once, store it now\n",
+               r->key_id, p.account, p.plan);
+    return 0;
+  }
+  if (!p.account.empty() || !p.plan.empty()) {
+    return usage_error(err, fmt::format("keys {} takes no --account or --plan", cmd), kKeysHelp);
+  }
+  if (cmd == "list") {
+    if (p.positional.size() != 1) {
+      return usage_error(err, fmt::format("unexpected argument {}", p.positional[1]), kKeysHelp);
+    }
+    auto keys = store.list_keys();
+    if (!keys) {
+      return report(err, keys.error());
+    }
+    auto accounts = store.load();
+    if (!accounts) {
+      return report(err, accounts.error());
+    }
+    fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", "KEY_ID", "ACCOUNT", "PLAN",
+               "CREATED", "STATUS");
+    for (const auto& k : *keys) {
+      bool suspended = false;
+      for (const auto& a : accounts->accounts) {
+        suspended |= a.name == k.account && a.suspended;
+      }
+      fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", key_id_string(k.id), k.account,
+                 k.plan, utc_time(k.created_unix),
+                 k.revoked ? "revoked" : (suspended ? "suspended" : "active"));
+    }
+    return 0;
+  }
+  if (cmd == "revoke") {
+    if (p.positional.size() != 2) {
+      return usage_error(err, "keys revoke needs exactly one KEY_ID", kKeysHelp);
+    }
+    auto r = store.revoke(p.positional[1]);
+    if (!r) {
+      return report(err, r.error());
+    }
+    fmt::print(err, "tollgate: revoked {}\n", p.positional[1]);
+    return 0;
+  }
+  return usage_error(err, fmt::format("unknown keys subcommand \"{}\"", cmd), kKeysHelp);
+}
+
+int run_accounts_command(std::span<const std::string_view> args, std::string_view data_dir,
+                         std::FILE* out, std::FILE* err) {
+  parsed p = parse(args, data_dir);
+  if (p.help) {
+    fmt::print(out, "{}", kAccountsHelp);
+    return 0;
+  }
+  if (!p.error.empty()) {
+    return usage_error(err, p.error, kAccountsHelp);
+  }
+  if (!p.account.empty() || !p.plan.empty()) {
+    return usage_error(err, "accounts takes the account as a word, not --account", kAccountsHelp);
+  }
+  if (p.positional.empty()) {
+    return usage_error(err, "accounts needs a subcommand: suspend or resume", kAccountsHelp);
+  }
+  const std::string_view cmd = p.positional[0];
+  if (cmd != "suspend" && cmd != "resume") {
+    return usage_error(err, fmt::format("unknown accounts subcommand \"{}\"", cmd),
+                       kAccountsHelp);
+  }
+  if (p.positional.size() != 2) {
+    return usage_error(err, fmt::format("accounts {} needs exactly one ACCOUNT", cmd),
+                       kAccountsHelp);
+  }
+  key_store store(p.data_dir);
+  auto r = cmd == "suspend" ? store.suspend(p.positional[1]) : store.resume(p.positional[1]);
+  if (!r) {
+    return report(err, r.error());
+  }
+  fmt::print(err, "tollgate: account {} {}\n", p.positional[1],
+             cmd == "suspend" ? "suspended" : "resumed");
+  return 0;
+}
+
+}  // namespace tollgate::quota

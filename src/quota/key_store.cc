@@ -1,0 +1,272 @@
+// Key store: keys.txt and accounts.txt in the data dir, rewritten whole and renamed atomically.
+#include "tollgate/quota/key_store.h"
+
+#include <openssl/evp.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "quota/fs.h"
+
+namespace tollgate::quota {
+
+namespace {
+
+constexpr std::string_view kSecretPrefix = "tg_live_";
+constexpr size_t kSecretBytes = 20;  // 160 bits
+
+std::vector<std::string_view> split_words(std::string_view line) {
+  std::vector<std::string_view> w;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) {
+      ++i;
+    }
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') {
+      ++j;
+    }
+    if (j > i) {
+      w.push_back(line.substr(i, j - i));
+    }
+    i = j;
+  }
+  return w;
+}
+
+template <class F>
+result<void, store_error> for_each_line(const std::string& path, const std::string& data, F f) {
+  size_t pos = 0;
+  int lineno = 0;
+  while (pos < data.size()) {
+    size_t nl = data.find('\n', pos);
+    if (nl == std::string::npos) {
+      nl = data.size();
+    }
+    std::string_view line(data.data() + pos, nl - pos);
+    pos = nl + 1;
+    ++lineno;
+    auto words = split_words(line);
+    if (words.empty() || words[0].front() == '#') {
+      continue;
+    }
+    if (!f(words)) {
+      return unexpected(store_error{false, fmt::format("{}:{}: malformed line", path, lineno)});
+    }
+  }
+  return {};
+}
+
+bool parse_i64(std::string_view s, int64_t& v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::string key_id_string(uint64_t id) { return fmt::format("key_{:016x}", id); }
+
+result<uint64_t, std::string> parse_key_id(std::string_view s) {
+  uint64_t v = 0;
+  if (s.size() == 20 && s.substr(0, 4) == "key_") {
+    auto [p, ec] = std::from_chars(s.data() + 4, s.data() + s.size(), v, 16);
+    if (ec == std::errc() && p == s.data() + s.size()) {
+      return v;
+    }
+  }
+  return unexpected(fmt::format("\"{}\" is not a key id (expected key_ and 16 hex digits)", s));
+}
+
+digest sha256(std::string_view data) {
+  digest d{};
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), d.data(), &len, EVP_sha256(), nullptr);
+  return d;
+}
+
+key_store::key_store(std::string data_dir) : dir_(std::move(data_dir)) {}
+
+result<store_contents, store_error> key_store::load() {
+  store_contents c;
+  bool missing = false;
+  const std::string kp = keys_path();
+  auto kd = fs::read_file(kp, &missing);
+  if (!kd) {
+    return unexpected(store_error{false, kd.error()});
+  }
+  auto r = for_each_line(kp, *kd, [&](const std::vector<std::string_view>& w) {
+    if (w.size() != 7 || w[0] != "key") {
+      return false;
+    }
+    key_entry e;
+    auto id = parse_key_id(w[1]);
+    if (!id || !fs::from_hex(w[2], e.hash.data(), e.hash.size()) || !valid_name(w[3]) ||
+        !valid_name(w[4]) || !parse_i64(w[5], e.created_unix) ||
+        (w[6] != "active" && w[6] != "revoked")) {
+      return false;
+    }
+    e.id = *id;
+    e.account = std::string(w[3]);
+    e.plan = std::string(w[4]);
+    e.revoked = w[6] == "revoked";
+    c.keys.push_back(std::move(e));
+    return true;
+  });
+  if (!r) {
+    return unexpected(r.error());
+  }
+  const std::string ap = accounts_path();
+  auto ad = fs::read_file(ap, &missing);
+  if (!ad) {
+    return unexpected(store_error{false, ad.error()});
+  }
+  r = for_each_line(ap, *ad, [&](const std::vector<std::string_view>& w) {
+    if (w.size() != 3 || w[0] != "account" || !valid_name(w[1]) ||
+        (w[2] != "active" && w[2] != "suspended")) {
+      return false;
+    }
+    c.accounts.push_back({std::string(w[1]), w[2] == "suspended"});
+    return true;
+  });
+  if (!r) {
+    return unexpected(r.error());
+  }
+  return c;
+}
+
+result<void, store_error> key_store::save(const store_contents& c) {
+  std::string keys = "# tollgate keys v1: key <id> <sha256> <account> <plan> <created> <status>\n";
+  for (const auto& k : c.keys) {
+    keys += fmt::format("key {} {} {} {} {} {}\n", key_id_string(k.id),
+                        fs::to_hex(k.hash.data(), k.hash.size()), k.account, k.plan,
+                        k.created_unix, k.revoked ? "revoked" : "active");
+  }
+  std::string accounts = "# tollgate accounts v1: account <name> <status>\n";
+  for (const auto& a : c.accounts) {
+    accounts += fmt::format("account {} {}\n", a.name, a.suspended ? "suspended" : "active");
+  }
+  // Accounts first: a key never refers to an account the accounts file lacks.
+  auto r = fs::write_file_atomic(accounts_path(), accounts);
+  if (!r) {
+    return unexpected(store_error{false, r.error()});
+  }
+  r = fs::write_file_atomic(keys_path(), keys);
+  if (!r) {
+    return unexpected(store_error{false, r.error()});
+  }
+  return {};
+}
+
+result<created_key, store_error> key_store::create_key(std::string_view account,
+                                                       std::string_view plan_name,
+                                                       const plan_map& plans, int64_t now_unix) {
+  if (!valid_name(account)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          account)});
+  }
+  if (plans.find(plan_name) == plans.end()) {
+    std::string known;
+    for (const auto& [n, p] : plans) {
+      known += known.empty() ? n : ", " + n;
+    }
+    return unexpected(store_error{
+        true, fmt::format("unknown plan \"{}\" (configured plans: {})", plan_name,
+                          known.empty() ? "none" : known)});
+  }
+  std::lock_guard lk(mu_);
+  auto d = fs::ensure_dir(dir_);
+  if (!d) {
+    return unexpected(store_error{false, d.error()});
+  }
+  fs::file_lock fl(dir_ + "/.keys.lock");
+  auto c = load();
+  if (!c) {
+    return unexpected(c.error());
+  }
+  uint8_t secret[kSecretBytes];
+  key_entry e;
+  do {
+    if (!fs::random_bytes(&e.id, sizeof e.id)) {
+      return unexpected(store_error{false, "getrandom failed"});
+    }
+  } while (e.id == 0 || std::any_of(c->keys.begin(), c->keys.end(),
+                                    [&](const key_entry& k) { return k.id == e.id; }));
+  if (!fs::random_bytes(secret, sizeof secret)) {
+    return unexpected(store_error{false, "getrandom failed"});
+  }
+  created_key out;
+  out.secret = std::string(kSecretPrefix) + fs::to_hex(secret, sizeof secret);
+  out.key_id = key_id_string(e.id);
+  e.hash = sha256(out.secret);
+  e.account = std::string(account);
+  e.plan = std::string(plan_name);
+  e.created_unix = now_unix;
+  c->keys.push_back(e);
+  if (std::none_of(c->accounts.begin(), c->accounts.end(),
+                   [&](const account_entry& a) { return a.name == account; })) {
+    c->accounts.push_back({std::string(account), false});
+  }
+  auto s = save(*c);
+  if (!s) {
+    return unexpected(s.error());
+  }
+  return out;
+}
+
+result<std::vector<key_entry>, store_error> key_store::list_keys() {
+  std::lock_guard lk(mu_);
+  auto c = load();
+  if (!c) {
+    return unexpected(c.error());
+  }
+  return std::move(c->keys);
+}
+
+result<void, store_error> key_store::revoke(std::string_view key_id) {
+  auto id = parse_key_id(key_id);
+  if (!id) {
+    return unexpected(store_error{true, id.error()});
+  }
+  std::lock_guard lk(mu_);
+  fs::file_lock fl(dir_ + "/.keys.lock");
+  auto c = load();
+  if (!c) {
+    return unexpected(c.error());
+  }
+  auto it = std::find_if(c->keys.begin(), c->keys.end(),
+                         [&](const key_entry& k) { return k.id == *id; });
+  if (it == c->keys.end()) {
+    return unexpected(store_error{true, fmt::format("no key {} in {}", key_id, keys_path())});
+  }
+  it->revoked = true;
+  return save(*c);
+}
+
+result<void, store_error> key_store::suspend(std::string_view account) {
+  return set_suspended(account, true);
+}
+result<void, store_error> key_store::resume(std::string_view account) {
+  return set_suspended(account, false);
+}
+
+result<void, store_error> key_store::set_suspended(std::string_view account, bool suspended) {
+  std::lock_guard lk(mu_);
+  fs::file_lock fl(dir_ + "/.keys.lock");
+  auto c = load();
+  if (!c) {
+    return unexpected(c.error());
+  }
+  auto it = std::find_if(c->accounts.begin(), c->accounts.end(),
+                         [&](const account_entry& a) { return a.name == account; });
+  if (it == c->accounts.end()) {
+    return unexpected(
+        store_error{true, fmt::format("no account \"{}\" in {}", account, accounts_path())});
+  }
+  it->suspended = suspended;
+  return save(*c);
+}
+
+}  // namespace tollgate::quota

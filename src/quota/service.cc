@@ -1,0 +1,976 @@
+// The quota service: shared key state, lookup tables, reconciliation, persistence, recovery.
+//
+// Table reclamation (quiescent-state based, lock-free for readers):
+//   1. The service publishes the current table through `current_` (release store).
+//   2. A shard uses exactly one table at a time (`table_`). Only at its quiescent points
+//      (before_send and on_tick, where it holds no key_record*) does it load `current_`
+//      (acquire) and then store that table's epoch into its own `seen_epoch_` (release).
+//   3. A replaced table goes on a retired list with its epoch. The reclaimer (under reload_mu)
+//      frees a retired table once every shard's seen_epoch_ is greater than that table's epoch:
+//      each shard has by then switched to a newer table at a quiescent point and cannot hold
+//      a pointer into the old one.
+// Request paths never lock and never write shared memory for lookups. Key state lives outside
+// tables (owned by the service for its lifetime), so swapping tables never loses a counter.
+//
+// Durability (per core):
+//   - settle(success) appends a journal record to the core's buffer; before_send() writes the
+//     pass's records with one write(2) before responses are sent; on_tick fdatasyncs every
+//     fsync_ms.
+//   - reconcile: flush, then under `mu` publish the core's deltas into the shared counters and
+//     record `covered[core] = {gen, offset}`: every journal byte of this core before that point
+//     is included in the counters. The snapshot copies counters and `covered` under the same
+//     lock, so recovery = snapshot + journal bytes after `covered`, exactly once.
+//   - a journal past journal_rotate_bytes is rotated to generation gen+1 at reconcile; persist()
+//     deletes generations that a durable snapshot covers (compaction).
+#include "tollgate/quota/service.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "quota/fs.h"
+#include "quota/journal.h"
+#include "quota/state.h"
+#include "tollgate/common/assert.h"
+#include "tollgate/common/log.h"
+#include "tollgate/quota/civil.h"
+
+namespace tollgate::quota {
+
+namespace {
+constexpr int64_t kNsPerSec = 1000000000;
+constexpr int64_t kNsPerMs = 1000000;
+
+int64_t ceil_secs(int64_t ns) noexcept { return ns <= 0 ? 0 : (ns + kNsPerSec - 1) / kNsPerSec; }
+
+struct covered_pos {
+  uint64_t gen = 0;
+  uint64_t offset = 0;
+};
+
+std::string journal_name(int core, uint64_t gen) {
+  return fmt::format("journal-{}-{}.bin", core, gen);
+}
+
+// Parses "journal-C-G.bin".
+bool parse_journal_name(std::string_view n, int& core, uint64_t& gen) {
+  if (n.substr(0, 8) != "journal-" || n.size() < 13 || n.substr(n.size() - 4) != ".bin") {
+    return false;
+  }
+  std::string_view mid = n.substr(8, n.size() - 12);
+  size_t dash = mid.find('-');
+  if (dash == std::string_view::npos) {
+    return false;
+  }
+  auto a = std::from_chars(mid.data(), mid.data() + dash, core);
+  auto b = std::from_chars(mid.data() + dash + 1, mid.data() + mid.size(), gen);
+  return a.ec == std::errc() && a.ptr == mid.data() + dash && b.ec == std::errc() &&
+         b.ptr == mid.data() + mid.size() && core >= 0;
+}
+
+std::string month_label(uint32_t m) {
+  return fmt::format("{:04}-{:02}", month_year(m), month_of_year(m));
+}
+
+}  // namespace
+
+struct service::impl {
+  explicit impl(const std::string& dir) : store(dir), usage_dir(dir + "/usage") {}
+
+  key_store store;
+  std::string usage_dir;
+
+  // Guards: states/by_slot (structure and key_state's plain fields), closed, covered,
+  // publication into the shared counters, month rollover.
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::unique_ptr<key_state>> states;
+  std::vector<key_state*> by_slot;
+  std::map<uint32_t, std::map<uint64_t, usage_totals>> closed;  // month -> key -> totals
+  std::vector<uint32_t> closed_dirty;                            // months to export
+  std::vector<covered_pos> covered;                              // per core
+
+  // Guards table building and reclamation.
+  std::mutex reload_mu;
+  std::unique_ptr<key_table> current;
+  std::vector<std::unique_ptr<key_table>> retired;
+  fs::file_stamp keys_stamp, accounts_stamp;
+  uint64_t next_epoch = 1;
+
+  std::mutex persist_mu;
+
+  key_state* state_for_locked(uint64_t key_id, int64_t quota, uint32_t month) {
+    auto it = states.find(key_id);
+    if (it != states.end()) {
+      key_state* s = it->second.get();
+      if (quota != s->quota) {  // plan changed: shift the remaining budget by the difference
+        uint64_t p = s->pool.load(std::memory_order_relaxed);
+        for (;;) {
+          uint64_t np = pool_month(p) == month
+                            ? make_pool(month, pool_units(p) + quota - s->quota)
+                            : make_pool(month, quota - s->used.load(std::memory_order_relaxed));
+          if (s->pool.compare_exchange_weak(p, np, std::memory_order_relaxed)) {
+            break;
+          }
+        }
+        s->quota = quota;
+      }
+      return s;
+    }
+    auto s = std::make_unique<key_state>();
+    s->key_id = key_id;
+    s->quota = quota;
+    s->slot = static_cast<uint32_t>(by_slot.size());
+    s->pool.store(make_pool(month, quota), std::memory_order_relaxed);
+    by_slot.push_back(s.get());
+    key_state* raw = s.get();
+    states.emplace(key_id, std::move(s));
+    return raw;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Headers
+
+void write_rate_headers(out_buffer& out, const figures& f) {
+  auto line = [&out](std::string_view name, int64_t v) {
+    out.append(name);
+    fmt::format_int s(v);
+    out.append(s.data(), s.size());
+    out.append("\r\n", 2);
+  };
+  auto num = [&out](int64_t v) {
+    fmt::format_int s(v);
+    out.append(s.data(), s.size());
+  };
+  line("X-RateLimit-Limit: ", f.rate_limit);
+  line("X-RateLimit-Remaining: ", f.rate_remaining);
+  line("X-RateLimit-Reset: ", f.rate_reset_secs);
+  line("X-Quota-Limit: ", f.quota_limit);
+  line("X-Quota-Used: ", f.quota_used);
+  line("X-Quota-Remaining: ", f.quota_remaining);
+  line("X-Quota-Reset: ", f.quota_reset_secs);
+  out.append("RateLimit-Policy: \"burst\";q=");
+  num(f.rate_limit);
+  out.append(";w=");
+  num(f.rate_window_secs);
+  out.append(", \"monthly\";q=");
+  num(f.quota_limit);
+  out.append(";w=2592000\r\nRateLimit: \"burst\";r=");
+  num(f.rate_remaining);
+  out.append(";t=");
+  num(f.rate_reset_secs);
+  out.append(", \"monthly\";r=");
+  num(f.quota_remaining);
+  out.append(";t=");
+  num(f.quota_reset_secs);
+  out.append("\r\n");
+  if (f.retry_after_secs > 0) {
+    line("Retry-After: ", f.retry_after_secs);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// core_shard
+
+core_shard::core_shard(service& svc, int index) : svc_(svc), index_(index) {
+  md_ctx_ = EVP_MD_CTX_new();
+  md_ = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  TOLLGATE_CHECK(md_ctx_ != nullptr && md_ != nullptr);
+  journal_buf_.reserve(64 * 1024);
+  late_.reserve(64);
+  refresh_table();  // the journal is opened by service::open once its generation is known
+}
+
+core_shard::~core_shard() {
+  if (journal_fd_ >= 0) {
+    ::close(journal_fd_);
+  }
+  EVP_MD_CTX_free(md_ctx_);
+  EVP_MD_free(md_);
+}
+
+void core_shard::refresh_table() noexcept {
+  // acquire: pairs with the release store in reload_if_changed, so the table's contents are
+  // visible before we use it.
+  const key_table* t = svc_.current_.load(std::memory_order_acquire);
+  if (t == table_) {
+    return;
+  }
+  table_ = t;
+  if (t->slot_count > locals_.size()) {  // allocation only when keys were added
+    locals_.resize(t->slot_count + 64);
+    dirty_.reserve(locals_.size());
+  }
+  // release: the reclaimer reading this epoch knows we are done with older tables.
+  seen_epoch_.store(t->epoch, std::memory_order_release);
+}
+
+void core_shard::open_journal() noexcept {
+  const std::string path = svc_.impl_->usage_dir + "/" + journal_name(index_, journal_gen_);
+  journal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (journal_fd_ < 0) {
+    log_error("cannot open usage journal {}: {}", path, std::strerror(errno));
+    return;
+  }
+  off_t end = ::lseek(journal_fd_, 0, SEEK_END);
+  journal_size_ = end > 0 ? static_cast<uint64_t>(end) : 0;
+}
+
+const key_record* core_shard::authenticate(std::string_view presented) noexcept {
+  if (presented.empty() || table_ == nullptr || table_->records.empty()) {
+    return nullptr;
+  }
+  digest d;
+  unsigned int len = 0;
+  if (EVP_DigestInit_ex2(md_ctx_, md_, nullptr) != 1 ||
+      EVP_DigestUpdate(md_ctx_, presented.data(), presented.size()) != 1 ||
+      EVP_DigestFinal_ex(md_ctx_, d.data(), &len) != 1) {
+    return nullptr;
+  }
+  uint64_t h;
+  std::memcpy(&h, d.data(), sizeof h);
+  const key_table& t = *table_;
+  for (uint64_t i = h & t.mask;; i = (i + 1) & t.mask) {
+    int32_t idx = t.index[i];
+    if (idx < 0) {
+      return nullptr;
+    }
+    const key_record& r = t.records[static_cast<size_t>(idx)];
+    // Constant-time comparison of the full digest (the secret's hash never leaks by timing).
+    if (CRYPTO_memcmp(r.hash.data(), d.data(), d.size()) == 0) {
+      return &r;
+    }
+  }
+}
+
+rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+  // GCRA: the key's theoretical arrival time (tat) advances by one emission interval T per
+  // admitted request; a request is admitted if, after advancing, tat - now <= burst * T. One
+  // CAS per request makes it exact across cores. relaxed: the value itself is the only data.
+  std::atomic<int64_t>& a = k.state->tat_ns;
+  int64_t tat = a.load(std::memory_order_relaxed);
+  int64_t ntat;
+  for (;;) {
+    ntat = std::max(tat, now_ns) + k.emission_ns;
+    if (ntat - now_ns > k.tolerance_ns) {
+      break;
+    }
+    if (a.compare_exchange_weak(tat, ntat, std::memory_order_relaxed)) {
+      f.rate_limit = k.burst;
+      f.rate_remaining = (k.tolerance_ns - (ntat - now_ns)) / k.emission_ns;
+      f.rate_reset_secs = ceil_secs(ntat - now_ns);
+      f.rate_window_secs = std::max<int64_t>(1, ceil_secs(k.tolerance_ns));
+      return rate_verdict::ok;
+    }
+  }
+  f.rate_limit = k.burst;
+  f.rate_remaining = 0;
+  f.rate_reset_secs = std::max<int64_t>(1, ceil_secs(tat - now_ns));
+  f.rate_window_secs = std::max<int64_t>(1, ceil_secs(k.tolerance_ns));
+  f.retry_after_secs = std::max<int64_t>(1, ceil_secs(ntat - now_ns - k.tolerance_ns));
+  return rate_verdict::limited;
+}
+
+bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
+  std::atomic<uint64_t>& pool = k.state->pool;
+  uint64_t p = pool.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint32_t pm = pool_month(p);
+    if (pm != month_) {
+      if (pm < month_) {  // this core is first into the new month: roll the service over
+        {
+          std::lock_guard g(svc_.impl_->mu);
+          svc_.ensure_month_locked(month_);
+        }
+        p = pool.load(std::memory_order_relaxed);
+        continue;
+      }
+      roll_month(pm);  // another core already rolled over (our clock lags slightly)
+      p = pool.load(std::memory_order_relaxed);
+      continue;
+    }
+    const int64_t avail = pool_units(p);
+    if (avail == 0) {
+      return false;
+    }
+    // Leases shrink with the budget: a quarter of the remainder per core, at most max_lease,
+    // at least 1. Near zero every unit is taken singly, so no core hoards the last ones.
+    const int64_t cores = static_cast<int64_t>(svc_.shards_.empty() ? 1 : svc_.shards_.size());
+    const int64_t n = std::clamp<int64_t>(avail / (4 * cores), 1, svc_.opt_.max_lease);
+    // relaxed: a count; no other data is published through the pool.
+    if (pool.compare_exchange_weak(p, make_pool(month_, avail - n), std::memory_order_relaxed)) {
+      lk.lease += n;
+      return true;
+    }
+  }
+}
+
+admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
+                                ticket& t) noexcept {
+  if (now_ns >= month_end_ns_) {
+    roll_month(month_index_of_ns(now_ns));
+  }
+  const int64_t reset = std::max<int64_t>(1, ceil_secs(month_end_ns_ - now_ns));
+  f.quota_limit = k.monthly_quota;
+  f.quota_reset_secs = reset;
+  if (k.suspended) {
+    fill_quota(k, now_ns, f);
+    return admit_verdict::suspended;
+  }
+  local_key& lk = locals_[k.slot];
+  if (!lk.dirty) {
+    lk.dirty = true;
+    lk.state = k.state;
+    lk.key_id = k.key_id;
+    dirty_.push_back(k.slot);
+  }
+  bool over = false;
+  if (lk.lease == 0 && !take_lease(k, lk)) {
+    if (k.overage == overage_policy::stop) {
+      // Every unit is spent or leased to a core that is spending it: report the quota as used.
+      f.quota_used = k.monthly_quota;
+      f.quota_remaining = 0;
+      f.retry_after_secs = reset;
+      return admit_verdict::quota_exceeded;
+    }
+    over = true;
+  }
+  if (!over) {
+    --lk.lease;
+  }
+  t.state = k.state;
+  t.key_id = k.key_id;
+  t.slot = k.slot;
+  t.month = month_;
+  t.overage = over;
+  const int64_t used =
+      k.state->used.load(std::memory_order_relaxed) + lk.used_delta;
+  f.quota_used = used;
+  f.quota_remaining = std::max<int64_t>(0, k.monthly_quota - used);
+  return admit_verdict::ok;
+}
+
+void core_shard::append_record(uint32_t month, uint64_t key_id) noexcept {
+  // Coalesce with the previous record of this pass when it is for the same key and month.
+  if (journal_buf_.size() >= journal::kRecordSize) {
+    char* last = journal_buf_.data() + journal_buf_.size() - journal::kRecordSize;
+    journal::record r;
+    if (journal::decode(last, r) && r.month == month && r.key_id == key_id &&
+        r.count < UINT32_MAX) {
+      ++r.count;
+      journal::encode(last, r);
+      return;
+    }
+  }
+  char* dst = journal_buf_.prepare(journal::kRecordSize);
+  journal::encode(dst, journal::record{month, key_id, 1});
+  journal_buf_.commit(journal::kRecordSize);
+}
+
+void core_shard::settle(const ticket& t, bool success) noexcept {
+  if (t.month != month_) {
+    // Admitted before this core moved to a new month: bill it to the month it was admitted in.
+    if (success) {
+      append_record(t.month, t.key_id);
+      late_.push_back({t.state, t.month, 1, t.overage});
+    }
+    return;  // a failure's unit belonged to the closed month's budget: nothing to return
+  }
+  local_key& lk = locals_[t.slot];
+  if (success) {
+    ++lk.used_delta;
+    if (t.overage) {
+      ++lk.overage_delta;
+    }
+    append_record(t.month, t.key_id);
+  } else if (!t.overage) {
+    ++lk.lease;  // refund: the unit goes back to this core's lease
+  }
+}
+
+void core_shard::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
+  int64_t end_ns = month_end_ns_;
+  int64_t used = k.state->used.load(std::memory_order_relaxed);
+  if (now_ns >= end_ns) {  // month ended but this core has not rolled yet
+    end_ns = month_end_secs(month_index_of_ns(now_ns)) * kNsPerSec;
+    used = 0;
+  } else if (k.slot < locals_.size()) {
+    used += locals_[k.slot].used_delta;
+  }
+  f.quota_limit = k.monthly_quota;
+  f.quota_used = used;
+  f.quota_remaining = std::max<int64_t>(0, k.monthly_quota - used);
+  f.quota_reset_secs = std::max<int64_t>(1, ceil_secs(end_ns - now_ns));
+}
+
+bool core_shard::flush_journal() noexcept {
+  if (journal_buf_.empty()) {
+    return true;
+  }
+  if (journal_fd_ < 0) {
+    open_journal();
+    if (journal_fd_ < 0) {
+      return false;
+    }
+  }
+  size_t done = 0;
+  while (done < journal_buf_.size()) {
+    ssize_t w = ::write(journal_fd_, journal_buf_.data() + done, journal_buf_.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      journal_size_ += done;
+      unsynced_bytes_ += done;
+      journal_buf_.consume(done);
+      log_error("usage journal write failed on core {}: {}", index_, std::strerror(errno));
+      return false;
+    }
+    done += static_cast<size_t>(w);
+  }
+  journal_size_ += done;
+  unsynced_bytes_ += done;
+  journal_buf_.clear();
+  return true;
+}
+
+void core_shard::publish_locked() noexcept {
+  service& s = svc_;
+  if (month_ > s.month_.load(std::memory_order_relaxed)) {
+    s.ensure_month_locked(month_);
+  }
+  const uint32_t svc_month = s.month_.load(std::memory_order_relaxed);
+  auto add = [&](key_state* st, uint32_t month, int64_t used, int64_t over) {
+    if (used == 0 && over == 0) {
+      return;
+    }
+    if (month == svc_month) {
+      // relaxed: readers only want an approximate figure; persist reads under the mutex.
+      st->used.fetch_add(used, std::memory_order_relaxed);
+      st->overage.fetch_add(over, std::memory_order_relaxed);
+    } else {
+      usage_totals& u = s.impl_->closed[month][st->key_id];
+      u.used += used;
+      u.overage += over;
+      s.impl_->closed_dirty.push_back(month);
+    }
+  };
+  for (uint32_t slot : dirty_) {
+    local_key& lk = locals_[slot];
+    add(lk.state, month_, lk.used_delta, lk.overage_delta);
+    if (lk.lease > 0) {  // return the unused lease, unless its month's budget is gone
+      uint64_t p = lk.state->pool.load(std::memory_order_relaxed);
+      while (pool_month(p) == month_ &&
+             !lk.state->pool.compare_exchange_weak(
+                 p, make_pool(month_, pool_units(p) + lk.lease), std::memory_order_relaxed)) {
+      }
+    }
+    lk.lease = 0;
+    lk.used_delta = 0;
+    lk.overage_delta = 0;
+    lk.dirty = false;
+  }
+  dirty_.clear();
+  for (const late_entry& e : late_) {
+    add(e.state, e.month, e.count, e.overage ? e.count : 0);
+  }
+  late_.clear();
+}
+
+void core_shard::reconcile(int64_t now_ns) noexcept {
+  last_reconcile_ns_ = now_ns;
+  if (!flush_journal()) {
+    return;  // publishing now would let replay count the still-buffered records twice
+  }
+  const bool rotate = journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes);
+  int old_fd = -1;
+  if (rotate && journal_fd_ >= 0) {
+    ::fdatasync(journal_fd_);
+    old_fd = journal_fd_;
+    ++journal_gen_;
+    open_journal();
+    if (journal_fd_ < 0) {  // could not rotate: keep the old file
+      --journal_gen_;
+      journal_fd_ = old_fd;
+      old_fd = -1;
+    } else {
+      unsynced_bytes_ = 0;
+    }
+  }
+  {
+    std::lock_guard g(svc_.impl_->mu);
+    publish_locked();
+    auto& cov = svc_.impl_->covered;
+    if (cov.size() <= static_cast<size_t>(index_)) {
+      cov.resize(static_cast<size_t>(index_) + 1);
+    }
+    cov[static_cast<size_t>(index_)] = {journal_gen_, old_fd >= 0 ? 0 : journal_size_};
+  }
+  if (old_fd >= 0) {
+    ::close(old_fd);
+  }
+}
+
+void core_shard::roll_month(uint32_t month) noexcept {
+  if (month <= month_ && month_end_ns_ != 0) {
+    return;
+  }
+  // Publish (and drop leases of) the old month first, then move on.
+  if (flush_journal()) {
+    std::lock_guard g(svc_.impl_->mu);
+    publish_locked();
+    auto& cov = svc_.impl_->covered;
+    if (cov.size() <= static_cast<size_t>(index_)) {
+      cov.resize(static_cast<size_t>(index_) + 1);
+    }
+    cov[static_cast<size_t>(index_)] = {journal_gen_, journal_size_};
+  }
+  month_ = month;
+  month_end_ns_ = month_end_secs(month) * kNsPerSec;
+  for (local_key& lk : locals_) {
+    lk.lease = 0;
+  }
+}
+
+void core_shard::before_send(int64_t /*now_ns*/) noexcept {
+  flush_journal();
+  refresh_table();
+}
+
+void core_shard::on_tick(int64_t now_ns) noexcept {
+  refresh_table();
+  if (now_ns >= month_end_ns_) {
+    roll_month(month_index_of_ns(now_ns));
+  }
+  if (now_ns - last_reconcile_ns_ >= svc_.opt_.reconcile_ms * kNsPerMs) {
+    reconcile(now_ns);
+  }
+  if (now_ns - last_fsync_ns_ >= svc_.opt_.fsync_ms * kNsPerMs) {
+    last_fsync_ns_ = now_ns;
+    flush_journal();
+    if (unsynced_bytes_ > 0 && journal_fd_ >= 0) {
+      ::fdatasync(journal_fd_);
+      unsynced_bytes_ = 0;
+    }
+  }
+  svc_.maybe_background(now_ns);
+  refresh_table();
+}
+
+// ---------------------------------------------------------------------------------------------
+// service
+
+service::service(service_options opt) : opt_(std::move(opt)), impl_(new impl(opt_.data_dir)) {}
+
+service::~service() { shards_.clear(); }
+
+void service::ensure_month_locked(uint32_t month) {
+  const uint32_t cur = month_.load(std::memory_order_relaxed);
+  if (month <= cur) {
+    return;
+  }
+  for (key_state* s : impl_->by_slot) {
+    const int64_t used = s->used.load(std::memory_order_relaxed);
+    const int64_t over = s->overage.load(std::memory_order_relaxed);
+    if (used != 0 || over != 0) {
+      usage_totals& u = impl_->closed[cur][s->key_id];
+      u.used += used;
+      u.overage += over;
+    }
+    s->used.store(0, std::memory_order_relaxed);
+    s->overage.store(0, std::memory_order_relaxed);
+    s->pool.store(make_pool(month, s->quota), std::memory_order_relaxed);
+  }
+  impl_->closed_dirty.push_back(cur);
+  // release: a shard reading month() after this sees the reset counters.
+  month_.store(month, std::memory_order_release);
+  log_info("usage month {} closed; now counting {}", month_label(cur), month_label(month));
+}
+
+bool service::reload_if_changed(bool force) {
+  std::lock_guard rl(impl_->reload_mu);
+  const fs::file_stamp ks = fs::stamp(impl_->store.keys_path());
+  const fs::file_stamp as = fs::stamp(impl_->store.accounts_path());
+  bool made = false;
+  if (force || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
+    auto contents = impl_->store.load();
+    if (!contents) {
+      log_error("keys not reloaded (the previous table stays in force): {}",
+                contents.error().message);
+    } else {
+      impl_->keys_stamp = ks;
+      impl_->accounts_stamp = as;
+      auto t = std::make_unique<key_table>();
+      t->epoch = impl_->next_epoch++;
+      std::unordered_map<std::string_view, bool> suspended;
+      for (const auto& a : contents->accounts) {
+        suspended[a.name] = a.suspended;
+      }
+      {
+        std::lock_guard g(impl_->mu);
+        const uint32_t month = month_.load(std::memory_order_relaxed);
+        for (const key_entry& e : contents->keys) {
+          if (e.revoked) {
+            continue;
+          }
+          auto pit = opt_.plans.find(e.plan);
+          if (pit == opt_.plans.end()) {
+            log_error("key {} of account {} names unknown plan \"{}\"; it is refused",
+                      key_id_string(e.id), e.account, e.plan);
+            continue;
+          }
+          const plan& p = pit->second;
+          key_record r;
+          r.hash = e.hash;
+          r.key_id = e.id;
+          r.state = impl_->state_for_locked(e.id, p.monthly_quota, month);
+          r.slot = r.state->slot;
+          auto sit = suspended.find(e.account);
+          r.suspended = sit != suspended.end() && sit->second;
+          r.overage = p.overage;
+          r.monthly_quota = p.monthly_quota;
+          r.burst = p.burst;
+          r.emission_ns = std::max<int64_t>(1, static_cast<int64_t>(1e9 / p.rate_per_sec));
+          r.tolerance_ns = r.emission_ns * p.burst;
+          r.account = e.account;
+          r.plan = e.plan;
+          t->records.push_back(std::move(r));
+        }
+        t->slot_count = static_cast<uint32_t>(impl_->by_slot.size());
+      }
+      size_t cap = 16;
+      while (cap < t->records.size() * 2) {
+        cap *= 2;
+      }
+      t->mask = cap - 1;
+      t->index.assign(cap, -1);
+      for (size_t i = 0; i < t->records.size(); ++i) {
+        uint64_t h;
+        std::memcpy(&h, t->records[i].hash.data(), sizeof h);
+        uint64_t j = h & t->mask;
+        while (t->index[j] >= 0) {
+          j = (j + 1) & t->mask;
+        }
+        t->index[j] = static_cast<int32_t>(i);
+      }
+      if (impl_->current) {
+        impl_->retired.push_back(std::move(impl_->current));
+      }
+      impl_->current = std::move(t);
+      // release: shards that acquire-load the pointer see the fully built table.
+      current_.store(impl_->current.get(), std::memory_order_release);
+      made = true;
+    }
+  }
+  // Reclaim tables no shard can still be using.
+  uint64_t min_seen = UINT64_MAX;
+  for (const auto& s : shards_) {
+    min_seen = std::min(min_seen, s->seen_epoch_.load(std::memory_order_acquire));
+  }
+  std::erase_if(impl_->retired, [&](const std::unique_ptr<key_table>& t) {
+    return t->epoch < min_seen;
+  });
+  return made;
+}
+
+void service::maybe_background(int64_t now_ns) {
+  int64_t due = next_reload_ns_.load(std::memory_order_relaxed);
+  const bool requested = reload_requested_.exchange(false, std::memory_order_relaxed);
+  if (requested || now_ns >= due) {
+    if (requested || next_reload_ns_.compare_exchange_strong(
+                         due, now_ns + opt_.reload_ms * kNsPerMs, std::memory_order_relaxed)) {
+      reload_if_changed(requested);
+    }
+  }
+  due = next_persist_ns_.load(std::memory_order_relaxed);
+  if (now_ns >= due && next_persist_ns_.compare_exchange_strong(
+                           due, now_ns + opt_.reconcile_ms * kNsPerMs,
+                           std::memory_order_relaxed)) {
+    persist(now_ns);
+  }
+}
+
+void service::persist(int64_t /*now_ns*/) {
+  std::lock_guard pl(impl_->persist_mu);
+  std::string snap = "tollgate-usage v1\n";
+  std::vector<covered_pos> covered;
+  std::vector<std::pair<uint32_t, std::string>> exports;
+  {
+    std::lock_guard g(impl_->mu);
+    const uint32_t month = month_.load(std::memory_order_relaxed);
+    snap += fmt::format("month {}\n", month);
+    covered = impl_->covered;
+    for (size_t c = 0; c < covered.size(); ++c) {
+      snap += fmt::format("covered {} {} {}\n", c, covered[c].gen, covered[c].offset);
+    }
+    for (key_state* s : impl_->by_slot) {
+      const int64_t used = s->used.load(std::memory_order_relaxed);
+      const int64_t over = s->overage.load(std::memory_order_relaxed);
+      if (used != 0 || over != 0) {
+        snap += fmt::format("used {} {} {} {}\n", month, key_id_string(s->key_id), used, over);
+      }
+    }
+    for (const auto& [m, keys] : impl_->closed) {
+      for (const auto& [id, u] : keys) {
+        snap += fmt::format("used {} {} {} {}\n", m, key_id_string(id), u.used, u.overage);
+      }
+    }
+    std::sort(impl_->closed_dirty.begin(), impl_->closed_dirty.end());
+    impl_->closed_dirty.erase(
+        std::unique(impl_->closed_dirty.begin(), impl_->closed_dirty.end()),
+        impl_->closed_dirty.end());
+    for (uint32_t m : impl_->closed_dirty) {
+      std::string e = fmt::format(
+          "# tollgate usage for {} (closed month, UTC): used <month> <key_id> <billed> "
+          "<overage>\n",
+          month_label(m));
+      for (const auto& [id, u] : impl_->closed[m]) {
+        e += fmt::format("used {} {} {} {}\n", m, key_id_string(id), u.used, u.overage);
+      }
+      exports.emplace_back(m, std::move(e));
+    }
+    impl_->closed_dirty.clear();
+  }
+  auto r = fs::write_file_atomic(impl_->usage_dir + "/snapshot.txt", snap);
+  if (!r) {
+    log_error("usage snapshot not written: {}", r.error());
+    return;  // journals stay until a snapshot covers them
+  }
+  for (const auto& [m, text] : exports) {
+    auto w = fs::write_file_atomic(impl_->usage_dir + "/month-" + month_label(m) + ".txt", text);
+    if (!w) {
+      log_error("closed-month usage not written: {}", w.error());
+    }
+  }
+  // Compaction: journal generations wholly covered by the durable snapshot go.
+  DIR* d = ::opendir(impl_->usage_dir.c_str());
+  if (d == nullptr) {
+    return;
+  }
+  while (dirent* e = ::readdir(d)) {
+    int core;
+    uint64_t gen;
+    if (parse_journal_name(e->d_name, core, gen) && static_cast<size_t>(core) < covered.size() &&
+        gen < covered[static_cast<size_t>(core)].gen) {
+      ::unlink((impl_->usage_dir + "/" + e->d_name).c_str());
+    }
+  }
+  ::closedir(d);
+}
+
+void service::close(int64_t now_ns) {
+  for (auto& s : shards_) {
+    s->reconcile(now_ns);
+    if (s->journal_fd_ >= 0) {
+      ::fdatasync(s->journal_fd_);
+    }
+  }
+  persist(now_ns);
+}
+
+usage_totals service::usage(uint64_t key_id, uint32_t month) const {
+  std::lock_guard g(impl_->mu);
+  if (month == month_.load(std::memory_order_relaxed)) {
+    auto it = impl_->states.find(key_id);
+    if (it == impl_->states.end()) {
+      return {};
+    }
+    return {it->second->used.load(std::memory_order_relaxed),
+            it->second->overage.load(std::memory_order_relaxed)};
+  }
+  auto mit = impl_->closed.find(month);
+  if (mit == impl_->closed.end()) {
+    return {};
+  }
+  auto kit = mit->second.find(key_id);
+  return kit == mit->second.end() ? usage_totals{} : kit->second;
+}
+
+result<std::unique_ptr<service>, std::string> service::open(service_options opt, int64_t now_ns) {
+  if (auto v = validate_plans(opt.plans); !v) {
+    return unexpected(v.error());
+  }
+  if (opt.cores < 1 || opt.reconcile_ms < 1 || opt.fsync_ms < 1 || opt.reload_ms < 1 ||
+      opt.max_lease < 1 || opt.journal_rotate_bytes < 1) {
+    return unexpected(std::string("quota: cores, reconcile_ms, fsync_ms, reload_ms, max_lease "
+                                  "and journal_rotate_bytes must be positive"));
+  }
+  std::unique_ptr<service> svc(new service(std::move(opt)));
+  impl& im = *svc->impl_;
+  if (auto d = fs::ensure_dir(im.usage_dir); !d) {
+    return unexpected(d.error());
+  }
+  const uint32_t month = month_index_of_ns(now_ns);
+  svc->month_.store(month, std::memory_order_relaxed);
+
+  // 1. Snapshot: counters and how much of each core's journal they cover.
+  std::unordered_map<uint64_t, usage_totals> current;
+  auto add_usage = [&](uint32_t m, uint64_t id, int64_t used, int64_t over) {
+    usage_totals& u = m >= month ? current[id] : im.closed[m][id];
+    u.used += used;
+    u.overage += over;
+  };
+  const std::string snap_path = im.usage_dir + "/snapshot.txt";
+  bool missing = false;
+  auto snap = fs::read_file(snap_path, &missing);
+  if (!snap) {
+    return unexpected(snap.error());
+  }
+  std::vector<covered_pos> covered;
+  if (!missing) {
+    svc->recovery_.snapshot_loaded = true;
+    size_t pos = 0;
+    int lineno = 0;
+    while (pos < snap->size()) {
+      size_t nl = snap->find('\n', pos);
+      if (nl == std::string::npos) {
+        nl = snap->size();
+      }
+      std::string line = snap->substr(pos, nl - pos);
+      pos = nl + 1;
+      ++lineno;
+      char idbuf[32];
+      unsigned long long a = 0, b = 0, c = 0;
+      long long u = 0, o = 0;
+      unsigned mm = 0;
+      if (line.empty() || line.rfind("tollgate-usage", 0) == 0 || line.rfind("month ", 0) == 0) {
+        continue;
+      }
+      if (std::sscanf(line.c_str(), "covered %llu %llu %llu", &a, &b, &c) == 3) {
+        if (covered.size() <= a) {
+          covered.resize(a + 1);
+        }
+        covered[a] = {b, c};
+        continue;
+      }
+      if (std::sscanf(line.c_str(), "used %u %31s %lld %lld", &mm, idbuf, &u, &o) == 4) {
+        auto id = parse_key_id(idbuf);
+        if (id) {
+          add_usage(mm, *id, u, o);
+          continue;
+        }
+      }
+      return unexpected(fmt::format("{}:{}: malformed usage snapshot line", snap_path, lineno));
+    }
+  }
+
+  // 2. Journals: replay what the snapshot does not cover; corrupt or torn bytes are skipped.
+  std::vector<covered_pos> next(static_cast<size_t>(svc->opt_.cores));
+  for (size_t c = 0; c < covered.size() && c < next.size(); ++c) {
+    next[c].gen = covered[c].gen + 1;
+  }
+  if (DIR* d = ::opendir(im.usage_dir.c_str())) {
+    std::vector<std::pair<int, uint64_t>> files;
+    while (dirent* e = ::readdir(d)) {
+      int core;
+      uint64_t gen;
+      if (parse_journal_name(e->d_name, core, gen)) {
+        files.emplace_back(core, gen);
+      }
+    }
+    ::closedir(d);
+    std::sort(files.begin(), files.end());
+    for (auto [core, gen] : files) {
+      const size_t c = static_cast<size_t>(core);
+      if (c >= next.size()) {
+        next.resize(c + 1);
+      }
+      next[c].gen = std::max(next[c].gen, gen + 1);
+      uint64_t from = 0;
+      if (c < covered.size()) {
+        if (gen < covered[c].gen) {
+          continue;  // compacted into the snapshot already
+        }
+        if (gen == covered[c].gen) {
+          from = covered[c].offset;
+        }
+      }
+      const std::string path = im.usage_dir + "/" + journal_name(core, gen);
+      auto data = fs::read_file(path, &missing);
+      if (!data) {
+        return unexpected(data.error());
+      }
+      ++svc->recovery_.journal_files;
+      auto st = journal::scan(*data, std::min<size_t>(from, data->size()),
+                              [&](const journal::record& r) {
+                                add_usage(r.month, r.key_id, r.count, 0);
+                              });
+      svc->recovery_.records_replayed += st.records;
+      svc->recovery_.units_replayed += st.units;
+      svc->recovery_.corrupt_records += st.corrupt;
+      svc->recovery_.torn_bytes += st.torn_bytes;
+      if (st.corrupt > 0 || st.torn_bytes > 0) {
+        log_error("usage journal {}: skipped {} corrupt stretch(es) ({} bytes) and a torn tail of "
+                  "{} bytes",
+                  path, st.corrupt, st.corrupt_bytes, st.torn_bytes);
+      }
+    }
+  }
+  // Overage of replayed records is not in the record; recompute it against the plan below.
+
+  // 3. Keys and the first table; restored usage goes into the key states.
+  for (const auto& [id, u] : current) {
+    std::lock_guard g(im.mu);
+    key_state* s = im.state_for_locked(id, 0, month);
+    s->used.store(u.used, std::memory_order_relaxed);
+    s->overage.store(u.overage, std::memory_order_relaxed);
+  }
+  if (!svc->reload_if_changed(true) && svc->current_.load() == nullptr) {
+    return unexpected(fmt::format("cannot load keys from {}", svc->opt_.data_dir));
+  }
+  {
+    std::lock_guard g(im.mu);
+    for (key_state* s : im.by_slot) {
+      const int64_t used = s->used.load(std::memory_order_relaxed);
+      s->pool.store(make_pool(month, s->quota - used), std::memory_order_relaxed);
+      // Replayed units past the quota are overage (stop keys never get there).
+      const int64_t over = std::max<int64_t>(0, used - s->quota);
+      if (over > s->overage.load(std::memory_order_relaxed)) {
+        s->overage.store(over, std::memory_order_relaxed);
+      }
+    }
+    im.covered = next;
+    for (auto& c : im.covered) {
+      c.offset = 0;
+    }
+  }
+  if (svc->recovery_.units_replayed > 0 || svc->recovery_.corrupt_records > 0) {
+    log_info("usage recovered: {} journal file(s), {} record(s), {} billed call(s) replayed",
+             svc->recovery_.journal_files, svc->recovery_.records_replayed,
+             svc->recovery_.units_replayed);
+  }
+  // 4. A fresh snapshot covering everything replayed; older journals are deleted by it.
+  svc->persist(now_ns);
+  for (int i = 0; i < svc->opt_.cores; ++i) {
+    svc->shards_.emplace_back(new core_shard(*svc, i));
+  }
+  for (auto& s : svc->shards_) {
+    s->journal_gen_ = im.covered[static_cast<size_t>(s->index_)].gen;
+    if (s->journal_fd_ >= 0) {
+      ::close(s->journal_fd_);
+      s->journal_fd_ = -1;
+    }
+    s->open_journal();
+    s->month_ = month;
+    s->month_end_ns_ = month_end_secs(month) * kNsPerSec;
+    s->last_reconcile_ns_ = now_ns;
+    s->last_fsync_ns_ = now_ns;
+  }
+  svc->next_reload_ns_.store(now_ns + svc->opt_.reload_ms * kNsPerMs);
+  svc->next_persist_ns_.store(now_ns + svc->opt_.reconcile_ms * kNsPerMs);
+  return svc;
+}
+
+}  // namespace tollgate::quota
