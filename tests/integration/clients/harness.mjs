@@ -425,3 +425,63 @@ export function authProxy(server, key) {
     });
   });
 }
+
+/**
+ * A raw `tollgate stdio` session: newline-delimited JSON-RPC. send(msg) resolves with the response
+ * carrying msg's id (bounded); close() ends stdin and waits for the exit (SIGKILL after a timeout).
+ */
+export class StdioSession {
+  constructor(prepared, key, { extraArgs = [] } = {}) {
+    requireBin();
+    this.child = spawn(BIN, ['stdio', '--config', prepared.configPath, '--data-dir', prepared.dataDir, '--sample', ...extraArgs],
+      { env: { ...process.env, TOLLGATE_API_KEY: key }, stdio: ['pipe', 'pipe', 'pipe'] });
+    live.add(this.child);
+    this.pending = new Map();
+    this.lines = [];  // every stdout line, parsed
+    this.stderr = '';
+    let buf = '';
+    this.child.stdout.setEncoding('utf8');
+    this.child.stdout.on('data', (d) => {
+      buf += d;
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (!line.trim()) continue;
+        let msg;
+        try { msg = JSON.parse(line); } catch { msg = { unparsable: line }; }
+        this.lines.push(msg);
+        const key = JSON.stringify(msg.id ?? null);
+        const p = this.pending.get(key);
+        if (p) { this.pending.delete(key); p(msg); }
+      }
+    });
+    this.child.stderr.on('data', (d) => { this.stderr += d; });
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => { live.delete(this.child); resolve({ code, signal }); }));
+  }
+
+  /** Writes one message (object or raw line) and awaits the response with `id` (null for parse errors). */
+  send(msg, { id, timeoutMs = 10000 } = {}) {
+    const line = typeof msg === 'string' ? msg : JSON.stringify(msg);
+    const wantId = JSON.stringify(id !== undefined ? id : (typeof msg === 'object' ? msg.id ?? null : null));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(wantId);
+        reject(new Error(`no stdio response with id ${wantId} within ${timeoutMs} ms; stderr: ${this.stderr}`));
+      }, timeoutMs);
+      this.pending.set(wantId, (m) => { clearTimeout(timer); resolve(m); });
+      this.child.stdin.write(line + '\n');
+    });
+  }
+
+  /** Writes a line that expects no response (a notification). */
+  notify(msg) { this.child.stdin.write((typeof msg === 'string' ? msg : JSON.stringify(msg)) + '\n'); }
+
+  async close(timeoutMs = 5000) {
+    this.child.stdin.end();
+    const t = setTimeout(() => { try { process.kill(this.child.pid, 'SIGKILL'); } catch { /* gone */ } }, timeoutMs);
+    const r = await this.exited;
+    clearTimeout(t);
+    return r;
+  }
+}
