@@ -1,0 +1,624 @@
+// The load generator's io_uring engine (see engine.h).
+//
+// Life of a connection:
+//   1. down → connecting: socket() + IORING_OP_CONNECT.
+//   2. connecting → open: one recv is kept armed at all times into the connection's own
+//      buffer; requests are rendered into `out_q` and flushed with one send per connection
+//      per loop pass (a send in flight owns `out_fly`; new requests queue behind it).
+//   3. Each completed recv frames as many responses as it holds, checks each one against the
+//      oldest outstanding request, and (closed loop) renders the next request at once.
+//   4. open → closing: on a transport error, a framing error, EOF or `Connection: close`,
+//      shutdown() makes the armed recv complete; outstanding requests count as transport
+//      errors; once no SQE refers to the connection, close() and back to 1.
+#include "engine.h"
+
+#include <liburing.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tollgate::loadgen {
+
+std::uint64_t now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+enum op : std::uint8_t { op_connect = 1, op_recv = 2, op_send = 3 };
+
+std::uint64_t pack(std::uint32_t conn, op o) { return (std::uint64_t{conn} << 8) | o; }
+
+/// A request sent (or queued) and not yet answered.
+struct pending_req {
+  std::uint64_t t0 = 0;  ///< intended (open loop) or queued (closed loop) send time
+  std::int64_t id = 0;
+  std::uint32_t spec = 0;
+};
+
+/// One client connection. Shard-local.
+struct connection {
+  enum class state : std::uint8_t { down, connecting, open, closing };
+  int fd = -1;
+  state st = state::down;
+  std::uint8_t sqes = 0;  ///< SQEs in flight that name this connection
+  bool send_busy = false;
+  bool dirty = false;    ///< on the flush list
+  bool in_free = false;  ///< on the open-loop free list
+  bool retry_later = false;
+  std::uint64_t retry_at = 0;
+  std::string out_q;
+  std::string out_fly;
+  std::size_t fly_off = 0;
+  std::vector<char> in;
+  std::size_t in_len = 0;
+  response_parser parser;
+  std::vector<pending_req> fifo;  ///< ring of capacity depth
+  std::size_t fifo_head = 0;
+  std::size_t fifo_count = 0;
+};
+
+const char* errno_name(int e) {
+  switch (e) {
+    case ECONNREFUSED:
+      return "ECONNREFUSED";
+    case ECONNRESET:
+      return "ECONNRESET";
+    case EPIPE:
+      return "EPIPE";
+    case ETIMEDOUT:
+      return "ETIMEDOUT";
+    case EHOSTUNREACH:
+      return "EHOSTUNREACH";
+    case ENETUNREACH:
+      return "ENETUNREACH";
+    case EADDRNOTAVAIL:
+      return "EADDRNOTAVAIL";
+    case EMFILE:
+      return "EMFILE";
+    case ENFILE:
+      return "ENFILE";
+    case ENOBUFS:
+      return "ENOBUFS";
+    case ECANCELED:
+      return "ECANCELED";
+    case EINTR:
+      return "EINTR";
+    default:
+      return "other errno";
+  }
+}
+
+class runner {
+ public:
+  runner(const run_config& cfg, const workload& w, const run_times& t, unsigned index,
+         unsigned nconns, thread_stats& out)
+      : cfg_(cfg), w_(w), t_(t), out_(out), pick_(w, cfg.seed * 0x100000001b3ull + index + 1),
+        conns_(nconns) {
+    open_loop_ = cfg.rate > 0;
+    if (open_loop_) {
+      interval_ns_ = 1e9 * cfg.threads / cfg.rate;
+      next_due_ = static_cast<double>(t.begin) + interval_ns_ * index / cfg.threads;
+    }
+    for (auto& c : conns_) {
+      c.in.resize(16 * 1024);
+      c.fifo.resize(cfg.depth);
+      c.out_q.reserve(4096);
+      c.out_fly.reserve(4096);
+    }
+  }
+
+  ~runner() {
+    if (ring_ok_) {
+      io_uring_queue_exit(&ring_);
+    }
+    for (auto& c : conns_) {
+      if (c.fd >= 0) {
+        ::close(c.fd);
+      }
+    }
+  }
+
+  void run() {
+    if (!setup_ring()) {
+      return;
+    }
+    for (std::uint32_t i = 0; i < conns_.size(); i++) {
+      down_.push_back(i);
+    }
+    for (;;) {
+      std::uint64_t now = now_ns();
+      if (now >= t_.end) {
+        break;
+      }
+      start_due_connects(now);
+      if (open_loop_) {
+        issue_due(now);
+      }
+      flush();
+      __kernel_timespec ts = wait_time(now);
+      io_uring_cqe* cqe = nullptr;
+      int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+      if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY) {
+        out_.fatal = std::string("io_uring_submit_and_wait_timeout: ") + std::strerror(-r);
+        return;
+      }
+      now = now_ns();
+      unsigned head = 0;
+      unsigned seen = 0;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        seen++;
+        handle(cqe->user_data, cqe->res, now);
+      }
+      io_uring_cq_advance(&ring_, seen);
+    }
+    finish();
+  }
+
+ private:
+  bool setup_ring() {
+    unsigned entries = 64;
+    while (entries < 4 * conns_.size() + 16) {
+      entries <<= 1;
+    }
+    io_uring_params p{};
+    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    int r = io_uring_queue_init_params(entries, &ring_, &p);
+    if (r == -EINVAL) {
+      p = io_uring_params{};
+      p.flags = IORING_SETUP_COOP_TASKRUN;
+      r = io_uring_queue_init_params(entries, &ring_, &p);
+    }
+    if (r == -EINVAL) {
+      p = io_uring_params{};
+      r = io_uring_queue_init_params(entries, &ring_, &p);
+    }
+    if (r < 0) {
+      out_.fatal = std::string("io_uring_queue_init: ") + std::strerror(-r) +
+                   " (needs Linux 5.11+ with io_uring enabled)";
+      return false;
+    }
+    ring_ok_ = true;
+    if ((p.features & IORING_FEAT_EXT_ARG) == 0) {
+      out_.fatal = "io_uring lacks IORING_FEAT_EXT_ARG (timed waits): needs Linux 5.11+";
+      return false;
+    }
+    return true;
+  }
+
+  io_uring_sqe* sqe() {
+    io_uring_sqe* s = io_uring_get_sqe(&ring_);
+    while (s == nullptr) {
+      io_uring_submit(&ring_);
+      s = io_uring_get_sqe(&ring_);
+    }
+    return s;
+  }
+
+  bool in_window(std::uint64_t now) const { return now >= t_.measure && now < t_.end; }
+
+  __kernel_timespec wait_time(std::uint64_t now) const {
+    std::uint64_t until = t_.end;
+    std::uint64_t cap = now + 50'000'000;  // wake at least every 50 ms
+    if (cap < until) {
+      until = cap;
+    }
+    if (open_loop_ && !free_.empty()) {
+      auto due = static_cast<std::uint64_t>(next_due_);
+      if (due < until) {
+        until = due;
+      }
+    }
+    if (!down_.empty()) {
+      std::uint64_t soon = now + 5'000'000;
+      if (soon < until) {
+        until = soon;
+      }
+    }
+    std::uint64_t d = until > now ? until - now : 0;
+    __kernel_timespec ts{};
+    ts.tv_sec = static_cast<long long>(d / 1'000'000'000ull);
+    ts.tv_nsec = static_cast<long long>(d % 1'000'000'000ull);
+    return ts;
+  }
+
+  // --- connections -------------------------------------------------------------------------
+
+  void start_due_connects(std::uint64_t now) {
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < down_.size(); i++) {
+      connection& c = conns_[down_[i]];
+      if (c.retry_at <= now && !start_connect(down_[i], now)) {
+        down_[keep++] = down_[i];
+      } else if (c.retry_at > now) {
+        down_[keep++] = down_[i];
+      }
+    }
+    down_.resize(keep);
+  }
+
+  bool start_connect(std::uint32_t i, std::uint64_t now) {
+    connection& c = conns_[i];
+    int fd = ::socket(cfg_.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      count_transport(errno_name(errno), now, 1);
+      c.retry_at = now + 100'000'000;
+      return false;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c.fd = fd;
+    c.st = connection::state::connecting;
+    c.in_len = 0;
+    c.parser.reset();
+    c.fifo_head = 0;
+    c.fifo_count = 0;
+    c.out_q.clear();
+    c.out_fly.clear();
+    c.fly_off = 0;
+    c.send_busy = false;
+    io_uring_sqe* s = sqe();
+    io_uring_prep_connect(s, fd, reinterpret_cast<const sockaddr*>(&cfg_.addr), cfg_.addr_len);
+    io_uring_sqe_set_data64(s, pack(i, op_connect));
+    c.sqes++;
+    return true;
+  }
+
+  void arm_recv(std::uint32_t i) {
+    connection& c = conns_[i];
+    if (c.in.size() - c.in_len < 4096) {
+      c.in.resize(c.in.size() * 2);
+    }
+    io_uring_sqe* s = sqe();
+    io_uring_prep_recv(s, c.fd, c.in.data() + c.in_len, c.in.size() - c.in_len, 0);
+    io_uring_sqe_set_data64(s, pack(i, op_recv));
+    c.sqes++;
+  }
+
+  /// Starts closing: outstanding requests are lost (counted as `why` unless null and none
+  /// are outstanding); the connection comes back once no SQE refers to it.
+  void begin_close(std::uint32_t i, const char* why, std::uint64_t now, bool backoff) {
+    connection& c = conns_[i];
+    if (c.st == connection::state::closing || c.st == connection::state::down) {
+      return;
+    }
+    if (c.fifo_count > 0) {
+      count_transport(why != nullptr ? why : "closed with requests outstanding", now,
+                      c.fifo_count);
+    }
+    c.fifo_count = 0;
+    c.st = connection::state::closing;
+    c.retry_later = backoff;
+    ::shutdown(c.fd, SHUT_RDWR);
+    maybe_finish_close(i, now);
+  }
+
+  void maybe_finish_close(std::uint32_t i, std::uint64_t now) {
+    connection& c = conns_[i];
+    if (c.st != connection::state::closing || c.sqes > 0) {
+      return;
+    }
+    ::close(c.fd);
+    c.fd = -1;
+    c.st = connection::state::down;
+    c.retry_at = c.retry_later ? now + 50'000'000 : now;
+    down_.push_back(i);
+  }
+
+  // --- requests ----------------------------------------------------------------------------
+
+  void issue(std::uint32_t i, std::uint64_t t0) {
+    connection& c = conns_[i];
+    std::size_t spec = pick_.spec();
+    std::size_t key = w_.key_count() > 1 ? pick_.key() : 0;
+    std::size_t query = pick_.query();
+    std::int64_t id = w_.fixed_id() ? 1 : ++next_id_;
+    w_.render(c.out_q, body_tmp_, spec, key, query, id);
+    std::size_t slot = (c.fifo_head + c.fifo_count) % c.fifo.size();
+    c.fifo[slot] = pending_req{t0, id, static_cast<std::uint32_t>(spec)};
+    c.fifo_count++;
+    if (!c.dirty) {
+      c.dirty = true;
+      dirty_.push_back(i);
+    }
+  }
+
+  void issue_due(std::uint64_t now) {
+    while (next_due_ <= static_cast<double>(now) && next_due_ < static_cast<double>(t_.end)) {
+      std::uint32_t i = 0;
+      if (!pop_free(i)) {
+        return;  // every connection is full: the request waits, its latency keeps counting
+      }
+      issue(i, static_cast<std::uint64_t>(next_due_));
+      next_due_ += interval_ns_;
+      connection& c = conns_[i];
+      if (c.fifo_count < c.fifo.size()) {
+        push_free(i);
+      }
+    }
+  }
+
+  bool pop_free(std::uint32_t& out) {
+    while (!free_.empty()) {
+      std::uint32_t i = free_.back();
+      free_.pop_back();
+      connection& c = conns_[i];
+      c.in_free = false;
+      if (c.st == connection::state::open && c.fifo_count < c.fifo.size()) {
+        out = i;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void push_free(std::uint32_t i) {
+    connection& c = conns_[i];
+    if (!c.in_free) {
+      c.in_free = true;
+      free_.push_back(i);
+    }
+  }
+
+  void flush() {
+    for (std::uint32_t i : dirty_) {
+      connection& c = conns_[i];
+      c.dirty = false;
+      if (c.st != connection::state::open || c.send_busy || c.out_q.empty()) {
+        continue;
+      }
+      std::swap(c.out_q, c.out_fly);
+      c.out_q.clear();
+      c.fly_off = 0;
+      submit_send(i);
+    }
+    dirty_.clear();
+  }
+
+  void submit_send(std::uint32_t i) {
+    connection& c = conns_[i];
+    io_uring_sqe* s = sqe();
+    io_uring_prep_send(s, c.fd, c.out_fly.data() + c.fly_off, c.out_fly.size() - c.fly_off,
+                       MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(s, pack(i, op_send));
+    c.sqes++;
+    c.send_busy = true;
+  }
+
+  // --- completions -------------------------------------------------------------------------
+
+  void handle(std::uint64_t data, int res, std::uint64_t now) {
+    auto i = static_cast<std::uint32_t>(data >> 8);
+    auto o = static_cast<op>(data & 0xff);
+    connection& c = conns_[i];
+    c.sqes--;
+    if (c.st == connection::state::closing) {
+      if (o == op_send) {
+        c.send_busy = false;
+      }
+      maybe_finish_close(i, now);
+      return;
+    }
+    switch (o) {
+      case op_connect:
+        on_connect(i, res, now);
+        break;
+      case op_send:
+        on_send(i, res, now);
+        break;
+      case op_recv:
+        on_recv(i, res, now);
+        break;
+    }
+  }
+
+  void on_connect(std::uint32_t i, int res, std::uint64_t now) {
+    connection& c = conns_[i];
+    if (res < 0) {
+      count_transport(connect_reason(-res), now, 1);
+      begin_close(i, nullptr, now, true);
+      return;
+    }
+    c.st = connection::state::open;
+    out_.connects++;
+    arm_recv(i);
+    if (now >= t_.end) {
+      return;
+    }
+    if (open_loop_) {
+      push_free(i);
+    } else {
+      for (unsigned k = 0; k < cfg_.depth; k++) {
+        issue(i, now);
+      }
+    }
+  }
+
+  static const char* connect_reason(int e) {
+    switch (e) {
+      case ECONNREFUSED:
+        return "connect ECONNREFUSED";
+      case ETIMEDOUT:
+        return "connect ETIMEDOUT";
+      case EADDRNOTAVAIL:
+        return "connect EADDRNOTAVAIL";
+      default:
+        return "connect failed";
+    }
+  }
+
+  void on_send(std::uint32_t i, int res, std::uint64_t now) {
+    connection& c = conns_[i];
+    c.send_busy = false;
+    if (res < 0) {
+      begin_close(i, errno_name(-res), now, true);
+      return;
+    }
+    c.fly_off += static_cast<std::size_t>(res);
+    if (c.fly_off < c.out_fly.size()) {
+      submit_send(i);
+      return;
+    }
+    c.out_fly.clear();
+    c.fly_off = 0;
+    if (!c.out_q.empty() && !c.dirty) {
+      c.dirty = true;
+      dirty_.push_back(i);
+    }
+  }
+
+  void on_recv(std::uint32_t i, int res, std::uint64_t now) {
+    connection& c = conns_[i];
+    if (res < 0) {
+      begin_close(i, errno_name(-res), now, true);
+      return;
+    }
+    bool eof = res == 0;
+    c.in_len += static_cast<std::size_t>(res);
+    if (in_window(now)) {
+      out_.bytes_read += static_cast<std::size_t>(res);
+    }
+    if (!frame_responses(i, eof, now)) {
+      return;  // closing
+    }
+    if (eof) {
+      begin_close(i, "EOF with requests outstanding", now, false);
+      return;
+    }
+    arm_recv(i);
+  }
+
+  /// Frames, checks and records every complete response in the buffer. False when the
+  /// connection started closing.
+  bool frame_responses(std::uint32_t i, bool eof, std::uint64_t now) {
+    connection& c = conns_[i];
+    std::size_t off = 0;
+    bool keep = true;
+    while (off < c.in_len) {
+      frame_result r = c.parser.parse(c.in.data() + off, c.in_len - off, eof);
+      if (r == frame_result::incomplete) {
+        break;
+      }
+      if (r == frame_result::error) {
+        if (c.fifo_count > 0) {
+          record(c, outcome{outcome_kind::bad_response, 0, frame_errc_name(c.parser.error())},
+                 std::string_view(c.in.data() + off, c.in_len - off), now);
+        } else {
+          count_bad("bytes with no request outstanding", now);
+        }
+        begin_close(i, nullptr, now, true);
+        keep = false;
+        break;
+      }
+      if (c.fifo_count == 0) {
+        count_bad("response with no request outstanding", now);
+        begin_close(i, nullptr, now, true);
+        keep = false;
+        break;
+      }
+      const pending_req& p = c.fifo[c.fifo_head];
+      expectation want{w_.spec(p.spec).kind, p.id, w_.expect_status()};
+      outcome o = checker_.check(c.parser.head(), c.parser.body(), want, cfg_.level);
+      record(c, o, c.parser.body(), now);
+      off += c.parser.consumed();
+      bool close = c.parser.head().close;
+      c.parser.reset();
+      if (close) {
+        begin_close(i, nullptr, now, false);
+        keep = false;
+        break;
+      }
+      if (now < t_.end) {
+        if (open_loop_) {
+          push_free(i);
+        } else {
+          issue(i, now);
+        }
+      }
+    }
+    if (keep && off > 0) {
+      std::memmove(c.in.data(), c.in.data() + off, c.in_len - off);
+      c.in_len -= off;
+    }
+    return keep;
+  }
+
+  /// Pops the oldest outstanding request and records its outcome and latency.
+  void record(connection& c, const outcome& o, std::string_view body, std::uint64_t now) {
+    const pending_req& p = c.fifo[c.fifo_head];
+    c.fifo_head = (c.fifo_head + 1) % c.fifo.size();
+    c.fifo_count--;
+    if (!in_window(now)) {
+      return;
+    }
+    out_.responses++;
+    out_.latency.record(now > p.t0 ? now - p.t0 : 0);
+    out_.outcomes.add(o, body);
+  }
+
+  void count_transport(const char* why, std::uint64_t now, std::uint64_t n) {
+    if (in_window(now)) {
+      out_.outcomes.add(outcome{outcome_kind::transport, 0, why}, {}, n);
+    }
+  }
+
+  void count_bad(const char* why, std::uint64_t now) {
+    if (in_window(now)) {
+      out_.outcomes.add(outcome{outcome_kind::bad_response, 0, why}, {});
+    }
+  }
+
+  void finish() {
+    for (const auto& c : conns_) {
+      if (c.st == connection::state::open) {
+        out_.inflight_at_end += c.fifo_count;
+      }
+    }
+    if (open_loop_ && next_due_ < static_cast<double>(t_.end)) {
+      double start = next_due_ > static_cast<double>(t_.measure) ? next_due_
+                                                                  : static_cast<double>(t_.measure);
+      out_.backlog_at_end =
+          static_cast<std::uint64_t>((static_cast<double>(t_.end) - start) / interval_ns_);
+    }
+  }
+
+  const run_config& cfg_;
+  const workload& w_;
+  const run_times& t_;
+  thread_stats& out_;
+  picker pick_;
+  response_checker checker_;
+  std::vector<connection> conns_;
+  std::vector<std::uint32_t> down_;
+  std::vector<std::uint32_t> dirty_;
+  std::vector<std::uint32_t> free_;
+  std::string body_tmp_;
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  bool open_loop_ = false;
+  double interval_ns_ = 0;
+  double next_due_ = 0;
+  std::int64_t next_id_ = 0;
+};
+
+}  // namespace
+
+void run_thread(const run_config& cfg, const workload& w, const run_times& times, unsigned index,
+                unsigned conns, thread_stats& out) {
+  if (conns == 0) {
+    return;
+  }
+  runner r(cfg, w, times, index, conns, out);
+  r.run();
+}
+
+}  // namespace tollgate::loadgen

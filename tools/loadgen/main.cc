@@ -1,0 +1,479 @@
+// tollgate-loadgen: an io_uring HTTP/1.1 load generator that checks every response.
+//
+// Drives any HTTP/1.1 server (tollgate, nginx, Node, ...) with a mix of MCP tools/call,
+// initialize and tools/list requests, REST searches and plain GETs; prints throughput,
+// latency percentiles, an outcome table and its own CPU time per request (--json for scripts).
+// Run `loadgen --help` for the flags.
+#include <netdb.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "engine.h"
+#include "stats.h"
+#include "workload.h"
+
+namespace {
+
+using namespace tollgate::loadgen;
+
+constexpr const char* usage_text = R"(usage: loadgen [options] URL
+
+Drives an HTTP/1.1 server at URL (http://HOST:PORT[/PATH]) over keep-alive connections with
+io_uring, checks every response, and reports req/s, latency percentiles, outcomes by kind and
+its own CPU time per request.
+
+Load:
+  -c, --connections N   connections in total (default 64)
+  -t, --threads N       threads, each with its own ring (default 1)
+      --depth N         requests outstanding per connection; > 1 pipelines (default 1)
+  -d, --duration T      measured time, e.g. 10s, 500ms, 1m (default 10s)
+      --warmup T        unmeasured time before it (default 1s)
+  -R, --rate R          open loop at R requests/s in total; latency counts from each
+                        request's intended send time (default: closed loop)
+
+Requests (the mix; default: get of URL's path):
+      --req SPEC        add to the mix; SPEC is KIND[@WEIGHT] with KIND one of
+                          call        POST MCP tools/call search_stories {query[,limit]}
+                          rest        GET REST search ?q=QUERY
+                          init        POST MCP initialize
+                          list        POST MCP tools/list
+                          get:/PATH   GET PATH (only the status is checked)
+      --mix FILE        one SPEC per line (# comments)
+      --query Q         a search query (repeatable; default: a built-in list)
+      --queries FILE    queries, one per line; each request draws one uniformly
+      --limit N         search `limit` argument (default: omitted)
+      --key KEY         API key sent as Authorization: Bearer KEY (repeatable)
+      --keys FILE       API keys, one per line
+      --zipf S          key popularity: key i is drawn with weight 1/i^S (default 1; 0 uniform)
+      --mcp-path P      MCP endpoint (default /mcp)
+      --rest-path P     REST search endpoint (default /v1/stories)
+      --protocol-version V  MCP-Protocol-Version header (default 2025-06-18; 'none' omits it)
+  -H, --header 'N: V'   extra request header (repeatable)
+      --fixed-id        JSON-RPC id 1 on every request (byte-identical requests, like wrk)
+      --expect-status N status that counts as success for get (default 200)
+      --seed N          random seed (default 1)
+
+Checks and output:
+      --check full|status  full (default): status, framing, JSON-RPC id, isError, tool-error
+                        code, payload shape; status: status and framing only (like wrk)
+      --json            one JSON object on stdout instead of the text report
+      --strict          exit 1 if any response was not a success
+      --print-request   print one rendered request per mix entry and exit
+  -h, --help            this text
+
+Exit: 0 when the run completed with at least one success (and, with --strict, no errors);
+1 otherwise; 2 on bad usage.
+)";
+
+[[noreturn]] void die_usage(const std::string& msg) {
+  std::fprintf(stderr, "loadgen: %s (see --help)\n", msg.c_str());
+  std::exit(2);
+}
+
+bool parse_duration(std::string_view s, std::uint64_t& ns) {
+  double mult = 1e9;
+  if (s.ends_with("ms")) {
+    mult = 1e6;
+    s.remove_suffix(2);
+  } else if (s.ends_with("us")) {
+    mult = 1e3;
+    s.remove_suffix(2);
+  } else if (s.ends_with("s")) {
+    s.remove_suffix(1);
+  } else if (s.ends_with("m")) {
+    mult = 60e9;
+    s.remove_suffix(1);
+  }
+  double v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0 || v > 1e6) {
+    return false;
+  }
+  ns = static_cast<std::uint64_t>(v * mult);
+  return true;
+}
+
+template <class T>
+T parse_num(std::string_view flag, std::string_view s, T lo, T hi) {
+  T v{};
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < lo || v > hi) {
+    die_usage("bad value '" + std::string(s) + "' for " + std::string(flag));
+  }
+  return v;
+}
+
+struct options {
+  std::string url;
+  run_config run;
+  workload_config wl;
+  std::uint64_t duration_ns = 10'000'000'000ull;
+  std::uint64_t warmup_ns = 1'000'000'000ull;
+  bool json = false;
+  bool strict = false;
+  bool print_request = false;
+};
+
+options parse_args(int argc, char** argv) {
+  options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto value = [&](std::size_t& i, const std::string& flag) -> std::string {
+    if (i + 1 >= args.size()) {
+      die_usage(flag + " needs a value");
+    }
+    return args[++i];
+  };
+  std::string err;
+  for (std::size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    } else if (a == "-c" || a == "--connections") {
+      o.run.connections = parse_num<unsigned>(a, value(i, a), 1, 100000);
+    } else if (a == "-t" || a == "--threads") {
+      o.run.threads = parse_num<unsigned>(a, value(i, a), 1, 256);
+    } else if (a == "--depth") {
+      o.run.depth = parse_num<unsigned>(a, value(i, a), 1, 1024);
+    } else if (a == "-d" || a == "--duration") {
+      if (!parse_duration(value(i, a), o.duration_ns) || o.duration_ns == 0) {
+        die_usage("bad duration for " + a);
+      }
+    } else if (a == "--warmup") {
+      if (!parse_duration(value(i, a), o.warmup_ns)) {
+        die_usage("bad duration for " + a);
+      }
+    } else if (a == "-R" || a == "--rate") {
+      o.run.rate = parse_num<double>(a, value(i, a), 0.001, 1e9);
+    } else if (a == "--req") {
+      request_spec s;
+      if (!parse_request_spec(value(i, a), s, err)) {
+        die_usage(err);
+      }
+      o.wl.mix.push_back(s);
+    } else if (a == "--mix") {
+      std::vector<std::string> lines;
+      if (!read_lines(value(i, a), lines, err)) {
+        die_usage(err);
+      }
+      for (const auto& l : lines) {
+        request_spec s;
+        if (!parse_request_spec(l, s, err)) {
+          die_usage(err);
+        }
+        o.wl.mix.push_back(s);
+      }
+    } else if (a == "--query") {
+      o.wl.queries.push_back(value(i, a));
+    } else if (a == "--queries") {
+      if (!read_lines(value(i, a), o.wl.queries, err)) {
+        die_usage(err);
+      }
+    } else if (a == "--limit") {
+      o.wl.limit = parse_num<int>(a, value(i, a), 1, 1000);
+    } else if (a == "--key") {
+      o.wl.keys.push_back(value(i, a));
+    } else if (a == "--keys") {
+      if (!read_lines(value(i, a), o.wl.keys, err)) {
+        die_usage(err);
+      }
+    } else if (a == "--zipf") {
+      o.wl.zipf_s = parse_num<double>(a, value(i, a), 0.0, 10.0);
+    } else if (a == "--mcp-path") {
+      o.wl.mcp_path = value(i, a);
+    } else if (a == "--rest-path") {
+      o.wl.rest_path = value(i, a);
+    } else if (a == "--protocol-version") {
+      o.wl.protocol_version = value(i, a);
+      if (o.wl.protocol_version == "none") {
+        o.wl.protocol_version.clear();
+      }
+    } else if (a == "-H" || a == "--header") {
+      o.wl.extra_headers.push_back(value(i, a));
+    } else if (a == "--fixed-id") {
+      o.wl.fixed_id = true;
+    } else if (a == "--expect-status") {
+      o.wl.expect_status = parse_num<int>(a, value(i, a), 100, 599);
+    } else if (a == "--seed") {
+      o.run.seed = parse_num<std::uint64_t>(a, value(i, a), 0, UINT64_MAX);
+    } else if (a == "--check") {
+      std::string v = value(i, a);
+      if (v == "full") {
+        o.run.level = check_level::full;
+      } else if (v == "status") {
+        o.run.level = check_level::status;
+      } else {
+        die_usage("--check wants full or status");
+      }
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--strict") {
+      o.strict = true;
+    } else if (a == "--print-request") {
+      o.print_request = true;
+    } else if (a == "--url") {
+      o.url = value(i, a);
+    } else if (!a.empty() && a[0] == '-') {
+      die_usage("unknown flag " + a);
+    } else if (o.url.empty()) {
+      o.url = a;
+    } else {
+      die_usage("more than one URL");
+    }
+  }
+  if (o.url.empty()) {
+    die_usage("no URL");
+  }
+  if (o.run.connections < o.run.threads) {
+    die_usage("fewer connections than threads");
+  }
+  return o;
+}
+
+/// Splits http://HOST:PORT/PATH, resolves HOST, fills the address and the Host header.
+void resolve_url(options& o, std::string& path) {
+  std::string_view u = o.url;
+  if (u.substr(0, 7) != "http://") {
+    die_usage("URL must start with http:// (no TLS): " + o.url);
+  }
+  u.remove_prefix(7);
+  std::size_t slash = u.find('/');
+  std::string_view authority = u.substr(0, slash);
+  path = slash == std::string_view::npos ? "/" : std::string(u.substr(slash));
+  std::string host;
+  std::string port = "80";
+  if (!authority.empty() && authority[0] == '[') {
+    std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) {
+      die_usage("bad IPv6 literal in URL");
+    }
+    host = std::string(authority.substr(1, close - 1));
+    if (close + 1 < authority.size() && authority[close + 1] == ':') {
+      port = std::string(authority.substr(close + 2));
+    }
+  } else {
+    std::size_t colon = authority.rfind(':');
+    host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port = std::string(authority.substr(colon + 1));
+    }
+  }
+  if (host.empty()) {
+    die_usage("no host in URL");
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int r = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (r != 0 || res == nullptr) {
+    die_usage("cannot resolve " + host + ":" + port + ": " + gai_strerror(r));
+  }
+  std::memcpy(&o.run.addr, res->ai_addr, res->ai_addrlen);
+  o.run.addr_len = res->ai_addrlen;
+  freeaddrinfo(res);
+  o.wl.host_header = std::string(authority);
+}
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+void sleep_until(std::uint64_t t) {
+  for (;;) {
+    std::uint64_t now = now_ns();
+    if (now >= t) {
+      return;
+    }
+    std::uint64_t d = t - now;
+    timespec ts{static_cast<time_t>(d / 1'000'000'000ull), static_cast<long>(d % 1'000'000'000ull)};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+std::string json_string(std::string_view s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  return o + "\"";
+}
+
+std::string printable(std::string_view s) {
+  std::string o;
+  for (unsigned char c : s) {
+    o += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '.';
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  options o = parse_args(argc, argv);
+  std::string path;
+  resolve_url(o, path);
+  if (o.wl.mix.empty()) {
+    request_spec s;
+    s.kind = req_kind::get;
+    s.path = path;
+    o.wl.mix.push_back(s);
+  }
+  workload w;
+  std::string err;
+  if (!w.build(o.wl, err)) {
+    die_usage(err);
+  }
+  if (o.print_request) {
+    std::string out;
+    std::string tmp;
+    for (std::size_t i = 0; i < w.spec_count(); i++) {
+      out.clear();
+      w.render(out, tmp, i, 0, 0, 1);
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fputs("\n", stdout);
+    }
+    return 0;
+  }
+
+  unsigned threads = o.run.threads;
+  std::vector<thread_stats> stats(threads);
+  run_times times;
+  times.begin = now_ns() + 1'000'000;
+  times.measure = times.begin + o.warmup_ns;
+  times.end = times.measure + o.duration_ns;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; t++) {
+    unsigned conns = o.run.connections / threads + (t < o.run.connections % threads ? 1 : 0);
+    pool.emplace_back([&, t, conns] { run_thread(o.run, w, times, t, conns, stats[t]); });
+  }
+  sleep_until(times.measure);
+  double cpu0 = cpu_seconds();
+  sleep_until(times.end);
+  double cpu1 = cpu_seconds();
+  for (auto& th : pool) {
+    th.join();
+  }
+
+  thread_stats all;
+  for (auto& s : stats) {
+    if (!s.fatal.empty()) {
+      std::fprintf(stderr, "loadgen: %s\n", s.fatal.c_str());
+      return 1;
+    }
+    all.latency.merge(s.latency);
+    all.outcomes.merge(s.outcomes);
+    all.responses += s.responses;
+    all.bytes_read += s.bytes_read;
+    all.connects += s.connects;
+    all.backlog_at_end += s.backlog_at_end;
+    all.inflight_at_end += s.inflight_at_end;
+  }
+  double secs = static_cast<double>(o.duration_ns) / 1e9;
+  double cpu = cpu1 - cpu0;
+  std::uint64_t ok = all.outcomes.ok();
+  std::uint64_t errors = all.outcomes.errors();
+  double rps = static_cast<double>(all.responses) / secs;
+  double cpu_us_per_req = all.responses ? cpu * 1e6 / static_cast<double>(all.responses) : 0;
+  auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e3; };
+  const histogram& h = all.latency;
+
+  if (o.json) {
+    std::printf("{\"url\":%s,\"connections\":%u,\"threads\":%u,\"depth\":%u,\"rate\":%.3f,"
+                "\"duration_s\":%.3f,\"warmup_s\":%.3f,\"check\":\"%s\",",
+                json_string(o.url).c_str(), o.run.connections, threads, o.run.depth, o.run.rate,
+                secs, static_cast<double>(o.warmup_ns) / 1e9,
+                o.run.level == check_level::full ? "full" : "status");
+    std::printf("\"responses\":%llu,\"ok\":%llu,\"errors\":%llu,\"rps\":%.1f,\"ok_rps\":%.1f,"
+                "\"bytes_read\":%llu,\"connects\":%llu,\"backlog_at_end\":%llu,"
+                "\"inflight_at_end\":%llu,",
+                static_cast<unsigned long long>(all.responses),
+                static_cast<unsigned long long>(ok), static_cast<unsigned long long>(errors), rps,
+                static_cast<double>(ok) / secs, static_cast<unsigned long long>(all.bytes_read),
+                static_cast<unsigned long long>(all.connects),
+                static_cast<unsigned long long>(all.backlog_at_end),
+                static_cast<unsigned long long>(all.inflight_at_end));
+    std::printf("\"latency_us\":{\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,"
+                "\"max\":%.1f,\"mean\":%.1f,\"min\":%.1f},",
+                us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
+                us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3, us(h.min()));
+    std::printf("\"client_cpu_s\":%.4f,\"client_cpu_us_per_req\":%.3f,\"outcomes\":{\"ok\":%llu",
+                cpu, cpu_us_per_req, static_cast<unsigned long long>(ok));
+    for (const auto& r : all.outcomes.rows()) {
+      std::printf(",%s:%llu", json_string(outcome_label(r.kind, r.code, r.detail)).c_str(),
+                  static_cast<unsigned long long>(r.count));
+    }
+    std::printf("}}\n");
+  } else {
+    std::printf("loadgen %s: %u connection%s, %u thread%s, %s, depth %u, %.2f s (+%.2f s warm-up)\n",
+                o.url.c_str(), o.run.connections, o.run.connections == 1 ? "" : "s", threads,
+                threads == 1 ? "" : "s",
+                o.run.rate > 0 ? ("open loop at " + std::to_string(static_cast<long long>(
+                                                       o.run.rate)) + " req/s").c_str()
+                               : "closed loop",
+                o.run.depth, secs, static_cast<double>(o.warmup_ns) / 1e9);
+    std::printf("  requests     %llu responses, %.1f req/s (%.1f ok/s), %.2f MB/s read\n",
+                static_cast<unsigned long long>(all.responses), rps,
+                static_cast<double>(ok) / secs, static_cast<double>(all.bytes_read) / secs / 1e6);
+    std::printf("  latency      p50 %.1f us  p90 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us"
+                "  (mean %.1f us)\n",
+                us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
+                us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3);
+    std::uint64_t total = ok + errors;
+    auto pct = [&](std::uint64_t n) {
+      return total ? 100.0 * static_cast<double>(n) / static_cast<double>(total) : 0.0;
+    };
+    std::printf("  outcomes     %-40s %12llu  %6.2f%%\n", "ok", static_cast<unsigned long long>(ok),
+                pct(ok));
+    for (const auto& r : all.outcomes.rows()) {
+      std::printf("               %-40s %12llu  %6.2f%%\n",
+                  outcome_label(r.kind, r.code, r.detail).c_str(),
+                  static_cast<unsigned long long>(r.count), pct(r.count));
+    }
+    std::printf("  client CPU   %.3f s (%.0f%% of one core), %.2f us/request\n", cpu,
+                100.0 * cpu / secs, cpu_us_per_req);
+    if (all.backlog_at_end > 0 || all.inflight_at_end > 0) {
+      std::printf("  at the end   %llu in flight, %llu due but never sent (open loop backlog)\n",
+                  static_cast<unsigned long long>(all.inflight_at_end),
+                  static_cast<unsigned long long>(all.backlog_at_end));
+    }
+    if (cpu / secs > 0.9 * threads) {
+      std::printf("  note         the client used >90%% of its %u core(s): it may be the limit\n",
+                  threads);
+    }
+  }
+  for (const auto& r : all.outcomes.rows()) {
+    if (!r.sample.empty()) {
+      std::fprintf(stderr, "loadgen: first '%s' body: %s\n",
+                   outcome_label(r.kind, r.code, r.detail).c_str(), printable(r.sample).c_str());
+    }
+  }
+  if (ok == 0 || (o.strict && errors > 0)) {
+    return 1;
+  }
+  return 0;
+}
