@@ -1,0 +1,96 @@
+// The io_uring HTTP/1.1 engine: one thread per core, each with its own ring, its own
+// SO_REUSEPORT listener, a provided buffer ring for receives and a pool of connection slots.
+//
+// A connection lives and dies on the core that accepted it. For every complete request the core
+// calls its own http::handler (made by the factory given to start()), collects the responses of
+// one loop pass, calls handler::before_send() once, then sends them all with one io_uring_submit.
+// Kernel features: see features.h (Linux 5.19 minimum, 6.1 for the fastest setup).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tollgate/common/result.h"
+#include "tollgate/http/handler.h"
+#include "tollgate/http/request.h"
+
+namespace tollgate::net {
+
+/// How the engine listens, threads and limits. Plain data, read once by server::start().
+struct server_options {
+  std::string host = "127.0.0.1";  ///< numeric IPv4/IPv6 address or name; "" or "*" = any
+  uint16_t port = 8080;            ///< 0 = the first listener picks one, the others reuse it
+  int threads = 0;                 ///< cores to run; 0 = the CPUs this process may run on
+  bool pin_threads = false;        ///< pin core i to the i-th CPU of the process's affinity set
+  http::limits limits;             ///< header/body limits for the request parser
+  uint32_t header_timeout_ms = 10000;  ///< a request head (and each body read) must arrive in this
+  uint32_t idle_timeout_ms = 60000;    ///< a keep-alive connection may sit idle this long
+  uint32_t linger_timeout_ms = 2000;   ///< after a final response: wait this long for the peer's FIN
+  uint32_t shutdown_timeout_ms = 10000;  ///< stop(): in-flight requests get this long, then close
+  uint32_t max_connections = 10000;    ///< per core; accept pauses at this many open connections
+  uint32_t recv_buffer_size = 16384;   ///< payload bytes per provided receive buffer
+  uint32_t recv_buffer_count = 512;    ///< provided buffers per core (power of two, ≤ 32768)
+  uint32_t ring_entries = 2048;        ///< SQ entries per core (CQ gets 4×)
+  int listen_backlog = 4096;
+};
+
+/// Counters of one core. Written only by that core's thread, readable from any thread (relaxed:
+/// each value is a monotonic or gauge figure for /metrics; no ordering with other data is
+/// implied).
+struct alignas(64) core_stats {
+  std::atomic<uint64_t> loop_passes{0};       ///< event-loop iterations
+  std::atomic<uint64_t> completions{0};       ///< CQEs reaped
+  std::atomic<uint64_t> open_connections{0};  ///< gauge
+  std::atomic<uint64_t> accepted{0};          ///< connections accepted
+  std::atomic<uint64_t> closed{0};            ///< connections closed (any reason)
+  std::atomic<uint64_t> timeouts{0};          ///< closed by the header, idle or linger timeout
+  std::atomic<uint64_t> requests{0};          ///< requests handed to the handler
+  std::atomic<uint64_t> parse_errors{0};      ///< requests refused by the parser (4xx/5xx + close)
+  std::atomic<uint64_t> rejected{0};          ///< accepted over the cap in a burst and closed at once
+  std::atomic<uint64_t> accept_errors{0};     ///< accept failures (EMFILE, ENFILE, ENOBUFS, ...)
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+/// The engine. Thread-safe where noted; start()/wait() from one controlling thread.
+class server {
+ public:
+  /// Makes the handler for core `core` (0-based). Called sequentially on the thread that calls
+  /// start(), once per core, before any core runs; it need not be thread-safe.
+  using handler_factory = std::function<std::unique_ptr<http::handler>(int core)>;
+
+  explicit server(server_options opts);
+  ~server();  ///< stop() and wait() if still running
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// Probes io_uring, binds the listeners, makes the handlers and starts the core threads.
+  /// Returns once every core is set up and accepting, or an error message (missing kernel
+  /// feature with the version that has it, bind failure, ...) with nothing left running.
+  /// Call at most once.
+  result<void, std::string> start(handler_factory factory);
+
+  /// The bound port (the picked one when options.port was 0). Valid after start() succeeded.
+  uint16_t port() const noexcept;
+  /// Number of cores running. Valid after start() succeeded.
+  int threads() const noexcept;
+
+  /// Graceful stop: stop accepting, finish requests in flight (bounded by shutdown_timeout_ms),
+  /// close idle connections; the core threads then exit. Returns immediately. Thread-safe,
+  /// idempotent, and async-signal-safe (an atomic store and a write(2) to each core's eventfd),
+  /// so it may be called from a signal handler as well as from a sigwait() thread.
+  void stop() noexcept;
+  /// Blocks until every core thread has exited (after stop(), or after a fatal ring error).
+  void wait();
+
+  /// Counters of core `core` in [0, threads()). Thread-safe (relaxed atomics).
+  const core_stats& stats(int core) const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace tollgate::net

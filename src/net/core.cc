@@ -1,0 +1,860 @@
+// The per-core io_uring event loop (see core.h for the pass structure).
+//
+// Kernel features: provided buffer rings (5.19) are required; multishot accept (5.19) and
+// multishot recv (6.0) are used when the probe found them, else their single-shot forms are
+// re-armed after each completion.
+//
+// Connection lifecycle:
+//   1. accept: a free slot takes the fd, a recv is armed, the slot joins the header timer list.
+//   2. open: received bytes are parsed in the provided buffer itself while no partial request
+//      is pending; only an unparsed tail is copied to the slot's reassembly buffer `in`.
+//      Each complete request is answered into `out`; at the end of the pass `out` is swapped
+//      with `sending` and sent (one send in flight per connection; short sends are resumed).
+//   3. close_after_send (Connection: close, HTTP/1.0, parse error, peer EOF, drain): once the
+//      last byte is sent the slot goes to lingering: shutdown(SHUT_WR), input is discarded until
+//      the peer's FIN or the linger timeout, so the peer reads the final response instead of a
+//      reset.
+//   4. closing (errors, timeouts, drain of idle slots): shutdown(SHUT_RDWR) makes any armed recv
+//      or send complete; when none is left, close(fd) and the slot returns to the pool with its
+//      buffers' capacity kept, so the steady state allocates nothing.
+#include "net/core.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "tollgate/common/assert.h"
+#include "tollgate/common/log.h"
+#include "tollgate/http/parser.h"
+
+namespace tollgate::net::detail {
+namespace {
+
+constexpr int64_t kMs = 1000000;
+constexpr int64_t kTickNs = 100 * kMs;
+constexpr int64_t kBackoffMinNs = 100 * kMs;
+constexpr int64_t kBackoffMaxNs = 1000 * kMs;
+/// Parsing pauses while a connection has this much unsent output (a client that pipelines
+/// without reading); it resumes when the output has drained.
+constexpr size_t kOutHighWater = 1 << 20;
+/// Reassembly and output buffers above these capacities are freed when their slot is released.
+constexpr size_t kKeepInCapacity = 64 * 1024;
+constexpr size_t kKeepOutCapacity = 256 * 1024;
+
+enum : uint8_t { kListHeader = 0, kListIdle = 1, kListLinger = 2, kNoList = 255 };
+
+enum class conn_state : uint8_t { free, open, lingering, closing };
+
+int64_t clock_ns(clockid_t id) noexcept {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void bump(std::atomic<uint64_t>& a, uint64_t n = 1) noexcept {
+  // Single writer (this core): a plain load+store avoids a locked instruction; relaxed because
+  // readers only want an eventually-current figure.
+  a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+std::string_view reason(int status) noexcept {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Error";
+  }
+}
+
+void append_decimal(out_buffer& out, size_t v) {
+  char tmp[24];
+  char* p = tmp + sizeof tmp;
+  do {
+    *--p = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  out.append(p, static_cast<size_t>(tmp + sizeof tmp - p));
+}
+
+// The engine's own answer to a request the parser refused (always followed by a close).
+void write_error(out_buffer& out, http::errc e) {
+  const int status = http::status_of(e);
+  const std::string_view msg = http::message(e);
+  out.append("HTTP/1.1 ");
+  append_decimal(out, static_cast<size_t>(status));
+  out.push_back(' ');
+  out.append(reason(status));
+  out.append("\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+  append_decimal(out, msg.size() + 1);
+  out.append("\r\nConnection: close\r\n\r\n");
+  out.append(msg);
+  out.push_back('\n');
+}
+
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+}  // namespace
+
+/// One connection slot. Shard-local.
+struct conn {
+  int fd = -1;
+  uint32_t gen = 0;  // bumped on release; carried in user_data to catch stale completions
+  conn_state state = conn_state::free;
+  bool recv_armed = false;
+  bool send_inflight = false;
+  bool close_after_send = false;  // no more requests: close once the output is sent
+  bool head_done = false;         // the pending partial request has its whole head
+  bool head_timer = false;        // in the header list timing a head (not refreshed by bytes)
+  bool continue_sent = false;     // "100 Continue" already sent for the pending request
+  bool dirty = false;             // in core::dirty_
+  bool paused = false;            // parsing paused: too much unsent output
+  uint8_t list = kNoList;
+  uint32_t prev = UINT32_MAX;
+  uint32_t next = UINT32_MAX;
+  int64_t ts = 0;      // when the current timer started (monotonic ns)
+  size_t sent = 0;     // bytes of `sending` already sent
+  out_buffer in;       // unparsed bytes of a request that spans receives (+ kPadding spare)
+  out_buffer out;      // responses written this pass (or while a send was in flight)
+  out_buffer sending;  // the bytes of the send in flight
+};
+
+core::core(int index, const server_options& opts, const features& feat, int listen_fd,
+           std::unique_ptr<http::handler> handler, core_stats& stats,
+           const std::atomic<bool>& stop)
+    : index_(index),
+      opts_(opts),
+      feat_(feat),
+      listen_fd_(listen_fd),
+      handler_(std::move(handler)),
+      stats_(stats),
+      stop_(stop) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  TOLLGATE_CHECK(wake_fd_ >= 0);
+}
+
+core::~core() {
+  for (conn& c : conns_) {
+    if (c.fd >= 0) {
+      ::close(c.fd);
+    }
+  }
+  if (ring_ok_) {
+    // Exiting the ring cancels whatever is still armed before the buffers below go away.
+    io_uring_queue_exit(&ring_);
+  }
+  if (br_ != nullptr) {
+    ::munmap(br_, br_bytes_);
+  }
+  if (bufs_ != nullptr) {
+    ::munmap(bufs_, bufs_bytes_);
+  }
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+  }
+  ::close(wake_fd_);
+}
+
+result<void, std::string> core::setup() {
+  const unsigned entries = opts_.ring_entries;
+  io_uring_params p{};
+  p.flags = IORING_SETUP_CQSIZE;
+  p.cq_entries = entries * 4;
+  if (feat_.submit_all) {
+    p.flags |= IORING_SETUP_SUBMIT_ALL;
+  }
+  if (feat_.coop_taskrun) {
+    p.flags |= IORING_SETUP_COOP_TASKRUN;
+  }
+  if (feat_.single_issuer) {
+    p.flags |= IORING_SETUP_SINGLE_ISSUER;
+  }
+  if (feat_.defer_taskrun) {
+    p.flags |= IORING_SETUP_DEFER_TASKRUN;
+  }
+  int rc = io_uring_queue_init_params(entries, &ring_, &p);
+  if (rc == -EINVAL && (p.flags & ~IORING_SETUP_CQSIZE) != 0) {
+    log_info("core {}: io_uring setup with flags {:#x} refused (EINVAL); using plain setup",
+             index_, p.flags);
+    p = io_uring_params{};
+    p.flags = IORING_SETUP_CQSIZE;
+    p.cq_entries = entries * 4;
+    rc = io_uring_queue_init_params(entries, &ring_, &p);
+  }
+  if (rc < 0) {
+    return unexpected(fmt::format("core {}: io_uring_queue_init({} entries): {}", index_, entries,
+                                  std::strerror(-rc)));
+  }
+  ring_ok_ = true;
+  multishot_accept_ = feat_.multishot_accept;
+  multishot_recv_ = feat_.multishot_recv;
+
+  // Provided buffer ring, mapped by hand (liburing 2.3 has no io_uring_setup_buf_ring).
+  const unsigned count = opts_.recv_buffer_count;
+  br_bytes_ = count * sizeof(io_uring_buf);
+  void* m = ::mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    return unexpected(fmt::format("core {}: mmap buffer ring: {}", index_, std::strerror(errno)));
+  }
+  br_ = static_cast<io_uring_buf_ring*>(m);
+  stride_ = (opts_.recv_buffer_size + kPadding + 63) & ~size_t{63};
+  bufs_bytes_ = stride_ * count;
+  m = ::mmap(nullptr, bufs_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    bufs_ = nullptr;
+    return unexpected(fmt::format("core {}: mmap {} receive buffers: {}", index_, count,
+                                  std::strerror(errno)));
+  }
+  bufs_ = static_cast<char*>(m);
+  io_uring_buf_reg reg{};
+  reg.ring_addr = reinterpret_cast<uintptr_t>(br_);
+  reg.ring_entries = count;
+  reg.bgid = 0;
+  rc = io_uring_register_buf_ring(&ring_, &reg, 0);
+  if (rc < 0) {
+    return unexpected(fmt::format(
+        "core {}: io_uring_register_buf_ring: {} (provided buffer rings need Linux 5.19)", index_,
+        std::strerror(-rc)));
+  }
+  br_registered_ = true;
+  io_uring_buf_ring_init(br_);
+  br_mask_ = io_uring_buf_ring_mask(count);
+  for (unsigned i = 0; i < count; ++i) {
+    io_uring_buf_ring_add(br_, bufs_ + i * stride_, opts_.recv_buffer_size,
+                          static_cast<unsigned short>(i), br_mask_, static_cast<int>(i));
+  }
+  io_uring_buf_ring_advance(br_, static_cast<int>(count));
+
+  conns_.resize(opts_.max_connections);
+  free_.reserve(opts_.max_connections);
+  for (uint32_t i = opts_.max_connections; i > 0; --i) {
+    free_.push_back(i - 1);
+  }
+  dirty_.reserve(opts_.max_connections);
+  timeout_ns_[kListHeader] = int64_t{opts_.header_timeout_ms} * kMs;
+  timeout_ns_[kListIdle] = int64_t{opts_.idle_timeout_ms} * kMs;
+  timeout_ns_[kListLinger] = int64_t{opts_.linger_timeout_ms} * kMs;
+  // A partial request never needs more than this (see http::limits); more means a client
+  // pipelining without reading while parsing is paused.
+  max_in_ = 2 * opts_.limits.max_header_bytes + opts_.limits.max_body_bytes +
+            opts_.recv_buffer_size + kOutHighWater;
+  return {};
+}
+
+uint64_t core::conn_data(op kind, uint32_t idx) const noexcept {
+  return (uint64_t{static_cast<uint8_t>(kind)} << 56) |
+         (uint64_t{conns_[idx].gen & 0xffffff} << 32) | idx;
+}
+
+io_uring_sqe* core::get_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    // SQ full: flush early (the only extra submit a pass can make) and retry.
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+    TOLLGATE_CHECK(sqe != nullptr);
+  }
+  return sqe;
+}
+
+void core::read_clocks() noexcept {
+  now_mono_ = clock_ns(CLOCK_MONOTONIC);
+  now_real_ = clock_ns(CLOCK_REALTIME);
+}
+
+void core::run() {
+  read_clocks();
+  next_tick_ = now_mono_ + kTickNs;
+  arm_wake();
+  maybe_arm_accept();
+  while (!done()) {
+    int64_t wait_ns = next_tick_ - now_mono_;
+    if (wait_ns < 0) {
+      wait_ns = 0;
+    }
+    __kernel_timespec ts{};
+    ts.tv_sec = wait_ns / 1000000000;
+    ts.tv_nsec = wait_ns % 1000000000;
+    io_uring_cqe* first = nullptr;
+    const int rc = io_uring_submit_and_wait_timeout(&ring_, &first, 1, &ts, nullptr);
+    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      log_error("core {}: io_uring wait failed: {}; stopping this core", index_,
+                std::strerror(-rc));
+      break;
+    }
+    read_clocks();
+    if (draining_ && now_mono_ > drain_deadline_ + 5000 * kMs) {
+      // Every connection was shut down at the deadline; completions that still have not come
+      // are abandoned (exiting the ring cancels them).
+      log_error("core {}: {} connection(s) did not finish closing; exiting anyway", index_, open_);
+      break;
+    }
+
+    unsigned head = 0;
+    unsigned n = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      on_cqe(*cqe);
+      ++n;
+    }
+    io_uring_cq_advance(&ring_, n);
+    bump(stats_.completions, n);
+
+    if (!draining_ && stop_.load(std::memory_order_relaxed)) {
+      begin_drain();
+    }
+    if (now_mono_ >= next_tick_) {
+      tick();
+      next_tick_ = now_mono_ + kTickNs;
+    }
+    handler_->before_send(now_real_);
+    flush_sends();
+    maybe_arm_accept();
+    if (br_pending_ > 0) {
+      io_uring_buf_ring_advance(br_, br_pending_);
+      br_pending_ = 0;
+    }
+    bump(stats_.loop_passes);
+  }
+}
+
+bool core::done() const noexcept {
+  return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_;
+}
+
+void core::on_cqe(const io_uring_cqe& cqe) {
+  const uint64_t ud = cqe.user_data;
+  const auto kind = static_cast<op>(ud >> 56);
+  switch (kind) {
+    case op::accept:
+      on_accept(cqe);
+      return;
+    case op::wake:
+      on_wake(cqe);
+      return;
+    case op::cancel:
+      return;
+    case op::recv:
+    case op::send: {
+      const auto idx = static_cast<uint32_t>(ud);
+      const auto gen = static_cast<uint32_t>((ud >> 32) & 0xffffff);
+      TOLLGATE_ASSERT(idx < conns_.size());
+      conn& c = conns_[idx];
+      if ((c.gen & 0xffffff) != gen || c.state == conn_state::free) {
+        TOLLGATE_ASSERT(false && "completion for a released slot");
+        if (kind == op::recv && (cqe.flags & IORING_CQE_F_BUFFER) != 0) {
+          return_buffer(static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT));
+        }
+        return;
+      }
+      if (kind == op::recv) {
+        on_recv(c, idx, cqe);
+      } else {
+        on_send(c, idx, cqe.res);
+      }
+      return;
+    }
+  }
+  TOLLGATE_ASSERT(false && "unknown user_data");
+}
+
+// ---- accept -------------------------------------------------------------------------------
+
+void core::arm_accept() {
+  io_uring_sqe* sqe = get_sqe();
+  if (multishot_accept_) {
+    io_uring_prep_multishot_accept(sqe, listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  } else {
+    io_uring_prep_accept(sqe, listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+  io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::accept)} << 56);
+  accept_armed_ = true;
+}
+
+void core::cancel(uint64_t user_data) {
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_cancel64(sqe, user_data, 0);
+  io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::cancel)} << 56);
+}
+
+// Accept runs while the core is below its cap, not draining and not backing off after an
+// accept error; otherwise a multishot accept is cancelled and pending connections wait in the
+// listener's backlog (accept back-off).
+void core::maybe_arm_accept() {
+  const bool want =
+      !draining_ && open_ < opts_.max_connections && now_mono_ >= accept_resume_at_;
+  if (want && !accept_armed_) {
+    arm_accept();
+  } else if (!want && accept_armed_ && !accept_cancel_pending_ && listen_fd_ >= 0) {
+    cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
+    accept_cancel_pending_ = true;
+  }
+}
+
+void core::on_accept(const io_uring_cqe& cqe) {
+  if ((cqe.flags & IORING_CQE_F_MORE) == 0) {
+    accept_armed_ = false;
+    accept_cancel_pending_ = false;
+  }
+  const int res = cqe.res;
+  if (res >= 0) {
+    accept_backoff_ns_ = 0;
+    if (draining_ || free_.empty()) {
+      // Accepted in the same burst after the cap was reached: there is no slot for it.
+      ::close(res);
+      bump(stats_.rejected);
+      return;
+    }
+    open_conn(res);
+    return;
+  }
+  if (res == -ECANCELED || res == -ECONNABORTED || res == -EINTR || res == -EAGAIN) {
+    return;
+  }
+  // EMFILE, ENFILE, ENOBUFS, ENOMEM and anything unexpected: retry on a timer, never in a loop.
+  bump(stats_.accept_errors);
+  if (accept_backoff_ns_ == 0) {
+    log_error("core {}: accept failed: {}; retrying with back-off", index_, std::strerror(-res));
+    accept_backoff_ns_ = kBackoffMinNs;
+  } else if (accept_backoff_ns_ < kBackoffMaxNs) {
+    accept_backoff_ns_ *= 2;
+  }
+  accept_resume_at_ = now_mono_ + accept_backoff_ns_;
+}
+
+void core::open_conn(int fd) {
+  const uint32_t idx = free_.back();
+  free_.pop_back();
+  conn& c = conns_[idx];
+  TOLLGATE_ASSERT(c.state == conn_state::free);
+  c.fd = fd;
+  c.state = conn_state::open;
+  c.recv_armed = c.send_inflight = c.close_after_send = false;
+  c.head_done = c.continue_sent = c.dirty = c.paused = false;
+  c.sent = 0;
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ++open_;
+  bump(stats_.accepted);
+  stats_.open_connections.store(open_, std::memory_order_relaxed);
+  arm_recv(c, idx);
+  // The first request head must arrive within header_timeout (nginx client_header_timeout).
+  link(idx, kListHeader);
+  c.head_timer = true;
+}
+
+// ---- wake (server::stop) -----------------------------------------------------------------
+
+void core::arm_wake() {
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof wake_buf_, 0);
+  io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::wake)} << 56);
+  wake_armed_ = true;
+}
+
+void core::on_wake(const io_uring_cqe& /*cqe*/) {
+  wake_armed_ = false;
+  if (!draining_ && !stop_.load(std::memory_order_relaxed)) {
+    arm_wake();  // spurious: keep listening
+  }
+  // Otherwise the pass calls begin_drain() once all CQEs are reaped.
+}
+
+// ---- receive ------------------------------------------------------------------------------
+
+void core::arm_recv(conn& c, uint32_t idx) {
+  io_uring_sqe* sqe = get_sqe();
+  if (multishot_recv_) {
+    io_uring_prep_recv_multishot(sqe, c.fd, nullptr, 0, 0);
+  } else {
+    io_uring_prep_recv(sqe, c.fd, nullptr, opts_.recv_buffer_size, 0);
+  }
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = 0;
+  io_uring_sqe_set_data64(sqe, conn_data(op::recv, idx));
+  c.recv_armed = true;
+}
+
+void core::return_buffer(uint16_t bid) {
+  io_uring_buf_ring_add(br_, bufs_ + size_t{bid} * stride_, opts_.recv_buffer_size, bid, br_mask_,
+                        br_pending_++);
+}
+
+void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
+  if ((cqe.flags & IORING_CQE_F_MORE) == 0) {
+    c.recv_armed = false;
+  }
+  const int res = cqe.res;
+  if (res > 0) {
+    TOLLGATE_ASSERT((cqe.flags & IORING_CQE_F_BUFFER) != 0);
+    const auto bid = static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (c.state == conn_state::open) {
+      on_data(c, idx, bufs_ + size_t{bid} * stride_, static_cast<size_t>(res));
+    }
+    // lingering: input after the final response is read and dropped.
+    return_buffer(bid);
+    if (c.state == conn_state::closing) {
+      maybe_release(c, idx);
+    } else if (!c.recv_armed && c.state != conn_state::free) {
+      arm_recv(c, idx);
+    }
+    return;
+  }
+  if ((cqe.flags & IORING_CQE_F_BUFFER) != 0) {
+    return_buffer(static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT));
+  }
+  if (res == -ENOBUFS && c.state != conn_state::closing) {
+    // Every buffer was in use this pass; they are all handed back before the next submit.
+    if (!c.recv_armed) {
+      arm_recv(c, idx);
+    }
+    return;
+  }
+  if (c.recv_armed) {
+    return;  // a transient error on a multishot recv that goes on
+  }
+  // EOF, reset or cancellation.
+  if (c.state == conn_state::open && res == 0 && (c.send_inflight || !c.out.empty())) {
+    // The peer half-closed after its last request: send what is pending, then close.
+    c.close_after_send = true;
+    c.in.clear();
+    return;
+  }
+  if (c.state == conn_state::closing) {
+    maybe_release(c, idx);
+  } else {
+    hard_close(c, idx);
+  }
+}
+
+void core::append_in(conn& c, const char* p, size_t n) {
+  // Keep kPadding spare bytes after the data so a body in `in` can be parsed in place.
+  c.in.reserve(c.in.size() + n + kPadding);
+  c.in.append(p, n);
+}
+
+void core::on_data(conn& c, uint32_t idx, char* data, size_t n) {
+  if (c.close_after_send) {
+    return;  // nothing after a final response is read
+  }
+  bool completed = false;
+  if (c.in.empty()) {
+    // Fast path: parse in the provided buffer; copy only an unparsed tail.
+    const size_t used = c.paused ? 0 : process(c, idx, data, n, completed);
+    if (used < n && !c.close_after_send) {
+      append_in(c, data + used, n - used);
+    }
+  } else {
+    append_in(c, data, n);
+    if (!c.paused) {
+      const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
+      c.in.consume(used);
+    }
+  }
+  if (c.close_after_send) {
+    c.in.clear();
+  } else if (c.in.size() > max_in_) {
+    hard_close(c, idx);  // pipelining far ahead without reading the answers
+    return;
+  }
+  update_timer(c, idx, completed);
+}
+
+// Parses and answers complete requests in buf[0, len); returns the bytes consumed.
+size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed) {
+  size_t off = 0;
+  while (off < len) {
+    const http::parse_result r = http::parse_request(buf + off, len - off, opts_.limits, req_);
+    if (r.status == http::parse_status::complete) {
+      completed = true;
+      c.head_done = false;
+      c.continue_sent = false;
+      if (draining_) {
+        req_.keep_alive = false;  // lets the handler write "Connection: close"
+      }
+      const http::response_info info = handler_->handle(req_, c.out, now_real_);
+      bump(stats_.requests);
+      off += r.consumed;
+      mark_dirty(c, idx);
+      if (info.close || !req_.keep_alive) {
+        c.close_after_send = true;
+        break;
+      }
+      if (c.out.size() >= kOutHighWater) {
+        c.paused = true;
+        break;
+      }
+      continue;
+    }
+    if (r.status == http::parse_status::incomplete) {
+      c.head_done = r.head_complete;
+      if (r.head_complete && req_.expect_continue && !c.continue_sent) {
+        c.out.append(kContinue);
+        c.continue_sent = true;
+        mark_dirty(c, idx);
+      }
+      break;
+    }
+    bump(stats_.parse_errors);
+    write_error(c.out, r.error);
+    c.close_after_send = true;
+    mark_dirty(c, idx);
+    break;
+  }
+  return off;
+}
+
+// Chooses the timer after input: a partial head keeps the deadline set when it began (a trickle
+// does not extend it); a partial body restarts header_timeout on each read; otherwise idle.
+void core::update_timer(conn& c, uint32_t idx, bool completed) {
+  if (c.state != conn_state::open) {
+    return;
+  }
+  if (c.in.empty() || c.paused || c.close_after_send) {
+    link(idx, kListIdle);
+    c.head_timer = false;
+  } else if (!c.head_done) {
+    if (completed || !c.head_timer || c.list != kListHeader) {
+      link(idx, kListHeader);
+      c.head_timer = true;
+    }
+  } else {
+    link(idx, kListHeader);
+    c.head_timer = false;
+  }
+}
+
+// ---- send ---------------------------------------------------------------------------------
+
+void core::mark_dirty(conn& c, uint32_t idx) {
+  if (!c.dirty) {
+    c.dirty = true;
+    dirty_.push_back(idx);
+  }
+}
+
+void core::flush_sends() {
+  for (const uint32_t idx : dirty_) {
+    conn& c = conns_[idx];
+    c.dirty = false;
+    if (c.state != conn_state::open || c.send_inflight) {
+      continue;  // a send in flight picks up `out` when it completes
+    }
+    if (c.out.empty()) {
+      if (c.close_after_send) {
+        graceful_close(c, idx);
+      }
+      continue;
+    }
+    std::swap(c.out, c.sending);
+    c.sent = 0;
+    submit_send(c, idx);
+  }
+  dirty_.clear();
+}
+
+void core::submit_send(conn& c, uint32_t idx) {
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_send(sqe, c.fd, c.sending.data() + c.sent, c.sending.size() - c.sent,
+                     MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(sqe, conn_data(op::send, idx));
+  c.send_inflight = true;
+}
+
+void core::on_send(conn& c, uint32_t idx, int res) {
+  c.send_inflight = false;
+  if (c.state == conn_state::closing) {
+    maybe_release(c, idx);
+    return;
+  }
+  if (res < 0) {
+    hard_close(c, idx);  // EPIPE, ECONNRESET: the peer is gone
+    return;
+  }
+  c.sent += static_cast<size_t>(res);
+  if (c.sent < c.sending.size()) {
+    submit_send(c, idx);  // short send: these bytes already passed before_send()
+    if (c.list == kListIdle) {
+      link(idx, kListIdle);  // progress
+    }
+    return;
+  }
+  c.sending.clear();
+  c.sent = 0;
+  if (c.paused && c.out.size() < kOutHighWater) {
+    c.paused = false;
+    bool completed = false;
+    const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
+    c.in.consume(used);
+    if (c.close_after_send) {
+      c.in.clear();
+    }
+    update_timer(c, idx, completed);
+  }
+  if (!c.out.empty() || c.close_after_send) {
+    mark_dirty(c, idx);  // sent (or closed) at the end of this pass
+  } else if (c.in.empty() && c.list != kListHeader) {
+    link(idx, kListIdle);
+  }
+}
+
+// ---- close --------------------------------------------------------------------------------
+
+void core::hard_close(conn& c, uint32_t idx) {
+  if (c.state == conn_state::closing || c.state == conn_state::free) {
+    return;
+  }
+  unlink(idx);
+  c.state = conn_state::closing;
+  if (c.recv_armed || c.send_inflight) {
+    // Completes the armed recv (EOF) and send (EPIPE); the slot is released after both.
+    ::shutdown(c.fd, SHUT_RDWR);
+  }
+  maybe_release(c, idx);
+}
+
+void core::graceful_close(conn& c, uint32_t idx) {
+  TOLLGATE_ASSERT(!c.send_inflight && c.out.empty());
+  if (!c.recv_armed) {  // the peer already closed its side
+    hard_close(c, idx);
+    return;
+  }
+  c.state = conn_state::lingering;
+  c.in.clear();
+  ::shutdown(c.fd, SHUT_WR);  // FIN after the last response byte
+  link(idx, kListLinger);
+}
+
+void core::maybe_release(conn& c, uint32_t idx) {
+  if (c.state != conn_state::closing || c.recv_armed || c.send_inflight) {
+    return;
+  }
+  ::close(c.fd);
+  c.fd = -1;
+  c.state = conn_state::free;
+  ++c.gen;
+  c.in.clear();
+  c.out.clear();
+  c.sending.clear();
+  if (c.in.capacity() > kKeepInCapacity) {
+    c.in = out_buffer();
+  }
+  if (c.out.capacity() > kKeepOutCapacity) {
+    c.out = out_buffer();
+  }
+  if (c.sending.capacity() > kKeepOutCapacity) {
+    c.sending = out_buffer();
+  }
+  free_.push_back(idx);
+  --open_;
+  bump(stats_.closed);
+  stats_.open_connections.store(open_, std::memory_order_relaxed);
+}
+
+// ---- timers -------------------------------------------------------------------------------
+
+void core::link(uint32_t idx, uint8_t l) {
+  unlink(idx);
+  conn& c = conns_[idx];
+  list& L = lists_[l];
+  c.list = l;
+  c.ts = now_mono_;
+  c.prev = L.tail;
+  c.next = kNil;
+  if (L.tail != kNil) {
+    conns_[L.tail].next = idx;
+  } else {
+    L.head = idx;
+  }
+  L.tail = idx;
+}
+
+void core::unlink(uint32_t idx) {
+  conn& c = conns_[idx];
+  if (c.list == kNoList) {
+    return;
+  }
+  list& L = lists_[c.list];
+  if (c.prev != kNil) {
+    conns_[c.prev].next = c.next;
+  } else {
+    L.head = c.next;
+  }
+  if (c.next != kNil) {
+    conns_[c.next].prev = c.prev;
+  } else {
+    L.tail = c.prev;
+  }
+  c.list = kNoList;
+  c.prev = c.next = kNil;
+}
+
+void core::tick() {
+  handler_->on_tick(now_real_);
+  for (uint8_t l = 0; l < 3; ++l) {
+    // Each list is appended to with ts = now, so it is sorted by deadline: stop at the first
+    // connection that has time left.
+    while (lists_[l].head != kNil) {
+      const uint32_t idx = lists_[l].head;
+      if (conns_[idx].ts + timeout_ns_[l] > now_mono_) {
+        break;
+      }
+      bump(stats_.timeouts);
+      hard_close(conns_[idx], idx);
+    }
+  }
+  if (draining_ && now_mono_ >= drain_deadline_) {
+    for (uint32_t idx = 0; idx < conns_.size(); ++idx) {
+      if (conns_[idx].state == conn_state::open || conns_[idx].state == conn_state::lingering) {
+        hard_close(conns_[idx], idx);
+      }
+    }
+  }
+}
+
+// stop(): no more accepts; idle connections close now; a connection with a request in flight
+// closes after that request's response (keep_alive is cleared for it); everything left at
+// shutdown_timeout is closed hard.
+void core::begin_drain() {
+  draining_ = true;
+  drain_deadline_ = now_mono_ + int64_t{opts_.shutdown_timeout_ms} * kMs;
+  if (accept_armed_ && !accept_cancel_pending_) {
+    cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
+    accept_cancel_pending_ = true;
+  }
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);  // the armed accept keeps the socket until its cancellation completes
+    listen_fd_ = -1;
+  }
+  if (wake_armed_) {
+    cancel(uint64_t{static_cast<uint8_t>(op::wake)} << 56);
+  }
+  for (uint32_t idx = 0; idx < conns_.size(); ++idx) {
+    conn& c = conns_[idx];
+    if (c.state != conn_state::open) {
+      continue;
+    }
+    if (c.in.empty()) {
+      if (c.out.empty() && !c.send_inflight) {
+        hard_close(c, idx);  // idle keep-alive connection
+      } else {
+        c.close_after_send = true;  // its last response is on the way
+      }
+    }
+    // else: a partial request; it is answered with Connection: close when it completes.
+  }
+}
+
+}  // namespace tollgate::net::detail

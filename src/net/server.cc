@@ -1,0 +1,277 @@
+// net::server: option checks, listeners (SO_REUSEPORT, one per core, port 0 resolved by the
+// first), handler creation and the core threads.
+#include "tollgate/net/server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "net/core.h"
+#include "tollgate/common/log.h"
+#include "tollgate/net/features.h"
+
+namespace tollgate::net {
+namespace {
+
+constexpr int kMaxCores = 1024;
+
+int allowed_cpus(std::vector<int>* ids) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+  }
+  int count = 0;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &set)) {
+      ++count;
+      if (ids != nullptr) {
+        ids->push_back(i);
+      }
+    }
+  }
+  return count > 0 ? count : 1;
+}
+
+void log_missing_flags(const features& f) {
+  if (!f.coop_taskrun) {
+    log_info("io_uring: IORING_SETUP_COOP_TASKRUN unavailable (needs Linux 5.19; kernel {}); "
+             "running without it", f.kernel);
+  }
+  if (!f.single_issuer) {
+    log_info("io_uring: IORING_SETUP_SINGLE_ISSUER unavailable (needs Linux 6.0; kernel {}); "
+             "running without it", f.kernel);
+  }
+  if (!f.defer_taskrun) {
+    log_info("io_uring: IORING_SETUP_DEFER_TASKRUN unavailable (needs Linux 6.1; kernel {}); "
+             "running without it", f.kernel);
+  }
+  if (!f.multishot_accept) {
+    log_info("io_uring: multishot accept unavailable (needs Linux 5.19; kernel {}); using "
+             "single-shot accept", f.kernel);
+  }
+  if (!f.multishot_recv) {
+    log_info("io_uring: multishot recv unavailable (needs Linux 6.0; kernel {}); using "
+             "single-shot recv", f.kernel);
+  }
+}
+
+std::string check_options(const server_options& o) {
+  const uint32_t n = o.recv_buffer_count;
+  if (n == 0 || n > 32768 || (n & (n - 1)) != 0) {
+    return fmt::format("recv_buffer_count must be a power of two in [1, 32768], got {}", n);
+  }
+  if (o.recv_buffer_size < 256 || o.recv_buffer_size > (1u << 24)) {
+    return fmt::format("recv_buffer_size must be in [256, 16 MiB], got {}", o.recv_buffer_size);
+  }
+  if (o.max_connections == 0 || o.max_connections > (1u << 24)) {
+    return fmt::format("max_connections must be in [1, 16777216], got {}", o.max_connections);
+  }
+  if (o.ring_entries < 8 || o.ring_entries > 32768) {
+    return fmt::format("ring_entries must be in [8, 32768], got {}", o.ring_entries);
+  }
+  if (o.threads < 0 || o.threads > kMaxCores) {
+    return fmt::format("threads must be in [0, {}], got {}", kMaxCores, o.threads);
+  }
+  return {};
+}
+
+// Binds one SO_REUSEPORT listener; returns the fd or -errno.
+int make_listener(const addrinfo& ai, int backlog) {
+  const int fd = ::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC, ai.ai_protocol);
+  if (fd < 0) {
+    return -errno;
+  }
+  const int one = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+      ::bind(fd, ai.ai_addr, ai.ai_addrlen) != 0 || ::listen(fd, backlog) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return -e;
+  }
+  return fd;
+}
+
+}  // namespace
+
+struct server::impl {
+  server_options opts;
+  std::atomic<bool> stop{false};
+  // Written by start() before wake_count is published; read by stop() (maybe in a signal
+  // handler), so a plain fixed array rather than anything that can reallocate.
+  int wake_fds[kMaxCores] = {};
+  std::atomic<int> wake_count{0};
+  std::unique_ptr<core_stats[]> stats;
+  std::vector<std::unique_ptr<detail::core>> cores;
+  std::vector<std::thread> threads;
+  int nthreads = 0;
+  uint16_t port = 0;
+  bool started = false;
+};
+
+server::server(server_options opts) : impl_(std::make_unique<impl>()) {
+  impl_->opts = std::move(opts);
+}
+
+server::~server() {
+  stop();
+  wait();
+}
+
+uint16_t server::port() const noexcept { return impl_->port; }
+int server::threads() const noexcept { return impl_->nthreads; }
+const core_stats& server::stats(int core) const noexcept { return impl_->stats[core]; }
+
+void server::stop() noexcept {
+  // Async-signal-safe: a lock-free atomic store and write(2).
+  impl_->stop.store(true, std::memory_order_relaxed);
+  const int n = impl_->wake_count.load(std::memory_order_acquire);
+  const uint64_t one = 1;
+  for (int i = 0; i < n; ++i) {
+    [[maybe_unused]] const ssize_t w = ::write(impl_->wake_fds[i], &one, sizeof one);
+  }
+}
+
+void server::wait() {
+  for (std::thread& t : impl_->threads) {
+    if (t.joinable()) {
+      t.join();
+    }
+  }
+}
+
+result<void, std::string> server::start(handler_factory factory) {
+  impl& s = *impl_;
+  if (s.started) {
+    return unexpected(std::string("server::start called twice"));
+  }
+  s.started = true;
+  const server_options& o = s.opts;
+  if (std::string bad = check_options(o); !bad.empty()) {
+    return unexpected(std::move(bad));
+  }
+  const features& f = probe_features();
+  if (std::string why = f.unusable_reason(); !why.empty()) {
+    return unexpected(std::move(why));
+  }
+  log_missing_flags(f);
+
+  std::vector<int> cpus;
+  const int ncpu = allowed_cpus(&cpus);
+  const int n = o.threads > 0 ? o.threads : ncpu;
+
+  // Listeners: the first binds (port 0 picks one), the rest join its port with SO_REUSEPORT.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  const char* host = (o.host.empty() || o.host == "*") ? nullptr : o.host.c_str();
+  std::vector<int> listeners;
+  auto close_listeners = [&] {
+    for (const int fd : listeners) {
+      ::close(fd);
+    }
+  };
+  uint16_t port = o.port;
+  for (int i = 0; i < n; ++i) {
+    addrinfo* res = nullptr;
+    const std::string service = std::to_string(port);
+    const int gai = ::getaddrinfo(host, service.c_str(), &hints, &res);
+    if (gai != 0) {
+      close_listeners();
+      return unexpected(fmt::format("cannot resolve listen address {}: {}", o.host,
+                                    ::gai_strerror(gai)));
+    }
+    const int fd = make_listener(*res, o.listen_backlog);
+    ::freeaddrinfo(res);
+    if (fd < 0) {
+      close_listeners();
+      return unexpected(fmt::format("cannot listen on {}:{}: {}", o.host, port,
+                                    std::strerror(-fd)));
+    }
+    listeners.push_back(fd);
+    if (i == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+      port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(ss).sin6_port
+                                            : reinterpret_cast<sockaddr_in&>(ss).sin_port);
+    }
+  }
+
+  std::vector<std::unique_ptr<http::handler>> handlers;
+  for (int i = 0; i < n; ++i) {
+    handlers.push_back(factory(i));
+    if (!handlers.back()) {
+      close_listeners();
+      return unexpected(fmt::format("handler factory returned null for core {}", i));
+    }
+  }
+
+  s.stats = std::make_unique<core_stats[]>(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    s.cores.push_back(std::make_unique<detail::core>(i, o, f, listeners[i], std::move(handlers[i]),
+                                                     s.stats[i], s.stop));
+    s.wake_fds[i] = s.cores.back()->wake_fd();
+  }
+  s.wake_count.store(n, std::memory_order_release);
+  s.nthreads = n;
+  s.port = port;
+
+  // Each core sets its ring up on its own thread (the ring's single issuer) and reports back.
+  std::mutex mu;
+  std::condition_variable cv;
+  int reported = 0;
+  std::string first_error;
+  for (int i = 0; i < n; ++i) {
+    const int cpu = (o.pin_threads && !cpus.empty()) ? cpus[i % cpus.size()] : -1;
+    s.threads.emplace_back([&, i, cpu, c = s.cores[i].get()] {
+      const std::string name = fmt::format("tollgate-c{}", i);
+      pthread_setname_np(pthread_self(), name.c_str());
+      if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      }
+      auto r = c->setup();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!r && first_error.empty()) {
+          first_error = r.error();
+        }
+        ++reported;
+        cv.notify_one();  // under the lock: start() may return (and destroy cv) right after
+      }
+      if (r) {
+        c->run();
+      }
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return reported == n; });
+  }
+  if (!first_error.empty()) {
+    stop();
+    wait();
+    return unexpected(std::move(first_error));
+  }
+  return {};
+}
+
+}  // namespace tollgate::net

@@ -1,0 +1,371 @@
+// The engine's HTTP/1.1 behaviour over real loopback sockets and a real io_uring: keep-alive,
+// pipelining, HTTP/1.0, Connection: close, 100-continue, the parser limits, chunked bodies and
+// requests that span receive buffers.
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "net/net_test_util.h"
+
+namespace tollgate::net {
+namespace {
+
+using testing::client;
+using testing::echo_factory;
+using testing::echo_handler;
+using testing::get;
+using testing::test_options;
+
+struct started {
+  server srv;
+  explicit started(server_options o, server::handler_factory f = echo_factory()) : srv(o) {
+    auto r = srv.start(std::move(f));
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
+    ok = r.has_value();
+  }
+  bool ok = false;
+};
+
+TEST(net_engine_test, serves_keep_alive_requests_on_one_connection) {
+  // Verifies that one connection carries many requests and stays open between them.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 20; ++i) {
+    const std::string target = "/k" + std::to_string(i);
+    ASSERT_TRUE(c.send_all(get(target)));
+    auto r = c.read_response();
+    ASSERT_TRUE(r.has_value()) << "request " << i;
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, target + "|");
+    EXPECT_FALSE(r->has_header("Connection: close"));
+  }
+  EXPECT_FALSE(c.eof());
+  EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.accepted; }), 1u);
+}
+
+TEST(net_engine_test, answers_100_pipelined_requests_in_one_write_in_order) {
+  // Verifies that 100 requests sent in one write are all answered, strictly in order.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  std::string batch;
+  for (int i = 0; i < 100; ++i) {
+    batch += get("/p" + std::to_string(i));
+  }
+  ASSERT_TRUE(c.send_all(batch));
+  for (int i = 0; i < 100; ++i) {
+    auto r = c.read_response();
+    ASSERT_TRUE(r.has_value()) << "response " << i;
+    EXPECT_EQ(r->body, "/p" + std::to_string(i) + "|");
+  }
+}
+
+TEST(net_engine_test, answers_pipelined_requests_spanning_receive_buffers_in_order) {
+  // Verifies pipelining when requests straddle 4 KiB receive buffers (reassembly path).
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  std::string batch;
+  const std::string filler = "X-Filler: " + std::string(300, 'f') + "\r\n";
+  for (int i = 0; i < 100; ++i) {
+    batch += "POST /s" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n" + filler +
+             "Content-Length: 5\r\n\r\nbody" + std::to_string(i % 10);
+  }
+  ASSERT_GT(batch.size(), 8u * 4096u);
+  ASSERT_TRUE(c.send_all(batch));
+  for (int i = 0; i < 100; ++i) {
+    auto r = c.read_response();
+    ASSERT_TRUE(r.has_value()) << "response " << i;
+    EXPECT_EQ(r->body, "/s" + std::to_string(i) + "|body" + std::to_string(i % 10));
+  }
+}
+
+TEST(net_engine_test, reassembles_a_request_sent_byte_by_byte) {
+  // Verifies that a request arriving one byte per write is parsed once complete.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  const std::string req = "POST /bytes HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc";
+  for (char ch : req) {
+    ASSERT_TRUE(c.send_all(std::string_view(&ch, 1)));
+  }
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "/bytes|abc");
+}
+
+TEST(net_engine_test, receives_a_body_larger_than_a_receive_buffer) {
+  // Verifies a 200 KB body spread over many provided buffers arrives whole.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  std::string body(200 * 1024, 'b');
+  for (size_t i = 0; i < body.size(); i += 97) {
+    body[i] = static_cast<char>('a' + i % 26);
+  }
+  ASSERT_TRUE(c.send_all("POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "/big|" + body);
+}
+
+TEST(net_engine_test, closes_http10_connection_after_response) {
+  // Verifies that an HTTP/1.0 request without keep-alive gets its answer and then EOF.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all("GET /old HTTP/1.0\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "/old|");
+  EXPECT_TRUE(c.wait_closed());
+}
+
+TEST(net_engine_test, keeps_http10_keep_alive_connection_open) {
+  // Verifies that HTTP/1.0 with Connection: keep-alive is served twice on one connection.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.send_all("GET /ka HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    auto r = c.read_response();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->body, "/ka|");
+  }
+  EXPECT_FALSE(c.eof());
+}
+
+TEST(net_engine_test, closes_after_connection_close_and_ignores_later_requests) {
+  // Verifies Connection: close ends the connection after its response, dropping what follows.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(get("/one", "Connection: close\r\n") + get("/two")));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "/one|");
+  EXPECT_TRUE(r->has_header("Connection: close"));
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.pending(), "");
+}
+
+TEST(net_engine_test, sends_100_continue_before_the_body_arrives) {
+  // Verifies Expect: 100-continue gets one interim 100 once the head is in, then the answer.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(
+      "POST /up HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n"));
+  auto interim = c.read_response();
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status, 100);
+  EXPECT_EQ(interim->head, "HTTP/1.1 100 Continue\r\n");
+  ASSERT_TRUE(c.send_all("01234"));
+  ASSERT_TRUE(c.send_all("56789"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "/up|0123456789");
+}
+
+TEST(net_engine_test, skips_100_continue_when_the_body_came_with_the_head) {
+  // Verifies no interim response is sent when the whole request arrived at once.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(
+      "POST /up HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "/up|ok");
+}
+
+// Sends `req` and expects `status` with Connection: close, then EOF.
+void expect_refused(uint16_t port, const std::string& req, int status) {
+  client c(port);
+  ASSERT_TRUE(c.send_all(req));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, status);
+  EXPECT_TRUE(r->has_header("Connection: close"));
+  EXPECT_TRUE(c.wait_closed());
+}
+
+TEST(net_engine_test, rejects_oversized_header_block_with_431_and_closes) {
+  // Verifies a header block over max_header_bytes gets 431 and the connection closes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.limits.max_header_bytes = 1024;
+  started s(o);
+  ASSERT_TRUE(s.ok);
+  expect_refused(s.srv.port(), get("/h", "X-Big: " + std::string(2000, 'a') + "\r\n"), 431);
+  EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.parse_errors; }),
+            1u);
+}
+
+TEST(net_engine_test, rejects_endless_header_block_with_431_before_it_ends) {
+  // Verifies a head that never ends is refused once max_header_bytes are buffered.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.limits.max_header_bytes = 1024;
+  started s(o);
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all("GET / HTTP/1.1\r\nHost: t\r\nX-Long: " + std::string(3000, 'z')));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 431);
+  EXPECT_TRUE(c.wait_closed());
+}
+
+TEST(net_engine_test, rejects_oversized_body_with_413_and_closes) {
+  // Verifies a Content-Length over max_body_bytes gets 413 and the connection closes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.limits.max_body_bytes = 1000;
+  started s(o);
+  ASSERT_TRUE(s.ok);
+  expect_refused(s.srv.port(), "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 1001\r\n\r\n", 413);
+}
+
+TEST(net_engine_test, rejects_content_length_with_transfer_encoding_with_400_and_closes) {
+  // Verifies the request-smuggling shape CL+TE gets 400 and the connection closes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  expect_refused(s.srv.port(),
+                 "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                 400);
+}
+
+TEST(net_engine_test, rejects_malformed_request_line_with_400_and_closes) {
+  // Verifies a malformed request line gets 400 and the connection closes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  expect_refused(s.srv.port(), "GET  /two-spaces HTTP/1.1\r\nHost: t\r\n\r\n", 400);
+}
+
+TEST(net_engine_test, answers_earlier_pipelined_requests_before_a_refused_one) {
+  // Verifies that responses before a parse error still go out, in order, before the 400.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(get("/a") + get("/b") + "BROKEN\r\n\r\n" + get("/c")));
+  auto a = c.read_response();
+  auto b = c.read_response();
+  auto e = c.read_response();
+  ASSERT_TRUE(a && b && e);
+  EXPECT_EQ(a->body, "/a|");
+  EXPECT_EQ(b->body, "/b|");
+  EXPECT_EQ(e->status, 400);
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.pending(), "");
+}
+
+TEST(net_engine_test, decodes_a_chunked_body) {
+  // Verifies a chunked request body reaches the handler decoded, over several writes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all("POST /ch HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "5\r\nhello\r\n"));
+  ASSERT_TRUE(c.send_all("1;ext=1\r\n \r\n6\r\nworld!\r\n0\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "/ch|hello world!");
+  ASSERT_TRUE(c.send_all(get("/after")));
+  auto r2 = c.read_response();
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->body, "/after|");
+}
+
+TEST(net_engine_test, serves_every_core_on_the_picked_port) {
+  // Verifies port 0 is resolved once and every core's SO_REUSEPORT listener accepts on it.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.threads = 2;
+  started s(o);
+  ASSERT_TRUE(s.ok);
+  ASSERT_NE(s.srv.port(), 0);
+  ASSERT_EQ(s.srv.threads(), 2);
+  for (int i = 0; i < 64; ++i) {
+    client c(s.srv.port());
+    ASSERT_TRUE(c.send_all(get("/r")));
+    ASSERT_TRUE(c.read_response().has_value());
+  }
+  // The kernel hashes connections over both listeners; 64 all landing on one is ~2^-63.
+  EXPECT_GT(s.srv.stats(0).accepted.load(), 0u);
+  EXPECT_GT(s.srv.stats(1).accepted.load(), 0u);
+}
+
+TEST(net_engine_test, calls_before_send_and_on_tick) {
+  // Verifies the handler's per-pass and periodic hooks run on the core.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  echo_handler::counters n;
+  started s(test_options(), echo_factory(&n));
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(get("/hook")));
+  ASSERT_TRUE(c.read_response().has_value());
+  EXPECT_EQ(n.handled.load(), 1u);
+  EXPECT_GE(n.before_send.load(), 1u);
+  EXPECT_TRUE(testing::eventually([&] { return n.ticks.load() >= 2; }));
+}
+
+TEST(net_engine_test, fails_to_start_on_a_port_taken_without_reuseport) {
+  // Verifies start() reports a bind failure instead of running half-started.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  server_options o = test_options();
+  o.port = ntohs(a.sin_port);
+  server srv(o);
+  auto r = srv.start(echo_factory());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().find("cannot listen"), std::string::npos) << r.error();
+  ::close(fd);
+}
+
+TEST(net_engine_test, probe_reports_a_kernel_and_consistent_flags) {
+  // Verifies the probe fills the kernel release and never claims DEFER without SINGLE_ISSUER.
+  const features& f = probe_features();
+  EXPECT_FALSE(f.kernel.empty());
+  if (f.defer_taskrun) {
+    EXPECT_TRUE(f.single_issuer);
+  }
+  if (f.multishot_recv) {
+    EXPECT_TRUE(f.buf_ring);
+  }
+  if (!f.io_uring) {
+    EXPECT_NE(f.unusable_reason().find("io_uring"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::net
