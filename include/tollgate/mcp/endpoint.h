@@ -1,0 +1,121 @@
+// The MCP endpoint: JSON-RPC 2.0 + MCP dispatch over Streamable HTTP (`POST /mcp`) and stdio.
+//
+// The one header the app uses. Construction (at start-up, per core):
+//   envelope::cache env(identity);            // shared, immutable
+//   mcp::registry tools; tools.add(...); tools.finish();   // shared, immutable
+//   mcp::session_store sessions(idle_ns);     // only if sessions are on; shared, thread-safe
+//   mcp::endpoint ep(tools, env, options);    // one per core, shard-local
+// Per request (the app's http::handler for POST/GET/DELETE /mcp, after the key check):
+//   info = ep.handle_http(req, host, out, now_ns);
+// Before dispatch the app may answer with ep.render_unauthorized(...) or ep.render_rate_limited(...).
+// stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
+//
+// The request body must be followed by at least envelope_padding readable bytes (the engine's
+// receive buffers guarantee it): it is parsed in place, never copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tollgate/common/buffer.h"
+#include "tollgate/envelope/envelope.h"
+#include "tollgate/http/handler.h"
+#include "tollgate/http/request.h"
+#include "tollgate/mcp/host.h"
+#include "tollgate/mcp/tool.h"
+
+namespace tollgate::mcp {
+
+/// Readable bytes required after every body handed to the endpoint (= SIMDJSON_PADDING).
+inline constexpr size_t body_padding = 64;
+
+/// Legacy (pre-2026) sessions: minted at initialize, ended by DELETE, expired when idle.
+/// Thread-safe (one store shared by all cores; a mutex, taken only when sessions are on).
+class session_store {
+ public:
+  explicit session_store(int64_t idle_ns) : idle_ns_(idle_ns) {}
+  /// Mints a new session id (32 hex chars from getrandom) for `r`.
+  std::string mint(envelope::revision r, int64_t now_ns);
+  /// True (and refreshes its idle clock) when `id` is live.
+  bool touch(std::string_view id, int64_t now_ns);
+  /// Ends a session; false when it was unknown.
+  bool end(std::string_view id);
+  /// Drops sessions idle for longer than idle_ns. Call from on_tick.
+  void expire(int64_t now_ns);
+  size_t size();
+
+ private:
+  struct entry {
+    envelope::revision rev;
+    int64_t last_ns;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, entry> sessions_;
+  int64_t idle_ns_;
+};
+
+struct endpoint_options {
+  /// Origins allowed besides the loopback ones (exact match, e.g. "https://app.example.com").
+  std::vector<std::string> allowed_origins;
+  /// Allow http://localhost, http://127.0.0.1 and http://[::1] with any port.
+  bool allow_loopback_origins = true;
+  /// Sessions on when non-null (off by default: stateless).
+  session_store* sessions = nullptr;
+  /// Largest JSON body the parser accepts; larger → 413. The parser is sized for it up front.
+  size_t max_body_bytes = 256 * 1024;
+  /// Largest JSON-RPC batch (2025-03-26); larger → -32600.
+  size_t max_batch = 32;
+};
+
+/// One per core; shard-local (not thread-safe). Holds the core's reused simdjson parser and
+/// scratch buffers; the registry and envelope cache are shared read-only.
+class endpoint {
+ public:
+  endpoint(const registry& tools, const envelope::cache& env, endpoint_options opts = {});
+  ~endpoint();
+  endpoint(const endpoint&) = delete;
+  endpoint& operator=(const endpoint&) = delete;
+
+  /// Answers one request to /mcp (any HTTP method) with one complete HTTP response appended to
+  /// `out`. `now_ns` drives session idle expiry only.
+  http::response_info handle_http(const http::request& req, host& h, out_buffer& out,
+                                  int64_t now_ns = 0);
+
+  /// HTTP 401 (missing or invalid key): never an OAuth challenge.
+  http::response_info render_unauthorized(const http::request& req, out_buffer& out) const;
+  /// HTTP 429 for `req`: `Retry-After`, the host's header lines, and a JSON-RPC error (code 429,
+  /// data = the rate_limited object) echoing the request's id when the body parses, else null.
+  http::response_info render_rate_limited(const http::request& req, host& h, out_buffer& out,
+                                          int64_t retry_after_secs);
+
+  /// Answers one JSON-RPC message (stdio): appends the response body (no HTTP) to `out`, or
+  /// nothing for notifications and responses. `msg` must be followed by body_padding readable
+  /// bytes. `rev` is the revision assumed for the message (stdio negotiates at initialize).
+  void handle_message(std::string_view msg, host& h, out_buffer& out);
+
+  /// The revision a stdio session negotiated (initialize), default 2025-03-26.
+  envelope::revision stdio_revision() const noexcept { return stdio_rev_; }
+
+  const envelope::cache& envelopes() const noexcept { return env_; }
+
+  struct impl;
+
+ private:
+  const registry& tools_;
+  const envelope::cache& env_;
+  endpoint_options opts_;
+  envelope::revision stdio_rev_ = envelope::revision::v2025_03_26;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Runs the stdio transport: newline-delimited JSON-RPC read from `in_fd`, responses written to
+/// `out_fd` one per line. Returns 0 at EOF after flushing, 1 on an I/O error. Logs to stderr only.
+int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd);
+
+}  // namespace tollgate::mcp

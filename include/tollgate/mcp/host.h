@@ -1,0 +1,37 @@
+// The host: what the MCP endpoint asks of the application per request. Implemented by the app on
+// top of the quota core (and by fakes in tests). Called only from the core that handles the
+// request: implementations are shard-local per core (one host object per core or per request).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "tollgate/common/buffer.h"
+
+namespace tollgate::mcp {
+
+/// The outcome of admitting one billable tools/call.
+struct admission {
+  enum class kind : uint8_t { ok, suspended, quota_exceeded, rate_limited };
+  kind outcome = kind::ok;
+  int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited
+  int64_t quota_limit = -1;       ///< quota_exceeded
+  int64_t quota_used = -1;
+  int64_t quota_remaining = -1;
+};
+
+class host {
+ public:
+  virtual ~host() = default;
+  /// Appends this request's extra response header lines, each "Name: value\r\n" (X-RateLimit-*,
+  /// X-Quota-*, RateLimit-Policy, RateLimit). Called once per HTTP response, after admit() when
+  /// the request is a billable tools/call, so the figures match the tool error's.
+  virtual void write_headers(out_buffer& out) = 0;
+  /// Admits one call of billable tool `tool` (reserving a unit). rate_limited only on stdio
+  /// (HTTP rate limits are answered with a 429 before dispatch).
+  virtual admission admit(std::string_view tool) = 0;
+  /// Settles the last admitted call: billed only when `success`; a failed call gives its unit back.
+  virtual void settle(bool success) = 0;
+};
+
+}  // namespace tollgate::mcp

@@ -1,0 +1,1132 @@
+// JSON-RPC 2.0 + MCP dispatch (see endpoint.h).
+//
+// Each body is parsed in place with simdjson On Demand in two passes over one iteration:
+//   1. walk the whole document once: this validates every byte (malformed JSON anywhere is
+//      -32700, even in parts the method never looks at) and records each message's id and method
+//      as raw views into the body;
+//   2. rewind and look only at what the method needs (params._meta, name, arguments).
+// Replies are decided before anything is written, so the HTTP status and the host's header
+// lines (which follow admit()) precede the body, and the payload is written straight into the
+// response buffer.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "mcp/endpoint_impl.h"
+#include "tollgate/common/assert.h"
+#include "tollgate/common/json_out.h"
+
+namespace tollgate::mcp {
+
+namespace od = simdjson::ondemand;
+using envelope::revision;
+using envelope::rpc_error;
+using envelope::rpc_error_kind;
+
+namespace {
+
+constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  return s;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i];
+    char y = b[i];
+    if (x >= 'A' && x <= 'Z') {
+      x = static_cast<char>(x - 'A' + 'a');
+    }
+    if (y >= 'A' && y <= 'Z') {
+      y = static_cast<char>(y - 'A' + 'a');
+    }
+    if (x != y) {
+      return false;
+    }
+  }
+  return true;
+}
+
+method_id lookup_method(std::string_view m) {
+  if (m == "tools/call") return method_id::tools_call;
+  if (m == "tools/list") return method_id::tools_list;
+  if (m == "ping") return method_id::ping;
+  if (m == "initialize") return method_id::initialize;
+  if (m == "notifications/initialized") return method_id::initialized;
+  if (m == "notifications/cancelled") return method_id::cancelled;
+  if (m == "server/discover") return method_id::discover;
+  return method_id::unknown;
+}
+
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+bool json_number_ok(std::string_view s) {
+  size_t i = 0;
+  auto digits = [&] {
+    size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      ++i;
+    }
+    return i - from;
+  };
+  if (i < s.size() && s[i] == '-') {
+    ++i;
+  }
+  if (i < s.size() && s[i] == '0') {
+    ++i;
+  } else if (digits() == 0) {
+    return false;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (digits() == 0) {
+      return false;
+    }
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+      ++i;
+    }
+    if (digits() == 0) {
+      return false;
+    }
+  }
+  return i == s.size();
+}
+
+bool is_integer_token(std::string_view s) {
+  return s.find_first_of(".eE") == std::string_view::npos;
+}
+
+// Consumes `v` whole, validating it. Any error means the body is not valid JSON.
+simdjson::error_code walk(od::value v) {
+  od::json_type t;
+  auto err = v.type().get(t);
+  if (err) {
+    return err;
+  }
+  switch (t) {
+    case od::json_type::object: {
+      od::object o;
+      if ((err = v.get_object().get(o))) {
+        return err;
+      }
+      for (auto fr : o) {
+        od::field f;
+        if ((err = std::move(fr).get(f))) {
+          return err;
+        }
+        std::string_view key;
+        if ((err = f.unescaped_key().get(key))) {
+          return err;
+        }
+        if ((err = walk(f.value()))) {
+          return err;
+        }
+      }
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::array: {
+      od::array a;
+      if ((err = v.get_array().get(a))) {
+        return err;
+      }
+      for (auto er : a) {
+        od::value e;
+        if ((err = er.get(e))) {
+          return err;
+        }
+        if ((err = walk(e))) {
+          return err;
+        }
+      }
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::number:
+      // Checked against the JSON grammar rather than converted: integers beyond 64 bits are
+      // valid JSON (a tool argument may still reject them as out of range).
+      return json_number_ok(trim(v.raw_json_token())) ? simdjson::SUCCESS : simdjson::NUMBER_ERROR;
+    case od::json_type::string: {
+      std::string_view s;
+      return v.get_string().get(s);
+    }
+    case od::json_type::boolean: {
+      bool b;
+      return v.get_bool().get(b);
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      if ((err = v.is_null().get(is_null))) {
+        return err;
+      }
+      return is_null ? simdjson::SUCCESS : simdjson::TAPE_ERROR;
+    }
+  }
+  return simdjson::TAPE_ERROR;
+}
+
+// Pass 1 over one message object: validates it and fills `m`.
+simdjson::error_code scan_message(od::object o, message& m) {
+  simdjson::error_code err;
+  bool jsonrpc_ok = false;
+  for (auto fr : o) {
+    od::field f;
+    if ((err = std::move(fr).get(f))) {
+      return err;
+    }
+    std::string_view key;
+    if ((err = f.unescaped_key().get(key))) {
+      return err;
+    }
+    od::value v = f.value();
+    od::json_type t;
+    if ((err = v.type().get(t))) {
+      return err;
+    }
+    if (key == "jsonrpc") {
+      if (t == od::json_type::string) {
+        std::string_view s;
+        if ((err = v.get_string().get(s))) {
+          return err;
+        }
+        jsonrpc_ok = s == "2.0";
+        continue;
+      }
+      jsonrpc_ok = false;
+    } else if (key == "id") {
+      if (t == od::json_type::string || t == od::json_type::number) {
+        m.id = trim(v.raw_json_token());
+        m.has_id = true;
+        if ((err = walk(v))) {
+          return err;
+        }
+        continue;
+      }
+      m.has_id = true;
+      m.id = envelope::null_id;
+      m.invalid = true;
+      m.invalid_reason = "Invalid Request: id must be a string or a number.";
+    } else if (key == "method") {
+      if (t == od::json_type::string) {
+        std::string_view raw = trim(v.raw_json_token());
+        m.method = raw.substr(1, raw.size() - 2);
+        m.has_method = true;
+        if ((err = walk(v))) {
+          return err;
+        }
+        continue;
+      }
+      m.invalid = true;
+      m.invalid_reason = "Invalid Request: method must be a string.";
+    } else if (key == "params") {
+      m.has_params = true;
+      if (t != od::json_type::object && t != od::json_type::array) {
+        m.invalid = true;
+        m.invalid_reason = "Invalid Request: params must be an object.";
+      }
+    } else if (key == "result" || key == "error") {
+      m.has_result_or_error = true;
+    }
+    if ((err = walk(v))) {
+      return err;
+    }
+  }
+  if (!jsonrpc_ok && !m.invalid) {
+    m.invalid = true;
+    m.invalid_reason = "Invalid Request: jsonrpc must be \"2.0\".";
+  }
+  if (!m.invalid && !m.has_method && !(m.has_result_or_error && m.has_id)) {
+    m.invalid = true;
+    m.invalid_reason = "Invalid Request: the message has no method.";
+  }
+  if (m.has_method) {
+    m.mid = lookup_method(m.method);
+  }
+  return simdjson::SUCCESS;
+}
+
+// Unicode code points in UTF-8 `s` (simdjson has validated it).
+size_t code_points(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) {
+    n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }
+  return n;
+}
+
+bool origin_is_loopback(std::string_view o) {
+  for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
+    if (o.substr(0, scheme.size()) != scheme) {
+      continue;
+    }
+    std::string_view rest = o.substr(scheme.size());
+    for (std::string_view host : {std::string_view("localhost"), std::string_view("127.0.0.1"),
+                                  std::string_view("[::1]")}) {
+      if (rest.substr(0, host.size()) != host) {
+        continue;
+      }
+      std::string_view port = rest.substr(host.size());
+      if (port.empty()) {
+        return true;
+      }
+      if (port[0] != ':' || port.size() == 1 || port.size() > 6) {
+        continue;
+      }
+      bool digits = true;
+      for (char c : port.substr(1)) {
+        digits = digits && c >= '0' && c <= '9';
+      }
+      if (digits) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Accept must admit both application/json and text/event-stream (wildcards count).
+bool accept_ok(std::string_view accept) {
+  bool json = false;
+  bool sse = false;
+  while (!accept.empty()) {
+    size_t comma = accept.find(',');
+    std::string_view item = accept.substr(0, comma);
+    accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
+    item = trim(item.substr(0, item.find(';')));
+    if (iequals(item, "*/*")) {
+      json = sse = true;
+    } else if (iequals(item, "application/json") || iequals(item, "application/*")) {
+      json = true;
+    } else if (iequals(item, "text/event-stream") || iequals(item, "text/*")) {
+      sse = true;
+    }
+  }
+  return json && sse;
+}
+
+bool content_type_ok(std::string_view ct) {
+  return iequals(trim(ct.substr(0, ct.find(';'))), "application/json");
+}
+
+}  // namespace
+
+endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_options opts)
+    : tools_(tools), env_(env), opts_(std::move(opts)),
+      impl_(std::make_unique<impl>(opts_.max_body_bytes)) {
+  // Size everything for the largest body and batch now: the steady state allocates nothing.
+  TOLLGATE_CHECK(impl_->parser.allocate(opts_.max_body_bytes) == simdjson::SUCCESS);
+  impl_->batch.reserve(opts_.max_batch);
+  impl_->scratch.reserve(16 * 1024);
+}
+
+endpoint::~endpoint() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Deciding replies.
+
+namespace {
+
+struct dispatch_ctx {
+  const registry& tools;
+  const envelope::cache& env;
+  endpoint::impl& im;
+  revision rev;           // the transport's revision (header, or stdio's negotiated one)
+  const http_facts& http;
+  bool sessions_on;
+};
+
+reply error_reply(std::string_view id, rpc_error e, int status) {
+  reply r;
+  r.k = reply::kind::error;
+  r.id = id;
+  r.err = e;
+  r.status = status;
+  return r;
+}
+
+// Validates tools/call arguments into im.args. Returns false with `r` set to the -32602 reply.
+bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* args_value,
+                        std::string_view id, reply& r) {
+  const registry::rules& rules = c.tools.rules_of(c.tools.index_of(&t));
+  arguments& a = c.im.args;
+  for (size_t i = 0; i < t.args.size(); ++i) {
+    a.values[i].present = false;
+    a.values[i].has_value = false;
+    a.values[i].num_items = 0;
+  }
+  auto bad = [&](std::string_view arg, std::string_view rule) {
+    r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, arg, rule, 0}, 200);
+    return false;
+  };
+  if (args_value != nullptr) {
+    od::object o;
+    if (args_value->get_object().get(o)) {
+      return bad("arguments", "must be an object");
+    }
+    for (auto fr : o) {
+      od::field f;
+      std::string_view key;
+      if (std::move(fr).get(f) || f.unescaped_key().get(key)) {
+        return bad("arguments", "must be an object");
+      }
+      size_t idx = t.args.size();
+      for (size_t i = 0; i < t.args.size(); ++i) {
+        if (t.args[i].name == key) {
+          idx = i;
+          break;
+        }
+      }
+      if (idx == t.args.size()) {
+        return bad(key, rules.unknown);
+      }
+      const arg_spec& spec = t.args[idx];
+      arg_value& out = a.values[idx];
+      od::value v = f.value();
+      od::json_type jt;
+      if (v.type().get(jt)) {
+        return bad(spec.name, rules.type[idx]);
+      }
+      switch (spec.type) {
+        case arg_type::string:
+        case arg_type::enumeration: {
+          std::string_view s;
+          if (jt != od::json_type::string || v.get_string().get(s)) {
+            return bad(spec.name, rules.type[idx]);
+          }
+          if (spec.type == arg_type::enumeration) {
+            bool found = false;
+            for (const auto& choice : spec.choices) {
+              found = found || choice == s;
+            }
+            if (!found) {
+              return bad(spec.name, rules.range[idx]);
+            }
+          } else {
+            const auto n = static_cast<int64_t>(code_points(s));
+            if ((spec.has_min && n < spec.min) || (spec.has_max && n > spec.max)) {
+              return bad(spec.name, rules.range[idx]);
+            }
+          }
+          out.str = s;
+          break;
+        }
+        case arg_type::integer: {
+          if (jt != od::json_type::number) {
+            return bad(spec.name, rules.type[idx]);
+          }
+          int64_t n = 0;
+          const bool integral = is_integer_token(trim(v.raw_json_token()));
+          auto e = v.get_int64().get(n);
+          if (e && integral) {
+            return bad(spec.name, rules.range[idx].empty() ? rules.type[idx] : rules.range[idx]);
+          }
+          if (e) {
+            return bad(spec.name, rules.type[idx]);
+          }
+          if ((spec.has_min && n < spec.min) || (spec.has_max && n > spec.max)) {
+            return bad(spec.name, rules.range[idx]);
+          }
+          out.num = n;
+          break;
+        }
+        case arg_type::string_array: {
+          od::array arr;
+          if (jt != od::json_type::array || v.get_array().get(arr)) {
+            return bad(spec.name, rules.type[idx]);
+          }
+          size_t n = 0;
+          const int64_t cap = spec.has_max ? spec.max : static_cast<int64_t>(max_array_items);
+          for (auto er : arr) {
+            od::value ev;
+            std::string_view s;
+            od::json_type et;
+            if (er.get(ev) || ev.type().get(et) || et != od::json_type::string ||
+                ev.get_string().get(s)) {
+              return bad(spec.name, rules.type[idx]);
+            }
+            if (static_cast<int64_t>(n) >= cap) {
+              return bad(spec.name, rules.range[idx]);
+            }
+            out.items[n++] = s;
+          }
+          if (spec.has_min && static_cast<int64_t>(n) < spec.min) {
+            return bad(spec.name, rules.range[idx]);
+          }
+          out.num_items = static_cast<uint8_t>(n);
+          break;
+        }
+      }
+      out.present = true;
+      out.has_value = true;
+    }
+  }
+  for (size_t i = 0; i < t.args.size(); ++i) {
+    arg_value& v = a.values[i];
+    if (v.present) {
+      continue;
+    }
+    const arg_spec& spec = t.args[i];
+    if (spec.required) {
+      return bad(spec.name, "is required");
+    }
+    if (spec.has_default) {
+      v.has_value = true;
+      v.num = spec.default_int;
+      v.str = spec.default_string;
+    }
+  }
+  return true;
+}
+
+// Pass 2 for one request (m.has_id, m.has_method, valid): decides its reply. `o` is the message
+// object, positioned at its start.
+reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
+  const std::string_view id = m.id;
+  const bool modern = envelope::is_modern(c.rev);
+  reply r;
+  r.id = id;
+  r.rev = c.rev;
+
+  // Header/body agreement (2026-07-28 over HTTP): Mcp-Method must match the body's method.
+  if (modern && c.http.is_http) {
+    if (!c.http.has_mcp_method) {
+      return error_reply(id, rpc_error{rpc_error_kind::header_mismatch,
+                                       "Header mismatch: the Mcp-Method header is required.", {}, 0},
+                         400);
+    }
+    if (c.http.mcp_method != m.method) {
+      return error_reply(
+          id,
+          rpc_error{rpc_error_kind::header_mismatch,
+                    "Header mismatch: the Mcp-Method header does not match the method in the body.",
+                    {}, 0},
+          400);
+    }
+  }
+
+  // params: _meta protocol version (modern), then what the method needs.
+  od::object params;
+  bool have_params = false;
+  if (m.has_params && o != nullptr) {
+    od::value pv;
+    if (!o->find_field_unordered("params").get(pv) && !pv.get_object().get(params)) {
+      have_params = true;
+    }
+  }
+  if (modern && have_params) {
+    od::value meta;
+    if (!params.find_field_unordered("_meta").get(meta)) {
+      od::object mo;
+      od::value ver;
+      std::string_view v;
+      if (!meta.get_object().get(mo) && !mo.find_field_unordered(k_meta_version_key).get(ver) &&
+          !ver.get_string().get(v)) {
+        revision declared;
+        if (!envelope::parse_revision(v, declared)) {
+          return error_reply(id, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, 400);
+        }
+        if (declared != c.rev && c.http.is_http) {
+          return error_reply(
+              id,
+              rpc_error{rpc_error_kind::header_mismatch,
+                        "Header mismatch: the MCP-Protocol-Version header does not match "
+                        "io.modelcontextprotocol/protocolVersion in _meta.",
+                        {}, 0},
+              400);
+        }
+      }
+    }
+  }
+
+  switch (m.mid) {
+    case method_id::initialize: {
+      if (modern) {
+        break;  // 2026-07-28 has no handshake: method not found
+      }
+      revision negotiated = revision::v2025_11_25;  // latest handshake revision
+      if (have_params) {
+        od::value pv;
+        std::string_view v;
+        revision asked;
+        if (!params.find_field_unordered("protocolVersion").get(pv) && !pv.get_string().get(v) &&
+            envelope::parse_revision(v, asked) && !envelope::is_modern(asked)) {
+          negotiated = asked;
+        }
+      }
+      r.k = reply::kind::result;
+      r.result = c.env.initialize_result(negotiated);
+      r.rev = negotiated;
+      r.mint_session = c.sessions_on;
+      return r;
+    }
+    case method_id::ping:
+      r.k = reply::kind::result;
+      r.result = c.env.empty_result(c.rev);
+      return r;
+    case method_id::tools_list:
+      r.k = reply::kind::result;
+      r.result = c.tools.list_result(c.rev);
+      return r;
+    case method_id::discover:
+      r.k = reply::kind::result;
+      r.result = c.env.discover_result();
+      return r;
+    case method_id::tools_call: {
+      if (!have_params) {
+        return error_reply(id, rpc_error{rpc_error_kind::invalid_params, "params", "must be an object with name and arguments", 0}, 200);
+      }
+      od::value nv;
+      std::string_view name;
+      od::json_type nt;
+      if (params.find_field_unordered("name").get(nv) || nv.type().get(nt) ||
+          nt != od::json_type::string || nv.get_string().get(name)) {
+        return error_reply(id, rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0}, 200);
+      }
+      if (modern && c.http.is_http && (!c.http.has_mcp_name || c.http.mcp_name != name)) {
+        return error_reply(
+            id,
+            rpc_error{rpc_error_kind::header_mismatch,
+                      c.http.has_mcp_name
+                          ? "Header mismatch: the Mcp-Name header does not match params.name."
+                          : "Header mismatch: the Mcp-Name header is required for tools/call.",
+                      {}, 0},
+            400);
+      }
+      const tool_def* t = c.tools.find(name);
+      if (t == nullptr) {
+        return error_reply(id, rpc_error{rpc_error_kind::unknown_tool, name, {}, 0}, 200);
+      }
+      od::value av;
+      auto e = params.find_field_unordered("arguments").get(av);
+      bool args_null = false;
+      if (!e) {
+        bool is_null = false;
+        args_null = !av.is_null().get(is_null) && is_null;
+      }
+      if (!validate_arguments(c, *t, (e || args_null) ? nullptr : &av, id, r)) {
+        return r;
+      }
+      r.k = reply::kind::tool_call;
+      r.tool = t;
+      return r;
+    }
+    default:
+      break;
+  }
+  return error_reply(id, rpc_error{rpc_error_kind::method_not_found, {}, {}, 0}, modern ? 404 : 200);
+}
+
+// Admits a billable tool call; turns the reply into a tool error when refused.
+void prepare(reply& r, host& h) {
+  if (r.k != reply::kind::tool_call || !r.tool->billable) {
+    return;
+  }
+  admission a = h.admit(r.tool->name);
+  if (a.outcome == admission::kind::ok) {
+    r.admitted = true;
+    return;
+  }
+  r.k = reply::kind::tool_error;
+  envelope::tool_error& e = r.terr;
+  switch (a.outcome) {
+    case admission::kind::suspended: e = {envelope::tool_error_code::suspended, -1, -1, -1, -1}; break;
+    case admission::kind::quota_exceeded:
+      e = {envelope::tool_error_code::quota_exceeded, a.retry_after_secs, a.quota_limit,
+           a.quota_used, a.quota_remaining};
+      break;
+    default:
+      e = {envelope::tool_error_code::rate_limited, a.retry_after_secs < 1 ? 1 : a.retry_after_secs,
+           -1, -1, -1};
+      break;
+  }
+}
+
+// Writes the JSON-RPC body of a decided (and prepared) reply; runs the tool for a tool call.
+void write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
+  switch (r.k) {
+    case reply::kind::none: return;
+    case reply::kind::result: c.env.result_response(out, r.id, r.result); return;
+    case reply::kind::error: c.env.error_response(out, r.id, r.err); return;
+    case reply::kind::tool_error: c.env.tool_error_response(out, r.id, r.rev, r.terr); return;
+    case reply::kind::tool_call: {
+      const size_t mark = out.size();
+      c.env.success_prefix(out, r.id, r.rev);
+      json_out j(out, true);
+      call_context ctx{&h, r.rev};
+      tool_result res = r.tool->impl->call(c.im.args, j, ctx);
+      if (res.ok) {
+        c.env.success_suffix(out);
+      } else {
+        out.resize(mark);  // roll back whatever the tool wrote
+        c.env.tool_error_response(out, r.id, r.rev, res.error);
+      }
+      if (r.admitted) {
+        h.settle(res.ok);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Parsing one body: pass 1 for a single message or a batch.
+
+namespace {
+
+enum class body_shape : uint8_t { single, batch, not_json, too_large, not_request };
+
+struct parsed {
+  body_shape shape = body_shape::not_json;
+  message single;
+};
+
+parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
+  parsed p;
+  im.batch.clear();
+  auto err = im.parser.iterate(body.data(), body.size(), body.size() + body_padding).get(im.doc);
+  if (err == simdjson::CAPACITY) {
+    p.shape = body_shape::too_large;
+    return p;
+  }
+  if (err) {
+    return p;
+  }
+  od::json_type t;
+  if (im.doc.type().get(t)) {
+    return p;
+  }
+  if (t == od::json_type::object) {
+    od::object o;
+    if (im.doc.get_object().get(o) || scan_message(o, p.single)) {
+      return p;
+    }
+    p.shape = body_shape::single;
+  } else if (t == od::json_type::array) {
+    od::array a;
+    if (im.doc.get_array().get(a)) {
+      return p;
+    }
+    bool too_many = false;
+    for (auto er : a) {
+      od::value v;
+      od::json_type et;
+      if (er.get(v) || v.type().get(et)) {
+        return p;
+      }
+      message m;
+      if (et == od::json_type::object) {
+        od::object o;
+        if (v.get_object().get(o) || scan_message(o, m)) {
+          return p;
+        }
+      } else {
+        if (walk(v)) {
+          return p;
+        }
+        m.invalid = true;
+        m.invalid_reason = "Invalid Request: a batch element must be an object.";
+      }
+      if (im.batch.size() < max_batch) {
+        im.batch.push_back(m);
+      } else {
+        too_many = true;
+      }
+    }
+    p.shape = too_many || im.batch.empty() ? body_shape::not_request : body_shape::batch;
+  } else {
+    // A scalar document: valid JSON but not a request (or not JSON at all).
+    switch (t) {
+      case od::json_type::string: {
+        std::string_view s;
+        if (im.doc.get_string().get(s)) return p;
+        break;
+      }
+      case od::json_type::number: {
+        std::string_view tok;
+        if (im.doc.raw_json_token().get(tok) || !json_number_ok(trim(tok))) return p;
+        break;
+      }
+      case od::json_type::boolean: {
+        bool b;
+        if (im.doc.get_bool().get(b)) return p;
+        break;
+      }
+      default: {
+        bool n = false;
+        if (im.doc.is_null().get(n) || !n) return p;
+        break;
+      }
+    }
+    p.shape = body_shape::not_request;
+  }
+  const char* trailing = nullptr;
+  if (!im.doc.current_location().get(trailing)) {  // an error here means: at the end
+    p.shape = body_shape::not_json;
+  }
+  return p;
+}
+
+// The reply for a message pass 1 already classified (invalid / notification / response), or
+// kind::none with `needs_decide` when it is a request.
+bool classify(const message& m, reply& r) {
+  if (m.invalid) {
+    r = error_reply(m.has_id ? m.id : envelope::null_id,
+                    rpc_error{rpc_error_kind::invalid_request, m.invalid_reason, {}, 0}, 400);
+    return true;
+  }
+  if (!m.has_method || !m.has_id) {
+    r = reply{};  // a response or a notification: no reply
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// HTTP transport.
+
+namespace {
+
+http::response_info transport_error(const envelope::cache& env, host& h, out_buffer& out,
+                                    int status, std::string_view message, bool close,
+                                    std::string_view extra = {}) {
+  env.head(out, status, close);
+  out.append(extra);
+  h.write_headers(out);
+  envelope::body_mark bm = env.body_start(out);
+  env.error_response(out, envelope::null_id, rpc_error{rpc_error_kind::invalid_request, message, {}, 0});
+  env.body_end(out, bm);
+  return {status, close};
+}
+
+}  // namespace
+
+http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
+                                          int64_t now_ns) {
+  const bool close = !req.keep_alive;
+  impl& im = *impl_;
+
+  // Origin: DNS-rebinding protection, before anything else.
+  if (req.has_header("Origin")) {
+    std::string_view origin = trim(req.header_value("Origin"));
+    bool ok = opts_.allow_loopback_origins && origin_is_loopback(origin);
+    for (const auto& allowed : opts_.allowed_origins) {
+      ok = ok || allowed == origin;
+    }
+    if (!ok) {
+      return transport_error(env_, h, out, 403, "Forbidden: this Origin is not allowed.", close);
+    }
+  }
+
+  if (req.method != "POST") {
+    if (req.method == "DELETE" && opts_.sessions != nullptr) {
+      std::string_view sid = trim(req.header_value("Mcp-Session-Id"));
+      if (sid.empty()) {
+        return transport_error(env_, h, out, 400,
+                               "Bad Request: DELETE needs an Mcp-Session-Id header.", close);
+      }
+      if (!opts_.sessions->end(sid)) {
+        return transport_error(env_, h, out, 404,
+                               "Session not found: it has ended or expired; start a new one with "
+                               "initialize.",
+                               close);
+      }
+      h.write_headers(im.scratch);  // headers are per response: write them via a bodiless reply
+      env_.empty_response(out, 204, im.scratch.view(), close);
+      im.scratch.clear();
+      return {204, close};
+    }
+    return transport_error(env_, h, out, 405,
+                           "Method Not Allowed: this server offers no server-initiated stream; "
+                           "send JSON-RPC messages with POST.",
+                           close, "Allow: POST\r\n");
+  }
+
+  if (!accept_ok(req.header_value("Accept"))) {
+    return transport_error(env_, h, out, 406,
+                           "Not Acceptable: the client must accept both application/json and "
+                           "text/event-stream.",
+                           close);
+  }
+  if (!content_type_ok(req.header_value("Content-Type"))) {
+    return transport_error(env_, h, out, 415,
+                           "Unsupported Media Type: the body must be application/json.", close);
+  }
+
+  revision rev = revision::v2025_03_26;
+  if (req.has_header("MCP-Protocol-Version")) {
+    std::string_view v = trim(req.header_value("MCP-Protocol-Version"));
+    if (!envelope::parse_revision(v, rev)) {
+      env_.head(out, 400, close);
+      h.write_headers(out);
+      envelope::body_mark bm = env_.body_start(out);
+      env_.error_response(out, envelope::null_id,
+                          rpc_error{rpc_error_kind::unsupported_version, v, {}, 0});
+      env_.body_end(out, bm);
+      return {400, close};
+    }
+  }
+
+  if (req.body.size() > opts_.max_body_bytes) {
+    return transport_error(env_, h, out, 413, "Content Too Large: the request body is too large.",
+                           close);
+  }
+
+  http_facts facts;
+  facts.is_http = true;
+  facts.has_mcp_method = req.has_header("Mcp-Method");
+  facts.mcp_method = trim(req.header_value("Mcp-Method"));
+  facts.has_mcp_name = req.has_header("Mcp-Name");
+  facts.mcp_name = trim(req.header_value("Mcp-Name"));
+  dispatch_ctx c{tools_, env_, im, rev, facts, opts_.sessions != nullptr};
+
+  parsed p = parse_body(im, req.body, opts_.max_batch);
+  auto whole_error = [&](int status, rpc_error e, std::string_view id) {
+    env_.head(out, status, close);
+    h.write_headers(out);
+    envelope::body_mark bm = env_.body_start(out);
+    env_.error_response(out, id, e);
+    env_.body_end(out, bm);
+    return http::response_info{status, close};
+  };
+  switch (p.shape) {
+    case body_shape::too_large:
+      return transport_error(env_, h, out, 413, "Content Too Large: the request body is too large.",
+                             close);
+    case body_shape::not_json:
+      return whole_error(400, rpc_error{rpc_error_kind::parse_error, {}, {}, 0}, envelope::null_id);
+    case body_shape::not_request:
+      return whole_error(400, rpc_error{rpc_error_kind::invalid_request, {}, {}, 0},
+                         envelope::null_id);
+    case body_shape::batch:
+      if (rev != revision::v2025_03_26) {
+        return whole_error(400,
+                           rpc_error{rpc_error_kind::invalid_request,
+                                     "Invalid Request: batches are only accepted under protocol "
+                                     "revision 2025-03-26.",
+                                     {}, 0},
+                           envelope::null_id);
+      }
+      break;
+    case body_shape::single:
+      break;
+  }
+
+  // Sessions (legacy revisions): every request but initialize must name a live session.
+  // Returns 0, or the status of the error response it wrote.
+  auto session_gate = [&](bool is_initialize) -> int {
+    if (opts_.sessions == nullptr || is_initialize || envelope::is_modern(rev)) {
+      return 0;
+    }
+    std::string_view sid = trim(req.header_value("Mcp-Session-Id"));
+    if (sid.empty()) {
+      return transport_error(env_, h, out, 400,
+                             "Bad Request: the Mcp-Session-Id header is required after initialize.",
+                             close)
+          .status;
+    }
+    if (!opts_.sessions->touch(sid, now_ns)) {
+      return transport_error(env_, h, out, 404,
+                             "Session not found: it has ended or expired; start a new one with "
+                             "initialize.",
+                             close)
+          .status;
+    }
+    return 0;
+  };
+
+  if (p.shape == body_shape::single) {
+    const message& m = p.single;
+    reply r;
+    if (int st = session_gate(m.mid == method_id::initialize); st != 0) {
+      return {st, close};
+    }
+    if (!classify(m, r)) {
+      im.doc.rewind();
+      od::object o;
+      if (im.doc.get_object().get(o)) {
+        return whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, m.id);
+      }
+      r = decide(c, m, &o);
+    }
+    if (r.k == reply::kind::none) {
+      h.write_headers(im.scratch);
+      env_.empty_response(out, 202, im.scratch.view(), close);
+      im.scratch.clear();
+      return {202, close};
+    }
+    prepare(r, h);
+    env_.head(out, r.status, close);
+    if (r.mint_session) {
+      im.session_header = "Mcp-Session-Id: " + opts_.sessions->mint(r.rev, now_ns) + "\r\n";
+      out.append(im.session_header);
+    }
+    h.write_headers(out);
+    envelope::body_mark bm = env_.body_start(out);
+    write_body(c, r, h, out);
+    env_.body_end(out, bm);
+    return {r.status, close};
+  }
+
+  // Batch (2025-03-26): an array in, an array out; only notifications/responses → 202.
+  bool any_initialize = false;
+  for (const message& m : im.batch) {
+    any_initialize = any_initialize || m.mid == method_id::initialize;
+  }
+  if (int st = session_gate(any_initialize); st != 0) {
+    return {st, close};
+  }
+  im.doc.rewind();
+  od::array arr;
+  if (im.doc.get_array().get(arr)) {
+    return whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, envelope::null_id);
+  }
+  out_buffer& body = im.scratch;
+  body.clear();
+  body.push_back('[');
+  size_t i = 0;
+  size_t written = 0;
+  bool minted = false;
+  for (auto er : arr) {
+    if (i >= im.batch.size()) {
+      break;
+    }
+    const message& m = im.batch[i++];
+    reply r;
+    if (!classify(m, r)) {
+      od::value v;
+      od::object o;
+      if (er.get(v) || v.get_object().get(o)) {
+        r = error_reply(m.id, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, 200);
+      } else {
+        r = decide(c, m, &o);
+      }
+    }
+    if (r.k == reply::kind::none) {
+      continue;
+    }
+    if (r.mint_session && !minted) {
+      im.session_header = "Mcp-Session-Id: " + opts_.sessions->mint(r.rev, now_ns) + "\r\n";
+      minted = true;
+    }
+    if (written++ != 0) {
+      body.push_back(',');
+    }
+    prepare(r, h);
+    write_body(c, r, h, body);
+  }
+  body.push_back(']');
+  if (written == 0) {
+    body.clear();
+    h.write_headers(body);
+    env_.empty_response(out, 202, body.view(), close);
+    body.clear();
+    return {202, close};
+  }
+  env_.head(out, 200, close);
+  if (minted) {
+    out.append(im.session_header);
+  }
+  h.write_headers(out);
+  envelope::body_mark bm = env_.body_start(out);
+  out.append(body.view());
+  env_.body_end(out, bm);
+  body.clear();
+  return {200, close};
+}
+
+http::response_info endpoint::render_unauthorized(const http::request& req,
+                                                  out_buffer& out) const {
+  const bool close = !req.keep_alive;
+  env_.unauthorized(out, close);
+  return {401, close};
+}
+
+http::response_info endpoint::render_rate_limited(const http::request& req, host& h,
+                                                  out_buffer& out, int64_t retry_after_secs) {
+  const bool close = !req.keep_alive;
+  if (retry_after_secs < 1) {
+    retry_after_secs = 1;
+  }
+  std::string_view id = envelope::null_id;
+  if (req.body.size() <= opts_.max_body_bytes) {
+    parsed p = parse_body(*impl_, req.body, opts_.max_batch);
+    if (p.shape == body_shape::single && p.single.has_id && !p.single.invalid) {
+      id = p.single.id;
+    }
+  }
+  env_.head(out, 429, close);
+  out.append("Retry-After: ");
+  fmt::format_int f(retry_after_secs);
+  out.append(f.data(), f.size());
+  out.append("\r\n");
+  h.write_headers(out);
+  envelope::body_mark bm = env_.body_start(out);
+  env_.error_response(out, id, rpc_error{rpc_error_kind::rate_limited, {}, {}, retry_after_secs});
+  env_.body_end(out, bm);
+  return {429, close};
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdio messages.
+
+void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
+  impl& im = *impl_;
+  http_facts facts;  // not HTTP: no header checks
+  dispatch_ctx c{tools_, env_, im, stdio_rev_, facts, false};
+  if (msg.size() > opts_.max_body_bytes) {
+    env_.error_response(out, envelope::null_id,
+                        rpc_error{rpc_error_kind::invalid_request,
+                                  "Invalid Request: the message is too large.", {}, 0});
+    return;
+  }
+  parsed p = parse_body(im, msg, opts_.max_batch);
+  switch (p.shape) {
+    case body_shape::too_large:
+      env_.error_response(out, envelope::null_id,
+                          rpc_error{rpc_error_kind::invalid_request,
+                                    "Invalid Request: the message is too large.", {}, 0});
+      return;
+    case body_shape::not_json:
+      env_.error_response(out, envelope::null_id, rpc_error{rpc_error_kind::parse_error, {}, {}, 0});
+      return;
+    case body_shape::not_request:
+    case body_shape::batch:  // stdio is newline-delimited single messages
+      env_.error_response(out, envelope::null_id,
+                          rpc_error{rpc_error_kind::invalid_request, {}, {}, 0});
+      return;
+    case body_shape::single:
+      break;
+  }
+  const message& m = p.single;
+  reply r;
+  if (!classify(m, r)) {
+    im.doc.rewind();
+    od::object o;
+    if (im.doc.get_object().get(o)) {
+      env_.error_response(out, m.id, rpc_error{rpc_error_kind::internal_error, {}, {}, 0});
+      return;
+    }
+    r = decide(c, m, &o);
+    if (m.mid == method_id::initialize && r.k == reply::kind::result) {
+      stdio_rev_ = r.rev;
+    }
+  }
+  prepare(r, h);
+  write_body(c, r, h, out);
+}
+
+}  // namespace tollgate::mcp

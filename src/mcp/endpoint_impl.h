@@ -1,0 +1,77 @@
+// Private parts of mcp::endpoint: the per-core parser, scratch space and the message model.
+#pragma once
+
+#include <simdjson.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/envelope/envelope.h"
+#include "tollgate/mcp/endpoint.h"
+
+namespace tollgate::mcp {
+
+static_assert(body_padding == simdjson::SIMDJSON_PADDING);
+
+enum class method_id : uint8_t {
+  unknown,
+  initialize,
+  initialized,
+  ping,
+  tools_list,
+  tools_call,
+  discover,
+  cancelled,
+};
+
+/// What pass 1 learned about one message object (views point into the request body).
+struct message {
+  bool has_id = false;
+  bool has_method = false;
+  bool has_params = false;
+  bool has_result_or_error = false;
+  bool invalid = false;              ///< not a JSON-RPC request/notification/response
+  std::string_view invalid_reason;   ///< message for -32600
+  std::string_view id = envelope::null_id;  ///< raw JSON token
+  std::string_view method;           ///< raw contents between the quotes
+  method_id mid = method_id::unknown;
+};
+
+/// The reply decided for one message before anything is written.
+struct reply {
+  enum class kind : uint8_t { none, result, error, tool_call, tool_error };
+  kind k = kind::none;
+  int status = 200;
+  std::string_view id = envelope::null_id;
+  envelope::revision rev = envelope::revision::v2025_03_26;
+  std::string_view result;        ///< kind::result: pre-rendered result JSON
+  envelope::rpc_error err;        ///< kind::error
+  envelope::tool_error terr;      ///< kind::tool_error
+  const tool_def* tool = nullptr; ///< kind::tool_call
+  bool admitted = false;          ///< a billable call admitted through the host (settle owed)
+  bool mint_session = false;      ///< initialize with sessions on
+};
+
+/// Per-request HTTP facts the dispatcher checks (2026-07-28 header/body agreement).
+struct http_facts {
+  bool is_http = false;
+  std::string_view mcp_method;    ///< Mcp-Method header (empty if absent)
+  std::string_view mcp_name;      ///< Mcp-Name header
+  bool has_mcp_method = false;
+  bool has_mcp_name = false;
+};
+
+struct endpoint::impl {
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  std::vector<message> batch;
+  std::vector<reply> replies;
+  arguments args;
+  out_buffer scratch;
+  std::string session_header;  ///< "Mcp-Session-Id: ...\r\n" for a minted session
+
+  explicit impl(size_t max_capacity) : parser(max_capacity) {}
+};
+
+}  // namespace tollgate::mcp

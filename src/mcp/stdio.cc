@@ -1,0 +1,93 @@
+// stdio transport: newline-delimited JSON-RPC on a pair of file descriptors (see endpoint.h).
+// Reads into one buffer that always keeps body_padding spare bytes after its contents, so each
+// line parses in place; responses go out one per line, flushed once per read.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tollgate/common/log.h"
+#include "tollgate/mcp/endpoint.h"
+
+namespace tollgate::mcp {
+namespace {
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd) {
+  out_buffer in(64 * 1024);
+  out_buffer out(64 * 1024);
+  size_t start = 0;  // first byte of the current (incomplete) line
+  bool eof = false;
+  while (!eof) {
+    // Keep room for a read plus the padding simdjson may read past a line's end.
+    char* dst = in.prepare(16 * 1024 + body_padding);
+    ssize_t n = ::read(in_fd, dst, 16 * 1024);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      log_error("stdio: read failed: {}", std::strerror(errno));
+      return 1;
+    }
+    if (n == 0) {
+      eof = true;
+      // A last line without its newline still counts.
+      if (in.size() > start) {
+        in.push_back('\n');
+      }
+    } else {
+      in.commit(static_cast<size_t>(n));
+    }
+    in.reserve(in.size() + body_padding);  // padding after the last line
+    size_t scan = start;
+    for (;;) {
+      const char* base = in.data();
+      const void* nl = std::memchr(base + scan, '\n', in.size() - scan);
+      if (nl == nullptr) {
+        break;
+      }
+      const size_t end = static_cast<size_t>(static_cast<const char*>(nl) - base);
+      std::string_view line(base + start, end - start);
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+        line.remove_suffix(1);
+      }
+      if (!line.empty()) {
+        const size_t before = out.size();
+        ep.handle_message(line, h, out);
+        if (out.size() != before) {
+          out.push_back('\n');
+        }
+      }
+      start = scan = end + 1;
+    }
+    if (!out.empty()) {
+      if (!write_all(out_fd, out.data(), out.size())) {
+        log_error("stdio: write failed: {}", std::strerror(errno));
+        return 1;
+      }
+      out.clear();
+    }
+    // Move the incomplete tail to the front.
+    in.consume(start);
+    start = 0;
+  }
+  return 0;
+}
+
+}  // namespace tollgate::mcp

@@ -1,0 +1,664 @@
+// MCP endpoint tests over HTTP: every method per revision, every transport rule (status,
+// headers, body), batches, schema validation, tool errors, sessions, 401/429, allocations.
+#include "tollgate/mcp/endpoint.h"
+
+#include <gtest/gtest.h>
+
+#include "mcp/mcp_fixture.h"
+#include "support/alloc_counter.h"
+#include "tollgate/envelope/reference.h"
+
+namespace tollgate::mcp {
+namespace {
+
+using namespace test_support;
+using envelope::revision;
+
+class endpoint_test : public ::testing::Test {
+ protected:
+  std::shared_ptr<fake_search> search = std::make_shared<fake_search>();
+  registry tools = make_registry(search);
+  envelope::cache env{envelope::server_identity{}};
+  endpoint ep{tools, env};
+  fake_host h;
+  out_buffer out;
+
+  http_reply post(const std::string& body) {
+    http_case c;
+    c.body = body;
+    return run(ep, h, c, out);
+  }
+  http_reply post(http_case c) { return run(ep, h, c, out); }
+  static http_case modern(const std::string& method, const std::string& body) {
+    http_case c;
+    c.body = body;
+    c.set("MCP-Protocol-Version", "2026-07-28").set("Mcp-Method", method);
+    return c;
+  }
+  static std::string call(const std::string& args, const std::string& id = "7",
+                          const std::string& name = "search_stories") {
+    return R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":"tools/call","params":{"name":")" + name +
+           R"(","arguments":)" + args + "}}";
+  }
+};
+
+// ---- initialize, ping, tools/list, discover ----
+
+TEST_F(endpoint_test, initialize_answers_with_the_requested_supported_revision) {
+  // Verifies initialize echoes each supported handshake revision and mints no session when off.
+  for (const char* v : {"2025-03-26", "2025-06-18", "2025-11-25"}) {
+    auto r = post(std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":")") + v +
+                  R"(","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+    ASSERT_EQ(r.status, 200);
+    json_doc d(r.body);
+    ASSERT_TRUE(d.ok);
+    EXPECT_EQ(d.str("/result/protocolVersion"), v);
+    EXPECT_EQ(d.str("/result/serverInfo/name"), "tollgate");
+    EXPECT_TRUE(d.has("/result/capabilities/tools"));
+    EXPECT_EQ(r.header("Mcp-Session-Id"), "");
+    EXPECT_EQ(r.header("X-Quota-Limit"), "1000");
+  }
+}
+
+TEST_F(endpoint_test, initialize_with_unknown_revision_answers_latest_handshake_revision) {
+  // Verifies an unsupported (or handshake-less 2026-07-28) requested version gets 2025-11-25.
+  for (const char* v : {"2024-11-05", "2099-01-01", "2026-07-28"}) {
+    auto r = post(std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":")") + v + R"("}})");
+    json_doc d(r.body);
+    EXPECT_EQ(d.str("/result/protocolVersion"), "2025-11-25") << v;
+  }
+}
+
+TEST_F(endpoint_test, initialized_notification_is_202_without_body) {
+  // Verifies notifications get 202 with an empty body (and the host's headers).
+  auto r = post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  EXPECT_EQ(r.status, 202);
+  EXPECT_EQ(r.body, "");
+  EXPECT_EQ(r.header("Content-Type"), "");
+  EXPECT_EQ(r.header("X-Quota-Used"), "10");
+  r = post(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}})");
+  EXPECT_EQ(r.status, 202);
+}
+
+TEST_F(endpoint_test, responses_from_the_client_are_202) {
+  // Verifies a JSON-RPC response posted by the client is acknowledged with 202 and no body.
+  auto r = post(R"({"jsonrpc":"2.0","id":5,"result":{}})");
+  EXPECT_EQ(r.status, 202);
+  EXPECT_EQ(r.body, "");
+}
+
+TEST_F(endpoint_test, ping_per_revision) {
+  // Verifies ping returns {} for legacy revisions and {"resultType":"complete"} for 2026-07-28.
+  auto r = post(R"({"jsonrpc":"2.0","id":"p","method":"ping"})");
+  EXPECT_EQ(r.body, R"({"jsonrpc":"2.0","id":"p","result":{}})");
+  r = post(modern("ping", R"({"jsonrpc":"2.0","id":"p","method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, R"({"jsonrpc":"2.0","id":"p","result":{"resultType":"complete"}})");
+}
+
+TEST_F(endpoint_test, tools_list_renders_schema_without_output_schema) {
+  // Verifies tools/list carries name, title, description and inputSchema (types, bounds,
+  // defaults, enum, required, additionalProperties false) and never outputSchema.
+  auto r = post(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})");
+  ASSERT_EQ(r.status, 200);
+  json_doc d(r.body);
+  ASSERT_TRUE(d.ok);
+  EXPECT_EQ(d.str("/result/tools/0/name"), "search_stories");
+  EXPECT_EQ(d.str("/result/tools/0/title"), "Search stories");
+  EXPECT_EQ(d.str("/result/tools/0/inputSchema/type"), "object");
+  EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/query/minLength"), 1);
+  EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/query/maxLength"), 500);
+  EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/limit/maximum"), 50);
+  EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/limit/default"), 10);
+  EXPECT_EQ(d.str("/result/tools/0/inputSchema/properties/sort/enum/1"), "date");
+  EXPECT_EQ(d.str("/result/tools/0/inputSchema/properties/tags/items/type"), "string");
+  EXPECT_EQ(d.raw("/result/tools/0/inputSchema/required"), R"(["query"])");
+  EXPECT_EQ(d.raw("/result/tools/0/inputSchema/additionalProperties"), "false");
+  EXPECT_EQ(d.str("/result/tools/1/name"), "get_usage");
+  EXPECT_EQ(r.body.find("outputSchema"), std::string::npos);
+  EXPECT_FALSE(d.has("/result/resultType"));
+}
+
+TEST_F(endpoint_test, tools_list_modern_has_result_type) {
+  // Verifies tools/list under 2026-07-28 carries resultType complete.
+  auto r = post(modern("tools/list", R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  ASSERT_EQ(r.status, 200);
+  json_doc d(r.body);
+  EXPECT_EQ(d.str("/result/resultType"), "complete");
+  EXPECT_EQ(d.str("/result/tools/0/name"), "search_stories");
+}
+
+TEST_F(endpoint_test, server_discover_lists_versions_and_identity) {
+  // Verifies server/discover answers with resultType, supportedVersions, capabilities,
+  // serverInfo and cache hints.
+  auto r = post(modern("server/discover", R"({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  ASSERT_EQ(r.status, 200);
+  json_doc d(r.body);
+  EXPECT_EQ(d.str("/result/resultType"), "complete");
+  EXPECT_EQ(d.str("/result/supportedVersions/0"), "2026-07-28");
+  EXPECT_EQ(d.str("/result/serverInfo/name"), "tollgate");
+  EXPECT_TRUE(d.has("/result/ttlMs"));
+  EXPECT_EQ(d.str("/result/cacheScope"), "public");
+}
+
+// ---- tools/call ----
+
+TEST_F(endpoint_test, tools_call_success_equals_reference_envelope) {
+  // Verifies a successful call: HTTP 200, host headers, text = REST payload escaped once (equal
+  // to the reference renderer), isError false, admitted once and settled as a success.
+  auto r = post(call(R"({"query":"rust \"async\"\n","tags":["a","b"]})"));
+  ASSERT_EQ(r.status, 200);
+  std::string raw_payload =
+      R"({"total":1,"stories":[{"id":"s1","title":"rust \"async\"\n","limit":10,"sort":"relevance","tags":["a","b"]}]})";
+  EXPECT_EQ(r.body, envelope::reference::success("7", revision::v2025_03_26, raw_payload));
+  EXPECT_EQ(r.header("X-Quota-Remaining"), "990");
+  EXPECT_EQ(h.admits, 1);
+  EXPECT_EQ(h.settled_ok, 1);
+  EXPECT_EQ(h.settled_failed, 0);
+}
+
+TEST_F(endpoint_test, tools_call_modern_success_has_result_type) {
+  // Verifies a 2026-07-28 call with matching Mcp-Method/Mcp-Name succeeds with resultType.
+  auto c = modern("tools/call", R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
+  c.set("Mcp-Name", "search_stories");
+  auto r = post(c);
+  ASSERT_EQ(r.status, 200);
+  json_doc d(r.body);
+  EXPECT_EQ(d.str("/result/resultType"), "complete");
+  EXPECT_EQ(d.raw("/result/isError"), "false");
+}
+
+TEST_F(endpoint_test, tool_failing_after_writing_is_rolled_back) {
+  // Verifies a tool that wrote part of its payload and then failed yields only the tool error
+  // (nothing of the partial payload) and gives the unit back (settle false).
+  auto r = post(call(R"({"query":"fail-after-write"})"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, envelope::reference::tool_error_response(
+                        "7", revision::v2025_03_26,
+                        {envelope::tool_error_code::unavailable, -1, -1, -1, -1}));
+  EXPECT_EQ(h.settled_failed, 1);
+  EXPECT_EQ(h.settled_ok, 0);
+}
+
+TEST_F(endpoint_test, unavailable_tool_error) {
+  // Verifies a tool reporting no shard answered gives the unavailable tool error, not a result.
+  auto r = post(call(R"({"query":"outage"})"));
+  json_doc d(r.body);
+  EXPECT_EQ(d.raw("/result/isError"), "true");
+  json_doc text(d.str("/result/content/0/text"));
+  EXPECT_EQ(text.str("/code"), "unavailable");
+}
+
+TEST_F(endpoint_test, suspended_account_is_a_tool_error_and_tool_does_not_run) {
+  // Verifies admit → suspended yields the suspended tool error, HTTP 200, no tool run, no settle.
+  h.next.outcome = admission::kind::suspended;
+  auto r = post(call(R"({"query":"x"})"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, envelope::reference::tool_error_response(
+                        "7", revision::v2025_03_26,
+                        {envelope::tool_error_code::suspended, -1, -1, -1, -1}));
+  EXPECT_EQ(search->calls, 0);
+  EXPECT_EQ(h.settled_ok + h.settled_failed, 0);
+}
+
+TEST_F(endpoint_test, quota_exceeded_headers_carry_the_same_numbers) {
+  // Verifies quota_exceeded: tool error with retry_after_secs and quota figures, and the
+  // response headers carry the same figures (admit happens before headers are written).
+  h.next = admission{admission::kind::quota_exceeded, 394200, 1000, 1000, 0};
+  auto r = post(call(R"({"query":"x"})"));
+  ASSERT_EQ(r.status, 200);
+  json_doc d(r.body);
+  json_doc text(d.str("/result/content/0/text"));
+  EXPECT_EQ(text.str("/code"), "quota_exceeded");
+  EXPECT_EQ(text.num("/retry_after_secs"), 394200);
+  EXPECT_EQ(std::to_string(text.num("/quota_limit")), r.header("X-Quota-Limit"));
+  EXPECT_EQ(std::to_string(text.num("/quota_used")), r.header("X-Quota-Used"));
+  EXPECT_EQ(std::to_string(text.num("/quota_remaining")), r.header("X-Quota-Remaining"));
+  EXPECT_EQ(search->calls, 0);
+}
+
+TEST_F(endpoint_test, non_billable_tool_is_never_admitted) {
+  // Verifies get_usage (billable=false) runs without admit/settle.
+  auto r = post(call("{}", "1", "get_usage"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(h.admits, 0);
+  EXPECT_EQ(h.settled_ok, 0);
+  EXPECT_EQ(r.body, envelope::reference::success("1", revision::v2025_03_26, R"({"used":1})"));
+}
+
+TEST_F(endpoint_test, unknown_tool_is_32602_with_name) {
+  // Verifies an unknown tool is -32602 "Unknown tool: NAME" over HTTP 200, not billed.
+  auto r = post(call("{}", "4", "nope"));
+  ASSERT_EQ(r.status, 200);
+  json_doc d(r.body);
+  EXPECT_EQ(d.num("/error/code"), -32602);
+  EXPECT_EQ(d.str("/error/message"), "Unknown tool: nope");
+  EXPECT_EQ(d.num("/id"), 4);
+  EXPECT_EQ(h.admits, 0);
+}
+
+struct schema_case {
+  std::string args;
+  const char* argument;
+  const char* rule_fragment;
+};
+
+TEST_F(endpoint_test, schema_violations_are_32602_naming_argument_and_rule) {
+  // Verifies missing, wrong type, out of range, unknown, bad enum and bad array arguments each
+  // give -32602 with data.argument and data.rule, and the tool never runs.
+  const schema_case cases[] = {
+      {"{}", "query", "is required"},
+      {R"({"limit":5})", "query", "is required"},
+      {R"({"query":5})", "query", "must be a string"},
+      {R"({"query":""})", "query", "between 1 and 500"},
+      {std::string(R"({"query":")") + std::string(501, 'q') + "\"}", "query", "between 1 and 500"},
+      {R"({"query":"x","limit":"5"})", "limit", "must be an integer"},
+      {R"({"query":"x","limit":2.5})", "limit", "must be an integer"},
+      {R"({"query":"x","limit":51})", "limit", "between 1 and 50"},
+      {R"({"query":"x","limit":0})", "limit", "between 1 and 50"},
+      {R"({"query":"x","limit":99999999999999999999})", "limit", "between 1 and 50"},
+      {R"({"query":"x","sort":"random"})", "sort", "one of"},
+      {R"({"query":"x","tags":"a"})", "tags", "array of strings"},
+      {R"({"query":"x","tags":["a",1]})", "tags", "array of strings"},
+      {R"({"query":"x","tags":["1","2","3","4","5","6","7","8","9"]})", "tags", "at most 8"},
+      {R"({"query":"x","colour":"red"})", "colour", "not an argument"},
+      {R"([1])", "arguments", "must be an object"},
+  };
+  for (const auto& sc : cases) {
+    const std::string& args = sc.args;
+    auto r = post(call(args));
+    ASSERT_EQ(r.status, 200) << args;
+    json_doc d(r.body);
+    ASSERT_TRUE(d.ok) << r.body;
+    EXPECT_EQ(d.num("/error/code"), -32602) << args;
+    EXPECT_EQ(d.str("/error/data/argument"), sc.argument) << args;
+    EXPECT_NE(d.str("/error/data/rule").find(sc.rule_fragment), std::string::npos)
+        << args << " → " << d.str("/error/data/rule");
+  }
+  EXPECT_EQ(search->calls, 0);
+  EXPECT_EQ(h.admits, 0);
+}
+
+TEST_F(endpoint_test, query_length_counts_characters_not_bytes) {
+  // Verifies string length bounds count Unicode characters: 500 × "é" (1000 bytes) is valid.
+  std::string q;
+  for (int i = 0; i < 500; ++i) q += "\xc3\xa9";
+  auto r = post(call(R"({"query":")" + q + "\"}"));
+  json_doc d(r.body);
+  EXPECT_EQ(d.raw("/result/isError"), "false") << r.body.substr(0, 200);
+}
+
+TEST_F(endpoint_test, string_ids_are_echoed_raw) {
+  // Verifies the id is copied exactly as sent, escapes included.
+  auto r = post(R"({"jsonrpc":"2.0","id":"a\"b\u00e9","method":"ping"})");
+  EXPECT_EQ(r.body, R"({"jsonrpc":"2.0","id":"a\"b\u00e9","result":{}})");
+  r = post(R"({"jsonrpc":"2.0","id":  -12 ,"method":"ping"})");
+  EXPECT_EQ(r.body, R"({"jsonrpc":"2.0","id":-12,"result":{}})");
+}
+
+// ---- JSON-RPC errors ----
+
+TEST_F(endpoint_test, unknown_method_is_32601_http_200_legacy_404_modern) {
+  // Verifies -32601 is HTTP 200 for legacy revisions and HTTP 404 under 2026-07-28 (where
+  // initialize itself is unknown).
+  auto r = post(R"({"jsonrpc":"2.0","id":1,"method":"resources/list"})");
+  EXPECT_EQ(r.status, 200);
+  json_doc d(r.body);
+  EXPECT_EQ(d.num("/error/code"), -32601);
+  r = post(modern("resources/list", R"({"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  EXPECT_EQ(r.status, 404);
+  json_doc d2(r.body);
+  EXPECT_EQ(d2.num("/error/code"), -32601);
+  r = post(modern("initialize", R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}})"));
+  EXPECT_EQ(r.status, 404);
+}
+
+TEST_F(endpoint_test, malformed_json_is_32700_http_400_id_null) {
+  // Verifies malformed JSON anywhere (including inside params the method never reads, and
+  // trailing bytes) is -32700 with HTTP 400 and id null.
+  for (const char* body :
+       {"{", "not json", R"({"jsonrpc":"2.0","id":1,"method":"ping")",
+        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":[1,2,}})",
+        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":tru}})",
+        R"({"jsonrpc":"2.0","id":1,"method":"ping"} x)", R"({"jsonrpc":"2.0","id":1,"method":"p\q"})",
+        ""}) {
+    auto r = post(std::string(body));
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(r.body, envelope::reference::error_response(
+                          "null", {envelope::rpc_error_kind::parse_error, {}, {}, 0}))
+        << body;
+  }
+}
+
+TEST_F(endpoint_test, non_requests_are_32600_http_400) {
+  // Verifies valid JSON that is not a JSON-RPC request gets -32600 with HTTP 400.
+  for (const char* body :
+       {"5", "\"x\"", "null", R"({"jsonrpc":"1.0","id":1,"method":"ping"})",
+        R"({"id":1,"method":"ping"})", R"({"jsonrpc":"2.0","id":1})",
+        R"({"jsonrpc":"2.0","id":{},"method":"ping"})", R"({"jsonrpc":"2.0","id":1,"method":3})",
+        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":"x"})", "[]"}) {
+    auto r = post(std::string(body));
+    EXPECT_EQ(r.status, 400) << body;
+    json_doc d(r.body);
+    EXPECT_EQ(d.num("/error/code"), -32600) << body;
+  }
+}
+
+// ---- batches ----
+
+TEST_F(endpoint_test, batch_array_in_array_out_for_2025_03_26) {
+  // Verifies a batch answers each request in order, skips notifications, and reports invalid
+  // elements individually.
+  auto r = post(R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},)"
+                R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"q"}}},3])");
+  ASSERT_EQ(r.status, 200);
+  json_doc d(r.body);
+  ASSERT_TRUE(d.ok) << r.body;
+  EXPECT_EQ(d.num("/0/id"), 1);
+  EXPECT_EQ(d.num("/1/id"), 2);
+  EXPECT_EQ(d.raw("/1/result/isError"), "false");
+  EXPECT_EQ(d.num("/2/error/code"), -32600);
+  EXPECT_FALSE(d.has("/3"));
+  EXPECT_EQ(h.settled_ok, 1);
+}
+
+TEST_F(endpoint_test, batch_of_notifications_is_202) {
+  // Verifies a batch of only notifications and responses gets 202 with no body.
+  auto r = post(R"([{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":3,"result":{}}])");
+  EXPECT_EQ(r.status, 202);
+  EXPECT_EQ(r.body, "");
+}
+
+TEST_F(endpoint_test, batch_refused_after_2025_03_26) {
+  // Verifies batches under 2025-06-18 and later are -32600 with HTTP 400.
+  http_case c;
+  c.body = R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])";
+  c.set("MCP-Protocol-Version", "2025-06-18");
+  auto r = post(c);
+  EXPECT_EQ(r.status, 400);
+  json_doc d(r.body);
+  EXPECT_EQ(d.num("/error/code"), -32600);
+}
+
+// ---- transport rules ----
+
+TEST_F(endpoint_test, accept_must_list_json_and_event_stream) {
+  // Verifies Accept without both media types (or absent) is 406; wildcards count.
+  for (const char* accept : {"application/json", "text/event-stream", "text/html"}) {
+    http_case c;
+    c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+    c.set("Accept", accept);
+    EXPECT_EQ(post(c).status, 406) << accept;
+  }
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  c.drop("Accept");
+  EXPECT_EQ(post(c).status, 406);
+  c.set("Accept", "text/event-stream;q=0.9, APPLICATION/JSON");
+  EXPECT_EQ(post(c).status, 200);
+  c.set("Accept", "*/*");
+  EXPECT_EQ(post(c).status, 200);
+}
+
+TEST_F(endpoint_test, content_type_must_be_json) {
+  // Verifies a non-JSON Content-Type is 415 and a charset parameter is fine.
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  c.set("Content-Type", "text/plain");
+  EXPECT_EQ(post(c).status, 415);
+  c.drop("Content-Type");
+  EXPECT_EQ(post(c).status, 415);
+  c.set("Content-Type", "application/json; charset=utf-8");
+  EXPECT_EQ(post(c).status, 200);
+}
+
+TEST_F(endpoint_test, get_and_delete_are_405_allow_post_when_stateless) {
+  // Verifies GET and DELETE /mcp answer 405 with Allow: POST while sessions are off.
+  for (const char* m : {"GET", "DELETE", "PUT"}) {
+    http_case c;
+    c.method = m;
+    auto r = post(c);
+    EXPECT_EQ(r.status, 405) << m;
+    EXPECT_EQ(r.header("Allow"), "POST");
+  }
+}
+
+TEST_F(endpoint_test, foreign_origin_is_403_loopback_allowed) {
+  // Verifies a present, non-allowed Origin is 403 while loopback origins (any port) pass.
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  for (const char* o : {"http://evil.example", "http://localhost.evil.example", "null",
+                        "http://127.0.0.1:80x", "http://localhost:"}) {
+    c.set("Origin", o);
+    EXPECT_EQ(post(c).status, 403) << o;
+  }
+  for (const char* o : {"http://localhost", "http://localhost:6274", "http://127.0.0.1:8080",
+                        "http://[::1]:3000", "https://localhost"}) {
+    c.set("Origin", o);
+    EXPECT_EQ(post(c).status, 200) << o;
+  }
+}
+
+TEST(endpoint_options_test, configured_origin_is_allowed) {
+  // Verifies an origin on the configured allow-list passes and loopback can be switched off.
+  auto search = std::make_shared<fake_search>();
+  registry tools = make_registry(search);
+  envelope::cache env{envelope::server_identity{}};
+  endpoint_options o;
+  o.allowed_origins = {"https://app.example.com"};
+  o.allow_loopback_origins = false;
+  endpoint ep(tools, env, o);
+  fake_host h;
+  out_buffer out;
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  c.set("Origin", "https://app.example.com");
+  EXPECT_EQ(run(ep, h, c, out).status, 200);
+  c.set("Origin", "http://localhost:3000");
+  EXPECT_EQ(run(ep, h, c, out).status, 403);
+}
+
+TEST_F(endpoint_test, unsupported_protocol_version_header_is_400) {
+  // Verifies an unsupported MCP-Protocol-Version is HTTP 400 with -32022 listing the supported
+  // revisions; an absent header means 2025-03-26 (batches accepted).
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  c.set("MCP-Protocol-Version", "2024-11-05");
+  auto r = post(c);
+  EXPECT_EQ(r.status, 400);
+  json_doc d(r.body);
+  EXPECT_EQ(d.num("/error/code"), -32022);
+  EXPECT_EQ(d.str("/error/data/requested"), "2024-11-05");
+  EXPECT_EQ(d.raw("/error/data/supported"), envelope::reference::supported_versions());
+}
+
+TEST_F(endpoint_test, body_too_large_is_413) {
+  // Verifies a body over max_body_bytes is 413.
+  auto r = post(call(R"({"query":")" + std::string(300 * 1024, 'a') + "\"}"));
+  EXPECT_EQ(r.status, 413);
+}
+
+TEST_F(endpoint_test, connection_close_is_echoed) {
+  // Verifies a request that does not keep the connection alive gets Connection: close.
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  c.keep_alive = false;
+  auto r = post(c);
+  EXPECT_TRUE(r.close);
+  EXPECT_EQ(r.header("Connection"), "close");
+}
+
+// ---- 2026-07-28 header/body agreement ----
+
+TEST_F(endpoint_test, modern_mcp_method_mismatch_is_32020) {
+  // Verifies Mcp-Method absent or different from the body's method is -32020 with HTTP 400.
+  auto c = modern("tools/list", R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
+  auto r = post(c);
+  EXPECT_EQ(r.status, 400);
+  json_doc d(r.body);
+  EXPECT_EQ(d.num("/error/code"), -32020);
+  EXPECT_EQ(d.num("/id"), 1);
+  c.drop("Mcp-Method");
+  r = post(c);
+  EXPECT_EQ(r.status, 400);
+}
+
+TEST_F(endpoint_test, modern_mcp_name_mismatch_is_32020) {
+  // Verifies Mcp-Name absent or different from params.name on tools/call is -32020, unbilled.
+  auto c = modern("tools/call", R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
+  auto r = post(c);
+  EXPECT_EQ(r.status, 400);
+  c.set("Mcp-Name", "get_usage");
+  r = post(c);
+  EXPECT_EQ(r.status, 400);
+  json_doc d(r.body);
+  EXPECT_EQ(d.num("/error/code"), -32020);
+  EXPECT_EQ(h.admits, 0);
+}
+
+TEST_F(endpoint_test, modern_meta_version_unsupported_is_32022) {
+  // Verifies an unsupported _meta protocol version is -32022 (HTTP 400) with the supported
+  // list, and a supported one that differs from the header is -32020.
+  auto r = post(modern("ping", R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}})"));
+  EXPECT_EQ(r.status, 400);
+  json_doc d(r.body);
+  EXPECT_EQ(d.num("/error/code"), -32022);
+  EXPECT_EQ(d.str("/error/data/requested"), "2027-01-01");
+  EXPECT_EQ(d.str("/error/data/supported/3"), "2026-07-28");
+  r = post(modern("ping", R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}})"));
+  EXPECT_EQ(r.status, 400);
+  json_doc d2(r.body);
+  EXPECT_EQ(d2.num("/error/code"), -32020);
+}
+
+// ---- sessions ----
+
+TEST(endpoint_session_test, sessions_minted_required_ended_and_expired) {
+  // Verifies with sessions on: initialize mints Mcp-Session-Id; a later request without one is
+  // 400, with an unknown one 404, with the minted one 200; DELETE ends it (then 404); idle
+  // sessions expire.
+  auto search = std::make_shared<fake_search>();
+  registry tools = make_registry(search);
+  envelope::cache env{envelope::server_identity{}};
+  session_store store(1'000'000'000);
+  endpoint_options o;
+  o.sessions = &store;
+  endpoint ep(tools, env, o);
+  fake_host h;
+  out_buffer out;
+  http_case init;
+  init.body = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})";
+  auto r = run(ep, h, init, out, 0);
+  ASSERT_EQ(r.status, 200);
+  std::string sid = r.header("Mcp-Session-Id");
+  ASSERT_EQ(sid.size(), 32u);
+
+  http_case ping;
+  ping.body = R"({"jsonrpc":"2.0","id":2,"method":"ping"})";
+  EXPECT_EQ(run(ep, h, ping, out, 10).status, 400);
+  ping.set("Mcp-Session-Id", "ffffffffffffffffffffffffffffffff");
+  EXPECT_EQ(run(ep, h, ping, out, 10).status, 404);
+  ping.set("Mcp-Session-Id", sid);
+  EXPECT_EQ(run(ep, h, ping, out, 10).status, 200);
+
+  http_case del;
+  del.method = "DELETE";
+  del.set("Mcp-Session-Id", sid);
+  EXPECT_EQ(run(ep, h, del, out, 20).status, 204);
+  EXPECT_EQ(run(ep, h, ping, out, 30).status, 404);
+  EXPECT_EQ(run(ep, h, del, out, 30).status, 404);
+
+  auto r2 = run(ep, h, init, out, 100);
+  std::string sid2 = r2.header("Mcp-Session-Id");
+  EXPECT_EQ(store.size(), 1u);
+  store.expire(100 + 500'000'000);
+  EXPECT_EQ(store.size(), 1u);
+  store.expire(100 + 1'000'000'001);
+  EXPECT_EQ(store.size(), 0u);
+  ping.set("Mcp-Session-Id", sid2);
+  EXPECT_EQ(run(ep, h, ping, out, 2'000'000'000).status, 404);
+}
+
+// ---- 401 / 429 entry points ----
+
+TEST_F(endpoint_test, render_unauthorized_is_bearer_realm_without_envelope) {
+  // Verifies the 401 entry point: WWW-Authenticate Bearer realm, invalid_key body, no JSON-RPC.
+  http::request req;
+  out.clear();
+  auto info = ep.render_unauthorized(req, out);
+  EXPECT_EQ(info.status, 401);
+  EXPECT_EQ(out.view(), envelope::reference::unauthorized(false));
+  EXPECT_EQ(out.view().find("jsonrpc"), std::string_view::npos);
+}
+
+TEST_F(endpoint_test, render_rate_limited_echoes_id_when_body_parses) {
+  // Verifies the 429 entry point: Retry-After, host headers, JSON-RPC error code 429 with the
+  // rate_limited data, id echoed when the body parses and null otherwise.
+  std::string body = R"({"jsonrpc":"2.0","id":"r1","method":"tools/list"})";
+  std::string padded = body + std::string(64, ' ');
+  http::request req;
+  req.body = std::string_view(padded.data(), body.size());
+  out.clear();
+  auto info = ep.render_rate_limited(req, h, out, 3);
+  EXPECT_EQ(info.status, 429);
+  std::string expect_body = envelope::reference::error_response(
+      "\"r1\"", {envelope::rpc_error_kind::rate_limited, {}, {}, 3});
+  std::string extra = "Retry-After: 3\r\nX-Quota-Limit: 1000\r\nX-Quota-Used: 10\r\nX-Quota-Remaining: 990\r\n";
+  EXPECT_EQ(out.view(), envelope::reference::http(429, false, extra, expect_body));
+
+  std::string bad = "{oops" + std::string(64, ' ');
+  req.body = std::string_view(bad.data(), 5);
+  out.clear();
+  (void)ep.render_rate_limited(req, h, out, 0);
+  EXPECT_NE(out.view().find(R"({"jsonrpc":"2.0","id":null,"error":{"code":429)"), std::string_view::npos);
+  EXPECT_NE(out.view().find("Retry-After: 1\r\n"), std::string_view::npos);
+}
+
+// ---- allocations ----
+
+TEST_F(endpoint_test, tools_call_allocates_nothing_after_warm_up) {
+  // Verifies decode + dispatch + tool + envelope of a tools/call (and a -32602 and a tool
+  // error) make zero allocations once buffers are warm.
+  std::string ok_body = call(R"({"query":"rust","limit":5,"tags":["a","b"]})");
+  std::string bad_body = call(R"({"query":"rust","limit":500})");
+  std::string err_body = call(R"({"query":"outage"})");
+  std::vector<std::string> padded;
+  std::vector<http::request> reqs;
+  for (const auto& b : {ok_body, bad_body, err_body}) {
+    padded.push_back(b + std::string(64, ' '));
+  }
+  for (size_t i = 0; i < padded.size(); ++i) {
+    http::request req;
+    req.method = "POST";
+    req.path = "/mcp";
+    req.headers[0] = {"Accept", "application/json, text/event-stream"};
+    req.headers[1] = {"Content-Type", "application/json"};
+    req.num_headers = 2;
+    req.body = std::string_view(padded[i].data(), padded[i].size() - 64);
+    reqs.push_back(req);
+  }
+  struct quiet_host : host {
+    void write_headers(out_buffer& o) override { o.append("X-Quota-Used: 1\r\n"); }
+    admission admit(std::string_view) override { return {}; }
+    void settle(bool) override {}
+  } qh;
+  out_buffer o(64 * 1024);
+  for (int warm = 0; warm < 3; ++warm) {
+    for (auto& req : reqs) {
+      o.clear();
+      (void)ep.handle_http(req, qh, o);
+    }
+  }
+  test::alloc_scope scope;
+  for (int i = 0; i < 200; ++i) {
+    for (auto& req : reqs) {
+      o.clear();
+      (void)ep.handle_http(req, qh, o);
+    }
+  }
+  EXPECT_EQ(scope.count(), 0u);
+  EXPECT_NE(o.view().find("unavailable"), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace tollgate::mcp
