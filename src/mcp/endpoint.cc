@@ -754,8 +754,8 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
         break;
       }
       case od::json_type::number: {
-        std::string_view tok;
-        if (im.doc.raw_json_token().get(tok) || !json_number_ok(trim(tok))) return p;
+        double d;  // (consumes the token; any valid JSON number converts to a double)
+        if (im.doc.get_double().get(d)) return p;
         break;
       }
       case od::json_type::boolean: {
