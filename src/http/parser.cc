@@ -500,16 +500,19 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
     out.query = out.target.substr(qmark + 1);
   }
 
-  if (st.have_te) {
-    return parse_chunked(buf, len, head_len, lim, out);
-  }
-  if (len - head_len < st.content_length) {
-    return need_more(true);
-  }
-  out.body = std::string_view(buf + head_len, st.content_length);
   parse_result r;
-  r.status = parse_status::complete;
-  r.consumed = head_len + st.content_length;
+  if (st.have_te) {
+    r = parse_chunked(buf, len, head_len, lim, out);
+  } else if (len - head_len < st.content_length) {
+    r = need_more(true);
+  } else {
+    out.body = std::string_view(buf + head_len, st.content_length);
+    r.status = parse_status::complete;
+    r.consumed = head_len + st.content_length;
+  }
+  if (r.status != parse_status::error) {
+    r.head_bytes = head_len;
+  }
   return r;
 }
 

@@ -160,11 +160,15 @@ pending_response begin_response(out_buffer& out, const response_head& head) {
   p.length_slot = reserve_content_length(out);
   append_raw(out, k_crlf);
   p.body_start = out.size();
+  p.omit_body = head.omit_body;
   return p;
 }
 
 void end_response(out_buffer& out, const pending_response& p) noexcept {
   patch_content_length(out, p.length_slot, out.size() - p.body_start);
+  if (p.omit_body) {
+    out.resize(p.body_start);  // shrinking never allocates
+  }
 }
 
 void write_response(out_buffer& out, const response_head& head, std::string_view body) {
@@ -175,7 +179,9 @@ void write_response(out_buffer& out, const response_head& head, std::string_view
   }
   write_header(out, "Content-Length", static_cast<uint64_t>(body.size()));
   append_raw(out, k_crlf);
-  append_raw(out, body);
+  if (!head.omit_body) {
+    append_raw(out, body);
+  }
 }
 
 void write_simple_response(out_buffer& out, int status, std::string_view content_type,

@@ -270,6 +270,24 @@ TEST(http_parser_test, expect_continue_reports_head_complete_before_body) {
   EXPECT_TRUE(req.expect_continue);
 }
 
+TEST(http_parser_test, head_bytes_tells_the_size_still_needed) {
+  // Verifies head_bytes on a partial body lets the engine size its buffer for the whole request,
+  // and matches the head on completion, including skipped leading empty lines.
+  const std::string head = "\r\nPOST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n";
+  std::vector<char> storage;
+  request req;
+  parse_result r = parse_copy(head + "abc", limits{}, req, storage);
+  ASSERT_EQ(r.status, parse_status::incomplete);
+  EXPECT_TRUE(r.head_complete);
+  EXPECT_EQ(r.head_bytes, head.size());
+  EXPECT_EQ(r.head_bytes + req.content_length, head.size() + 10);
+  r = parse_copy(head + "0123456789", limits{}, req, storage);
+  ASSERT_EQ(r.status, parse_status::complete);
+  EXPECT_EQ(r.head_bytes, head.size());
+  r = parse_copy("GET / HTTP/1.1\r\nHo", limits{}, req, storage);
+  EXPECT_EQ(r.head_bytes, 0u);
+}
+
 TEST(http_parser_test, expect_continue_ignored_for_http10) {
   // Verifies RFC 9110 §10.1.1: a server ignores 100-continue from an HTTP/1.0 client.
   std::vector<char> storage;

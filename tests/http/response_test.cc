@@ -96,6 +96,22 @@ TEST(http_response_test, patched_length_matches_body_written_afterwards) {
   EXPECT_EQ(req.body, body);
 }
 
+TEST(http_response_test, head_request_gets_length_but_no_body) {
+  // Verifies a HEAD answer keeps the GET body's Content-Length and sends no body bytes, for
+  // both the exact and the patched framing.
+  char wire[] = "HEAD /healthz HTTP/1.1\r\nHost: h\r\n\r\n";
+  request req;
+  ASSERT_EQ(parse_request(wire, sizeof wire - 1, limits{}, req).status, parse_status::complete);
+  out_buffer b;
+  write_response(b, head_for(req, 200), "ok\n");
+  EXPECT_EQ(b.view(), "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n");
+  b.clear();
+  const pending_response p = begin_response(b, head_for(req, 200));
+  b.append("ok\n");
+  end_response(b, p);
+  EXPECT_EQ(b.view(), "HTTP/1.1 200 OK\r\nContent-Length:         3\r\n\r\n");
+}
+
 TEST(http_response_test, patch_survives_buffer_growth) {
   // Verifies the reserved slot is an offset, so growing the buffer while writing the body
   // does not invalidate it.

@@ -32,6 +32,10 @@ struct parse_result {
   size_t consumed = 0;   ///< complete: bytes this request occupied in buf
   errc error = errc::ok; ///< error: the reason
   bool head_complete = false;  ///< incomplete: the head was parsed, the body is still arriving
+  /// complete, or incomplete with head_complete: bytes of the head (request line, fields and
+  /// the empty line, plus any empty lines skipped before it). With content_length this tells
+  /// how many bytes the whole request needs: head_bytes + content_length (not for chunked).
+  size_t head_bytes = 0;
 };
 
 parse_result parse_request(char* buf, size_t len, const limits& lim, request& out) noexcept;

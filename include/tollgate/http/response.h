@@ -59,15 +59,20 @@ struct response_head {
   /// Adds "Connection: keep-alive" (answering an HTTP/1.0 keep-alive request, which otherwise
   /// assumes the server closes). Ignored when close is set.
   bool keep_alive_http10 = false;
+  /// Answering HEAD: the head carries the body's Content-Length but the body is not sent
+  /// (write_response skips it; end_response truncates what was appended).
+  bool omit_body = false;
 };
 
 /// The fields of response_head that follow from a parsed request: close when the client did
-/// not ask to keep the connection, keep_alive_http10 for an HTTP/1.0 keep-alive client.
+/// not ask to keep the connection, keep_alive_http10 for an HTTP/1.0 keep-alive client,
+/// omit_body for HEAD.
 inline response_head head_for(const request& req, int status) noexcept {
   response_head h;
   h.status = status;
   h.close = !req.keep_alive;
   h.keep_alive_http10 = req.keep_alive && req.version_minor == 0;
+  h.omit_body = req.method == "HEAD";
   return h;
 }
 
@@ -75,11 +80,13 @@ inline response_head head_for(const request& req, int status) noexcept {
 struct pending_response {
   size_t length_slot = 0;  ///< offset of the Content-Length value
   size_t body_start = 0;   ///< offset of the first body byte
+  bool omit_body = false;  ///< from response_head::omit_body
 };
 
 /// Writes the status line and headers (with a patchable Content-Length) and the blank line.
 pending_response begin_response(out_buffer& out, const response_head& head);
-/// Sets Content-Length to the bytes appended since begin_response().
+/// Sets Content-Length to the bytes appended since begin_response() (then drops them when the
+/// head said omit_body).
 void end_response(out_buffer& out, const pending_response& p) noexcept;
 
 /// Writes a complete response with `body`. 1xx, 204 and 304 get neither Content-Length nor
