@@ -1,0 +1,127 @@
+// stdio transport tests: newline-delimited JSON-RPC through real file descriptors.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "mcp/mcp_fixture.h"
+#include "tollgate/mcp/endpoint.h"
+
+namespace tollgate::mcp {
+namespace {
+
+using namespace test_support;
+
+// Feeds `input` through run_stdio and returns (exit code, output lines).
+std::pair<int, std::vector<std::string>> run_lines(endpoint& ep, host& h, const std::string& input) {
+  int in[2];
+  EXPECT_EQ(pipe(in), 0);
+  EXPECT_EQ(write(in[1], input.data(), input.size()), static_cast<ssize_t>(input.size()));
+  close(in[1]);
+  FILE* out = tmpfile();
+  int rc = run_stdio(ep, h, in[0], fileno(out));
+  close(in[0]);
+  std::string all;
+  lseek(fileno(out), 0, SEEK_SET);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fileno(out), buf, sizeof buf)) > 0) {
+    all.append(buf, static_cast<size_t>(n));
+  }
+  fclose(out);
+  std::vector<std::string> lines;
+  std::istringstream ss(all);
+  std::string line;
+  while (std::getline(ss, line)) {
+    lines.push_back(line);
+  }
+  EXPECT_TRUE(all.empty() || all.back() == '\n');
+  return {rc, lines};
+}
+
+class stdio_test : public ::testing::Test {
+ protected:
+  std::shared_ptr<fake_search> search = std::make_shared<fake_search>();
+  registry tools = make_registry(search);
+  envelope::cache env{envelope::server_identity{}};
+  endpoint ep{tools, env};
+  fake_host h;
+};
+
+TEST_F(stdio_test, answers_each_line_and_exits_zero_at_eof) {
+  // Verifies initialize negotiation, ping, a silent notification, a malformed line (-32700), a
+  // CRLF line and a final line without newline, with exit code 0 at EOF.
+  std::string input =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"ping"})"
+      "\r\n"
+      "{broken\n"
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/list"})";
+  auto [rc, lines] = run_lines(ep, h, input);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), 4u);
+  json_doc init(lines[0]);
+  EXPECT_EQ(init.str("/result/protocolVersion"), "2025-06-18");
+  EXPECT_EQ(lines[1], R"({"jsonrpc":"2.0","id":2,"result":{}})");
+  json_doc bad(lines[2]);
+  EXPECT_EQ(bad.num("/error/code"), -32700);
+  EXPECT_TRUE(bad.is_null("/id"));
+  json_doc list(lines[3]);
+  EXPECT_EQ(list.str("/result/tools/0/name"), "search_stories");
+  EXPECT_EQ(ep.stdio_revision(), envelope::revision::v2025_06_18);
+}
+
+TEST_F(stdio_test, rate_limit_is_a_rate_limited_tool_error) {
+  // Verifies a stdio rate-limit breach comes back as the rate_limited tool error with
+  // retry_after_secs (stdio cannot carry a status), and the tool does not run.
+  h.next = admission{admission::kind::rate_limited, 2, -1, -1, -1};
+  auto [rc, lines] = run_lines(
+      ep, h,
+      R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"}}})"
+      "\n");
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), 1u);
+  json_doc d(lines[0]);
+  EXPECT_EQ(d.raw("/result/isError"), "true");
+  json_doc text(d.str("/result/content/0/text"));
+  EXPECT_EQ(text.str("/code"), "rate_limited");
+  EXPECT_EQ(text.num("/retry_after_secs"), 2);
+  EXPECT_EQ(search->calls, 0);
+}
+
+TEST_F(stdio_test, successful_call_and_schema_error) {
+  // Verifies tools/call success and -32602 over stdio, and that large inputs spanning reads work.
+  std::string big(40000, 'z');
+  std::string input =
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"a"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"a","limit":0}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":")" + big + "\"}}\n";
+  auto [rc, lines] = run_lines(ep, h, input);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), 3u);
+  json_doc ok(lines[0]);
+  EXPECT_EQ(ok.raw("/result/isError"), "false");
+  json_doc bad(lines[1]);
+  EXPECT_EQ(bad.num("/error/code"), -32602);
+  EXPECT_EQ(bad.str("/error/data/argument"), "limit");
+  EXPECT_EQ(lines[2], R"({"jsonrpc":"2.0","id":3,"result":{}})");
+  EXPECT_EQ(h.settled_ok, 1);
+}
+
+TEST_F(stdio_test, empty_input_exits_zero_with_no_output) {
+  // Verifies immediate EOF flushes nothing and returns 0.
+  auto [rc, lines] = run_lines(ep, h, "");
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(lines.empty());
+}
+
+}  // namespace
+}  // namespace tollgate::mcp
