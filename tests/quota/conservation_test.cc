@@ -1,0 +1,130 @@
+// Conservation under threads: N shards on N threads spend many keys' budgets and one hot key's
+// at once; for stop keys the admitted-and-billed total must equal each budget exactly.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "quota/test_util.h"
+
+namespace tollgate::quota {
+namespace {
+
+using test::kSec;
+using test::temp_dir;
+using test::utc_ns;
+
+TEST(quota_conservation_test, threads_spend_each_stop_budget_exactly) {
+  // Verifies sum of billed successes == monthly_quota for 40 keys and one hot key, with 4
+  // threads, random failures (refunds), and reconciliation/persist/reload racing the spenders.
+  constexpr int kThreads = 4;
+  constexpr int kKeys = 40;
+  temp_dir d;
+  plan_map plans;
+  plans["small"] = test::make_plan("small", 1e9, 1000000000, 300, overage_policy::stop);
+  plans["hot"] = test::make_plan("hot", 1e9, 1000000000, 20000, overage_policy::stop);
+  std::vector<created_key> keys;
+  for (int i = 0; i < kKeys; ++i) {
+    keys.push_back(test::add_key(d.path(), "acct" + std::to_string(i % 7), "small", plans));
+  }
+  keys.push_back(test::add_key(d.path(), "hotacct", "hot", plans));
+  auto o = test::options(d.path(), kThreads);
+  o.plans = plans;
+  o.reconcile_ms = 5;
+  o.reload_ms = 20;
+  const int64_t t0 = utc_ns(2026, 12, 2, 12);
+  auto svc = test::open_service(o, t0);
+  ASSERT_NE(svc, nullptr);
+
+  std::vector<std::vector<int64_t>> billed(kThreads, std::vector<int64_t>(keys.size(), 0));
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&, th] {
+      core_shard& s = svc->shard(th);
+      std::mt19937 rng(static_cast<unsigned>(th + 1));
+      std::vector<bool> done(keys.size(), false);
+      size_t remaining = keys.size();
+      int64_t now = t0;
+      uint64_t n = 0;
+      while (remaining > 0) {
+        // Half the attempts go to the hot key.
+        size_t ki = (rng() & 1) ? keys.size() - 1 : rng() % keys.size();
+        if (done[ki]) {
+          ki = 0;
+          while (ki < keys.size() && done[ki]) {
+            ++ki;
+          }
+        }
+        const key_record* r = s.authenticate(keys[ki].secret);
+        ASSERT_NE(r, nullptr);
+        figures f;
+        ticket t;
+        if (s.admit(*r, now, f, t) != admit_verdict::ok) {
+          done[ki] = true;
+          --remaining;
+        } else {
+          const bool ok = rng() % 10 != 0;
+          s.settle(t, ok);
+          billed[static_cast<size_t>(th)][ki] += ok;
+        }
+        if (++n % 16 == 0) {
+          s.before_send(now);
+        }
+        if (n % 256 == 0) {
+          now += 1000000;  // 1 ms
+          s.on_tick(now);
+        }
+      }
+      s.before_send(now);
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  svc->close(t0 + 3600 * kSec);
+  for (size_t ki = 0; ki < keys.size(); ++ki) {
+    int64_t total = 0;
+    for (int th = 0; th < kThreads; ++th) {
+      total += billed[static_cast<size_t>(th)][ki];
+    }
+    const int64_t quota = ki + 1 == keys.size() ? 20000 : 300;
+    EXPECT_EQ(total, quota) << "key " << ki;
+    const key_record* r = svc->shard(0).authenticate(keys[ki].secret);
+    EXPECT_EQ(svc->usage(r->key_id, month_index_of_ns(t0)).used, quota) << "key " << ki;
+  }
+}
+
+TEST(quota_conservation_test, gcra_is_exact_across_threads) {
+  // Verifies 4 threads hammering one key at one instant admit exactly `burst` requests.
+  temp_dir d;
+  plan_map plans;
+  plans["r"] = test::make_plan("r", 100, 5000, 1000000, overage_policy::stop);
+  auto k = test::add_key(d.path(), "a", "r", plans);
+  auto o = test::options(d.path(), 4);
+  o.plans = plans;
+  const int64_t t0 = utc_ns(2026, 12, 2, 12);
+  auto svc = test::open_service(o, t0);
+  std::atomic<int64_t> admitted{0};
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th) {
+    threads.emplace_back([&, th] {
+      core_shard& s = svc->shard(th);
+      const key_record* r = s.authenticate(k.secret);
+      int64_t mine = 0;
+      for (int i = 0; i < 5000; ++i) {
+        figures f;
+        mine += s.check_rate(*r, t0, f) == rate_verdict::ok;
+      }
+      admitted += mine;
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(admitted.load(), 5000);
+}
+
+}  // namespace
+}  // namespace tollgate::quota

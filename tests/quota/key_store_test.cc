@@ -1,0 +1,205 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "quota/test_util.h"
+
+namespace tollgate::quota {
+namespace {
+
+using test::temp_dir;
+
+// Runs a CLI entry point with captured stdout/stderr.
+struct cli_result {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(std::FILE* f) {
+  std::rewind(f);
+  std::string s;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    s.append(buf, n);
+  }
+  std::fclose(f);
+  return s;
+}
+
+cli_result run_keys(std::vector<std::string_view> args, const std::string& dir) {
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  int code = run_keys_command(args, test::default_plans(), dir, out, err);
+  return {code, slurp(out), slurp(err)};
+}
+
+cli_result run_accounts(std::vector<std::string_view> args, const std::string& dir) {
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  int code = run_accounts_command(args, dir, out, err);
+  return {code, slurp(out), slurp(err)};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(key_store_test, create_prints_secret_once_and_stores_only_its_hash) {
+  // Verifies keys create prints a tg_live_ key with >= 128 bits and keys.txt holds its SHA-256,
+  // never the secret.
+  temp_dir d;
+  auto r = run_keys({"create", "--account", "acme", "--plan", "free"}, d.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.out.back(), '\n');
+  const std::string secret = r.out.substr(0, r.out.size() - 1);
+  ASSERT_EQ(secret.rfind("tg_live_", 0), 0u);
+  EXPECT_GE((secret.size() - 8) * 4, 128u);  // hex digits * 4 bits
+  const std::string keys = read_text(d.path() + "/keys.txt");
+  EXPECT_EQ(keys.find(secret.substr(8)), std::string::npos) << "secret stored in clear";
+  digest h = sha256(secret);
+  char hex[65];
+  for (int i = 0; i < 32; ++i) {
+    std::snprintf(hex + 2 * i, 3, "%02x", h[static_cast<size_t>(i)]);
+  }
+  EXPECT_NE(keys.find(hex), std::string::npos);
+  EXPECT_NE(keys.find(" acme free "), std::string::npos);
+}
+
+TEST(key_store_test, two_keys_differ) {
+  // Verifies secrets and ids come from the OS RNG (no repeats).
+  temp_dir d;
+  auto a = test::add_key(d.path(), "acme", "free");
+  auto b = test::add_key(d.path(), "acme", "free");
+  EXPECT_NE(a.secret, b.secret);
+  EXPECT_NE(a.key_id, b.key_id);
+}
+
+TEST(key_store_test, unknown_plan_exits_2_naming_it) {
+  // Verifies an unknown plan is a usage error whose message names the plan.
+  temp_dir d;
+  auto r = run_keys({"create", "--account", "acme", "--plan", "gold"}, d.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("\"gold\""), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(key_store_test, list_shows_ids_never_secrets) {
+  // Verifies keys list prints the id, account, plan and status but not the secret.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "acme", "pro");
+  auto r = run_keys({"list"}, d.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(k.key_id), std::string::npos);
+  EXPECT_NE(r.out.find("acme"), std::string::npos);
+  EXPECT_NE(r.out.find("pro"), std::string::npos);
+  EXPECT_EQ(r.out.find(k.secret.substr(8)), std::string::npos);
+}
+
+TEST(key_store_test, revoke_round_trip) {
+  // Verifies keys revoke marks the key revoked in the listing and the store.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "acme", "free");
+  auto r = run_keys({"revoke", k.key_id}, d.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto l = run_keys({"list"}, d.path());
+  EXPECT_NE(l.out.find("revoked"), std::string::npos) << l.out;
+  key_store s(d.path());
+  auto keys = s.list_keys();
+  ASSERT_TRUE(keys.has_value());
+  ASSERT_EQ(keys->size(), 1u);
+  EXPECT_TRUE((*keys)[0].revoked);
+}
+
+TEST(key_store_test, revoke_unknown_key_exits_2) {
+  // Verifies revoking a well-formed but unknown id, or a malformed one, is a usage error.
+  temp_dir d;
+  EXPECT_EQ(run_keys({"revoke", "key_0123456789abcdef"}, d.path()).code, 2);
+  EXPECT_EQ(run_keys({"revoke", "nonsense"}, d.path()).code, 2);
+}
+
+TEST(key_store_test, suspend_and_resume_round_trip) {
+  // Verifies accounts suspend/resume flip the account's status in accounts.txt.
+  temp_dir d;
+  test::add_key(d.path(), "acme", "free");
+  ASSERT_EQ(run_accounts({"suspend", "acme"}, d.path()).code, 0);
+  EXPECT_NE(read_text(d.path() + "/accounts.txt").find("account acme suspended"),
+            std::string::npos);
+  auto l = run_keys({"list"}, d.path());
+  EXPECT_NE(l.out.find("suspended"), std::string::npos);
+  ASSERT_EQ(run_accounts({"resume", "acme"}, d.path()).code, 0);
+  EXPECT_NE(read_text(d.path() + "/accounts.txt").find("account acme active"),
+            std::string::npos);
+}
+
+TEST(key_store_test, suspend_unknown_account_exits_2) {
+  // Verifies an unknown account is named in a usage error.
+  temp_dir d;
+  auto r = run_accounts({"suspend", "ghost"}, d.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("ghost"), std::string::npos);
+}
+
+TEST(key_store_test, bad_usage_exits_2_with_a_message) {
+  // Verifies missing subcommands, missing options and unknown options are usage errors.
+  temp_dir d;
+  EXPECT_EQ(run_keys({}, d.path()).code, 2);
+  EXPECT_EQ(run_keys({"create", "--account", "a"}, d.path()).code, 2);
+  EXPECT_EQ(run_keys({"create", "--plan"}, d.path()).code, 2);
+  EXPECT_EQ(run_keys({"list", "--bogus"}, d.path()).code, 2);
+  EXPECT_EQ(run_keys({"frobnicate"}, d.path()).code, 2);
+  EXPECT_EQ(run_keys({"revoke"}, d.path()).code, 2);
+  EXPECT_EQ(run_accounts({"suspend"}, d.path()).code, 2);
+  EXPECT_EQ(run_accounts({"delete", "a"}, d.path()).code, 2);
+  auto r = run_keys({"create", "--account", "bad name!", "--plan", "free"}, d.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("account"), std::string::npos);
+}
+
+TEST(key_store_test, help_exits_0) {
+  // Verifies --help prints usage on stdout and exits 0 for both commands.
+  temp_dir d;
+  auto r = run_keys({"--help"}, d.path());
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("keys create"), std::string::npos);
+  auto a = run_accounts({"suspend", "--help"}, d.path());
+  EXPECT_EQ(a.code, 0);
+  EXPECT_NE(a.out.find("accounts suspend"), std::string::npos);
+}
+
+TEST(key_store_test, data_dir_option_overrides_the_default) {
+  // Verifies --data-dir DIR and --data-dir=DIR redirect the store; --config is ignored.
+  temp_dir d, other;
+  auto r = run_keys({"create", "--account", "a", "--plan", "free", "--data-dir", other.path(),
+                     "--config", "x.toml"},
+                    d.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(read_text(d.path() + "/keys.txt").empty());
+  EXPECT_FALSE(read_text(other.path() + "/keys.txt").empty());
+  std::string opt = "--data-dir=" + other.path();
+  auto l = run_keys({"list", opt}, d.path());
+  EXPECT_NE(l.out.find("key_"), std::string::npos);
+}
+
+TEST(key_store_test, malformed_file_is_an_error_naming_file_and_line) {
+  // Verifies a damaged keys.txt is reported with its path and line number.
+  temp_dir d;
+  test::add_key(d.path(), "acme", "free");
+  {
+    std::ofstream f(d.path() + "/keys.txt", std::ios::app);
+    f << "key garbage\n";
+  }
+  key_store s(d.path());
+  auto r = s.load();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("keys.txt:3"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace tollgate::quota

@@ -1,0 +1,509 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "quota/state.h"
+#include "quota/test_util.h"
+#include "support/alloc_counter.h"
+#include "tollgate/quota/service.h"
+
+namespace tollgate::quota {
+namespace {
+
+using test::kSec;
+using test::temp_dir;
+using test::utc_ns;
+
+const int64_t kMid = utc_ns(2026, 12, 2, 12, 0, 0);  // mid-month "now"
+
+struct fixture {
+  explicit fixture(plan_map plans = test::default_plans(), int cores = 1, int64_t now = kMid) {
+    opt = test::options(dir.path(), cores);
+    opt.plans = std::move(plans);
+    this->now = now;
+  }
+  created_key key(std::string_view account, std::string_view plan_name) {
+    return test::add_key(dir.path(), account, plan_name, opt.plans);
+  }
+  void open() { svc = test::open_service(opt, now); }
+  temp_dir dir;
+  service_options opt;
+  std::unique_ptr<service> svc;
+  int64_t now;
+};
+
+plan_map small_plans() {
+  plan_map m;
+  m["tiny"] = test::make_plan("tiny", 1e9, 1000000000, 5, overage_policy::stop);
+  m["rated"] = test::make_plan("rated", 10, 20, 1000000, overage_policy::stop);
+  m["slow"] = test::make_plan("slow", 2, 1, 1000000, overage_policy::stop);
+  m["billed"] = test::make_plan("billed", 1e9, 1000000000, 100, overage_policy::bill);
+  m["k1000"] = test::make_plan("k1000", 1e9, 1000000000, 1000, overage_policy::stop);
+  return m;
+}
+
+TEST(quota_service_test, authenticates_known_keys_only) {
+  // Verifies a created key authenticates, and a wrong, empty or prefix-only key does not.
+  fixture f;
+  auto k = f.key("acme", "free");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->account, "acme");
+  EXPECT_EQ(r->plan, "free");
+  std::string wrong = k.secret;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  EXPECT_EQ(s.authenticate(wrong), nullptr);
+  EXPECT_EQ(s.authenticate(""), nullptr);
+  EXPECT_EQ(s.authenticate("tg_live_"), nullptr);
+}
+
+TEST(quota_service_test, gcra_allows_burst_then_limits) {
+  // Verifies a fresh key gets exactly `burst` requests at one instant, then 429 with
+  // Retry-After >= 1, and remaining counts down from burst - 1.
+  fixture f(small_plans());
+  auto k = f.key("a", "rated");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  for (int i = 0; i < 20; ++i) {
+    figures fig;
+    ASSERT_EQ(s.check_rate(*r, f.now, fig), rate_verdict::ok) << i;
+    EXPECT_EQ(fig.rate_limit, 20);
+    EXPECT_EQ(fig.rate_remaining, 19 - i);
+    EXPECT_EQ(fig.retry_after_secs, 0);
+  }
+  figures fig;
+  EXPECT_EQ(s.check_rate(*r, f.now, fig), rate_verdict::limited);
+  EXPECT_EQ(fig.rate_remaining, 0);
+  EXPECT_EQ(fig.retry_after_secs, 1);
+  EXPECT_EQ(fig.rate_reset_secs, 2);  // 20 requests at 10/s take 2 s to drain
+}
+
+TEST(quota_service_test, gcra_refills_at_the_configured_rate) {
+  // Verifies one emission interval later exactly one more request is allowed.
+  fixture f(small_plans());
+  auto k = f.key("a", "rated");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(s.check_rate(*r, f.now, fig), rate_verdict::ok);
+  }
+  EXPECT_EQ(s.check_rate(*r, f.now + kSec / 10 - 1, fig), rate_verdict::limited);
+  EXPECT_EQ(s.check_rate(*r, f.now + kSec / 10, fig), rate_verdict::ok);
+  EXPECT_EQ(s.check_rate(*r, f.now + kSec / 10, fig), rate_verdict::limited);
+}
+
+TEST(quota_service_test, gcra_sustained_rate_admits_burst_plus_rate_times_t) {
+  // Verifies driving a key far above its rate for 10 s admits burst + rate * 10 exactly.
+  fixture f(small_plans());
+  auto k = f.key("a", "rated");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  int admitted = 0;
+  for (int64_t t = 0; t <= 10 * kSec; t += kSec / 1000) {  // 1000 attempts a second
+    figures fig;
+    admitted += s.check_rate(*r, f.now + t, fig) == rate_verdict::ok;
+  }
+  EXPECT_EQ(admitted, 20 + 10 * 10);
+}
+
+TEST(quota_service_test, gcra_retry_after_rounds_up_to_whole_seconds) {
+  // Verifies a 2/s burst-1 key refused 0.1 s early gets Retry-After 1, and is admitted on time.
+  fixture f(small_plans());
+  auto k = f.key("a", "slow");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ASSERT_EQ(s.check_rate(*r, f.now, fig), rate_verdict::ok);
+  figures lim;
+  ASSERT_EQ(s.check_rate(*r, f.now + 4 * kSec / 10, lim), rate_verdict::limited);
+  EXPECT_EQ(lim.retry_after_secs, 1);
+  EXPECT_EQ(s.check_rate(*r, f.now + 5 * kSec / 10, fig), rate_verdict::ok);
+}
+
+TEST(quota_service_test, stop_key_is_refused_at_its_quota_with_matching_figures) {
+  // Verifies exactly quota successes, then quota_exceeded with retry_after_secs to the end of
+  // the UTC month and limit/used/remaining = quota/quota/0.
+  fixture f(small_plans());
+  auto k = f.key("a", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  for (int i = 0; i < 5; ++i) {
+    figures fig;
+    ticket t;
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
+    s.settle(t, true);
+  }
+  figures fig;
+  ticket t;
+  ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+  const int64_t to_month_end = (utc_ns(2027, 1, 1) - f.now) / kSec;
+  EXPECT_EQ(fig.retry_after_secs, to_month_end);
+  EXPECT_EQ(fig.quota_reset_secs, to_month_end);
+  EXPECT_EQ(fig.quota_limit, 5);
+  EXPECT_EQ(fig.quota_used, 5);
+  EXPECT_EQ(fig.quota_remaining, 0);
+}
+
+TEST(quota_service_test, retry_after_counts_to_the_end_of_a_28_day_february) {
+  // Verifies retry_after_secs at 2026-02-27T00:00:00Z is two days (Feb 2026 has 28 days).
+  fixture f(small_plans(), 1, utc_ns(2026, 2, 27));
+  auto k = f.key("a", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ticket t;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
+    s.settle(t, true);
+  }
+  ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+  EXPECT_EQ(fig.retry_after_secs, 2 * 86400);
+}
+
+TEST(quota_service_test, failed_call_gives_its_unit_back) {
+  // Verifies failures are not billed: 3 failures + 5 successes fit a quota of 5.
+  fixture f(small_plans());
+  auto k = f.key("a", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ticket t;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
+    s.settle(t, false);
+  }
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
+    s.settle(t, true);
+  }
+  EXPECT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+  s.reconcile(f.now);
+  EXPECT_EQ(f.svc->usage(r->key_id, f.svc->month()).used, 5);
+}
+
+TEST(quota_service_test, bill_key_goes_past_quota_and_counts_overage) {
+  // Verifies a bill key keeps being admitted past its quota and the excess is counted as
+  // overage; failures past the quota are not counted.
+  fixture f(small_plans());
+  auto k = f.key("a", "billed");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ticket t;
+  for (int i = 0; i < 150; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
+    s.settle(t, true);
+  }
+  ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
+  s.settle(t, false);
+  EXPECT_EQ(fig.quota_remaining, 0);
+  s.reconcile(f.now);
+  usage_totals u = f.svc->usage(r->key_id, f.svc->month());
+  EXPECT_EQ(u.used, 150);
+  EXPECT_EQ(u.overage, 50);
+}
+
+TEST(quota_service_test, leases_shrink_as_the_budget_nears_zero) {
+  // Verifies each lease is at most max_lease and a quarter of the pool per core, and the last
+  // units are leased one at a time; the leases never add up to more than the quota.
+  fixture f(small_plans(), 2);
+  auto k = f.key("a", "k1000");
+  f.open();
+  const key_record* r = f.svc->shard(0).authenticate(k.secret);
+  std::atomic<uint64_t>& pool = r->state->pool;
+  int64_t prev = pool_units(pool.load());
+  ASSERT_EQ(prev, 1000);
+  int64_t admitted = 0;
+  std::vector<int64_t> leases;
+  for (;;) {
+    core_shard& s = f.svc->shard(static_cast<int>(admitted % 2));
+    figures fig;
+    ticket t;
+    if (s.admit(*r, f.now, fig, t) != admit_verdict::ok) {
+      break;
+    }
+    s.settle(t, true);
+    ++admitted;
+    const int64_t cur = pool_units(pool.load());
+    if (cur != prev) {
+      const int64_t lease = prev - cur;
+      EXPECT_LE(lease, 64);
+      EXPECT_LE(lease, std::max<int64_t>(1, prev / 8));
+      leases.push_back(lease);
+      prev = cur;
+    }
+  }
+  // The other shard may still hold units: drain it too.
+  for (int i = 0; i < 2; ++i) {
+    figures fig;
+    ticket t;
+    while (f.svc->shard(i).admit(*r, f.now, fig, t) == admit_verdict::ok) {
+      f.svc->shard(i).settle(t, true);
+      ++admitted;
+    }
+  }
+  EXPECT_EQ(admitted, 1000);
+  ASSERT_GE(leases.size(), 8u);
+  EXPECT_EQ(leases.front(), 64);
+  for (size_t i = leases.size() - 7; i < leases.size(); ++i) {
+    EXPECT_EQ(leases[i], 1);
+  }
+}
+
+TEST(quota_service_test, reconcile_returns_unused_leases) {
+  // Verifies a lease held by an idle core goes back to the pool at reconciliation, so another
+  // core can use the whole budget.
+  fixture f(small_plans(), 2);
+  auto k = f.key("a", "k1000");
+  f.open();
+  const key_record* r = f.svc->shard(0).authenticate(k.secret);
+  figures fig;
+  ticket t;
+  ASSERT_EQ(f.svc->shard(0).admit(*r, f.now, fig, t), admit_verdict::ok);
+  f.svc->shard(0).settle(t, true);
+  EXPECT_LT(pool_units(r->state->pool.load()), 999);
+  f.svc->shard(0).reconcile(f.now);
+  EXPECT_EQ(pool_units(r->state->pool.load()), 999);
+  int n = 0;
+  while (f.svc->shard(1).admit(*r, f.now, fig, t) == admit_verdict::ok) {
+    f.svc->shard(1).settle(t, true);
+    ++n;
+  }
+  EXPECT_EQ(n, 999);
+}
+
+TEST(quota_service_test, suspended_account_is_refused_after_reload_and_resumed_after) {
+  // Verifies suspend takes effect at the next reload (admit -> suspended, rate still counted)
+  // and resume restores admission.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  key_store store(f.dir.path());
+  ASSERT_TRUE(store.suspend("acme").has_value());
+  EXPECT_TRUE(f.svc->reload_if_changed());
+  s.before_send(f.now);  // quiescent point: picks up the new table
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->suspended);
+  figures fig;
+  ticket t;
+  EXPECT_EQ(s.check_rate(*r, f.now, fig), rate_verdict::ok);
+  EXPECT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::suspended);
+  EXPECT_EQ(fig.quota_limit, 5);
+  ASSERT_TRUE(store.resume("acme").has_value());
+  EXPECT_TRUE(f.svc->reload_if_changed());
+  s.before_send(f.now);
+  r = s.authenticate(k.secret);
+  EXPECT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
+}
+
+TEST(quota_service_test, revoked_key_is_refused_after_reload) {
+  // Verifies a revoked key stops authenticating once the table is reloaded.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  ASSERT_NE(s.authenticate(k.secret), nullptr);
+  key_store store(f.dir.path());
+  ASSERT_TRUE(store.revoke(k.key_id).has_value());
+  f.svc->request_reload();  // what the SIGHUP handler does
+  s.on_tick(f.now);          // reloads, then passes a quiescent point
+  EXPECT_EQ(s.authenticate(k.secret), nullptr);
+}
+
+TEST(quota_service_test, reload_keeps_counters_and_rate_state) {
+  // Verifies a table swap (new key added) keeps the old key's usage, lease pool and GCRA state.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ticket t;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
+    s.settle(t, true);
+  }
+  s.reconcile(f.now);
+  const int64_t tat = r->state->tat_ns.load();
+  key_state* const state = r->state;
+  f.key("other", "tiny");
+  ASSERT_TRUE(f.svc->reload_if_changed());
+  s.before_send(f.now);
+  const key_record* r2 = s.authenticate(k.secret);
+  ASSERT_NE(r2, nullptr);
+  EXPECT_EQ(r2->state, state);
+  EXPECT_EQ(r2->state->tat_ns.load(), tat);
+  EXPECT_EQ(f.svc->usage(r2->key_id, f.svc->month()).used, 3);
+  int more = 0;
+  while (s.admit(*r2, f.now, fig, t) == admit_verdict::ok) {
+    s.settle(t, true);
+    ++more;
+  }
+  EXPECT_EQ(more, 2);
+}
+
+TEST(quota_service_test, old_tables_are_freed_once_every_shard_moved_on) {
+  // Verifies repeated reloads do not leak tables once shards pass quiescent points (checked
+  // under ASan/LSan), and a record seen before the reload stays readable until then.
+  fixture f(small_plans(), 2);
+  auto k = f.key("acme", "tiny");
+  f.open();
+  const key_record* held = f.svc->shard(1).authenticate(k.secret);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(f.svc->reload_if_changed(true));
+    f.svc->shard(0).before_send(f.now);
+  }
+  EXPECT_EQ(held->account, "acme");  // shard 1 has not passed a quiescent point
+  f.svc->shard(1).before_send(f.now);
+  f.svc->reload_if_changed(true);
+}
+
+TEST(quota_service_test, month_rollover_resets_usage_and_keeps_closed_totals) {
+  // Verifies Dec -> Jan: a stop key exhausted on Dec 31 is admitted again on Jan 1, with
+  // December's total kept for billing and January counting from zero.
+  fixture f(small_plans(), 1, utc_ns(2026, 12, 31, 23, 59, 59));
+  auto k = f.key("a", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ticket t;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
+    s.settle(t, true);
+  }
+  ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+  EXPECT_EQ(fig.retry_after_secs, 1);
+  const int64_t jan = utc_ns(2027, 1, 1);
+  ASSERT_EQ(s.admit(*r, jan, fig, t), admit_verdict::ok);
+  s.settle(t, true);
+  EXPECT_EQ(fig.quota_reset_secs, 31 * 86400);
+  s.reconcile(jan);
+  const uint32_t dec_idx = month_index_of_ns(f.now);
+  EXPECT_EQ(f.svc->month(), dec_idx + 1);
+  EXPECT_EQ(f.svc->usage(r->key_id, dec_idx).used, 5);
+  EXPECT_EQ(f.svc->usage(r->key_id, dec_idx + 1).used, 1);
+  f.svc->persist(jan);
+  std::ifstream closed(f.dir.path() + "/usage/month-2026-12.txt");
+  std::string text((std::istreambuf_iterator<char>(closed)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(k.key_id + " 5 0"), std::string::npos) << text;
+}
+
+TEST(quota_service_test, call_admitted_before_rollover_bills_the_old_month) {
+  // Verifies a call admitted in December and settled after the core rolled into January is
+  // billed to December.
+  fixture f(small_plans(), 1, utc_ns(2026, 12, 31, 23, 59, 59));
+  auto k = f.key("a", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ticket dec_ticket, t;
+  ASSERT_EQ(s.admit(*r, f.now, fig, dec_ticket), admit_verdict::ok);
+  const int64_t jan = utc_ns(2027, 1, 1);
+  ASSERT_EQ(s.admit(*r, jan, fig, t), admit_verdict::ok);
+  s.settle(t, true);
+  s.settle(dec_ticket, true);
+  s.reconcile(jan);
+  const uint32_t dec_idx = month_index_of_ns(f.now);
+  EXPECT_EQ(f.svc->usage(r->key_id, dec_idx).used, 1);
+  EXPECT_EQ(f.svc->usage(r->key_id, dec_idx + 1).used, 1);
+}
+
+TEST(quota_service_test, leap_february_lasts_29_days) {
+  // Verifies quota_reset_secs on 2028-02-28T00:00:00Z is two days (29-day February).
+  fixture f(small_plans(), 1, utc_ns(2028, 2, 28));
+  auto k = f.key("a", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  s.fill_quota(*r, f.now, fig);
+  EXPECT_EQ(fig.quota_reset_secs, 2 * 86400);
+  EXPECT_EQ(fig.quota_remaining, 5);
+}
+
+TEST(quota_service_test, headers_carry_the_same_numbers_as_the_figures) {
+  // Verifies write_rate_headers writes every header from one figures snapshot.
+  figures f;
+  f.rate_limit = 20;
+  f.rate_remaining = 7;
+  f.rate_reset_secs = 2;
+  f.rate_window_secs = 2;
+  f.quota_limit = 1000;
+  f.quota_used = 1000;
+  f.quota_remaining = 0;
+  f.quota_reset_secs = 394200;
+  f.retry_after_secs = 394200;
+  out_buffer out;
+  write_rate_headers(out, f);
+  EXPECT_EQ(out.view(),
+            "X-RateLimit-Limit: 20\r\n"
+            "X-RateLimit-Remaining: 7\r\n"
+            "X-RateLimit-Reset: 2\r\n"
+            "X-Quota-Limit: 1000\r\n"
+            "X-Quota-Used: 1000\r\n"
+            "X-Quota-Remaining: 0\r\n"
+            "X-Quota-Reset: 394200\r\n"
+            "RateLimit-Policy: \"burst\";q=20;w=2, \"monthly\";q=1000;w=2592000\r\n"
+            "RateLimit: \"burst\";r=7;t=2, \"monthly\";r=0;t=394200\r\n"
+            "Retry-After: 394200\r\n");
+  f.retry_after_secs = 0;
+  out.clear();
+  write_rate_headers(out, f);
+  EXPECT_EQ(out.view().find("Retry-After"), std::string_view::npos);
+}
+
+TEST(quota_service_test, admit_and_settle_allocate_nothing_in_the_steady_state) {
+  // Verifies authenticate + check_rate + admit + settle + before_send make no heap allocation
+  // after warm-up.
+  fixture f(test::default_plans());
+  auto k = f.key("a", "big");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  out_buffer hdr(4096);
+  auto one = [&](int64_t now) {
+    const key_record* r = s.authenticate(k.secret);
+    figures fig;
+    ticket t;
+    if (r == nullptr || s.check_rate(*r, now, fig) != rate_verdict::ok ||
+        s.admit(*r, now, fig, t) != admit_verdict::ok) {
+      return false;
+    }
+    s.settle(t, true);
+    hdr.clear();
+    write_rate_headers(hdr, fig);
+    return true;
+  };
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(one(f.now + i));
+    s.before_send(f.now + i);
+  }
+  tollgate::test::alloc_scope scope;
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_TRUE(one(f.now + 1000 + i));
+    if (i % 8 == 0) {
+      s.before_send(f.now + 1000 + i);
+    }
+  }
+  EXPECT_EQ(scope.count(), 0u);
+}
+
+}  // namespace
+}  // namespace tollgate::quota
