@@ -92,7 +92,8 @@ export function runCli(args, { env = {}, unset = [], input, timeoutMs = 15000 } 
  * printed after the key if there is one, otherwise from the `keys list` row naming `account`
  * (the tests keep accounts unique per key). */
 export async function keyIdOf(dataDir, account, createOutput) {
-  const m = /\bid\b\s*[:=]?\s*([A-Za-z0-9_\-]+)/i.exec(createOutput ?? '');
+  const m = /\bcreated\s+([A-Za-z0-9_\-]+)\s+for account/i.exec(createOutput ?? '') ??
+    /\bid\b\s*[:=]?\s*([A-Za-z0-9_\-]+)/i.exec(createOutput ?? '');
   if (m) return m[1];
   const r = await runCli(['keys', 'list', '--data-dir', dataDir]);
   if (r.code !== 0) throw new Error(`keys list exited ${r.code}: ${r.stderr}`);
@@ -191,12 +192,13 @@ export class Server {
  *   plans/quota/extraConfig: see renderConfig. threads: --threads.
  *   dataDir: reuse (e.g. restart after a crash); otherwise a fresh temp dir.
  */
-/** Runs an admin command in its DESIGN §10 form; if that fails, once more with `--config FILE`
- * (plans live in the config, so a CLI may need it to know a plan). */
+/** Runs an admin command with `--config FILE` (plans live in the config, so `keys create` needs it
+ * to know a plan); if that fails, once more in the bare DESIGN §10 form. */
 async function cliWithConfigFallback(args, configPath) {
-  const r = await runCli(args);
-  if (r.code === 0 || !configPath) return r;
-  const r2 = await runCli([...args, '--config', configPath]);
+  if (!configPath) return runCli(args);
+  const r = await runCli([...args, '--config', configPath]);
+  if (r.code === 0) return r;
+  const r2 = await runCli(args);
   return r2.code === 0 ? r2 : r;
 }
 
@@ -484,4 +486,9 @@ export class StdioSession {
     clearTimeout(t);
     return r;
   }
+}
+
+/** A keep-alive agent for load tests: up to `sockets` connections. Destroy it when done. */
+export function loadAgent(sockets) {
+  return new http.Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets });
 }
