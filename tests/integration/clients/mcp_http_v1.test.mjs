@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { start, cleanup } from './harness.mjs';
+import { start, cleanup, DEFAULT_PLANS } from './harness.mjs';
 import { checkToolList, checkEachToolAgainstRest, toolError, namesArgument } from './common.mjs';
 
 let server;
@@ -21,7 +21,10 @@ async function connect(key, keyHeader = 'Authorization') {
 }
 
 before(async () => {
-  server = await start({ keys: { main: { account: 'acct-v1', plan: 'big' } } });
+  server = await start({
+    plans: { ...DEFAULT_PLANS, slow: { rate_per_sec: 0.01, burst: 4, monthly_quota: 1000000, overage: 'bill' } },
+    keys: { main: { account: 'acct-v1', plan: 'big' }, slow: { account: 'acct-v1-slow', plan: 'slow' } },
+  });
   client = await connect(server.keys.main);
 });
 
@@ -95,4 +98,34 @@ test('story not found: an isError result the client returns (not throws), code n
 test('after errors the session is still fine', async () => {
   const { tools } = await client.listTools();
   assert.equal(tools.length, 3);
+});
+
+test('missing or unknown key: connect fails with the HTTP 401 (no OAuth flow started)', async () => {
+  const c = new Client({ name: 'tollgate-it-v1-nokey', version: '1.0.0' });
+  const t = new StreamableHTTPClientTransport(new URL(server.mcpUrl), { requestInit: { headers: { Authorization: 'Bearer tg_bogus' } } });
+  await assert.rejects(c.connect(t, { timeout: 10000 }), (e) => {
+    assert.equal(e.code, 401, `${e.name}: ${e.message}`);
+    return true;
+  });
+  await c.close().catch(() => {});
+});
+
+test('rate limited: the client rejects the call quoting the 429 JSON-RPC body', async () => {
+  // burst 4 at 0.01/s: initialize, notifications/initialized and tools/list... then refused
+  const c = await connect(server.keys.slow);
+  try {
+    let err;
+    for (let i = 0; i < 8 && !err; i++) {
+      try {
+        await c.callTool({ name: 'get_usage', arguments: {} });
+      } catch (e) {
+        err = e;
+      }
+    }
+    assert.ok(err, 'refused within 8 calls');
+    assert.equal(err.code, 429, `${err.name}: ${err.message}`);
+    assert.match(err.message, /rate_limited/, 'the JSON-RPC error body is quoted in the message');
+  } finally {
+    await c.close();
+  }
 });

@@ -127,3 +127,13 @@ test('raw 2026-07-28: unknown method -> -32601 with HTTP 404', async () => {
   assert.equal(r.status, 404, r.body);
   assert.equal(JSON.parse(r.body).error?.code, -32601, r.body);
 });
+
+test('missing or unknown key: connect fails with a 401 error (no OAuth flow started)', async () => {
+  const c = new Client({ name: 'tollgate-it-v2-nokey', version: '1.0.0' }, { versionNegotiation: { mode: { pin: REVISION } } });
+  const t = new StreamableHTTPClientTransport(new URL(server.mcpUrl), { requestInit: { headers: { Authorization: 'Bearer tg_bogus' } } });
+  await assert.rejects(c.connect(t, { timeout: 10000 }), (e) => {
+    assert.match(`${e.message} ${JSON.stringify(e.data ?? {})}`, /401/, `${e.name}: ${e.message}`);
+    return true;
+  });
+  await c.close().catch(() => {});
+});
