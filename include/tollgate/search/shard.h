@@ -1,0 +1,97 @@
+// shard_source: one slice of the corpus as the backend sees it. The embedded default is an
+// in-process shard (src/search/local_shard.h); a remote shard (another tollgate node over HTTP)
+// implements the same interface. A shard either answers a query or reports that it could not,
+// and the backend turns those into partial results or the `unavailable` error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/common/json_out.h"
+#include "tollgate/common/result.h"
+#include "tollgate/search/query.h"
+
+namespace tollgate::search {
+
+/// Errors of the search tools (DESIGN §2).
+enum class errc : uint8_t {
+  not_found,    ///< no story has this id (tool error not_found / REST 404)
+  unavailable,  ///< no shard answered (tool error unavailable / REST 503 + Retry-After)
+};
+/// A full sentence for the error's "message" field.
+std::string_view message(errc e) noexcept;
+/// The error code string ("not_found", "unavailable").
+std::string_view code(errc e) noexcept;
+
+/// Corpus statistics a shard contributes to the global BM25 figures.
+struct shard_stats {
+  uint64_t docs = 0;
+  uint64_t title_tokens = 0;
+  uint64_t text_tokens = 0;
+};
+
+/// One phrase: `count` consecutive entries of query_plan::phrase_terms starting at `first`.
+struct phrase_span {
+  uint32_t first;
+  uint32_t count;
+};
+
+/// A parsed query as every shard receives it. Views point into the caller's scratch.
+struct query_plan {
+  std::span<const std::string_view> terms;  ///< distinct tokens, in query order; all must match
+  std::span<const double> idf;              ///< per term, from global document frequencies
+  std::span<const phrase_span> phrases;     ///< each must occur in order in title or text
+  std::span<const uint32_t> phrase_terms;   ///< indices into terms
+  std::span<const std::string_view> tags;   ///< a match carries all of them
+  int64_t since;
+  int64_t until;
+  sort_order sort;
+  uint32_t k;  ///< hits wanted: offset + limit
+};
+
+/// One ranked match. Better = higher key, then smaller id (id_less).
+struct hit {
+  double key;            ///< BM25 score, or the story time for sort=date
+  std::string_view id;   ///< valid while the shard (or its answer buffer) lives
+  uint32_t doc;          ///< shard-local handle for render_story
+  uint32_t shard;        ///< set by the backend
+};
+
+/// A shard's answer: exact match count and its best hits, best first, at most plan.k.
+struct shard_answer {
+  uint64_t total = 0;
+  std::vector<hit> hits;  ///< capacity reserved by the scratch; cleared by the shard
+};
+
+/// Story id order used for ties: shorter first, then bytewise (numeric order for decimal ids).
+inline bool id_less(std::string_view a, std::string_view b) noexcept {
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
+}
+
+/// The shard a story id lives in (stable across nodes and runs).
+uint32_t shard_of(std::string_view id, uint32_t shard_count) noexcept;
+
+struct shard_workspace;  // per-core evaluation state of in-process shards (opaque here)
+
+/// Thread-safe for concurrent calls once constructed and finalized (read-only); each core
+/// passes its own workspace and answer.
+class shard_source {
+ public:
+  virtual ~shard_source() = default;
+
+  virtual shard_stats stats() const = 0;
+  /// Called once by the backend with the corpus-wide statistics before any query.
+  virtual void finalize(const shard_stats& global) = 0;
+  /// Adds this shard's document frequency of each plan term to df[i]. False: shard unavailable.
+  virtual bool add_doc_freqs(const query_plan& plan, uint64_t* df) const = 0;
+  /// Answers the plan into `out` (cleared first). False: the shard did not answer.
+  virtual bool search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const = 0;
+  /// Finds a story: its doc handle, not_found, or unavailable.
+  virtual result<uint32_t, errc> find(std::string_view id) const = 0;
+  /// Writes story `doc` as a JSON object (with "text" when asked) through `out`.
+  virtual void render_story(uint32_t doc, bool with_text, json_out& out) const = 0;
+};
+
+}  // namespace tollgate::search

@@ -1,0 +1,278 @@
+// JSON Lines loading into in-process shards (simdjson DOM: every line is fully validated), the
+// parallel seal of the shards, and the embedded sample.
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "search/local_shard.h"
+#include "tollgate/common/assert.h"
+#include "tollgate/search/backend.h"
+#include "tollgate/search/corpus.h"
+
+namespace tollgate::search {
+namespace {
+
+constexpr size_t max_id_bytes = 256;
+
+// Parses one line into `s`. Views point into the parser (valid until the next parse) or id_buf.
+bool parse_line(std::string_view line, simdjson::dom::parser& parser, std::vector<char>& pad,
+                std::vector<std::string_view>& tags, char (&id_buf)[24], story_in& s,
+                std::string& reason) {
+  pad.resize(line.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(pad.data(), line.data(), line.size());
+  simdjson::dom::element root;
+  if (auto err = parser.parse(pad.data(), line.size(), false).get(root)) {
+    reason = fmt::format("invalid JSON: {}", simdjson::error_message(err));
+    return false;
+  }
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj)) {
+    reason = "not a JSON object";
+    return false;
+  }
+  s = story_in{};
+  tags.clear();
+  bool have_id = false, have_title = false, have_time = false;
+  for (simdjson::dom::key_value_pair kv : obj) {
+    std::string_view key = kv.key;
+    simdjson::dom::element v = kv.value;
+    auto want_string = [&](std::string_view& out) {
+      if (v.get_string().get(out)) {
+        reason = fmt::format("field \"{}\" must be a string", key);
+        return false;
+      }
+      return true;
+    };
+    auto want_int = [&](int64_t& out) {
+      if (v.get_int64().get(out)) {
+        reason = fmt::format("field \"{}\" must be an integer", key);
+        return false;
+      }
+      return true;
+    };
+    if (key == "id") {
+      uint64_t num;
+      if (v.is_string()) {
+        if (!want_string(s.id)) {
+          return false;
+        }
+      } else if (!v.get_uint64().get(num)) {
+        auto end = fmt::format_to(id_buf, "{}", num);
+        s.id = std::string_view(id_buf, static_cast<size_t>(end - id_buf));
+      } else {
+        reason = "field \"id\" must be a string or a non-negative integer";
+        return false;
+      }
+      if (s.id.empty() || s.id.size() > max_id_bytes) {
+        reason = "field \"id\" must be 1 to 256 bytes long";
+        return false;
+      }
+      have_id = true;
+    } else if (key == "title") {
+      if (!want_string(s.title)) {
+        return false;
+      }
+      have_title = true;
+    } else if (key == "url") {
+      if (!want_string(s.url)) {
+        return false;
+      }
+    } else if (key == "by") {
+      if (!want_string(s.by)) {
+        return false;
+      }
+    } else if (key == "text") {
+      if (!want_string(s.text)) {
+        return false;
+      }
+    } else if (key == "time") {
+      if (!want_int(s.time)) {
+        return false;
+      }
+      have_time = true;
+    } else if (key == "score") {
+      if (!want_int(s.score)) {
+        return false;
+      }
+    } else if (key == "comments") {
+      if (!want_int(s.comments)) {
+        return false;
+      }
+    } else if (key == "tags") {
+      simdjson::dom::array arr;
+      if (v.get_array().get(arr)) {
+        reason = "field \"tags\" must be an array of strings";
+        return false;
+      }
+      tags.clear();
+      for (simdjson::dom::element t : arr) {
+        std::string_view tv;
+        if (t.get_string().get(tv) || tv.empty()) {
+          reason = "field \"tags\" must be an array of non-empty strings";
+          return false;
+        }
+        if (std::find(tags.begin(), tags.end(), tv) == tags.end()) {
+          tags.push_back(tv);
+        }
+      }
+    }
+    // other fields are ignored
+  }
+  if (!have_id || !have_title || !have_time) {
+    reason = fmt::format("missing required field \"{}\"",
+                         !have_id ? "id" : !have_title ? "title" : "time");
+    return false;
+  }
+  s.tags = tags;
+  return true;
+}
+
+bool blank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+}
+
+}  // namespace
+
+result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
+    std::string_view data, const load_options& opts, load_report& report) {
+  report = load_report{};
+  const uint32_t n = std::max<uint32_t>(1, opts.shards);
+  std::vector<std::unique_ptr<local_shard>> shards;
+  for (uint32_t i = 0; i < n; ++i) {
+    shards.push_back(std::make_unique<local_shard>());
+  }
+  simdjson::dom::parser parser;
+  std::vector<char> pad;
+  std::vector<std::string_view> tags;
+  char id_buf[24];
+  std::string reason;
+  uint64_t line_no = 0;
+  size_t at = 0;
+  while (at < data.size()) {
+    size_t nl = data.find('\n', at);
+    size_t end = nl == std::string_view::npos ? data.size() : nl;
+    std::string_view line = data.substr(at, end - at);
+    at = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    if (blank(line)) {
+      continue;
+    }
+    story_in s;
+    if (!parse_line(line, parser, pad, tags, id_buf, s, reason)) {
+      if (!opts.skip_bad_lines) {
+        return unexpected(load_issue{line_no, reason});
+      }
+      ++report.skipped;
+      if (report.issues.size() < opts.max_issues) {
+        report.issues.push_back({line_no, reason});
+      }
+      continue;
+    }
+    shards[shard_of(s.id, n)]->add(s, line_no);
+    ++report.loaded;
+  }
+
+  // Seal (sort, dedupe, index) the shards in parallel.
+  std::vector<std::vector<load_issue>> dups(n);
+  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, n);
+  auto work = [&](uint32_t t) {
+    for (uint32_t i = t; i < n; i += threads) {
+      shards[i]->seal(dups[i]);
+    }
+  };
+  if (threads <= 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (uint32_t t = 0; t < threads; ++t) {
+      pool.emplace_back(work, t);
+    }
+    for (std::thread& th : pool) {
+      th.join();
+    }
+  }
+  std::vector<load_issue> all_dups;
+  for (auto& d : dups) {
+    for (auto& issue : d) {
+      all_dups.push_back(std::move(issue));
+    }
+  }
+  if (!all_dups.empty()) {
+    std::sort(all_dups.begin(), all_dups.end(),
+              [](const load_issue& a, const load_issue& b) { return a.line < b.line; });
+    if (!opts.skip_bad_lines) {
+      return unexpected(all_dups.front());
+    }
+    report.skipped += all_dups.size();
+    report.loaded -= all_dups.size();
+    for (auto& d : all_dups) {
+      report.issues.push_back(std::move(d));
+    }
+    std::sort(report.issues.begin(), report.issues.end(),
+              [](const load_issue& a, const load_issue& b) { return a.line < b.line; });
+    if (report.issues.size() > opts.max_issues) {
+      report.issues.resize(opts.max_issues);
+    }
+  }
+  std::vector<std::unique_ptr<shard_source>> out;
+  for (auto& s : shards) {
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+result<std::unique_ptr<backend>, load_issue> load_jsonl(std::string_view jsonl,
+                                                        const load_options& opts,
+                                                        load_report& report) {
+  auto shards = build_shards(jsonl, opts, report);
+  if (!shards) {
+    return unexpected(shards.error());
+  }
+  return std::make_unique<backend>(std::move(*shards));
+}
+
+result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& path,
+                                                             const load_options& opts,
+                                                             load_report& report) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return unexpected(load_issue{0, fmt::format("cannot open {}: {}", path, std::strerror(errno))});
+  }
+  std::string data;
+  char buf[1 << 16];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    data.append(buf, got);
+  }
+  bool err = std::ferror(f) != 0;
+  int saved = errno;
+  std::fclose(f);
+  if (err) {
+    return unexpected(load_issue{0, fmt::format("cannot read {}: {}", path, std::strerror(saved))});
+  }
+  return load_jsonl(data, opts, report);
+}
+
+std::unique_ptr<backend> load_sample(uint32_t shards) {
+  std::string data;
+  generate_corpus(sample_count, sample_seed, [&data](std::string_view chunk) { data += chunk; });
+  load_options opts;
+  opts.shards = shards;
+  opts.skip_bad_lines = false;
+  load_report report;
+  auto b = load_jsonl(data, opts, report);
+  TOLLGATE_CHECK(b.has_value());
+  return std::move(*b);
+}
+
+}  // namespace tollgate::search

@@ -1,0 +1,679 @@
+// local_shard: storage, index build and query evaluation of an in-process shard. See
+// local_shard.h for the lifecycle and the postings layout.
+#include "search/local_shard.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tollgate/search/tokenizer.h"
+
+namespace tollgate::search {
+namespace {
+
+constexpr size_t chunk_bytes = size_t{1} << 20;
+// BM25F parameters: title counts three times as much as text; both normalized by length.
+constexpr double k1 = 1.2;
+constexpr double b_title = 0.75;
+constexpr double b_text = 0.75;
+constexpr double w_title = 3.0;
+constexpr double w_text = 1.0;
+
+inline uint32_t read_varint(const uint8_t*& p) noexcept {
+  uint32_t v = *p & 0x7F;
+  if (*p++ < 0x80) {
+    return v;
+  }
+  int shift = 7;
+  while (true) {
+    uint8_t c = *p++;
+    v |= static_cast<uint32_t>(c & 0x7F) << shift;
+    if (c < 0x80) {
+      return v;
+    }
+    shift += 7;
+  }
+}
+
+inline void put_varint(std::vector<uint8_t>& out, uint32_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(v));
+}
+
+inline uint64_t mix64(uint64_t h) noexcept {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+// Hit order: higher key first, then lower doc (== lower id within a shard).
+inline bool better(const hit& a, const hit& b) noexcept {
+  return a.key > b.key || (a.key == b.key && a.doc < b.doc);
+}
+
+// Open-addressing lookup helper: tables hold index + 1, 0 = empty; size is a power of two.
+template <class NameOf>
+int64_t probe(const std::vector<uint32_t>& table, std::string_view key, NameOf&& name_of) {
+  if (table.empty()) {
+    return -1;
+  }
+  size_t mask = table.size() - 1;
+  size_t i = hash_bytes(key) & mask;
+  while (true) {
+    uint32_t v = table[i];
+    if (v == 0) {
+      return -static_cast<int64_t>(i) - 2;  // empty slot i, encoded as <= -2
+    }
+    if (name_of(v - 1) == key) {
+      return v - 1;
+    }
+    i = (i + 1) & mask;
+  }
+}
+
+template <class NameOf>
+void rehash(std::vector<uint32_t>& table, size_t count, NameOf&& name_of) {
+  size_t size = table.empty() ? 1024 : table.size() * 2;
+  std::vector<uint32_t> t(size, 0);
+  for (uint32_t k = 0; k < count; ++k) {
+    size_t i = hash_bytes(name_of(k)) & (size - 1);
+    while (t[i] != 0) {
+      i = (i + 1) & (size - 1);
+    }
+    t[i] = k + 1;
+  }
+  table.swap(t);
+}
+
+}  // namespace
+
+uint64_t hash_bytes(std::string_view s) noexcept {
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
+  while (n >= 8) {
+    uint64_t k;
+    std::memcpy(&k, p, 8);
+    h = (h ^ mix64(k)) * 0x9E3779B97F4A7C15ULL;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    k |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  }
+  h = (h ^ mix64(k)) * 0x9E3779B97F4A7C15ULL;
+  return mix64(h);
+}
+
+uint32_t shard_of(std::string_view id, uint32_t shard_count) noexcept {
+  return shard_count <= 1 ? 0 : static_cast<uint32_t>(hash_bytes(id) % shard_count);
+}
+
+// ---- posting_cursor ----
+
+bool posting_cursor::next() noexcept {
+  pos += pos_len;
+  if (left == 0) {
+    if (block + 1 >= nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    ++block;
+    left = std::min(block_docs, df - block * block_docs);
+  }
+  doc += read_varint(p);
+  tf_title = read_varint(p);
+  tf_text = read_varint(p);
+  pos_len = read_varint(p);
+  --left;
+  return true;
+}
+
+bool posting_cursor::seek(uint32_t target) noexcept {
+  if (doc >= target) {
+    return doc != UINT32_MAX;
+  }
+  if (skips[block].last_doc < target) {
+    uint32_t lo = block + 1;
+    uint32_t hi = nblocks;
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (skips[mid].last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    block = lo;
+    p = doc_base + skips[lo - 1].doc_end;
+    pos = pos_base + skips[lo - 1].pos_end;
+    doc = skips[lo - 1].last_doc;
+    pos_len = 0;
+    left = std::min(block_docs, df - lo * block_docs);
+  }
+  while (doc < target) {
+    if (!next()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- building ----
+
+local_shard::local_shard() = default;
+local_shard::~local_shard() = default;
+
+char* local_shard::arena_alloc(size_t n) {
+  if (n > chunk_left_) {
+    size_t size = std::max(n, chunk_bytes);
+    chunks_.push_back(std::make_unique<char[]>(size));
+    chunk_ptr_ = chunks_.back().get();
+    chunk_left_ = size;
+    arena_bytes_ += size;
+  }
+  char* p = chunk_ptr_;
+  chunk_ptr_ += n;
+  chunk_left_ -= n;
+  return p;
+}
+
+uint32_t local_shard::intern_tag(std::string_view t) {
+  auto name_of = [this](uint32_t i) { return std::string_view(tag_names_[i]); };
+  int64_t r = probe(tag_table_, t, name_of);
+  if (r >= 0) {
+    return static_cast<uint32_t>(r);
+  }
+  tag_names_.emplace_back(t);
+  if (tag_names_.size() * 2 > tag_table_.size()) {
+    rehash(tag_table_, tag_names_.size(), name_of);
+  } else {
+    tag_table_[static_cast<size_t>(-(r + 2))] = static_cast<uint32_t>(tag_names_.size());
+  }
+  return static_cast<uint32_t>(tag_names_.size() - 1);
+}
+
+int64_t local_shard::lookup_tag(std::string_view t) const noexcept {
+  int64_t r = probe(tag_table_, t, [this](uint32_t i) { return std::string_view(tag_names_[i]); });
+  return r >= 0 ? r : -1;
+}
+
+void local_shard::add(const story_in& s, uint64_t line) {
+  size_t n = s.id.size() + s.title.size() + s.url.size() + s.by.size() + s.text.size();
+  char* p = arena_alloc(n);
+  doc_rec r{};
+  r.base = p;
+  for (std::string_view f : {s.id, s.title, s.url, s.by, s.text}) {
+    if (!f.empty()) {
+      std::memcpy(p, f.data(), f.size());
+    }
+    p += f.size();
+  }
+  r.id_len = static_cast<uint32_t>(s.id.size());
+  r.title_len = static_cast<uint32_t>(s.title.size());
+  r.url_len = static_cast<uint32_t>(s.url.size());
+  r.by_len = static_cast<uint32_t>(s.by.size());
+  r.text_len = static_cast<uint32_t>(s.text.size());
+  r.tags_off = static_cast<uint32_t>(doc_tags_.size());
+  r.tag_count = static_cast<uint32_t>(s.tags.size());
+  for (std::string_view t : s.tags) {
+    doc_tags_.push_back(intern_tag(t));
+  }
+  r.score = s.score;
+  r.comments = s.comments;
+  docs_.push_back(r);
+  time_.push_back(s.time);
+  line_.push_back(line);
+}
+
+struct local_shard::field_views {
+  std::string_view id, title, url, by, text;
+  explicit field_views(const doc_rec& r) {
+    const char* p = r.base;
+    id = {p, r.id_len};
+    p += r.id_len;
+    title = {p, r.title_len};
+    p += r.title_len;
+    url = {p, r.url_len};
+    p += r.url_len;
+    by = {p, r.by_len};
+    p += r.by_len;
+    text = {p, r.text_len};
+  }
+};
+
+std::string_view local_shard::id(uint32_t doc) const noexcept {
+  return {docs_[doc].base, docs_[doc].id_len};
+}
+
+void local_shard::seal(std::vector<load_issue>& dups) {
+  std::vector<uint32_t> order(docs_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+    std::string_view ia = id(a), ib = id(b);
+    if (ia != ib) {
+      return id_less(ia, ib);
+    }
+    return line_[a] < line_[b];
+  });
+  std::vector<doc_rec> docs;
+  std::vector<int64_t> times;
+  docs.reserve(docs_.size());
+  times.reserve(docs_.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    uint32_t i = order[k];
+    if (!docs.empty() && std::string_view(docs.back().base, docs.back().id_len) == id(i)) {
+      dups.push_back({line_[i], fmt::format("duplicate id \"{}\" (first seen on line {})", id(i),
+                                            line_[order[k - 1]])});
+      // keep order[k-1] pointing at the first occurrence for later duplicates
+      order[k] = order[k - 1];
+      continue;
+    }
+    docs.push_back(docs_[i]);
+    times.push_back(time_[i]);
+  }
+  docs_.swap(docs);
+  time_.swap(times);
+  std::vector<uint64_t>().swap(line_);
+  build_index();
+}
+
+void local_shard::build_index() {
+  struct term_build {
+    std::vector<uint8_t> docs;
+    std::vector<uint8_t> pos;
+    std::vector<skip_entry> skips;
+    uint32_t last_doc = 0;
+    uint32_t df = 0;
+  };
+  std::vector<term_build> tb;
+  auto name_of = [this](uint32_t i) {
+    const term_info& t = terms_[i];
+    return std::string_view(term_chars_.data() + t.name_off, t.name_len);
+  };
+  auto intern = [&](std::string_view tok) -> uint32_t {
+    int64_t r = probe(term_table_, tok, name_of);
+    if (r >= 0) {
+      return static_cast<uint32_t>(r);
+    }
+    term_info ti{};
+    ti.name_off = static_cast<uint32_t>(term_chars_.size());
+    ti.name_len = static_cast<uint32_t>(tok.size());
+    term_chars_.insert(term_chars_.end(), tok.begin(), tok.end());
+    terms_.push_back(ti);
+    tb.emplace_back();
+    if (terms_.size() * 2 > term_table_.size()) {
+      rehash(term_table_, terms_.size(), name_of);
+    } else {
+      term_table_[static_cast<size_t>(-(r + 2))] = static_cast<uint32_t>(terms_.size());
+    }
+    return static_cast<uint32_t>(terms_.size() - 1);
+  };
+
+  const uint32_t n = static_cast<uint32_t>(docs_.size());
+  title_len_.assign(n, 0);
+  text_len_.assign(n, 0);
+  stats_ = {};
+  stats_.docs = n;
+  std::vector<uint64_t> occ;
+  std::vector<uint8_t> tmp;
+  for (uint32_t d = 0; d < n; ++d) {
+    field_views f(docs_[d]);
+    occ.clear();
+    uint32_t pos = 0;
+    std::string_view tok;
+    token_stream title(f.title);
+    while (title.next(tok)) {
+      occ.push_back(static_cast<uint64_t>(intern(tok)) << 32 | pos++);
+    }
+    const uint32_t tl = pos;
+    pos = tl + 1;
+    token_stream text(f.text);
+    while (text.next(tok)) {
+      occ.push_back(static_cast<uint64_t>(intern(tok)) << 32 | pos++);
+    }
+    const uint32_t xl = pos - tl - 1;
+    title_len_[d] = tl;
+    text_len_[d] = xl;
+    stats_.title_tokens += tl;
+    stats_.text_tokens += xl;
+    std::sort(occ.begin(), occ.end());
+    for (size_t i = 0; i < occ.size();) {
+      uint32_t t = static_cast<uint32_t>(occ[i] >> 32);
+      uint32_t tft = 0, tfx = 0, prev = 0;
+      tmp.clear();
+      size_t j = i;
+      for (; j < occ.size() && static_cast<uint32_t>(occ[j] >> 32) == t; ++j) {
+        uint32_t p = static_cast<uint32_t>(occ[j]);
+        (p < tl ? tft : tfx)++;
+        put_varint(tmp, j == i ? p : p - prev);
+        prev = p;
+      }
+      i = j;
+      term_build& b = tb[t];
+      put_varint(b.docs, d - b.last_doc);
+      put_varint(b.docs, tft);
+      put_varint(b.docs, tfx);
+      put_varint(b.docs, static_cast<uint32_t>(tmp.size()));
+      b.pos.insert(b.pos.end(), tmp.begin(), tmp.end());
+      b.last_doc = d;
+      if (++b.df % block_docs == 0) {
+        b.skips.push_back({d, static_cast<uint32_t>(b.docs.size()), b.pos.size()});
+      }
+    }
+  }
+  // Compact every term's streams into the shared arrays.
+  size_t doc_total = 0, pos_total = 0, skip_total = 0;
+  for (term_build& b : tb) {
+    if (b.df % block_docs != 0) {
+      b.skips.push_back({b.last_doc, static_cast<uint32_t>(b.docs.size()), b.pos.size()});
+    }
+    doc_total += b.docs.size();
+    pos_total += b.pos.size();
+    skip_total += b.skips.size();
+  }
+  doc_stream_.reserve(doc_total + 16);
+  pos_stream_.reserve(pos_total + 16);
+  skips_.reserve(skip_total);
+  for (size_t t = 0; t < tb.size(); ++t) {
+    term_build& b = tb[t];
+    term_info& ti = terms_[t];
+    ti.doc_off = doc_stream_.size();
+    ti.pos_off = pos_stream_.size();
+    ti.skip_off = static_cast<uint32_t>(skips_.size());
+    ti.df = b.df;
+    doc_stream_.insert(doc_stream_.end(), b.docs.begin(), b.docs.end());
+    pos_stream_.insert(pos_stream_.end(), b.pos.begin(), b.pos.end());
+    skips_.insert(skips_.end(), b.skips.begin(), b.skips.end());
+    std::vector<uint8_t>().swap(b.docs);
+    std::vector<uint8_t>().swap(b.pos);
+    std::vector<skip_entry>().swap(b.skips);
+  }
+  term_chars_.shrink_to_fit();
+  terms_.shrink_to_fit();
+  doc_tags_.shrink_to_fit();
+}
+
+void local_shard::finalize(const shard_stats& global) {
+  double avg_t = global.docs ? static_cast<double>(global.title_tokens) / global.docs : 0.0;
+  double avg_x = global.docs ? static_cast<double>(global.text_tokens) / global.docs : 0.0;
+  if (avg_t <= 0) {
+    avg_t = 1;
+  }
+  if (avg_x <= 0) {
+    avg_x = 1;
+  }
+  norm_title_.resize(docs_.size());
+  norm_text_.resize(docs_.size());
+  for (size_t d = 0; d < docs_.size(); ++d) {
+    norm_title_[d] = static_cast<float>(w_title / (1 - b_title + b_title * title_len_[d] / avg_t));
+    norm_text_[d] = static_cast<float>(w_text / (1 - b_text + b_text * text_len_[d] / avg_x));
+  }
+}
+
+// ---- queries ----
+
+const term_info* local_shard::lookup_term(std::string_view t) const noexcept {
+  int64_t r = probe(term_table_, t, [this](uint32_t i) {
+    const term_info& ti = terms_[i];
+    return std::string_view(term_chars_.data() + ti.name_off, ti.name_len);
+  });
+  return r >= 0 ? &terms_[static_cast<size_t>(r)] : nullptr;
+}
+
+bool local_shard::add_doc_freqs(const query_plan& plan, uint64_t* df) const {
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    if (const term_info* t = lookup_term(plan.terms[i])) {
+      df[i] += t->df;
+    }
+  }
+  return true;
+}
+
+namespace {
+// Decodes the positions of a cursor's current doc into out.
+void decode_positions(const posting_cursor& c, std::vector<uint32_t>& out) {
+  out.clear();
+  const uint8_t* p = c.pos;
+  const uint8_t* end = p + c.pos_len;
+  uint32_t v = 0;
+  bool first = true;
+  while (p < end) {
+    uint32_t d = read_varint(p);
+    v = first ? d : v + d;
+    first = false;
+    out.push_back(v);
+  }
+}
+}  // namespace
+
+bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) const {
+  for (const phrase_span& ph : plan.phrases) {
+    if (ph.count < 2) {
+      continue;
+    }
+    decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
+    for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
+      decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
+      // keep p in pos_a where p + j is in pos_b (both ascending)
+      size_t w = 0, b = 0;
+      for (size_t a = 0; a < ws.pos_a.size(); ++a) {
+        uint32_t want = ws.pos_a[a] + j;
+        while (b < ws.pos_b.size() && ws.pos_b[b] < want) {
+          ++b;
+        }
+        if (b < ws.pos_b.size() && ws.pos_b[b] == want) {
+          ws.pos_a[w++] = ws.pos_a[a];
+        }
+      }
+      ws.pos_a.resize(w);
+    }
+    if (ws.pos_a.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
+  out.total = 0;
+  out.hits.clear();
+  const size_t nt = plan.terms.size();
+  if (nt == 0 || plan.k == 0) {
+    return true;
+  }
+  ws.cursors.clear();
+  ws.order.clear();
+  for (size_t i = 0; i < nt; ++i) {
+    const term_info* t = lookup_term(plan.terms[i]);
+    if (t == nullptr) {
+      return true;  // a term absent from this shard: nothing here matches
+    }
+    posting_cursor c{};
+    c.doc_base = doc_stream_.data() + t->doc_off;
+    c.p = c.doc_base;
+    c.pos_base = pos_stream_.data() + t->pos_off;
+    c.pos = c.pos_base;
+    c.skips = skips_.data() + t->skip_off;
+    c.df = t->df;
+    c.nblocks = (t->df + block_docs - 1) / block_docs;
+    c.left = std::min(block_docs, t->df);
+    ws.cursors.push_back(c);
+    ws.order.push_back(static_cast<uint32_t>(i));
+  }
+  ws.tag_ids.clear();
+  for (std::string_view tag : plan.tags) {
+    int64_t id = lookup_tag(tag);
+    if (id < 0) {
+      return true;
+    }
+    ws.tag_ids.push_back(static_cast<uint32_t>(id));
+  }
+  // rarest term leads the intersection; insertion sort: few terms, stable, allocation-free
+  for (size_t i = 1; i < ws.order.size(); ++i) {
+    uint32_t v = ws.order[i];
+    size_t j = i;
+    for (; j > 0 && ws.cursors[ws.order[j - 1]].df > ws.cursors[v].df; --j) {
+      ws.order[j] = ws.order[j - 1];
+    }
+    ws.order[j] = v;
+  }
+  for (posting_cursor& c : ws.cursors) {
+    if (!c.next()) {
+      return true;
+    }
+  }
+  const bool by_date = plan.sort == sort_order::date;
+  const size_t k = plan.k;
+  std::vector<hit>& heap = out.hits;
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  uint32_t target = lead.doc;
+  while (true) {
+    // leapfrog: bring every cursor to the same doc
+    bool aligned = true;
+    for (size_t oi = 1; oi < nt; ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      if (!c.seek(target)) {
+        goto done;
+      }
+      if (c.doc > target) {
+        if (!lead.seek(c.doc)) {
+          goto done;
+        }
+        target = lead.doc;
+        aligned = false;
+        break;
+      }
+    }
+    if (!aligned) {
+      continue;
+    }
+    {
+      const uint32_t doc = target;
+      const int64_t t = time_[doc];
+      bool ok = t >= plan.since && t <= plan.until;
+      if (ok && !ws.tag_ids.empty()) {
+        const doc_rec& r = docs_[doc];
+        const uint32_t* dt = doc_tags_.data() + r.tags_off;
+        for (uint32_t want : ws.tag_ids) {
+          if (std::find(dt, dt + r.tag_count, want) == dt + r.tag_count) {
+            ok = false;
+            break;
+          }
+        }
+      }
+      if (ok && !plan.phrases.empty()) {
+        ok = phrase_match(plan, ws);
+      }
+      if (ok) {
+        ++out.total;
+        hit h{};
+        h.doc = doc;
+        if (by_date) {
+          h.key = static_cast<double>(t);
+        } else {
+          const double nt_d = norm_title_[doc];
+          const double nx_d = norm_text_[doc];
+          double s = 0;
+          for (size_t i = 0; i < nt; ++i) {
+            const posting_cursor& c = ws.cursors[i];
+            double tf = c.tf_title * nt_d + c.tf_text * nx_d;
+            s += plan.idf[i] * tf * (k1 + 1) / (tf + k1);
+          }
+          h.key = s;
+        }
+        if (heap.size() < k) {
+          heap.push_back(h);
+          std::push_heap(heap.begin(), heap.end(), better);
+        } else if (better(h, heap.front())) {
+          std::pop_heap(heap.begin(), heap.end(), better);
+          heap.back() = h;
+          std::push_heap(heap.begin(), heap.end(), better);
+        }
+      }
+    }
+    if (!lead.next()) {
+      break;
+    }
+    target = lead.doc;
+  }
+done:
+  std::sort_heap(heap.begin(), heap.end(), better);
+  for (hit& h : heap) {
+    h.id = id(h.doc);
+  }
+  return true;
+}
+
+result<uint32_t, errc> local_shard::find(std::string_view want) const {
+  size_t lo = 0, hi = docs_.size();
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (id_less(id(static_cast<uint32_t>(mid)), want)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < docs_.size() && id(static_cast<uint32_t>(lo)) == want) {
+    return static_cast<uint32_t>(lo);
+  }
+  return unexpected(errc::not_found);
+}
+
+void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) const {
+  const doc_rec& r = docs_[doc];
+  field_views f(r);
+  out.raw("{\"id\":");
+  out.string(f.id);
+  out.raw(",\"title\":");
+  out.string(f.title);
+  out.raw(",\"url\":");
+  out.string(f.url);
+  out.raw(",\"by\":");
+  out.string(f.by);
+  out.raw(",\"time\":");
+  out.number(time_[doc]);
+  out.raw(",\"score\":");
+  out.number(r.score);
+  out.raw(",\"comments\":");
+  out.number(r.comments);
+  out.raw(",\"tags\":[");
+  for (uint32_t i = 0; i < r.tag_count; ++i) {
+    if (i > 0) {
+      out.raw(",");
+    }
+    out.string(tag_names_[doc_tags_[r.tags_off + i]]);
+  }
+  out.raw("]");
+  if (with_text) {
+    out.raw(",\"text\":");
+    out.string(f.text);
+  }
+  out.raw("}");
+}
+
+size_t local_shard::memory_bytes() const noexcept {
+  return arena_bytes_ + docs_.capacity() * sizeof(doc_rec) + time_.capacity() * 8 +
+         doc_tags_.capacity() * 4 + title_len_.capacity() * 8 + norm_title_.capacity() * 8 +
+         term_chars_.capacity() + terms_.capacity() * sizeof(term_info) +
+         term_table_.capacity() * 4 + doc_stream_.capacity() + pos_stream_.capacity() +
+         skips_.capacity() * sizeof(skip_entry);
+}
+
+}  // namespace tollgate::search

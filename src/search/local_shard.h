@@ -1,0 +1,157 @@
+// local_shard: an in-process slice of the corpus: stored stories plus an inverted index.
+//
+// Lifecycle:
+//   1. add() each story of this slot (copied into 1 MiB arena chunks; any order).
+//   2. seal(): sorts stories by id (doc handle order == id_less order, so ties within a shard
+//      break by doc), drops duplicate ids, tokenizes titles and texts and builds the postings.
+//   3. finalize(global stats) (by the backend): per-doc BM25F length norms.
+//   4. Queries, concurrently from any number of cores, each with its own shard_workspace.
+//
+// Postings, per term, in three contiguous streams shared by all terms of the shard:
+//   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
+//                docs come in blocks of 128;
+//   positions:   per doc, varints: first position, then deltas. Title tokens take positions
+//                0..title_len-1, text tokens start at title_len+1, so phrases never span fields;
+//   skips:       per block {last doc, doc-stream end, positions end}, for seek().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/search/backend.h"
+#include "tollgate/search/shard.h"
+
+namespace tollgate::search {
+
+/// A story as parsed from a line; views valid only during add().
+struct story_in {
+  std::string_view id, title, url, by, text;
+  int64_t time = 0, score = 0, comments = 0;
+  std::span<const std::string_view> tags;
+};
+
+inline constexpr uint32_t block_docs = 128;
+
+struct skip_entry {
+  uint32_t last_doc;
+  uint32_t doc_end;  ///< relative to the term's doc stream start
+  uint64_t pos_end;  ///< relative to the term's positions start
+};
+
+struct term_info {
+  uint64_t doc_off;
+  uint64_t pos_off;
+  uint32_t skip_off;
+  uint32_t df;
+  uint32_t name_off;
+  uint32_t name_len;
+};
+
+/// Decodes one term's postings. Plain data; lives in a workspace.
+struct posting_cursor {
+  const uint8_t* p;
+  const uint8_t* pos;
+  const uint8_t* doc_base;
+  const uint8_t* pos_base;
+  const skip_entry* skips;
+  uint32_t nblocks;
+  uint32_t block;
+  uint32_t left;  ///< docs still to decode in the current block
+  uint32_t df;
+  uint32_t doc;
+  uint32_t tf_title;
+  uint32_t tf_text;
+  uint32_t pos_len;
+
+  /// Moves to the next doc; false at the end.
+  bool next() noexcept;
+  /// Moves to the first doc >= target (no move if already there); false at the end.
+  bool seek(uint32_t target) noexcept;
+};
+
+/// Per-core evaluation state for local shards.
+struct shard_workspace {
+  std::vector<posting_cursor> cursors;  // in term order
+  std::vector<uint32_t> order;          // cursor indices by ascending df
+  std::vector<uint32_t> tag_ids;
+  std::vector<uint32_t> pos_a, pos_b;   // phrase checking
+  shard_workspace() {
+    cursors.reserve(64);
+    order.reserve(64);
+    tag_ids.reserve(max_tags);
+    pos_a.reserve(1024);
+    pos_b.reserve(1024);
+  }
+};
+
+class local_shard final : public shard_source {
+ public:
+  local_shard();
+  ~local_shard() override;
+
+  /// Phase 1. Not thread-safe.
+  void add(const story_in& s, uint64_t line);
+  /// Phase 2. Duplicate ids: the first occurrence (lowest line) stays; each later one is
+  /// recorded in `dups` as {line, reason}. Not thread-safe (one thread per shard).
+  void seal(std::vector<load_issue>& dups);
+
+  shard_stats stats() const override { return stats_; }
+  void finalize(const shard_stats& global) override;
+  bool add_doc_freqs(const query_plan& plan, uint64_t* df) const override;
+  bool search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const override;
+  result<uint32_t, errc> find(std::string_view id) const override;
+  void render_story(uint32_t doc, bool with_text, json_out& out) const override;
+
+  size_t doc_count() const noexcept { return docs_.size(); }
+  std::string_view id(uint32_t doc) const noexcept;
+  /// Bytes held by the index and stored stories (approximate, for benches).
+  size_t memory_bytes() const noexcept;
+
+ private:
+  struct doc_rec {
+    const char* base;  // id, title, url, by, text stored back to back
+    uint32_t id_len, title_len, url_len, by_len, text_len;
+    uint32_t tags_off;
+    uint32_t tag_count;
+    int64_t score, comments;
+  };
+  struct field_views;
+  const term_info* lookup_term(std::string_view t) const noexcept;
+  int64_t lookup_tag(std::string_view t) const noexcept;
+  uint32_t intern_tag(std::string_view t);
+  char* arena_alloc(size_t n);
+  void build_index();
+  bool phrase_match(const query_plan& plan, shard_workspace& ws) const;
+
+  // stored stories
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  char* chunk_ptr_ = nullptr;
+  size_t chunk_left_ = 0;
+  size_t arena_bytes_ = 0;
+  std::vector<doc_rec> docs_;
+  std::vector<int64_t> time_;
+  std::vector<uint64_t> line_;  // build only
+  std::vector<uint32_t> doc_tags_;
+  std::vector<std::string> tag_names_;
+  std::vector<uint32_t> tag_table_;  // open addressing: tag id + 1, 0 = empty
+
+  // index
+  std::vector<uint32_t> title_len_, text_len_;
+  std::vector<float> norm_title_, norm_text_;
+  std::vector<char> term_chars_;
+  std::vector<term_info> terms_;
+  std::vector<uint32_t> term_table_;  // open addressing: term index + 1, 0 = empty
+  std::vector<uint8_t> doc_stream_;
+  std::vector<uint8_t> pos_stream_;
+  std::vector<skip_entry> skips_;
+  shard_stats stats_;
+};
+
+/// 64-bit hash of bytes (little-endian reads); stable across runs and nodes.
+uint64_t hash_bytes(std::string_view s) noexcept;
+
+}  // namespace tollgate::search

@@ -1,0 +1,251 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "search/test_corpus.h"
+#include "support/alloc_counter.h"
+#include "tollgate/search/backend.h"
+
+namespace tollgate::search {
+namespace {
+
+using namespace test_support;
+
+std::vector<mini_story> small_corpus() {
+  return {
+      {"1", "Rust compiler news", "the borrow checker got faster this year"},
+      {"2", "Python release notes", "new york based team ships the python release"},
+      {"3", "Go and Rust compared", "york new is not new york; the compiler story"},
+      {"4", "Databases", "postgres and sqlite compared with a rust storage engine"},
+      {"5", "Weekend reading", "nothing about languages here"},
+  };
+}
+
+TEST(index_test, all_terms_must_match) {
+  // Verifies a multi-term query returns only stories containing every term.
+  auto b = make_backend(small_corpus());
+  uint64_t total = 0;
+  auto got = ids_for(*b, "rust compiler", &total);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (ids{"1", "3"}));
+  EXPECT_EQ(total, 2u);
+  EXPECT_EQ(ids_for(*b, "rust zebra"), ids{});
+}
+
+TEST(index_test, query_terms_are_tokenized_like_documents) {
+  // Verifies case and accents in queries fold the same way as in documents.
+  auto b = make_backend({{"1", "Café culture", "x"}, {"2", "Tea", "y"}});
+  EXPECT_EQ(ids_for(*b, "CAFE"), ids{"1"});
+  EXPECT_EQ(ids_for(*b, "café"), ids{"1"});
+}
+
+TEST(index_test, quoted_phrase_matches_in_order_only) {
+  // Verifies "new york" matches adjacent in-order occurrences, not the words apart or reversed.
+  auto b = make_backend({
+      {"1", "t", "new york is big"},
+      {"2", "t", "york new"},
+      {"3", "t", "new and york"},
+      {"4", "t", "we love new   york"},
+  });
+  auto got = ids_for(*b, "\"new york\"");
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (ids{"1", "4"}));
+  auto plain = ids_for(*b, "new york");
+  EXPECT_EQ(plain.size(), 4u);
+}
+
+TEST(index_test, phrase_does_not_span_title_and_text) {
+  // Verifies a phrase cannot match the last title word followed by the first text word.
+  auto b = make_backend({{"1", "visit new", "york today"}, {"2", "x", "visit new york"}});
+  EXPECT_EQ(ids_for(*b, "\"new york\""), ids{"2"});
+}
+
+TEST(index_test, phrase_with_repeated_word_and_combined_with_terms) {
+  // Verifies phrases with a repeated token and phrase + plain term AND semantics.
+  auto b = make_backend({
+      {"1", "t", "bye bye baby"},
+      {"2", "t", "bye baby bye"},
+      {"3", "rust", "bye bye baby"},
+  });
+  auto got = ids_for(*b, "\"bye bye baby\"");
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (ids{"1", "3"}));
+  EXPECT_EQ(ids_for(*b, "rust \"bye bye\""), ids{"3"});
+}
+
+TEST(index_test, bm25_prefers_higher_tf_then_shorter_docs) {
+  // Verifies BM25 ordering: more occurrences win at equal length; at equal tf, shorter wins.
+  auto b = make_backend({
+      {"10", "a", "apple pie cream sugar"},   // tf 1, 4 tokens
+      {"11", "a", "apple apple apple pie"},   // tf 3, 4 tokens
+      {"12", "a", "apple pie"},               // tf 1, 2 tokens
+      {"13", "a", "pear pie"},
+  });
+  EXPECT_EQ(ids_for(*b, "apple"), (ids{"11", "12", "10"}));
+}
+
+TEST(index_test, rarer_terms_weigh_more) {
+  // Verifies idf: among docs matching both terms, the one with more of the rare term wins.
+  std::vector<mini_story> c;
+  for (int i = 0; i < 20; ++i) {
+    c.push_back({std::to_string(100 + i), "x", "common filler words"});
+  }
+  c.push_back({"1", "x", "common common common rare filler"});
+  c.push_back({"2", "x", "common rare rare rare filler"});
+  auto b = make_backend(c);
+  EXPECT_EQ(ids_for(*b, "common rare"), (ids{"2", "1"}));
+}
+
+TEST(index_test, title_matches_weigh_more_than_text) {
+  // Verifies a term in the title outranks the same term in the text at equal lengths.
+  auto b = make_backend({
+      {"1", "weekly news", "rust and more stuff"},
+      {"2", "rust news", "weekly and more stuff"},
+  });
+  EXPECT_EQ(ids_for(*b, "rust"), (ids{"2", "1"}));
+}
+
+TEST(index_test, ties_break_by_id) {
+  // Verifies identical scores order by id (numeric order for decimal ids), across shards.
+  std::vector<mini_story> c;
+  for (int id : {42, 7, 1000, 99, 8, 300}) {
+    c.push_back({std::to_string(id), "same title", "same text"});
+  }
+  for (uint32_t shards : {1u, 2u, 5u}) {
+    auto b = make_backend(c, shards);
+    EXPECT_EQ(ids_for(*b, "same"), (ids{"7", "8", "42", "99", "300", "1000"})) << shards;
+  }
+}
+
+TEST(index_test, filters_by_since_until_and_tags) {
+  // Verifies since/until are inclusive bounds and every requested tag must be present.
+  auto b = make_backend({
+      {"1", "rust", "a", 100, {"lang", "systems"}},
+      {"2", "rust", "b", 200, {"lang"}},
+      {"3", "rust", "c", 300, {"systems"}},
+  });
+  EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.since = 200; }).size(), 2u);
+  EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.until = 200; }).size(), 2u);
+  EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.since = 200; a.until = 200; }), ids{"2"});
+  auto tagged = ids_for(*b, "rust", [](query_args& a) { a.add_tag("systems"); });
+  std::sort(tagged.begin(), tagged.end());
+  EXPECT_EQ(tagged, (ids{"1", "3"}));
+  EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.add_tag("systems"); a.add_tag("lang"); }),
+            ids{"1"});
+  EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.add_tag("nope"); }), ids{});
+}
+
+TEST(index_test, offset_limit_and_exact_total) {
+  // Verifies paging slices the ranking while total counts every match.
+  std::vector<mini_story> c;
+  for (int i = 1; i <= 30; ++i) {
+    c.push_back({std::to_string(i), "page", "x", 1000 + i});
+  }
+  auto b = make_backend(c, 4);
+  uint64_t total = 0;
+  auto page = ids_for(*b, "page", [](query_args& a) { a.sort = sort_order::date; a.offset = 5; a.limit = 3; }, &total);
+  EXPECT_EQ(total, 30u);
+  EXPECT_EQ(page, (ids{"25", "24", "23"}));
+  auto past = ids_for(*b, "page", [](query_args& a) { a.offset = 40; a.limit = 5; }, &total);
+  EXPECT_EQ(total, 30u);
+  EXPECT_TRUE(past.empty());
+}
+
+TEST(index_test, date_sort_newest_first_ties_by_id) {
+  // Verifies sort=date orders by time descending, then id ascending.
+  auto b = make_backend({
+      {"5", "news", "a", 100},
+      {"3", "news", "b", 300},
+      {"4", "news", "c", 300},
+      {"1", "news news news", "d", 50},
+  });
+  EXPECT_EQ(ids_for(*b, "news", [](query_args& a) { a.sort = sort_order::date; }),
+            (ids{"3", "4", "5", "1"}));
+}
+
+TEST(index_test, query_without_tokens_matches_nothing) {
+  // Verifies a query of only punctuation is a valid search with zero results.
+  auto b = make_backend(small_corpus());
+  uint64_t total = 7;
+  EXPECT_EQ(ids_for(*b, "?!", &total), ids{});
+  EXPECT_EQ(total, 0u);
+}
+
+TEST(index_test, results_identical_for_any_shard_count) {
+  // Verifies global statistics and the merge make results independent of sharding.
+  std::string first;
+  for (uint32_t shards : {1u, 3u, 8u}) {
+    auto b = load_sample(shards);
+    auto s = b->make_scratch();
+    std::string all;
+    for (std::string_view q : {"the rust", "kernel", "\"open source\"", "database query",
+                               "the", "go python"}) {
+      for (sort_order so : {sort_order::relevance, sort_order::date}) {
+        query_args a;
+        a.query = q;
+        a.limit = 20;
+        a.offset = 3;
+        a.sort = so;
+        out_buffer out;
+        ASSERT_TRUE(b->search_stories(a, *s, out, false).has_value());
+        all += out.view();
+        all += '\n';
+      }
+    }
+    if (first.empty()) {
+      first = all;
+    } else {
+      EXPECT_EQ(all, first) << shards;
+    }
+  }
+}
+
+TEST(index_test, sample_corpus_loads_and_answers) {
+  // Verifies the embedded sample has its size and common words find many stories.
+  auto b = load_sample(4);
+  EXPECT_EQ(b->story_count(), sample_count);
+  uint64_t total = 0;
+  auto got = ids_for(*b, "rust", &total);
+  EXPECT_GT(total, 10u);
+  EXPECT_EQ(got.size(), std::min<uint64_t>(50, total));
+}
+
+TEST(index_test, queries_allocate_nothing_after_warm_up) {
+  // Verifies the steady-state search + render path makes no heap allocation.
+  auto b = load_sample(4);
+  auto s = b->make_scratch();
+  out_buffer out(1 << 20);
+  std::vector<std::string_view> queries = {"the", "rust kernel", "\"open source\" linux",
+                                           "database query performance", "nothingmatcheshere"};
+  std::string known_id = ids_for(*b, "the").at(0);
+  auto run = [&] {
+    for (std::string_view q : queries) {
+      for (sort_order so : {sort_order::relevance, sort_order::date}) {
+        query_args a;
+        a.query = q;
+        a.limit = 50;
+        a.offset = 1000;
+        a.sort = so;
+        a.add_tag("rust");
+        out.clear();
+        ASSERT_TRUE(b->search_stories(a, *s, out, true).has_value());
+        a.tag_count = 0;
+        a.offset = 0;
+        out.clear();
+        ASSERT_TRUE(b->search_stories(a, *s, out, false).has_value());
+      }
+    }
+    out.clear();
+    ASSERT_TRUE(b->get_story(known_id, out, true).has_value());
+    out.clear();
+    ASSERT_FALSE(b->get_story("no-such-id", out, false).has_value());
+  };
+  run();
+  run();
+  test::alloc_scope scope;
+  run();
+  EXPECT_EQ(scope.count(), 0u);
+}
+
+}  // namespace
+}  // namespace tollgate::search

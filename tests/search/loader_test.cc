@@ -1,0 +1,189 @@
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <sstream>
+#include <string>
+
+#include "tollgate/search/backend.h"
+#include "tollgate/search/corpus.h"
+
+namespace tollgate::search {
+namespace {
+
+constexpr std::string_view good1 = R"({"id":"1","title":"One","time":10})";
+constexpr std::string_view good2 = R"({"id":"2","title":"Two","time":20,"tags":["a","b"],"text":"x"})";
+
+std::string lines(std::initializer_list<std::string_view> ls) {
+  std::string s;
+  for (auto l : ls) {
+    s += l;
+    s += '\n';
+  }
+  return s;
+}
+
+std::string bad_corpus() {
+  return lines({
+      good1,                                       // 1
+      "",                                          // 2 blank: ignored
+      R"({"id":"3","title":"Three","time":)",      // 3 invalid JSON
+      R"(["not","an","object"])",                  // 4
+      R"({"title":"no id","time":1})",             // 5
+      R"({"id":"6","title":"t","time":"soon"})",   // 6
+      R"({"id":"7","title":"t","time":1,"tags":[1]})",  // 7
+      good2,                                       // 8
+      R"({"id":"1","title":"dup","time":5})",      // 9 duplicate of line 1
+      "   ",                                       // 10 blank
+      R"({"id":12,"title":"numeric id","time":3})",  // 11 numeric id is accepted
+      "\x01garbage",                               // 12
+  });
+}
+
+TEST(loader_test, skip_mode_counts_and_reports_bad_lines) {
+  // Verifies skip mode loads the good lines and reports each bad one with line and reason.
+  load_options o;
+  o.shards = 2;
+  load_report rep;
+  auto b = load_jsonl(bad_corpus(), o, rep);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(rep.loaded, 3u);
+  EXPECT_EQ(rep.skipped, 7u);
+  EXPECT_EQ((*b)->story_count(), 3u);
+  ASSERT_EQ(rep.issues.size(), 7u);
+  std::vector<uint64_t> lines_seen;
+  for (auto& i : rep.issues) {
+    lines_seen.push_back(i.line);
+  }
+  EXPECT_EQ(lines_seen, (std::vector<uint64_t>{3, 4, 5, 6, 7, 9, 12}));
+  EXPECT_NE(rep.issues[0].reason.find("invalid JSON"), std::string::npos);
+  EXPECT_EQ(rep.issues[1].reason, "not a JSON object");
+  EXPECT_EQ(rep.issues[2].reason, "missing required field \"id\"");
+  EXPECT_EQ(rep.issues[3].reason, "field \"time\" must be an integer");
+  EXPECT_NE(rep.issues[4].reason.find("tags"), std::string::npos);
+  EXPECT_EQ(rep.issues[5].reason, "duplicate id \"1\" (first seen on line 1)");
+  out_buffer out;
+  ASSERT_TRUE((*b)->get_story("12", out, false).has_value());
+  out.clear();
+  ASSERT_TRUE((*b)->get_story("1", out, false).has_value());
+  EXPECT_NE(out.view().find("\"One\""), std::string_view::npos);  // the first occurrence won
+}
+
+TEST(loader_test, fail_mode_stops_at_the_first_bad_line) {
+  // Verifies fail mode returns the first bad line's number and reason.
+  load_options o;
+  o.skip_bad_lines = false;
+  load_report rep;
+  auto b = load_jsonl(bad_corpus(), o, rep);
+  ASSERT_FALSE(b.has_value());
+  EXPECT_EQ(b.error().line, 3u);
+  EXPECT_NE(b.error().reason.find("invalid JSON"), std::string::npos);
+}
+
+TEST(loader_test, fail_mode_reports_duplicates) {
+  // Verifies a duplicate id fails the load in fail mode, naming the later line.
+  load_options o;
+  o.skip_bad_lines = false;
+  load_report rep;
+  auto b = load_jsonl(lines({good1, good2, R"({"id":"2","title":"again","time":1})"}), o, rep);
+  ASSERT_FALSE(b.has_value());
+  EXPECT_EQ(b.error().line, 3u);
+  EXPECT_EQ(b.error().reason, "duplicate id \"2\" (first seen on line 2)");
+}
+
+TEST(loader_test, survives_hostile_input) {
+  // Verifies arbitrary bytes, CRLF endings, a missing final newline and huge lines never crash.
+  std::string s = "\r\n" + std::string(good1) + "\r\n{\"id\":\"x\xff\",\"title\":\"t\",\"time\":1}\n";
+  s += std::string(100000, '[') + "\n";
+  s += std::string("\0\0\0", 3) + "\n";
+  s += good2;  // no newline at the end
+  load_options o;
+  load_report rep;
+  auto b = load_jsonl(s, o, rep);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(rep.loaded, 2u);
+  EXPECT_EQ(rep.skipped, 3u);
+}
+
+TEST(loader_test, missing_file_is_reported_as_line_zero) {
+  // Verifies an unreadable file fails with line 0 and the path in the reason.
+  load_report rep;
+  auto b = load_jsonl_file("/nonexistent/stories.jsonl", load_options{}, rep);
+  ASSERT_FALSE(b.has_value());
+  EXPECT_EQ(b.error().line, 0u);
+  EXPECT_NE(b.error().reason.find("/nonexistent/stories.jsonl"), std::string::npos);
+}
+
+std::string generate(uint64_t count, uint64_t seed) {
+  std::string s;
+  generate_corpus(count, seed, [&s](std::string_view c) { s += c; });
+  return s;
+}
+
+TEST(generator_test, same_seed_same_bytes) {
+  // Verifies the generator is deterministic and the seed changes the output.
+  EXPECT_EQ(generate(500, 7), generate(500, 7));
+  EXPECT_NE(generate(500, 7), generate(500, 8));
+  std::string big = generate(700, 7);
+  EXPECT_EQ(big.substr(0, generate(500, 7).size()), generate(500, 7));  // a prefix
+}
+
+TEST(generator_test, output_loads_cleanly_with_realistic_shape) {
+  // Verifies every generated line loads, and titles/texts have the documented word counts.
+  std::string s = generate(2000, 3);
+  load_options o;
+  o.skip_bad_lines = false;
+  load_report rep;
+  auto b = load_jsonl(s, o, rep);
+  ASSERT_TRUE(b.has_value()) << b.error().line << ": " << b.error().reason;
+  EXPECT_EQ(rep.loaded, 2000u);
+  simdjson::dom::parser p;
+  std::istringstream in(s);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    simdjson::padded_string ps(line);
+    simdjson::dom::element e;
+    ASSERT_FALSE(p.parse(ps).get(e));
+    std::string_view title = e["title"].get_string().value_unsafe();
+    std::string_view text = e["text"].get_string().value_unsafe();
+    auto words = [](std::string_view t) {
+      size_t w = 0;
+      bool in_word = false;
+      for (char c : t) {
+        bool sp = c == ' ' || c == '\n';
+        w += !sp && !in_word;
+        in_word = !sp;
+      }
+      return w;
+    };
+    EXPECT_GE(words(title), 4u);
+    EXPECT_LE(words(title), 14u);
+    EXPECT_GE(words(text), 20u);
+    EXPECT_LE(words(text), 300u + 40);  // quotes and commas may stand alone
+    ++n;
+  }
+  EXPECT_EQ(n, 2000);
+}
+
+TEST(corpus_command_test, usage_errors_exit_2_and_help_exits_0) {
+  // Verifies bad usage returns 2 and --help returns 0.
+  auto run = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    return run_corpus_command(static_cast<int>(argv.size()), argv.data());
+  };
+  EXPECT_EQ(run({"corpus"}), 2);
+  EXPECT_EQ(run({"corpus", "frobnicate"}), 2);
+  EXPECT_EQ(run({"corpus", "generate"}), 2);
+  EXPECT_EQ(run({"corpus", "generate", "--count"}), 2);
+  EXPECT_EQ(run({"corpus", "generate", "--count", "-5"}), 2);
+  EXPECT_EQ(run({"corpus", "generate", "--count", "5", "--bogus"}), 2);
+  EXPECT_EQ(run({"corpus", "--help"}), 0);
+  EXPECT_EQ(run({"corpus", "generate", "--help"}), 0);
+  EXPECT_EQ(run({"corpus", "generate", "--count=0", "--seed", "9"}), 0);
+}
+
+}  // namespace
+}  // namespace tollgate::search

@@ -1,0 +1,99 @@
+#include "tollgate/search/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace tollgate::search {
+namespace {
+
+std::vector<std::string> toks(std::string_view s) {
+  std::vector<std::string> out;
+  token_stream ts(s);
+  std::string_view t;
+  while (ts.next(t)) {
+    out.emplace_back(t);
+  }
+  return out;
+}
+
+using v = std::vector<std::string>;
+
+TEST(tokenizer_test, lowercases_and_splits_on_punctuation) {
+  // Verifies ASCII letters are lower-cased and punctuation separates tokens.
+  EXPECT_EQ(toks("Hello, World! It's C++/Rust."), (v{"hello", "world", "it", "s", "c", "rust"}));
+}
+
+TEST(tokenizer_test, keeps_numbers_and_mixed_alphanumerics) {
+  // Verifies digits form tokens and stay attached to letters.
+  EXPECT_EQ(toks("Released 2024: v8 in 3.14s"), (v{"released", "2024", "v8", "in", "3", "14s"}));
+}
+
+TEST(tokenizer_test, folds_latin1_and_latin_extended_letters) {
+  // Verifies accented Latin letters fold to ASCII, including digraph folds.
+  EXPECT_EQ(toks("Café NAÏVE Straße Œuvre Łódź Ærø þorn İstanbul"),
+            (v{"cafe", "naive", "strasse", "oeuvre", "lodz", "aero", "thorn", "istanbul"}));
+}
+
+TEST(tokenizer_test, latin1_symbols_separate_tokens) {
+  // Verifies ×, ÷, no-break space and other Latin-1 symbols act as separators.
+  EXPECT_EQ(toks("2×3÷4\xC2\xA0" "a\xC2\xA9" "b"), (v{"2", "3", "4", "a", "b"}));
+}
+
+TEST(tokenizer_test, keeps_other_scripts_verbatim) {
+  // Verifies non-Latin letters are copied whole and general punctuation splits.
+  EXPECT_EQ(toks("Ελληνικά—русский 東京"), (v{"Ελληνικά", "русский", "東京"}));
+}
+
+TEST(tokenizer_test, invalid_utf8_separates_and_is_never_copied) {
+  // Verifies bad lead bytes, lone continuations, overlongs, surrogates and truncation split
+  // tokens without leaking invalid bytes into them.
+  EXPECT_EQ(toks("ab\xFF" "cd"), (v{"ab", "cd"}));
+  EXPECT_EQ(toks("ab\x80" "cd"), (v{"ab", "cd"}));
+  EXPECT_EQ(toks("ab\xC0\xAF" "cd"), (v{"ab", "cd"}));      // overlong '/'
+  EXPECT_EQ(toks("ab\xED\xA0\x80" "cd"), (v{"ab", "cd"}));  // surrogate U+D800
+  EXPECT_EQ(toks("ab\xF4\x90\x80\x80" "cd"), (v{"ab", "cd"}));  // > U+10FFFF
+  EXPECT_EQ(toks("ab\xE6\x9D"), (v{"ab"}));                // truncated at the end
+  EXPECT_EQ(toks("\xC3"), v{});
+}
+
+TEST(tokenizer_test, tokens_are_always_valid_utf8) {
+  // Verifies every token of arbitrary byte soup is valid UTF-8.
+  std::string soup;
+  uint32_t x = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    x = x * 1103515245 + 12345;
+    soup.push_back(static_cast<char>(x >> 16));
+  }
+  token_stream ts(soup);
+  std::string_view t;
+  int n = 0;
+  while (ts.next(t)) {
+    ASSERT_GE(utf8_length(t), 1) << n;
+    ASSERT_LE(t.size(), max_token_bytes);
+    ++n;
+  }
+  EXPECT_GT(n, 0);
+}
+
+TEST(tokenizer_test, long_words_are_cut_at_a_code_point_boundary) {
+  // Verifies tokens stop at max_token_bytes without splitting a multi-byte character.
+  std::string word(63, 'a');
+  word += "東京";
+  auto t = toks(word + " next");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0], std::string(63, 'a'));
+  EXPECT_EQ(t[1], "next");
+}
+
+TEST(tokenizer_test, utf8_length_counts_code_points_or_rejects) {
+  // Verifies utf8_length counts characters and returns -1 on invalid input.
+  EXPECT_EQ(utf8_length("abc"), 3);
+  EXPECT_EQ(utf8_length("né東😀"), 4);
+  EXPECT_EQ(utf8_length("a\xFF"), -1);
+  EXPECT_EQ(utf8_length(""), 0);
+}
+
+}  // namespace
+}  // namespace tollgate::search
