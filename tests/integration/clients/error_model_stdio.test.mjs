@@ -77,7 +77,7 @@ test('stdio: JSON-RPC errors (-32601, -32602 unknown tool and bad argument, -327
   assert.ok(JSON.stringify(bad.error.data ?? '').includes('limit'), JSON.stringify(bad));
   const parse = await s.send('{"jsonrpc":"2.0","id":4,"method":', { id: null });
   assert.equal(parse.error?.code, -32700, JSON.stringify(parse));
-  const notReq = await s.send('{"jsonrpc":"2.0","id":5}', { id: 5 });
+  const notReq = await s.send('{"jsonrpc":"2.0","id":5}', { ids: [5, null] });
   assert.equal(notReq.error?.code, -32600, JSON.stringify(notReq));
   assert.deepEqual(await s.send({ jsonrpc: '2.0', id: 6, method: 'ping' }), { jsonrpc: '2.0', id: 6, result: {} });
   toolErrorOf(await s.send(toolCall(7, 'get_story', { id: 'no-such-story-4242424242' })), 'not_found');

@@ -462,16 +462,23 @@ export class StdioSession {
     this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => { live.delete(this.child); resolve({ code, signal }); }));
   }
 
-  /** Writes one message (object or raw line) and awaits the response with `id` (null for parse errors). */
-  send(msg, { id, timeoutMs = 10000 } = {}) {
+  /** Writes one message (object or raw line) and awaits the response with `id` (null for parse
+   * errors); `ids` accepts the first response carrying any of several ids. */
+  send(msg, { id, ids, timeoutMs = 10000 } = {}) {
     const line = typeof msg === 'string' ? msg : JSON.stringify(msg);
-    const wantId = JSON.stringify(id !== undefined ? id : (typeof msg === 'object' ? msg.id ?? null : null));
+    const wanted = (ids ?? [id !== undefined ? id : (typeof msg === 'object' ? msg.id ?? null : null)]).map((x) => JSON.stringify(x));
     return new Promise((resolve, reject) => {
+      const done = (m) => {
+        clearTimeout(timer);
+        for (const w of wanted) this.pending.delete(w);
+        resolve(m);
+      };
       const timer = setTimeout(() => {
-        this.pending.delete(wantId);
-        reject(new Error(`no stdio response with id ${wantId} within ${timeoutMs} ms; stderr: ${this.stderr}`));
+        for (const w of wanted) this.pending.delete(w);
+        reject(new Error(`no stdio response with id ${wanted.join(' or ')} within ${timeoutMs} ms; stdout so far: ` +
+          `${JSON.stringify(this.lines.slice(-3))}; stderr: ${this.stderr}`));
       }, timeoutMs);
-      this.pending.set(wantId, (m) => { clearTimeout(timer); resolve(m); });
+      for (const w of wanted) this.pending.set(w, done);
       this.child.stdin.write(line + '\n');
     });
   }
