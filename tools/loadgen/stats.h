@@ -96,6 +96,8 @@ struct thread_stats {
   std::uint64_t connects = 0;        ///< successful connects, whole run
   std::uint64_t backlog_at_end = 0;  ///< open loop: requests due but never sent
   std::uint64_t inflight_at_end = 0; ///< sent, no response by the end
+  std::uint64_t passes = 0;          ///< loop passes (io_uring_enter calls) in the window
+  std::uint64_t cqes = 0;            ///< completions handled in the window
   std::string fatal;                 ///< set when the thread could not run at all
 };
 
