@@ -1,0 +1,67 @@
+// The REST surface (DESIGN §1, §2): GET /v1/stories?q=…, GET /v1/stories/{id}, GET /v1/usage.
+// Bodies are exactly the MCP tool payloads (same renderers, raw instead of escaped); errors are
+// the same JSON objects as the MCP tool errors, with the statuses of DESIGN §2's REST column.
+//
+// Shard-local: one api per core (it owns the core's query-string decode buffer). The caller
+// has authenticated the key and charged the rate limit (quota::core_shard::check_rate) first.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "tollgate/common/buffer.h"
+#include "tollgate/common/json_out.h"
+#include "tollgate/envelope/envelope.h"
+#include "tollgate/http/handler.h"
+#include "tollgate/quota/service.h"
+#include "tollgate/search/backend.h"
+#include "tollgate/search/query.h"
+
+namespace tollgate::rest {
+
+/// The caller's own quota and rate state: GET /v1/usage and the get_usage tool payload.
+void render_usage(json_out& out, const quota::key_record& k, const quota::figures& f);
+
+/// One request's caller: the authenticated key, its core's quota shard and the figures already
+/// holding the rate part (check_rate ran).
+struct caller {
+  quota::core_shard& shard;
+  const quota::key_record& key;
+  quota::figures& fig;
+  int64_t now_ns;
+};
+
+class api {
+ public:
+  api(const search::backend& backend, const envelope::cache& env);
+  ~api();
+
+  http::response_info search(const http::request& req, caller& c, out_buffer& out);
+  http::response_info story(const http::request& req, std::string_view id, caller& c,
+                            out_buffer& out);
+  http::response_info usage(const http::request& req, caller& c, out_buffer& out);
+  /// 429 for a rate-limited REST request: Retry-After, the rate headers and the rate_limited
+  /// JSON object.
+  http::response_info rate_limited(const http::request& req, const quota::figures& fig,
+                                   out_buffer& out);
+
+ private:
+  // Writes status line + JSON content type + rate headers from `fig`; returns the pending body.
+  http::response_info finish_error(const http::request& req, int status,
+                                   const envelope::tool_error& e, const quota::figures& fig,
+                                   out_buffer& out);
+  http::response_info invalid_argument(const http::request& req, const search::arg_error& e,
+                                       const quota::figures& fig, out_buffer& out);
+  http::response_info billed(const http::request& req, caller& c, out_buffer& out,
+                             std::string_view story_id, bool is_search);
+
+  const search::backend& backend_;
+  const envelope::cache& env_;
+  search::query_string_parser qs_;
+  std::unique_ptr<search::scratch> scratch_;
+  out_buffer headers_;
+  out_buffer body_;
+};
+
+}  // namespace tollgate::rest

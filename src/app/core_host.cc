@@ -1,0 +1,88 @@
+#include "core_host.h"
+
+#include <chrono>
+
+namespace tollgate::app {
+namespace {
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void core_host::set_stdio(std::string secret) {
+  stdio_ = true;
+  stdio_secret_ = std::move(secret);
+  check_rate_on_admit_ = true;
+}
+
+const quota::figures& core_host::figures_now() {
+  if (stdio_) {
+    now_ns_ = wall_ns();
+    quota_filled_ = false;
+  }
+  if (!quota_filled_) {
+    quota_.fill_quota(*key_, now_ns_, fig_);
+    quota_filled_ = true;
+  }
+  return fig_;
+}
+
+void core_host::write_headers(out_buffer& out) { quota::write_rate_headers(out, figures_now()); }
+
+mcp::admission core_host::admit(std::string_view /*tool*/) {
+  mcp::admission a;
+  if (stdio_) {
+    now_ns_ = wall_ns();
+    if (now_ns_ - last_tick_ns_ >= 100'000'000) {
+      quota_.on_tick(now_ns_);
+      last_tick_ns_ = now_ns_;
+    }
+    const quota::key_record* k = quota_.authenticate(stdio_secret_);
+    if (k == nullptr) {  // revoked while running: nothing more may be spent
+      a.outcome = mcp::admission::kind::suspended;
+      return a;
+    }
+    key_ = k;
+    quota_filled_ = false;
+  }
+  if (check_rate_on_admit_) {
+    if (quota_.check_rate(*key_, now_ns_, fig_) == quota::rate_verdict::limited) {
+      a.outcome = mcp::admission::kind::rate_limited;
+      a.retry_after_secs = fig_.retry_after_secs;
+      return a;
+    }
+  }
+  quota::admit_verdict v = quota_.admit(*key_, now_ns_, fig_, ticket_);
+  quota_filled_ = true;  // admit() filled the quota part of fig_ from the same snapshot
+  switch (v) {
+    case quota::admit_verdict::ok:
+      admitted_ = true;
+      a.outcome = mcp::admission::kind::ok;
+      break;
+    case quota::admit_verdict::suspended:
+      a.outcome = mcp::admission::kind::suspended;
+      break;
+    case quota::admit_verdict::quota_exceeded:
+      a.outcome = mcp::admission::kind::quota_exceeded;
+      a.retry_after_secs = fig_.retry_after_secs;
+      a.quota_limit = fig_.quota_limit;
+      a.quota_used = fig_.quota_used;
+      a.quota_remaining = fig_.quota_remaining;
+      break;
+  }
+  return a;
+}
+
+void core_host::settle(bool success) {
+  if (admitted_) {
+    quota_.settle(ticket_, success);
+    admitted_ = false;
+    if (stdio_) {
+      quota_.before_send(now_ns_);  // the usage record is written before the response
+    }
+  }
+}
+
+}  // namespace tollgate::app

@@ -1,0 +1,68 @@
+// core_host: the app's mcp::host, binding one request to the quota core and the search backend.
+//
+// Shard-local: one per core, re-armed by begin() for each request; the MCP tools reach the
+// core's search scratch and the caller's key through it (call_context::caller).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tollgate/common/json_out.h"
+#include "tollgate/mcp/host.h"
+#include "tollgate/quota/service.h"
+#include "tollgate/search/backend.h"
+
+namespace tollgate::app {
+
+class core_host final : public mcp::host {
+ public:
+  core_host(quota::core_shard& quota, const search::backend& backend)
+      : quota_(quota), backend_(backend), scratch_(backend.make_scratch()) {}
+
+  /// Arms the host for one request of key `k` whose rate figures are already in `fig`.
+  /// `check_rate_on_admit`: stdio, where a rate breach is a tool error rather than a 429.
+  void begin(const quota::key_record& k, int64_t now_ns, const quota::figures& fig,
+             bool check_rate_on_admit = false) noexcept {
+    key_ = &k;
+    now_ns_ = now_ns;
+    fig_ = fig;
+    admitted_ = false;
+    quota_filled_ = false;
+    check_rate_on_admit_ = check_rate_on_admit;
+  }
+
+  /// stdio: no engine drives this core, so the host does: each call re-reads the clock, runs
+  /// the quota tick, re-checks the key (a revocation or suspension takes effect), charges the
+  /// rate limit (a breach is a rate_limited tool error) and writes the journal before the
+  /// response goes out.
+  void set_stdio(std::string secret);
+
+  void write_headers(out_buffer& out) override;
+  mcp::admission admit(std::string_view tool) override;
+  void settle(bool success) override;
+
+  /// The caller's key, figures (quota part filled on demand) and the core's search state.
+  const quota::key_record& key() const noexcept { return *key_; }
+  const quota::figures& figures_now();
+  search::scratch& scratch() noexcept { return *scratch_; }
+  const search::backend& backend() const noexcept { return backend_; }
+  quota::core_shard& quota() noexcept { return quota_; }
+
+ private:
+  quota::core_shard& quota_;
+  const search::backend& backend_;
+  std::unique_ptr<search::scratch> scratch_;
+  const quota::key_record* key_ = nullptr;
+  int64_t now_ns_ = 0;
+  quota::figures fig_;
+  quota::ticket ticket_;
+  bool admitted_ = false;
+  bool quota_filled_ = false;
+  bool check_rate_on_admit_ = false;
+  bool stdio_ = false;
+  std::string stdio_secret_;
+  int64_t last_tick_ns_ = 0;
+};
+
+}  // namespace tollgate::app

@@ -1,0 +1,199 @@
+#include "handler.h"
+
+#include <fmt/format.h>
+#include <strings.h>
+
+#include <iterator>
+
+#include "tollgate/net/server.h"
+
+namespace tollgate::app {
+namespace {
+
+constexpr http::route_id id_of(route r) { return static_cast<http::route_id>(r); }
+
+}  // namespace
+
+void register_routes(shared_state& s) {
+  auto& r = s.router;
+  r.add("GET", "/healthz", id_of(route::healthz));
+  r.add("GET", "/readyz", id_of(route::readyz));
+  r.add("GET", "/metrics", id_of(route::metrics));
+  // GET and DELETE reach the endpoint too: it answers 405 `Allow: POST` while stateless and
+  // ends a session on DELETE when sessions are on.
+  r.add("POST", "/mcp", id_of(route::mcp));
+  r.add("GET", "/mcp", id_of(route::mcp));
+  r.add("DELETE", "/mcp", id_of(route::mcp));
+  r.add("GET", "/v1/stories", id_of(route::rest_search));
+  r.add_prefix("GET", "/v1/stories/", id_of(route::rest_story));
+  r.add("GET", "/v1/usage", id_of(route::rest_usage));
+  r.add_prefix("GET", "/.well-known/", id_of(route::well_known));
+}
+
+std::string_view presented_key(const http::request& req) noexcept {
+  std::string_view a = req.header_value("authorization");
+  if (!a.empty()) {
+    if (a.size() > 7 && strncasecmp(a.data(), "bearer ", 7) == 0) {
+      a.remove_prefix(7);
+      while (!a.empty() && a.front() == ' ') {
+        a.remove_prefix(1);
+      }
+      return a;
+    }
+    return {};
+  }
+  return req.header_value("x-api-key");
+}
+
+core_handler::core_handler(shared_state& s, int core)
+    : s_(s),
+      core_(core),
+      quota_(s.quota->shard(core)),
+      endpoint_(s.tools, *s.envelopes,
+                mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
+                                      s.settings->max_body_bytes, 32}),
+      host_(quota_, *s.backend),
+      rest_(*s.backend, *s.envelopes) {
+  scratch_.reserve(16384);
+}
+
+http::response_info core_handler::ops_text(const http::request& req, int status,
+                                           std::string_view body, std::string_view content_type,
+                                           out_buffer& out) {
+  auto head = http::head_for(req, status);
+  head.content_type = content_type;
+  http::write_response(out, head, body);
+  return {status, head.close};
+}
+
+http::response_info core_handler::json_error(const http::request& req, int status,
+                                             std::string_view body,
+                                             std::string_view extra_headers, out_buffer& out) {
+  auto head = http::head_for(req, status);
+  head.content_type = "application/json";
+  head.extra_headers = extra_headers;
+  http::write_response(out, head, body);
+  return {status, head.close};
+}
+
+http::response_info core_handler::metrics(const http::request& req, out_buffer& out) {
+  scratch_.clear();
+  s_.counters->render(scratch_);
+  auto it = std::back_inserter(scratch_);
+  if (s_.engine != nullptr) {
+    const int n = s_.engine->threads();
+    auto gauge = [&](std::string_view name, std::string_view help, std::string_view type,
+                     auto field) {
+      fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+      for (int c = 0; c < n; ++c) {
+        fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c,
+                       (s_.engine->stats(c).*field).load(std::memory_order_relaxed));
+      }
+    };
+    gauge("tollgate_open_connections", "Connections open now.", "gauge",
+          &net::core_stats::open_connections);
+    gauge("tollgate_loop_passes_total", "Event-loop passes.", "counter",
+          &net::core_stats::loop_passes);
+    gauge("tollgate_completions_total", "io_uring completions reaped.", "counter",
+          &net::core_stats::completions);
+    gauge("tollgate_connections_accepted_total", "Connections accepted.", "counter",
+          &net::core_stats::accepted);
+    gauge("tollgate_connection_timeouts_total", "Connections closed by a timeout.", "counter",
+          &net::core_stats::timeouts);
+    gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
+          &net::core_stats::parse_errors);
+  }
+  return ops_text(req, 200, scratch_.view(), "text/plain; version=0.0.4", out);
+}
+
+http::response_info core_handler::route(const http::request& req, out_buffer& out,
+                                        int64_t now_ns, app::route& counted) {
+  http::route_match m = s_.router.match(req.method, req.path);
+  if (m.status == 404) {
+    counted = route::not_found;
+    return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
+                      {}, out);
+  }
+  if (m.status == 405) {
+    counted = route::not_found;
+    scratch_.clear();
+    scratch_.append("Allow: ");
+    scratch_.append(m.allow);
+    scratch_.append("\r\n");
+    return json_error(
+        req, 405,
+        R"({"code":"method_not_allowed","message":"This route does not support that method."})",
+        scratch_.view(), out);
+  }
+  counted = static_cast<app::route>(m.id);
+  switch (counted) {
+    case route::healthz:
+      return ops_text(req, 200, "ok\n", "text/plain", out);
+    case route::readyz:
+      return s_.ready.load(std::memory_order_acquire)
+                 ? ops_text(req, 200, "ready\n", "text/plain", out)
+                 : ops_text(req, 503, "starting\n", "text/plain", out);
+    case route::metrics:
+      return metrics(req, out);
+    case route::well_known:
+      // Never an OAuth discovery document: key-only server. Not rated, not billed.
+      return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
+                        {}, out);
+    default:
+      break;
+  }
+  if (counted == route::mcp && req.method != "POST") {
+    return endpoint_.handle_http(req, host_, out, now_ns);
+  }
+  // Authenticated surfaces: key, then rate limit (every request counts), then the call.
+  const quota::key_record* key = quota_.authenticate(presented_key(req));
+  if (key == nullptr) {
+    if (counted == route::mcp) {
+      return endpoint_.render_unauthorized(req, out);
+    }
+    http::response_info info{401, !req.keep_alive};
+    s_.envelopes->unauthorized(out, info.close);
+    return info;
+  }
+  quota::figures fig;
+  const bool limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
+  if (counted == route::mcp) {
+    host_.begin(*key, now_ns, fig);
+    if (limited) {
+      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs);
+    }
+    return endpoint_.handle_http(req, host_, out, now_ns);
+  }
+  if (limited) {
+    quota_.fill_quota(*key, now_ns, fig);
+    return rest_.rate_limited(req, fig, out);
+  }
+  rest::caller c{quota_, *key, fig, now_ns};
+  switch (counted) {
+    case route::rest_search:
+      return rest_.search(req, c, out);
+    case route::rest_story:
+      return rest_.story(req, m.rest, c, out);
+    default:
+      return rest_.usage(req, c, out);
+  }
+}
+
+http::response_info core_handler::handle(const http::request& req, out_buffer& out,
+                                         int64_t now_ns) {
+  app::route counted = route::not_found;
+  http::response_info info = route(req, out, now_ns, counted);
+  s_.counters->count(core_, counted, info.status);
+  return info;
+}
+
+void core_handler::before_send(int64_t now_ns) { quota_.before_send(now_ns); }
+
+void core_handler::on_tick(int64_t now_ns) {
+  quota_.on_tick(now_ns);
+  if (core_ == 0 && s_.sessions) {
+    s_.sessions->expire(now_ns);
+  }
+}
+
+}  // namespace tollgate::app

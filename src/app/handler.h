@@ -1,0 +1,73 @@
+// The server's per-core request handler: routing, key check, rate limit, then MCP, REST or the
+// ops routes. One core_handler per core (shard-local); `shared` is read-only after start-up
+// apart from its thread-safe members.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "core_host.h"
+#include "metrics.h"
+#include "tollgate/config/config.h"
+#include "tollgate/envelope/envelope.h"
+#include "tollgate/http/handler.h"
+#include "tollgate/http/response.h"
+#include "tollgate/http/router.h"
+#include "tollgate/mcp/endpoint.h"
+#include "tollgate/quota/service.h"
+#include "tollgate/rest/api.h"
+#include "tollgate/search/backend.h"
+
+namespace tollgate::net {
+class server;
+}
+
+namespace tollgate::app {
+
+/// Everything the cores share. Built once before the engine starts.
+struct shared_state {
+  const config::settings* settings = nullptr;
+  http::router router;
+  std::unique_ptr<envelope::cache> envelopes;
+  mcp::registry tools;
+  std::unique_ptr<mcp::session_store> sessions;  ///< null: stateless
+  std::unique_ptr<search::backend> backend;
+  std::unique_ptr<quota::service> quota;
+  std::unique_ptr<request_counters> counters;
+  const net::server* engine = nullptr;  ///< for /metrics; set once the engine exists
+  std::atomic<bool> ready{false};
+};
+
+/// Registers the routes of DESIGN §1 on `s.router`.
+void register_routes(shared_state& s);
+
+/// The key presented by a request: `Authorization: Bearer KEY` or `X-API-Key: KEY`; empty when
+/// neither is there (or the Authorization scheme is not Bearer).
+std::string_view presented_key(const http::request& req) noexcept;
+
+class core_handler final : public http::handler {
+ public:
+  core_handler(shared_state& s, int core);
+  http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
+  void before_send(int64_t now_ns) override;
+  void on_tick(int64_t now_ns) override;
+
+ private:
+  http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
+                            route& counted);
+  http::response_info ops_text(const http::request& req, int status, std::string_view body,
+                               std::string_view content_type, out_buffer& out);
+  http::response_info metrics(const http::request& req, out_buffer& out);
+  http::response_info json_error(const http::request& req, int status, std::string_view body,
+                                 std::string_view extra_headers, out_buffer& out);
+
+  shared_state& s_;
+  int core_;
+  quota::core_shard& quota_;
+  mcp::endpoint endpoint_;
+  core_host host_;
+  rest::api rest_;
+  out_buffer scratch_;
+};
+
+}  // namespace tollgate::app

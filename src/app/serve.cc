@@ -1,0 +1,275 @@
+// `tollgate serve` and `tollgate stdio`: load settings, open the quota service and the corpus,
+// build the shared tables, then run the io_uring engine (serve) or the stdio loop (stdio).
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "cli.h"
+#include "commands.h"
+#include "handler.h"
+#include "tollgate/common/log.h"
+#include "tollgate/net/server.h"
+#include "tollgate/quota/key_store.h"
+#include "tools.h"
+
+namespace tollgate::app {
+namespace {
+
+int64_t wall_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+quota::plan_map to_plans(const config::settings& s) {
+  quota::plan_map plans;
+  for (const auto& [name, p] : s.plans) {
+    quota::plan q;
+    q.name = name;
+    q.rate_per_sec = p.rate_per_sec;
+    q.burst = p.burst;
+    q.monthly_quota = p.monthly_quota;
+    q.overage = p.overage_bill ? quota::overage_policy::bill : quota::overage_policy::stop;
+    plans.emplace(name, q);
+  }
+  return plans;
+}
+
+// Parses settings for `command`; prints usage or the error. Returns the exit code to use when
+// the settings could not be had (0 after --help).
+std::optional<config::settings> settings_or_exit(std::string_view command, int argc, char** argv,
+                                                 int& code) {
+  auto s = parse_server_args(command, argc, argv);
+  if (s) {
+    return std::move(*s);
+  }
+  if (s.error().help) {
+    fmt::print("{}", command == "serve" ? usage_serve() : usage_stdio());
+    code = 0;
+  } else {
+    fmt::print(stderr, "tollgate {}: {}\n", command, s.error().message);
+    code = 2;
+  }
+  return std::nullopt;
+}
+
+// Builds everything the cores share except the engine. On failure logs and returns the code.
+int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio) {
+  st.settings = &s;
+  quota::plan_map plans = to_plans(s);
+  if (auto v = quota::validate_plans(plans); !v) {
+    fmt::print(stderr, "tollgate: {}{}\n", s.config_path.empty() ? "" : s.config_path + ": ",
+               v.error());
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(s.data_dir, ec);
+  if (ec) {
+    log_error("cannot create data dir {}: {}", s.data_dir, ec.message());
+    return 1;
+  }
+  // First start on an empty data dir: a demo account and key, printed once (serve only).
+  if (!stdio) {
+    quota::key_store store(s.data_dir);
+    auto keys = store.list_keys();
+    if (!keys) {
+      log_error("{}", keys.error().message);
+      return keys.error().usage ? 2 : 1;
+    }
+    if (keys->empty()) {
+      auto k = store.create_key("demo", s.demo_plan, plans,
+                                std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count());
+      if (!k) {
+        log_error("creating the demo key: {}", k.error().message);
+        return 1;
+      }
+      fmt::print("demo key: {}\n", k->secret);
+      std::fflush(stdout);
+      log_info("created demo account 'demo' (plan '{}') with key {}; the key is shown once",
+               s.demo_plan, k->key_id);
+    }
+  }
+  quota::service_options qo;
+  qo.data_dir = s.data_dir;
+  qo.plans = std::move(plans);
+  qo.cores = cores;
+  qo.reconcile_ms = s.reconcile_ms;
+  qo.fsync_ms = s.fsync_ms;
+  auto q = quota::service::open(std::move(qo), wall_now_ns());
+  if (!q) {
+    log_error("{}", q.error());
+    return 1;
+  }
+  st.quota = std::move(*q);
+
+  auto t0 = std::chrono::steady_clock::now();
+  if (s.corpus_path.empty()) {
+    st.backend = search::load_sample(s.index_shards);
+  } else {
+    search::load_options lo;
+    lo.shards = s.index_shards;
+    lo.skip_bad_lines = s.skip_bad_lines;
+    search::load_report report;
+    auto b = search::load_jsonl_file(s.corpus_path, lo, report);
+    for (const auto& issue : report.issues) {
+      log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
+    }
+    if (!b) {
+      log_error("{}:{}: {}", s.corpus_path, b.error().line, b.error().reason);
+      return 2;
+    }
+    if (report.skipped > 0) {
+      log_info("skipped {} bad lines of {}", report.skipped, s.corpus_path);
+    }
+    st.backend = std::move(*b);
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+  log_info("corpus: {} stories in {} shards, indexed in {} ms", st.backend->story_count(),
+           st.backend->shard_count(), ms);
+
+  envelope::server_identity id;
+  id.version = TOLLGATE_VERSION;
+  id.instructions =
+      "Search a corpus of stories with search_stories, read one with get_story, and check your "
+      "remaining quota with get_usage. Tool errors carry a JSON object with a code and a "
+      "message; quota_exceeded and rate_limited say when to retry.";
+  st.envelopes = std::make_unique<envelope::cache>(id);
+  register_tools(st.tools);
+  if (s.sessions) {
+    st.sessions = std::make_unique<mcp::session_store>(int64_t{s.session_idle_secs} * 1000000000);
+  }
+  st.counters = std::make_unique<request_counters>(cores);
+  register_routes(st);
+  return 0;
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  int code = 1;
+  auto s = settings_or_exit("serve", argc, argv, code);
+  if (!s) {
+    return code;
+  }
+  if (s->role_shard || !s->remote_shards.empty()) {
+    fmt::print(stderr,
+               "tollgate serve: remote shards (--role shard, [fleet] shards) are not available "
+               "in this build yet; run without them to serve the corpus in-process\n");
+    return 2;
+  }
+  // Signals are taken by sigwait() below: block them before any thread starts so every core
+  // inherits the mask and only this thread sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  net::server_options no;
+  no.host = s->listen.host;
+  no.port = s->listen.port;
+  no.threads = s->threads;
+  no.limits.max_header_bytes = s->max_header_bytes;
+  no.limits.max_body_bytes = s->max_body_bytes;
+  no.header_timeout_ms = s->header_timeout_ms;
+  no.idle_timeout_ms = s->idle_timeout_ms;
+  no.max_connections = s->max_connections;
+  net::server engine(no);
+  int cores = s->threads > 0 ? s->threads : static_cast<int>(std::thread::hardware_concurrency());
+  if (cores <= 0) {
+    cores = 1;
+  }
+
+  shared_state st;
+  if (int rc = build_shared(st, *s, cores, false); rc != 0) {
+    return rc;
+  }
+  st.engine = &engine;
+  auto started = engine.start([&st](int core) -> std::unique_ptr<http::handler> {
+    return std::make_unique<core_handler>(st, core);
+  });
+  if (!started) {
+    log_error("{}", started.error());
+    return 1;
+  }
+  if (engine.threads() != cores) {
+    log_error("engine started {} cores, expected {}", engine.threads(), cores);
+    engine.stop();
+    engine.wait();
+    return 1;
+  }
+  st.ready.store(true, std::memory_order_release);
+  log_info("listening on http://{}:{} ({} threads)", s->listen.host, engine.port(),
+           engine.threads());
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) {
+      continue;
+    }
+    if (sig == SIGHUP) {
+      log_info("SIGHUP: reloading keys and accounts");
+      st.quota->request_reload();
+      continue;
+    }
+    log_info("{}: finishing requests in flight, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    st.ready.store(false, std::memory_order_release);
+    engine.stop();
+    break;
+  }
+  engine.wait();
+  st.quota->close(wall_now_ns());
+  log_info("stopped; usage flushed");
+  return 0;
+}
+
+int run_stdio(int argc, char** argv) {
+  int code = 1;
+  auto s = settings_or_exit("stdio", argc, argv, code);
+  if (!s) {
+    return code;
+  }
+  const char* key_env = std::getenv("TOLLGATE_API_KEY");
+  if (key_env == nullptr || *key_env == '\0') {
+    fmt::print(stderr,
+               "tollgate stdio: set TOLLGATE_API_KEY to an API key (create one with `tollgate "
+               "keys create --account A --plan P`)\n");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  shared_state st;
+  if (int rc = build_shared(st, *s, 1, true); rc != 0) {
+    return rc;
+  }
+  quota::core_shard& shard = st.quota->shard(0);
+  const quota::key_record* key = shard.authenticate(key_env);
+  if (key == nullptr) {
+    fmt::print(stderr,
+               "tollgate stdio: TOLLGATE_API_KEY is not a valid key (unknown or revoked) in {}\n",
+               s->data_dir);
+    return 2;
+  }
+  mcp::endpoint ep(st.tools, *st.envelopes,
+                   mcp::endpoint_options{s->allowed_origins, true, nullptr, s->max_body_bytes, 32});
+  core_host host(shard, *st.backend);
+  quota::figures fig;
+  host.begin(*key, wall_now_ns(), fig);
+  host.set_stdio(key_env);
+  int rc = mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO);
+  st.quota->close(wall_now_ns());
+  return rc;
+}
+
+}  // namespace tollgate::app

@@ -1,0 +1,186 @@
+#include "tools.h"
+
+#include <memory>
+
+#include "core_host.h"
+#include "tollgate/rest/api.h"
+#include "tollgate/search/query.h"
+
+namespace tollgate::app {
+namespace {
+
+// Argument indexes of search_stories, in registration order.
+enum search_arg : size_t { a_query, a_limit, a_offset, a_since, a_until, a_sort, a_tags };
+
+envelope::tool_error to_tool_error(search::errc e) {
+  envelope::tool_error t;
+  t.code = e == search::errc::not_found ? envelope::tool_error_code::not_found
+                                        : envelope::tool_error_code::unavailable;
+  if (e == search::errc::unavailable) {
+    t.retry_after_secs = 1;
+  }
+  return t;
+}
+
+class search_stories_tool final : public mcp::tool {
+ public:
+  mcp::tool_result call(const mcp::arguments& args, json_out& out,
+                        mcp::call_context& ctx) override {
+    auto& h = *static_cast<core_host*>(ctx.caller);
+    search::query_args q;
+    q.query = args[a_query].str;
+    q.limit = static_cast<uint32_t>(args[a_limit].num);
+    q.offset = static_cast<uint32_t>(args[a_offset].num);
+    if (args[a_since].present) {
+      auto t = search::parse_time(args[a_since].str);
+      if (!t) {
+        return mcp::tool_result::invalid_argument(
+            "since", "must be unix seconds or an RFC 3339 date-time");
+      }
+      q.since = *t;
+    }
+    if (args[a_until].present) {
+      auto t = search::parse_time(args[a_until].str);
+      if (!t) {
+        return mcp::tool_result::invalid_argument(
+            "until", "must be unix seconds or an RFC 3339 date-time");
+      }
+      q.until = *t;
+    }
+    q.sort = args[a_sort].str == "date" ? search::sort_order::date : search::sort_order::relevance;
+    for (uint8_t i = 0; i < args[a_tags].num_items; ++i) {
+      q.add_tag(args[a_tags].items[i]);
+    }
+    if (auto v = search::validate(q); !v) {
+      return mcp::tool_result::invalid_argument(v.error().argument, v.error().rule);
+    }
+    auto r = h.backend().search(q, h.scratch());
+    if (!r) {
+      return mcp::tool_result::failure(to_tool_error(r.error()));
+    }
+    h.backend().render(*r, out);
+    return mcp::tool_result::success();
+  }
+};
+
+class get_story_tool final : public mcp::tool {
+ public:
+  mcp::tool_result call(const mcp::arguments& args, json_out& out,
+                        mcp::call_context& ctx) override {
+    auto& h = *static_cast<core_host*>(ctx.caller);
+    auto ref = h.backend().find_story(args[0].str);
+    if (!ref) {
+      return mcp::tool_result::failure(to_tool_error(ref.error()));
+    }
+    h.backend().render_story(*ref, out);
+    return mcp::tool_result::success();
+  }
+};
+
+class get_usage_tool final : public mcp::tool {
+ public:
+  mcp::tool_result call(const mcp::arguments&, json_out& out, mcp::call_context& ctx) override {
+    auto& h = *static_cast<core_host*>(ctx.caller);
+    rest::render_usage(out, h.key(), h.figures_now());
+    return mcp::tool_result::success();
+  }
+};
+
+mcp::arg_spec arg(std::string name, mcp::arg_type type, std::string description) {
+  mcp::arg_spec a;
+  a.name = std::move(name);
+  a.type = type;
+  a.description = std::move(description);
+  return a;
+}
+
+}  // namespace
+
+void register_tools(mcp::registry& reg) {
+  {
+    mcp::tool_def d;
+    d.name = "search_stories";
+    d.title = "Search stories";
+    d.description =
+        "Full-text search over the story corpus (titles and texts). All words of `query` must "
+        "appear in a story; put words in double quotes to match them as an exact phrase. Results "
+        "are ranked by relevance (BM25, title matches weigh more) or newest first with "
+        "sort=\"date\". Returns JSON {\"total\": exact number of matches, \"stories\": [{id, "
+        "title, url, by, time (unix seconds), score, comments, tags}]} without story texts: call "
+        "get_story with an id for the full text. Page with offset and limit. Each successful call "
+        "counts toward the monthly quota.";
+    auto q = arg("query", mcp::arg_type::string,
+                 "Words to search for (1-500 characters). All must match; \"quoted words\" must "
+                 "appear together in that order.");
+    q.required = true;
+    q.has_min = q.has_max = true;
+    q.min = 1;
+    q.max = 2000;  // bytes; the 500-character rule is checked on code points by the backend
+    auto limit = arg("limit", mcp::arg_type::integer, "How many stories to return (1-50).");
+    limit.has_min = limit.has_max = limit.has_default = true;
+    limit.min = 1;
+    limit.max = 50;
+    limit.default_int = 10;
+    auto offset =
+        arg("offset", mcp::arg_type::integer, "How many ranked stories to skip (0-1000).");
+    offset.has_min = offset.has_max = offset.has_default = true;
+    offset.min = 0;
+    offset.max = 1000;
+    offset.default_int = 0;
+    auto since = arg("since", mcp::arg_type::string,
+                     "Only stories posted at or after this time: unix seconds (\"1700000000\") "
+                     "or an RFC 3339 date-time (\"2024-05-01T00:00:00Z\") or date.");
+    since.has_max = true;
+    since.max = 64;
+    auto until = arg("until", mcp::arg_type::string,
+                     "Only stories posted at or before this time; same formats as since.");
+    until.has_max = true;
+    until.max = 64;
+    auto sort = arg("sort", mcp::arg_type::enumeration,
+                    "\"relevance\" (best match first, default) or \"date\" (newest first).");
+    sort.choices = {"relevance", "date"};
+    sort.has_default = true;
+    sort.default_string = "relevance";
+    auto tags = arg("tags", mcp::arg_type::string_array,
+                    "Only stories carrying every one of these tags (up to 16).");
+    tags.has_min = tags.has_max = true;
+    tags.min = 0;
+    tags.max = 16;
+    d.args = {q, limit, offset, since, until, sort, tags};
+    d.billable = true;
+    d.impl = std::make_shared<search_stories_tool>();
+    reg.add(std::move(d));
+  }
+  {
+    mcp::tool_def d;
+    d.name = "get_story";
+    d.title = "Get a story";
+    d.description =
+        "Fetches one story by its id (as returned by search_stories), with its full text. "
+        "Returns JSON {id, title, url, by, time, score, comments, tags, text}. An unknown id is "
+        "reported as a not_found error. Each successful call counts toward the monthly quota.";
+    auto id = arg("id", mcp::arg_type::string, "The story id, e.g. \"8863\".");
+    id.required = true;
+    id.has_min = id.has_max = true;
+    id.min = 1;
+    id.max = 64;
+    d.args = {id};
+    d.billable = true;
+    d.impl = std::make_shared<get_story_tool>();
+    reg.add(std::move(d));
+  }
+  {
+    mcp::tool_def d;
+    d.name = "get_usage";
+    d.title = "Get my usage";
+    d.description =
+        "Shows the calling key's rate limit and monthly quota: limits, what is used and "
+        "remaining, and seconds until each resets. Free: never counts toward the quota.";
+    d.billable = false;
+    d.impl = std::make_shared<get_usage_tool>();
+    reg.add(std::move(d));
+  }
+  reg.finish();
+}
+
+}  // namespace tollgate::app
