@@ -666,6 +666,10 @@ void write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
       tool_result res = r.tool->impl->call(c.im.args, j, ctx);
       if (res.ok) {
         c.env.success_suffix(out);
+      } else if (res.invalid) {
+        out.resize(mark);  // roll back whatever the tool wrote
+        c.env.error_response(out, r.id,
+                             rpc_error{rpc_error_kind::invalid_params, res.argument, res.rule, 0});
       } else {
         out.resize(mark);  // roll back whatever the tool wrote
         c.env.tool_error_response(out, r.id, r.rev, res.error);

@@ -79,8 +79,16 @@ struct call_context {
 struct tool_result {
   bool ok = true;
   envelope::tool_error error;
+  /// A rule the schema cannot express was broken (e.g. a date format): answered as JSON-RPC
+  /// -32602 naming `argument` and `rule` (static strings or views valid during the call).
+  bool invalid = false;
+  std::string_view argument;
+  std::string_view rule;
   static tool_result success() { return {}; }
-  static tool_result failure(envelope::tool_error e) { return {false, e}; }
+  static tool_result failure(envelope::tool_error e) { return {false, e, false, {}, {}}; }
+  static tool_result invalid_argument(std::string_view argument, std::string_view rule) {
+    return {false, {}, true, argument, rule};
+  }
 };
 
 /// A tool implementation. Thread-safe: one object serves all cores.
