@@ -320,6 +320,10 @@ void core::run() {
       next_tick_ = now_mono_ + kTickNs;
     }
     handler_->before_send(now_real_);
+    // Accept is re-armed or cancelled before the sends are queued, so a peer that reacts to a
+    // response by connecting cannot be accepted past the cap; and again after, since a send
+    // may have closed a connection.
+    maybe_arm_accept();
     flush_sends();
     maybe_arm_accept();
     if (br_pending_ > 0) {

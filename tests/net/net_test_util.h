@@ -246,6 +246,7 @@ inline server_options test_options() {
   o.max_connections = 128;
   o.ring_entries = 256;
   o.shutdown_timeout_ms = 5000;
+  o.linger_timeout_ms = 500;
   return o;
 }
 
