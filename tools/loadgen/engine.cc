@@ -15,6 +15,7 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,6 +122,9 @@ class runner {
     if (ring_ok_) {
       io_uring_queue_exit(&ring_);
     }
+    if (br_ != nullptr) {
+      ::munmap(br_, br_bytes_);
+    }
     for (auto& c : conns_) {
       if (c.fd >= 0) {
         ::close(c.fd);
@@ -145,20 +149,9 @@ class runner {
         issue_due(now);
       }
       flush();
-      unsigned wait_nr = 1;
       __kernel_timespec ts = wait_time(now);
-      if (cfg_.batch > 1 && outstanding_ > 1) {
-        // Each request completes twice (send, recv): wait for up to `batch` of them, but
-        // never longer than batch_wait_ns.
-        wait_nr = cfg_.batch < 2 * outstanding_ ? cfg_.batch : 2 * outstanding_;
-        long long cap = static_cast<long long>(cfg_.batch_wait_ns);
-        if (ts.tv_sec > 0 || ts.tv_nsec > cap) {
-          ts.tv_sec = 0;
-          ts.tv_nsec = cap;
-        }
-      }
       io_uring_cqe* cqe = nullptr;
-      int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, wait_nr, &ts, nullptr);
+      int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
       if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY) {
         out_.fatal = std::string("io_uring_submit_and_wait_timeout: ") + std::strerror(-r);
         return;
@@ -168,7 +161,7 @@ class runner {
       unsigned seen = 0;
       io_uring_for_each_cqe(&ring_, head, cqe) {
         seen++;
-        handle(cqe->user_data, cqe->res, now);
+        handle(cqe->user_data, cqe->res, cqe->flags, now);
       }
       io_uring_cq_advance(&ring_, seen);
       if (in_window(now)) {
@@ -207,7 +200,44 @@ class runner {
       out_.fatal = "io_uring lacks IORING_FEAT_EXT_ARG (timed waits): needs Linux 5.11+";
       return false;
     }
+    setup_buf_ring();
     return true;
+  }
+
+  /// Multishot recv into a provided buffer ring (Linux 6.0+), registered by hand (liburing 2.3
+  /// has no io_uring_setup_buf_ring). Without it, recv falls back to one SQE per read into the
+  /// connection's own buffer.
+  void setup_buf_ring() {
+    std::size_t ring_bytes = sizeof(io_uring_buf) * buf_count;
+    void* mem = ::mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE,
+                       -1, 0);
+    if (mem == MAP_FAILED) {
+      return;
+    }
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<std::uint64_t>(mem);
+    reg.ring_entries = buf_count;
+    reg.bgid = buf_group;
+    if (io_uring_register_buf_ring(&ring_, &reg, 0) < 0) {
+      ::munmap(mem, ring_bytes);
+      return;
+    }
+    br_ = static_cast<io_uring_buf_ring*>(mem);
+    br_bytes_ = ring_bytes;
+    io_uring_buf_ring_init(br_);
+    bufs_.resize(static_cast<std::size_t>(buf_count) * buf_size);
+    for (unsigned b = 0; b < buf_count; b++) {
+      io_uring_buf_ring_add(br_, bufs_.data() + static_cast<std::size_t>(b) * buf_size, buf_size,
+                            static_cast<unsigned short>(b), io_uring_buf_ring_mask(buf_count),
+                            static_cast<int>(b));
+    }
+    io_uring_buf_ring_advance(br_, static_cast<int>(buf_count));
+  }
+
+  void recycle_buffer(unsigned bid) {
+    io_uring_buf_ring_add(br_, bufs_.data() + static_cast<std::size_t>(bid) * buf_size, buf_size,
+                          static_cast<unsigned short>(bid), io_uring_buf_ring_mask(buf_count), 0);
+    io_uring_buf_ring_advance(br_, 1);
   }
 
   io_uring_sqe* sqe() {
@@ -290,11 +320,18 @@ class runner {
 
   void arm_recv(std::uint32_t i) {
     connection& c = conns_[i];
-    if (c.in.size() - c.in_len < 4096) {
-      c.in.resize(c.in.size() * 2);
-    }
     io_uring_sqe* s = sqe();
-    io_uring_prep_recv(s, c.fd, c.in.data() + c.in_len, c.in.size() - c.in_len, 0);
+    if (br_ != nullptr) {
+      // One SQE keeps reading until it fails, the peer closes or the buffers run out.
+      io_uring_prep_recv_multishot(s, c.fd, nullptr, 0, 0);
+      s->flags |= IOSQE_BUFFER_SELECT;
+      s->buf_group = buf_group;
+    } else {
+      if (c.in.size() - c.in_len < 4096) {
+        c.in.resize(c.in.size() * 2);
+      }
+      io_uring_prep_recv(s, c.fd, c.in.data() + c.in_len, c.in.size() - c.in_len, 0);
+    }
     io_uring_sqe_set_data64(s, pack(i, op_recv));
     c.sqes++;
   }
@@ -310,7 +347,6 @@ class runner {
       count_transport(why != nullptr ? why : "closed with requests outstanding", now,
                       c.fifo_count);
     }
-    outstanding_ -= c.fifo_count;
     c.fifo_count = 0;
     c.st = connection::state::closing;
     c.retry_later = backoff;
@@ -342,7 +378,6 @@ class runner {
     std::size_t slot = (c.fifo_head + c.fifo_count) % c.fifo.size();
     c.fifo[slot] = pending_req{t0, id, static_cast<std::uint32_t>(spec)};
     c.fifo_count++;
-    outstanding_++;
     if (!c.dirty) {
       c.dirty = true;
       dirty_.push_back(i);
@@ -413,11 +448,28 @@ class runner {
 
   // --- completions -------------------------------------------------------------------------
 
-  void handle(std::uint64_t data, int res, std::uint64_t now) {
+  void handle(std::uint64_t data, int res, unsigned flags, std::uint64_t now) {
     auto i = static_cast<std::uint32_t>(data >> 8);
     auto o = static_cast<op>(data & 0xff);
     connection& c = conns_[i];
-    c.sqes--;
+    const char* buf = nullptr;
+    if (flags & IORING_CQE_F_BUFFER) {
+      // Copy out of the provided buffer at once and hand it back to the kernel.
+      unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
+      buf = bufs_.data() + static_cast<std::size_t>(bid) * buf_size;
+      if (res > 0 && c.st == connection::state::open) {
+        std::size_t n = static_cast<std::size_t>(res);
+        if (c.in.size() - c.in_len < n) {
+          c.in.resize(c.in_len + n > 2 * c.in.size() ? c.in_len + n : 2 * c.in.size());
+        }
+        std::memcpy(c.in.data() + c.in_len, buf, n);
+      }
+      recycle_buffer(bid);
+    }
+    bool more = (flags & IORING_CQE_F_MORE) != 0;
+    if (!more) {
+      c.sqes--;
+    }
     if (c.st == connection::state::closing) {
       if (o == op_send) {
         c.send_busy = false;
@@ -433,7 +485,7 @@ class runner {
         on_send(i, res, now);
         break;
       case op_recv:
-        on_recv(i, res, now);
+        on_recv(i, res, more, now);
         break;
     }
   }
@@ -493,8 +545,12 @@ class runner {
     }
   }
 
-  void on_recv(std::uint32_t i, int res, std::uint64_t now) {
+  void on_recv(std::uint32_t i, int res, bool more, std::uint64_t now) {
     connection& c = conns_[i];
+    if (res == -ENOBUFS && br_ != nullptr) {
+      arm_recv(i);  // buffers ran out for a moment; they are recycled as we go
+      return;
+    }
     if (res < 0) {
       begin_close(i, errno_name(-res), now, true);
       return;
@@ -511,7 +567,9 @@ class runner {
       begin_close(i, "EOF with requests outstanding", now, false);
       return;
     }
-    arm_recv(i);
+    if (!more) {
+      arm_recv(i);
+    }
   }
 
   /// Frames, checks and records every complete response in the buffer. False when the
@@ -574,7 +632,6 @@ class runner {
     const pending_req& p = c.fifo[c.fifo_head];
     c.fifo_head = (c.fifo_head + 1) % c.fifo.size();
     c.fifo_count--;
-    outstanding_--;
     if (!in_window(now)) {
       return;
     }
@@ -622,11 +679,16 @@ class runner {
   std::string body_tmp_;
   io_uring ring_{};
   bool ring_ok_ = false;
+  static constexpr unsigned buf_count = 512;  ///< provided buffers (a power of two)
+  static constexpr unsigned buf_size = 16 * 1024;
+  static constexpr unsigned short buf_group = 1;
+  io_uring_buf_ring* br_ = nullptr;
+  std::size_t br_bytes_ = 0;
+  std::vector<char> bufs_;
   bool open_loop_ = false;
   double interval_ns_ = 0;
   double next_due_ = 0;
   std::int64_t next_id_ = 0;
-  unsigned outstanding_ = 0;  ///< requests queued or sent, not yet answered, all connections
 };
 
 }  // namespace

@@ -28,11 +28,6 @@ struct run_config {
   double rate = 0;            ///< total requests/s; 0 = closed loop
   check_level level = check_level::full;
   std::uint64_t seed = 1;
-  /// Completions to wait for per loop pass (1 = wake on every completion). More saves client
-  /// CPU (fewer wake-ups) but delays reading by up to `batch_wait_ns`, which then shows in the
-  /// latencies: keep 1 when latency matters.
-  unsigned batch = 1;
-  std::uint64_t batch_wait_ns = 100'000;
 };
 
 /// The run's timeline on CLOCK_MONOTONIC (ns): connections open at `begin`, warm-up until

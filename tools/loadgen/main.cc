@@ -42,9 +42,6 @@ Load:
       --warmup T        unmeasured time before it (default 1s)
   -R, --rate R          open loop at R requests/s in total; latency counts from each
                         request's intended send time (default: closed loop)
-      --batch N         wake for N completions at a time (at most --batch-wait): less client
-                        CPU, but reads may wait that long and latencies include it (default 1)
-      --batch-wait T    longest wait for a batch (default 100us)
 
 Requests (the mix; default: get of URL's path):
       --req SPEC        add to the mix; SPEC is KIND[@WEIGHT] with KIND one of
@@ -160,12 +157,6 @@ options parse_args(int argc, char** argv) {
       }
     } else if (a == "-R" || a == "--rate") {
       o.run.rate = parse_num<double>(a, value(i, a), 0.001, 1e9);
-    } else if (a == "--batch") {
-      o.run.batch = parse_num<unsigned>(a, value(i, a), 1, 4096);
-    } else if (a == "--batch-wait") {
-      if (!parse_duration(value(i, a), o.run.batch_wait_ns) || o.run.batch_wait_ns == 0) {
-        die_usage("bad duration for " + a);
-      }
     } else if (a == "--req") {
       request_spec s;
       if (!parse_request_spec(value(i, a), s, err)) {
@@ -435,8 +426,8 @@ int main(int argc, char** argv) {
                 us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
                 us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3, us(h.min()));
     std::printf("\"client_cpu_s\":%.4f,\"client_cpu_us_per_req\":%.3f,\"cqes_per_pass\":%.2f,"
-                "\"batch\":%u,\"outcomes\":{\"ok\":%llu",
-                cpu, cpu_us_per_req, cqes_per_pass, o.run.batch, static_cast<unsigned long long>(ok));
+                "\"outcomes\":{\"ok\":%llu",
+                cpu, cpu_us_per_req, cqes_per_pass, static_cast<unsigned long long>(ok));
     for (const auto& r : all.outcomes.rows()) {
       std::printf(",%s:%llu", json_string(outcome_label(r.kind, r.code, r.detail)).c_str(),
                   static_cast<unsigned long long>(r.count));
