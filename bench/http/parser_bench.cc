@@ -56,9 +56,8 @@ std::string mcp_post() {
 }
 
 bool verify_mcp(const std::string& wire, const request& req, const parse_result& r) {
-  return r.status == parse_status::complete && r.consumed == wire.size() &&
-         req.method == "POST" && req.path == "/mcp" && req.num_headers == 10 &&
-         req.body == mcp_body() && req.keep_alive &&
+  return r.status == parse_status::complete && r.consumed == wire.size() && req.method == "POST" &&
+         req.path == "/mcp" && req.num_headers == 10 && req.body == mcp_body() && req.keep_alive &&
          req.header_value("mcp-protocol-version") == "2025-06-18";
 }
 
@@ -73,9 +72,8 @@ void BM_parse_mcp_post(benchmark::State& state) {
       return;
     }
   }
-  const double allocs = allocs_per_op([&] {
-    benchmark::DoNotOptimize(parse_request(wire.data(), wire.size(), lim, req));
-  });
+  const double allocs = allocs_per_op(
+      [&] { benchmark::DoNotOptimize(parse_request(wire.data(), wire.size(), lim, req)); });
   for (auto _ : state) {
     const parse_result r = parse_request(wire.data(), wire.size(), lim, req);
     benchmark::DoNotOptimize(r);
@@ -143,9 +141,8 @@ void BM_parse_get_healthz(benchmark::State& state) {
       return;
     }
   }
-  const double allocs = allocs_per_op([&] {
-    benchmark::DoNotOptimize(parse_request(wire.data(), wire.size(), lim, req));
-  });
+  const double allocs = allocs_per_op(
+      [&] { benchmark::DoNotOptimize(parse_request(wire.data(), wire.size(), lim, req)); });
   for (auto _ : state) {
     const parse_result r = parse_request(wire.data(), wire.size(), lim, req);
     benchmark::DoNotOptimize(r);

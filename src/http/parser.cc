@@ -22,8 +22,8 @@ namespace {
 using detail::find_ctl;
 using detail::iequals_lower;
 using detail::is_ows;
-using detail::is_tchar;
 using detail::is_target;
+using detail::is_tchar;
 
 enum class line_status { ok, more, bad };
 
@@ -77,9 +77,7 @@ inline line_status scan_field_line(const char*& p, const char* end, std::string_
   return line_status::ok;
 }
 
-inline size_t sat_add(size_t a, size_t b) noexcept {
-  return a > SIZE_MAX - b ? SIZE_MAX : a + b;
-}
+inline size_t sat_add(size_t a, size_t b) noexcept { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
 inline int hex_value(char c) noexcept {
   if (c >= '0' && c <= '9') {
@@ -239,9 +237,7 @@ parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits&
   const size_t cap = sat_add(head_len, sat_add(lim.max_body_bytes, lim.max_header_bytes));
   const bool capped = len >= cap;
   const char* const end = buf + (capped ? cap : len);
-  auto more = [&]() noexcept {
-    return capped ? fail(errc::body_too_large) : need_more(true);
-  };
+  auto more = [&]() noexcept { return capped ? fail(errc::body_too_large) : need_more(true); };
   const char* q = buf + head_len;
   size_t total = 0;
   for (;;) {
@@ -429,8 +425,8 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
   if (end - p < 10) {
     return more();
   }
-  if (std::memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' ||
-      p[7] < '0' || p[7] > '9' || p[8] != '\r' || p[9] != '\n') {
+  if (std::memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' ||
+      p[7] > '9' || p[8] != '\r' || p[9] != '\n') {
     return fail(errc::bad_request_line);
   }
   if (p[5] != '1') {

@@ -9,7 +9,7 @@ namespace tollgate::http {
 namespace {
 
 constexpr std::string_view k_method_names[] = {"GET",    "HEAD",  "POST",   "PUT",
-                                                "DELETE", "PATCH", "OPTIONS"};
+                                               "DELETE", "PATCH", "OPTIONS"};
 constexpr int k_get = 0;
 constexpr int k_head = 1;
 
@@ -40,13 +40,13 @@ void router::add_prefix(std::string_view method, std::string_view prefix, route_
   add_route(method, prefix, true, id);
 }
 
-void router::add_route(std::string_view method, std::string_view path, bool prefix,
-                       route_id id) {
+void router::add_route(std::string_view method, std::string_view path, bool prefix, route_id id) {
   const int m = method_index(method);
   TOLLGATE_CHECK(m >= 0);
   TOLLGATE_CHECK(!path.empty());
   auto& list = prefix ? prefixes_ : exact_;
-  auto it = std::find_if(list.begin(), list.end(), [&](const resource& r) { return r.path == path; });
+  auto it =
+      std::find_if(list.begin(), list.end(), [&](const resource& r) { return r.path == path; });
   if (it == list.end()) {
     resource r;
     r.path = std::string(path);

@@ -52,21 +52,23 @@ std::vector<parse_case> cases() {
       {"empty_query", "GET /a? HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok, "GET", "/a",
        ""},
       {"post_with_body",
-       "POST /mcp HTTP/1.1\r\n" + host + "Content-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}",
+       "POST /mcp HTTP/1.1\r\n" + host +
+           "Content-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}",
        ps::complete, errc::ok, "POST", "/mcp", "", "{\"a\":1}"},
       {"http10_closes", "GET / HTTP/1.0\r\n\r\n", ps::complete, errc::ok, "GET", "/", "", "", false,
        0},
       {"http10_keep_alive", "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", ps::complete,
        errc::ok, "GET", "/", "", "", true, 0},
-      {"http11_close_token_list", "GET / HTTP/1.1\r\n" + host + "Connection: upgrade, CLOSE\r\n\r\n",
-       ps::complete, errc::ok, "GET", "/", "", "", false},
+      {"http11_close_token_list",
+       "GET / HTTP/1.1\r\n" + host + "Connection: upgrade, CLOSE\r\n\r\n", ps::complete, errc::ok,
+       "GET", "/", "", "", false},
       {"http12_is_11", "GET / HTTP/1.2\r\n" + host + "\r\n", ps::complete, errc::ok, "GET", "/"},
       {"leading_empty_lines", "\r\n\r\nGET / HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok,
        "GET", "/"},
       {"options_asterisk", "OPTIONS * HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok,
        "OPTIONS", "*"},
-      {"ows_and_tab_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: \t a\tb \t\r\n\r\n",
-       ps::complete, errc::ok, "GET", "/"},
+      {"ows_and_tab_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: \t a\tb \t\r\n\r\n", ps::complete,
+       errc::ok, "GET", "/"},
       {"empty_value", "GET / HTTP/1.1\r\nHost: x\r\nX-Empty:\r\n\r\n", ps::complete, errc::ok,
        "GET", "/"},
       {"obs_text_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-U: caf\xc3\xa9\r\n\r\n", ps::complete,
@@ -74,18 +76,30 @@ std::vector<parse_case> cases() {
       {"equal_duplicate_cl",
        "POST /p HTTP/1.1\r\n" + host + "Content-Length: 3\r\ncontent-length: 003\r\n\r\nabc",
        ps::complete, errc::ok, "POST", "/p", "", "abc"},
+      {"padded_cl", "POST /p HTTP/1.1\r\n" + host + "Content-Length:         3 \t\r\n\r\nabc",
+       ps::complete, errc::ok, "POST", "/p", "", "abc"},
       {"chunked_simple",
-       "POST /c HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+       "POST /c HTTP/1.1\r\n" + host +
+           "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
        ps::complete, errc::ok, "POST", "/c", "", "abcde"},
       {"chunked_ext_trailer",
        "POST /c HTTP/1.1\r\n" + host +
            "Transfer-Encoding: Chunked\r\n\r\nA;name=val;x\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n",
        ps::complete, errc::ok, "POST", "/c", "", "0123456789"},
-      {"chunked_empty", "POST /c HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-       ps::complete, errc::ok, "POST", "/c", "", ""},
+      {"chunked_empty",
+       "POST /c HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", ps::complete,
+       errc::ok, "POST", "/c", "", ""},
       {"expect_continue_waits_for_body",
        "POST /mcp HTTP/1.1\r\n" + host + "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n",
-       ps::incomplete, errc::ok, {}, {}, {}, {}, true, 1, true},
+       ps::incomplete,
+       errc::ok,
+       {},
+       {},
+       {},
+       {},
+       true,
+       1,
+       true},
 
       {"bad_method_char", "G(T / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
       {"empty_method", " / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
@@ -100,7 +114,8 @@ std::vector<parse_case> cases() {
       {"http2_get", "GET / HTTP/2.0\r\n\r\n", ps::error, errc::unsupported_version},
       {"http09", "GET / HTTP/0.9\r\n\r\n", ps::error, errc::unsupported_version},
       {"space_before_colon", "GET / HTTP/1.1\r\nHost : x\r\n\r\n", ps::error, errc::bad_header},
-      {"obs_fold", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", ps::error, errc::bad_header},
+      {"obs_fold", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", ps::error,
+       errc::bad_header},
       {"nul_in_value", std::string("GET / HTTP/1.1\r\nHost: x\0y\r\n\r\n", 29), ps::error,
        errc::bad_header},
       {"nul_in_name", std::string("GET / HTTP/1.1\r\nHo\0st: x\r\n\r\n", 29), ps::error,
@@ -127,8 +142,8 @@ std::vector<parse_case> cases() {
       {"cl_over_limit_before_body", "POST / HTTP/1.1\r\n" + host + "Content-Length: 65\r\n\r\n",
        ps::error, errc::body_too_large},
       {"cl_differing",
-       "POST / HTTP/1.1\r\n" + host + "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab",
-       ps::error, errc::conflicting_length},
+       "POST / HTTP/1.1\r\n" + host + "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab", ps::error,
+       errc::conflicting_length},
       {"cl_and_te",
        "POST / HTTP/1.1\r\n" + host + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
        ps::error, errc::conflicting_length},
@@ -137,8 +152,11 @@ std::vector<parse_case> cases() {
        ps::error, errc::conflicting_length},
       {"te_gzip", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: gzip, chunked\r\n\r\n",
        ps::error, errc::unsupported_encoding},
-      {"te_chunked_twice", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked, chunked\r\n\r\n",
-       ps::error, errc::bad_header},
+      {"te_empty", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: ,\r\n\r\n", ps::error,
+       errc::bad_header},
+      {"te_chunked_twice",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked, chunked\r\n\r\n", ps::error,
+       errc::bad_header},
       {"te_http10", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", ps::error,
        errc::bad_header},
       {"chunk_no_size", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n\r\n",
@@ -148,13 +166,14 @@ std::vector<parse_case> cases() {
       {"chunk_missing_crlf",
        "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
        ps::error, errc::bad_chunk},
-      {"chunk_bare_lf", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\nabc\r\n",
-       ps::error, errc::bad_chunk},
-      {"chunk_too_large",
-       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n41\r\n", ps::error,
-       errc::body_too_large},
+      {"chunk_bare_lf",
+       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\nabc\r\n", ps::error,
+       errc::bad_chunk},
+      {"chunk_too_large", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n41\r\n",
+       ps::error, errc::body_too_large},
       {"chunk_huge_size",
-       "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffffffff\r\n",
+       "POST / HTTP/1.1\r\n" + host +
+           "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffffffffff\r\n",
        ps::error, errc::body_too_large},
       {"chunks_sum_too_large",
        "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n20\r\n" +
@@ -164,7 +183,8 @@ std::vector<parse_case> cases() {
        "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n0\r\nX T: 1\r\n\r\n",
        ps::error, errc::bad_header},
       {"too_many_headers",
-       "GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\nf: 1\r\ng: 1\r\nh: 1\r\n\r\n",
+       "GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\nf: 1\r\ng: 1\r\nh: "
+       "1\r\n\r\n",
        ps::error, errc::too_many_headers},
       {"head_too_large_without_end",
        "GET / HTTP/1.1\r\nHost: x\r\nX-Long: " + std::string(300, 'a'), ps::error,
@@ -213,24 +233,26 @@ TEST(http_parser_test, table_fed_whole) {
 
 TEST(http_parser_test, table_fed_byte_by_byte) {
   // Verifies every proper prefix answers incomplete or the whole input's own error, never
-  // complete and never a different error.
-  const limits lim = small_limits();
+  // complete and never a different error, under the small test limits and the defaults.
   for (const auto& c : cases()) {
-    SCOPED_TRACE(c.name);
-    request whole_req;
-    std::vector<char> storage;
-    const parse_result whole = parse_copy(c.input, lim, whole_req, storage);
-    bool saw_error = false;
-    for (size_t n = 0; n < c.input.size(); ++n) {
-      request req;
-      const parse_result r = parse_copy(std::string_view(c.input).substr(0, n), lim, req, storage);
-      ASSERT_NE(r.status, parse_status::complete) << "prefix " << n;
-      if (r.status == parse_status::error) {
-        ASSERT_EQ(whole.status, parse_status::error) << "prefix " << n;
-        ASSERT_EQ(r.error, whole.error) << "prefix " << n;
-        saw_error = true;
-      } else {
-        ASSERT_FALSE(saw_error) << "an error prefix was followed by an incomplete one at " << n;
+    for (const limits& lim : {small_limits(), limits{}}) {
+      SCOPED_TRACE(c.name);
+      request whole_req;
+      std::vector<char> storage;
+      const parse_result whole = parse_copy(c.input, lim, whole_req, storage);
+      bool saw_error = false;
+      for (size_t n = 0; n < c.input.size(); ++n) {
+        request req;
+        const parse_result r =
+            parse_copy(std::string_view(c.input).substr(0, n), lim, req, storage);
+        ASSERT_NE(r.status, parse_status::complete) << "prefix " << n;
+        if (r.status == parse_status::error) {
+          ASSERT_EQ(whole.status, parse_status::error) << "prefix " << n;
+          ASSERT_EQ(r.error, whole.error) << "prefix " << n;
+          saw_error = true;
+        } else {
+          ASSERT_FALSE(saw_error) << "an error prefix was followed by an incomplete one at " << n;
+        }
       }
     }
   }
@@ -240,9 +262,9 @@ TEST(http_parser_test, header_lookup_is_case_insensitive_and_trims_ows) {
   // Verifies header_value/has_header ignore case and values lose surrounding whitespace.
   std::vector<char> storage;
   request req;
-  const parse_result r = parse_copy(
-      "GET / HTTP/1.1\r\nHost: example\r\nX-API-Key:   k1 \t\r\nAccept: a/b\r\n\r\n", limits{},
-      req, storage);
+  const parse_result r =
+      parse_copy("GET / HTTP/1.1\r\nHost: example\r\nX-API-Key:   k1 \t\r\nAccept: a/b\r\n\r\n",
+                 limits{}, req, storage);
   ASSERT_EQ(r.status, parse_status::complete);
   EXPECT_EQ(req.num_headers, 3u);
   EXPECT_EQ(req.header_value("x-api-key"), "k1");
@@ -292,9 +314,9 @@ TEST(http_parser_test, expect_continue_ignored_for_http10) {
   // Verifies RFC 9110 §10.1.1: a server ignores 100-continue from an HTTP/1.0 client.
   std::vector<char> storage;
   request req;
-  const parse_result r = parse_copy(
-      "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", limits{}, req,
-      storage);
+  const parse_result r =
+      parse_copy("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", limits{},
+                 req, storage);
   ASSERT_EQ(r.status, parse_status::incomplete);
   EXPECT_FALSE(req.expect_continue);
 }

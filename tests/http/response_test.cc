@@ -87,8 +87,8 @@ TEST(http_response_test, patched_length_matches_body_written_afterwards) {
   EXPECT_NE(resp.find("Content-Length:      1234\r\n"), std::string_view::npos) << resp;
   EXPECT_EQ(resp.substr(resp.size() - body.size()), body);
   // Reparse the head as a request-shaped message to check the length field is well-formed.
-  std::string as_request = "POST / HTTP/1.1\r\nHost: h\r\n" +
-                           std::string(resp.substr(resp.find("\r\n") + 2));
+  std::string as_request =
+      "POST / HTTP/1.1\r\nHost: h\r\n" + std::string(resp.substr(resp.find("\r\n") + 2));
   request req;
   const parse_result r = parse_request(as_request.data(), as_request.size(), limits{}, req);
   ASSERT_EQ(r.status, parse_status::complete);

@@ -9,7 +9,15 @@
 namespace tollgate::http {
 namespace {
 
-enum : route_id { r_mcp_post = 1, r_mcp_get, r_mcp_delete, r_health, r_story, r_stories, r_special };
+enum : route_id {
+  r_mcp_post = 1,
+  r_mcp_get,
+  r_mcp_delete,
+  r_health,
+  r_story,
+  r_stories,
+  r_special
+};
 
 router make_router() {
   router r;

@@ -29,8 +29,8 @@ enum class parse_status { complete, incomplete, error };
 
 struct parse_result {
   parse_status status = parse_status::incomplete;
-  size_t consumed = 0;   ///< complete: bytes this request occupied in buf
-  errc error = errc::ok; ///< error: the reason
+  size_t consumed = 0;         ///< complete: bytes this request occupied in buf
+  errc error = errc::ok;       ///< error: the reason
   bool head_complete = false;  ///< incomplete: the head was parsed, the body is still arriving
   /// complete, or incomplete with head_complete: bytes of the head (request line, fields and
   /// the empty line, plus any empty lines skipped before it). With content_length this tells

@@ -18,16 +18,27 @@ struct header {
 /// Why a request was refused. Each maps to one HTTP status (see status_of()).
 enum class errc : uint8_t {
   ok = 0,
-  bad_request_line,      ///< malformed method, target or version → 400
-  bad_header,            ///< malformed header line (bad name char, no colon, NUL, bare CR) → 400
-  too_many_headers,      ///< more than max_headers → 431
-  header_too_large,      ///< header block over limits::max_header_bytes → 431
-  body_too_large,        ///< Content-Length or decoded chunked size over limits::max_body_bytes → 413
-  conflicting_length,    ///< both Content-Length and Transfer-Encoding, or differing Content-Lengths → 400
-  bad_content_length,    ///< not a decimal number → 400
-  bad_chunk,             ///< malformed chunked framing → 400
-  unsupported_encoding,  ///< Transfer-Encoding other than chunked → 501
-  unsupported_version,   ///< HTTP/2.0 and other versions we do not speak → 505
+  /// Malformed method, target or version → 400.
+  bad_request_line,
+  /// Malformed field line (bad name byte, no colon, NUL, bare CR/LF, obs-fold; missing or
+  /// repeated Host; Transfer-Encoding on HTTP/1.0) → 400.
+  bad_header,
+  /// More than limits::max_header_count fields → 431.
+  too_many_headers,
+  /// Head over limits::max_header_bytes → 431.
+  header_too_large,
+  /// Content-Length or decoded chunked size over limits::max_body_bytes → 413.
+  body_too_large,
+  /// Both Content-Length and Transfer-Encoding, or differing Content-Lengths → 400.
+  conflicting_length,
+  /// Content-Length is not a decimal number → 400.
+  bad_content_length,
+  /// Malformed chunked framing → 400.
+  bad_chunk,
+  /// Transfer-Encoding other than chunked → 501.
+  unsupported_encoding,
+  /// HTTP/2.0 and other versions we do not speak → 505.
+  unsupported_version,
 };
 
 /// The HTTP status an errc answers with.

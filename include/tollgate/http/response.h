@@ -50,12 +50,12 @@ void patch_content_length(out_buffer& out, size_t slot, size_t length) noexcept;
 /// What a response head carries besides its status.
 struct response_head {
   int status = 200;
-  std::string_view content_type = {};   ///< omitted when empty
+  std::string_view content_type = {};  ///< omitted when empty
   /// Preformatted header lines, each ending in CRLF ("X-A: 1\r\nX-B: 2\r\n"); may be empty.
   std::string_view extra_headers = {};
   /// A full "Date: ...\r\n" line (date_cache::header_line()), or empty for none.
   std::string_view date_line = {};
-  bool close = false;          ///< adds "Connection: close"
+  bool close = false;  ///< adds "Connection: close"
   /// Adds "Connection: keep-alive" (answering an HTTP/1.0 keep-alive request, which otherwise
   /// assumes the server closes). Ignored when close is set.
   bool keep_alive_http10 = false;

@@ -23,11 +23,11 @@ namespace tollgate::http {
 using route_id = uint16_t;
 
 struct route_match {
-  int status = 404;           ///< 200 (matched), 404 or 405
-  route_id id = 0;            ///< status 200: the registered id
-  bool head = false;          ///< a HEAD request served by the GET route: send no body
-  std::string_view allow;     ///< status 405: the Allow header value (owned by the router)
-  std::string_view rest;      ///< prefix routes: the path after the prefix ("123" for /v1/stories/123)
+  int status = 404;        ///< 200 (matched), 404 or 405
+  route_id id = 0;         ///< status 200: the registered id
+  bool head = false;       ///< a HEAD request served by the GET route: send no body
+  std::string_view allow;  ///< status 405: the Allow header value (owned by the router)
+  std::string_view rest;   ///< prefix routes: the path after the prefix ("123" for /v1/stories/123)
 };
 
 class router {
