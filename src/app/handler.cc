@@ -14,6 +14,78 @@ constexpr http::route_id id_of(route r) { return static_cast<http::route_id>(r);
 
 }  // namespace
 
+namespace {
+http::response_info ops_text(const http::request& req, int status,
+                                           std::string_view body, std::string_view content_type,
+                                           out_buffer& out) {
+  auto head = http::head_for(req, status);
+  head.content_type = content_type;
+  http::write_response(out, head, body);
+  return {status, head.close};
+}
+
+http::response_info metrics(const shared_state& s_, const http::request& req, out_buffer& scratch_,
+                            out_buffer& out) {
+  scratch_.clear();
+  s_.counters->render(scratch_);
+  auto it = std::back_inserter(scratch_);
+  if (s_.engine != nullptr) {
+    const int n = s_.engine->threads();
+    auto gauge = [&](std::string_view name, std::string_view help, std::string_view type,
+                     auto field) {
+      fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+      for (int c = 0; c < n; ++c) {
+        fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c,
+                       (s_.engine->stats(c).*field).load(std::memory_order_relaxed));
+      }
+    };
+    gauge("tollgate_open_connections", "Connections open now.", "gauge",
+          &net::core_stats::open_connections);
+    gauge("tollgate_loop_passes_total", "Event-loop passes.", "counter",
+          &net::core_stats::loop_passes);
+    gauge("tollgate_completions_total", "io_uring completions reaped.", "counter",
+          &net::core_stats::completions);
+    gauge("tollgate_connections_accepted_total", "Connections accepted.", "counter",
+          &net::core_stats::accepted);
+    gauge("tollgate_connection_timeouts_total", "Connections closed by a timeout.", "counter",
+          &net::core_stats::timeouts);
+    gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
+          &net::core_stats::parse_errors);
+  }
+  return ops_text(req, 200, scratch_.view(), "text/plain; version=0.0.4", out);
+}
+
+}  // namespace
+
+http::response_info handle_ops(const shared_state& s, route r, const http::request& req,
+                               out_buffer& scratch, out_buffer& out) {
+  switch (r) {
+    case route::healthz:
+      return ops_text(req, 200, "ok\n", "text/plain", out);
+    case route::readyz:
+      return s.ready.load(std::memory_order_acquire)
+                 ? ops_text(req, 200, "ready\n", "text/plain", out)
+                 : ops_text(req, 503, "starting\n", "text/plain", out);
+    default:
+      return metrics(s, req, scratch, out);
+  }
+}
+
+http::response_info ops_handler::handle(const http::request& req, out_buffer& out,
+                                        int64_t /*now_ns*/) {
+  http::route_match m = s_.router.match(req.method, req.path);
+  if (m.status == 200) {
+    auto r = static_cast<route>(m.id);
+    if (r == route::healthz || r == route::readyz || r == route::metrics) {
+      return handle_ops(s_, r, req, scratch_, out);
+    }
+  }
+  auto head = http::head_for(req, 404);
+  head.content_type = "application/json";
+  http::write_response(out, head, R"({"code":"not_found","message":"There is no such route."})");
+  return {404, head.close};
+}
+
 void register_routes(shared_state& s) {
   auto& r = s.router;
   r.add("GET", "/healthz", id_of(route::healthz));
@@ -57,15 +129,6 @@ core_handler::core_handler(shared_state& s, int core)
   scratch_.reserve(16384);
 }
 
-http::response_info core_handler::ops_text(const http::request& req, int status,
-                                           std::string_view body, std::string_view content_type,
-                                           out_buffer& out) {
-  auto head = http::head_for(req, status);
-  head.content_type = content_type;
-  http::write_response(out, head, body);
-  return {status, head.close};
-}
-
 http::response_info core_handler::json_error(const http::request& req, int status,
                                              std::string_view body,
                                              std::string_view extra_headers, out_buffer& out) {
@@ -74,36 +137,6 @@ http::response_info core_handler::json_error(const http::request& req, int statu
   head.extra_headers = extra_headers;
   http::write_response(out, head, body);
   return {status, head.close};
-}
-
-http::response_info core_handler::metrics(const http::request& req, out_buffer& out) {
-  scratch_.clear();
-  s_.counters->render(scratch_);
-  auto it = std::back_inserter(scratch_);
-  if (s_.engine != nullptr) {
-    const int n = s_.engine->threads();
-    auto gauge = [&](std::string_view name, std::string_view help, std::string_view type,
-                     auto field) {
-      fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-      for (int c = 0; c < n; ++c) {
-        fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c,
-                       (s_.engine->stats(c).*field).load(std::memory_order_relaxed));
-      }
-    };
-    gauge("tollgate_open_connections", "Connections open now.", "gauge",
-          &net::core_stats::open_connections);
-    gauge("tollgate_loop_passes_total", "Event-loop passes.", "counter",
-          &net::core_stats::loop_passes);
-    gauge("tollgate_completions_total", "io_uring completions reaped.", "counter",
-          &net::core_stats::completions);
-    gauge("tollgate_connections_accepted_total", "Connections accepted.", "counter",
-          &net::core_stats::accepted);
-    gauge("tollgate_connection_timeouts_total", "Connections closed by a timeout.", "counter",
-          &net::core_stats::timeouts);
-    gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
-          &net::core_stats::parse_errors);
-  }
-  return ops_text(req, 200, scratch_.view(), "text/plain; version=0.0.4", out);
 }
 
 http::response_info core_handler::route(const http::request& req, out_buffer& out,
@@ -128,13 +161,13 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   counted = static_cast<app::route>(m.id);
   switch (counted) {
     case route::healthz:
-      return ops_text(req, 200, "ok\n", "text/plain", out);
     case route::readyz:
-      return s_.ready.load(std::memory_order_acquire)
-                 ? ops_text(req, 200, "ready\n", "text/plain", out)
-                 : ops_text(req, 503, "starting\n", "text/plain", out);
     case route::metrics:
-      return metrics(req, out);
+      if (!s_.ops_on_main) {
+        return json_error(req, 404,
+                          R"({"code":"not_found","message":"There is no such route."})", {}, out);
+      }
+      return handle_ops(s_, counted, req, scratch_, out);
     case route::well_known:
       // Never an OAuth discovery document: key-only server. Not rated, not billed.
       return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",

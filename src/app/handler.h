@@ -35,6 +35,7 @@ struct shared_state {
   std::unique_ptr<quota::service> quota;
   std::unique_ptr<request_counters> counters;
   const net::server* engine = nullptr;  ///< for /metrics; set once the engine exists
+  bool ops_on_main = true;  ///< false when --admin-listen moved the ops routes there
   std::atomic<bool> ready{false};
 };
 
@@ -44,6 +45,21 @@ void register_routes(shared_state& s);
 /// The key presented by a request: `Authorization: Bearer KEY` or `X-API-Key: KEY`; empty when
 /// neither is there (or the Authorization scheme is not Bearer).
 std::string_view presented_key(const http::request& req) noexcept;
+
+/// Answers an ops route (healthz, readyz, metrics). `scratch` is the core's reusable buffer.
+http::response_info handle_ops(const shared_state& s, route r, const http::request& req,
+                               out_buffer& scratch, out_buffer& out);
+
+/// Serves only the ops routes: the handler of the separate admin listener (--admin-listen).
+class ops_handler final : public http::handler {
+ public:
+  explicit ops_handler(const shared_state& s) : s_(s) { scratch_.reserve(16384); }
+  http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
+
+ private:
+  const shared_state& s_;
+  out_buffer scratch_;
+};
 
 class core_handler final : public http::handler {
  public:
@@ -55,9 +71,6 @@ class core_handler final : public http::handler {
  private:
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
                             route& counted);
-  http::response_info ops_text(const http::request& req, int status, std::string_view body,
-                               std::string_view content_type, out_buffer& out);
-  http::response_info metrics(const http::request& req, out_buffer& out);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
 

@@ -197,6 +197,7 @@ int run_serve(int argc, char** argv) {
     return rc;
   }
   st.engine = &engine;
+  st.ops_on_main = !s->admin_listen.has_value();  // read by the cores: set before they start
   auto started = engine.start([&st](int core) -> std::unique_ptr<http::handler> {
     return std::make_unique<core_handler>(st, core);
   });
@@ -209,6 +210,27 @@ int run_serve(int argc, char** argv) {
     engine.stop();
     engine.wait();
     return 1;
+  }
+  // Ops routes on their own address: one more engine with one core and no quota or MCP.
+  std::unique_ptr<net::server> admin;
+  if (s->admin_listen) {
+    net::server_options ao = no;
+    ao.host = s->admin_listen->host;
+    ao.port = s->admin_listen->port;
+    ao.threads = 1;
+    ao.max_connections = 256;
+    admin = std::make_unique<net::server>(ao);
+    auto a = admin->start([&st](int) -> std::unique_ptr<http::handler> {
+      return std::make_unique<ops_handler>(st);
+    });
+    if (!a) {
+      log_error("admin listener: {}", a.error());
+      engine.stop();
+      engine.wait();
+      return 1;
+    }
+    log_info("admin (healthz, readyz, metrics) on http://{}:{}", s->admin_listen->host,
+             admin->port());
   }
   st.ready.store(true, std::memory_order_release);
   log_info("listening on http://{}:{} ({} threads)", s->listen.host, engine.port(),
@@ -227,9 +249,15 @@ int run_serve(int argc, char** argv) {
     log_info("{}: finishing requests in flight, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     st.ready.store(false, std::memory_order_release);
     engine.stop();
+    if (admin) {
+      admin->stop();
+    }
     break;
   }
   engine.wait();
+  if (admin) {
+    admin->wait();
+  }
   st.quota->close(wall_now_ns());
   log_info("stopped; usage flushed");
   return 0;
