@@ -66,6 +66,7 @@ void router::add_route(std::string_view method, std::string_view path, bool pref
       it->allow += k_method_names[i];
     }
   }
+  it->allow_line = "Allow: " + it->allow + "\r\n";
   if (prefix) {
     std::stable_sort(prefixes_.begin(), prefixes_.end(), [](const resource& a, const resource& b) {
       return a.path.size() > b.path.size();
@@ -111,6 +112,7 @@ route_match router::match(std::string_view method, std::string_view path) const 
   }
   out.status = 405;
   out.allow = res->allow;
+  out.allow_line = res->allow_line;
   return out;
 }
 

@@ -58,6 +58,7 @@ TEST(http_router_test, wrong_method_is_405_with_allow) {
   route_match m = r.match("PUT", "/mcp");
   EXPECT_EQ(m.status, 405);
   EXPECT_EQ(m.allow, "GET, HEAD, POST, DELETE");
+  EXPECT_EQ(m.allow_line, "Allow: GET, HEAD, POST, DELETE\r\n");
   m = r.match("POST", "/healthz");
   EXPECT_EQ(m.status, 405);
   EXPECT_EQ(m.allow, "GET, HEAD");

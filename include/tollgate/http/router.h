@@ -27,7 +27,9 @@ struct route_match {
   route_id id = 0;         ///< status 200: the registered id
   bool head = false;       ///< a HEAD request served by the GET route: send no body
   std::string_view allow;  ///< status 405: the Allow header value (owned by the router)
-  std::string_view rest;   ///< prefix routes: the path after the prefix ("123" for /v1/stories/123)
+  /// status 405: "Allow: <allow>\r\n", ready to pass as extra header lines to the writer.
+  std::string_view allow_line;
+  std::string_view rest;  ///< prefix routes: the path after the prefix ("123" for /v1/stories/123)
 };
 
 class router {
@@ -37,6 +39,8 @@ class router {
   /// Registers `method` on every path starting with `prefix` (e.g. "/v1/stories/").
   void add_prefix(std::string_view method, std::string_view prefix, route_id id);
 
+  /// Resolves a request. The views in the result point into `path` (rest) or into the router
+  /// (allow, allow_line) and stay valid while both live and no route is added.
   route_match match(std::string_view method, std::string_view path) const noexcept;
 
  private:
@@ -47,6 +51,7 @@ class router {
     bool has[k_methods] = {};
     route_id ids[k_methods] = {};
     std::string allow;
+    std::string allow_line;
   };
   void add_route(std::string_view method, std::string_view path, bool prefix, route_id id);
   std::vector<resource> exact_;
