@@ -36,6 +36,7 @@
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
 #include "tollgate/http/parser.h"
+#include "tollgate/http/response.h"
 
 namespace tollgate::net::detail {
 namespace {
@@ -67,45 +68,6 @@ void bump(std::atomic<uint64_t>& a, uint64_t n = 1) noexcept {
   a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
-std::string_view reason(int status) noexcept {
-  switch (status) {
-    case 400: return "Bad Request";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
-  }
-}
-
-void append_decimal(out_buffer& out, size_t v) {
-  char tmp[24];
-  char* p = tmp + sizeof tmp;
-  do {
-    *--p = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  out.append(p, static_cast<size_t>(tmp + sizeof tmp - p));
-}
-
-// The engine's own answer to a request the parser refused (always followed by a close).
-void write_error(out_buffer& out, http::errc e) {
-  const int status = http::status_of(e);
-  const std::string_view msg = http::message(e);
-  out.append("HTTP/1.1 ");
-  append_decimal(out, static_cast<size_t>(status));
-  out.push_back(' ');
-  out.append(reason(status));
-  out.append("\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
-  append_decimal(out, msg.size() + 1);
-  out.append("\r\nConnection: close\r\n\r\n");
-  out.append(msg);
-  out.push_back('\n');
-}
-
-constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
 }  // namespace
 
 /// One connection slot. Shard-local.
@@ -121,6 +83,7 @@ struct conn {
   bool continue_sent = false;     // "100 Continue" already sent for the pending request
   bool dirty = false;             // in core::dirty_
   bool paused = false;            // parsing paused: too much unsent output
+  size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)
   uint8_t list = kNoList;
   uint32_t prev = UINT32_MAX;
   uint32_t next = UINT32_MAX;
@@ -198,8 +161,8 @@ result<void, std::string> core::setup() {
                                   std::strerror(-rc)));
   }
   ring_ok_ = true;
-  multishot_accept_ = feat_.multishot_accept;
-  multishot_recv_ = feat_.multishot_recv;
+  multishot_accept_ = feat_.multishot_accept && !opts_.disable_multishot;
+  multishot_recv_ = feat_.multishot_recv && !opts_.disable_multishot;
 
   // Provided buffer ring, mapped by hand (liburing 2.3 has no io_uring_setup_buf_ring).
   const unsigned count = opts_.recv_buffer_count;
@@ -448,6 +411,7 @@ void core::open_conn(int fd) {
   c.recv_armed = c.send_inflight = c.close_after_send = false;
   c.head_done = c.continue_sent = c.dirty = c.paused = false;
   c.sent = 0;
+  c.need = 0;
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   ++open_;
@@ -534,6 +498,7 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
     // The peer half-closed after its last request: send what is pending, then close.
     c.close_after_send = true;
     c.in.clear();
+    c.need = 0;
     return;
   }
   if (c.state == conn_state::closing) {
@@ -544,8 +509,10 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
 }
 
 void core::append_in(conn& c, const char* p, size_t n) {
-  // Keep kPadding spare bytes after the data so a body in `in` can be parsed in place.
-  c.in.reserve(c.in.size() + n + kPadding);
+  // Keep kPadding spare bytes after the data so a body in `in` can be parsed in place; when the
+  // pending request's size is known, grow once to hold all of it.
+  const size_t want = c.in.size() + n > c.need ? c.in.size() + n : c.need;
+  c.in.reserve(want + kPadding);
   c.in.append(p, n);
 }
 
@@ -562,7 +529,7 @@ void core::on_data(conn& c, uint32_t idx, char* data, size_t n) {
     }
   } else {
     append_in(c, data, n);
-    if (!c.paused) {
+    if (!c.paused && c.in.size() >= c.need) {  // else the known-length body is still arriving
       const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
       c.in.consume(used);
     }
@@ -585,6 +552,7 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
       completed = true;
       c.head_done = false;
       c.continue_sent = false;
+      c.need = 0;
       if (draining_) {
         req_.keep_alive = false;  // lets the handler write "Connection: close"
       }
@@ -604,15 +572,16 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
     }
     if (r.status == http::parse_status::incomplete) {
       c.head_done = r.head_complete;
+      c.need = (r.head_complete && !req_.chunked) ? r.head_bytes + req_.content_length : 0;
       if (r.head_complete && req_.expect_continue && !c.continue_sent) {
-        c.out.append(kContinue);
+        c.out.append(http::continue_response);
         c.continue_sent = true;
         mark_dirty(c, idx);
       }
       break;
     }
     bump(stats_.parse_errors);
-    write_error(c.out, r.error);
+    http::write_error_response(c.out, r.error);  // status_of(error) + Connection: close
     c.close_after_send = true;
     mark_dirty(c, idx);
     break;

@@ -35,6 +35,9 @@ struct server_options {
   uint32_t recv_buffer_count = 512;    ///< provided buffers per core (power of two, ≤ 32768)
   uint32_t ring_entries = 2048;        ///< SQ entries per core (CQ gets 4×)
   int listen_backlog = 4096;
+  /// Use the single-shot accept/recv fallbacks even where the kernel has multishot (tests of
+  /// the old-kernel path).
+  bool disable_multishot = false;
 };
 
 /// Counters of one core. Written only by that core's thread, readable from any thread (relaxed:
