@@ -38,7 +38,7 @@ TEST(handler_test, other_authorization_schemes_present_no_key) {
   // when Authorization is present but not Bearer).
   std::string b = "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Basic dXNlcjpwYXNz\r\nX-API-Key: k\r\n\r\n";
   EXPECT_EQ(presented_key(parse(b)), "");
-  std::string none = "GET / HTTP/1.1\r\nHost: t\r\nHost: x\r\n\r\n";
+  std::string none = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
   EXPECT_EQ(presented_key(parse(none)), "");
 }
 
