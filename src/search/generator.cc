@@ -112,23 +112,37 @@ std::string pseudo_word(uint64_t i) {
   return w;
 }
 
-// Zipf(s = 1) sampler over n ranks: integer weights 2^40 / (rank + 1).
+// Zipf(s = 1) sampler over n ranks: integer weights 2^40 / (rank + 1). A guide table of 2^16
+// buckets gives the first candidate rank for each slice of the range, so a sample is O(1) on
+// average and returns exactly what a binary search over the cumulative weights would.
 class zipf {
  public:
-  explicit zipf(uint64_t n) : cum_(n) {
+  explicit zipf(uint64_t n) : cum_(n), guide_(guide_size) {
     uint64_t total = 0;
     for (uint64_t r = 0; r < n; ++r) {
       total += (uint64_t{1} << 40) / (r + 1);
       cum_[r] = total;
     }
+    for (uint64_t b = 0; b < guide_size; ++b) {
+      uint64_t threshold = total * b / guide_size;  // total < 2^48: no overflow
+      guide_[b] = static_cast<uint32_t>(std::upper_bound(cum_.begin(), cum_.end(), threshold) -
+                                        cum_.begin());
+    }
   }
   uint64_t sample(rng& g) const {
-    uint64_t u = g.below(cum_.back());
-    return static_cast<uint64_t>(std::upper_bound(cum_.begin(), cum_.end(), u) - cum_.begin());
+    const uint64_t total = cum_.back();
+    uint64_t u = g.below(total);
+    uint64_t r = guide_[u * guide_size / total];
+    while (cum_[r] <= u) {
+      ++r;
+    }
+    return r;
   }
 
  private:
+  static constexpr uint64_t guide_size = 1 << 16;
   std::vector<uint64_t> cum_;
+  std::vector<uint32_t> guide_;
 };
 
 struct vocabulary {

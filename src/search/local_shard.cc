@@ -37,12 +37,15 @@ inline uint32_t read_varint(const uint8_t*& p) noexcept {
   }
 }
 
-inline void put_varint(std::vector<uint8_t>& out, uint32_t v) {
+// Writes v as a LEB128 varint at out (room for 5 bytes); returns the bytes written.
+inline size_t put_varint(uint8_t* out, uint32_t v) noexcept {
+  size_t n = 0;
   while (v >= 0x80) {
-    out.push_back(static_cast<uint8_t>(v | 0x80));
+    out[n++] = static_cast<uint8_t>(v | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<uint8_t>(v));
+  out[n++] = static_cast<uint8_t>(v);
+  return n;
 }
 
 inline uint64_t mix64(uint64_t h) noexcept {
@@ -293,45 +296,90 @@ void local_shard::seal(std::vector<load_issue>& dups) {
   build_index();
 }
 
-void local_shard::build_index() {
-  struct term_build {
-    std::vector<uint8_t> docs;
-    std::vector<uint8_t> pos;
-    std::vector<skip_entry> skips;
-    uint32_t last_doc = 0;
-    uint32_t df = 0;
-  };
-  std::vector<term_build> tb;
-  auto name_of = [this](uint32_t i) {
-    const term_info& t = terms_[i];
-    return std::string_view(term_chars_.data() + t.name_off, t.name_len);
-  };
-  auto intern = [&](std::string_view tok) -> uint32_t {
-    int64_t r = probe(term_table_, tok, name_of);
-    if (r >= 0) {
-      return static_cast<uint32_t>(r);
+// Term table: open addressing over uint64 slots = (hash >> 32) << 32 | (term index + 1); the
+// stored hash bits skip most name comparisons. Returns the term index, or -(slot + 1).
+int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noexcept {
+  if (term_table_.empty()) {
+    return -1;
+  }
+  const size_t mask = term_table_.size() - 1;
+  const uint64_t tag = h >> 32;
+  size_t i = h & mask;
+  while (true) {
+    uint64_t v = term_table_[i];
+    if (v == 0) {
+      return -static_cast<int64_t>(i) - 1;
     }
-    term_info ti{};
-    ti.name_off = static_cast<uint32_t>(term_chars_.size());
-    ti.name_len = static_cast<uint32_t>(tok.size());
-    term_chars_.insert(term_chars_.end(), tok.begin(), tok.end());
-    terms_.push_back(ti);
-    tb.emplace_back();
-    if (terms_.size() * 2 > term_table_.size()) {
-      rehash(term_table_, terms_.size(), name_of);
-    } else {
-      term_table_[static_cast<size_t>(-(r + 2))] = static_cast<uint32_t>(terms_.size());
+    if ((v >> 32) == tag) {
+      const term_info& ti = terms_[(v & 0xFFFFFFFFu) - 1];
+      if (std::string_view(term_chars_.data() + ti.name_off, ti.name_len) == t) {
+        return static_cast<int64_t>((v & 0xFFFFFFFFu) - 1);
+      }
     }
-    return static_cast<uint32_t>(terms_.size() - 1);
-  };
+    i = (i + 1) & mask;
+  }
+}
 
+uint32_t local_shard::intern_term(std::string_view tok) {
+  const uint64_t h = hash_bytes(tok);
+  int64_t r = probe_term(tok, h);
+  if (r >= 0) {
+    return static_cast<uint32_t>(r);
+  }
+  term_info ti{};
+  ti.name_off = static_cast<uint32_t>(term_chars_.size());
+  ti.name_len = static_cast<uint32_t>(tok.size());
+  term_chars_.insert(term_chars_.end(), tok.begin(), tok.end());
+  terms_.push_back(ti);
+  const uint64_t slot_value = (h >> 32) << 32 | terms_.size();
+  if (terms_.size() * 2 > term_table_.size()) {
+    size_t size = term_table_.empty() ? 4096 : term_table_.size() * 2;
+    std::vector<uint64_t> t(size, 0);
+    for (size_t k = 0; k < terms_.size(); ++k) {
+      const term_info& x = terms_[k];
+      uint64_t hk = hash_bytes(std::string_view(term_chars_.data() + x.name_off, x.name_len));
+      size_t i = hk & (size - 1);
+      while (t[i] != 0) {
+        i = (i + 1) & (size - 1);
+      }
+      t[i] = (hk >> 32) << 32 | (k + 1);
+    }
+    term_table_.swap(t);
+  } else {
+    term_table_[static_cast<size_t>(-(r + 1))] = slot_value;
+  }
+  return static_cast<uint32_t>(terms_.size() - 1);
+}
+
+// Two passes, so the per-term work touches small arrays instead of one growing vector per term
+// (which made every (doc, term) pair a cache miss):
+//   1. per doc: tokenize, group occurrences by term, append one record per (term, doc) to a
+//      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
+//      count each term's df and exact byte sizes;
+//   2. lay the terms out with prefix sums, then copy every record to its term's place.
+void local_shard::build_index() {
   const uint32_t n = static_cast<uint32_t>(docs_.size());
   title_len_.assign(n, 0);
   text_len_.assign(n, 0);
   stats_ = {};
   stats_.docs = n;
+  struct term_count {
+    uint64_t doc_bytes = 0;
+    uint64_t pos_bytes = 0;
+    uint32_t df = 0;
+    uint32_t last_doc = 0;
+  };
+  std::vector<term_count> counts;
+  out_buffer rec_buf;  // the record stream (realloc growth, no zero-filling)
+  {
+    size_t text_bytes = 0;
+    for (const doc_rec& r : docs_) {
+      text_bytes += r.title_len + r.text_len;
+    }
+    rec_buf.reserve(text_bytes / 2 + text_bytes / 8 + 1024);
+  }
   std::vector<uint64_t> occ;
-  std::vector<uint8_t> tmp;
+  std::vector<uint8_t> pbuf(256);
   for (uint32_t d = 0; d < n; ++d) {
     field_views f(docs_[d]);
     occ.clear();
@@ -339,71 +387,113 @@ void local_shard::build_index() {
     std::string_view tok;
     token_stream title(f.title);
     while (title.next(tok)) {
-      occ.push_back(static_cast<uint64_t>(intern(tok)) << 32 | pos++);
+      occ.push_back(static_cast<uint64_t>(intern_term(tok)) << 32 | pos++);
     }
     const uint32_t tl = pos;
     pos = tl + 1;
     token_stream text(f.text);
     while (text.next(tok)) {
-      occ.push_back(static_cast<uint64_t>(intern(tok)) << 32 | pos++);
+      occ.push_back(static_cast<uint64_t>(intern_term(tok)) << 32 | pos++);
     }
     const uint32_t xl = pos - tl - 1;
     title_len_[d] = tl;
     text_len_[d] = xl;
     stats_.title_tokens += tl;
     stats_.text_tokens += xl;
+    if (counts.size() < terms_.size()) {
+      counts.resize(terms_.size() + terms_.size() / 2);
+    }
     std::sort(occ.begin(), occ.end());
     for (size_t i = 0; i < occ.size();) {
-      uint32_t t = static_cast<uint32_t>(occ[i] >> 32);
-      uint32_t tft = 0, tfx = 0, prev = 0;
-      tmp.clear();
+      const uint32_t t = static_cast<uint32_t>(occ[i] >> 32);
       size_t j = i;
-      for (; j < occ.size() && static_cast<uint32_t>(occ[j] >> 32) == t; ++j) {
-        uint32_t p = static_cast<uint32_t>(occ[j]);
-        (p < tl ? tft : tfx)++;
-        put_varint(tmp, j == i ? p : p - prev);
+      while (j < occ.size() && static_cast<uint32_t>(occ[j] >> 32) == t) {
+        ++j;
+      }
+      uint32_t tft = 0;
+      for (size_t k = i; k < j && static_cast<uint32_t>(occ[k]) < tl; ++k) {
+        ++tft;
+      }
+      const uint32_t tfx = static_cast<uint32_t>(j - i) - tft;
+      pbuf.resize(std::max(pbuf.size(), (j - i) * 5));
+      size_t pos_len = 0;
+      uint32_t prev = 0;
+      for (size_t k = i; k < j; ++k) {
+        uint32_t p = static_cast<uint32_t>(occ[k]);
+        pos_len += put_varint(pbuf.data() + pos_len, k == i ? p : p - prev);
         prev = p;
       }
+      term_count& c = counts[t];
+      uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25 + pos_len));
+      size_t h = put_varint(out, t);
+      const size_t entry_at = h;
+      h += put_varint(out + h, d - c.last_doc);
+      h += put_varint(out + h, tft);
+      h += put_varint(out + h, tfx);
+      h += put_varint(out + h, static_cast<uint32_t>(pos_len));
+      std::memcpy(out + h, pbuf.data(), pos_len);
+      rec_buf.commit(h + pos_len);
+      c.doc_bytes += h - entry_at;
+      c.pos_bytes += pos_len;
+      c.last_doc = d;
+      ++c.df;
       i = j;
-      term_build& b = tb[t];
-      put_varint(b.docs, d - b.last_doc);
-      put_varint(b.docs, tft);
-      put_varint(b.docs, tfx);
-      put_varint(b.docs, static_cast<uint32_t>(tmp.size()));
-      b.pos.insert(b.pos.end(), tmp.begin(), tmp.end());
-      b.last_doc = d;
-      if (++b.df % block_docs == 0) {
-        b.skips.push_back({d, static_cast<uint32_t>(b.docs.size()), b.pos.size()});
-      }
     }
   }
-  // Compact every term's streams into the shared arrays.
-  size_t doc_total = 0, pos_total = 0, skip_total = 0;
-  for (term_build& b : tb) {
-    if (b.df % block_docs != 0) {
-      b.skips.push_back({b.last_doc, static_cast<uint32_t>(b.docs.size()), b.pos.size()});
-    }
-    doc_total += b.docs.size();
-    pos_total += b.pos.size();
-    skip_total += b.skips.size();
-  }
-  doc_stream_.reserve(doc_total + 16);
-  pos_stream_.reserve(pos_total + 16);
-  skips_.reserve(skip_total);
-  for (size_t t = 0; t < tb.size(); ++t) {
-    term_build& b = tb[t];
+  // Pass 2: layout, then scatter the records.
+  const size_t nt = terms_.size();
+  struct term_write {
+    uint64_t doc_w;
+    uint64_t pos_w;
+    uint32_t skip_w;
+    uint32_t cur;
+    uint32_t cnt;
+    uint32_t df;
+  };
+  std::vector<term_write> w(nt);
+  uint64_t doc_total = 0, pos_total = 0;
+  uint32_t skip_total = 0;
+  for (size_t t = 0; t < nt; ++t) {
+    const term_count& c = counts[t];
     term_info& ti = terms_[t];
-    ti.doc_off = doc_stream_.size();
-    ti.pos_off = pos_stream_.size();
-    ti.skip_off = static_cast<uint32_t>(skips_.size());
-    ti.df = b.df;
-    doc_stream_.insert(doc_stream_.end(), b.docs.begin(), b.docs.end());
-    pos_stream_.insert(pos_stream_.end(), b.pos.begin(), b.pos.end());
-    skips_.insert(skips_.end(), b.skips.begin(), b.skips.end());
-    std::vector<uint8_t>().swap(b.docs);
-    std::vector<uint8_t>().swap(b.pos);
-    std::vector<skip_entry>().swap(b.skips);
+    ti.doc_off = doc_total;
+    ti.pos_off = pos_total;
+    ti.skip_off = skip_total;
+    ti.df = c.df;
+    w[t] = {doc_total, pos_total, skip_total, 0, 0, c.df};
+    doc_total += c.doc_bytes;
+    pos_total += c.pos_bytes;
+    skip_total += (c.df + block_docs - 1) / block_docs;
   }
+  std::vector<term_count>().swap(counts);
+  doc_stream_.resize(doc_total + 16);
+  pos_stream_.resize(pos_total + 16);
+  skips_.assign(skip_total, skip_entry{});
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(rec_buf.data());
+  const uint8_t* end = p + rec_buf.size();
+  while (p < end) {
+    const uint32_t t = read_varint(p);
+    const uint8_t* entry = p;
+    const uint32_t delta = read_varint(p);
+    read_varint(p);
+    read_varint(p);
+    const uint32_t pos_len = read_varint(p);
+    term_write& tw = w[t];
+    const size_t entry_len = static_cast<size_t>(p - entry);
+    std::memcpy(doc_stream_.data() + tw.doc_w, entry, entry_len);
+    std::memcpy(pos_stream_.data() + tw.pos_w, p, pos_len);
+    p += pos_len;
+    tw.doc_w += entry_len;
+    tw.pos_w += pos_len;
+    tw.cur += delta;
+    ++tw.cnt;
+    if (tw.cnt % block_docs == 0 || tw.cnt == tw.df) {
+      const term_info& ti = terms_[t];
+      skips_[tw.skip_w++] = {tw.cur, static_cast<uint32_t>(tw.doc_w - ti.doc_off),
+                             tw.pos_w - ti.pos_off};
+    }
+  }
+  rec_buf = out_buffer();
   term_chars_.shrink_to_fit();
   terms_.shrink_to_fit();
   doc_tags_.shrink_to_fit();
@@ -429,10 +519,7 @@ void local_shard::finalize(const shard_stats& global) {
 // ---- queries ----
 
 const term_info* local_shard::lookup_term(std::string_view t) const noexcept {
-  int64_t r = probe(term_table_, t, [this](uint32_t i) {
-    const term_info& ti = terms_[i];
-    return std::string_view(term_chars_.data() + ti.name_off, ti.name_len);
-  });
+  int64_t r = probe_term(t, hash_bytes(t));
   return r >= 0 ? &terms_[static_cast<size_t>(r)] : nullptr;
 }
 
@@ -672,7 +759,7 @@ size_t local_shard::memory_bytes() const noexcept {
   return arena_bytes_ + docs_.capacity() * sizeof(doc_rec) + time_.capacity() * 8 +
          doc_tags_.capacity() * 4 + title_len_.capacity() * 8 + norm_title_.capacity() * 8 +
          term_chars_.capacity() + terms_.capacity() * sizeof(term_info) +
-         term_table_.capacity() * 4 + doc_stream_.capacity() + pos_stream_.capacity() +
+         term_table_.capacity() * 8 + doc_stream_.capacity() + pos_stream_.capacity() +
          skips_.capacity() * sizeof(skip_entry);
 }
 

@@ -121,6 +121,8 @@ class local_shard final : public shard_source {
   };
   struct field_views;
   const term_info* lookup_term(std::string_view t) const noexcept;
+  int64_t probe_term(std::string_view t, uint64_t h) const noexcept;
+  uint32_t intern_term(std::string_view t);
   int64_t lookup_tag(std::string_view t) const noexcept;
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
@@ -144,7 +146,7 @@ class local_shard final : public shard_source {
   std::vector<float> norm_title_, norm_text_;
   std::vector<char> term_chars_;
   std::vector<term_info> terms_;
-  std::vector<uint32_t> term_table_;  // open addressing: term index + 1, 0 = empty
+  std::vector<uint64_t> term_table_;  // open addressing: hash high bits | term index + 1
   std::vector<uint8_t> doc_stream_;
   std::vector<uint8_t> pos_stream_;
   std::vector<skip_entry> skips_;
