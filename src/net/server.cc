@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -27,23 +28,19 @@ namespace {
 
 constexpr int kMaxCores = 1024;
 
-int allowed_cpus(std::vector<int>* ids) {
+// The CPUs this process may run on (for pin_threads).
+std::vector<int> allowed_cpus() {
+  std::vector<int> ids;
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) {
-    const long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? static_cast<int>(n) : 1;
-  }
-  int count = 0;
-  for (int i = 0; i < CPU_SETSIZE; ++i) {
-    if (CPU_ISSET(i, &set)) {
-      ++count;
-      if (ids != nullptr) {
-        ids->push_back(i);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int i = 0; i < CPU_SETSIZE; ++i) {
+      if (CPU_ISSET(i, &set)) {
+        ids.push_back(i);
       }
     }
   }
-  return count > 0 ? count : 1;
+  return ids;
 }
 
 void log_missing_flags(const features& f) {
@@ -108,6 +105,11 @@ int make_listener(const addrinfo& ai, int backlog) {
 
 }  // namespace
 
+int default_threads() noexcept {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
 struct server::impl {
   server_options opts;
   std::atomic<bool> stop{false};
@@ -170,9 +172,8 @@ result<void, std::string> server::start(handler_factory factory) {
   }
   log_missing_flags(f);
 
-  std::vector<int> cpus;
-  const int ncpu = allowed_cpus(&cpus);
-  const int n = o.threads > 0 ? o.threads : ncpu;
+  const std::vector<int> cpus = o.pin_threads ? allowed_cpus() : std::vector<int>();
+  const int n = o.threads > 0 ? o.threads : std::min(default_threads(), kMaxCores);
 
   // Listeners: the first binds (port 0 picks one), the rest join its port with SO_REUSEPORT.
   addrinfo hints{};

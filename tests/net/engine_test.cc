@@ -469,6 +469,41 @@ TEST(net_engine_test, serves_with_single_shot_fallbacks) {
   EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.accepted; }), 3u);
 }
 
+TEST(net_engine_test, listens_on_ipv6_loopback) {
+  // Verifies a numeric IPv6 listen address works (skipped where ::1 is unavailable).
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const int probe = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool v6 = probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (probe >= 0) {
+    ::close(probe);
+  }
+  if (!v6) {
+    GTEST_SKIP() << "no IPv6 loopback";
+  }
+  server_options o = test_options();
+  o.host = "::1";
+  started s(o);
+  ASSERT_TRUE(s.ok);
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  a.sin6_port = htons(s.srv.port());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const timeval tv{5, 0};  // bounded reads
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const std::string req = get("/v6", "Connection: close\r\n");
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[1024];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 200");
+  EXPECT_NE(got.find("/v6|"), std::string::npos);
+}
+
 TEST(net_engine_test, probe_reports_a_kernel_and_consistent_flags) {
   // Verifies the probe fills the kernel release and never claims DEFER without SINGLE_ISSUER.
   const features& f = probe_features();

@@ -164,6 +164,25 @@ TEST(net_lifecycle_test, graceful_stop_waits_for_a_partial_request_and_closes_id
   s->wait();
 }
 
+TEST(net_lifecycle_test, graceful_stop_gives_up_on_an_unfinished_request_at_shutdown_timeout) {
+  // Verifies stop() is bounded: a request that never completes is closed at shutdown_timeout.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.shutdown_timeout_ms = 300;
+  auto s = start(o);
+  ASSERT_TRUE(s);
+  client c(s->port());
+  ASSERT_TRUE(c.send_all(
+      "POST /never HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n"));
+  auto interim = c.read_response();
+  ASSERT_TRUE(interim.has_value());
+  ASSERT_EQ(interim->status, 100);
+  s->stop();
+  EXPECT_TRUE(c.wait_closed(10000));
+  s->wait();
+  EXPECT_EQ(open_conns(*s), 0u);
+}
+
 TEST(net_lifecycle_test, stop_is_idempotent_and_wait_returns_on_an_idle_server) {
   // Verifies repeated stop() calls are harmless and an idle server exits promptly.
   TOLLGATE_SKIP_WITHOUT_RING();

@@ -23,7 +23,7 @@ namespace tollgate::net {
 struct server_options {
   std::string host = "127.0.0.1";  ///< numeric IPv4/IPv6 address or name; "" or "*" = any
   uint16_t port = 8080;            ///< 0 = the first listener picks one, the others reuse it
-  int threads = 0;                 ///< cores to run; 0 = the CPUs this process may run on
+  int threads = 0;                 ///< cores to run; 0 = default_threads() (online CPUs)
   bool pin_threads = false;        ///< pin core i to the i-th CPU of the process's affinity set
   http::limits limits;             ///< header/body limits for the request parser
   uint32_t header_timeout_ms = 10000;  ///< a request head (and each body read) must arrive in this
@@ -39,6 +39,10 @@ struct server_options {
   /// the old-kernel path).
   bool disable_multishot = false;
 };
+
+/// What server_options::threads = 0 resolves to: the number of online CPUs (the same figure as
+/// std::thread::hardware_concurrency()). Thread-safe.
+int default_threads() noexcept;
 
 /// Counters of one core. Written only by that core's thread, readable from any thread (relaxed:
 /// each value is a monotonic or gauge figure for /metrics; no ordering with other data is
