@@ -104,7 +104,9 @@ core::core(int index, const server_options& opts, const features& feat, int list
       handler_(std::move(handler)),
       stats_(stats),
       stop_(stop) {
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // Blocking on purpose: io_uring fails a read of an empty O_NONBLOCK file with EAGAIN at once
+  // on some kernels, where a blocking one is polled until server::stop() writes to it.
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   TOLLGATE_CHECK(wake_fd_ >= 0);
 }
 
@@ -409,7 +411,7 @@ void core::open_conn(int fd) {
   c.fd = fd;
   c.state = conn_state::open;
   c.recv_armed = c.send_inflight = c.close_after_send = false;
-  c.head_done = c.continue_sent = c.dirty = c.paused = false;
+  c.head_done = c.continue_sent = c.paused = false;  // `dirty` tracks membership of dirty_
   c.sent = 0;
   c.need = 0;
   const int one = 1;
@@ -652,7 +654,7 @@ void core::on_send(conn& c, uint32_t idx, int res) {
     maybe_release(c, idx);
     return;
   }
-  if (res < 0) {
+  if (res <= 0) {
     hard_close(c, idx);  // EPIPE, ECONNRESET: the peer is gone
     return;
   }

@@ -183,6 +183,21 @@ TEST(net_lifecycle_test, graceful_stop_gives_up_on_an_unfinished_request_at_shut
   EXPECT_EQ(open_conns(*s), 0u);
 }
 
+TEST(net_lifecycle_test, idles_without_spinning) {
+  // Verifies an idle core sleeps in the ring between 100 ms ticks instead of looping.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  auto s = start(test_options());
+  ASSERT_TRUE(s);
+  client c(s->port());  // one idle connection with a recv armed
+  ASSERT_TRUE(c.send_all(get("/x")));
+  ASSERT_TRUE(c.read_response().has_value());
+  const uint64_t p0 = s->stats(0).loop_passes.load();
+  std::this_thread::sleep_for(500ms);
+  const uint64_t passes = s->stats(0).loop_passes.load() - p0;
+  EXPECT_GE(passes, 1u);  // the tick still runs
+  EXPECT_LT(passes, 50u);  // ~5 expected; a spinning loop makes hundreds of thousands
+}
+
 TEST(net_lifecycle_test, stop_is_idempotent_and_wait_returns_on_an_idle_server) {
   // Verifies repeated stop() calls are harmless and an idle server exits promptly.
   TOLLGATE_SKIP_WITHOUT_RING();
