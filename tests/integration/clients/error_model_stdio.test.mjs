@@ -88,7 +88,8 @@ test('stdio: rate limit is a rate_limited tool error with retry_after_secs', asy
   const s = await open('slow');
   let m;
   for (let i = 0; i < 10; i++) {
-    m = await s.send(toolCall(100 + i, 'get_usage'));
+    // a billable call: on stdio get_usage is not rated (it is over HTTP, where every request is)
+    m = await s.send(toolCall(100 + i, 'search_stories', { query: 'the', limit: 1 }));
     if (m.result?.isError) break;
   }
   const e = toolErrorOf(m, 'rate_limited');

@@ -62,7 +62,7 @@ export function renderConfig({ plans = DEFAULT_PLANS, quota = { reconcile_ms: 10
  * environment variables to remove.
  * On timeout the process is SIGKILLed and the promise rejects.
  */
-export function runCli(args, { env = {}, unset = [], input, timeoutMs = 15000 } = {}) {
+export function runCli(args, { env = {}, unset = [], input, timeoutMs = 90000 } = {}) {
   requireBin();
   const fullEnv = { ...process.env, ...env };
   for (const name of unset) delete fullEnv[name];
@@ -236,7 +236,7 @@ export async function prepare({ keys = {}, plans = DEFAULT_PLANS, quota, extraCo
  */
 export async function start({
   keys = {}, plans = DEFAULT_PLANS, quota, extraConfig = '', threads = 2, prepared,
-  startTimeoutMs = 20000, extraArgs = [],
+  startTimeoutMs = 90000, extraArgs = [],
 } = {}) {
   const prep = prepared ?? await prepare({ keys, plans, quota, extraConfig });
   const { dataDir: dir, configPath } = prep;
@@ -464,7 +464,7 @@ export class StdioSession {
 
   /** Writes one message (object or raw line) and awaits the response with `id` (null for parse
    * errors); `ids` accepts the first response carrying any of several ids. */
-  send(msg, { id, ids, timeoutMs = 10000 } = {}) {
+  send(msg, { id, ids, timeoutMs = 90000 } = {}) {
     const line = typeof msg === 'string' ? msg : JSON.stringify(msg);
     const wanted = (ids ?? [id !== undefined ? id : (typeof msg === 'object' ? msg.id ?? null : null)]).map((x) => JSON.stringify(x));
     return new Promise((resolve, reject) => {

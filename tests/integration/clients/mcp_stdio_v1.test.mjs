@@ -25,7 +25,7 @@ before(async () => {
     command: BIN, args: stdioArgs(), env: { TOLLGATE_API_KEY: stdioDir.keys.main }, stderr: 'pipe',
   });
   client = new Client({ name: 'tollgate-it-stdio', version: '1.0.0' });
-  await client.connect(transport, { timeout: 15000 });
+  await client.connect(transport, { timeout: 90000 });  // a Debug build indexes --sample for seconds
 });
 
 after(async () => {
