@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { start, cleanup, DEFAULT_PLANS } from './harness.mjs';
+import { start, cleanup, admin, eventually, DEFAULT_PLANS } from './harness.mjs';
 import { checkToolList, checkEachToolAgainstRest, toolError, namesArgument } from './common.mjs';
 
 let server;
@@ -22,8 +22,17 @@ async function connect(key, keyHeader = 'Authorization') {
 
 before(async () => {
   server = await start({
-    plans: { ...DEFAULT_PLANS, slow: { rate_per_sec: 0.01, burst: 4, monthly_quota: 1000000, overage: 'bill' } },
-    keys: { main: { account: 'acct-v1', plan: 'big' }, slow: { account: 'acct-v1-slow', plan: 'slow' } },
+    plans: {
+      ...DEFAULT_PLANS,
+      slow: { rate_per_sec: 0.01, burst: 4, monthly_quota: 1000000, overage: 'bill' },
+      stop1: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 1, overage: 'stop' },
+    },
+    keys: {
+      main: { account: 'acct-v1', plan: 'big' },
+      slow: { account: 'acct-v1-slow', plan: 'slow' },
+      stop1: { account: 'acct-v1-stop1', plan: 'stop1' },
+      susp: { account: 'acct-v1-susp', plan: 'big' },
+    },
   });
   client = await connect(server.keys.main);
 });
@@ -125,6 +134,38 @@ test('rate limited: the client rejects the call quoting the 429 JSON-RPC body', 
     assert.ok(err, 'refused within 8 calls');
     assert.equal(err.code, 429, `${err.name}: ${err.message}`);
     assert.match(err.message, /rate_limited/, 'the JSON-RPC error body is quoted in the message');
+  } finally {
+    await c.close();
+  }
+});
+
+test('quota exhausted on a stop key: the client gets an isError result with the quota figures', async () => {
+  const c = await connect(server.keys.stop1);
+  try {
+    const ok = await c.callTool({ name: 'search_stories', arguments: { query: 'the' } });
+    assert.equal(ok.isError, false, JSON.stringify(ok));
+    const r = await c.callTool({ name: 'search_stories', arguments: { query: 'the' } });
+    const e = toolError(r, 'quota_exceeded');
+    assert.deepEqual([e.quota_limit, e.quota_used, e.quota_remaining], [1, 1, 0], JSON.stringify(e));
+    assert.ok(e.retry_after_secs >= 1);
+    // the session is fine: lists and unbilled tools still work
+    assert.equal((await c.listTools()).tools.length, 3);
+    assert.equal((await c.callTool({ name: 'get_usage', arguments: {} })).isError, false);
+  } finally {
+    await c.close();
+  }
+});
+
+test('suspended account: the client connects and lists tools, and billable calls are isError suspended', async () => {
+  await admin(server, ['accounts', 'suspend', 'acct-v1-susp']);
+  const c = await connect(server.keys.susp);
+  try {
+    assert.equal((await c.listTools()).tools.length, 3);
+    await c.ping();
+    await eventually(async () => (await c.callTool({ name: 'search_stories', arguments: { query: 'the' } })).isError === true,
+      3000, 'suspension seen');
+    toolError(await c.callTool({ name: 'search_stories', arguments: { query: 'the' } }), 'suspended');
+    toolError(await c.callTool({ name: 'get_story', arguments: { id: '1' } }), 'suspended');
   } finally {
     await c.close();
   }
