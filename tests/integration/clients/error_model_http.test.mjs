@@ -393,3 +393,37 @@ test('REST: story not found is 404 not_found; unknown route 404', async () => {
 test('health needs no key', async () => {
   assert.equal((await request(`${server.url}/healthz`)).status, 200);
 });
+
+test('search arguments mean the same on both surfaces: tool text == REST body', async () => {
+  const key = server.keys.main;
+  const q = story.query;
+  for (const [args, qs] of [
+    [{ query: q, limit: 3, offset: 2 }, `q=${q}&limit=3&offset=2`],
+    [{ query: q, sort: 'date' }, `q=${q}&sort=date`],
+    [{ query: q, sort: 'relevance', limit: 50 }, `q=${q}&sort=relevance&limit=50`],
+    [{ query: q, since: '0', until: '4102444800' }, `q=${q}&since=0&until=4102444800`],
+    [{ query: q, since: '2000-01-01T00:00:00Z' }, `q=${q}&since=${encodeURIComponent('2000-01-01T00:00:00Z')}`],
+    [{ query: 'no-such-word-qqqzzzxxx' }, 'q=no-such-word-qqqzzzxxx'],
+  ]) {
+    const text = successOf(await mcpPost(server, toolCall(1, 'search_stories', args), { key }), 1);
+    const rest = await restGet(server, `/v1/stories?${qs}`, { key });
+    assert.equal(rest.status, 200, `${qs}: ${rest.body}`);
+    assert.equal(text, rest.body, `${JSON.stringify(args)} vs ?${qs}`);
+  }
+  const page = JSON.parse((await restGet(server, `/v1/stories?q=${q}&limit=3`, { key })).body);
+  assert.ok(page.stories.length <= 3);
+  const none = JSON.parse((await restGet(server, '/v1/stories?q=no-such-word-qqqzzzxxx', { key })).body);
+  assert.equal(none.total, 0, 'no matches is a success with total 0');
+  assert.deepEqual(none.stories, []);
+});
+
+test('REST bad arguments: 400 invalid_argument naming the argument', async () => {
+  for (const [qs, name] of [['q=x&limit=0', 'limit'], ['q=x&limit=51', 'limit'], ['q=x&offset=1001', 'offset'],
+    ['q=x&sort=random', 'sort'], ['q=x&bogus=1', 'bogus']]) {
+    const r = await restGet(server, `/v1/stories?${qs}`, { key: server.keys.main });
+    assert.equal(r.status, 400, `${qs}: ${r.body}`);
+    const j = json(r);
+    assert.equal(j.code, 'invalid_argument', r.body);
+    assert.ok(r.body.includes(name), `${qs}: names ${name}: ${r.body}`);
+  }
+});
