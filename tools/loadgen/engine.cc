@@ -141,7 +141,7 @@ class runner {
     }
     for (;;) {
       std::uint64_t now = now_ns();
-      if (now >= t_.end) {
+      if (now >= t_.end || (cfg_.stop_after > 0 && out_.counted >= cfg_.stop_after)) {
         break;
       }
       start_due_connects(now);
@@ -636,6 +636,7 @@ class runner {
       return;
     }
     out_.responses++;
+    out_.counted++;
     out_.latency.record(now > p.t0 ? now - p.t0 : 0);
     out_.outcomes.add(o, body);
   }
@@ -643,16 +644,19 @@ class runner {
   void count_transport(const char* why, std::uint64_t now, std::uint64_t n) {
     if (in_window(now)) {
       out_.outcomes.add(outcome{outcome_kind::transport, 0, why}, {}, n);
+      out_.counted += n;
     }
   }
 
   void count_bad(const char* why, std::uint64_t now) {
     if (in_window(now)) {
       out_.outcomes.add(outcome{outcome_kind::bad_response, 0, why}, {});
+      out_.counted++;
     }
   }
 
   void finish() {
+    out_.finished_ns = now_ns();
     for (const auto& c : conns_) {
       if (c.st == connection::state::open) {
         out_.inflight_at_end += c.fifo_count;

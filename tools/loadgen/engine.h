@@ -28,6 +28,9 @@ struct run_config {
   double rate = 0;            ///< total requests/s; 0 = closed loop
   check_level level = check_level::full;
   std::uint64_t seed = 1;
+  /// Per thread: stop once this many outcomes (responses and transport errors) were counted
+  /// in the window; 0 = run until the end time.
+  std::uint64_t stop_after = 0;
 };
 
 /// The run's timeline on CLOCK_MONOTONIC (ns): connections open at `begin`, warm-up until
@@ -41,7 +44,8 @@ struct run_times {
 /// CLOCK_MONOTONIC in ns.
 std::uint64_t now_ns() noexcept;
 
-/// Runs one load thread with `conns` connections until `times.end`, filling `out`.
+/// Runs one load thread with `conns` connections until `times.end` (or `cfg.stop_after`
+/// outcomes), filling `out`.
 /// `index` is the thread's number (seeds its random choices, staggers its open-loop start).
 void run_thread(const run_config& cfg, const workload& w, const run_times& times, unsigned index,
                 unsigned conns, thread_stats& out);

@@ -39,6 +39,8 @@ Load:
   -t, --threads N       threads, each with its own ring (default 1)
       --depth N         requests outstanding per connection; > 1 pipelines (default 1)
   -d, --duration T      measured time, e.g. 10s, 500ms, 1m (default 10s)
+  -n, --requests N      stop after N responses (and transport errors) in the measured
+                        window, or at the end of --duration, whichever comes first
       --warmup T        unmeasured time before it (default 1s)
   -R, --rate R          open loop at R requests/s in total; latency counts from each
                         request's intended send time (default: closed loop)
@@ -121,6 +123,7 @@ struct options {
   workload_config wl;
   std::uint64_t duration_ns = 10'000'000'000ull;
   std::uint64_t warmup_ns = 1'000'000'000ull;
+  std::uint64_t requests = 0;  ///< 0 = no count limit
   bool json = false;
   bool strict = false;
   bool print_request = false;
@@ -151,6 +154,8 @@ options parse_args(int argc, char** argv) {
       if (!parse_duration(value(i, a), o.duration_ns) || o.duration_ns == 0) {
         die_usage("bad duration for " + a);
       }
+    } else if (a == "-n" || a == "--requests") {
+      o.requests = parse_num<std::uint64_t>(a, value(i, a), 1, UINT64_MAX / 2);
     } else if (a == "--warmup") {
       if (!parse_duration(value(i, a), o.warmup_ns)) {
         die_usage("bad duration for " + a);
@@ -361,6 +366,9 @@ int main(int argc, char** argv) {
   }
 
   unsigned threads = o.run.threads;
+  if (o.requests > 0) {
+    o.run.stop_after = (o.requests + threads - 1) / threads;
+  }
   std::vector<thread_stats> stats(threads);
   run_times times;
   times.begin = now_ns() + 1'000'000;
@@ -373,11 +381,10 @@ int main(int argc, char** argv) {
   }
   sleep_until(times.measure);
   double cpu0 = cpu_seconds();
-  sleep_until(times.end);
-  double cpu1 = cpu_seconds();
   for (auto& th : pool) {
     th.join();
   }
+  double cpu1 = cpu_seconds();
 
   thread_stats all;
   for (auto& s : stats) {
@@ -397,7 +404,18 @@ int main(int argc, char** argv) {
   }
   double cqes_per_pass =
       all.passes ? static_cast<double>(all.cqes) / static_cast<double>(all.passes) : 0;
-  double secs = static_cast<double>(o.duration_ns) / 1e9;
+  // The window ends at --duration, or earlier when every thread reached its --requests share.
+  std::uint64_t last = times.measure;
+  for (const auto& s : stats) {
+    last = s.finished_ns > last ? s.finished_ns : last;
+  }
+  if (last > times.end) {
+    last = times.end;
+  }
+  double secs = static_cast<double>(last - times.measure) / 1e9;
+  if (secs <= 0) {
+    secs = 1e-9;
+  }
   double cpu = cpu1 - cpu0;
   std::uint64_t ok = all.outcomes.ok();
   std::uint64_t errors = all.outcomes.errors();

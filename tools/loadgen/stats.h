@@ -98,6 +98,8 @@ struct thread_stats {
   std::uint64_t inflight_at_end = 0; ///< sent, no response by the end
   std::uint64_t passes = 0;          ///< loop passes (io_uring_enter calls) in the window
   std::uint64_t cqes = 0;            ///< completions handled in the window
+  std::uint64_t counted = 0;         ///< outcomes counted (responses + transport errors)
+  std::uint64_t finished_ns = 0;     ///< CLOCK_MONOTONIC when the thread stopped
   std::string fatal;                 ///< set when the thread could not run at all
 };
 

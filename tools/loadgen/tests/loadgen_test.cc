@@ -452,14 +452,18 @@ std::string json_response(const std::string& json, const char* extra = "") {
          "Content-Length: " + std::to_string(json.size()) + "\r\n\r\n" + json;
 }
 
-/// Runs one load thread for ~250 ms against `srv` with `conns` connections and `depth`.
-thread_stats run_against(const tiny_server& srv, unsigned conns, unsigned depth, double rate = 0) {
+/// Runs one load thread against `srv` with `conns` connections and `depth` until `stop_after`
+/// outcomes were counted (the 20 s end time is only a safety net), or, with stop_after 0,
+/// for `window_ms`.
+thread_stats run_against(const tiny_server& srv, unsigned conns, unsigned depth,
+                         std::uint64_t stop_after, double rate = 0, std::uint64_t window_ms = 0) {
   run_config cfg;
   std::memcpy(&cfg.addr, &srv.addr(), sizeof(sockaddr_in));
   cfg.addr_len = sizeof(sockaddr_in);
   cfg.connections = conns;
   cfg.depth = depth;
   cfg.rate = rate;
+  cfg.stop_after = stop_after;
   workload_config wc;
   wc.keys = {"k"};
   request_spec s;
@@ -470,8 +474,8 @@ thread_stats run_against(const tiny_server& srv, unsigned conns, unsigned depth,
   EXPECT_TRUE(w.build(wc, err)) << err;
   run_times t;
   t.begin = now_ns();
-  t.measure = t.begin + 20'000'000;
-  t.end = t.measure + 250'000'000;
+  t.measure = t.begin;
+  t.end = t.measure + (window_ms > 0 ? window_ms * 1'000'000 : 20'000'000'000ull);
   thread_stats st;
   run_thread(cfg, w, t, 0, conns, st);
   EXPECT_TRUE(st.fatal.empty()) << st.fatal;
@@ -486,8 +490,8 @@ TEST(loadgen_engine_test, closed_loop_pipelined_all_ok) {
   tiny_server srv([](const std::string& body) {
     return json_response(tool_result(id_of(body), false, kPayload));
   });
-  thread_stats st = run_against(srv, 4, 8);
-  EXPECT_GT(st.responses, 100u);
+  thread_stats st = run_against(srv, 4, 8, 400);
+  EXPECT_GE(st.responses, 400u);
   EXPECT_EQ(st.outcomes.ok(), st.responses);
   EXPECT_EQ(st.outcomes.errors(), 0u);
   EXPECT_EQ(st.latency.count(), st.responses);
@@ -498,8 +502,8 @@ TEST(loadgen_engine_test, wrong_ids_are_never_successes) {
   tiny_server srv([](const std::string& body) {
     return json_response(tool_result(id_of(body) + 1, false, kPayload));
   });
-  thread_stats st = run_against(srv, 2, 1);
-  EXPECT_GT(st.responses, 10u);
+  thread_stats st = run_against(srv, 2, 1, 50);
+  EXPECT_GE(st.responses, 50u);
   EXPECT_EQ(st.outcomes.ok(), 0u);
   ASSERT_EQ(st.outcomes.rows().size(), 1u);
   EXPECT_EQ(st.outcomes.rows()[0].detail, "id mismatch");
@@ -511,22 +515,22 @@ TEST(loadgen_engine_test, connection_close_reconnects) {
   tiny_server srv([](const std::string& body) {
     return json_response(tool_result(id_of(body), false, kPayload), "Connection: close\r\n");
   });
-  thread_stats st = run_against(srv, 2, 1);
-  EXPECT_GT(st.responses, 10u);
+  thread_stats st = run_against(srv, 2, 1, 50);
+  EXPECT_GE(st.responses, 50u);
   EXPECT_EQ(st.outcomes.errors(), 0u);
   EXPECT_GT(st.connects, 10u);
   EXPECT_GT(srv.accepted(), 10);
 }
 
 TEST(loadgen_engine_test, open_loop_sends_at_the_rate) {
-  // Verifies an open-loop run at 2000 req/s never sends ahead of its schedule: 270 ms of
-  // schedule hold at most 540 requests, where a closed loop would send thousands.
+  // Verifies an open-loop run at 2000 req/s never sends ahead of its schedule: 500 ms of
+  // schedule hold at most 1000 requests, where a closed loop would send many more.
   tiny_server srv([](const std::string& body) {
     return json_response(tool_result(id_of(body), false, kPayload));
   });
-  thread_stats st = run_against(srv, 4, 1, 2000);
+  thread_stats st = run_against(srv, 4, 1, 0, 2000, 500);
   EXPECT_GT(st.responses, 0u);
-  EXPECT_LE(st.responses, 541u);
+  EXPECT_LE(st.responses, 1000u);
   EXPECT_EQ(st.outcomes.errors(), 0u);
 }
 
@@ -550,15 +554,17 @@ TEST(loadgen_engine_test, refused_connections_are_transport_errors) {
   workload w;
   std::string err;
   ASSERT_TRUE(w.build(wc, err));
+  cfg.stop_after = 4;
   run_times t;
   t.begin = now_ns();
   t.measure = t.begin;
-  t.end = t.begin + 200'000'000;
+  t.end = t.begin + 20'000'000'000ull;  // safety net: stop_after ends it
   thread_stats st;
   run_thread(cfg, w, t, 0, 2, st);
   EXPECT_EQ(st.outcomes.ok(), 0u);
   ASSERT_FALSE(st.outcomes.rows().empty());
   EXPECT_EQ(st.outcomes.rows()[0].kind, outcome_kind::transport);
+  EXPECT_GE(st.outcomes.errors(), 4u);
 }
 
 }  // namespace
