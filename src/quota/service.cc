@@ -26,8 +26,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+// The low-level SHA256_* calls are deprecated in OpenSSL 3 but allocation-free (see
+// authenticate); this file opts out of the deprecation warnings for them.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -181,13 +184,42 @@ void write_rate_headers(out_buffer& out, const figures& f) {
   }
 }
 
+std::string_view presented_key(std::string_view authorization,
+                               std::string_view x_api_key) noexcept {
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
+      v.remove_prefix(1);
+    }
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
+      v.remove_suffix(1);
+    }
+    return v;
+  };
+  authorization = trim(authorization);
+  if (authorization.size() > 7) {
+    static constexpr char kBearer[] = "bearer ";
+    bool match = true;
+    for (size_t i = 0; i < 7; ++i) {
+      char c = authorization[i];
+      if (c >= 'A' && c <= 'Z') {
+        c = static_cast<char>(c - 'A' + 'a');
+      }
+      match &= c == kBearer[i];
+    }
+    if (match) {
+      std::string_view token = trim(authorization.substr(7));
+      if (!token.empty()) {
+        return token;
+      }
+    }
+  }
+  return trim(x_api_key);
+}
+
 // ---------------------------------------------------------------------------------------------
 // core_shard
 
 core_shard::core_shard(service& svc, int index) : svc_(svc), index_(index) {
-  md_ctx_ = EVP_MD_CTX_new();
-  md_ = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  TOLLGATE_CHECK(md_ctx_ != nullptr && md_ != nullptr);
   journal_buf_.reserve(64 * 1024);
   late_.reserve(64);
   refresh_table();  // the journal is opened by service::open once its generation is known
@@ -197,8 +229,6 @@ core_shard::~core_shard() {
   if (journal_fd_ >= 0) {
     ::close(journal_fd_);
   }
-  EVP_MD_CTX_free(md_ctx_);
-  EVP_MD_free(md_);
 }
 
 void core_shard::refresh_table() noexcept {
@@ -232,11 +262,13 @@ const key_record* core_shard::authenticate(std::string_view presented) noexcept 
   if (presented.empty() || table_ == nullptr || table_->records.empty()) {
     return nullptr;
   }
+  // SHA-256 through OpenSSL's low-level interface: on OpenSSL 3.0 every EVP_DigestInit
+  // allocates a fresh provider context, and this runs on every request. The digest is the same
+  // one key_store::sha256 (EVP) stores.
   digest d;
-  unsigned int len = 0;
-  if (EVP_DigestInit_ex2(md_ctx_, md_, nullptr) != 1 ||
-      EVP_DigestUpdate(md_ctx_, presented.data(), presented.size()) != 1 ||
-      EVP_DigestFinal_ex(md_ctx_, d.data(), &len) != 1) {
+  SHA256_CTX c;
+  if (SHA256_Init(&c) != 1 || SHA256_Update(&c, presented.data(), presented.size()) != 1 ||
+      SHA256_Final(d.data(), &c) != 1) {
     return nullptr;
   }
   uint64_t h;
@@ -272,6 +304,7 @@ rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures
       f.rate_remaining = (k.tolerance_ns - (ntat - now_ns)) / k.emission_ns;
       f.rate_reset_secs = ceil_secs(ntat - now_ns);
       f.rate_window_secs = std::max<int64_t>(1, ceil_secs(k.tolerance_ns));
+      f.retry_after_secs = 0;
       return rate_verdict::ok;
     }
   }
@@ -330,12 +363,6 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
     return admit_verdict::suspended;
   }
   local_key& lk = locals_[k.slot];
-  if (!lk.dirty) {
-    lk.dirty = true;
-    lk.state = k.state;
-    lk.key_id = k.key_id;
-    dirty_.push_back(k.slot);
-  }
   bool over = false;
   if (lk.lease == 0 && !take_lease(k, lk)) {
     if (k.overage == overage_policy::stop) {
@@ -350,6 +377,7 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   if (!over) {
     --lk.lease;
   }
+  touch(lk, k.slot, k.state, k.key_id);  // after take_lease: a month roll there clears flags
   t.state = k.state;
   t.key_id = k.key_id;
   t.slot = k.slot;
@@ -389,6 +417,8 @@ void core_shard::settle(const ticket& t, bool success) noexcept {
     return;  // a failure's unit belonged to the closed month's budget: nothing to return
   }
   local_key& lk = locals_[t.slot];
+  // A reconcile may have run since admit (asynchronous outcomes): list the key again.
+  touch(lk, t.slot, t.state, t.key_id);
   if (success) {
     ++lk.used_delta;
     if (t.overage) {

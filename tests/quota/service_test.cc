@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <openssl/crypto.h>
+
+#include <cstdlib>
 
 #include <fstream>
 #include <iterator>
@@ -17,6 +20,21 @@ using test::temp_dir;
 using test::utc_ns;
 
 const int64_t kMid = utc_ns(2026, 12, 2, 12, 0, 0);  // mid-month "now"
+
+// OpenSSL allocates with malloc, which the operator-new counter does not see: count its
+// allocations too (installed before OpenSSL's first allocation, at static initialisation).
+thread_local uint64_t t_openssl_allocs = 0;
+void* openssl_malloc(size_t n, const char*, int) {
+  ++t_openssl_allocs;
+  return std::malloc(n);
+}
+void* openssl_realloc(void* p, size_t n, const char*, int) {
+  ++t_openssl_allocs;
+  return std::realloc(p, n);
+}
+void openssl_free(void* p, const char*, int) { std::free(p); }
+const bool g_openssl_counted =
+    CRYPTO_set_mem_functions(openssl_malloc, openssl_realloc, openssl_free) == 1;
 
 struct fixture {
   explicit fixture(plan_map plans = test::default_plans(), int cores = 1, int64_t now = kMid) {
@@ -59,6 +77,16 @@ TEST(quota_service_test, authenticates_known_keys_only) {
   EXPECT_EQ(s.authenticate(wrong), nullptr);
   EXPECT_EQ(s.authenticate(""), nullptr);
   EXPECT_EQ(s.authenticate("tg_live_"), nullptr);
+}
+
+TEST(quota_service_test, presented_key_reads_bearer_or_x_api_key) {
+  // Verifies the key is taken from a Bearer authorization (any case) or X-API-Key, trimmed.
+  EXPECT_EQ(presented_key("Bearer tg_live_abc", ""), "tg_live_abc");
+  EXPECT_EQ(presented_key("bearer   tg_live_abc  ", ""), "tg_live_abc");
+  EXPECT_EQ(presented_key("", " tg_live_x "), "tg_live_x");
+  EXPECT_EQ(presented_key("Basic dXNlcjpwdw==", "tg_live_x"), "tg_live_x");
+  EXPECT_EQ(presented_key("Bearer ", ""), "");
+  EXPECT_EQ(presented_key("", ""), "");
 }
 
 TEST(quota_service_test, gcra_allows_burst_then_limits) {
@@ -192,6 +220,26 @@ TEST(quota_service_test, failed_call_gives_its_unit_back) {
   EXPECT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
   s.reconcile(f.now);
   EXPECT_EQ(f.svc->usage(r->key_id, f.svc->month()).used, 5);
+}
+
+TEST(quota_service_test, settle_after_a_reconcile_is_still_published) {
+  // Verifies an outcome that arrives after the core reconciled (asynchronous calls) is counted
+  // at the next reconciliation, and a refund then is returned to the pool.
+  fixture f(small_plans());
+  auto k = f.key("a", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  figures fig;
+  ticket ok_ticket, fail_ticket;
+  ASSERT_EQ(s.admit(*r, f.now, fig, ok_ticket), admit_verdict::ok);
+  ASSERT_EQ(s.admit(*r, f.now, fig, fail_ticket), admit_verdict::ok);
+  s.reconcile(f.now);
+  s.settle(ok_ticket, true);
+  s.settle(fail_ticket, false);
+  s.reconcile(f.now);
+  EXPECT_EQ(f.svc->usage(r->key_id, f.svc->month()).used, 1);
+  EXPECT_EQ(pool_units(r->state->pool.load()), 4);
 }
 
 TEST(quota_service_test, bill_key_goes_past_quota_and_counts_overage) {
@@ -496,6 +544,7 @@ TEST(quota_service_test, admit_and_settle_allocate_nothing_in_the_steady_state) 
     s.before_send(f.now + i);
   }
   tollgate::test::alloc_scope scope;
+  const uint64_t openssl_before = t_openssl_allocs;
   for (int i = 0; i < 10000; ++i) {
     ASSERT_TRUE(one(f.now + 1000 + i));
     if (i % 8 == 0) {
@@ -503,6 +552,9 @@ TEST(quota_service_test, admit_and_settle_allocate_nothing_in_the_steady_state) 
     }
   }
   EXPECT_EQ(scope.count(), 0u);
+  if (g_openssl_counted) {
+    EXPECT_EQ(t_openssl_allocs - openssl_before, 0u) << "SHA-256 of the presented key allocated";
+  }
 }
 
 }  // namespace

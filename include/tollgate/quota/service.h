@@ -42,9 +42,6 @@
 #include "tollgate/quota/key_store.h"
 #include "tollgate/quota/plan.h"
 
-typedef struct evp_md_ctx_st EVP_MD_CTX;
-typedef struct evp_md_st EVP_MD;
-
 namespace tollgate::quota {
 
 struct service_options {
@@ -109,6 +106,12 @@ struct ticket {
 /// RateLimit (IETF draft: policies "burst" and "monthly"), and Retry-After when
 /// retry_after_secs > 0. Allocation-free once `out` has capacity.
 void write_rate_headers(out_buffer& out, const figures& f);
+
+/// The presented key: the token of `Authorization: Bearer KEY` (scheme case-insensitive,
+/// surrounding blanks trimmed), else the trimmed `X-API-Key` value; empty if neither has one.
+/// Pass the raw header values (empty when absent). Returns a view into one of them.
+std::string_view presented_key(std::string_view authorization,
+                               std::string_view x_api_key) noexcept;
 
 class service;
 
@@ -178,6 +181,16 @@ class alignas(64) core_shard {
     bool overage;
   };
 
+  /// Lists `lk` for the next reconcile (publish deltas, return lease). No allocation: dirty_
+  /// has capacity for every slot.
+  void touch(local_key& lk, uint32_t slot, key_state* state, uint64_t key_id) noexcept {
+    if (!lk.dirty) {
+      lk.dirty = true;
+      lk.state = state;
+      lk.key_id = key_id;
+      dirty_.push_back(slot);
+    }
+  }
   void refresh_table() noexcept;
   void roll_month(uint32_t month) noexcept;
   bool take_lease(const key_record& k, local_key& lk) noexcept;
@@ -201,9 +214,6 @@ class alignas(64) core_shard {
   uint64_t unsynced_bytes_ = 0;
   int64_t last_reconcile_ns_ = 0;
   int64_t last_fsync_ns_ = 0;
-  int64_t last_io_error_log_ns_ = 0;
-  EVP_MD_CTX* md_ctx_ = nullptr;
-  EVP_MD* md_ = nullptr;
 };
 
 /// Usage of one key in one month (tests, /v1/usage admin views, billing).
