@@ -136,7 +136,7 @@ function waitForLine(stream, re, child, timeoutMs, what, collected) {
  *   timeout; resolves {code, signal}), kill9(), reload() (SIGHUP).
  */
 export class Server {
-  constructor(child, { port, dataDir, configPath, keys, keyOutputs, demoKey, errText }) {
+  constructor(child, { port, dataDir, configPath, keys, keyOutputs, errText }) {
     this.child = child;
     this.pid = child.pid;
     this.port = port;
@@ -146,7 +146,6 @@ export class Server {
     this.configPath = configPath;
     this.keys = keys;
     this.keyOutputs = keyOutputs;
-    this.demoKey = demoKey;
     this._errText = errText;
     this.exited = new Promise((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
@@ -155,6 +154,9 @@ export class Server {
   }
 
   stderr() { return this._errText(); }
+
+  /** The key from a `demo key: KEY` line on stdout (first serve on an empty data dir), if any. */
+  get demoKey() { return /demo key:\s*(\S+)/.exec(this.stdoutText?.() ?? '')?.[1]; }
 
   /** SIGHUP: the server re-reads keys and accounts. */
   reload() { try { process.kill(this.pid, 'SIGHUP'); } catch { /* gone */ } }
@@ -257,9 +259,7 @@ export async function start({
     const m = await waitForLine(child.stderr, /listening on http:\/\/127\.0\.0\.1:(\d+)/, child, startTimeoutMs,
       'the "listening on" line', () => err);
     const port = Number(m[1]);
-    const demo = /demo key:\s*(\S+)/.exec(out);
-    const s = new Server(child, { port, dataDir: dir, configPath, keys: made, keyOutputs, demoKey: demo?.[1],
-      errText: () => err });
+    const s = new Server(child, { port, dataDir: dir, configPath, keys: made, keyOutputs, errText: () => err });
     s.keyAccounts = keyAccounts;
     s.prepared = prep;
     s.stdoutText = () => out;

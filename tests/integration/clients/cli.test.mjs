@@ -1,0 +1,87 @@
+// Verifies the command-line contract scripts rely on (DESIGN §10): the first serve on an empty data
+// dir prints a working demo key, keys are shown once and listed by id only, a bad plan is exit 2
+// naming it, a running server sees keys/accounts changes within a second without SIGHUP, and
+// SIGTERM exits 0.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { start, prepare, cleanup, runCli, restGet, eventually, mcpPost, toolCall, tempDir, renderConfig, DEFAULT_PLANS } from './harness.mjs';
+
+const servers = [];
+const dirs = [];
+after(async () => {
+  for (const s of servers) {
+    await s.stop();
+    cleanup(s);
+  }
+  for (const d of dirs) cleanup(d);
+});
+
+test('first serve on an empty data dir prints a demo key that works', async () => {
+  const s = await start({});
+  servers.push(s);
+  await eventually(() => s.demoKey, 3000, `stdout has "demo key: KEY" (stdout so far: ${JSON.stringify(s.stdoutText())})`);
+  const r = await restGet(s, '/v1/usage', { key: s.demoKey });
+  assert.equal(r.status, 200, r.body);
+  const stop = await s.stop();
+  assert.equal(stop.code, 0, `SIGTERM -> exit 0: ${JSON.stringify(stop)}; stderr: ${s.stderr()}`);
+});
+
+test('keys create prints the key once; keys list shows ids, never secrets', async () => {
+  const p = await prepare({ keys: { a: { account: 'acct-a', plan: 'big' }, b: { account: 'acct-b', plan: 'big' } } });
+  dirs.push(p);
+  assert.notEqual(p.keys.a, p.keys.b);
+  assert.ok(p.keys.a.length >= 22, `a key carries >= 128 bits: ${p.keys.a}`);
+  const list = await runCli(['keys', 'list', '--data-dir', p.dataDir]);
+  assert.equal(list.code, 0, list.stderr);
+  assert.match(list.stdout, /acct-a/);
+  assert.match(list.stdout, /acct-b/);
+  assert.ok(!list.stdout.includes(p.keys.a) && !list.stdout.includes(p.keys.b), 'no secret in keys list');
+  for (const f of fs.readdirSync(p.dataDir, { recursive: true })) {
+    const full = path.join(p.dataDir, String(f));
+    if (fs.statSync(full).isFile()) {
+      const text = fs.readFileSync(full, 'latin1');
+      assert.ok(!text.includes(p.keys.a), `the secret is not stored in ${f}`);
+    }
+  }
+});
+
+test('keys create with an unknown plan: exit 2 naming it', async () => {
+  const dir = tempDir();
+  const configPath = `${dir}.toml`;
+  fs.writeFileSync(configPath, renderConfig({ plans: DEFAULT_PLANS }));
+  dirs.push({ dataDir: dir, configPath });
+  const r = await runCli(['keys', 'create', '--account', 'x', '--plan', 'no-such-plan', '--data-dir', dir, '--config', configPath]);
+  assert.equal(r.code, 2, `exit code; stderr: ${r.stderr}`);
+  assert.match(r.stderr, /no-such-plan/);
+  assert.equal(r.stdout, '', 'no key printed');
+});
+
+test('a running server sees a suspension and a revocation within a second, without SIGHUP', async () => {
+  const s = await start({ keys: { a: { account: 'acct-nohup', plan: 'big' }, b: { account: 'acct-nohup-rev', plan: 'big' } } });
+  servers.push(s);
+  const q = toolCall(1, 'search_stories', { query: 'the' });
+  assert.equal(JSON.parse((await mcpPost(s, q, { key: s.keys.a })).body).result?.isError, false);
+  const sus = await runCli(['accounts', 'suspend', 'acct-nohup', '--data-dir', s.dataDir]);
+  assert.equal(sus.code, 0, sus.stderr);
+  const t0 = Date.now();
+  await eventually(async () => JSON.parse((await mcpPost(s, q, { key: s.keys.a })).body).result?.isError === true,
+    2500, 'suspension seen without SIGHUP');
+  assert.ok(Date.now() - t0 <= 2500);
+
+  const id = await s.keyId('b');
+  const rev = await runCli(['keys', 'revoke', id, '--data-dir', s.dataDir]);
+  assert.equal(rev.code, 0, rev.stderr);
+  await eventually(async () => (await restGet(s, '/v1/usage', { key: s.keys.b })).status === 401, 2500,
+    'revocation seen without SIGHUP');
+});
+
+test('SIGTERM with connections open: exit 0', async () => {
+  const s = await start({ keys: { a: { account: 'acct-term', plan: 'big' } } });
+  servers.push(s);
+  const inflight = Array.from({ length: 20 }, (_, i) => mcpPost(s, toolCall(i, 'get_usage'), { key: s.keys.a }).catch(() => null));
+  const r = await s.stop(10000);
+  await Promise.all(inflight);
+  assert.equal(r.code, 0, `${JSON.stringify(r)}; stderr: ${s.stderr()}`);
+});
