@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -59,7 +61,12 @@ struct env {
     o.cores = 2;
     o.reconcile_ms = 1000;
     t0 = (days_from_civil(2026, 12, 2) * 86400 + 43200) * kSec;
-    svc = std::move(*service::open(o, t0));
+    auto opened = service::open(o, t0);
+    if (!opened) {
+      std::fprintf(stderr, "quota_bench: %s\n", opened.error().c_str());
+      std::abort();
+    }
+    svc = std::move(*opened);
   }
   ~env() {
     svc.reset();
