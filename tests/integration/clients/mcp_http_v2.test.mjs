@@ -137,3 +137,31 @@ test('missing or unknown key: connect fails with a 401 error (no OAuth flow star
   });
   await c.close().catch(() => {});
 });
+
+test("mode 'auto': the server/discover probe selects the modern era", async () => {
+  const c = new Client({ name: 'tollgate-it-v2-auto', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  const t = new StreamableHTTPClientTransport(new URL(server.mcpUrl),
+    { requestInit: { headers: { Authorization: `Bearer ${server.keys.main}` } } });
+  await c.connect(t, { timeout: 10000 });
+  try {
+    assert.equal(c.getNegotiatedProtocolVersion(), REVISION);
+    assert.equal((await c.listTools()).tools.length, 3);
+  } finally {
+    await c.close();
+  }
+});
+
+test("mode 'legacy' (the v2 default): initialize handshake, 2025 era, same tools", async () => {
+  const c = new Client({ name: 'tollgate-it-v2-legacy', version: '1.0.0' });
+  const t = new StreamableHTTPClientTransport(new URL(server.mcpUrl),
+    { requestInit: { headers: { Authorization: `Bearer ${server.keys.main}` } } });
+  await c.connect(t, { timeout: 10000 });
+  try {
+    assert.ok(c.getNegotiatedProtocolVersion() < REVISION, c.getNegotiatedProtocolVersion());
+    const { tools } = await c.listTools();
+    checkToolList(tools);
+    await c.ping();
+  } finally {
+    await c.close();
+  }
+});
