@@ -168,6 +168,20 @@ TEST_F(endpoint_test, tools_call_modern_success_has_result_type) {
   EXPECT_EQ(d.raw("/result/isError"), "false");
 }
 
+TEST_F(endpoint_test, modern_meta_first_with_client_fields_is_read_correctly) {
+  // Verifies a 2026-07-28 request whose params start with a full _meta (client info and
+  // capabilities around the version) still finds name and arguments.
+  auto c = modern("tools/call", R"({"jsonrpc":"2.0","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c","version":"2"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":[1,{"y":2}]}},"arguments":{"query":"deep","limit":3},"name":"search_stories"},"method":"tools/call","id":"m1"})");
+  c.set("Mcp-Name", "search_stories");
+  auto r = post(c);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json_doc d(r.body);
+  EXPECT_EQ(d.str("/id"), "m1");
+  json_doc text(d.str("/result/content/0/text"));
+  EXPECT_EQ(text.str("/stories/0/title"), "deep");
+  EXPECT_EQ(text.num("/stories/0/limit"), 3);
+}
+
 TEST_F(endpoint_test, tool_failing_after_writing_is_rolled_back) {
   // Verifies a tool that wrote part of its payload and then failed yields only the tool error
   // (nothing of the partial payload) and gives the unit back (settle false).

@@ -96,7 +96,7 @@ class endpoint {
 
   /// Answers one JSON-RPC message (stdio): appends the response body (no HTTP) to `out`, or
   /// nothing for notifications and responses. `msg` must be followed by body_padding readable
-  /// bytes. `rev` is the revision assumed for the message (stdio negotiates at initialize).
+  /// bytes. The revision is the one negotiated by the last initialize (default 2025-03-26).
   void handle_message(std::string_view msg, host& h, out_buffer& out);
 
   /// The revision a stdio session negotiated (initialize), default 2025-03-26.
