@@ -2,7 +2,7 @@
 // CLI, the real server spawned and always ended by its PID. Every wait is bounded.
 //
 // The binary comes from env TOLLGATE_BIN (ctest sets it to $<TARGET_FILE:tollgate>).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -386,12 +386,6 @@ export function parseToolText(result) {
     throw new Error(`expected exactly one text block, got ${JSON.stringify(result.content)}`);
   }
   return JSON.parse(result.content[0].text);
-}
-
-/** Runs the binary synchronously (for quick, bounded CLI checks). */
-export function runCliSync(args, { env = {}, timeoutMs = 10000, input } = {}) {
-  requireBin();
-  return spawnSync(BIN, args, { env: { ...process.env, ...env }, timeout: timeoutMs, input, encoding: 'utf8' });
 }
 
 /**
