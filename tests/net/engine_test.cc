@@ -519,5 +519,24 @@ TEST(net_engine_test, probe_reports_a_kernel_and_consistent_flags) {
   }
 }
 
+TEST(net_engine_test, names_the_missing_feature_and_kernel_version) {
+  // Verifies the start-up refusal names what is missing and the Linux version that has it.
+  features f;
+  f.kernel = "5.15.0";
+  f.io_uring = true;
+  f.ops_basic = true;
+  f.buf_ring = false;
+  const std::string why = f.unusable_reason();
+  EXPECT_NE(why.find("provided buffer rings"), std::string::npos) << why;
+  EXPECT_NE(why.find("5.19"), std::string::npos) << why;
+  EXPECT_NE(why.find("5.15.0"), std::string::npos) << why;
+  f.buf_ring = true;
+  EXPECT_EQ(f.unusable_reason(), "");
+  f.io_uring = false;
+  f.io_uring_error = "Operation not permitted";
+  EXPECT_NE(f.unusable_reason().find("Operation not permitted"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tollgate::net
+

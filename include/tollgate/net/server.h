@@ -74,6 +74,9 @@ class server {
   server& operator=(const server&) = delete;
 
   /// Probes io_uring, binds the listeners, makes the handlers and starts the core threads.
+  /// The core threads inherit the caller's signal mask (block SIGTERM/SIGINT/SIGHUP first when
+  /// sigwait() handles them) and RLIMIT_NOFILE as read when each accept is armed (raise it
+  /// before start(); at the limit accept backs off on a timer and retries).
   /// Returns once every core is set up and accepting, or an error message (missing kernel
   /// feature with the version that has it, bind failure, ...) with nothing left running.
   /// Call at most once.
