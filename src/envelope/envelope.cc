@@ -138,15 +138,15 @@ cache::cache(const server_identity& id) {
                      R"(","capabilities":)" + caps + R"(,"serverInfo":)" + info + instructions +
                      "}";
   }
-  discover_ = R"({"resultType":"complete","supportedVersions":[")" +
-              std::string(name_of(revision::v2026_07_28)) + R"("],"capabilities":)" + caps +
-              R"(,"serverInfo":)" + info + instructions + R"(,"ttlMs":3600000,"cacheScope":"public"})";
-
   supported_json_ = "[";
   for (size_t i = 0; i < num_revisions; ++i) {
     supported_json_ += (i ? ",\"" : "\"") + std::string(revision_names[i]) + "\"";
   }
   supported_json_ += "]";
+  // Every revision served (a dual-era server): the same list -32022 names.
+  discover_ = R"({"resultType":"complete","supportedVersions":)" + supported_json_ +
+              R"(,"capabilities":)" + caps + R"(,"serverInfo":)" + info + instructions +
+              R"(,"ttlMs":3600000,"cacheScope":"public"})";
 
   // Tool-error text, escaped once for its place inside the text block: {"code":"x","message":"..."
   for (size_t i = 0; i < num_tool_error_codes; ++i) {

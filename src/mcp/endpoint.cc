@@ -492,7 +492,7 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
 // object, positioned at its start.
 reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
   const std::string_view id = m.id;
-  const bool modern = envelope::is_modern(c.rev);
+  bool modern = envelope::is_modern(c.rev);
   reply r;
   r.id = id;
   r.rev = c.rev;
@@ -523,7 +523,9 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
       have_params = true;
     }
   }
-  if (modern && have_params) {
+  // The _meta protocol version: checked against the header over HTTP (2026-07-28); on stdio,
+  // which has no headers, it selects the revision of this one message.
+  if ((modern || !c.http.is_http) && have_params) {
     od::value meta;
     if (!params.find_field_unordered("_meta").get(meta)) {
       od::object mo;
@@ -535,7 +537,12 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
         if (!envelope::parse_revision(v, declared)) {
           return error_reply(id, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, 400);
         }
-        if (declared != c.rev && c.http.is_http) {
+        if (!c.http.is_http) {
+          if (envelope::is_modern(declared)) {
+            modern = true;
+            r.rev = declared;
+          }
+        } else if (declared != c.rev) {
           return error_reply(
               id,
               rpc_error{rpc_error_kind::header_mismatch,
@@ -571,11 +578,11 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
     }
     case method_id::ping:
       r.k = reply::kind::result;
-      r.result = c.env.empty_result(c.rev);
+      r.result = c.env.empty_result(r.rev);
       return r;
     case method_id::tools_list:
       r.k = reply::kind::result;
-      r.result = c.tools.list_result(c.rev);
+      r.result = c.tools.list_result(r.rev);
       return r;
     case method_id::discover:
       r.k = reply::kind::result;

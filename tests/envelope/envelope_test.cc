@@ -220,7 +220,7 @@ TEST(envelope_test, result_and_prerendered_results) {
             std::string_view::npos);
   std::string_view d = the_cache().discover_result();
   EXPECT_EQ(d.substr(0, 25), std::string_view(R"({"resultType":"complete",)"));
-  for (auto field : {"\"supportedVersions\":[\"2026-07-28\"]", "\"capabilities\":", "\"serverInfo\":",
+  for (auto field : {"\"supportedVersions\":[\"2025-03-26\",\"2025-06-18\",\"2025-11-25\",\"2026-07-28\"]", "\"capabilities\":", "\"serverInfo\":",
                      "\"ttlMs\":", "\"cacheScope\":"}) {
     EXPECT_NE(d.find(field), std::string_view::npos) << field;
   }

@@ -135,7 +135,7 @@ TEST_F(endpoint_test, server_discover_lists_versions_and_identity) {
   ASSERT_EQ(r.status, 200);
   json_doc d(r.body);
   EXPECT_EQ(d.str("/result/resultType"), "complete");
-  EXPECT_EQ(d.str("/result/supportedVersions/0"), "2026-07-28");
+  EXPECT_EQ(d.raw("/result/supportedVersions"), envelope::reference::supported_versions());
   EXPECT_EQ(d.str("/result/serverInfo/name"), "tollgate");
   EXPECT_TRUE(d.has("/result/ttlMs"));
   EXPECT_EQ(d.str("/result/cacheScope"), "public");

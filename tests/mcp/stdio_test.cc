@@ -116,6 +116,34 @@ TEST_F(stdio_test, successful_call_and_schema_error) {
   EXPECT_EQ(h.settled_ok, 1);
 }
 
+TEST_F(stdio_test, meta_protocol_version_selects_2026_07_28_per_message) {
+  // Verifies that on stdio (no headers) a request whose _meta names 2026-07-28 gets the
+  // 2026-07-28 shapes (resultType; initialize unknown), an unsupported one gets -32022, and a
+  // request without _meta keeps the negotiated revision.
+  const std::string meta = R"("_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}})";
+  std::string input =
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{)" + meta + "}}\n" +
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"q"},)" + meta + "}}\n" +
+      R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{)" + meta + "}}\n" +
+      R"({"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2026-07-28",)" + meta + "}}\n" +
+      R"({"jsonrpc":"2.0","id":5,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2030-01-01"}}})" "\n" +
+      R"({"jsonrpc":"2.0","id":6,"method":"ping"})" "\n";
+  auto [rc, lines] = run_lines(ep, h, input);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), 6u);
+  json_doc list(lines[0]);
+  EXPECT_EQ(list.str("/result/resultType"), "complete");
+  json_doc call(lines[1]);
+  EXPECT_EQ(call.str("/result/resultType"), "complete");
+  EXPECT_EQ(call.raw("/result/isError"), "false");
+  EXPECT_EQ(lines[2], R"({"jsonrpc":"2.0","id":3,"result":{"resultType":"complete"}})");
+  json_doc init(lines[3]);
+  EXPECT_EQ(init.num("/error/code"), -32601);
+  json_doc bad(lines[4]);
+  EXPECT_EQ(bad.num("/error/code"), -32022);
+  EXPECT_EQ(lines[5], R"({"jsonrpc":"2.0","id":6,"result":{}})");
+}
+
 TEST_F(stdio_test, empty_input_exits_zero_with_no_output) {
   // Verifies immediate EOF flushes nothing and returns 0.
   auto [rc, lines] = run_lines(ep, h, "");
