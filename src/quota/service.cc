@@ -303,7 +303,7 @@ rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures
       f.rate_limit = k.burst;
       f.rate_remaining = (k.tolerance_ns - (ntat - now_ns)) / k.emission_ns;
       f.rate_reset_secs = ceil_secs(ntat - now_ns);
-      f.rate_window_secs = std::max<int64_t>(1, ceil_secs(k.tolerance_ns));
+      f.rate_window_secs = k.window_secs;
       f.retry_after_secs = 0;
       return rate_verdict::ok;
     }
@@ -311,7 +311,7 @@ rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures
   f.rate_limit = k.burst;
   f.rate_remaining = 0;
   f.rate_reset_secs = std::max<int64_t>(1, ceil_secs(tat - now_ns));
-  f.rate_window_secs = std::max<int64_t>(1, ceil_secs(k.tolerance_ns));
+  f.rate_window_secs = k.window_secs;
   f.retry_after_secs = std::max<int64_t>(1, ceil_secs(ntat - now_ns - k.tolerance_ns));
   return rate_verdict::limited;
 }
@@ -390,21 +390,14 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   return admit_verdict::ok;
 }
 
-void core_shard::append_record(uint32_t month, uint64_t key_id) noexcept {
-  // Coalesce with the previous record of this pass when it is for the same key and month.
-  if (journal_buf_.size() >= journal::kRecordSize) {
-    char* last = journal_buf_.data() + journal_buf_.size() - journal::kRecordSize;
-    journal::record r;
-    if (journal::decode(last, r) && r.month == month && r.key_id == key_id &&
-        r.count < UINT32_MAX) {
-      ++r.count;
-      journal::encode(last, r);
-      return;
-    }
+void core_shard::seal_record() noexcept {
+  if (open_count_ == 0) {
+    return;
   }
   char* dst = journal_buf_.prepare(journal::kRecordSize);
-  journal::encode(dst, journal::record{month, key_id, 1});
+  journal::encode(dst, journal::record{open_month_, open_key_, open_count_});
   journal_buf_.commit(journal::kRecordSize);
+  open_count_ = 0;
 }
 
 void core_shard::settle(const ticket& t, bool success) noexcept {
@@ -446,6 +439,7 @@ void core_shard::fill_quota(const key_record& k, int64_t now_ns, figures& f) con
 }
 
 bool core_shard::flush_journal() noexcept {
+  seal_record();
   if (journal_buf_.empty()) {
     return true;
   }
@@ -674,6 +668,7 @@ bool service::reload_if_changed(bool force) {
           r.burst = p.burst;
           r.emission_ns = std::max<int64_t>(1, static_cast<int64_t>(1e9 / p.rate_per_sec));
           r.tolerance_ns = r.emission_ns * p.burst;
+          r.window_secs = std::max<int64_t>(1, ceil_secs(r.tolerance_ns));
           r.account = e.account;
           r.plan = e.plan;
           t->records.push_back(std::move(r));

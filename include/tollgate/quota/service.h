@@ -70,6 +70,7 @@ struct key_record {
   int64_t burst = 0;
   int64_t emission_ns = 0;     ///< 1e9 / rate_per_sec
   int64_t tolerance_ns = 0;    ///< burst * emission_ns
+  int64_t window_secs = 1;     ///< ceil(tolerance_ns / 1e9), at least 1
   std::string account;
   std::string plan;
 };
@@ -157,8 +158,12 @@ class alignas(64) core_shard {
   bool flush_journal() noexcept;
   /// Publishes this core's deltas and returns its leases now (normally from on_tick).
   void reconcile(int64_t now_ns) noexcept;
-  /// Bytes of journal records not yet written (for an io_uring path or tests).
-  std::string_view pending_journal() const noexcept { return journal_buf_.view(); }
+  /// Encoded journal records not yet written (for an io_uring path or tests); seals the
+  /// record being coalesced first.
+  std::string_view pending_journal() noexcept {
+    seal_record();
+    return journal_buf_.view();
+  }
 
   int index() const noexcept { return index_; }
 
@@ -194,7 +199,21 @@ class alignas(64) core_shard {
   void refresh_table() noexcept;
   void roll_month(uint32_t month) noexcept;
   bool take_lease(const key_record& k, local_key& lk) noexcept;
-  void append_record(uint32_t month, uint64_t key_id) noexcept;
+  /// Counts one billed success in the open (not yet encoded) record, sealing the previous one
+  /// when the key or month differs: consecutive successes of a key cost an increment, and the
+  /// CRC is computed once per record, not per call.
+  void append_record(uint32_t month, uint64_t key_id) noexcept {
+    if (open_count_ != 0 && open_key_ == key_id && open_month_ == month &&
+        open_count_ < UINT32_MAX) {
+      ++open_count_;
+      return;
+    }
+    seal_record();
+    open_month_ = month;
+    open_key_ = key_id;
+    open_count_ = 1;
+  }
+  void seal_record() noexcept;
   void open_journal() noexcept;
   void publish_locked() noexcept;
 
@@ -208,6 +227,9 @@ class alignas(64) core_shard {
   uint32_t month_ = 0;
   int64_t month_end_ns_ = 0;
   out_buffer journal_buf_;
+  uint64_t open_key_ = 0;     // the record being coalesced (count 0: none)
+  uint32_t open_month_ = 0;
+  uint32_t open_count_ = 0;
   int journal_fd_ = -1;
   uint64_t journal_gen_ = 0;
   uint64_t journal_size_ = 0;     // bytes written to the current file
