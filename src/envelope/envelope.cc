@@ -146,7 +146,8 @@ cache::cache(const server_identity& id) {
   // Every revision served (a dual-era server): the same list -32022 names.
   discover_ = R"({"resultType":"complete","supportedVersions":)" + supported_json_ +
               R"(,"capabilities":)" + caps + R"(,"serverInfo":)" + info + instructions +
-              R"(,"ttlMs":3600000,"cacheScope":"public"})";
+              R"(,"ttlMs":3600000,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":)" +
+              info + "}}";
 
   // Tool-error text, escaped once for its place inside the text block: {"code":"x","message":"..."
   for (size_t i = 0; i < num_tool_error_codes; ++i) {

@@ -1131,6 +1131,15 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
       env_.error_response(out, m.id, rpc_error{rpc_error_kind::internal_error, {}, {}, 0});
       return;
     }
+    if (m.mid != method_id::tools_call) {
+      admission a = h.rate_check();
+      if (a.outcome == admission::kind::rate_limited) {
+        env_.error_response(out, m.id,
+                            rpc_error{rpc_error_kind::rate_limited, {}, {},
+                                      a.retry_after_secs < 1 ? 1 : a.retry_after_secs});
+        return;
+      }
+    }
     r = decide(c, m, &o);
     if (m.mid == method_id::initialize && r.k == reply::kind::result) {
       stdio_rev_ = r.rev;

@@ -139,6 +139,7 @@ TEST_F(endpoint_test, server_discover_lists_versions_and_identity) {
   EXPECT_EQ(d.str("/result/serverInfo/name"), "tollgate");
   EXPECT_TRUE(d.has("/result/ttlMs"));
   EXPECT_EQ(d.str("/result/cacheScope"), "public");
+  EXPECT_EQ(d.str("/result/_meta/io.modelcontextprotocol~1serverInfo/name"), "tollgate");
 }
 
 // ---- tools/call ----

@@ -40,6 +40,12 @@ class fake_host : public host {
     return next;
   }
   void settle(bool success) override { success ? ++settled_ok : ++settled_failed; }
+  admission rate = {};
+  int rate_checks = 0;
+  admission rate_check() override {
+    ++rate_checks;
+    return rate;
+  }
 
  private:
   static void fmt_header(out_buffer& out, std::string_view name, int64_t v) {

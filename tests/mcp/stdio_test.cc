@@ -144,6 +144,27 @@ TEST_F(stdio_test, meta_protocol_version_selects_2026_07_28_per_message) {
   EXPECT_EQ(lines[5], R"({"jsonrpc":"2.0","id":6,"result":{}})");
 }
 
+TEST_F(stdio_test, non_tool_requests_are_rated_through_rate_check) {
+  // Verifies every stdio request except tools/call (rated in admit) and notifications asks the
+  // host's rate_check, and a breach answers the JSON-RPC 429 error with the rate_limited data.
+  h.rate = admission{admission::kind::rate_limited, 4, -1, -1, -1};
+  auto [rc, lines] = run_lines(
+      ep, h,
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list"})" "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})" "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"}}})" "\n");
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), 2u);
+  json_doc d(lines[0]);
+  EXPECT_EQ(d.num("/error/code"), 429);
+  EXPECT_EQ(d.num("/id"), 1);
+  EXPECT_EQ(d.str("/error/data/code"), "rate_limited");
+  EXPECT_EQ(d.num("/error/data/retry_after_secs"), 4);
+  EXPECT_EQ(h.rate_checks, 1);
+  json_doc call(lines[1]);
+  EXPECT_EQ(call.raw("/result/isError"), "false");
+}
+
 TEST_F(stdio_test, empty_input_exits_zero_with_no_output) {
   // Verifies immediate EOF flushes nothing and returns 0.
   auto [rc, lines] = run_lines(ep, h, "");
