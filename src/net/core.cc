@@ -485,6 +485,9 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
   if ((cqe.flags & IORING_CQE_F_BUFFER) != 0) {
     return_buffer(static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT));
   }
+  if (res == -ENOBUFS) {
+    bump(stats_.recv_no_buffer);
+  }
   if (res == -ENOBUFS && c.state != conn_state::closing) {
     // Every buffer was in use this pass; they are all handed back before the next submit.
     if (!c.recv_armed) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "net/net_test_util.h"
 
@@ -467,6 +468,33 @@ TEST(net_engine_test, serves_with_single_shot_fallbacks) {
     EXPECT_EQ(r->body, "/p|" + body);
   }
   EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.accepted; }), 3u);
+}
+
+TEST(net_engine_test, recovers_when_the_provided_buffers_run_out) {
+  // Verifies that with only 2 receive buffers, 50 connections sending at once (receives fail
+  // with ENOBUFS and are re-armed) all get their answers, including multi-buffer bodies.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.recv_buffer_count = 2;
+  o.recv_buffer_size = 1024;
+  started s(o);
+  ASSERT_TRUE(s.ok);
+  std::vector<std::unique_ptr<client>> cs;
+  for (int i = 0; i < 50; ++i) {
+    cs.push_back(std::make_unique<client>(s.srv.port()));
+    ASSERT_TRUE(cs.back()->connected());
+  }
+  const std::string body(3000, 'n');
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(cs[i]->send_all("POST /n" + std::to_string(i) +
+                                " HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\n\r\n" + body));
+  }
+  for (int i = 0; i < 50; ++i) {
+    auto r = cs[i]->read_response();
+    ASSERT_TRUE(r.has_value()) << "connection " << i;
+    EXPECT_EQ(r->body, "/n" + std::to_string(i) + "|" + body);
+  }
+  EXPECT_GT(s.srv.stats(0).recv_no_buffer.load(), 0u);  // the path under test was taken
 }
 
 TEST(net_engine_test, listens_on_ipv6_loopback) {

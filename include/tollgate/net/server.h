@@ -58,6 +58,8 @@ struct alignas(64) core_stats {
   std::atomic<uint64_t> parse_errors{0};      ///< requests refused by the parser (4xx/5xx + close)
   std::atomic<uint64_t> rejected{0};          ///< accepted over the cap in a burst and closed at once
   std::atomic<uint64_t> accept_errors{0};     ///< accept failures (EMFILE, ENFILE, ENOBUFS, ...)
+  std::atomic<uint64_t> recv_no_buffer{0};    ///< receives that found no free provided buffer
+                                              ///< (often: raise recv_buffer_count)
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
