@@ -2,7 +2,8 @@
 """Helpers for perf/gate/run (standard library only).
 
   gate.py dump FILE                 one callgrind dump: prints "ir=N allocs=M desc=..." where
-                                    allocs = calls made to allocation functions in that part
+                                    allocs = calls made to allocation functions in that part,
+                                    except under a tick (each counted site goes to stderr)
   gate.py compare BASELINE FIGURES [--accept]
                                     prints every figure against the baseline, exits 1 when one
                                     regressed past its tolerance or is missing; with --accept
@@ -19,8 +20,16 @@ ALLOC_RE = re.compile(
     r"operator new(\[\])?\(.*\)|mi_(malloc|calloc|realloc|zalloc|new)\w*)$")
 
 
-def read_dump(path):
-    """Returns (total Ir, allocation calls, description) of one callgrind output file."""
+# A caller chain (from --separate-callersN) through these is time-driven work (the ~100 ms
+# tick: reload checks, reconcile, persist), not the request path.
+TICK_RE = re.compile(r"'(tollgate::net::core::tick\(\)|[^']*::on_tick\()")
+
+
+def read_dump(path, detail=None):
+    """Returns (total Ir, allocation calls off the tick, description) of one callgrind output
+    file. With --separate-callersN on the allocation functions, a function name carries its
+    callers after "'"; allocations under a tick are not counted. `detail`, a list, receives
+    (count, chain) of every counted allocation site."""
     names = {}
     total = None
     allocs = 0
@@ -40,9 +49,13 @@ def read_dump(path):
                     name = line.split("=", 1)[1].rstrip("\n")
                 current_cfn = name if line.startswith("cfn=") else None
             elif line.startswith("calls="):
-                if current_cfn is not None and ALLOC_RE.match(current_cfn):
-                    allocs += int(line[6:].split()[0])
-            elif line.startswith("totals:") or (line.startswith("summary:") and total is None):
+                if (current_cfn is not None and ALLOC_RE.match(current_cfn.split("'")[0])
+                        and not TICK_RE.search(current_cfn)):
+                    n = int(line[6:].split()[0])
+                    allocs += n
+                    if detail is not None:
+                        detail.append((n, current_cfn))
+            elif line.startswith("summary:"):
                 total = int(line.split()[1])
             elif line.startswith("desc: Trigger:"):
                 desc = line.split(":", 2)[2].strip()
@@ -52,8 +65,11 @@ def read_dump(path):
 
 
 def cmd_dump(args):
-    total, allocs, desc = read_dump(args[0])
+    detail = []
+    total, allocs, desc = read_dump(args[0], detail)
     print(f"ir={total} allocs={allocs} desc={desc}")
+    for n, chain in detail:
+        sys.stderr.write(f"gate: allocation site ({n} calls): {chain.replace(chr(39), ' <- ')}\n")
 
 
 def cmd_compare(args):
