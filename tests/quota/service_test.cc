@@ -374,6 +374,20 @@ TEST(quota_service_test, revoked_key_is_refused_after_reload) {
   EXPECT_EQ(s.authenticate(k.secret), nullptr);
 }
 
+TEST(quota_service_test, on_tick_picks_up_file_changes_within_reload_ms) {
+  // Verifies that without any signal a revocation is seen by the first tick after reload_ms.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  key_store store(f.dir.path());
+  ASSERT_TRUE(store.revoke(k.key_id).has_value());
+  s.on_tick(f.now + 100 * 1000000);  // 100 ms: not due yet
+  EXPECT_NE(s.authenticate(k.secret), nullptr);
+  s.on_tick(f.now + 1000 * 1000000);  // reload_ms = 1000
+  EXPECT_EQ(s.authenticate(k.secret), nullptr);
+}
+
 TEST(quota_service_test, reload_keeps_counters_and_rate_state) {
   // Verifies a table swap (new key added) keeps the old key's usage, lease pool and GCRA state.
   fixture f(small_plans());
