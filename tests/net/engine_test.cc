@@ -267,6 +267,14 @@ TEST(net_engine_test, rejects_malformed_request_line_with_400_and_closes) {
   expect_refused(s.srv.port(), "GET  /two-spaces HTTP/1.1\r\nHost: t\r\n\r\n", 400);
 }
 
+TEST(net_engine_test, rejects_an_unsupported_http_version_with_505_and_closes) {
+  // Verifies a request line with a version we do not speak gets 505 and the connection closes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  expect_refused(s.srv.port(), "GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505);
+}
+
 TEST(net_engine_test, answers_earlier_pipelined_requests_before_a_refused_one) {
   // Verifies that responses before a parse error still go out, in order, before the 400.
   TOLLGATE_SKIP_WITHOUT_RING();
