@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "tollgate/search/tokenizer.h"
 
@@ -20,6 +21,14 @@ constexpr double b_title = 0.75;
 constexpr double b_text = 0.75;
 constexpr double w_title = 3.0;
 constexpr double w_text = 1.0;
+
+// One term's BM25F contribution before idf: tf~ (k1 + 1) / (tf~ + k1), where tf~ adds the field
+// frequencies weighted by the doc's length norms. Block maxima use the same function, so an
+// upper bound computed from them is never below a real score.
+inline double term_part(uint32_t tf_title, uint32_t tf_text, double nt, double nx) noexcept {
+  double tf = tf_title * nt + tf_text * nx;
+  return tf * (k1 + 1) / (tf + k1);
+}
 
 inline uint32_t read_varint(const uint8_t*& p) noexcept {
   uint32_t v = *p & 0x7F;
@@ -139,6 +148,14 @@ bool posting_cursor::next() noexcept {
   pos_len = read_varint(p);
   --left;
   return true;
+}
+
+void posting_cursor::skip_block() noexcept {
+  p = doc_base + skips[block].doc_end;
+  pos = pos_base + skips[block].pos_end;
+  doc = skips[block].last_doc;
+  pos_len = 0;
+  left = 0;
 }
 
 bool posting_cursor::seek(uint32_t target) noexcept {
@@ -514,6 +531,38 @@ void local_shard::finalize(const shard_stats& global) {
     norm_title_[d] = static_cast<float>(w_title / (1 - b_title + b_title * title_len_[d] / avg_t));
     norm_text_[d] = static_cast<float>(w_text / (1 - b_text + b_text * text_len_[d] / avg_x));
   }
+  // Per block: the largest term_part and the latest time of its docs, for skipping blocks and
+  // scoring that cannot reach the current top k.
+  block_max_.assign(skips_.size(), 0.0f);
+  block_max_time_.assign(skips_.size(), std::numeric_limits<int64_t>::min());
+  for (const term_info& t : terms_) {
+    posting_cursor c = cursor_for(t);
+    while (c.next()) {
+      double v = term_part(c.tf_title, c.tf_text, norm_title_[c.doc], norm_text_[c.doc]);
+      float& m = block_max_[t.skip_off + c.block];
+      float f = static_cast<float>(v);
+      if (f < v) {
+        f = std::nextafter(f, std::numeric_limits<float>::infinity());
+      }
+      m = std::max(m, f);
+      int64_t& mt = block_max_time_[t.skip_off + c.block];
+      mt = std::max(mt, time_[c.doc]);
+    }
+  }
+}
+
+posting_cursor local_shard::cursor_for(const term_info& t) const noexcept {
+  posting_cursor c{};
+  c.doc_base = doc_stream_.data() + t.doc_off;
+  c.p = c.doc_base;
+  c.pos_base = pos_stream_.data() + t.pos_off;
+  c.pos = c.pos_base;
+  c.skips = skips_.data() + t.skip_off;
+  c.df = t.df;
+  c.nblocks = (t.df + block_docs - 1) / block_docs;
+  c.left = std::min(block_docs, t.df);
+  c.skip_off = t.skip_off;
+  return c;
 }
 
 // ---- queries ----
@@ -577,6 +626,61 @@ bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) cons
   return true;
 }
 
+namespace {
+inline void offer(std::vector<hit>& heap, size_t k, const hit& h) {
+  if (heap.size() < k) {
+    heap.push_back(h);
+    std::push_heap(heap.begin(), heap.end(), better);
+  } else if (better(h, heap.front())) {
+    std::pop_heap(heap.begin(), heap.end(), better);
+    heap.back() = h;
+    std::push_heap(heap.begin(), heap.end(), better);
+  }
+}
+}  // namespace
+
+// Orders the heap best first and fills in the ids.
+void local_shard::finish(shard_answer& out) const {
+  std::sort_heap(out.hits.begin(), out.hits.end(), better);
+  for (hit& h : out.hits) {
+    h.id = id(h.doc);
+  }
+}
+
+// One term, no filters: every posting matches, so total = df, and whole blocks whose maximum
+// (score or time) is below the k-th best so far are skipped without decoding.
+void local_shard::single_term(posting_cursor& c, bool by_date, double idf, size_t k,
+                              shard_answer& out) const {
+  out.total = c.df;
+  std::vector<hit>& heap = out.hits;
+  while (true) {
+    // c is on the first doc of block c.block
+    if (heap.size() == k) {
+      const size_t b = c.skip_off + c.block;
+      double ub = by_date ? static_cast<double>(block_max_time_[b]) : idf * block_max_[b];
+      if (ub < heap.front().key) {
+        c.skip_block();
+        if (!c.next()) {
+          return;
+        }
+        continue;
+      }
+    }
+    const uint32_t block = c.block;
+    do {
+      hit h{};
+      h.doc = c.doc;
+      h.key = by_date ? static_cast<double>(time_[c.doc])
+                      : idf * term_part(c.tf_title, c.tf_text, norm_title_[c.doc],
+                                        norm_text_[c.doc]);
+      offer(heap, k, h);
+      if (!c.next()) {
+        return;
+      }
+    } while (c.block == block);
+  }
+}
+
 bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
   out.total = 0;
   out.hits.clear();
@@ -591,16 +695,7 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
     if (t == nullptr) {
       return true;  // a term absent from this shard: nothing here matches
     }
-    posting_cursor c{};
-    c.doc_base = doc_stream_.data() + t->doc_off;
-    c.p = c.doc_base;
-    c.pos_base = pos_stream_.data() + t->pos_off;
-    c.pos = c.pos_base;
-    c.skips = skips_.data() + t->skip_off;
-    c.df = t->df;
-    c.nblocks = (t->df + block_docs - 1) / block_docs;
-    c.left = std::min(block_docs, t->df);
-    ws.cursors.push_back(c);
+    ws.cursors.push_back(cursor_for(*t));
     ws.order.push_back(static_cast<uint32_t>(i));
   }
   ws.tag_ids.clear();
@@ -628,6 +723,13 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
   const bool by_date = plan.sort == sort_order::date;
   const size_t k = plan.k;
   std::vector<hit>& heap = out.hits;
+  if (nt == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
+      plan.since == std::numeric_limits<int64_t>::min() &&
+      plan.until == std::numeric_limits<int64_t>::max()) {
+    single_term(ws.cursors[0], by_date, plan.idf[0], k, out);
+    finish(out);
+    return true;
+  }
   posting_cursor& lead = ws.cursors[ws.order[0]];
   uint32_t target = lead.doc;
   while (true) {
@@ -674,36 +776,37 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
         if (by_date) {
           h.key = static_cast<double>(t);
         } else {
+          if (heap.size() == k) {
+            // skip scoring when the block maxima cannot reach the k-th best score
+            double ub = 0;
+            for (size_t i = 0; i < nt; ++i) {
+              const posting_cursor& c = ws.cursors[i];
+              ub += plan.idf[i] * block_max_[c.skip_off + c.block];
+            }
+            if (ub < heap.front().key) {
+              goto next_doc;
+            }
+          }
           const double nt_d = norm_title_[doc];
           const double nx_d = norm_text_[doc];
           double s = 0;
           for (size_t i = 0; i < nt; ++i) {
             const posting_cursor& c = ws.cursors[i];
-            double tf = c.tf_title * nt_d + c.tf_text * nx_d;
-            s += plan.idf[i] * tf * (k1 + 1) / (tf + k1);
+            s += plan.idf[i] * term_part(c.tf_title, c.tf_text, nt_d, nx_d);
           }
           h.key = s;
         }
-        if (heap.size() < k) {
-          heap.push_back(h);
-          std::push_heap(heap.begin(), heap.end(), better);
-        } else if (better(h, heap.front())) {
-          std::pop_heap(heap.begin(), heap.end(), better);
-          heap.back() = h;
-          std::push_heap(heap.begin(), heap.end(), better);
-        }
+        offer(heap, k, h);
       }
     }
+  next_doc:
     if (!lead.next()) {
       break;
     }
     target = lead.doc;
   }
 done:
-  std::sort_heap(heap.begin(), heap.end(), better);
-  for (hit& h : heap) {
-    h.id = id(h.doc);
-  }
+  finish(out);
   return true;
 }
 

@@ -66,11 +66,14 @@ struct posting_cursor {
   uint32_t tf_title;
   uint32_t tf_text;
   uint32_t pos_len;
+  uint32_t skip_off;  ///< the term's first skip entry (indexes block maxima too)
 
   /// Moves to the next doc; false at the end.
   bool next() noexcept;
   /// Moves to the first doc >= target (no move if already there); false at the end.
   bool seek(uint32_t target) noexcept;
+  /// Moves to the end of the current block without decoding it; next() enters the next block.
+  void skip_block() noexcept;
 };
 
 /// Per-core evaluation state for local shards.
@@ -128,6 +131,9 @@ class local_shard final : public shard_source {
   char* arena_alloc(size_t n);
   void build_index();
   bool phrase_match(const query_plan& plan, shard_workspace& ws) const;
+  posting_cursor cursor_for(const term_info& t) const noexcept;
+  void finish(shard_answer& out) const;
+  void single_term(posting_cursor& c, bool by_date, double idf, size_t k, shard_answer& out) const;
 
   // stored stories
   std::vector<std::unique_ptr<char[]>> chunks_;
@@ -150,6 +156,8 @@ class local_shard final : public shard_source {
   std::vector<uint8_t> doc_stream_;
   std::vector<uint8_t> pos_stream_;
   std::vector<skip_entry> skips_;
+  std::vector<float> block_max_;         // per skip entry: max term_part in the block
+  std::vector<int64_t> block_max_time_;  // per skip entry: latest time in the block
   shard_stats stats_;
 };
 

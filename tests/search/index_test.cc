@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "search/test_corpus.h"
@@ -245,6 +246,51 @@ TEST(index_test, queries_allocate_nothing_after_warm_up) {
   test::alloc_scope scope;
   run();
   EXPECT_EQ(scope.count(), 0u);
+}
+
+}  // namespace
+}  // namespace tollgate::search
+
+namespace tollgate::search {
+namespace {
+
+std::vector<std::string> page(const backend& b, scratch& s, std::string_view q, sort_order so,
+                              uint32_t offset, uint32_t limit, int64_t since) {
+  query_args a;
+  a.query = q;
+  a.sort = so;
+  a.offset = offset;
+  a.limit = limit;
+  a.since = since;
+  auto r = b.search(a, s);
+  EXPECT_TRUE(r.has_value());
+  std::vector<std::string> out;
+  for (const hit& h : r->stories) {
+    out.emplace_back(h.id);
+  }
+  return out;
+}
+
+TEST(index_test, block_skipping_never_changes_results) {
+  // Verifies pruned evaluation (single-term block skipping, multi-term bound checks) returns
+  // exactly the pages of the unpruned ranking: any page equals the matching slice of a deeper
+  // ranking, and the filter-free fast path equals the general path.
+  auto b = load_sample(3);
+  auto s = b->make_scratch();
+  const int64_t open = std::numeric_limits<int64_t>::min();
+  for (std::string_view q : {"the", "rust", "a", "of the", "linux kernel", "new the a", "is"}) {
+    for (sort_order so : {sort_order::relevance, sort_order::date}) {
+      auto deep = page(*b, *s, q, so, 0, 50, open + 1);  // general path
+      auto deep_fast = page(*b, *s, q, so, 0, 50, open);
+      EXPECT_EQ(deep, deep_fast) << q;
+      for (uint32_t off : {0u, 7u, 30u}) {
+        auto p = page(*b, *s, q, so, off, 10, open);
+        std::vector<std::string> want(deep.begin() + std::min<size_t>(off, deep.size()),
+                                      deep.begin() + std::min<size_t>(off + 10, deep.size()));
+        EXPECT_EQ(p, want) << q << " offset " << off;
+      }
+    }
+  }
 }
 
 }  // namespace
