@@ -147,9 +147,19 @@ export class Server {
     this.keys = keys;
     this.keyOutputs = keyOutputs;
     this._errText = errText;
+    this._ending = false;  // set by stop()/kill9(): any other exit is a crash
     this.exited = new Promise((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
       else child.once('exit', (code, signal) => resolve({ code, signal }));
+    });
+    this.exited.then(({ code, signal }) => {
+      if (this._ending) return;
+      // A crash would otherwise only show as ECONNREFUSED in every later test: say it once, with
+      // the server's own last words (a sanitizer report, an assertion).
+      setTimeout(() => {
+        process.stderr.write(`\n*** tollgate serve (pid ${this.pid}) exited on its own: code ${code}, signal ${signal}; ` +
+          `its stderr (last 8 KB):\n${this._errText().slice(-8192)}\n***\n`);
+      }, 100);
     });
   }
 
@@ -163,6 +173,7 @@ export class Server {
 
   /** SIGTERM; SIGKILL if still running after timeoutMs. */
   async stop(timeoutMs = 5000) {
+    this._ending = true;
     if (this.child.exitCode === null && this.child.signalCode === null) {
       try { process.kill(this.pid, 'SIGTERM'); } catch { /* gone */ }
       const t = setTimeout(() => { try { process.kill(this.pid, 'SIGKILL'); } catch { /* gone */ } }, timeoutMs);
@@ -177,6 +188,7 @@ export class Server {
 
   /** kill -9, as a crash. */
   async kill9() {
+    this._ending = true;
     try { process.kill(this.pid, 'SIGKILL'); } catch { /* gone */ }
     const r = await this.exited;
     live.delete(this.child);
