@@ -23,7 +23,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 WRK_THREADS=${WRK_THREADS:-1}
 SERVER_CORE=${SERVER_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
-TOLLGATE=${TOLLGATE:-$PERF_ROOT/build/release/tollgate}
+TOLLGATE=${TOLLGATE:-$(perf_default_tollgate)}
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -106,12 +106,14 @@ done
 col() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$results" | perf_median_minmax; }
 echo
 echo "GET /healthz, wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s, $ROUNDS interleaved rounds; median (min-max)"
-printf '%-10s %-26s %-22s %-22s %-22s %-20s\n' server "req/s" "p50 us" "p99 us" "server CPU us/req" "wrk CPU us/req"
+printf '%-10s' server
+for h in "req/s" "p50 us" "p99 us" "server CPU us/req" "wrk CPU us/req"; do printf ' %-26s' "$h"; done
+echo
 for s in "${servers[@]}"; do
   printf '%-10s' "$s"
   for c in 3 4 5 6 7; do
     read -r m lo hi <<<"$(col "$s" "$c")"
-    printf ' %-22s' "$(printf '%.6g (%.6g-%.6g)' "$m" "$lo" "$hi")"
+    printf ' %-26s' "$(printf '%.6g (%.6g-%.6g)' "$m" "$lo" "$hi")"
   done
   echo
 done

@@ -9,6 +9,16 @@ PERF_TMP=""
 PERF_KEEP_TMP=${PERF_KEEP_TMP:-0}
 
 perf_log() { printf '%s\n' "$*" >&2; }
+
+# perf_default_tollgate: the release binary (build/release/tollgate, or where the app's
+# CMakeLists puts it, build/release/src/app/tollgate).
+perf_default_tollgate() {
+  local b
+  for b in "$PERF_ROOT/build/release/tollgate" "$PERF_ROOT/build/release/src/app/tollgate"; do
+    [ -x "$b" ] && { echo "$b"; return; }
+  done
+  echo "$PERF_ROOT/build/release/tollgate"
+}
 perf_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # perf_init: makes the temp dir (PERF_TMP) and installs the cleanup trap.

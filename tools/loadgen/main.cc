@@ -490,6 +490,7 @@ int main(int argc, char** argv) {
                   threads);
     }
   }
+  std::fflush(stdout);
   for (const auto& r : all.outcomes.rows()) {
     if (!r.sample.empty()) {
       std::fprintf(stderr, "loadgen: first '%s' body: %s\n",
