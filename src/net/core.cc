@@ -83,6 +83,7 @@ struct conn {
   bool continue_sent = false;     // "100 Continue" already sent for the pending request
   bool dirty = false;             // in core::dirty_
   bool paused = false;            // parsing paused: too much unsent output
+  bool recv_cancelled = false;    // the armed recv was cancelled because input paused
   size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)
   uint8_t list = kNoList;
   uint32_t prev = UINT32_MAX;
@@ -411,7 +412,7 @@ void core::open_conn(int fd) {
   c.fd = fd;
   c.state = conn_state::open;
   c.recv_armed = c.send_inflight = c.close_after_send = false;
-  c.head_done = c.continue_sent = c.paused = false;  // `dirty` tracks membership of dirty_
+  c.head_done = c.continue_sent = c.paused = c.recv_cancelled = false;  // `dirty`: dirty_ member
   c.sent = 0;
   c.need = 0;
   const int one = 1;
@@ -463,8 +464,11 @@ void core::return_buffer(uint16_t bid) {
 }
 
 void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
+  bool ended_by_pause = false;
   if ((cqe.flags & IORING_CQE_F_MORE) == 0) {
     c.recv_armed = false;
+    ended_by_pause = c.recv_cancelled;
+    c.recv_cancelled = false;
   }
   const int res = cqe.res;
   if (res > 0) {
@@ -477,7 +481,7 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
     return_buffer(bid);
     if (c.state == conn_state::closing) {
       maybe_release(c, idx);
-    } else if (!c.recv_armed && c.state != conn_state::free) {
+    } else if (!c.recv_armed && wants_input(c)) {
       arm_recv(c, idx);
     }
     return;
@@ -490,13 +494,19 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
   }
   if (res == -ENOBUFS && c.state != conn_state::closing) {
     // Every buffer was in use this pass; they are all handed back before the next submit.
-    if (!c.recv_armed) {
+    if (!c.recv_armed && wants_input(c)) {
       arm_recv(c, idx);
     }
     return;
   }
   if (c.recv_armed) {
     return;  // a transient error on a multishot recv that goes on
+  }
+  if (res == -ECANCELED && ended_by_pause && c.state == conn_state::open) {
+    if (wants_input(c)) {
+      arm_recv(c, idx);  // output drained before the cancellation landed
+    }
+    return;
   }
   // EOF, reset or cancellation.
   if (c.state == conn_state::open && res == 0 && (c.send_inflight || !c.out.empty())) {
@@ -511,6 +521,21 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
   } else {
     hard_close(c, idx);
   }
+}
+
+// Back-pressure: a client that pipelines faster than it reads has its receive cancelled until
+// its output drains, so its unread requests wait in the kernel's socket buffer, not in ours.
+void core::pause_input(conn& c, uint32_t idx) {
+  c.paused = true;
+  if (c.recv_armed && multishot_recv_ && !c.recv_cancelled) {
+    cancel(conn_data(op::recv, idx));
+    c.recv_cancelled = true;
+  }
+  // A single-shot recv is simply not re-armed while paused (see wants_input()).
+}
+
+bool core::wants_input(const conn& c) const noexcept {
+  return c.state == conn_state::lingering || (c.state == conn_state::open && !c.paused);
 }
 
 void core::append_in(conn& c, const char* p, size_t n) {
@@ -570,7 +595,7 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
         break;
       }
       if (c.out.size() >= kOutHighWater) {
-        c.paused = true;
+        pause_input(c, idx);
         break;
       }
       continue;
@@ -680,6 +705,9 @@ void core::on_send(conn& c, uint32_t idx, int res) {
       c.in.clear();
     }
     update_timer(c, idx, completed);
+    if (!c.recv_armed && wants_input(c)) {
+      arm_recv(c, idx);
+    }
   }
   if (!c.out.empty() || c.close_after_send) {
     mark_dirty(c, idx);  // sent (or closed) at the end of this pass

@@ -68,6 +68,8 @@ class core {
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
   void append_in(conn& c, const char* p, size_t n);
+  void pause_input(conn& c, uint32_t idx);
+  bool wants_input(const conn& c) const noexcept;
   void update_timer(conn& c, uint32_t idx, bool completed);
 
   void arm_recv(conn& c, uint32_t idx);
