@@ -378,6 +378,7 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
     --lk.lease;
   }
   touch(lk, k.slot, k.state, k.key_id);  // after take_lease: a month roll there clears flags
+  lk.active = true;
   t.state = k.state;
   t.key_id = k.key_id;
   t.slot = k.slot;
@@ -470,7 +471,11 @@ bool core_shard::flush_journal() noexcept {
   return true;
 }
 
-void core_shard::publish_locked() noexcept {
+// Publishes every listed key's deltas. Leases go back to the pool only from keys this core did
+// not admit since the last reconcile (or all, at a month roll): a core still serving a key keeps
+// spending its lease, so a key whose pool ran dry stays refused on the other cores instead of
+// flickering back when a busy core reconciles; an idle core's units return within one interval.
+void core_shard::publish_locked(bool return_all_leases) noexcept {
   service& s = svc_;
   if (month_ > s.month_.load(std::memory_order_relaxed)) {
     s.ensure_month_locked(month_);
@@ -491,9 +496,17 @@ void core_shard::publish_locked() noexcept {
       s.impl_->closed_dirty.push_back(month);
     }
   };
+  size_t kept = 0;
   for (uint32_t slot : dirty_) {
     local_key& lk = locals_[slot];
     add(lk.state, month_, lk.used_delta, lk.overage_delta);
+    lk.used_delta = 0;
+    lk.overage_delta = 0;
+    if (lk.lease > 0 && lk.active && !return_all_leases) {
+      lk.active = false;
+      dirty_[kept++] = slot;  // still listed: its lease is reconsidered next time
+      continue;
+    }
     if (lk.lease > 0) {  // return the unused lease, unless its month's budget is gone
       uint64_t p = lk.state->pool.load(std::memory_order_relaxed);
       while (pool_month(p) == month_ &&
@@ -502,11 +515,10 @@ void core_shard::publish_locked() noexcept {
       }
     }
     lk.lease = 0;
-    lk.used_delta = 0;
-    lk.overage_delta = 0;
+    lk.active = false;
     lk.dirty = false;
   }
-  dirty_.clear();
+  dirty_.resize(kept);  // shrinking: no allocation
   for (const late_entry& e : late_) {
     add(e.state, e.month, e.count, e.overage ? e.count : 0);
   }
@@ -535,7 +547,7 @@ void core_shard::reconcile(int64_t now_ns) noexcept {
   }
   {
     std::lock_guard g(svc_.impl_->mu);
-    publish_locked();
+    publish_locked(false);
     auto& cov = svc_.impl_->covered;
     if (cov.size() <= static_cast<size_t>(index_)) {
       cov.resize(static_cast<size_t>(index_) + 1);
@@ -554,7 +566,7 @@ void core_shard::roll_month(uint32_t month) noexcept {
   // Publish (and drop leases of) the old month first, then move on.
   if (flush_journal()) {
     std::lock_guard g(svc_.impl_->mu);
-    publish_locked();
+    publish_locked(true);
     auto& cov = svc_.impl_->covered;
     if (cov.size() <= static_cast<size_t>(index_)) {
       cov.resize(static_cast<size_t>(index_) + 1);

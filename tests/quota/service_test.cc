@@ -238,6 +238,7 @@ TEST(quota_service_test, settle_after_a_reconcile_is_still_published) {
   s.settle(ok_ticket, true);
   s.settle(fail_ticket, false);
   s.reconcile(f.now);
+  s.reconcile(f.now);
   EXPECT_EQ(f.svc->usage(r->key_id, f.svc->month()).used, 1);
   EXPECT_EQ(pool_units(r->state->pool.load()), 4);
 }
@@ -313,8 +314,9 @@ TEST(quota_service_test, leases_shrink_as_the_budget_nears_zero) {
 }
 
 TEST(quota_service_test, reconcile_returns_unused_leases) {
-  // Verifies a lease held by an idle core goes back to the pool at reconciliation, so another
-  // core can use the whole budget.
+  // Verifies a lease is kept while its core keeps admitting the key and goes back to the pool
+  // at the first reconciliation after the core went idle on it, so another core can use the
+  // whole budget.
   fixture f(small_plans(), 2);
   auto k = f.key("a", "k1000");
   f.open();
@@ -323,8 +325,11 @@ TEST(quota_service_test, reconcile_returns_unused_leases) {
   ticket t;
   ASSERT_EQ(f.svc->shard(0).admit(*r, f.now, fig, t), admit_verdict::ok);
   f.svc->shard(0).settle(t, true);
-  EXPECT_LT(pool_units(r->state->pool.load()), 999);
-  f.svc->shard(0).reconcile(f.now);
+  const int64_t after_lease = pool_units(r->state->pool.load());
+  EXPECT_LT(after_lease, 999);
+  f.svc->shard(0).reconcile(f.now);  // admitted this interval: keeps its lease
+  EXPECT_EQ(pool_units(r->state->pool.load()), after_lease);
+  f.svc->shard(0).reconcile(f.now);  // idle for a whole interval: returns it
   EXPECT_EQ(pool_units(r->state->pool.load()), 999);
   int n = 0;
   while (f.svc->shard(1).admit(*r, f.now, fig, t) == admit_verdict::ok) {
@@ -332,6 +337,40 @@ TEST(quota_service_test, reconcile_returns_unused_leases) {
     ++n;
   }
   EXPECT_EQ(n, 999);
+}
+
+TEST(quota_service_test, refused_core_stays_refused_while_another_spends_its_lease) {
+  // Verifies the tail of a stop key is monotonic: once a core is refused, a busy core's
+  // reconciliation does not hand units back to it; the busy core spends them and the total is
+  // exactly the quota.
+  fixture f(small_plans(), 2);
+  auto k = f.key("a", "k1000");
+  f.open();
+  core_shard& a = f.svc->shard(0);
+  core_shard& b = f.svc->shard(1);
+  const key_record* r = a.authenticate(k.secret);
+  figures fig;
+  ticket t;
+  int64_t total = 0;
+  ASSERT_EQ(b.admit(*r, f.now, fig, t), admit_verdict::ok);  // b holds a lease
+  b.settle(t, true);
+  ++total;
+  while (a.admit(*r, f.now, fig, t) == admit_verdict::ok) {
+    a.settle(t, true);
+    ++total;
+  }
+  ASSERT_EQ(b.admit(*r, f.now, fig, t), admit_verdict::ok);  // b is still busy on the key
+  b.settle(t, true);
+  ++total;
+  b.reconcile(f.now);
+  a.reconcile(f.now);
+  EXPECT_EQ(a.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+  while (b.admit(*r, f.now, fig, t) == admit_verdict::ok) {
+    b.settle(t, true);
+    ++total;
+  }
+  EXPECT_EQ(total, 1000);
+  EXPECT_EQ(a.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
 }
 
 TEST(quota_service_test, suspended_account_is_refused_after_reload_and_resumed_after) {

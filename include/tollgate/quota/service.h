@@ -177,7 +177,8 @@ class alignas(64) core_shard {
     int64_t lease = 0;         ///< units this core may still admit (current month)
     int64_t used_delta = 0;    ///< billed successes not yet published
     int64_t overage_delta = 0;
-    bool dirty = false;
+    bool dirty = false;   ///< listed in dirty_
+    bool active = false;  ///< admitted since the last reconcile (keeps its lease)
   };
   struct late_entry {  ///< successes settled after this core moved to a newer month
     key_state* state;
@@ -215,7 +216,7 @@ class alignas(64) core_shard {
   }
   void seal_record() noexcept;
   void open_journal() noexcept;
-  void publish_locked() noexcept;
+  void publish_locked(bool return_all_leases) noexcept;
 
   service& svc_;
   int index_;
