@@ -65,6 +65,11 @@ class response_checker {
   /// Copies `s` into `buf` with simdjson padding and parses it with `p`.
   simdjson::error_code parse_padded(simdjson::dom::parser& p, std::vector<char>& buf,
                                     std::string_view s, simdjson::dom::element& out);
+  /// Copies `s` into `buf` followed by zeroed simdjson padding.
+  static simdjson::padded_string_view pad(std::vector<char>& buf, std::string_view s);
+  /// True when `text` is a search payload: an object with an unsigned `total` and a
+  /// `stories` array of objects, no more of them than `total`.
+  bool search_payload_ok(std::string_view text);
 
   simdjson::dom::parser outer_;
   simdjson::dom::parser inner_;

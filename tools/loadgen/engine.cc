@@ -124,6 +124,7 @@ class runner {
     }
     if (br_ != nullptr) {
       ::munmap(br_, br_bytes_);
+      ::munmap(bufs_, bufs_bytes_);
     }
     for (auto& c : conns_) {
       if (c.fd >= 0) {
@@ -222,12 +223,22 @@ class runner {
       ::munmap(mem, ring_bytes);
       return;
     }
+    // The buffers themselves: anonymous memory, so pages are zeroed lazily by the kernel as
+    // they are first used rather than all up front (which showed up in short runs).
+    std::size_t bytes = static_cast<std::size_t>(buf_count) * buf_size;
+    void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    if (data == MAP_FAILED) {
+      io_uring_unregister_buf_ring(&ring_, buf_group);
+      ::munmap(mem, ring_bytes);
+      return;
+    }
+    bufs_ = static_cast<char*>(data);
+    bufs_bytes_ = bytes;
     br_ = static_cast<io_uring_buf_ring*>(mem);
     br_bytes_ = ring_bytes;
     io_uring_buf_ring_init(br_);
-    bufs_.resize(static_cast<std::size_t>(buf_count) * buf_size);
     for (unsigned b = 0; b < buf_count; b++) {
-      io_uring_buf_ring_add(br_, bufs_.data() + static_cast<std::size_t>(b) * buf_size, buf_size,
+      io_uring_buf_ring_add(br_, bufs_ + static_cast<std::size_t>(b) * buf_size, buf_size,
                             static_cast<unsigned short>(b), io_uring_buf_ring_mask(buf_count),
                             static_cast<int>(b));
     }
@@ -235,7 +246,7 @@ class runner {
   }
 
   void recycle_buffer(unsigned bid) {
-    io_uring_buf_ring_add(br_, bufs_.data() + static_cast<std::size_t>(bid) * buf_size, buf_size,
+    io_uring_buf_ring_add(br_, bufs_ + static_cast<std::size_t>(bid) * buf_size, buf_size,
                           static_cast<unsigned short>(bid), io_uring_buf_ring_mask(buf_count), 0);
     io_uring_buf_ring_advance(br_, 1);
   }
@@ -456,7 +467,7 @@ class runner {
     if (flags & IORING_CQE_F_BUFFER) {
       // Copy out of the provided buffer at once and hand it back to the kernel.
       unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
-      buf = bufs_.data() + static_cast<std::size_t>(bid) * buf_size;
+      buf = bufs_ + static_cast<std::size_t>(bid) * buf_size;
       if (res > 0 && c.st == connection::state::open) {
         std::size_t n = static_cast<std::size_t>(res);
         if (c.in.size() - c.in_len < n) {
@@ -683,12 +694,13 @@ class runner {
   std::string body_tmp_;
   io_uring ring_{};
   bool ring_ok_ = false;
-  static constexpr unsigned buf_count = 512;  ///< provided buffers (a power of two)
+  static constexpr unsigned buf_count = 256;  ///< provided buffers (a power of two)
   static constexpr unsigned buf_size = 16 * 1024;
   static constexpr unsigned short buf_group = 1;
   io_uring_buf_ring* br_ = nullptr;
   std::size_t br_bytes_ = 0;
-  std::vector<char> bufs_;
+  char* bufs_ = nullptr;  ///< buf_count * buf_size bytes, mmap'ed
+  std::size_t bufs_bytes_ = 0;
   bool open_loop_ = false;
   double interval_ns_ = 0;
   double next_due_ = 0;

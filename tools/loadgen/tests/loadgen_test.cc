@@ -230,12 +230,15 @@ TEST(loadgen_check_test, jsonrpc_error_code_is_counted) {
 }
 
 TEST(loadgen_check_test, unparseable_or_incomplete_bodies_are_errors) {
-  // Verifies broken JSON, a text block that is not JSON, a missing payload field and a
-  // double-encoded text are all bad responses, never successes.
+  // Verifies broken JSON, a text block that is not JSON, a missing payload field, more stories
+  // than the total, stories that are not objects and a double-encoded text are all bad
+  // responses, never successes.
   const std::vector<std::string> bodies = {
       "{not json",
       tool_result(1, false, "plain words"),
       tool_result(1, false, R"({\"stories\":[]})"),
+      tool_result(1, false, R"({\"total\":0,\"stories\":[{}]})"),
+      tool_result(1, false, R"({\"total\":5,\"stories\":[1,2]})"),
       tool_result(1, false, R"(\"{\\\"total\\\":1}\")"),
       R"({"jsonrpc":"2.0","id":1})",
       R"({"jsonrpc":"1.0","id":1,"result":{}})",
