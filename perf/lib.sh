@@ -127,13 +127,16 @@ perf_render_nginx() {
     case "$v" in *"--without-http_${m}_module"*) continue ;; esac
     temp_paths+="  ${m}_temp_path $prefix/$m;"$'\n'
   done
-  PREFIX="$prefix" PORT="$port" CTYPE="$ctype" TEMP_PATHS="$temp_paths" BODY_FILE="$body_file" \
+  local dollar=""
+  if grep -q '\$' "$body_file"; then dollar='  geo $dollar { default "$"; }'; fi
+  DOLLAR="$dollar" PREFIX="$prefix" PORT="$port" CTYPE="$ctype" TEMP_PATHS="$temp_paths" BODY_FILE="$body_file" \
     perl -0777 -pe '
       BEGIN { local $/; open my $f, "<", $ENV{BODY_FILE} or die "body: $!"; $b = <$f>;
               $b =~ s/\\/\\\\/g; $b =~ s/"/\\"/g; $b =~ s/\$/\${dollar}/g;
               $b =~ s/\n/\\n/g; $b =~ s/\r/\\r/g; $b =~ s/\t/\\t/g; }
       s/\@PREFIX\@/$ENV{PREFIX}/g; s/\@PORT\@/$ENV{PORT}/g;
       s/\@CONTENT_TYPE\@/$ENV{CTYPE}/g; s/\@TEMP_PATHS\@\n/$ENV{TEMP_PATHS}/g;
+      s/\@DOLLAR\@/$ENV{DOLLAR}/g;
       s/\@BODY\@/$b/g;' "$PERF_ROOT/perf/peers/nginx.conf.in" >"$prefix/nginx.conf"
 }
 
