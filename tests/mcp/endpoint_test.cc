@@ -195,6 +195,18 @@ TEST_F(endpoint_test, tool_failing_after_writing_is_rolled_back) {
   EXPECT_EQ(h.settled_ok, 0);
 }
 
+TEST_F(endpoint_test, tool_reported_invalid_argument_is_32602_and_unbilled) {
+  // Verifies a tool rejecting an argument by a rule the schema cannot express gets -32602 with
+  // data naming it, its partial output rolled back, and the unit given back.
+  auto r = post(call(R"({"query":"bad-date"})"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, envelope::reference::error_response(
+                        "7", {envelope::rpc_error_kind::invalid_params, "since",
+                              "must be unix seconds or an RFC 3339 date", 0}));
+  EXPECT_EQ(h.settled_failed, 1);
+  EXPECT_EQ(h.settled_ok, 0);
+}
+
 TEST_F(endpoint_test, unavailable_tool_error) {
   // Verifies a tool reporting no shard answered gives the unavailable tool error, not a result.
   auto r = post(call(R"({"query":"outage"})"));

@@ -78,6 +78,9 @@ class fake_search : public tool {
       out.string(a[3].items[i]);
     }
     out.raw("]}]}");
+    if (a[0].str == "bad-date") {
+      return tool_result::invalid_argument("since", "must be unix seconds or an RFC 3339 date");
+    }
     if (a[0].str == "fail-after-write") {
       return tool_result::failure({envelope::tool_error_code::unavailable, -1, -1, -1, -1});
     }
