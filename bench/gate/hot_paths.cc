@@ -9,7 +9,7 @@
 // its measured loop counts heap allocations on this thread: any allocation exits 1.
 //
 // Output, one line per op on stdout:  op NAME iters=N allocs=A
-// Usage: gate_hot_paths [--list] [--only NAME]...
+// Usage: gate_hot_paths [--list] [--scale K] [--only NAME]...  (--scale: K times the iterations)
 #include <valgrind/callgrind.h>
 
 #include <cstdint>
@@ -41,6 +41,7 @@ using namespace tollgate;
 // ---- harness ----
 
 std::vector<std::string> g_only;  // empty: every op
+uint64_t g_scale = 1;              // --scale: iteration counts times this
 bool g_list = false;
 int g_failures = 0;
 
@@ -79,6 +80,7 @@ constexpr uint64_t warm_up_of(uint64_t iters) { return iters / 4 + 16; }
 
 template <class F>
 void measure(std::string_view name, uint64_t iters, F&& once) {
+  iters *= g_scale;
   const uint64_t warm = warm_up_of(iters);
   // Set-up ran uninstrumented (fast); the op's warm-up and loop run instrumented.
   CALLGRIND_START_INSTRUMENTATION;
@@ -143,7 +145,7 @@ void op_http_parse() {
       req.header_value("authorization") != "Bearer tg_live_4f9c2a7e1b3d5f6a8c0e2b4d6f8a0c1e") {
     die("http_parse_mcp_post", "the request did not parse as expected");
   }
-  measure("http_parse_mcp_post", 20000, [&] {
+  measure("http_parse_mcp_post", 5000, [&] {
     keep(http::parse_request(buf.data(), buf.size(), lim, req));
     keep(req);
   });
@@ -186,6 +188,7 @@ void op_mcp_call() {
   t.name = "search_stories";
   t.title = "Search stories";
   t.description = "Search the story index.";
+  // clang-format off
   t.args = {
       {"query", mcp::arg_type::string, "What to search for.", true, 1, 500, true, true, {}, false, 0, {}},
       {"limit", mcp::arg_type::integer, "Results.", false, 1, 50, true, true, {}, true, 10, {}},
@@ -194,6 +197,7 @@ void op_mcp_call() {
       {"tags", mcp::arg_type::string_array, "Tags.", false, 0, 16, false, true, {}, false, 0, {}},
       {"since", mcp::arg_type::string, "From.", false, 0, 40, false, true, {}, false, 0, {}},
   };
+  // clang-format on
   t.impl = std::make_shared<echo_tool>();
   tools.add(std::move(t));
   tools.finish();
@@ -214,19 +218,19 @@ void op_mcp_call() {
   out_buffer out(64 * 1024);
 
   const http::response_info info = ep.handle_http(req, host, out);
-  const std::string want_body = envelope::reference::success(
-      "42", envelope::revision::v2025_06_18,
-      R"({"total":0,"query":"io_uring zero copy networking"})");
+  const std::string want_body =
+      envelope::reference::success("42", envelope::revision::v2025_06_18,
+                                   R"({"total":0,"query":"io_uring zero copy networking"})");
   const std::string_view got = out.view();
   if (info.status != 200 || info.close || got.rfind("HTTP/1.1 200 ", 0) != 0 ||
       got.find(k_host_headers) == std::string_view::npos || got.size() < want_body.size() ||
       got.substr(got.size() - want_body.size()) != want_body || host.admitted_ != 1 ||
       host.settled_ok_ != 1) {
-    std::fprintf(stderr, "got:\n%.*s\nwant body:\n%s\n", static_cast<int>(got.size()),
-                 got.data(), want_body.c_str());
+    std::fprintf(stderr, "got:\n%.*s\nwant body:\n%s\n", static_cast<int>(got.size()), got.data(),
+                 want_body.c_str());
     die("mcp_tools_call", "the response differs from the reference envelope");
   }
-  measure("mcp_tools_call", 5000, [&] {
+  measure("mcp_tools_call", 2000, [&] {
     out.clear();
     keep(ep.handle_http(req, host, out));
   });
@@ -247,7 +251,8 @@ std::string payload_2k() {
     s.append(i != 0 ? "," : "");
     s.append(R"({"id":"s)");
     s.append(std::to_string(i));
-    s.append(R"(","title":"A \"quoted\" title\nabout io_uring","url":"https://example.com/x","score":42})");
+    s.append(
+        R"(","title":"A \"quoted\" title\nabout io_uring","url":"https://example.com/x","score":42})");
   }
   return s + "]}";
 }
@@ -270,13 +275,13 @@ void op_envelope_success() {
     env_cache().body_end(out, m);
   };
   once();
-  if (out.view() != envelope::reference::http(
-                        200, false, k_host_headers,
-                        envelope::reference::success("42", envelope::revision::v2025_06_18,
-                                                     payload))) {
+  if (out.view() !=
+      envelope::reference::http(
+          200, false, k_host_headers,
+          envelope::reference::success("42", envelope::revision::v2025_06_18, payload))) {
     die("envelope_success_2k", "differs from the reference rendering");
   }
-  measure("envelope_success_2k", 5000, [&] {
+  measure("envelope_success_2k", 2000, [&] {
     once();
     keep(out.data());
   });
@@ -305,13 +310,12 @@ void op_envelope_tool_errors() {
       env_cache().body_end(out, m);
     };
     once();
-    if (out.view() !=
-        envelope::reference::http(200, false, k_host_headers,
-                                  envelope::reference::tool_error_response(
-                                      "42", envelope::revision::v2025_06_18, e))) {
+    if (out.view() != envelope::reference::http(200, false, k_host_headers,
+                                                envelope::reference::tool_error_response(
+                                                    "42", envelope::revision::v2025_06_18, e))) {
       die(name, "differs from the reference rendering");
     }
-    measure(name, 5000, [&] {
+    measure(name, 2000, [&] {
       once();
       keep(out.data());
     });
@@ -325,7 +329,7 @@ void op_quota() {
     return;
   }
   constexpr int64_t k_sec = 1000000000;
-  constexpr uint64_t k_iters = 20000;
+  constexpr uint64_t k_iters = 6400;  // a multiple of 64: exactly 100 journal writes
   char tmpl[] = "/tmp/tollgate-gate-quota-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     die("quota_request", "mkdtemp failed");
@@ -391,17 +395,17 @@ void op_quota() {
   in_pass = 0;
   s.reconcile(now);
   const quota::key_record* r = s.authenticate(key.secret);
-  if (refused != 0 || r == nullptr ||
-      svc->usage(r->key_id, svc->month()).used != 1) {
+  if (refused != 0 || r == nullptr || svc->usage(r->key_id, svc->month()).used != 1) {
     die("quota_request", "the first request was not admitted and billed once");
   }
   measure("quota_request", k_iters, once);
   s.before_send(now);
   s.reconcile(now);
   r = s.authenticate(key.secret);
-  const uint64_t warm = warm_up_of(k_iters);
+  const uint64_t warm = warm_up_of(k_iters * g_scale);
   if (refused != 0 || r == nullptr ||
-      svc->usage(r->key_id, svc->month()).used != static_cast<int64_t>(1 + warm + k_iters)) {
+      svc->usage(r->key_id, svc->month()).used !=
+          static_cast<int64_t>(1 + warm + k_iters * g_scale)) {
     die("quota_request", "usage does not match the requests admitted");
   }
   svc->close(now);
@@ -476,7 +480,7 @@ void op_search() {
       die(c.name, "render() disagrees with search_stories()");
     }
     // Measured: the MCP form (nested: escaped for the text block), as tools/call renders it.
-    measure(c.name, 500, [&] {
+    measure(c.name, 100, [&] {
       out.clear();
       keep(b->search_stories(a, *s, out, true).has_value());
     });
@@ -490,10 +494,15 @@ int main(int argc, char** argv) {
     const std::string_view arg = argv[i];
     if (arg == "--list") {
       g_list = true;
+    } else if (arg == "--scale" && i + 1 < argc) {
+      g_scale = std::strtoull(argv[++i], nullptr, 10);
+      if (g_scale == 0) {
+        g_scale = 1;
+      }
     } else if (arg == "--only" && i + 1 < argc) {
       g_only.emplace_back(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--list] [--only NAME]...\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--list] [--scale K] [--only NAME]...\n", argv[0]);
       return 2;
     }
   }

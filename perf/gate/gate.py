@@ -4,10 +4,12 @@
   gate.py dump FILE                 one callgrind dump: prints "ir=N allocs=M desc=..." where
                                     allocs = calls made to allocation functions in that part,
                                     except under a tick (each counted site goes to stderr)
-  gate.py compare BASELINE FIGURES [--accept]
+  gate.py compare BASELINE FIGURES [--accept] [--partial]
                                     prints every figure against the baseline, exits 1 when one
-                                    regressed past its tolerance or is missing; with --accept
-                                    rewrites BASELINE from FIGURES (keeping tolerances and notes)
+                                    regressed past its tolerance or is missing (--partial: only
+                                    some ops were run; the others are neither missing nor
+                                    dropped); with --accept rewrites BASELINE's figures from
+                                    FIGURES (keeping tolerances and notes)
 FIGURES is a JSON object {"figures": {name: value}}.
 """
 import json
@@ -74,7 +76,8 @@ def cmd_dump(args):
 
 def cmd_compare(args):
     accept = "--accept" in args
-    args = [a for a in args if a != "--accept"]
+    partial = "--partial" in args
+    args = [a for a in args if a not in ("--accept", "--partial")]
     base_path, fig_path = args
     with open(fig_path, encoding="utf-8") as f:
         measured = json.load(f)["figures"]
@@ -93,8 +96,9 @@ def cmd_compare(args):
         m = measured.get(name)
         b = figures.get(name)
         if m is None:
-            print(f"{name:<40} {b:>12.1f} {'missing':>12}")
-            failed.append(name + " (not measured)")
+            print(f"{name:<40} {b:>12.1f} {'not run' if partial else 'missing':>12}")
+            if not partial:
+                failed.append(name + " (not measured)")
             continue
         if b is None:
             print(f"{name:<40} {'none':>12} {m:>12.1f} {'new':>8} {t:>5.1f}%")
@@ -109,7 +113,9 @@ def cmd_compare(args):
             verdict = "  improved: consider --accept"
         print(f"{name:<40} {b:>12.1f} {m:>12.1f} {delta:>+7.2f}% {t:>5.1f}%{verdict}")
     if accept:
-        base["figures"] = {k: round(v, 1) for k, v in sorted(measured.items())}
+        kept = dict(figures) if partial else {}
+        kept.update(measured)
+        base["figures"] = {k: round(v, 1) for k, v in sorted(kept.items())}
         base.setdefault("tolerance_pct", {"default": 3.0})
         with open(base_path, "w", encoding="utf-8") as f:
             json.dump(base, f, indent=2)
