@@ -49,6 +49,14 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
           &net::core_stats::accepted);
     gauge("tollgate_connection_timeouts_total", "Connections closed by a timeout.", "counter",
           &net::core_stats::timeouts);
+    gauge("tollgate_requests_handled_total", "Requests handed to the handler.", "counter",
+          &net::core_stats::requests);
+    gauge("tollgate_connections_closed_total", "Connections closed (any reason).", "counter",
+          &net::core_stats::closed);
+    gauge("tollgate_connections_rejected_total", "Connections closed at once over the cap.",
+          "counter", &net::core_stats::rejected);
+    gauge("tollgate_accept_errors_total", "accept() failures (EMFILE, ENFILE, ...).", "counter",
+          &net::core_stats::accept_errors);
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
   }

@@ -2,11 +2,13 @@
 // build the shared tables, then run the io_uring engine (serve) or the stdio loop (stdio).
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -176,6 +178,16 @@ int run_serve(int argc, char** argv) {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Every connection is a descriptor: lift the soft limit to the hard one before the cores arm
+  // their accepts (the kernel reads the limit then). Running out is still handled (EMFILE
+  // backs accept off), but the default 1024 would cap a server far below its capacity.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+      log_info("could not raise the open-file limit: {}", std::strerror(errno));
+    }
+  }
 
   net::server_options no;
   no.host = s->listen.host;
