@@ -2,11 +2,47 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <cstring>
+
 namespace tollgate {
 namespace {
 
 // 1 where a byte needs escaping inside a JSON string.
 constexpr bool needs_escape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
+// True when any byte of the 8 in `w` is < 0x20, '"' or '\\' (SWAR: the classic "has a zero
+// byte" test applied to w, w ^ '"' and w ^ '\\', and a "less than" test for control bytes).
+inline bool word_needs_escape(uint64_t w) {
+  constexpr uint64_t ones = 0x0101010101010101ULL;
+  constexpr uint64_t highs = 0x8080808080808080ULL;
+  const uint64_t quote = w ^ (ones * '"');
+  const uint64_t slash = w ^ (ones * '\\');
+  const uint64_t ctrl = (w - ones * 0x20) & ~w;  // high bit set where byte < 0x20 (and < 0x80)
+  const uint64_t zq = (quote - ones) & ~quote;
+  const uint64_t zs = (slash - ones) & ~slash;
+  return ((ctrl | zq | zs) & highs) != 0;
+}
+
+// The first byte in [p, end) that needs escaping, or end. Eight bytes at a time, then bytewise.
+const char* skip_plain(const char* p, const char* end) {
+  while (end - p >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    if (word_needs_escape(w)) {
+      for (int i = 0; i < 8; ++i) {
+        if (needs_escape(static_cast<unsigned char>(p[i]))) {
+          return p + i;
+        }
+      }
+    }
+    p += 8;  // all plain (the word test can flag a plain word after a borrow; rescanned above)
+  }
+  while (p < end && !needs_escape(static_cast<unsigned char>(*p))) {
+    ++p;
+  }
+  return p;
+}
 
 // Escape of byte c at level 0 (inside one JSON string). Returns the length written to dst.
 size_t escape_one(unsigned char c, char* dst) {
@@ -32,9 +68,7 @@ void append_escaped_levels(out_buffer& out, std::string_view s, int levels) {
   const char* end = p + s.size();
   while (p < end) {
     const char* run = p;
-    while (p < end && !needs_escape(static_cast<unsigned char>(*p))) {
-      ++p;
-    }
+    p = skip_plain(p, end);
     out.append(run, static_cast<size_t>(p - run));
     if (p == end) {
       break;

@@ -48,3 +48,46 @@ TEST(json_out_test, numbers_render_in_decimal) {
 
 }  // namespace
 }  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+TEST(json_out_test, word_scan_agrees_with_bytewise_escaping) {
+  // Verifies the 8-bytes-at-a-time scan finds every byte needing escape at every position and
+  // alignment, and never escapes a plain byte (compared with a bytewise reference).
+  for (int special : {0x00, 0x01, 0x1f, 0x22, 0x5c, 0x20, 0x21, 0x7f, 0x80, 0xff, 0x5b, 0x5d}) {
+    for (size_t len = 1; len <= 40; ++len) {
+      for (size_t pos = 0; pos < len; ++pos) {
+        std::string s(len, 'a');
+        s[pos] = static_cast<char>(special);
+        out_buffer got;
+        append_json_escaped(got, s);
+        std::string want;
+        for (unsigned char c : s) {
+          if (c == '"') {
+            want += "\\\"";
+          } else if (c == '\\') {
+            want += "\\\\";
+          } else if (c < 0x20) {
+            static const char* hex = "0123456789abcdef";
+            switch (c) {
+              case '\n': want += "\\n"; break;
+              case '\r': want += "\\r"; break;
+              case '\t': want += "\\t"; break;
+              case '\b': want += "\\b"; break;
+              case '\f': want += "\\f"; break;
+              default: want += "\\u00"; want += hex[c >> 4]; want += hex[c & 15];
+            }
+          } else {
+            want += static_cast<char>(c);
+          }
+        }
+        ASSERT_EQ(std::string(got.view()), want) << "special=" << special << " len=" << len
+                                                 << " pos=" << pos;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tollgate
