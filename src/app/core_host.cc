@@ -75,6 +75,19 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
   return a;
 }
 
+mcp::admission core_host::rate_check() {
+  mcp::admission a;
+  if (!stdio_) {
+    return a;  // over HTTP the handler rated the request before dispatch
+  }
+  now_ns_ = wall_ns();
+  if (quota_.check_rate(*key_, now_ns_, fig_) == quota::rate_verdict::limited) {
+    a.outcome = mcp::admission::kind::rate_limited;
+    a.retry_after_secs = fig_.retry_after_secs;
+  }
+  return a;
+}
+
 void core_host::settle(bool success) {
   if (admitted_) {
     quota_.settle(ticket_, success);

@@ -41,6 +41,8 @@ class core_host final : public mcp::host {
   void write_headers(out_buffer& out) override;
   mcp::admission admit(std::string_view tool) override;
   void settle(bool success) override;
+  /// stdio: handshakes, lists and pings count toward the rate limit too.
+  mcp::admission rate_check() override;
 
   /// The caller's key, figures (quota part filled on demand) and the core's search state.
   const quota::key_record& key() const noexcept { return *key_; }

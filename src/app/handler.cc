@@ -230,6 +230,15 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
 
 void core_handler::before_send(int64_t now_ns) { quota_.before_send(now_ns); }
 
+http::journal_batch core_handler::journal_pending() {
+  const quota::core_shard::journal_chunk c = quota_.take_journal();
+  return {c.fd, c.bytes.data(), c.bytes.size(), c.sync_due};
+}
+
+void core_handler::journal_written(int64_t res) { quota_.journal_done(res); }
+
+void core_handler::journal_synced(int res) { quota_.journal_synced(res); }
+
 void core_handler::on_tick(int64_t now_ns) {
   quota_.on_tick(now_ns);
   if (core_ == 0 && s_.sessions) {

@@ -66,6 +66,10 @@ class core_handler final : public http::handler {
   core_handler(shared_state& s, int core);
   http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
   void before_send(int64_t now_ns) override;
+  /// The usage journal is written by the engine (io_uring), linked to the pass's sends.
+  http::journal_batch journal_pending() override;
+  void journal_written(int64_t res) override;
+  void journal_synced(int res) override;
   void on_tick(int64_t now_ns) override;
 
  private:
