@@ -11,7 +11,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git
   liburing-dev libsimdjson-dev libfmt-dev libmimalloc-dev libtomlplusplus-dev libssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-
+  valgrind
 )
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if [ "${1:-}" = "--perf" ]; then
@@ -28,5 +28,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Real MCP clients for the integration tests (tests/integration/clients/package.json pins them).
 if [ -f "$here/tests/integration/clients/package.json" ]; then
-  (cd "$here/tests/integration/clients" && npm install --no-audit --no-fund --loglevel=error)
+  if [ -f "$here/tests/integration/clients/package-lock.json" ]; then
+    (cd "$here/tests/integration/clients" && npm ci --no-audit --no-fund --loglevel=error)
+  else
+    (cd "$here/tests/integration/clients" && npm install --no-audit --no-fund --loglevel=error)
+  fi
 fi
