@@ -1,0 +1,109 @@
+// search_compare: the tollgate side of perf/search/fts5-compare. Loads a JSON Lines corpus,
+// runs a query file through backend::search_stories (limit 10, nested rendering, one core) and
+// prints, for the comparison script:
+//   R <index> <total> <id>,<id>,...        top-10 ids of each query (first round)
+//   T <class> <qps> <p50_us> <p99_us>      per class: median round throughput, latency
+//   B <stories> <build_s>                  load + index time
+// Query file: one query per line, "<class>\t<query>".
+//
+// Usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS]
+//        search_compare corpus generate --count N [--seed S]   (same as `tollgate corpus ...`)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tollgate/search/backend.h"
+#include "tollgate/search/corpus.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tollgate;
+  using namespace tollgate::search;
+  if (argc >= 2 && std::string_view(argv[1]) == "corpus") {
+    return run_corpus_command(argc - 1, argv + 1);
+  }
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS]\n");
+    return 2;
+  }
+  int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+  std::vector<std::string> classes, queries;
+  {
+    std::ifstream f(argv[2]);
+    std::string line;
+    while (std::getline(f, line)) {
+      size_t tab = line.find('\t');
+      if (tab == std::string::npos) {
+        continue;
+      }
+      classes.push_back(line.substr(0, tab));
+      queries.push_back(line.substr(tab + 1));
+    }
+  }
+  auto t0 = clock_type::now();
+  load_options o;
+  o.shards = 4;
+  load_report rep;
+  auto r = load_jsonl_file(argv[1], o, rep);
+  if (!r) {
+    std::fprintf(stderr, "load failed: line %lu: %s\n",
+                 static_cast<unsigned long>(r.error().line), r.error().reason.c_str());
+    return 1;
+  }
+  double build_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  auto& b = **r;
+  std::printf("B %lu %.3f\n", static_cast<unsigned long>(b.story_count()), build_s);
+  auto s = b.make_scratch();
+  out_buffer out(1 << 16);
+  // Top-10 ids, and warm-up.
+  for (size_t i = 0; i < queries.size(); ++i) {
+    query_args a;
+    a.query = queries[i];
+    auto res = b.search(a, *s);
+    if (!res) {
+      std::printf("R %zu 0 \n", i);
+      continue;
+    }
+    std::printf("R %zu %lu ", i, static_cast<unsigned long>(res->total));
+    for (size_t j = 0; j < res->stories.size(); ++j) {
+      std::printf("%s%.*s", j ? "," : "", static_cast<int>(res->stories[j].id.size()),
+                  res->stories[j].id.data());
+    }
+    std::printf("\n");
+  }
+  // Per class: `rounds` rounds over its queries, each timed query = search + render.
+  std::map<std::string, std::vector<size_t>> by_class;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    by_class[classes[i]].push_back(i);
+  }
+  for (const auto& [cls, idx] : by_class) {
+    std::vector<double> qps, lat;
+    for (int round = 0; round < rounds; ++round) {
+      auto rs = clock_type::now();
+      for (size_t i : idx) {
+        auto q0 = clock_type::now();
+        query_args a;
+        a.query = queries[i];
+        out.clear();
+        (void)b.search_stories(a, *s, out, true);
+        lat.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - q0).count());
+      }
+      qps.push_back(idx.size() / std::chrono::duration<double>(clock_type::now() - rs).count());
+    }
+    std::sort(qps.begin(), qps.end());
+    std::sort(lat.begin(), lat.end());
+    std::printf("T %s %.1f %.1f %.1f\n", cls.c_str(), qps[qps.size() / 2], lat[lat.size() / 2],
+                lat[std::min(lat.size() - 1, lat.size() * 99 / 100)]);
+  }
+  return 0;
+}
