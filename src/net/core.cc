@@ -84,12 +84,15 @@ struct conn {
   bool dirty = false;             // in core::dirty_
   bool paused = false;            // parsing paused: too much unsent output
   bool recv_cancelled = false;    // the armed recv was cancelled because input paused
+  bool held_listed = false;       // in core::held_ (kept across a slot's reuse until swept)
   size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)
   uint8_t list = kNoList;
   uint32_t prev = UINT32_MAX;
   uint32_t next = UINT32_MAX;
   int64_t ts = 0;      // when the current timer started (monotonic ns)
   size_t sent = 0;     // bytes of `sending` already sent
+  size_t ready = 0;    // bytes at the front of `out` the journal released (may be sent)
+  size_t mark = 0;     // bytes at the front of `out` the in-flight journal write covers
   out_buffer in;       // unparsed bytes of a request that spans receives (+ kPadding spare)
   out_buffer out;      // responses written this pass (or while a send was in flight)
   out_buffer sending;  // the bytes of the send in flight
@@ -209,6 +212,7 @@ result<void, std::string> core::setup() {
     free_.push_back(i - 1);
   }
   dirty_.reserve(opts_.max_connections);
+  held_.reserve(opts_.max_connections);
   timeout_ns_[kListHeader] = int64_t{opts_.header_timeout_ms} * kMs;
   timeout_ns_[kListIdle] = int64_t{opts_.idle_timeout_ms} * kMs;
   timeout_ns_[kListLinger] = int64_t{opts_.linger_timeout_ms} * kMs;
@@ -286,6 +290,7 @@ void core::run() {
       next_tick_ = now_mono_ + kTickNs;
     }
     handler_->before_send(now_real_);
+    journal_step();
     // Accept is re-armed or cancelled before the sends are queued, so a peer that reacts to a
     // response by connecting cannot be accepted past the cap; and again after, since a send
     // may have closed a connection.
@@ -298,10 +303,12 @@ void core::run() {
     }
     bump(stats_.loop_passes);
   }
+  finish_journal();
 }
 
 bool core::done() const noexcept {
-  return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_;
+  return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_ && !journal_inflight_ &&
+         !sync_inflight_;
 }
 
 void core::on_cqe(const io_uring_cqe& cqe) {
@@ -315,6 +322,12 @@ void core::on_cqe(const io_uring_cqe& cqe) {
       on_wake(cqe);
       return;
     case op::cancel:
+      return;
+    case op::journal_write:
+      on_journal_write(cqe.res);
+      return;
+    case op::journal_sync:
+      on_journal_sync(cqe.res);
       return;
     case op::recv:
     case op::send: {
@@ -415,6 +428,7 @@ void core::open_conn(int fd) {
   c.head_done = c.continue_sent = c.paused = c.recv_cancelled = false;  // `dirty`: dirty_ member
   c.sent = 0;
   c.need = 0;
+  c.ready = c.mark = 0;
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   ++open_;
@@ -655,13 +669,22 @@ void core::flush_sends() {
     if (c.state != conn_state::open || c.send_inflight) {
       continue;  // a send in flight picks up `out` when it completes
     }
-    if (c.out.empty()) {
-      if (c.close_after_send) {
+    if (c.ready == 0) {
+      if (c.out.empty() && c.close_after_send) {
         graceful_close(c, idx);
       }
-      continue;
+      continue;  // nothing yet, or output still held for the journal
     }
-    std::swap(c.out, c.sending);
+    if (c.ready == c.out.size()) {
+      std::swap(c.out, c.sending);
+    } else {
+      // Part of `out` is still held: move the released prefix (both keep their capacity).
+      c.sending.clear();
+      c.sending.append(c.out.data(), c.ready);
+      c.out.consume(c.ready);
+    }
+    c.mark = c.mark > c.ready ? c.mark - c.ready : 0;
+    c.ready = 0;
     c.sent = 0;
     submit_send(c, idx);
   }
@@ -716,6 +739,179 @@ void core::on_send(conn& c, uint32_t idx, int res) {
   }
 }
 
+// ---- journal ------------------------------------------------------------------------------
+//
+// Why the pass's sends are held rather than linked to the journal write: IOSQE_IO_LINK runs a
+// chain strictly in order, and one failed or short member cancels every later link. A chain
+// write -> send(A) -> send(B) ... would let a peer that reset (EPIPE on A) cancel B's and C's
+// sends (each would need resubmitting, out of order with anything queued behind them), and a
+// send that waits for socket space would stall every other connection's response behind it.
+// Holding the responses until the write's CQE needs no chain: the write goes out in this pass's
+// one submit, and the responses it covers are sent in the submit of the pass that reaps its
+// CQE (a linked NOP would release them no sooner: its CQE comes with or after the write's).
+// A short write releases nothing; the rest is asked for again at once. A failed write (-errno,
+// e.g. ENOSPC, EBADF, EIO) releases nothing either: the handler keeps the bytes, the error is
+// logged and counted, and the write is retried after a back-off (100 ms doubling to 1 s), so
+// unbilled responses are never sent; if the journal stays broken, held connections end by
+// their idle timeout or at drain. The fdatasync every fsync_ms is its own IORING_OP_FSYNC, not
+// linked: nothing waits for it.
+
+void core::hold(conn& c, uint32_t idx) {
+  if (!c.held_listed) {
+    c.held_listed = true;
+    held_.push_back(idx);  // capacity max_connections: every slot is listed at most once
+    c.mark = c.ready;      // covers nothing beyond what is already released
+  }
+}
+
+void core::release_all_held() {
+  for (const uint32_t idx : dirty_) {
+    conn& c = conns_[idx];
+    c.ready = c.out.size();
+  }
+  for (const uint32_t idx : held_) {
+    conn& c = conns_[idx];
+    c.held_listed = false;
+    if (c.state == conn_state::open) {
+      c.ready = c.out.size();
+      mark_dirty(c, idx);
+    }
+  }
+  held_.clear();
+}
+
+void core::journal_step() {
+  if (!journal_inflight_ && now_mono_ >= journal_retry_at_) {
+    const http::journal_batch b = handler_->journal_pending();
+    if (b.sync_due && b.fd >= 0 && !sync_inflight_) {
+      io_uring_sqe* sqe = get_sqe();
+      io_uring_prep_fsync(sqe, b.fd, IORING_FSYNC_DATASYNC);
+      io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::journal_sync)} << 56);
+      sync_inflight_ = true;
+    } else if (b.sync_due) {
+      handler_->journal_synced(b.fd < 0 ? -EBADF : 0);
+    }
+    if (b.size == 0) {
+      release_all_held();  // every billed record is on disk: all answered output may go
+      return;
+    }
+    for (const uint32_t idx : dirty_) {
+      conn& c = conns_[idx];
+      if (c.out.size() > c.ready) {
+        hold(c, idx);
+      }
+    }
+    if (b.fd < 0) {
+      journal_size_ = b.size;
+      journal_inflight_ = true;
+      on_journal_write(-EBADF);  // the journal file could not be opened: same as a failed write
+      return;
+    }
+    io_uring_sqe* sqe = get_sqe();
+    // Offset -1: the file position (the journal is O_APPEND, so the end).
+    io_uring_prep_write(sqe, b.fd, b.data, static_cast<unsigned>(b.size), ~uint64_t{0});
+    io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::journal_write)} << 56);
+    journal_inflight_ = true;
+    journal_size_ = b.size;
+    if (!journal_partial_) {
+      for (const uint32_t idx : held_) {
+        conn& c = conns_[idx];
+        c.mark = c.out.size();  // this write covers everything answered so far
+      }
+    }
+    // else: the rest of a short or failed write; it covers only the marks set when that
+    // batch was first taken (the handler returns a batch's rest before any newer record).
+    return;
+  }
+  for (const uint32_t idx : dirty_) {  // answered after the write in flight: wait for the next
+    conn& c = conns_[idx];
+    if (c.out.size() > c.ready) {
+      hold(c, idx);
+    }
+  }
+}
+
+void core::on_journal_write(int res) {
+  journal_inflight_ = false;
+  handler_->journal_written(res);
+  if (res < 0 || static_cast<size_t>(res) < journal_size_) {
+    journal_partial_ = true;
+    bump(stats_.journal_errors);
+    if (res < 0) {
+      log_error("core {}: usage journal write failed: {}; {} response(s) held, retrying", index_,
+                std::strerror(-res), held_.size());
+      journal_backoff_ns_ = journal_backoff_ns_ == 0 ? kBackoffMinNs
+                            : journal_backoff_ns_ < kBackoffMaxNs ? journal_backoff_ns_ * 2
+                                                                  : kBackoffMaxNs;
+      journal_retry_at_ = now_mono_ + journal_backoff_ns_;
+    } else if (res == 0) {
+      journal_retry_at_ = now_mono_ + kBackoffMinNs;  // no progress: do not spin
+    }
+    // A short write: the handler hands its rest out again in this pass's journal step.
+    return;
+  }
+  bump(stats_.journal_writes);
+  journal_backoff_ns_ = 0;
+  journal_partial_ = false;
+  size_t kept = 0;
+  for (const uint32_t idx : held_) {
+    conn& c = conns_[idx];
+    if (c.state != conn_state::open) {
+      c.held_listed = false;  // closed (maybe reused): nothing of it is waiting
+      continue;
+    }
+    if (c.mark > c.ready) {
+      c.ready = c.mark;
+      mark_dirty(c, idx);
+    }
+    if (c.out.size() > c.ready) {
+      held_[kept++] = idx;  // answered while the write was in flight: the next write covers it
+    } else {
+      c.held_listed = false;
+    }
+  }
+  held_.resize(kept);  // shrinking: no allocation
+}
+
+void core::on_journal_sync(int res) {
+  sync_inflight_ = false;
+  if (res < 0) {
+    bump(stats_.journal_errors);
+  } else {
+    bump(stats_.journal_syncs);
+  }
+  handler_->journal_synced(res);
+}
+
+// At exit: the handler's bytes must not stay "in flight" for ever (its shutdown path writes
+// what is left with write(2)), so wait a bounded time for the last write and sync.
+void core::finish_journal() {
+  for (int i = 0; i < 50 && (journal_inflight_ || sync_inflight_); ++i) {
+    __kernel_timespec ts{};
+    ts.tv_nsec = 100 * kMs;
+    io_uring_cqe* first = nullptr;
+    io_uring_submit_and_wait_timeout(&ring_, &first, 1, &ts, nullptr);
+    unsigned head = 0;
+    unsigned n = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      const auto kind = static_cast<op>(cqe->user_data >> 56);
+      if (kind == op::journal_write) {
+        on_journal_write(cqe->res);
+      } else if (kind == op::journal_sync) {
+        on_journal_sync(cqe->res);
+      } else if (kind == op::recv && (cqe->flags & IORING_CQE_F_BUFFER) != 0) {
+        return_buffer(static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT));
+      }
+      ++n;
+    }
+    io_uring_cq_advance(&ring_, n);
+  }
+  if (journal_inflight_ || sync_inflight_) {
+    log_error("core {}: usage journal write did not complete at exit", index_);
+  }
+}
+
 // ---- close --------------------------------------------------------------------------------
 
 void core::hard_close(conn& c, uint32_t idx) {
@@ -754,6 +950,7 @@ void core::maybe_release(conn& c, uint32_t idx) {
   c.in.clear();
   c.out.clear();
   c.sending.clear();
+  c.ready = c.mark = 0;
   if (c.in.capacity() > kKeepInCapacity) {
     c.in = out_buffer();
   }

@@ -8,8 +8,17 @@
 //   2. Reap every CQE: accepts open slots, receives are parsed in place and answered by the
 //      handler into the connection's output buffer, send completions advance or finish.
 //   3. On a tick: handler::on_tick(), then expire the header, idle and linger timer lists.
-//   4. handler::before_send(), then queue one send per connection with fresh output.
+//   4. handler::before_send(), then the journal step (below), then queue one send per
+//      connection with output the journal step released.
 //   5. Re-arm or cancel accept (cap, back-off, drain) and hand consumed buffers back.
+//
+// Journal step (durability before sending): when no journal write is in flight, the handler's
+// journal_pending() batch (the bytes billed so far) is queued as one IORING_OP_WRITE in this
+// pass's submit, and every response answered so far and not yet sent is held: each held
+// connection records how much of its output the write covers (`mark`). The write's CQE releases
+// exactly those bytes (`ready`), and they are sent in that pass's submit. An empty batch releases
+// everything at once (nothing answered is unbilled on disk), so handlers that journal nothing
+// cost nothing. See journal_step() in core.cc for why the sends are held instead of linked.
 #pragma once
 
 #include <liburing.h>
@@ -52,7 +61,7 @@ class core {
   void run();
 
  private:
-  enum class op : uint8_t { accept = 1, recv, send, wake, cancel };
+  enum class op : uint8_t { accept = 1, recv, send, wake, cancel, journal_write, journal_sync };
   static constexpr uint32_t kNil = UINT32_MAX;
 
   io_uring_sqe* get_sqe();
@@ -79,6 +88,12 @@ class core {
   void maybe_arm_accept();
   void mark_dirty(conn& c, uint32_t idx);
   void flush_sends();
+  void journal_step();
+  void hold(conn& c, uint32_t idx);
+  void release_all_held();
+  void on_journal_write(int res);
+  void on_journal_sync(int res);
+  void finish_journal();
   void submit_send(conn& c, uint32_t idx);
   void return_buffer(uint16_t bid);
 
@@ -122,6 +137,13 @@ class core {
   std::vector<conn> conns_;        // the slot pool, sized max_connections at setup
   std::vector<uint32_t> free_;     // free slot indices (stack)
   std::vector<uint32_t> dirty_;    // slots with output to send at the end of this pass
+  std::vector<uint32_t> held_;     // slots with output waiting for the journal (held_listed)
+  bool journal_inflight_ = false;  // an IORING_OP_WRITE of a handler batch is in flight
+  size_t journal_size_ = 0;        // bytes of that batch
+  bool journal_partial_ = false;   // the last write was short or failed: its rest comes next
+  bool sync_inflight_ = false;     // an IORING_OP_FSYNC (datasync) is in flight
+  int64_t journal_retry_at_ = 0;   // after a failed write: no new write before this (monotonic)
+  int64_t journal_backoff_ns_ = 0;
   uint32_t open_ = 0;
 
   struct list {

@@ -15,7 +15,9 @@
 // Durability (per core):
 //   - settle(success) appends a journal record to the core's buffer; before_send() writes the
 //     pass's records with one write(2) before responses are sent; on_tick fdatasyncs every
-//     fsync_ms.
+//     fsync_ms. With the io_uring engine, take_journal() hands the pass's bytes to the engine
+//     instead (a second buffer holds them while the write is in flight; a short or failed
+//     write keeps the rest for the next take) and on_tick only flags the fdatasync as due.
 //   - reconcile: flush, then under `mu` publish the core's deltas into the shared counters and
 //     record `covered[core] = {gen, offset}`: every journal byte of this core before that point
 //     is included in the counters. The snapshot copies counters and `covered` under the same
@@ -221,6 +223,7 @@ std::string_view presented_key(std::string_view authorization,
 
 core_shard::core_shard(service& svc, int index) : svc_(svc), index_(index) {
   journal_buf_.reserve(64 * 1024);
+  journal_out_.reserve(64 * 1024);
   late_.reserve(64);
   refresh_table();  // the journal is opened by service::open once its generation is known
 }
@@ -439,9 +442,35 @@ void core_shard::fill_quota(const key_record& k, int64_t now_ns, figures& f) con
   f.quota_reset_secs = std::max<int64_t>(1, ceil_secs(end_ns - now_ns));
 }
 
+bool core_shard::write_buffer(out_buffer& b) noexcept {
+  size_t done = 0;
+  while (done < b.size()) {
+    ssize_t w = ::write(journal_fd_, b.data() + done, b.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      journal_size_ += done;
+      unsynced_bytes_ += done;
+      b.consume(done);
+      ++journal_errors_;
+      log_error("usage journal write failed on core {}: {}", index_, std::strerror(errno));
+      return false;
+    }
+    done += static_cast<size_t>(w);
+  }
+  journal_size_ += done;
+  unsynced_bytes_ += done;
+  b.clear();
+  return true;
+}
+
 bool core_shard::flush_journal() noexcept {
   seal_record();
-  if (journal_buf_.empty()) {
+  if (journal_busy_) {
+    return false;  // an engine write is in flight: writing now could interleave with its rest
+  }
+  if (journal_buf_.empty() && journal_out_.empty()) {
     return true;
   }
   if (journal_fd_ < 0) {
@@ -450,25 +479,62 @@ bool core_shard::flush_journal() noexcept {
       return false;
     }
   }
-  size_t done = 0;
-  while (done < journal_buf_.size()) {
-    ssize_t w = ::write(journal_fd_, journal_buf_.data() + done, journal_buf_.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      journal_size_ += done;
-      unsynced_bytes_ += done;
-      journal_buf_.consume(done);
-      log_error("usage journal write failed on core {}: {}", index_, std::strerror(errno));
-      return false;
-    }
-    done += static_cast<size_t>(w);
+  // A taken chunk's unwritten rest goes first: it holds whole records only from its start.
+  return write_buffer(journal_out_) && write_buffer(journal_buf_);
+}
+
+core_shard::journal_chunk core_shard::take_journal() noexcept {
+  engine_journal_ = true;
+  journal_chunk c;
+  if (journal_busy_) {
+    return c;  // misuse: one chunk at a time
   }
-  journal_size_ += done;
-  unsynced_bytes_ += done;
-  journal_buf_.clear();
-  return true;
+  if (journal_out_.empty()) {
+    seal_record();
+    std::swap(journal_buf_, journal_out_);  // both keep their capacity: no allocation
+  }
+  if (!journal_out_.empty() && journal_fd_ < 0) {
+    open_journal();
+  }
+  c.fd = journal_fd_;
+  if (sync_requested_ && !sync_inflight_ && journal_fd_ >= 0) {
+    c.sync_due = true;
+    sync_requested_ = false;
+    sync_inflight_ = true;
+    sync_bytes_ = unsynced_bytes_;  // the chunk written alongside may land after the sync
+  }
+  if (!journal_out_.empty() && journal_fd_ >= 0) {
+    c.bytes = journal_out_.view();
+    journal_busy_ = true;
+  } else if (!journal_out_.empty()) {
+    c.bytes = journal_out_.view();  // fd -1: the engine reports a failure and retries later
+  }
+  return c;
+}
+
+void core_shard::journal_done(int64_t res) noexcept {
+  journal_busy_ = false;
+  if (res < 0) {
+    ++journal_errors_;
+    log_error("usage journal write failed on core {}: {}; {} byte(s) kept for a retry", index_,
+              std::strerror(static_cast<int>(-res)), journal_out_.size());
+    return;
+  }
+  const auto n = std::min(static_cast<size_t>(res), journal_out_.size());
+  journal_out_.consume(n);  // a short write keeps the rest (moved to the front) for next time
+  journal_size_ += n;
+  unsynced_bytes_ += n;
+}
+
+void core_shard::journal_synced(int res) noexcept {
+  sync_inflight_ = false;
+  if (res < 0) {
+    ++journal_errors_;
+    log_error("usage journal fdatasync failed on core {}: {}", index_, std::strerror(-res));
+    sync_requested_ = true;
+    return;
+  }
+  unsynced_bytes_ -= std::min(unsynced_bytes_, sync_bytes_);
 }
 
 // Publishes every listed key's deltas. Leases go back to the pool only from keys this core did
@@ -526,6 +592,9 @@ void core_shard::publish_locked(bool return_all_leases) noexcept {
 }
 
 void core_shard::reconcile(int64_t now_ns) noexcept {
+  if (journal_busy_) {
+    return;  // an engine write is in flight: the next tick reconciles
+  }
   last_reconcile_ns_ = now_ns;
   if (!flush_journal()) {
     return;  // publishing now would let replay count the still-buffered records twice
@@ -581,7 +650,9 @@ void core_shard::roll_month(uint32_t month) noexcept {
 }
 
 void core_shard::before_send(int64_t /*now_ns*/) noexcept {
-  flush_journal();
+  if (!engine_journal_) {
+    flush_journal();  // else the engine writes the pass's bytes (take_journal)
+  }
   refresh_table();
 }
 
@@ -595,10 +666,15 @@ void core_shard::on_tick(int64_t now_ns) noexcept {
   }
   if (now_ns - last_fsync_ns_ >= svc_.opt_.fsync_ms * kNsPerMs) {
     last_fsync_ns_ = now_ns;
-    flush_journal();
-    if (unsynced_bytes_ > 0 && journal_fd_ >= 0) {
-      ::fdatasync(journal_fd_);
-      unsynced_bytes_ = 0;
+    if (engine_journal_) {
+      // Off the request path: the engine submits an io_uring fdatasync with its next pass.
+      sync_requested_ = sync_requested_ || unsynced_bytes_ > 0;
+    } else {
+      flush_journal();
+      if (unsynced_bytes_ > 0 && journal_fd_ >= 0) {
+        ::fdatasync(journal_fd_);
+        unsynced_bytes_ = 0;
+      }
     }
   }
   svc_.maybe_background(now_ns);

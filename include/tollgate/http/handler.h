@@ -7,6 +7,7 @@
 // state (parsers, scratch buffers, quota shards) without locks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tollgate/common/buffer.h"
@@ -20,6 +21,15 @@ struct response_info {
   bool close = false;  ///< close the connection once this response is sent
 };
 
+/// Durable bytes a handler wants written before the responses of the pass go out (the core's
+/// usage journal). `data` stays valid and unchanged until journal_written() is called.
+struct journal_batch {
+  int fd = -1;                 ///< append-only file (O_APPEND); -1: nothing to write
+  const char* data = nullptr;
+  size_t size = 0;
+  bool sync_due = false;       ///< the handler wants an fdatasync of `fd` (every fsync_ms)
+};
+
 class handler {
  public:
   virtual ~handler() = default;
@@ -29,6 +39,17 @@ class handler {
   /// Called once per loop pass after all requests of the pass were handled and before the
   /// engine submits their sends: durable state (usage journals) is written here.
   virtual void before_send(int64_t /*now_ns*/) {}
+  /// Engine-written journal (optional): called once per pass after before_send() while no
+  /// journal write is in flight. A batch with size > 0 makes the engine write it with io_uring
+  /// and hold every response answered since (and the ones not yet covered) until the write
+  /// completes; journal_written() then reports the bytes written (a short count: the rest is
+  /// asked for again) or -errno (nothing counted: the bytes stay with the handler). A handler
+  /// that returns an empty batch keeps the default behaviour (responses go out this pass).
+  virtual journal_batch journal_pending() { return {}; }
+  /// Completion of the write of the last batch: `res` bytes written, or -errno.
+  virtual void journal_written(int64_t /*res*/) {}
+  /// Completion of an fdatasync requested by journal_batch::sync_due: 0 or -errno.
+  virtual void journal_synced(int /*res*/) {}
   /// Called about every 100 ms on each core (reconciliation, reloads, session expiry).
   virtual void on_tick(int64_t /*now_ns*/) {}
 };

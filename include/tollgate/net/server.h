@@ -60,6 +60,9 @@ struct alignas(64) core_stats {
   std::atomic<uint64_t> accept_errors{0};     ///< accept failures (EMFILE, ENFILE, ENOBUFS, ...)
   std::atomic<uint64_t> recv_no_buffer{0};    ///< receives that found no free provided buffer
                                               ///< (often: raise recv_buffer_count)
+  std::atomic<uint64_t> journal_writes{0};    ///< journal writes completed (handler batches)
+  std::atomic<uint64_t> journal_errors{0};    ///< journal writes failed or short (responses held)
+  std::atomic<uint64_t> journal_syncs{0};     ///< journal fdatasyncs completed
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 

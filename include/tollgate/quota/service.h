@@ -20,7 +20,8 @@
 //                                           RateLimit (and Retry-After) header lines; the same
 //                                           `fig` feeds the tool-error JSON, so numbers match.
 // Per loop pass: shard.before_send(now)  (journal write(2) before responses go out; picks up a
-// new lookup table). About every 100 ms: shard.on_tick(now) (reconcile, fsync, reload, persist
+// new lookup table). An io_uring engine instead takes the pass's bytes with take_journal(),
+// writes them itself and reports with journal_done() (and journal_synced() for fdatasync). About every 100 ms: shard.on_tick(now) (reconcile, fsync, reload, persist
 // when due). On SIGHUP: service.request_reload() (async-signal-safe).
 //
 // Lifetimes: a key_record* from authenticate() is valid until the same shard's next
@@ -158,12 +159,36 @@ class alignas(64) core_shard {
   bool flush_journal() noexcept;
   /// Publishes this core's deltas and returns its leases now (normally from on_tick).
   void reconcile(int64_t now_ns) noexcept;
-  /// Encoded journal records not yet written (for an io_uring path or tests); seals the
-  /// record being coalesced first.
+  /// Encoded journal records not yet written (for tests); seals the record being coalesced
+  /// first. Bytes taken by take_journal() and not yet written are not included.
   std::string_view pending_journal() noexcept {
     seal_record();
     return journal_buf_.view();
   }
+
+  /// The next journal write for an engine that writes asynchronously (io_uring).
+  struct journal_chunk {
+    int fd = -1;                  ///< -1 with bytes: the journal file could not be opened
+    std::string_view bytes;       ///< stable until journal_done(); empty: nothing to write
+    bool sync_due = false;        ///< an fdatasync is due (fsync_ms); report via journal_synced
+  };
+  /// Takes the bytes to write next: the unwritten rest of the previous chunk if any, else every
+  /// record buffered so far (moved to a second buffer, so records settled while the write is
+  /// in flight never move the bytes under the kernel). While a chunk is out (until
+  /// journal_done) flush_journal() and reconcile() write nothing, so journal bytes are never
+  /// interleaved. From the first call on, before_send() no longer writes and on_tick() asks for
+  /// fdatasync through sync_due instead of calling it. Allocation-free.
+  journal_chunk take_journal() noexcept;
+  /// The write of the taken chunk finished: `res` >= 0 bytes were appended (the rest, if any,
+  /// is returned by the next take_journal()); < 0: -errno, nothing is counted written, the
+  /// bytes stay buffered and the error is logged. Never loses a record.
+  void journal_done(int64_t res) noexcept;
+  /// The fdatasync asked for by sync_due finished: 0 or -errno (logged; asked again later).
+  void journal_synced(int res) noexcept;
+  /// Bytes written by the journal and not yet known synced (tests).
+  uint64_t journal_unsynced() const noexcept { return unsynced_bytes_; }
+  /// Journal write failures so far (either path).
+  uint64_t journal_errors() const noexcept { return journal_errors_; }
 
   int index() const noexcept { return index_; }
 
@@ -216,6 +241,7 @@ class alignas(64) core_shard {
   }
   void seal_record() noexcept;
   void open_journal() noexcept;
+  bool write_buffer(out_buffer& b) noexcept;
   void publish_locked(bool return_all_leases) noexcept;
 
   service& svc_;
@@ -228,6 +254,13 @@ class alignas(64) core_shard {
   uint32_t month_ = 0;
   int64_t month_end_ns_ = 0;
   out_buffer journal_buf_;
+  out_buffer journal_out_;        // taken by take_journal(), not yet (fully) written
+  bool journal_busy_ = false;     // a taken chunk's write is in flight
+  bool engine_journal_ = false;   // take_journal() is in use: the engine writes and syncs
+  bool sync_requested_ = false;   // fdatasync due, not yet handed out
+  bool sync_inflight_ = false;
+  uint64_t sync_bytes_ = 0;       // unsynced_bytes_ when the in-flight sync was handed out
+  uint64_t journal_errors_ = 0;
   uint64_t open_key_ = 0;     // the record being coalesced (count 0: none)
   uint32_t open_month_ = 0;
   uint32_t open_count_ = 0;
