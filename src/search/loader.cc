@@ -137,16 +137,18 @@ bool blank(std::string_view line) {
                      [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
 
-}  // namespace
+// Below this size a piece is not worth a thread.
+constexpr size_t min_piece_bytes = 4096;
 
-result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
-    std::string_view data, const load_options& opts, load_report& report) {
-  report = load_report{};
-  const uint32_t n = std::max<uint32_t>(1, opts.shards);
+// What one parse thread produced from its piece of the text (line numbers relative to it).
+struct piece_result {
   std::vector<std::unique_ptr<local_shard>> shards;
-  for (uint32_t i = 0; i < n; ++i) {
-    shards.push_back(std::make_unique<local_shard>());
-  }
+  uint64_t lines = 0, loaded = 0, skipped = 0;
+  std::vector<load_issue> issues;  // the first max_issues; on failure, the failing line only
+  bool failed = false;
+};
+
+void parse_piece(std::string_view data, const load_options& opts, uint32_t n, piece_result& pr) {
   simdjson::dom::parser parser;
   std::vector<char> pad;
   std::vector<std::string_view> tags;
@@ -169,21 +171,100 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     story_in s;
     if (!parse_line(line, parser, pad, tags, id_buf, s, reason)) {
       if (!opts.skip_bad_lines) {
-        return unexpected(load_issue{line_no, reason});
+        pr.failed = true;
+        pr.issues.assign(1, load_issue{line_no, reason});
+        return;
       }
-      ++report.skipped;
-      if (report.issues.size() < opts.max_issues) {
-        report.issues.push_back({line_no, reason});
+      ++pr.skipped;
+      if (pr.issues.size() < opts.max_issues) {
+        pr.issues.push_back({line_no, reason});
       }
       continue;
     }
-    shards[shard_of(s.id, n)]->add(s, line_no);
-    ++report.loaded;
+    pr.shards[shard_of(s.id, n)]->add(s, line_no);
+    ++pr.loaded;
+  }
+  pr.lines = line_no;
+}
+
+}  // namespace
+
+result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
+    std::string_view data, const load_options& opts, load_report& report) {
+  report = load_report{};
+  const uint32_t n = std::max<uint32_t>(1, opts.shards);
+  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+
+  // Parse: the text is cut at line ends into one piece per thread (pieces of at least
+  // min_piece_bytes); each thread parses its piece into shards of its own, with line numbers
+  // relative to the piece; the pieces' shards are then absorbed in piece order.
+  size_t pieces = std::max<size_t>(1, std::min<size_t>(threads, data.size() / min_piece_bytes));
+  std::vector<std::string_view> piece_text;
+  for (size_t at = 0, k = 0; at < data.size(); ++k) {
+    size_t end = k + 1 == pieces ? data.size() : data.size() * (k + 1) / pieces;
+    if (end < at) {
+      end = at;
+    }
+    if (end < data.size()) {
+      size_t nl = data.find('\n', end == 0 ? 0 : end - 1);
+      end = nl == std::string_view::npos ? data.size() : nl + 1;
+    }
+    piece_text.push_back(data.substr(at, end - at));
+    at = end;
+  }
+  std::vector<piece_result> parsed(piece_text.size());
+  auto parse_work = [&](size_t k) {
+    piece_result& pr = parsed[k];
+    for (uint32_t i = 0; i < n; ++i) {
+      pr.shards.push_back(std::make_unique<local_shard>());
+    }
+    parse_piece(piece_text[k], opts, n, pr);
+  };
+  if (parsed.size() <= 1) {
+    if (!parsed.empty()) {
+      parse_work(0);
+    }
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < parsed.size(); ++k) {
+      pool.emplace_back(parse_work, k);
+    }
+    parse_work(0);
+    for (std::thread& th : pool) {
+      th.join();
+    }
+  }
+  std::vector<std::unique_ptr<local_shard>> shards;
+  uint64_t line_base = 0;
+  for (piece_result& pr : parsed) {
+    if (pr.failed) {
+      return unexpected(load_issue{line_base + pr.issues.front().line, pr.issues.front().reason});
+    }
+    report.loaded += pr.loaded;
+    report.skipped += pr.skipped;
+    for (load_issue& issue : pr.issues) {
+      if (report.issues.size() < opts.max_issues) {
+        report.issues.push_back({line_base + issue.line, std::move(issue.reason)});
+      }
+    }
+    if (shards.empty()) {
+      shards = std::move(pr.shards);
+    } else {
+      for (uint32_t i = 0; i < n; ++i) {
+        shards[i]->absorb(std::move(*pr.shards[i]), line_base);
+      }
+      pr.shards.clear();
+    }
+    line_base += pr.lines;
+  }
+  if (shards.empty()) {
+    for (uint32_t i = 0; i < n; ++i) {
+      shards.push_back(std::make_unique<local_shard>());
+    }
   }
 
   // Seal (sort, dedupe, index) the shards in parallel.
   std::vector<std::vector<load_issue>> dups(n);
-  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, n);
   auto work = [&](uint32_t t) {
     for (uint32_t i = t; i < n; i += threads) {

@@ -259,6 +259,34 @@ void local_shard::add(const story_in& s, uint64_t line) {
   line_.push_back(line);
 }
 
+void local_shard::absorb(local_shard&& o, uint64_t line_base) {
+  for (auto& c : o.chunks_) {
+    chunks_.push_back(std::move(c));
+  }
+  arena_bytes_ += o.arena_bytes_;
+  docs_.reserve(docs_.size() + o.docs_.size());
+  time_.reserve(time_.size() + o.time_.size());
+  line_.reserve(line_.size() + o.line_.size());
+  for (size_t i = 0; i < o.docs_.size(); ++i) {
+    doc_rec r = o.docs_[i];
+    r.tags_off = static_cast<uint32_t>(doc_tags_.size());
+    for (uint32_t k = 0; k < r.tag_count; ++k) {
+      doc_tags_.push_back(intern_tag(o.tag_names_[o.doc_tags_[o.docs_[i].tags_off + k]]));
+    }
+    docs_.push_back(r);
+    time_.push_back(o.time_[i]);
+    line_.push_back(o.line_[i] + line_base);
+  }
+  o.chunks_.clear();
+  o.chunk_ptr_ = nullptr;
+  o.chunk_left_ = 0;
+  o.arena_bytes_ = 0;
+  o.docs_.clear();
+  o.time_.clear();
+  o.line_.clear();
+  o.doc_tags_.clear();
+}
+
 struct local_shard::field_views {
   std::string_view id, title, url, by, text;
   explicit field_views(const doc_rec& r) {

@@ -98,6 +98,10 @@ class local_shard final : public shard_source {
 
   /// Phase 1. Not thread-safe.
   void add(const story_in& s, uint64_t line);
+  /// Phase 1: takes over every story added to `other` (a shard filled by another parse thread),
+  /// its line numbers shifted by `line_base`; `other` is left empty. The stored bytes move
+  /// (no copy); tags are re-interned here. Not thread-safe.
+  void absorb(local_shard&& other, uint64_t line_base);
   /// Phase 2. Duplicate ids: the first occurrence (lowest line) stays; each later one is
   /// recorded in `dups` as {line, reason}. Not thread-safe (one thread per shard).
   void seal(std::vector<load_issue>& dups);

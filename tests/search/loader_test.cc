@@ -187,3 +187,106 @@ TEST(corpus_command_test, usage_errors_exit_2_and_help_exits_0) {
 
 }  // namespace
 }  // namespace tollgate::search
+
+namespace tollgate::search {
+namespace {
+
+// A generated corpus of 400 stories (~400 KB: several parse pieces) with bad lines and
+// duplicates spread over it, a duplicate's first occurrence lying in an earlier piece.
+std::string corpus_with_faults() {
+  std::string gen;
+  generate_corpus(400, 7, [&gen](std::string_view c) { gen += c; });
+  std::vector<std::string> ls;
+  for (size_t at = 0; at < gen.size();) {
+    size_t nl = gen.find('\n', at);
+    ls.push_back(gen.substr(at, nl - at));
+    at = nl + 1;
+  }
+  std::string first_id = ls[0].substr(7, ls[0].find('"', 7) - 7);  // {"id":"...
+  ls.insert(ls.begin() + 50, R"({"id":"bad","title":"t","time":"soon"})");
+  ls.insert(ls.begin() + 200, "");
+  ls.insert(ls.begin() + 250, "{\"id\":\"" + first_id + "\",\"title\":\"dup\",\"time\":5}");
+  ls.insert(ls.begin() + 390, "not json");
+  std::string out;
+  for (auto& l : ls) {
+    out += l;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string search_page(const backend& b, std::string_view q) {
+  auto s = b.make_scratch();
+  out_buffer out;
+  query_args a;
+  a.query = q;
+  a.limit = 50;
+  EXPECT_TRUE(b.search_stories(a, *s, out, false).has_value());
+  return std::string(out.view());
+}
+
+TEST(loader_test, parallel_parse_matches_single_thread) {
+  // Verifies parsing the text in pieces on several threads gives the same report, line numbers
+  // and search results as one thread.
+  std::string data = corpus_with_faults();
+  load_options o1;
+  o1.threads = 1;
+  load_report r1;
+  auto b1 = load_jsonl(data, o1, r1);
+  ASSERT_TRUE(b1.has_value());
+  EXPECT_EQ(r1.loaded, 400u);
+  EXPECT_EQ(r1.skipped, 3u);
+  for (uint32_t threads : {2u, 3u, 7u}) {
+    load_options o;
+    o.threads = threads;
+    load_report r;
+    auto b = load_jsonl(data, o, r);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(r.loaded, r1.loaded);
+    EXPECT_EQ(r.skipped, r1.skipped);
+    ASSERT_EQ(r.issues.size(), r1.issues.size());
+    for (size_t i = 0; i < r.issues.size(); ++i) {
+      EXPECT_EQ(r.issues[i].line, r1.issues[i].line);
+      EXPECT_EQ(r.issues[i].reason, r1.issues[i].reason);
+    }
+    EXPECT_EQ((*b)->story_count(), (*b1)->story_count());
+    for (std::string_view q : {"the", "the of", "a and to", "\"of the\""}) {
+      EXPECT_EQ(search_page(**b, q), search_page(**b1, q)) << threads << " threads: " << q;
+    }
+  }
+  std::vector<uint64_t> lines_seen;
+  for (auto& i : r1.issues) {
+    lines_seen.push_back(i.line);
+  }
+  EXPECT_EQ(lines_seen, (std::vector<uint64_t>{51, 251, 391}));
+  EXPECT_NE(r1.issues[1].reason.find("(first seen on line 1)"), std::string::npos);
+}
+
+TEST(loader_test, parallel_fail_mode_reports_the_first_bad_line) {
+  // Verifies fail mode on several threads names the earliest bad line, whichever piece it is in.
+  std::string data = corpus_with_faults();
+  for (uint32_t threads : {1u, 3u}) {
+    load_options o;
+    o.threads = threads;
+    o.skip_bad_lines = false;
+    load_report r;
+    auto b = load_jsonl(data, o, r);
+    ASSERT_FALSE(b.has_value());
+    EXPECT_EQ(b.error().line, 51u);
+    EXPECT_EQ(b.error().reason, "field \"time\" must be an integer");
+  }
+  // Only the late bad line and the duplicate: the duplicate (earlier) wins.
+  std::string tail_only = data;
+  tail_only.replace(tail_only.find(R"({"id":"bad","title":"t","time":"soon"})"),
+                    std::string_view(R"({"id":"bad","title":"t","time":"soon"})").size(), "  ");
+  load_options o;
+  o.threads = 3;
+  o.skip_bad_lines = false;
+  load_report r;
+  auto b = load_jsonl(tail_only, o, r);
+  ASSERT_FALSE(b.has_value());
+  EXPECT_EQ(b.error().line, 391u);  // bad JSON fails while parsing, before duplicates are seen
+}
+
+}  // namespace
+}  // namespace tollgate::search
