@@ -1,0 +1,285 @@
+// The engine's journal step over real loopback sockets and a real io_uring: a handler that
+// journals one record per request never has a response observed before that record is in the
+// file, and a journal that cannot be written holds the responses (no crash) until it can.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/net_test_util.h"
+
+namespace tollgate::net {
+namespace {
+
+using testing::client;
+using testing::get;
+using testing::test_options;
+
+constexpr size_t kRecord = 16;
+
+struct journal_counters {
+  std::atomic<uint64_t> writes_ok{0};
+  std::atomic<uint64_t> write_errors{0};
+  std::atomic<uint64_t> syncs{0};
+  std::atomic<int> last_error{0};
+};
+
+/// Journals one 16-byte record per request and answers with the file offset just past that
+/// record ("<end offset>"), so a client can check the record is in the file when it sees the
+/// answer. Double-buffered like the quota shard: bytes handed to the engine never move.
+class journal_handler : public http::handler {
+ public:
+  journal_handler(std::atomic<int>* fd, journal_counters* n) : fd_(fd), n_(n) {
+    pending_.reserve(1 << 16);
+    taken_.reserve(1 << 16);
+  }
+  http::response_info handle(const http::request& req, out_buffer& out, int64_t) override {
+    char rec[kRecord + 1];
+    std::snprintf(rec, sizeof rec, "rec%012llu\n", static_cast<unsigned long long>(count_));
+    pending_.append(rec, kRecord);
+    ++count_;
+    char end[24];
+    const auto e = std::to_chars(end, end + sizeof end, count_ * kRecord).ptr;
+    const auto len = static_cast<size_t>(e - end);
+    char cl[24];
+    const auto ce = std::to_chars(cl, cl + sizeof cl, len).ptr;
+    out.append("HTTP/1.1 200 OK\r\nContent-Length: ");
+    out.append(cl, static_cast<size_t>(ce - cl));
+    out.append(req.keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+    out.append(end, len);
+    return {200, !req.keep_alive};
+  }
+  http::journal_batch journal_pending() override {
+    if (taken_.empty()) {
+      std::swap(pending_, taken_);
+    }
+    http::journal_batch b;
+    b.fd = fd_->load();
+    b.data = taken_.data();
+    b.size = taken_.size();
+    b.sync_due = (++passes_ % 8) == 0;
+    return b;
+  }
+  void journal_written(int64_t res) override {
+    if (res < 0) {
+      n_->write_errors.fetch_add(1);
+      n_->last_error.store(static_cast<int>(-res));
+      return;  // the bytes stay in taken_ and are handed out again
+    }
+    taken_.erase(0, static_cast<size_t>(res));
+    n_->writes_ok.fetch_add(1);
+  }
+  void journal_synced(int res) override {
+    if (res == 0) {
+      n_->syncs.fetch_add(1);
+    }
+  }
+
+ private:
+  std::atomic<int>* fd_;
+  journal_counters* n_;
+  std::string pending_;
+  std::string taken_;
+  uint64_t count_ = 0;
+  uint64_t passes_ = 0;
+};
+
+std::string temp_path(const char* tag) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string p = dir != nullptr ? dir : "/tmp";
+  p += "/tollgate-journal-";
+  p += tag;
+  p += "-";
+  p += std::to_string(::getpid());
+  return p;
+}
+
+uint64_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+uint64_t parse_u64(const std::string& s) {
+  uint64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+struct started {
+  server srv;
+  started(server_options o, std::atomic<int>* fd, journal_counters* n) : srv(o) {
+    auto r = srv.start([fd, n](int) { return std::make_unique<journal_handler>(fd, n); });
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
+    ok = r.has_value();
+  }
+  bool ok = false;
+};
+
+TEST(net_journal_test, never_shows_a_response_before_its_record_is_in_the_file) {
+  // Verifies that with 8 connections pipelining 200 requests each, every response's record
+  // (the file offset the response names) is already in the journal file when the client reads
+  // that response, and that the periodic journal fdatasync runs through the ring.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const std::string path = temp_path("order");
+  ::unlink(path.c_str());
+  std::atomic<int> fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)};
+  ASSERT_GE(fd.load(), 0);
+  journal_counters n;
+  {
+    started s(test_options(), &fd, &n);
+    ASSERT_TRUE(s.ok);
+    constexpr int kConns = 8;
+    constexpr int kPerConn = 200;
+    constexpr int kBatch = 10;
+    std::atomic<int> bad{0};
+    std::atomic<int> answered{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kConns; ++t) {
+      threads.emplace_back([&] {
+        client c(s.srv.port());
+        if (!c.connected()) {
+          bad.fetch_add(1);
+          return;
+        }
+        for (int i = 0; i < kPerConn; i += kBatch) {
+          std::string batch;
+          for (int k = 0; k < kBatch; ++k) {
+            batch += get("/bill");
+          }
+          if (!c.send_all(batch)) {
+            bad.fetch_add(1);
+            return;
+          }
+          for (int k = 0; k < kBatch; ++k) {
+            auto r = c.read_response(10000);
+            if (!r.has_value() || r->status != 200) {
+              bad.fetch_add(1);
+              return;
+            }
+            // The record this response bills ends at this offset: it must be on file now.
+            if (file_size(path) < parse_u64(r->body)) {
+              bad.fetch_add(1);
+            }
+            answered.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (auto& th : threads) {
+      th.join();
+    }
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(answered.load(), kConns * kPerConn);
+    EXPECT_EQ(file_size(path), uint64_t{kConns * kPerConn} * kRecord);
+    EXPECT_GT(n.writes_ok.load(), 0u);
+    EXPECT_EQ(n.write_errors.load(), 0u);
+    EXPECT_TRUE(testing::eventually([&] { return n.syncs.load() > 0; }));
+    EXPECT_GT(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_writes; }),
+              0u);
+  }
+  ::close(fd.load());
+  ::unlink(path.c_str());
+}
+
+TEST(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them) {
+  // Verifies that while the journal fd rejects writes (a read-only fd: EBADF) the response is
+  // not sent and the error is reported, the engine keeps serving (no crash), and once the fd is
+  // writable again the same record is written (not lost) and only then the response arrives.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const std::string path = temp_path("fail");
+  ::unlink(path.c_str());
+  const int wfd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  ASSERT_GE(wfd, 0);
+  const int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(rfd, 0);
+  std::atomic<int> fd{rfd};
+  journal_counters n;
+  {
+    started s(test_options(), &fd, &n);
+    ASSERT_TRUE(s.ok);
+    client c(s.srv.port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.send_all(get("/bill")));
+    ASSERT_TRUE(testing::eventually([&] { return n.write_errors.load() >= 2; }));
+    EXPECT_EQ(n.last_error.load(), EBADF);
+    // Two failed writes (retried after a back-off) and still nothing on the wire or on file.
+    EXPECT_EQ(c.read_some(200), -1);
+    EXPECT_TRUE(c.pending().empty());
+    EXPECT_EQ(file_size(path), 0u);
+    EXPECT_GT(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_errors; }),
+              0u);
+    fd.store(wfd);  // the disk is back
+    auto r = c.read_response(10000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(parse_u64(r->body), kRecord);
+    EXPECT_EQ(file_size(path), kRecord);
+    // And the connection keeps working.
+    ASSERT_TRUE(c.send_all(get("/bill")));
+    auto r2 = c.read_response(10000);
+    ASSERT_TRUE(r2.has_value());
+    EXPECT_EQ(parse_u64(r2->body), 2 * kRecord);
+    EXPECT_GE(file_size(path), 2 * kRecord);
+  }
+  ::close(wfd);
+  ::close(rfd);
+  ::unlink(path.c_str());
+}
+
+TEST(net_journal_test, reports_a_full_disk_without_sending_or_crashing) {
+  // Verifies that a journal on a full device (/dev/full: ENOSPC) holds the response, reports
+  // the error to the handler, and the server still stops cleanly with the request unanswered.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const int ffd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (ffd < 0) {
+    GTEST_SKIP() << "no /dev/full";
+  }
+  std::atomic<int> fd{ffd};
+  journal_counters n;
+  {
+    server_options o = test_options();
+    o.shutdown_timeout_ms = 300;
+    started s(o, &fd, &n);
+    ASSERT_TRUE(s.ok);
+    client c(s.srv.port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.send_all(get("/bill")));
+    ASSERT_TRUE(testing::eventually([&] { return n.write_errors.load() >= 1; }));
+    EXPECT_EQ(n.last_error.load(), ENOSPC);
+    EXPECT_EQ(c.read_some(200), -1);
+    EXPECT_TRUE(c.pending().empty());
+    s.srv.stop();
+    s.srv.wait();
+    // Closed at the drain deadline without the unbilled response.
+    EXPECT_TRUE(c.wait_closed(5000));
+    EXPECT_EQ(c.pending().find("HTTP/1.1 200"), std::string::npos);
+  }
+  ::close(ffd);
+}
+
+TEST(net_journal_test, sends_at_once_when_the_handler_journals_nothing) {
+  // Verifies that a pass with no journal bytes releases responses without a journal write.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server srv(test_options());
+  ASSERT_TRUE(srv.start(testing::echo_factory()).has_value());
+  client c(srv.port());
+  ASSERT_TRUE(c.send_all(get("/plain")));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "/plain|");
+  EXPECT_EQ(testing::total(srv, [](const core_stats& st) -> auto& { return st.journal_writes; }),
+            0u);
+}
+
+}  // namespace
+}  // namespace tollgate::net
