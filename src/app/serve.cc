@@ -198,16 +198,18 @@ int run_serve(int argc, char** argv) {
   no.header_timeout_ms = s->header_timeout_ms;
   no.idle_timeout_ms = s->idle_timeout_ms;
   no.max_connections = s->max_connections;
-  net::server engine(no);
-  int cores = s->threads > 0 ? s->threads : static_cast<int>(std::thread::hardware_concurrency());
+  int cores = s->threads > 0 ? s->threads : net::default_threads();
   if (cores <= 0) {
     cores = 1;
   }
 
+  // Declared before the engine so it outlives it: the engine's per-core handlers hold
+  // references into the shared state and are destroyed with the engine.
   shared_state st;
   if (int rc = build_shared(st, *s, cores, false); rc != 0) {
     return rc;
   }
+  net::server engine(no);
   st.engine = &engine;
   st.ops_on_main = !s->admin_listen.has_value();  // read by the cores: set before they start
   auto started = engine.start([&st](int core) -> std::unique_ptr<http::handler> {
@@ -224,7 +226,7 @@ int run_serve(int argc, char** argv) {
     return 1;
   }
   // Ops routes on their own address: one more engine with one core and no quota or MCP.
-  std::unique_ptr<net::server> admin;
+  std::unique_ptr<net::server> admin;  // destroyed before st, like the engine
   if (s->admin_listen) {
     net::server_options ao = no;
     ao.host = s->admin_listen->host;
