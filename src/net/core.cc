@@ -8,8 +8,9 @@
 //   1. accept: a free slot takes the fd, a recv is armed, the slot joins the header timer list.
 //   2. open: received bytes are parsed in the provided buffer itself while no partial request
 //      is pending; only an unparsed tail is copied to the slot's reassembly buffer `in`.
-//      Each complete request is answered into `out`; at the end of the pass `out` is swapped
-//      with `sending` and sent (one send in flight per connection; short sends are resumed).
+//      Each complete request is answered into `out`; at the end of the pass the part of `out`
+//      the journal step released (`ready`: all of it when the handler journals nothing) moves
+//      to `sending` and is sent (one send in flight per connection; short sends are resumed).
 //   3. close_after_send (Connection: close, HTTP/1.0, parse error, peer EOF, drain): once the
 //      last byte is sent the slot goes to lingering: shutdown(SHUT_WR), input is discarded until
 //      the peer's FIN or the linger timeout, so the peer reads the final response instead of a
@@ -789,7 +790,7 @@ void core::journal_step() {
       io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::journal_sync)} << 56);
       sync_inflight_ = true;
     } else if (b.sync_due) {
-      handler_->journal_synced(b.fd < 0 ? -EBADF : 0);
+      handler_->journal_synced(b.fd < 0 ? -EBADF : -EBUSY);  // not done: ask again later
     }
     if (b.size == 0) {
       release_all_held();  // every billed record is on disk: all answered output may go

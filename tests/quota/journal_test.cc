@@ -10,6 +10,7 @@
 
 #include "quota/journal.h"
 #include "quota/test_util.h"
+#include "support/alloc_counter.h"
 
 namespace tollgate::quota {
 namespace {
@@ -338,6 +339,42 @@ TEST(journal_test, engine_path_survives_short_and_failed_writes_without_losing_r
   EXPECT_EQ(svc->usage(key_id, month_index_of_ns(kNow)).used, 5);
   EXPECT_EQ(svc->recovery().corrupt_records, 0u);
   EXPECT_EQ(svc->recovery().torn_bytes, 0u);
+}
+
+TEST(journal_test, engine_path_allocates_nothing_in_the_steady_state) {
+  // Verifies admit + settle + take_journal + a write + journal_done (whole and short) make no
+  // heap allocation after warm-up: the two journal buffers swap and keep their capacity.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "a", "big");
+  auto svc = test::open_service(test::options(d.path()), kNow);
+  core_shard& s = svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  auto pass = [&](int calls, bool short_write) {
+    for (int i = 0; i < calls; ++i) {
+      figures f;
+      ticket t;
+      if (s.admit(*r, kNow, f, t) != admit_verdict::ok) {
+        return false;
+      }
+      s.settle(t, true);
+      (void)s.pending_journal();
+    }
+    core_shard::journal_chunk c = s.take_journal();
+    const size_t n = short_write && c.bytes.size() > 1 ? c.bytes.size() / 2 : c.bytes.size();
+    if (c.fd < 0 || ::write(c.fd, c.bytes.data(), n) != static_cast<ssize_t>(n)) {
+      return false;
+    }
+    s.journal_done(static_cast<int64_t>(n));
+    return true;
+  };
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(pass(8, i % 3 == 0));
+  }
+  tollgate::test::alloc_scope scope;
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(pass(8, i % 3 == 0));
+  }
+  EXPECT_EQ(scope.count(), 0u);
 }
 
 }  // namespace
