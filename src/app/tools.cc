@@ -22,6 +22,24 @@ envelope::tool_error to_tool_error(search::errc e) {
   return t;
 }
 
+// since/until: unix seconds as a JSON integer or a string the search parser reads (unix seconds,
+// RFC 3339 or a date). Absent leaves `out` unchanged. False: not a time.
+bool time_arg(const mcp::arg_value& v, int64_t& out) {
+  if (!v.present) {
+    return true;
+  }
+  if (v.is_number) {
+    out = v.num;
+    return true;
+  }
+  auto t = search::parse_time(v.str);
+  if (!t) {
+    return false;
+  }
+  out = *t;
+  return true;
+}
+
 class search_stories_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
@@ -31,21 +49,13 @@ class search_stories_tool final : public mcp::tool {
     q.query = args[a_query].str;
     q.limit = static_cast<uint32_t>(args[a_limit].num);
     q.offset = static_cast<uint32_t>(args[a_offset].num);
-    if (args[a_since].present) {
-      auto t = search::parse_time(args[a_since].str);
-      if (!t) {
-        return mcp::tool_result::invalid_argument(
-            "since", "must be unix seconds or an RFC 3339 date-time");
-      }
-      q.since = *t;
+    if (!time_arg(args[a_since], q.since)) {
+      return mcp::tool_result::invalid_argument(
+          "since", "must be unix seconds or an RFC 3339 date-time");
     }
-    if (args[a_until].present) {
-      auto t = search::parse_time(args[a_until].str);
-      if (!t) {
-        return mcp::tool_result::invalid_argument(
-            "until", "must be unix seconds or an RFC 3339 date-time");
-      }
-      q.until = *t;
+    if (!time_arg(args[a_until], q.until)) {
+      return mcp::tool_result::invalid_argument(
+          "until", "must be unix seconds or an RFC 3339 date-time");
     }
     q.sort = args[a_sort].str == "date" ? search::sort_order::date : search::sort_order::relevance;
     for (uint8_t i = 0; i < args[a_tags].num_items; ++i) {
@@ -115,7 +125,7 @@ void register_tools(mcp::registry& reg) {
     q.required = true;
     q.has_min = q.has_max = true;
     q.min = 1;
-    q.max = 2000;  // bytes; the 500-character rule is checked on code points by the backend
+    q.max = 500;  // characters (code points), as JSON Schema's maxLength counts them
     auto limit = arg("limit", mcp::arg_type::integer, "How many stories to return (1-50).");
     limit.has_min = limit.has_max = limit.has_default = true;
     limit.min = 1;
@@ -127,15 +137,11 @@ void register_tools(mcp::registry& reg) {
     offset.min = 0;
     offset.max = 1000;
     offset.default_int = 0;
-    auto since = arg("since", mcp::arg_type::string,
-                     "Only stories posted at or after this time: unix seconds (\"1700000000\") "
-                     "or an RFC 3339 date-time (\"2024-05-01T00:00:00Z\") or date.");
-    since.has_max = true;
-    since.max = 64;
-    auto until = arg("until", mcp::arg_type::string,
+    auto since = arg("since", mcp::arg_type::timestamp,
+                     "Only stories posted at or after this time: unix seconds (1700000000) or "
+                     "an RFC 3339 date-time (\"2024-05-01T00:00:00Z\") or date (\"2024-05-01\").");
+    auto until = arg("until", mcp::arg_type::timestamp,
                      "Only stories posted at or before this time; same formats as since.");
-    until.has_max = true;
-    until.max = 64;
     auto sort = arg("sort", mcp::arg_type::enumeration,
                     "\"relevance\" (best match first, default) or \"date\" (newest first).");
     sort.choices = {"relevance", "date"};

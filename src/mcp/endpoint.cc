@@ -363,6 +363,7 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
     a.values[i].present = false;
     a.values[i].has_value = false;
     a.values[i].num_items = 0;
+    a.values[i].is_number = false;
   }
   auto bad = [&](std::string_view arg, std::string_view rule) {
     r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, arg, rule, 0}, 200);
@@ -418,6 +419,24 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
             }
           }
           out.str = s;
+          break;
+        }
+        case arg_type::timestamp: {
+          if (jt == od::json_type::string) {
+            std::string_view ts;
+            if (v.get_string().get(ts) || ts.empty() || ts.size() > 64) {
+              return bad(spec.name, rules.type[idx]);
+            }
+            out.str = ts;
+            break;
+          }
+          int64_t n = 0;
+          if (jt != od::json_type::number || !is_integer_token(trim(v.raw_json_token())) ||
+              v.get_int64().get(n)) {
+            return bad(spec.name, rules.type[idx]);
+          }
+          out.num = n;
+          out.is_number = true;
           break;
         }
         case arg_type::integer: {

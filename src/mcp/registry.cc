@@ -21,6 +21,7 @@ std::string arg_schema(const arg_spec& a) {
     case arg_type::enumeration: s += R"("type":"string")"; break;
     case arg_type::integer: s += R"("type":"integer")"; break;
     case arg_type::string_array: s += R"("type":"array","items":{"type":"string"})"; break;
+    case arg_type::timestamp: s += R"("type":["integer","string"])"; break;
   }
   if (!a.description.empty()) {
     s += R"(,"description":)" + quoted(a.description);
@@ -113,6 +114,10 @@ registry::rules make_rules(const tool_def& t) {
         } else {
           range = fmt::format("item count must be at most {} items", max_array_items);
         }
+        break;
+      case arg_type::timestamp:
+        type = "must be unix seconds (an integer) or a date-time string";
+        range = type;
         break;
       case arg_type::enumeration:
         type = "must be one of ";

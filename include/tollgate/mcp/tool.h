@@ -28,6 +28,8 @@ enum class arg_type : uint8_t {
   integer,       ///< JSON integer; min/max = value bounds
   string_array,  ///< JSON array of strings; min/max = item count bounds (≤ max_array_items)
   enumeration,   ///< JSON string, one of `choices`
+  timestamp,     ///< JSON integer (unix seconds) or string (e.g. RFC 3339, parsed by the tool);
+                 ///< no bounds. The integer form sets `num` and `is_number`.
 };
 
 inline constexpr size_t max_args = 12;         ///< arguments per tool
@@ -57,7 +59,8 @@ struct arg_value {
   bool present = false;  ///< sent by the client (false: absent; a default may still be filled in)
   bool has_value = false;  ///< present, or absent with a default
   std::string_view str;  ///< string / enumeration
-  int64_t num = 0;       ///< integer
+  int64_t num = 0;       ///< integer, or timestamp given as a number
+  bool is_number = false;  ///< timestamp: given as a JSON integer (num) rather than a string
   uint8_t num_items = 0; ///< string_array
   std::string_view items[max_array_items];
 };
