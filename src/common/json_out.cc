@@ -8,9 +8,6 @@
 namespace tollgate {
 namespace {
 
-// 1 where a byte needs escaping inside a JSON string.
-constexpr bool needs_escape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
-
 // True when any byte of the 8 in `w` is < 0x20, '"' or '\\' (SWAR: the classic "has a zero
 // byte" test applied to w, w ^ '"' and w ^ '\\', and a "less than" test for control bytes).
 inline bool word_needs_escape(uint64_t w) {
@@ -24,97 +21,104 @@ inline bool word_needs_escape(uint64_t w) {
   return ((ctrl | zq | zs) & highs) != 0;
 }
 
-// The first byte in [p, end) that needs escaping, or end. Eight bytes at a time, then bytewise.
-const char* skip_plain(const char* p, const char* end) {
+// How byte c is escaped inside one JSON string: 0 when it is copied as is, else the letter
+// after the backslash ('u' for the \u00XX form).
+struct escape_table {
+  char e[256] = {};
+  constexpr escape_table() {
+    for (int c = 0; c < 0x20; ++c) {
+      e[c] = 'u';
+    }
+    e[static_cast<unsigned char>('"')] = '"';
+    e[static_cast<unsigned char>('\\')] = '\\';
+    e[static_cast<unsigned char>('\n')] = 'n';
+    e[static_cast<unsigned char>('\r')] = 'r';
+    e[static_cast<unsigned char>('\t')] = 't';
+    e[static_cast<unsigned char>('\b')] = 'b';
+    e[static_cast<unsigned char>('\f')] = 'f';
+  }
+};
+constexpr escape_table k_escape{};
+
+// Most bytes one input byte can become: level 1 "\u00XX" (6), level 2 "\\u00XX" (7).
+constexpr size_t k_worst[3] = {1, 6, 7};
+
+// Writes byte c escaped `Levels` times (1 or 2) at dst; returns the new end.
+template <int Levels>
+inline char* put_escaped(char* dst, unsigned char c) {
+  static constexpr char hex[] = "0123456789abcdef";
+  const char e = k_escape.e[c];
+  if (e == 0) {
+    *dst++ = static_cast<char>(c);
+    return dst;
+  }
+  *dst++ = '\\';
+  if constexpr (Levels == 2) {
+    // The level-1 escape is a backslash, then e (or "u00XX"); escaping it again doubles that
+    // backslash and puts one before e when e is a quote or a backslash.
+    *dst++ = '\\';
+    if (e == '"' || e == '\\') {
+      *dst++ = '\\';
+    }
+  }
+  *dst++ = e;
+  if (e == 'u') {
+    *dst++ = '0';
+    *dst++ = '0';
+    *dst++ = hex[c >> 4];
+    *dst++ = hex[c & 15];
+  }
+  return dst;
+}
+
+// Appends s escaped `Levels` times (1 or 2) in one pass straight into the buffer: space for the
+// worst case is reserved once, plain 8-byte words are copied whole, the rest byte by byte.
+template <int Levels>
+void append_escaped(out_buffer& out, std::string_view s) {
+  const char* p = s.data();
+  const char* end = p + s.size();
+  char* const base = out.prepare(s.size() * k_worst[Levels]);
+  char* dst = base;
   while (end - p >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
-    if (word_needs_escape(w)) {
-      for (int i = 0; i < 8; ++i) {
-        if (needs_escape(static_cast<unsigned char>(p[i]))) {
-          return p + i;
-        }
-      }
-    }
-    p += 8;  // all plain (the word test can flag a plain word after a borrow; rescanned above)
-  }
-  while (p < end && !needs_escape(static_cast<unsigned char>(*p))) {
-    ++p;
-  }
-  return p;
-}
-
-// Escape of byte c at level 0 (inside one JSON string). Returns the length written to dst.
-size_t escape_one(unsigned char c, char* dst) {
-  static constexpr char hex[] = "0123456789abcdef";
-  switch (c) {
-    case '"': dst[0] = '\\'; dst[1] = '"'; return 2;
-    case '\\': dst[0] = '\\'; dst[1] = '\\'; return 2;
-    case '\n': dst[0] = '\\'; dst[1] = 'n'; return 2;
-    case '\r': dst[0] = '\\'; dst[1] = 'r'; return 2;
-    case '\t': dst[0] = '\\'; dst[1] = 't'; return 2;
-    case '\b': dst[0] = '\\'; dst[1] = 'b'; return 2;
-    case '\f': dst[0] = '\\'; dst[1] = 'f'; return 2;
-    default:
-      dst[0] = '\\'; dst[1] = 'u'; dst[2] = '0'; dst[3] = '0';
-      dst[4] = hex[c >> 4]; dst[5] = hex[c & 15];
-      return 6;
-  }
-}
-
-// Appends s escaped `levels` times (1 or 2) in one pass: runs of plain bytes are copied whole.
-void append_escaped_levels(out_buffer& out, std::string_view s, int levels) {
-  const char* p = s.data();
-  const char* end = p + s.size();
-  while (p < end) {
-    const char* run = p;
-    p = skip_plain(p, end);
-    out.append(run, static_cast<size_t>(p - run));
-    if (p == end) {
-      break;
-    }
-    char once[6];
-    size_t n = escape_one(static_cast<unsigned char>(*p), once);
-    if (levels == 1) {
-      out.append(once, n);
+    if (!word_needs_escape(w)) {
+      std::memcpy(dst, &w, 8);
+      dst += 8;
     } else {
-      // Every byte of the first escape is '\\', '"', or plain; escape it again.
-      char* dst = out.prepare(n * 2);
-      size_t w = 0;
-      for (size_t i = 0; i < n; ++i) {
-        char ch = once[i];
-        if (ch == '\\' || ch == '"') {
-          dst[w++] = '\\';
-        }
-        dst[w++] = ch;
+      for (int i = 0; i < 8; ++i) {
+        dst = put_escaped<Levels>(dst, static_cast<unsigned char>(p[i]));
       }
-      out.commit(w);
     }
-    ++p;
+    p += 8;
   }
+  while (p < end) {
+    dst = put_escaped<Levels>(dst, static_cast<unsigned char>(*p++));
+  }
+  out.commit(static_cast<size_t>(dst - base));
 }
 
 }  // namespace
 
-void append_json_escaped(out_buffer& out, std::string_view s) { append_escaped_levels(out, s, 1); }
+void append_json_escaped(out_buffer& out, std::string_view s) { append_escaped<1>(out, s); }
 
 void json_out::raw(std::string_view s) {
   if (!nested_) {
     out_.append(s);
     return;
   }
-  append_escaped_levels(out_, s, 1);
+  append_escaped<1>(out_, s);
 }
 
 void json_out::string(std::string_view s) {
   if (!nested_) {
     out_.push_back('"');
-    append_escaped_levels(out_, s, 1);
+    append_escaped<1>(out_, s);
     out_.push_back('"');
     return;
   }
   out_.append("\\\"", 2);
-  append_escaped_levels(out_, s, 2);
+  append_escaped<2>(out_, s);
   out_.append("\\\"", 2);
 }
 

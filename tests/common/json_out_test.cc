@@ -91,3 +91,55 @@ TEST(json_out_test, word_scan_agrees_with_bytewise_escaping) {
 
 }  // namespace
 }  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+// Escapes s once, bytewise (the reference the fast writer must match).
+std::string escape_once(std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  std::string r;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': r += "\\\""; break;
+      case '\\': r += "\\\\"; break;
+      case '\n': r += "\\n"; break;
+      case '\r': r += "\\r"; break;
+      case '\t': r += "\\t"; break;
+      case '\b': r += "\\b"; break;
+      case '\f': r += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          r += "\\u00";
+          r += hex[c >> 4];
+          r += hex[c & 15];
+        } else {
+          r += static_cast<char>(c);
+        }
+    }
+  }
+  return r;
+}
+
+TEST(json_out_test, every_byte_escapes_like_the_reference_at_both_levels) {
+  // Verifies string() at level 0 and level 1 and raw() when nested equal a bytewise reference
+  // for every byte value, alone, inside a plain word and in a run of escapes.
+  for (int c = 0; c < 256; ++c) {
+    const char ch = static_cast<char>(c);
+    for (std::string s : {std::string(1, ch), "abc" + std::string(1, ch) + "defghijk",
+                          std::string(17, ch)}) {
+      out_buffer flat;
+      json_out(flat, false).string(s);
+      EXPECT_EQ(flat.view(), "\"" + escape_once(s) + "\"") << c;
+      out_buffer nested;
+      json_out(nested, true).string(s);
+      EXPECT_EQ(nested.view(), escape_once("\"" + escape_once(s) + "\"")) << c;
+      out_buffer raw;
+      json_out(raw, true).raw(s);
+      EXPECT_EQ(raw.view(), escape_once(s)) << c;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tollgate
