@@ -626,9 +626,48 @@ void decode_positions(const posting_cursor& c, std::vector<uint32_t>& out) {
 }
 }  // namespace
 
+namespace {
+// Two-word phrase: walks both position lists (varint deltas) in step and stops at the first p
+// with p + 1 in the second list, decoding nothing into memory.
+bool adjacent_pair(const posting_cursor& a, const posting_cursor& b) noexcept {
+  const uint8_t* pa = a.pos;
+  const uint8_t* ea = pa + a.pos_len;
+  const uint8_t* pb = b.pos;
+  const uint8_t* eb = pb + b.pos_len;
+  if (pa >= ea || pb >= eb) {
+    return false;
+  }
+  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
+  uint32_t vb = read_varint(pb);
+  while (true) {
+    if (va == vb) {
+      return true;
+    }
+    if (va < vb) {
+      if (pa >= ea) {
+        return false;
+      }
+      va += read_varint(pa);
+    } else {
+      if (pb >= eb) {
+        return false;
+      }
+      vb += read_varint(pb);
+    }
+  }
+}
+}  // namespace
+
 bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) const {
   for (const phrase_span& ph : plan.phrases) {
     if (ph.count < 2) {
+      continue;
+    }
+    if (ph.count == 2) {
+      if (!adjacent_pair(ws.cursors[plan.phrase_terms[ph.first]],
+                         ws.cursors[plan.phrase_terms[ph.first + 1]])) {
+        return false;
+      }
       continue;
     }
     decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);

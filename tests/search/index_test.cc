@@ -74,6 +74,31 @@ TEST(index_test, phrase_with_repeated_word_and_combined_with_terms) {
   EXPECT_EQ(ids_for(*b, "rust \"bye bye\""), ids{"3"});
 }
 
+TEST(index_test, two_word_phrase_scans_both_position_lists) {
+  // Verifies the two-word phrase check finds a match late in either list, in the title, with
+  // many near misses before it, and rejects docs whose words are never adjacent in order.
+  auto b = make_backend({
+      {"1", "t", "alpha x alpha x alpha x alpha x beta alpha beta"},  // match at the very end
+      {"2", "alpha beta", "x"},                                       // match in the title
+      {"3", "t", "beta alpha x beta x alpha x x beta"},               // never alpha then beta
+      {"4", "t", "beta beta beta beta alpha beta"},                   // second list runs ahead
+      {"5", "t", "alpha alpha alpha alpha beta"},                     // first list runs ahead
+      {"6", "alpha", "beta"},                                         // across fields: no
+      {"7", "t", "x beta x x x x x x x x alpha"},                     // reversed, far apart
+  });
+  uint64_t total = 0;
+  auto got = ids_for(*b, "\"alpha beta\"", &total);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (ids{"1", "2", "4", "5"}));
+  EXPECT_EQ(total, 4u);
+  // The same phrase as the tail of a three-word phrase goes through the general check.
+  auto three = ids_for(*b, "\"x beta alpha\"");
+  EXPECT_EQ(three, ids{"1"});
+  auto rev = ids_for(*b, "\"beta alpha\"");
+  std::sort(rev.begin(), rev.end());
+  EXPECT_EQ(rev, (ids{"1", "3", "4"}));
+}
+
 TEST(index_test, bm25_prefers_higher_tf_then_shorter_docs) {
   // Verifies BM25 ordering: more occurrences win at equal length; at equal tf, shorter wins.
   auto b = make_backend({
