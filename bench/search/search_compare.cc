@@ -2,7 +2,9 @@
 // runs a query file through backend::search_stories (limit 10, nested rendering, one core) and
 // prints, for the comparison script:
 //   R <index> <total> <id>,<id>,...        top-10 ids of each query (first round)
-//   T <class> <qps> <p50_us> <p99_us>      per class: median round throughput, latency
+//   T <class> <qps> <p50_us> <p99_us>      per class: median round throughput and latency, in
+//                                          thread CPU time (on a shared machine, wall time
+//                                          measures the other jobs as much as the query)
 //   B <stories> <build_s>                  load + index time
 // Query file: one query per line, "<class>\t<query>".
 //
@@ -10,6 +12,7 @@
 //        search_compare corpus generate --count N [--seed S]   (same as `tollgate corpus ...`)
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -23,6 +26,12 @@
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+double thread_cpu_us() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
 
 }  // namespace
 
@@ -89,16 +98,16 @@ int main(int argc, char** argv) {
   for (const auto& [cls, idx] : by_class) {
     std::vector<double> qps, lat;
     for (int round = 0; round < rounds; ++round) {
-      auto rs = clock_type::now();
+      double rs = thread_cpu_us();
       for (size_t i : idx) {
-        auto q0 = clock_type::now();
+        double q0 = thread_cpu_us();
         query_args a;
         a.query = queries[i];
         out.clear();
         (void)b.search_stories(a, *s, out, true);
-        lat.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - q0).count());
+        lat.push_back(thread_cpu_us() - q0);
       }
-      qps.push_back(idx.size() / std::chrono::duration<double>(clock_type::now() - rs).count());
+      qps.push_back(static_cast<double>(idx.size()) * 1e6 / (thread_cpu_us() - rs));
     }
     std::sort(qps.begin(), qps.end());
     std::sort(lat.begin(), lat.end());
