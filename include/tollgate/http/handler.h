@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "tollgate/common/buffer.h"
 #include "tollgate/http/request.h"
@@ -18,7 +19,56 @@ namespace tollgate::http {
 /// What the handler tells the engine about the response it wrote.
 struct response_info {
   int status = 200;
-  bool close = false;  ///< close the connection once this response is sent
+  bool close = false;     ///< close the connection once this response is sent
+  bool deferred = false;  ///< handle() called engine_io::defer() and wrote nothing (see below)
+};
+
+/// A deferred request: its connection slot and the slot's generation (a stale token, whose
+/// connection closed meanwhile, is recognised and ignored).
+struct deferral_token {
+  uint32_t slot = UINT32_MAX;
+  uint32_t gen = 0;
+};
+
+/// The completion of engine_io::fetch().
+struct upstream_reply {
+  /// 0, or -errno: -ETIMEDOUT (deadline passed), -ECONNREFUSED / -ECONNRESET / -EPIPE (peer),
+  /// -EPROTO (malformed or oversized response), -EAGAIN (too many connections to that upstream),
+  /// -ECANCELED (engine stopping).
+  int error = 0;
+  int status = 0;         ///< HTTP status when error == 0
+  std::string_view body;  ///< valid only during on_upstream(); followed by >= 64 readable bytes
+};
+
+/// What the engine offers the handler of its core beyond handle(): deferring a request until
+/// outbound work is done, and outbound HTTP/1.1 requests on the core's own ring (no threads).
+/// Shard-local: call only from the core's thread (inside handle(), on_upstream(), on_tick()...).
+class engine_io {
+ public:
+  virtual ~engine_io() = default;
+
+  /// Only inside handle(): the request being handled is kept (its bytes stay with the
+  /// connection, later pipelined requests wait behind it) and delivered to handle() again, byte
+  /// for byte, after resume(). handle() must then write nothing and return {.deferred = true}.
+  virtual deferral_token defer() = 0;
+  /// The token of the request handle() is answering now (also on a re-delivery), so the handler
+  /// can recognise a re-delivered request.
+  virtual deferral_token current() const = 0;
+  /// Delivers the deferred request again in this or the next loop pass. False (and nothing
+  /// happens) when its connection has closed meanwhile.
+  virtual bool resume(deferral_token t) = 0;
+
+  /// Registers an upstream: a numeric IPv4 or IPv6 address and a port. Returns its id (0, 1,
+  /// ...). Call from attach() only.
+  virtual uint32_t add_upstream(std::string_view host, uint16_t port) = 0;
+  /// Sends `request` (one complete HTTP/1.1 request; copied) to upstream `u` on an idle
+  /// keep-alive connection, or a new one. Exactly one on_upstream(tag, ...) follows, never
+  /// from inside fetch() itself, at the latest at `deadline_mono_ns` (CLOCK_MONOTONIC):
+  /// -ETIMEDOUT, and that connection is closed. The response is framed by Content-Length.
+  virtual void fetch(uint32_t u, std::string_view request, uint64_t tag,
+                     int64_t deadline_mono_ns) = 0;
+  /// CLOCK_MONOTONIC, read once per loop pass.
+  virtual int64_t now_mono() const = 0;
 };
 
 /// Durable bytes a handler wants written before the responses of the pass go out (the core's
@@ -52,6 +102,10 @@ class handler {
   virtual void journal_synced(int /*res*/) {}
   /// Called about every 100 ms on each core (reconciliation, reloads, session expiry).
   virtual void on_tick(int64_t /*now_ns*/) {}
+  /// Called once on the core's thread before any request, with the core's engine services.
+  virtual void attach(engine_io& /*io*/) {}
+  /// The completion of engine_io::fetch(tag).
+  virtual void on_upstream(uint64_t /*tag*/, const upstream_reply& /*reply*/) {}
 };
 
 }  // namespace tollgate::http

@@ -1,0 +1,138 @@
+// The fleet: remote shards. A gateway's backend has its in-process shards (slots 0..L-1) and
+// R remote shard nodes (slots L..L+R-1): other tollgate processes started with --role shard,
+// reached over HTTP/1.1. This header holds what is protocol and search logic, free of sockets:
+// the wire format and the shard node's answers, the gateway's per-query fan-out state
+// (remote_query), and the down-marking shared by a gateway's cores (remote_health). The app
+// moves the bytes with the engine's outbound client (http::engine_io::fetch).
+//
+// Wire protocol (JSON bodies; never billed; every request carries the fleet secret header):
+//   POST /fleet/v1/df      {"terms":["t",...]}
+//     -> 200 {"docs":N,"title_tokens":T,"text_tokens":X,"df":[n,...]}   (df in terms order)
+//   POST /fleet/v1/search  {"terms":[...],"idf":[...],"phrases":[[first,count],...],
+//                           "phrase_terms":[i,...],"tags":[...],"since":S,"until":U,
+//                           "sort":"relevance"|"date","k":K}
+//     -> 200 {"total":N,"hits":[{"key":K,"id":"...","story":{...}},...]}   (best first, <= K)
+//   GET  /fleet/v1/stories/{id}  -> 200 the story object with text | 404 {"code":"not_found"}
+// Doubles travel with 17 significant digits, so scores merge exactly as computed.
+//
+// Ranking across nodes: idf is exact (a gateway first asks every remote shard for its document
+// frequencies and corpus size, phase 1, then sends the global idf with the query, phase 2).
+// Length normalisation uses each node's own average field lengths (hash-partitioned slices of
+// one corpus differ there by well under 1%).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/common/buffer.h"
+#include "tollgate/search/backend.h"
+#include "tollgate/search/query.h"
+#include "tollgate/search/shard.h"
+
+namespace tollgate::search {
+
+namespace fleet_wire {
+inline constexpr std::string_view df_path = "/fleet/v1/df";
+inline constexpr std::string_view search_path = "/fleet/v1/search";
+inline constexpr std::string_view story_prefix = "/fleet/v1/stories/";
+/// Lower-case, as http::request::header_value() looks names up.
+inline constexpr std::string_view secret_header = "x-tollgate-fleet-secret";
+}  // namespace fleet_wire
+
+/// Shard node side: answers one fleet request (method, path without query, body) against the
+/// node's backend. Writes a JSON body to `out` and returns the HTTP status: 200; 400 with
+/// {"code":"invalid_request","message":...} for a malformed body; 404 for an unknown story or
+/// path. `body` must be followed by 64 readable bytes (simdjson padding). Allocation-free in the
+/// steady state (the scratch keeps its capacity).
+int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
+                        std::string_view path, std::string_view body, out_buffer& out);
+
+/// Gateway side: one query's fan-out over the remote shards, and once done, the remote part of
+/// its result. Shard-local (one core); reusable (start_* resets it, keeping capacity).
+///
+/// Search: start_search() -> write_df_body() to every remote asked -> on_df() for each (or
+/// on_df(r, 0, {}) when it failed) -> finish_df() -> write_search_body() to each remote with
+/// df_ok(r) -> on_search() for each -> backend::search(args, scratch, this).
+/// Story: start_story() -> GET story_prefix + id on every remote -> on_story() for each ->
+/// backend::find_story(id, this).
+class remote_query {
+ public:
+  explicit remote_query(uint32_t remotes);
+  ~remote_query();
+  remote_query(const remote_query&) = delete;
+  remote_query& operator=(const remote_query&) = delete;
+
+  uint32_t remotes() const noexcept { return remotes_; }
+
+  /// Copies `args` (validated) and plans the query with the gateway's local shards' document
+  /// frequencies and story count; every remote starts as not answered.
+  void start_search(const backend& b, const query_args& args);
+  void start_story(std::string_view id);
+  bool is_story() const noexcept { return story_; }
+  /// The copy of the arguments (views into this object).
+  const query_args& args() const noexcept { return args_; }
+  std::string_view story_id() const noexcept { return story_id_; }
+
+  /// Phase 1 request body (the same for every remote).
+  void write_df_body(out_buffer& out) const;
+  /// A phase 1 answer: status 200 and a well-formed body counts; anything else (status 0 for a
+  /// transport failure) leaves remote `r` unanswered. False when the answer was not usable.
+  bool on_df(uint32_t r, int status, std::string_view body);
+  /// Ends phase 1: global idf from the local and the answered remote frequencies and sizes.
+  void finish_df();
+  bool df_ok(uint32_t r) const noexcept;
+  /// Phase 2 request body (the same for every remote asked).
+  void write_search_body(out_buffer& out) const;
+  /// A phase 2 answer (hits are copied into this object). False when not usable.
+  bool on_search(uint32_t r, int status, std::string_view body);
+  /// A story answer: 200 (found; the story is copied), 404 (not there), anything else: failed.
+  bool on_story(uint32_t r, int status, std::string_view body);
+
+  /// Whether this object was started for exactly these arguments / this id.
+  bool matches(const query_args& args) const noexcept;
+  bool matches_story(std::string_view id) const noexcept;
+
+ private:
+  friend class backend;
+  struct answer;
+  uint32_t remotes_;
+  bool story_ = false;
+  query_args args_;
+  std::string story_id_;
+  std::string arg_chars_;  // owns the strings args_ views
+  // plan, idf and per-remote answers (hits, stories' JSON): defined in fleet.cc
+  struct state;
+  std::unique_ptr<state> st_;
+};
+
+/// Down-marking of the remote shards, shared by all cores of a gateway. Thread-safe
+/// (lock-free). A remote that failed `failures_to_down` queries in a row is down for
+/// `down_ns`; then one query at a time probes it (should_ask() lets one caller through per
+/// down period) until a success brings it back.
+class remote_health {
+ public:
+  explicit remote_health(uint32_t remotes, uint32_t failures_to_down = 3,
+                         int64_t down_ns = 2'000'000'000);
+  /// Whether a query should ask remote `r` now (monotonic clock).
+  bool should_ask(uint32_t r, int64_t now_ns) noexcept;
+  void success(uint32_t r) noexcept;
+  void failure(uint32_t r, int64_t now_ns) noexcept;
+  bool is_down(uint32_t r, int64_t now_ns) const noexcept;
+  uint32_t remotes() const noexcept { return static_cast<uint32_t>(n_); }
+
+ private:
+  struct slot {
+    std::atomic<uint32_t> failures{0};
+    std::atomic<int64_t> down_until{0};  // 0: up
+  };
+  size_t n_;
+  std::unique_ptr<slot[]> slots_;
+  uint32_t failures_to_down_;
+  int64_t down_ns_;
+};
+
+}  // namespace tollgate::search
