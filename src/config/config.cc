@@ -272,7 +272,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     }
   }
   if (const auto* t = r.table(root, "fleet")) {
-    r.only_keys(*t, "fleet", {"role", "secret", "shards", "deadline_ms"});
+    r.only_keys(*t, "fleet", {"role", "secret", "shards", "deadline_ms", "local"});
     if (const toml::node* n = t->get("role")) {
       std::string v;
       r.string(*t, "fleet", "role", v);
@@ -294,6 +294,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
       s.remote_shards.push_back(*ep);
     }
     r.integer(*t, "fleet", "deadline_ms", s.shard_deadline_ms, 1, 60000);
+    r.boolean(*t, "fleet", "local", s.fleet_local);
   }
   if (!r.failed() && s.plans.find(s.demo_plan) == s.plans.end()) {
     r.fail(root.get("quota"), "quota.demo_plan", fmt::format("no plan named '{}'", s.demo_plan));

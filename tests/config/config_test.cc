@@ -42,6 +42,9 @@ overage = "bill"
 allowed_origins = ["https://app.example"]
 [fleet]
 shards = ["127.0.0.1:9101", "127.0.0.1:9102"]
+secret = "s3cret"
+deadline_ms = 120
+local = false
 )");
   auto s = load_file(f.path(), defaults());
   ASSERT_TRUE(s) << s.error().message;
@@ -54,6 +57,10 @@ shards = ["127.0.0.1:9101", "127.0.0.1:9102"]
   EXPECT_EQ(s->allowed_origins.size(), 1u);
   ASSERT_EQ(s->remote_shards.size(), 2u);
   EXPECT_EQ(s->remote_shards[1].port, 9102);
+  EXPECT_EQ(s->shard_secret, "s3cret");
+  EXPECT_EQ(s->shard_deadline_ms, 120u);
+  EXPECT_FALSE(s->fleet_local);
+  EXPECT_FALSE(s->role_shard);
 }
 
 TEST(config_test, unknown_key_names_file_line_and_key) {

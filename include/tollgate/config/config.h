@@ -59,10 +59,11 @@ struct settings {
   std::map<std::string, plan> plans;
 
   // [fleet]
-  bool role_shard = false;
-  std::string shard_secret;
-  std::vector<endpoint> remote_shards;
-  uint32_t shard_deadline_ms = 250;
+  bool role_shard = false;              ///< serve this node's corpus to gateways only
+  std::string shard_secret;             ///< shared by a gateway and its shard nodes
+  std::vector<endpoint> remote_shards;  ///< gateway: the shard nodes it fans out to
+  uint32_t shard_deadline_ms = 250;     ///< gateway: per-query deadline for remote answers
+  bool fleet_local = true;              ///< gateway: also serve its own corpus in-process
 };
 
 struct config_error {
