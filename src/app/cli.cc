@@ -171,4 +171,18 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
   return s;
 }
 
+quota::plan_map to_plans(const config::settings& s) {
+  quota::plan_map plans;
+  for (const auto& [name, p] : s.plans) {
+    quota::plan q;
+    q.name = name;
+    q.rate_per_sec = p.rate_per_sec;
+    q.burst = p.burst;
+    q.monthly_quota = p.monthly_quota;
+    q.overage = p.overage_bill ? quota::overage_policy::bill : quota::overage_policy::stop;
+    plans.emplace(name, q);
+  }
+  return plans;
+}
+
 }  // namespace tollgate::app

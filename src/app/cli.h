@@ -6,6 +6,7 @@
 
 #include "tollgate/common/result.h"
 #include "tollgate/config/config.h"
+#include "tollgate/quota/plan.h"
 
 namespace tollgate::app {
 
@@ -17,6 +18,10 @@ struct cli_error {
 /// Parses the arguments after the subcommand (`serve` or `stdio`) into settings.
 result<config::settings, cli_error> parse_server_args(std::string_view command, int argc,
                                                       char** argv);
+
+/// The quota module's plans from the config's [plans] tables (serve, stdio and `keys` use
+/// the same conversion).
+quota::plan_map to_plans(const config::settings& s);
 
 /// Usage text of each subcommand.
 std::string_view usage_main();

@@ -30,17 +30,7 @@ int run_admin(std::string_view command, int argc, char** argv) {
     }
   }
   if (command == "keys") {
-    quota::plan_map plans;
-    for (const auto& [name, p] : s.plans) {
-      quota::plan q;
-      q.name = name;
-      q.rate_per_sec = p.rate_per_sec;
-      q.burst = p.burst;
-      q.monthly_quota = p.monthly_quota;
-      q.overage = p.overage_bill ? quota::overage_policy::bill : quota::overage_policy::stop;
-      plans.emplace(name, q);
-    }
-    return quota::run_keys_command(args, plans, s.data_dir, stdout, stderr);
+    return quota::run_keys_command(args, to_plans(s), s.data_dir, stdout, stderr);
   }
   return quota::run_accounts_command(args, s.data_dir, stdout, stderr);
 }

@@ -29,20 +29,6 @@ int64_t wall_now_ns() {
       .count();
 }
 
-quota::plan_map to_plans(const config::settings& s) {
-  quota::plan_map plans;
-  for (const auto& [name, p] : s.plans) {
-    quota::plan q;
-    q.name = name;
-    q.rate_per_sec = p.rate_per_sec;
-    q.burst = p.burst;
-    q.monthly_quota = p.monthly_quota;
-    q.overage = p.overage_bill ? quota::overage_policy::bill : quota::overage_policy::stop;
-    plans.emplace(name, q);
-  }
-  return plans;
-}
-
 // Parses settings for `command`; prints usage or the error. Returns the exit code to use when
 // the settings could not be had (0 after --help).
 std::optional<config::settings> settings_or_exit(std::string_view command, int argc, char** argv,
