@@ -66,7 +66,22 @@ bool parse_i64(std::string_view s, int64_t& v) {
 
 }  // namespace
 
-std::string key_id_string(uint64_t id) { return fmt::format("key_{:016x}", id); }
+std::string_view key_id_text(uint64_t id, std::span<char, key_id_length> buf) {
+  static constexpr char hex[] = "0123456789abcdef";
+  buf[0] = 'k';
+  buf[1] = 'e';
+  buf[2] = 'y';
+  buf[3] = '_';
+  for (size_t i = 0; i < 16; ++i) {
+    buf[4 + i] = hex[(id >> (60 - 4 * i)) & 15];
+  }
+  return {buf.data(), buf.size()};
+}
+
+std::string key_id_string(uint64_t id) {
+  std::array<char, key_id_length> buf;
+  return std::string(key_id_text(id, buf));
+}
 
 result<uint64_t, std::string> parse_key_id(std::string_view s) {
   uint64_t v = 0;

@@ -1,28 +1,16 @@
 #include "tollgate/rest/api.h"
 
+#include <array>
+
 #include "tollgate/http/response.h"
+#include "tollgate/quota/key_store.h"
 
 namespace tollgate::rest {
-namespace {
-
-std::string_view key_id_text(uint64_t id, char (&buf)[20]) {
-  static constexpr char hex[] = "0123456789abcdef";
-  buf[0] = 'k';
-  buf[1] = 'e';
-  buf[2] = 'y';
-  buf[3] = '_';
-  for (int i = 0; i < 16; ++i) {
-    buf[4 + i] = hex[(id >> (60 - 4 * i)) & 15];
-  }
-  return {buf, 20};
-}
-
-}  // namespace
 
 void render_usage(json_out& out, const quota::key_record& k, const quota::figures& f) {
-  char id[20];
+  std::array<char, quota::key_id_length> id;
   out.raw("{\"key_id\":");
-  out.string(key_id_text(k.key_id, id));
+  out.string(quota::key_id_text(k.key_id, id));
   out.raw(",\"account\":");
   out.string(k.account);
   out.raw(",\"plan\":");

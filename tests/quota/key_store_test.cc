@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "quota/test_util.h"
+#include "support/alloc_counter.h"
 
 namespace tollgate::quota {
 namespace {
@@ -49,6 +51,25 @@ std::string read_text(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+TEST(key_store_test, key_id_text_is_key_id_string_without_allocating) {
+  // Verifies the request path's key id text equals the admin one, parses back, and allocates
+  // nothing.
+  for (uint64_t id : {uint64_t{0}, uint64_t{0x0123456789abcdef}, ~uint64_t{0}}) {
+    std::array<char, key_id_length> buf;
+    std::string_view text;
+    {
+      tollgate::test::alloc_scope scope;
+      text = key_id_text(id, buf);
+      EXPECT_EQ(scope.count(), 0u);
+    }
+    EXPECT_EQ(text, key_id_string(id));
+    auto back = parse_key_id(text);
+    ASSERT_TRUE(back) << back.error();
+    EXPECT_EQ(*back, id);
+  }
+  EXPECT_EQ(key_id_string(0x0123456789abcdef), "key_0123456789abcdef");
 }
 
 TEST(key_store_test, create_prints_secret_once_and_stores_only_its_hash) {

@@ -61,7 +61,11 @@ struct created_key {
   std::string secret;  ///< "tg_live_" + 40 hex digits (160 bits from getrandom); shown once
 };
 
-/// "key_" + 16 lowercase hex digits.
+/// The length of a key id's text: "key_" + 16 lowercase hex digits.
+inline constexpr size_t key_id_length = 20;
+/// Writes the key id's text into `buf` and returns it; allocates nothing (request paths).
+std::string_view key_id_text(uint64_t id, std::span<char, key_id_length> buf);
+/// key_id_text() as a string: "key_" + 16 lowercase hex digits.
 std::string key_id_string(uint64_t id);
 /// Parses key_id_string()'s format.
 result<uint64_t, std::string> parse_key_id(std::string_view s);
