@@ -3,15 +3,12 @@
 
 #include <cmath>
 
+#include "search/fleet_impl.h"
 #include "search/local_shard.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/search/tokenizer.h"
 
 namespace tollgate::search {
-
-namespace {
-constexpr size_t max_k = max_offset + max_limit;
-}  // namespace
 
 std::string_view message(errc e) noexcept {
   switch (e) {
@@ -35,9 +32,9 @@ std::string_view code(errc e) noexcept {
   return "internal";
 }
 
-scratch::scratch(size_t shard_count)
-    : answers_(shard_count), answered_(shard_count), heads_(shard_count),
-      ws_(std::make_unique<shard_workspace>()) {
+scratch::scratch(size_t shard_count, size_t local_count)
+    : answers_(std::min(shard_count, local_count)), answered_(shard_count),
+      heads_(shard_count), lists_(shard_count), ws_(std::make_unique<shard_workspace>()) {
   token_chars_.reserve(2048);
   terms_.reserve(256);
   idf_.reserve(256);
@@ -52,7 +49,8 @@ scratch::scratch(size_t shard_count)
 
 scratch::~scratch() = default;
 
-backend::backend(std::vector<std::unique_ptr<shard_source>> shards) : shards_(std::move(shards)) {
+backend::backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots)
+    : shards_(std::move(local)), remote_(remote_slots) {
   for (const auto& s : shards_) {
     shard_stats st = s->stats();
     global_.docs += st.docs;
@@ -67,12 +65,12 @@ backend::backend(std::vector<std::unique_ptr<shard_source>> shards) : shards_(st
 backend::~backend() = default;
 
 std::unique_ptr<scratch> backend::make_scratch() const {
-  return std::make_unique<scratch>(shards_.size());
+  return std::make_unique<scratch>(shard_count(), shards_.size());
 }
 
 namespace {
 
-// Adds a distinct term (copied into the scratch's character buffer) and returns its index.
+// Adds a distinct term (copied into the character buffer) and returns its index.
 uint32_t add_term(std::string_view tok, out_buffer& chars, std::vector<std::string_view>& terms) {
   for (size_t i = 0; i < terms.size(); ++i) {
     if (terms[i] == tok) {
@@ -87,39 +85,36 @@ uint32_t add_term(std::string_view tok, out_buffer& chars, std::vector<std::stri
   return static_cast<uint32_t>(terms.size() - 1);
 }
 
-bool hit_better(const hit& a, const hit& b) noexcept {
-  return a.key > b.key || (a.key == b.key && id_less(a.id, b.id));
-}
-
 }  // namespace
 
-result<search_result, errc> backend::search(const query_args& args, scratch& s) const {
-  // 1. plan: terms outside quotes are single terms; quoted runs are phrases.
-  s.token_chars_.clear();
-  s.token_chars_.reserve(args.query.size() + 8);  // tokens never outgrow their source text
-  s.terms_.clear();
-  s.phrases_.clear();
-  s.phrase_terms_.clear();
-  std::string_view q = args.query;
+void plan_terms(std::string_view query, out_buffer& chars, std::vector<std::string_view>& terms,
+                std::vector<phrase_span>& phrases, std::vector<uint32_t>& phrase_terms) {
+  // terms outside quotes are single terms; quoted runs are phrases.
+  chars.clear();
+  chars.reserve(query.size() + 8);  // tokens never outgrow their source text
+  terms.clear();
+  phrases.clear();
+  phrase_terms.clear();
+  std::string_view q = query;
   bool in_quotes = false;
   while (!q.empty()) {
     size_t quote = q.find('"');
     std::string_view seg = q.substr(0, quote);
     token_stream ts(seg);
     std::string_view tok;
-    uint32_t first = static_cast<uint32_t>(s.phrase_terms_.size());
+    uint32_t first = static_cast<uint32_t>(phrase_terms.size());
     while (ts.next(tok)) {
-      uint32_t t = add_term(tok, s.token_chars_, s.terms_);
+      uint32_t t = add_term(tok, chars, terms);
       if (in_quotes) {
-        s.phrase_terms_.push_back(t);
+        phrase_terms.push_back(t);
       }
     }
     if (in_quotes) {
-      uint32_t count = static_cast<uint32_t>(s.phrase_terms_.size()) - first;
+      uint32_t count = static_cast<uint32_t>(phrase_terms.size()) - first;
       if (count >= 2) {
-        s.phrases_.push_back({first, count});
+        phrases.push_back({first, count});
       } else {
-        s.phrase_terms_.resize(first);
+        phrase_terms.resize(first);
       }
     }
     if (quote == std::string_view::npos) {
@@ -128,52 +123,120 @@ result<search_result, errc> backend::search(const query_args& args, scratch& s) 
     q.remove_prefix(quote + 1);
     in_quotes = !in_quotes;
   }
-  const uint32_t n = static_cast<uint32_t>(shards_.size());
+}
+
+double bm25_idf(uint64_t docs, uint64_t df) noexcept {
+  const double n = static_cast<double>(docs);
+  const double d = static_cast<double>(df);
+  return std::log(1.0 + (n - d + 0.5) / (d + 0.5));
+}
+
+result<search_result, errc> backend::search(const query_args& args, scratch& s,
+                                            const remote_query* remote) const {
+  const uint32_t nl = static_cast<uint32_t>(shards_.size());
   query_plan plan{};
-  plan.terms = s.terms_;
-  plan.phrases = s.phrases_;
-  plan.phrase_terms = s.phrase_terms_;
   plan.tags = std::span<const std::string_view>(args.tags.data(), args.tag_count);
   plan.since = args.since;
   plan.until = args.until;
   plan.sort = args.sort;
   plan.k = std::min<uint32_t>(args.offset + args.limit, max_k);
-
-  // 2. global document frequencies -> idf (BM25: ln(1 + (N - df + 0.5) / (df + 0.5))).
-  s.df_.assign(s.terms_.size(), 0);
-  for (uint32_t i = 0; i < n; ++i) {
-    s.answered_[i] = shards_[i]->add_doc_freqs(plan, s.df_.data()) ? 1 : 0;
+  if (remote != nullptr &&
+      (remote->is_story() || remote->remotes() != remote_ || !remote->st_->df_done ||
+       !remote->matches(args))) {
+    remote = nullptr;  // not a fan-out of these args: the remote slots did not answer
   }
+  if (remote != nullptr) {
+    // the plan and the global idf of the fan-out (the idf the remotes searched with)
+    const remote_query::state& st = *remote->st_;
+    plan.terms = st.terms;
+    plan.phrases = st.phrases;
+    plan.phrase_terms = st.phrase_terms;
+    plan.idf = st.idf;
+    for (uint32_t i = 0; i < nl; ++i) {
+      s.answered_[i] = st.local_ok[i];
+    }
+    return fan_out(plan, args.offset, s, remote);
+  }
+  // 1. plan
+  plan_terms(args.query, s.token_chars_, s.terms_, s.phrases_, s.phrase_terms_);
+  plan.terms = s.terms_;
+  plan.phrases = s.phrases_;
+  plan.phrase_terms = s.phrase_terms_;
+  // 2. local document frequencies -> idf
+  s.df_.assign(s.terms_.size(), 0);
+  add_local_doc_freqs(s.terms_, s.df_.data(), s.answered_.data());
   s.idf_.resize(s.terms_.size());
-  const double docs = static_cast<double>(global_.docs);
   for (size_t i = 0; i < s.terms_.size(); ++i) {
-    const double df = static_cast<double>(s.df_[i]);
-    s.idf_[i] = std::log(1.0 + (docs - df + 0.5) / (df + 0.5));
+    s.idf_[i] = bm25_idf(global_.docs, s.df_[i]);
   }
   plan.idf = s.idf_;
+  // 3. fan out and merge
+  return fan_out(plan, args.offset, s, nullptr);
+}
 
-  // 3. fan out
+bool backend::add_local_doc_freqs(std::span<const std::string_view> terms, uint64_t* df,
+                                  uint8_t* answered) const {
+  query_plan plan{};
+  plan.terms = terms;
+  bool all = true;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const bool ok = shards_[i]->add_doc_freqs(plan, df);
+    all = all && ok;
+    if (answered != nullptr) {
+      answered[i] = ok ? 1 : 0;
+    }
+  }
+  return all;
+}
+
+result<search_result, errc> backend::search_plan(const query_plan& plan, scratch& s) const {
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    s.answered_[i] = 1;
+  }
+  return fan_out(plan, 0, s, nullptr);
+}
+
+result<search_result, errc> backend::fan_out(const query_plan& plan, uint32_t offset, scratch& s,
+                                             const remote_query* remote) const {
+  const uint32_t nl = static_cast<uint32_t>(shards_.size());
+  const uint32_t n = nl + remote_;
   search_result r;
   r.shards = n;
-  for (uint32_t i = 0; i < n; ++i) {
+  r.remote = remote;
+  for (uint32_t i = 0; i < nl; ++i) {
     shard_answer& a = s.answers_[i];
     a.total = 0;
     a.hits.clear();
     if (s.answered_[i] == 0 || !shards_[i]->search(plan, *s.ws_, a)) {
       s.answered_[i] = 0;
+      s.lists_[i] = {};
       continue;
     }
     ++r.answered;
     r.total += a.total;
-    for (hit& h : a.hits) {
-      h.shard = i;
+    s.lists_[i] = a.hits;
+  }
+  for (uint32_t j = 0; j < remote_; ++j) {
+    const uint32_t i = nl + j;
+    s.lists_[i] = {};
+    s.answered_[i] = 0;
+    if (remote == nullptr) {
+      continue;
     }
+    const remote_query::answer& a = remote->st_->answers[j];
+    if (!a.search_ok) {
+      continue;
+    }
+    s.answered_[i] = 1;
+    ++r.answered;
+    r.total += a.total;
+    s.lists_[i] = a.hits;
   }
   if (r.answered == 0) {
     return unexpected(errc::unavailable);
   }
 
-  // 4. merge the best k: every answer is sorted best first.
+  // merge the best k: every list is sorted best first.
   s.merged_.clear();
   for (uint32_t i = 0; i < n; ++i) {
     s.heads_[i] = 0;
@@ -181,22 +244,33 @@ result<search_result, errc> backend::search(const query_args& args, scratch& s) 
   while (s.merged_.size() < plan.k) {
     int best = -1;
     for (uint32_t i = 0; i < n; ++i) {
-      const shard_answer& a = s.answers_[i];
-      if (s.answered_[i] == 0 || s.heads_[i] >= a.hits.size()) {
+      const std::span<const hit> l = s.lists_[i];
+      if (s.heads_[i] >= l.size()) {
         continue;
       }
-      if (best < 0 || hit_better(a.hits[s.heads_[i]], s.answers_[best].hits[s.heads_[best]])) {
+      if (best < 0 || hit_better(l[s.heads_[i]], s.lists_[best][s.heads_[best]])) {
         best = static_cast<int>(i);
       }
     }
     if (best < 0) {
       break;
     }
-    s.merged_.push_back(s.answers_[best].hits[s.heads_[best]++]);
+    s.merged_.push_back(s.lists_[best][s.heads_[best]++]);
+    s.merged_.back().shard = static_cast<uint32_t>(best);
   }
-  size_t from = std::min<size_t>(args.offset, s.merged_.size());
+  size_t from = std::min<size_t>(offset, s.merged_.size());
   r.stories = std::span<const hit>(s.merged_.data() + from, s.merged_.size() - from);
   return r;
+}
+
+void backend::render_hit(const hit& h, json_out& out, const remote_query* remote) const {
+  if (h.shard < shards_.size()) {
+    shards_[h.shard]->render_story(h.doc, false, out);
+    return;
+  }
+  const uint32_t j = h.shard - static_cast<uint32_t>(shards_.size());
+  TOLLGATE_CHECK(remote != nullptr && j < remote->remotes());
+  out.raw(remote->st_->answers[j].json(h.doc));
 }
 
 void backend::render(const search_result& r, json_out& out) const {
@@ -209,7 +283,7 @@ void backend::render(const search_result& r, json_out& out) const {
       out.raw(",");
     }
     first = false;
-    shards_[h.shard]->render_story(h.doc, false, out);
+    render_hit(h, out, r.remote);
   }
   out.raw("]");
   if (r.partial()) {
@@ -222,25 +296,51 @@ void backend::render(const search_result& r, json_out& out) const {
   out.raw("}");
 }
 
-result<story_ref, errc> backend::find_story(std::string_view id) const {
-  if (shards_.empty()) {
+result<story_ref, errc> backend::find_story(std::string_view id,
+                                            const remote_query* remote) const {
+  const uint32_t nl = static_cast<uint32_t>(shards_.size());
+  bool local_failed = false;
+  if (nl > 0) {
+    uint32_t slot = shard_of(id, nl);
+    auto r = shards_[slot]->find(id);
+    if (r) {
+      return story_ref{slot, *r};
+    }
+    if (remote_ == 0) {
+      return unexpected(r.error());
+    }
+    local_failed = r.error() == errc::unavailable;
+  }
+  if (remote_ == 0 || remote == nullptr || !remote->is_story() ||
+      remote->remotes() != remote_ || !remote->matches_story(id)) {
     return unexpected(errc::unavailable);
   }
-  uint32_t slot = shard_of(id, static_cast<uint32_t>(shards_.size()));
-  auto r = shards_[slot]->find(id);
-  if (!r) {
-    return unexpected(r.error());
+  bool all_absent = !local_failed;
+  for (uint32_t j = 0; j < remote_; ++j) {
+    const remote_query::answer& a = remote->st_->answers[j];
+    if (a.story == remote_query::answer::story_state::found) {
+      return story_ref{nl + j, 0};
+    }
+    if (a.story != remote_query::answer::story_state::absent) {
+      all_absent = false;
+    }
   }
-  return story_ref{slot, *r};
+  return unexpected(all_absent ? errc::not_found : errc::unavailable);
 }
 
-void backend::render_story(story_ref ref, json_out& out) const {
-  shards_[ref.shard]->render_story(ref.doc, true, out);
+void backend::render_story(story_ref ref, json_out& out, const remote_query* remote) const {
+  if (ref.shard < shards_.size()) {
+    shards_[ref.shard]->render_story(ref.doc, true, out);
+    return;
+  }
+  const uint32_t j = ref.shard - static_cast<uint32_t>(shards_.size());
+  TOLLGATE_CHECK(remote != nullptr && j < remote->remotes());
+  out.raw(remote->st_->answers[j].json(0));
 }
 
 result<void, errc> backend::search_stories(const query_args& args, scratch& s, out_buffer& out,
-                                           bool nested) const {
-  auto r = search(args, s);
+                                           bool nested, const remote_query* remote) const {
+  auto r = search(args, s, remote);
   if (!r) {
     return unexpected(r.error());
   }
@@ -249,13 +349,14 @@ result<void, errc> backend::search_stories(const query_args& args, scratch& s, o
   return {};
 }
 
-result<void, errc> backend::get_story(std::string_view id, out_buffer& out, bool nested) const {
-  auto r = find_story(id);
+result<void, errc> backend::get_story(std::string_view id, out_buffer& out, bool nested,
+                                      const remote_query* remote) const {
+  auto r = find_story(id, remote);
   if (!r) {
     return unexpected(r.error());
   }
   json_out j(out, nested);
-  render_story(*r, j);
+  render_story(*r, j, remote);
   return {};
 }
 

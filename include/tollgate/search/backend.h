@@ -1,7 +1,11 @@
 // search::backend: the story-search service behind search_stories and get_story, for MCP and
-// REST alike. It fans a query out over its shards (in-process now, remote later), merges their
-// answers deterministically and renders the payload through json_out, so the MCP text block
-// (nested) and the REST body (raw) are the same bytes once unescaped.
+// REST alike. It fans a query out over its shards, merges their answers deterministically and
+// renders the payload through json_out, so the MCP text block (nested) and the REST body (raw)
+// are the same bytes once unescaped.
+//
+// Slots: 0..L-1 are in-process shards (shard_source), L..L+R-1 remote shard nodes (the fleet,
+// fleet.h). The backend never does I/O: a remote slot's answer arrives in a remote_query that
+// the caller filled beforehand; without one, remote slots count as not answered.
 //
 // Typical use (one scratch per core, created at start-up):
 //   auto b = search::load_sample(4);                 // or load_jsonl_file(...)
@@ -10,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,18 +29,25 @@
 
 namespace tollgate::search {
 
+class backend;
+class remote_query;
+struct fleet_scratch;  // the shard node's request parsing state (src/search/fleet_impl.h)
+
 /// Per-core state for queries: plan storage, per-shard answers, merge buffers, the in-process
 /// shards' workspace. Shard-local. Reaches its working size after a few queries; from then on a
 /// query allocates nothing.
 class scratch {
  public:
-  explicit scratch(size_t shard_count);
+  /// `shard_count` slots, the first `local_count` of them in-process (all by default).
+  explicit scratch(size_t shard_count, size_t local_count = SIZE_MAX);
   ~scratch();
   scratch(const scratch&) = delete;
   scratch& operator=(const scratch&) = delete;
 
  private:
   friend class backend;
+  friend int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
+                                 std::string_view path, std::string_view body, out_buffer& out);
   out_buffer token_chars_;
   std::vector<std::string_view> terms_;
   std::vector<double> idf_;
@@ -45,53 +58,95 @@ class scratch {
   std::vector<uint8_t> answered_;
   std::vector<uint32_t> heads_;
   std::vector<hit> merged_;
+  std::vector<std::span<const hit>> lists_;  // per slot: its answer's hits, best first
   std::unique_ptr<shard_workspace> ws_;
+  std::unique_ptr<fleet_scratch> fleet_;  // created by the first fleet request served
 };
 
 /// A search outcome; views valid until the next search with the same scratch.
 struct search_result {
   uint64_t total = 0;
   std::span<const hit> stories;  ///< the page: [offset, offset + limit) of the ranking
-  uint32_t answered = 0;         ///< shards that answered
-  uint32_t shards = 0;           ///< shards asked
+  uint32_t answered = 0;         ///< shards that answered (local and remote slots)
+  uint32_t shards = 0;           ///< shards asked (local and remote slots)
+  const remote_query* remote = nullptr;  ///< holds the remote hits' stories (may be null)
   bool partial() const noexcept { return answered < shards; }
 };
 
-/// Identifies a story for rendering.
+/// Identifies a story for rendering: slot and shard-local handle (for a remote slot L + r, the
+/// story is the one remote r sent in the remote_query).
 struct story_ref {
   uint32_t shard;
   uint32_t doc;
 };
 
-/// Thread-safe: read-only after construction; each core uses its own scratch.
+/// Thread-safe: read-only after construction; each core uses its own scratch (and its own
+/// remote_query objects).
 class backend {
  public:
-  /// Takes the shards in slot order (slot i holds the ids with shard_of(id, n) == i) and
-  /// finalizes them with the corpus-wide statistics.
-  explicit backend(std::vector<std::unique_ptr<shard_source>> shards);
+  /// Takes the in-process shards in slot order (slot i holds the ids with shard_of(id, L) == i)
+  /// and finalizes them with their summed statistics; `remote_slots` remote shard nodes follow
+  /// them as slots L..L+R-1 (remote r = slot L + r).
+  explicit backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots = 0);
   ~backend();
 
-  size_t shard_count() const noexcept { return shards_.size(); }
+  /// All slots: local + remote.
+  size_t shard_count() const noexcept { return shards_.size() + remote_; }
+  size_t local_count() const noexcept { return shards_.size(); }
+  size_t remote_count() const noexcept { return remote_; }
+  /// Stories in the in-process shards.
   uint64_t story_count() const noexcept { return global_.docs; }
+  /// The in-process shards' summed statistics.
+  shard_stats local_stats() const noexcept { return global_; }
   std::unique_ptr<scratch> make_scratch() const;
 
-  /// Runs a search. Precondition: validate(args) passed. unavailable when no shard answered.
-  result<search_result, errc> search(const query_args& args, scratch& s) const;
+  /// Runs a search. Precondition: validate(args) passed. unavailable when no slot answered.
+  /// `remote`: the fan-out done for exactly these args (remote_query::start_search, both
+  /// phases); its idf (local + answered remote document frequencies) ranks the local shards
+  /// too, and the remotes that answered phase 2 join the merge. Null (or a remote_query started
+  /// for other args): every remote slot counts as not answered. The result's views (and its
+  /// remote hits) stay valid until the next search with `s` and while `remote` is not reused.
+  result<search_result, errc> search(const query_args& args, scratch& s,
+                                     const remote_query* remote = nullptr) const;
   /// Writes {"total":N,"stories":[...]} (plus "partial" and "shards" when partial).
   void render(const search_result& r, json_out& out) const;
-  /// Looks a story up by id: not_found, or unavailable when its shard did not answer.
-  result<story_ref, errc> find_story(std::string_view id) const;
-  /// Writes the get_story payload: the story with its text.
-  void render_story(story_ref ref, json_out& out) const;
+  /// Looks a story up by id: the local shards first; then, with remote slots, the answers of
+  /// `remote` (started for this id): found there, not_found when every remote answered 404
+  /// (and no local shard failed), else unavailable.
+  result<story_ref, errc> find_story(std::string_view id,
+                                     const remote_query* remote = nullptr) const;
+  /// Writes the get_story payload: the story with its text (for a remote slot, the story JSON
+  /// as received from `remote`, which must be the one passed to find_story).
+  void render_story(story_ref ref, json_out& out, const remote_query* remote = nullptr) const;
 
   /// search() + render() into `out` (nothing written on error).
   result<void, errc> search_stories(const query_args& args, scratch& s, out_buffer& out,
-                                    bool nested) const;
+                                    bool nested, const remote_query* remote = nullptr) const;
   /// find_story() + render_story() into `out` (nothing written on error).
-  result<void, errc> get_story(std::string_view id, out_buffer& out, bool nested) const;
+  result<void, errc> get_story(std::string_view id, out_buffer& out, bool nested,
+                               const remote_query* remote = nullptr) const;
+
+  // ---- pieces for the fleet (fleet.cc) ----
+
+  /// Adds the in-process shards' document frequencies of each term into df[i]; answered[i]
+  /// (when given, one per local shard) says which shards answered. False if one did not.
+  bool add_local_doc_freqs(std::span<const std::string_view> terms, uint64_t* df,
+                           uint8_t* answered = nullptr) const;
+  /// Shard node, phase 2: searches the in-process shards with a given plan (terms, idf,
+  /// phrases, filters, k from the gateway) and merges their best plan.k hits (stories = all of
+  /// them; no offset). unavailable when no local shard answered.
+  result<search_result, errc> search_plan(const query_plan& plan, scratch& s) const;
+  /// Writes a hit's story as in search results (no text).
+  void render_hit(const hit& h, json_out& out, const remote_query* remote = nullptr) const;
 
  private:
+  // Fans `plan` out over the local shards whose s.answered_ flag is set and the remotes that
+  // answered phase 2 of `remote`, then merges the best plan.k; the page starts at `offset`.
+  result<search_result, errc> fan_out(const query_plan& plan, uint32_t offset, scratch& s,
+                                      const remote_query* remote) const;
+
   std::vector<std::unique_ptr<shard_source>> shards_;
+  uint32_t remote_ = 0;
   shard_stats global_;
 };
 

@@ -41,6 +41,9 @@ inline constexpr std::string_view search_path = "/fleet/v1/search";
 inline constexpr std::string_view story_prefix = "/fleet/v1/stories/";
 /// Lower-case, as http::request::header_value() looks names up.
 inline constexpr std::string_view secret_header = "x-tollgate-fleet-secret";
+/// Appends story_prefix + the id percent-encoded (every byte but A-Z a-z 0-9 - . _ ~), the
+/// path of a story request; the shard node decodes it (plain ids pass through unchanged).
+void write_story_path(std::string_view id, out_buffer& out);
 }  // namespace fleet_wire
 
 /// Shard node side: answers one fleet request (method, path without query, body) against the
