@@ -250,15 +250,17 @@ export async function prepare({ keys = {}, plans = DEFAULT_PLANS, quota, extraCo
  */
 export async function start({
   keys = {}, plans = DEFAULT_PLANS, quota, extraConfig = '', threads = 2, prepared,
-  startTimeoutMs = 90000, extraArgs = [],
+  startTimeoutMs = 90000, extraArgs = [], corpusArgs = ['--sample'], listen = '127.0.0.1:0',
 } = {}) {
+  // corpusArgs: what to serve (e.g. ['--corpus', FILE], or [] for the binary's default);
+  // listen: HOST:PORT (a fixed port to come back on after a restart).
   const prep = prepared ?? await prepare({ keys, plans, quota, extraConfig });
   const { dataDir: dir, configPath } = prep;
   const made = prep.keys;
   const keyOutputs = prep.keyOutputs;
   const keyAccounts = prep.keyAccounts;
-  const args = ['serve', '--config', configPath, '--listen', '127.0.0.1:0', '--threads', String(threads),
-    '--data-dir', dir, '--sample', ...extraArgs];
+  const args = ['serve', '--config', configPath, '--listen', listen, '--threads', String(threads),
+    '--data-dir', dir, ...corpusArgs, ...extraArgs];
   const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let err = '';
@@ -275,11 +277,32 @@ export async function start({
     s.keyAccounts = keyAccounts;
     s.prepared = prep;
     s.stdoutText = () => out;
+    s.startOptions = { threads, startTimeoutMs, extraArgs, corpusArgs };
     return s;
   } catch (e) {
     try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
     live.delete(child);
     throw e;
+  }
+}
+
+/**
+ * Starts `server` again (after stop() or kill9()) with the same data dir, config, arguments and
+ * port; resolves the new Server. A bind refused while the old socket lingers is retried until
+ * timeoutMs.
+ */
+export async function restart(server, { timeoutMs = 15000 } = {}) {
+  if (server.child.exitCode === null && server.child.signalCode === null) {
+    throw new Error(`restart: pid ${server.pid} is still running; stop() or kill9() it first`);
+  }
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await start({ ...server.startOptions, prepared: server.prepared, listen: `127.0.0.1:${server.port}` });
+    } catch (e) {
+      if (Date.now() > end) throw new Error(`restart on port ${server.port} failed for ${timeoutMs} ms: ${e.message}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
 }
 
