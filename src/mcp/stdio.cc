@@ -6,28 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tollgate/common/fd_io.h"
 #include "tollgate/common/log.h"
 #include "tollgate/mcp/endpoint.h"
 
 namespace tollgate::mcp {
-namespace {
-
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-}  // namespace
 
 int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd) {
   out_buffer in(64 * 1024);
@@ -77,7 +60,7 @@ int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd) {
       start = scan = end + 1;
     }
     if (!out.empty()) {
-      if (!write_all(out_fd, out.data(), out.size())) {
+      if (write_all(out_fd, {out.data(), out.size()}) != out.size()) {
         log_error("stdio: write failed: {}", std::strerror(errno));
         return 1;
       }

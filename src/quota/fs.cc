@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "tollgate/common/fd_io.h"
+
 namespace tollgate::quota::fs {
 
 result<void, std::string> ensure_dir(const std::string& path) {
@@ -68,30 +70,13 @@ result<std::string, std::string> read_file(const std::string& path, bool* missin
   return data;
 }
 
-namespace {
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-}  // namespace
-
 result<void, std::string> write_file_atomic(const std::string& path, std::string_view data) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     return unexpected(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
   }
-  if (!write_all(fd, data.data(), data.size()) || ::fsync(fd) != 0) {
+  if (write_all(fd, data) != data.size() || ::fsync(fd) != 0) {
     int e = errno;
     ::close(fd);
     ::unlink(tmp.c_str());

@@ -38,6 +38,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -49,6 +50,7 @@
 #include "quota/journal.h"
 #include "quota/state.h"
 #include "tollgate/common/assert.h"
+#include "tollgate/common/fd_io.h"
 #include "tollgate/common/log.h"
 #include "tollgate/quota/civil.h"
 
@@ -443,24 +445,16 @@ void core_shard::fill_quota(const key_record& k, int64_t now_ns, figures& f) con
 }
 
 bool core_shard::write_buffer(out_buffer& b) noexcept {
-  size_t done = 0;
-  while (done < b.size()) {
-    ssize_t w = ::write(journal_fd_, b.data() + done, b.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      journal_size_ += done;
-      unsynced_bytes_ += done;
-      b.consume(done);
-      ++journal_errors_;
-      log_error("usage journal write failed on core {}: {}", index_, std::strerror(errno));
-      return false;
-    }
-    done += static_cast<size_t>(w);
-  }
+  const size_t done = write_all(journal_fd_, {b.data(), b.size()});
   journal_size_ += done;
   unsynced_bytes_ += done;
+  if (done != b.size()) {
+    const int e = errno;
+    b.consume(done);
+    ++journal_errors_;
+    log_error("usage journal write failed on core {}: {}", index_, std::strerror(e));
+    return false;
+  }
   b.clear();
   return true;
 }
