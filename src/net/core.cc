@@ -86,6 +86,10 @@ struct conn {
   bool paused = false;            // parsing paused: too much unsent output
   bool recv_cancelled = false;    // the armed recv was cancelled because input paused
   bool held_listed = false;       // in core::held_ (kept across a slot's reuse until swept)
+  bool deferred = false;          // a deferred request waits at the front of `in`
+  bool resume_queued = false;     // in core::resumed_ (resume() accepted, not delivered yet)
+  uint32_t saved = UINT32_MAX;    // the deferred request's parsed form (core::saved_)
+  uint32_t req_id = 0;            // the request being handled or deferred (deferral_token::gen)
   size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)
   uint8_t list = kNoList;
   uint32_t prev = UINT32_MAX;
@@ -119,6 +123,11 @@ core::~core() {
   for (conn& c : conns_) {
     if (c.fd >= 0) {
       ::close(c.fd);
+    }
+  }
+  for (up_conn& u : up_conns_) {
+    if (u.fd >= 0) {
+      ::close(u.fd);
     }
   }
   if (ring_ok_) {
@@ -214,6 +223,8 @@ result<void, std::string> core::setup() {
   }
   dirty_.reserve(opts_.max_connections);
   held_.reserve(opts_.max_connections);
+  resumed_.reserve(opts_.max_connections);
+  resumed_work_.reserve(opts_.max_connections);
   timeout_ns_[kListHeader] = int64_t{opts_.header_timeout_ms} * kMs;
   timeout_ns_[kListIdle] = int64_t{opts_.idle_timeout_ms} * kMs;
   timeout_ns_[kListLinger] = int64_t{opts_.linger_timeout_ms} * kMs;
@@ -247,11 +258,28 @@ void core::read_clocks() noexcept {
 
 void core::run() {
   read_clocks();
+  handler_->attach(*this);
+  attached_ = true;
+  // Every connection the caps allow, so the pool never grows (or moves) while fetching.
+  up_conns_.reserve(upstreams_.size() * kMaxUpstreamConns);
+  up_free_.reserve(upstreams_.size() * kMaxUpstreamConns);
+  heap_.reserve(upstreams_.size() * kMaxUpstreamConns);
+  for (upstream& u : upstreams_) {
+    u.idle.reserve(kMaxUpstreamConns);
+  }
+  read_clocks();
   next_tick_ = now_mono_ + kTickNs;
   arm_wake();
   maybe_arm_accept();
   while (!done()) {
-    int64_t wait_ns = next_tick_ - now_mono_;
+    int64_t wake_at = next_tick_;
+    if (!heap_.empty() && up_conns_[heap_[0]].deadline < wake_at) {
+      wake_at = up_conns_[heap_[0]].deadline;
+    }
+    if (!resumed_.empty() || !replies_.empty()) {
+      wake_at = now_mono_;  // work queued for the next pass: do not sleep
+    }
+    int64_t wait_ns = wake_at - now_mono_;
     if (wait_ns < 0) {
       wait_ns = 0;
     }
@@ -283,9 +311,12 @@ void core::run() {
     io_uring_cq_advance(&ring_, n);
     bump(stats_.completions, n);
 
+    deliver_queued_replies();
+    expire_fetches();
     if (!draining_ && stop_.load(std::memory_order_relaxed)) {
       begin_drain();
     }
+    process_resumes();
     if (now_mono_ >= next_tick_) {
       tick();
       next_tick_ = now_mono_ + kTickNs;
@@ -304,6 +335,7 @@ void core::run() {
     }
     bump(stats_.loop_passes);
   }
+  teardown_upstreams();
   finish_journal();
 }
 
@@ -329,6 +361,11 @@ void core::on_cqe(const io_uring_cqe& cqe) {
       return;
     case op::journal_sync:
       on_journal_sync(cqe.res);
+      return;
+    case op::up_connect:
+    case op::up_send:
+    case op::up_recv:
+      on_up_cqe(kind, cqe);
       return;
     case op::recv:
     case op::send: {
@@ -427,6 +464,7 @@ void core::open_conn(int fd) {
   c.state = conn_state::open;
   c.recv_armed = c.send_inflight = c.close_after_send = false;
   c.head_done = c.continue_sent = c.paused = c.recv_cancelled = false;  // `dirty`: dirty_ member
+  c.deferred = c.resume_queued = false;
   c.sent = 0;
   c.need = 0;
   c.ready = c.mark = 0;
@@ -524,6 +562,15 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
     return;
   }
   // EOF, reset or cancellation.
+  if (c.state == conn_state::open && c.deferred) {
+    if (c.resume_queued) {
+      // resume() already said yes: the request is delivered this pass, then the slot closes.
+      c.close_after_send = true;
+      return;
+    }
+    hard_close(c, idx);  // the client left while its request was deferred: resume() says no
+    return;
+  }
   if (c.state == conn_state::open && res == 0 && (c.send_inflight || !c.out.empty())) {
     // The peer half-closed after its last request: send what is pending, then close.
     c.close_after_send = true;
@@ -568,13 +615,14 @@ void core::on_data(conn& c, uint32_t idx, char* data, size_t n) {
   bool completed = false;
   if (c.in.empty()) {
     // Fast path: parse in the provided buffer; copy only an unparsed tail.
-    const size_t used = c.paused ? 0 : process(c, idx, data, n, completed);
+    const size_t used = (c.paused || c.deferred) ? 0 : process(c, idx, data, n, completed);
     if (used < n && !c.close_after_send) {
       append_in(c, data + used, n - used);
     }
   } else {
     append_in(c, data, n);
-    if (!c.paused && c.in.size() >= c.need) {  // else the known-length body is still arriving
+    // Else the known-length body is still arriving, or a deferred request blocks the rest.
+    if (!c.paused && !c.deferred && c.in.size() >= c.need) {
       const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
       c.in.consume(used);
     }
@@ -601,8 +649,16 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
       if (draining_) {
         req_.keep_alive = false;  // lets the handler write "Connection: close"
       }
-      const http::response_info info = handler_->handle(req_, c.out, now_real_);
+      c.req_id = next_req_id_++;
+      if (next_req_id_ == 0) {
+        next_req_id_ = 1;  // 0 never names a request
+      }
+      const http::response_info info = call_handler(c, idx, req_);
       bump(stats_.requests);
+      if (info.deferred) {
+        save_deferred(c, buf + off, r.consumed);
+        break;  // the request and everything after it stay (the caller keeps buf[off, len))
+      }
       off += r.consumed;
       mark_dirty(c, idx);
       if (info.close || !req_.keep_alive) {
@@ -640,6 +696,11 @@ void core::update_timer(conn& c, uint32_t idx, bool completed) {
   if (c.state != conn_state::open) {
     return;
   }
+  if (c.deferred) {
+    unlink(idx);  // the handler resumes it within its own deadline
+    c.head_timer = false;
+    return;
+  }
   if (c.in.empty() || c.paused || c.close_after_send) {
     link(idx, kListIdle);
     c.head_timer = false;
@@ -651,6 +712,173 @@ void core::update_timer(conn& c, uint32_t idx, bool completed) {
   } else {
     link(idx, kListHeader);
     c.head_timer = false;
+  }
+}
+
+// ---- deferred requests --------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kInternalError =
+    "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+// Moves a view that points into [from, from + len] to the same offset from `to`. `from` is only
+// an address: the bytes may have moved (provided buffer -> `in`, or `in` reallocated).
+void rebase(std::string_view& v, uintptr_t from, size_t len, const char* to) noexcept {
+  const auto p = reinterpret_cast<uintptr_t>(v.data());
+  if (p >= from && p <= from + len) {
+    v = std::string_view(to + (p - from), v.size());
+  }
+}
+
+void rebase(http::request& r, uintptr_t from, size_t len, const char* to) noexcept {
+  rebase(r.method, from, len, to);
+  rebase(r.target, from, len, to);
+  rebase(r.path, from, len, to);
+  rebase(r.query, from, len, to);
+  rebase(r.body, from, len, to);
+  for (size_t i = 0; i < r.num_headers; ++i) {
+    rebase(r.headers[i].name, from, len, to);
+    rebase(r.headers[i].value, from, len, to);
+  }
+}
+
+}  // namespace
+
+http::deferral_token core::defer() {
+  TOLLGATE_ASSERT(cur_idx_ != kNil && "defer() outside handle()");
+  if (cur_idx_ == kNil) {
+    return {};
+  }
+  defer_called_ = true;
+  return {cur_idx_, conns_[cur_idx_].req_id};
+}
+
+http::deferral_token core::current() const {
+  if (cur_idx_ == kNil) {
+    return {};
+  }
+  return {cur_idx_, conns_[cur_idx_].req_id};
+}
+
+bool core::resume(http::deferral_token t) {
+  if (t.slot >= conns_.size()) {
+    return false;
+  }
+  conn& c = conns_[t.slot];
+  if (c.state != conn_state::open || c.req_id != t.gen) {
+    return false;
+  }
+  // Deferred, or deferring right now (resume() from inside its own handle(), after defer()).
+  const bool deferring = t.slot == cur_idx_ && defer_called_;
+  if (!c.deferred && !deferring) {
+    return false;
+  }
+  if (!c.resume_queued) {
+    c.resume_queued = true;
+    resumed_.push_back(t.slot);
+  }
+  return true;
+}
+
+http::response_info core::call_handler(conn& c, uint32_t idx, const http::request& req) {
+  cur_idx_ = idx;
+  defer_called_ = false;
+  http::response_info info = handler_->handle(req, c.out, now_real_);
+  cur_idx_ = kNil;
+  if (info.deferred && defer_called_) {
+    return info;
+  }
+  c.resume_queued = false;  // resumed from inside handle() but answered after all
+  if (info.deferred) {
+    // Nothing could ever resume it (no token was taken): answer rather than hang.
+    TOLLGATE_ASSERT(false && "handle() returned deferred without calling defer()");
+    log_error("core {}: handler returned deferred without defer(); answering 500", index_);
+    c.out.append(kInternalError);
+    info = http::response_info{500, true, false};
+  }
+  return info;
+}
+
+void core::save_deferred(conn& c, const char* start, size_t len) {
+  uint32_t s;
+  if (!saved_free_.empty()) {
+    s = saved_free_.back();
+    saved_free_.pop_back();
+  } else {
+    s = static_cast<uint32_t>(saved_.size());
+    saved_.push_back(std::make_unique<saved_request>());  // pool growth (warm-up) only
+  }
+  saved_request& sr = *saved_[s];
+  sr.req = req_;
+  sr.base = reinterpret_cast<uintptr_t>(start);
+  sr.len = len;
+  c.saved = s;
+  c.deferred = true;
+  c.need = 0;
+  c.head_done = false;
+}
+
+void core::free_saved(conn& c) {
+  if (c.saved != kNil) {
+    saved_free_.push_back(c.saved);
+    c.saved = kNil;
+  }
+}
+
+// Delivers the requests resume()d so far. Resumes made meanwhile (by handle(), or on_upstream()
+// of nothing: fetch() never completes inline) join the next pass's batch, so one pass can never
+// loop on a handler that defers and resumes at once.
+void core::process_resumes() {
+  if (resumed_.empty()) {
+    return;
+  }
+  std::swap(resumed_, resumed_work_);
+  for (const uint32_t idx : resumed_work_) {
+    redeliver(idx);
+  }
+  resumed_work_.clear();
+}
+
+void core::redeliver(uint32_t idx) {
+  conn& c = conns_[idx];
+  if (c.state != conn_state::open || !c.deferred || !c.resume_queued) {
+    return;  // closed meanwhile (maybe reused), or listed twice
+  }
+  c.resume_queued = false;
+  c.deferred = false;
+  saved_request& sr = *saved_[c.saved];
+  rebase(sr.req, sr.base, sr.len, c.in.data());  // the request is at the front of `in`
+  sr.base = reinterpret_cast<uintptr_t>(c.in.data());
+  if (draining_) {
+    sr.req.keep_alive = false;
+  }
+  const http::response_info info = call_handler(c, idx, sr.req);
+  if (info.deferred) {
+    c.deferred = true;  // deferred again: same bytes, same saved request
+    return;
+  }
+  const bool keep_alive = sr.req.keep_alive;
+  const size_t len = sr.len;
+  free_saved(c);
+  c.in.consume(len);
+  mark_dirty(c, idx);
+  bool completed = true;
+  if (info.close || !keep_alive || c.close_after_send) {
+    c.close_after_send = true;
+  } else if (c.out.size() >= kOutHighWater) {
+    pause_input(c, idx);
+  } else if (!c.in.empty()) {
+    // The requests pipelined behind it, in order (one of them may defer in turn).
+    const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
+    c.in.consume(used);
+  }
+  if (c.close_after_send) {
+    c.in.clear();
+  }
+  update_timer(c, idx, completed);
+  if (!c.recv_armed && wants_input(c) && !c.close_after_send) {
+    arm_recv(c, idx);
   }
 }
 
@@ -885,9 +1113,10 @@ void core::on_journal_sync(int res) {
 }
 
 // At exit: the handler's bytes must not stay "in flight" for ever (its shutdown path writes
-// what is left with write(2)), so wait a bounded time for the last write and sync.
+// what is left with write(2)), so wait a bounded time for the last write and sync, and for the
+// cancelled operations of upstream connections (their buffers are ours).
 void core::finish_journal() {
-  for (int i = 0; i < 50 && (journal_inflight_ || sync_inflight_); ++i) {
+  for (int i = 0; i < 50 && (journal_inflight_ || sync_inflight_ || up_ops_ > 0); ++i) {
     __kernel_timespec ts{};
     ts.tv_nsec = 100 * kMs;
     io_uring_cqe* first = nullptr;
@@ -901,6 +1130,8 @@ void core::finish_journal() {
         on_journal_write(cqe->res);
       } else if (kind == op::journal_sync) {
         on_journal_sync(cqe->res);
+      } else if (kind == op::up_connect || kind == op::up_send || kind == op::up_recv) {
+        on_up_cqe(kind, *cqe);  // closing (teardown): releases the connection
       } else if (kind == op::recv && (cqe->flags & IORING_CQE_F_BUFFER) != 0) {
         return_buffer(static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT));
       }
@@ -952,6 +1183,8 @@ void core::maybe_release(conn& c, uint32_t idx) {
   c.out.clear();
   c.sending.clear();
   c.ready = c.mark = 0;
+  free_saved(c);
+  c.deferred = c.resume_queued = false;
   if (c.in.capacity() > kKeepInCapacity) {
     c.in = out_buffer();
   }
@@ -1019,6 +1252,7 @@ void core::tick() {
       hard_close(conns_[idx], idx);
     }
   }
+  sweep_idle_upstreams();
   if (draining_ && now_mono_ >= drain_deadline_) {
     for (uint32_t idx = 0; idx < conns_.size(); ++idx) {
       if (conns_[idx].state == conn_state::open || conns_[idx].state == conn_state::lingering) {
@@ -1029,8 +1263,9 @@ void core::tick() {
 }
 
 // stop(): no more accepts; idle connections close now; a connection with a request in flight
-// closes after that request's response (keep_alive is cleared for it); everything left at
-// shutdown_timeout is closed hard.
+// closes after that request's response (keep_alive is cleared for it); a deferred request (its
+// bytes are in `in`) is answered likewise once resumed, and fetches keep running meanwhile;
+// everything left at shutdown_timeout is closed hard.
 void core::begin_drain() {
   draining_ = true;
   drain_deadline_ = now_mono_ + int64_t{opts_.shutdown_timeout_ms} * kMs;

@@ -1,16 +1,35 @@
-// One core of the engine: its ring, provided buffer ring, connection slot pool and event loop.
-// Shard-local: every member is touched only by the core's own thread, except wake_fd() (written
-// by server::stop() from any thread) and the stop flag it reads.
+// One core of the engine: its ring, provided buffer ring, connection slot pool, outbound
+// upstream connections and event loop. Shard-local: every member is touched only by the core's
+// own thread, except wake_fd() (written by server::stop() from any thread) and the stop flag it
+// reads. The core is also its handler's http::engine_io (deferred requests, fetch()).
 //
 // Loop pass, in order:
 //   1. io_uring_submit_and_wait_timeout(): the pass's one submit (SQEs queued by the previous
-//      pass) and the wait for at least one CQE or the next 100 ms tick.
+//      pass) and the wait for at least one CQE, the next 100 ms tick or the earliest fetch
+//      deadline, whichever comes first (no wait at all while resumes or replies are queued).
 //   2. Reap every CQE: accepts open slots, receives are parsed in place and answered by the
-//      handler into the connection's output buffer, send completions advance or finish.
-//   3. On a tick: handler::on_tick(), then expire the header, idle and linger timer lists.
-//   4. handler::before_send(), then the journal step (below), then queue one send per
+//      handler into the connection's output buffer, send completions advance or finish;
+//      upstream connect/send/recv completions advance their fetch, and a finished fetch calls
+//      handler::on_upstream() right here (which may call resume(): only queued, see 4).
+//   3. Upstream replies queued by fetch() itself (immediate failures: -EAGAIN, -ETIMEDOUT, ...)
+//      are delivered, then fetches whose deadline passed get -ETIMEDOUT (their connection closes).
+//   4. stop() seen: begin the drain. Then every request resume()d so far is delivered again to
+//      handle() (never from inside resume()); resumes made during this step wait for the next
+//      pass. After an answered re-delivery the connection's later pipelined requests go on.
+//   5. On a tick: handler::on_tick(), then expire the header, idle and linger timer lists, and
+//      close upstream connections idle for 30 s.
+//   6. handler::before_send(), then the journal step (below), then queue one send per
 //      connection with output the journal step released.
-//   5. Re-arm or cancel accept (cap, back-off, drain) and hand consumed buffers back.
+//   7. Re-arm or cancel accept (cap, back-off, drain) and hand consumed buffers back.
+// After the loop (every client connection closed): fetches still in flight get -ECANCELED.
+//
+// Deferred requests (engine_io::defer): handle() keeps the request; its bytes (and any pipelined
+// bytes after it) stay at the front of the slot's reassembly buffer `in`, the parsed request is
+// kept (rebased onto `in`, since a chunked body was decoded in place and cannot be parsed
+// twice), nothing further of the connection is parsed, and it sits on no timer list (the
+// handler resumes it within its own deadline). Its receive stays armed: a peer EOF or error
+// closes it (resume() then returns false) unless a resume is already queued, in which case the
+// request is delivered first and the connection closes after its answer.
 //
 // Journal step (durability before sending): when no journal write is in flight, the handler's
 // journal_pending() batch (the bytes billed so far) is queued as one IORING_OP_WRITE in this
@@ -25,6 +44,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +55,7 @@
 #include "tollgate/http/request.h"
 #include "tollgate/net/features.h"
 #include "tollgate/net/server.h"
+#include "net/upstream.h"
 
 namespace tollgate::net::detail {
 
@@ -44,13 +65,22 @@ inline constexpr size_t kPadding = 64;
 
 struct conn;
 
-class core {
+class core final : public http::engine_io {
  public:
   core(int index, const server_options& opts, const features& feat, int listen_fd,
        std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop);
   ~core();
   core(const core&) = delete;
   core& operator=(const core&) = delete;
+
+  // http::engine_io (see handler.h).
+  http::deferral_token defer() override;
+  http::deferral_token current() const override;
+  bool resume(http::deferral_token t) override;
+  uint32_t add_upstream(std::string_view host, uint16_t port) override;
+  void fetch(uint32_t u, std::string_view request, uint64_t tag,
+             int64_t deadline_mono_ns) override;
+  int64_t now_mono() const override { return now_mono_; }
 
   /// The eventfd that server::stop() writes to wake this core.
   int wake_fd() const noexcept { return wake_fd_; }
@@ -61,7 +91,10 @@ class core {
   void run();
 
  private:
-  enum class op : uint8_t { accept = 1, recv, send, wake, cancel, journal_write, journal_sync };
+  enum class op : uint8_t {
+    accept = 1, recv, send, wake, cancel, journal_write, journal_sync,
+    up_connect, up_send, up_recv,  // upstream connection operations (upstream.cc)
+  };
   static constexpr uint32_t kNil = UINT32_MAX;
 
   io_uring_sqe* get_sqe();
@@ -96,6 +129,36 @@ class core {
   void finish_journal();
   void submit_send(conn& c, uint32_t idx);
   void return_buffer(uint16_t bid);
+
+  // Deferred requests.
+  http::response_info call_handler(conn& c, uint32_t idx, const http::request& req);
+  void save_deferred(conn& c, const char* start, size_t len);
+  void free_saved(conn& c);
+  void process_resumes();
+  void redeliver(uint32_t idx);
+
+  // Upstreams (upstream.cc).
+  uint64_t up_data(op kind, uint32_t idx) const noexcept;
+  void on_up_cqe(op kind, const io_uring_cqe& cqe);
+  int open_up(uint32_t u, uint32_t& idx);
+  void start_fetch(uint32_t idx, uint64_t tag, int64_t deadline, bool reused, bool retried);
+  void submit_up_send(uint32_t idx);
+  void arm_up_recv(uint32_t idx);
+  void on_up_data(uint32_t idx);
+  void up_failed(uint32_t idx, int err);
+  void fail_fetch(uint32_t idx, int err);
+  void deliver_response(uint32_t idx, size_t body_len);
+  void close_up(uint32_t idx);
+  void release_up(uint32_t idx);
+  void queue_reply(uint64_t tag, int error);
+  void deliver_queued_replies();
+  void expire_fetches();
+  void sweep_idle_upstreams();
+  void teardown_upstreams();
+  void heap_push(uint32_t idx);
+  void heap_remove(uint32_t idx);
+  void heap_sift(uint32_t pos);
+  void heap_set(uint32_t pos, uint32_t idx);
 
   void hard_close(conn& c, uint32_t idx);
   void graceful_close(conn& c, uint32_t idx);
@@ -166,6 +229,36 @@ class core {
   int64_t next_tick_ = 0;
   size_t max_in_ = 0;
   http::request req_;
+
+  // Deferred requests.
+  struct saved_request {
+    http::request req;   // views into the request's bytes, which start at `base`
+    uintptr_t base = 0;  // an address only (the bytes may have moved since); see rebase()
+    size_t len = 0;      // the request's bytes on the wire
+  };
+  uint32_t cur_idx_ = kNil;     // the slot whose request handle() is answering now
+  bool defer_called_ = false;   // defer() was called during that handle()
+  uint32_t next_req_id_ = 1;    // identifies a request in its deferral_token
+  std::vector<std::unique_ptr<saved_request>> saved_;  // pool; capacity kept
+  std::vector<uint32_t> saved_free_;
+  std::vector<uint32_t> resumed_;       // slots resume()d, delivered in the next resume step
+  std::vector<uint32_t> resumed_work_;  // the batch being delivered
+
+  // Upstreams.
+  struct queued_reply {
+    uint64_t tag;
+    int error;
+  };
+  std::deque<upstream> upstreams_;      // grows only in attach(); elements never move
+  std::vector<up_conn> up_conns_;       // reserved at attach(): grows only past the caps
+  std::vector<uint32_t> up_free_;
+  std::vector<uint32_t> heap_;          // fetches in flight, a min-heap by deadline
+  std::vector<queued_reply> replies_;       // failures found inside fetch(), delivered later
+  std::vector<queued_reply> replies_work_;
+  out_buffer retry_req_;                // a request moving to a fresh connection
+  uint32_t up_ops_ = 0;                 // upstream operations in flight
+  bool attached_ = false;               // attach() returned: add_upstream() is closed
+  bool tearing_down_ = false;           // the loop ended: fetch() fails with -ECANCELED
 };
 
 }  // namespace tollgate::net::detail
