@@ -717,6 +717,14 @@ bool remote_query::on_story(uint32_t r, int status, std::string_view body) {
   return true;
 }
 
+std::span<const std::string_view> remote_query::terms() const noexcept {
+  return story_ ? std::span<const std::string_view>() : std::span<const std::string_view>(st_->terms);
+}
+
+std::span<const double> remote_query::idf() const noexcept {
+  return st_->df_done ? std::span<const double>(st_->idf) : std::span<const double>();
+}
+
 bool remote_query::matches(const query_args& args) const noexcept {
   if (story_ || args.query != args_.query || args.limit != args_.limit ||
       args.offset != args_.offset || args.since != args_.since || args.until != args_.until ||

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,10 @@ class remote_query {
   bool on_search(uint32_t r, int status, std::string_view body);
   /// A story answer: 200 (found; the story is copied), 404 (not there), anything else: failed.
   bool on_story(uint32_t r, int status, std::string_view body);
+
+  /// The planned terms (distinct, in query order) and, after finish_df(), their global idf.
+  std::span<const std::string_view> terms() const noexcept;
+  std::span<const double> idf() const noexcept;
 
   /// Whether this object was started for exactly these arguments / this id.
   bool matches(const query_args& args) const noexcept;
