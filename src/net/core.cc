@@ -629,7 +629,7 @@ void core::on_data(conn& c, uint32_t idx, char* data, size_t n) {
   }
   if (c.close_after_send) {
     c.in.clear();
-  } else if (c.in.size() > max_in_) {
+  } else if (c.in.size() > max_in_ && !c.resume_queued) {  // (a queued resume goes first)
     hard_close(c, idx);  // pipelining far ahead without reading the answers
     return;
   }

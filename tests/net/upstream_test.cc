@@ -96,6 +96,9 @@ class gw_handler : public http::handler {
         return answer(j, req, out);
       }
     }
+    if (again_left_ > 0 && again_.slot == cur.slot && again_.gen == cur.gen) {
+      return defer_again(req, out);  // a re-delivery of /again
+    }
     if (hold_active_ && hold_.slot == cur.slot && hold_.gen == cur.gen) {
       hold_active_ = false;
       write_response(out, req, "held");
@@ -126,6 +129,12 @@ class gw_handler : public http::handler {
                    deadline);
       }
       return {200, false, true};
+    }
+    if (path.substr(0, 7) == "/again/") {
+      again_left_ = static_cast<int>(parse_num(path.substr(7))) + 1;
+      again_ok_ = true;
+      again_ = io_->current();
+      return defer_again(req, out);
     }
     if (path == "/hold") {
       hold_ = io_->defer();
@@ -203,6 +212,18 @@ class gw_handler : public http::handler {
   }
   void release(job& j) { j.active = false; }
 
+  // /again/<k>: deferred k times, each time resumed from inside handle() itself (right after
+  // defer()), then answered with whether every token matched and every resume() said yes.
+  http::response_info defer_again(const http::request& req, out_buffer& out) {
+    if (--again_left_ == 0) {
+      write_response(out, req, again_ok_ ? "again ok" : "again failed");
+      return {200, !req.keep_alive};
+    }
+    const http::deferral_token t = io_->defer();
+    again_ok_ = again_ok_ && t.slot == again_.slot && t.gen == again_.gen && io_->resume(t);
+    return {200, false, true};
+  }
+
   http::response_info answer(job& j, const http::request& req, out_buffer& out) {
     scratch_.clear();
     scratch_.append("err=");
@@ -233,6 +254,9 @@ class gw_handler : public http::handler {
   out_buffer request_;
   out_buffer scratch_;
   http::deferral_token hold_;
+  http::deferral_token again_;
+  int again_left_ = 0;
+  bool again_ok_ = true;
   bool hold_active_ = false;
   uint64_t count_ = 0;
   uint64_t at_first_ = 0;
@@ -420,6 +444,23 @@ TEST(net_upstream_test, keeps_pipelined_requests_in_order_behind_deferred_ones) 
     ASSERT_TRUE(r.has_value()) << w;
     EXPECT_EQ(r->body, w);
   }
+}
+
+TEST(net_upstream_test, defers_a_request_again_on_its_redelivery) {
+  // Verifies a re-delivered request may be deferred again (resumed from inside handle() each
+  // time, never delivered re-entrantly) and requests pipelined behind it still keep their order.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  gw_shared g;
+  auto gw = start_gateway(g);
+  ASSERT_TRUE(gw);
+  client c(gw->port());
+  ASSERT_TRUE(c.send_all(get("/again/3") + get("/next")));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "again ok");
+  auto n = c.read_response();
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->body, "/next|");
 }
 
 TEST(net_upstream_test, times_out_a_hanging_upstream) {

@@ -23,8 +23,8 @@ struct response_info {
   bool deferred = false;  ///< handle() called engine_io::defer() and wrote nothing (see below)
 };
 
-/// A deferred request: its connection slot and the slot's generation (a stale token, whose
-/// connection closed meanwhile, is recognised and ignored).
+/// A deferred request: its connection slot and a number naming the request (a stale token, whose
+/// connection closed or whose request was answered meanwhile, is recognised and ignored).
 struct deferral_token {
   uint32_t slot = UINT32_MAX;
   uint32_t gen = 0;
@@ -55,7 +55,9 @@ class engine_io {
   /// can recognise a re-delivered request.
   virtual deferral_token current() const = 0;
   /// Delivers the deferred request again in this or the next loop pass. False (and nothing
-  /// happens) when its connection has closed meanwhile.
+  /// happens) when its connection has closed meanwhile. After true the request is delivered
+  /// unless the engine must close the connection first (a failed send to the client, or
+  /// server::stop()'s shutdown_timeout).
   virtual bool resume(deferral_token t) = 0;
 
   /// Registers an upstream: a numeric IPv4 or IPv6 address and a port. Returns its id (0, 1,
