@@ -179,7 +179,7 @@ void core::fetch(uint32_t u, std::string_view request, uint64_t tag, int64_t dea
     queue_reply(tag, -ECANCELED);
     return;
   }
-  if (u >= upstreams_.size()) {
+  if (u >= upstreams_.size() || request.empty()) {
     queue_reply(tag, -EINVAL);
     return;
   }

@@ -32,6 +32,7 @@ using testing::test_options;
 /// What the test thread and the gateway core share. Thread-safe (atomics).
 struct gw_shared {
   std::vector<uint16_t> upstream_ports;  // written before start()
+  std::string upstream_host = "127.0.0.1";
   std::atomic<int> held{0};              // /hold requests deferred
   std::atomic<bool> resume_now{false};   // on_tick resumes the /hold request
   std::atomic<int> resume_result{-1};    // what that resume() returned (0/1)
@@ -79,7 +80,7 @@ class gw_handler : public http::handler {
   void attach(http::engine_io& io) override {
     io_ = &io;
     for (const uint16_t p : s_->upstream_ports) {
-      ids_.push_back(io.add_upstream("127.0.0.1", p));
+      ids_.push_back(io.add_upstream(s_->upstream_host, p));
     }
   }
 
@@ -269,8 +270,9 @@ std::unique_ptr<server> start_server(server_options o, server::handler_factory f
   return r ? std::move(s) : nullptr;
 }
 
-std::unique_ptr<server> start_upstream() {
+std::unique_ptr<server> start_upstream(const char* host = "127.0.0.1") {
   server_options o = test_options();
+  o.host = host;
   o.max_connections = 512;
   return start_server(o, testing::echo_factory());
 }
@@ -399,6 +401,34 @@ TEST(net_upstream_test, answers_a_deferred_request_with_the_upstream_body_after_
     EXPECT_EQ(r->body, fetch_answer(0, 200, std::string("/") + p + "|"));
   }
   EXPECT_EQ(accepted(*up), 1u) << "the second fetch should reuse the keep-alive connection";
+}
+
+TEST(net_upstream_test, fetches_from_an_ipv6_upstream) {
+  // Verifies a numeric IPv6 upstream address (skipped where ::1 is unavailable).
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const int probe = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool v6 = probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (probe >= 0) {
+    ::close(probe);
+  }
+  if (!v6) {
+    GTEST_SKIP() << "no IPv6 loopback";
+  }
+  auto up = start_upstream("::1");
+  ASSERT_TRUE(up);
+  gw_shared g;
+  g.upstream_host = "::1";
+  g.upstream_ports = {up->port()};
+  auto gw = start_gateway(g);
+  ASSERT_TRUE(gw);
+  client c(gw->port());
+  ASSERT_TRUE(c.send_all(get("/f/0/5000/six")));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, fetch_answer(0, 200, "/six|"));
 }
 
 TEST(net_upstream_test, redelivers_a_chunked_request_byte_for_byte) {

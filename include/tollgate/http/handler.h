@@ -34,7 +34,8 @@ struct deferral_token {
 struct upstream_reply {
   /// 0, or -errno: -ETIMEDOUT (deadline passed), -ECONNREFUSED / -ECONNRESET / -EPIPE (peer),
   /// -EPROTO (malformed or oversized response), -EAGAIN (too many connections to that upstream),
-  /// -ECANCELED (engine stopping).
+  /// -ECANCELED (engine stopping), -EINVAL (unknown upstream id, non-numeric address, empty
+  /// request), -EMFILE etc. (no socket).
   int error = 0;
   int status = 0;         ///< HTTP status when error == 0
   std::string_view body;  ///< valid only during on_upstream(); followed by >= 64 readable bytes
