@@ -2,7 +2,7 @@
 //
 // Kernel features: provided buffer rings (5.19) are required; multishot accept (5.19) and
 // multishot recv (6.0) are used when the probe found them, else their single-shot forms are
-// re-armed after each completion.
+// re-armed after each completion. The outbound client (fetch) is in upstream.cc.
 //
 // Connection lifecycle:
 //   1. accept: a free slot takes the fd, a recv is armed, the slot joins the header timer list.
@@ -11,6 +11,9 @@
 //      Each complete request is answered into `out`; at the end of the pass the part of `out`
 //      the journal step released (`ready`: all of it when the handler journals nothing) moves
 //      to `sending` and is sent (one send in flight per connection; short sends are resumed).
+//      A request the handler defers (engine_io::defer) stays at the front of `in` with what
+//      follows it; parsing stops until resume(), and the re-delivered request's answer lets the
+//      rest of `in` go on, in order (see core.h; "deferred requests" below).
 //   3. close_after_send (Connection: close, HTTP/1.0, parse error, peer EOF, drain): once the
 //      last byte is sent the slot goes to lingering: shutdown(SHUT_WR), input is discarded until
 //      the peer's FIN or the linger timeout, so the peer reads the final response instead of a

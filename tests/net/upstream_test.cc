@@ -621,6 +621,26 @@ TEST(net_upstream_test, stop_waits_for_a_deferred_request_and_answers_it) {
   gw->wait();
 }
 
+TEST(net_upstream_test, stop_keeps_fetching_for_a_deferred_request) {
+  // Verifies that during a graceful stop a deferred request's fetch still runs to its end (here
+  // its deadline) and the request is answered before the server exits.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  raw_upstream hang(raw_upstream::mode::hang);
+  gw_shared g;
+  g.upstream_ports = {hang.port()};
+  auto gw = start_gateway(g);
+  ASSERT_TRUE(gw);
+  client c(gw->port());
+  ASSERT_TRUE(c.send_all(get("/f/0/400/x")));
+  ASSERT_TRUE(eventually([&] { return hang.accepted() == 1; }));
+  gw->stop();
+  auto r = c.read_response(10000);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, fetch_answer(-ETIMEDOUT, 0, ""));
+  EXPECT_TRUE(r->has_header("Connection: close"));
+  gw->wait();
+}
+
 TEST(net_upstream_test, cancels_fetches_in_flight_at_teardown) {
   // Verifies a fetch still in flight when the core exits completes with -ECANCELED.
   TOLLGATE_SKIP_WITHOUT_RING();
