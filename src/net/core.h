@@ -49,13 +49,13 @@
 #include <string>
 #include <vector>
 
+#include "net/upstream.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/result.h"
 #include "tollgate/http/handler.h"
 #include "tollgate/http/request.h"
 #include "tollgate/net/features.h"
 #include "tollgate/net/server.h"
-#include "net/upstream.h"
 
 namespace tollgate::net::detail {
 
@@ -78,8 +78,7 @@ class core final : public http::engine_io {
   http::deferral_token current() const override;
   bool resume(http::deferral_token t) override;
   uint32_t add_upstream(std::string_view host, uint16_t port) override;
-  void fetch(uint32_t u, std::string_view request, uint64_t tag,
-             int64_t deadline_mono_ns) override;
+  void fetch(uint32_t u, std::string_view request, uint64_t tag, int64_t deadline_mono_ns) override;
   int64_t now_mono() const override { return now_mono_; }
 
   /// The eventfd that server::stop() writes to wake this core.
@@ -92,8 +91,16 @@ class core final : public http::engine_io {
 
  private:
   enum class op : uint8_t {
-    accept = 1, recv, send, wake, cancel, journal_write, journal_sync,
-    up_connect, up_send, up_recv,  // upstream connection operations (upstream.cc)
+    accept = 1,
+    recv,
+    send,
+    wake,
+    cancel,
+    journal_write,
+    journal_sync,
+    up_connect,
+    up_send,
+    up_recv,  // upstream connection operations (upstream.cc)
   };
   static constexpr uint32_t kNil = UINT32_MAX;
 
@@ -213,7 +220,7 @@ class core final : public http::engine_io {
     uint32_t head = kNil;
     uint32_t tail = kNil;
   };
-  list lists_[3];                  // header, idle, linger: each FIFO = sorted by deadline
+  list lists_[3];  // header, idle, linger: each FIFO = sorted by deadline
   int64_t timeout_ns_[3] = {};
 
   bool accept_armed_ = false;
@@ -236,9 +243,9 @@ class core final : public http::engine_io {
     uintptr_t base = 0;  // an address only (the bytes may have moved since); see rebase()
     size_t len = 0;      // the request's bytes on the wire
   };
-  uint32_t cur_idx_ = kNil;     // the slot whose request handle() is answering now
-  bool defer_called_ = false;   // defer() was called during that handle()
-  uint32_t next_req_id_ = 1;    // identifies a request in its deferral_token
+  uint32_t cur_idx_ = kNil;    // the slot whose request handle() is answering now
+  bool defer_called_ = false;  // defer() was called during that handle()
+  uint32_t next_req_id_ = 1;   // identifies a request in its deferral_token
   std::vector<std::unique_ptr<saved_request>> saved_;  // pool; capacity kept
   std::vector<uint32_t> saved_free_;
   std::vector<uint32_t> resumed_;       // slots resume()d, delivered in the next resume step
@@ -249,16 +256,16 @@ class core final : public http::engine_io {
     uint64_t tag;
     int error;
   };
-  std::deque<upstream> upstreams_;      // grows only in attach(); elements never move
-  std::vector<up_conn> up_conns_;       // reserved at attach(): grows only past the caps
+  std::deque<upstream> upstreams_;  // grows only in attach(); elements never move
+  std::vector<up_conn> up_conns_;   // reserved at attach(): grows only past the caps
   std::vector<uint32_t> up_free_;
-  std::vector<uint32_t> heap_;          // fetches in flight, a min-heap by deadline
-  std::vector<queued_reply> replies_;       // failures found inside fetch(), delivered later
+  std::vector<uint32_t> heap_;         // fetches in flight, a min-heap by deadline
+  std::vector<queued_reply> replies_;  // failures found inside fetch(), delivered later
   std::vector<queued_reply> replies_work_;
-  out_buffer retry_req_;                // a request moving to a fresh connection
-  uint32_t up_ops_ = 0;                 // upstream operations in flight
-  bool attached_ = false;               // attach() returned: add_upstream() is closed
-  bool tearing_down_ = false;           // the loop ended: fetch() fails with -ECANCELED
+  out_buffer retry_req_;       // a request moving to a fresh connection
+  uint32_t up_ops_ = 0;        // upstream operations in flight
+  bool attached_ = false;      // attach() returned: add_upstream() is closed
+  bool tearing_down_ = false;  // the loop ended: fetch() fails with -ECANCELED
 };
 
 }  // namespace tollgate::net::detail

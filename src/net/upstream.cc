@@ -5,6 +5,7 @@
 // engine already needs. Receives use each connection's own buffer, not the provided ring: a
 // response is read until Content-Length is satisfied, and its buffer keeps its capacity.
 #include <arpa/inet.h>
+#include <fmt/core.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -14,8 +15,6 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
-
-#include <fmt/core.h>
 
 #include "net/core.h"
 #include "tollgate/common/assert.h"
@@ -168,8 +167,10 @@ uint32_t core::add_upstream(std::string_view host, uint16_t port) {
     std::memcpy(&up.addr, &a6, sizeof a6);
     up.addr_len = sizeof a6;
   } else {
-    log_error("core {}: upstream {} is not a numeric IPv4/IPv6 address; its fetches fail "
-              "with EINVAL", index_, up.name);
+    log_error(
+        "core {}: upstream {} is not a numeric IPv4/IPv6 address; its fetches fail "
+        "with EINVAL",
+        index_, up.name);
   }
   return id;
 }

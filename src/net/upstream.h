@@ -42,9 +42,9 @@ inline constexpr int64_t kUpstreamIdleNs = 30'000'000'000;
 struct upstream {
   sockaddr_storage addr{};
   socklen_t addr_len = 0;
-  std::string name;             ///< "host:port", for logs
-  std::vector<uint32_t> idle;   ///< idle connections, oldest first (reuse takes the back)
-  uint32_t live = 0;            ///< connections not closing (counted against the cap)
+  std::string name;            ///< "host:port", for logs
+  std::vector<uint32_t> idle;  ///< idle connections, oldest first (reuse takes the back)
+  uint32_t live = 0;           ///< connections not closing (counted against the cap)
 };
 
 enum class up_state : uint8_t { free, connecting, sending, receiving, idle, closing };
@@ -52,7 +52,7 @@ enum class up_state : uint8_t { free, connecting, sending, receiving, idle, clos
 /// One outbound connection slot with at most one fetch and one operation in flight.
 struct up_conn {
   int fd = -1;
-  uint32_t gen = 0;        // bumped on release; carried in user_data
+  uint32_t gen = 0;  // bumped on release; carried in user_data
   uint32_t upstream = 0;
   up_state state = up_state::free;
   bool op_inflight = false;
@@ -65,12 +65,12 @@ struct up_conn {
   uint32_t heap_pos = UINT32_MAX;
   int status = 0;
   uint64_t tag = 0;
-  int64_t deadline = 0;    // CLOCK_MONOTONIC ns
+  int64_t deadline = 0;  // CLOCK_MONOTONIC ns
   int64_t idle_since = 0;
-  size_t sent = 0;         // bytes of `req` sent
-  size_t scan = 0;         // where the search for the end of the head resumes
+  size_t sent = 0;  // bytes of `req` sent
+  size_t scan = 0;  // where the search for the end of the head resumes
   size_t head_len = 0;
-  size_t total = 0;        // head + body bytes of the response, once the head is parsed
+  size_t total = 0;  // head + body bytes of the response, once the head is parsed
   out_buffer req;
   out_buffer resp;
 };
@@ -78,11 +78,11 @@ struct up_conn {
 /// A response head: "HTTP/1.x SSS ..." CRLF fields CRLF CRLF.
 struct response_head {
   int status = 0;
-  size_t head_len = 0;          ///< bytes up to and including the empty line
+  size_t head_len = 0;  ///< bytes up to and including the empty line
   size_t content_length = 0;
   bool has_length = false;
-  bool chunked = false;         ///< any Transfer-Encoding (not supported: -EPROTO)
-  bool close = false;           ///< Connection: close, or HTTP/1.0 without keep-alive
+  bool chunked = false;  ///< any Transfer-Encoding (not supported: -EPROTO)
+  bool close = false;    ///< Connection: close, or HTTP/1.0 without keep-alive
 };
 
 enum class head_status { incomplete, complete, bad };

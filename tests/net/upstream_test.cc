@@ -2,12 +2,11 @@
 // sockets and a real io_uring: a gateway core defers a request, fetches from an upstream (a
 // second net::server, or a raw socket that misbehaves on purpose) and answers after resume().
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cerrno>
@@ -33,9 +32,9 @@ using testing::test_options;
 struct gw_shared {
   std::vector<uint16_t> upstream_ports;  // written before start()
   std::string upstream_host = "127.0.0.1";
-  std::atomic<int> held{0};              // /hold requests deferred
-  std::atomic<bool> resume_now{false};   // on_tick resumes the /hold request
-  std::atomic<int> resume_result{-1};    // what that resume() returned (0/1)
+  std::atomic<int> held{0};                   // /hold requests deferred
+  std::atomic<bool> resume_now{false};        // on_tick resumes the /hold request
+  std::atomic<int> resume_result{-1};         // what that resume() returned (0/1)
   std::atomic<bool> start_background{false};  // on_tick starts one fetch of no request
   std::atomic<int> background_started{0};
   std::atomic<int> background_error{1};  // its reply's error (1: none yet)
@@ -124,7 +123,8 @@ class gw_handler : public http::handler {
       request_.append("GET /");
       request_.append(fan ? std::string_view("fan") : target);
       request_.append(" HTTP/1.1\r\nHost: upstream\r\n\r\n");
-      const int64_t deadline = io_->now_mono() + (fan ? 10000 : static_cast<int64_t>(num)) * 1000000;
+      const int64_t deadline =
+          io_->now_mono() + (fan ? 10000 : static_cast<int64_t>(num)) * 1000000;
       for (int i = 0; i < j.n; ++i) {
         io_->fetch(ids_[u], request_.view(), (uint64_t{ji} << 16) | static_cast<uint64_t>(i),
                    deadline);
@@ -284,11 +284,13 @@ std::unique_ptr<server> start_gateway(gw_shared& g) {
 }
 
 uint64_t accepted(const server& s) {
-  return testing::total(s, [](const core_stats& st) -> auto& { return st.accepted; });
+  return testing::total(
+      s, [](const core_stats& st) -> auto& { return st.accepted; });
 }
 
 uint64_t open_conns(const server& s) {
-  return testing::total(s, [](const core_stats& st) -> auto& { return st.open_connections; });
+  return testing::total(
+      s, [](const core_stats& st) -> auto& { return st.open_connections; });
 }
 
 /// A loopback listener driven by hand: in `answer` mode it reads each request head and writes
@@ -441,8 +443,9 @@ TEST(net_upstream_test, redelivers_a_chunked_request_byte_for_byte) {
   auto gw = start_gateway(g);
   ASSERT_TRUE(gw);
   client c(gw->port());
-  ASSERT_TRUE(c.send_all("POST /f/0/5000/x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-                         "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"));
+  ASSERT_TRUE(
+      c.send_all("POST /f/0/5000/x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                 "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"));
   auto r = c.read_response();
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->body, fetch_answer(0, 200, "/x|", "hello world"));
