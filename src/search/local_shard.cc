@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,8 @@
 
 namespace tollgate::search {
 namespace {
+
+static_assert(std::endian::native == std::endian::little, "posting decoding reads LE words");
 
 constexpr size_t chunk_bytes = size_t{1} << 20;
 // BM25F parameters: title counts three times as much as text; both normalized by length.
@@ -30,21 +33,7 @@ inline double term_part(uint32_t tf_title, uint32_t tf_text, double nt, double n
   return tf * (k1 + 1) / (tf + k1);
 }
 
-inline uint32_t read_varint(const uint8_t*& p) noexcept {
-  uint32_t v = *p & 0x7F;
-  if (*p++ < 0x80) {
-    return v;
-  }
-  int shift = 7;
-  while (true) {
-    uint8_t c = *p++;
-    v |= static_cast<uint32_t>(c & 0x7F) << shift;
-    if (c < 0x80) {
-      return v;
-    }
-    shift += 7;
-  }
-}
+using detail::read_varint;
 
 // Writes v as a LEB128 varint at out (room for 5 bytes); returns the bytes written.
 inline size_t put_varint(uint8_t* out, uint32_t v) noexcept {
@@ -132,24 +121,6 @@ uint32_t shard_of(std::string_view id, uint32_t shard_count) noexcept {
 
 // ---- posting_cursor ----
 
-bool posting_cursor::next() noexcept {
-  pos += pos_len;
-  if (left == 0) {
-    if (block + 1 >= nblocks) {
-      doc = UINT32_MAX;
-      return false;
-    }
-    ++block;
-    left = std::min(block_docs, df - block * block_docs);
-  }
-  doc += read_varint(p);
-  tf_title = read_varint(p);
-  tf_text = read_varint(p);
-  pos_len = read_varint(p);
-  --left;
-  return true;
-}
-
 void posting_cursor::skip_block() noexcept {
   p = doc_base + skips[block].doc_end;
   pos = pos_base + skips[block].pos_end;
@@ -184,12 +155,41 @@ bool posting_cursor::seek(uint32_t target) noexcept {
     pos_len = 0;
     left = std::min(block_docs, df - lo * block_docs);
   }
-  while (doc < target) {
-    if (!next()) {
-      return false;
+  // The target is in this block (its last doc >= target), so the scan never leaves it: it
+  // follows only the doc number and the positions offset until the doc is reached.
+  const uint8_t* q = p;
+  const uint8_t* ps = pos + pos_len;
+  uint32_t d = doc;
+  uint32_t n = left;
+  while (true) {
+    uint32_t w;
+    std::memcpy(&w, q, 4);
+    uint32_t tt, tx, pl;
+    if ((w & 0x80808080u) == 0) {
+      d += w & 0xFF;
+      tt = (w >> 8) & 0xFF;
+      tx = (w >> 16) & 0xFF;
+      pl = w >> 24;
+      q += 4;
+    } else {
+      d += detail::read_varint(q);
+      tt = detail::read_varint(q);
+      tx = detail::read_varint(q);
+      pl = detail::read_varint(q);
     }
+    --n;
+    if (d >= target) {
+      p = q;
+      pos = ps;
+      doc = d;
+      tf_title = tt;
+      tf_text = tx;
+      pos_len = pl;
+      left = n;
+      return true;
+    }
+    ps += pl;
   }
-  return true;
 }
 
 // ---- building ----
@@ -560,10 +560,39 @@ void local_shard::finalize(const shard_stats& global) {
     norm_text_[d] = static_cast<float>(w_text / (1 - b_text + b_text * text_len_[d] / avg_x));
   }
   // Per block: the largest term_part and the latest time of its docs, for skipping blocks and
-  // scoring that cannot reach the current top k.
+  // scoring that cannot reach the current top k. Per frequent term: its champion lists.
   block_max_.assign(skips_.size(), 0.0f);
   block_max_time_.assign(skips_.size(), std::numeric_limits<int64_t>::min());
-  for (const term_info& t : terms_) {
+  champ_at_.assign(terms_.size(), UINT32_MAX);
+  champ_part_.clear();
+  champ_doc_.clear();
+  champ_date_.clear();
+  struct scored {
+    double key;
+    uint32_t doc;
+  };
+  // heap order: the worst entry at the front (higher key first, then lower doc is better)
+  auto worse = [](const scored& a, const scored& b) {
+    return a.key > b.key || (a.key == b.key && a.doc < b.doc);
+  };
+  std::vector<scored> rel, date;
+  rel.reserve(champ_len);
+  date.reserve(champ_len);
+  auto offer_champ = [&worse](std::vector<scored>& h, const scored& x) {
+    if (h.size() < champ_len) {
+      h.push_back(x);
+      std::push_heap(h.begin(), h.end(), worse);
+    } else if (worse(x, h.front())) {
+      std::pop_heap(h.begin(), h.end(), worse);
+      h.back() = x;
+      std::push_heap(h.begin(), h.end(), worse);
+    }
+  };
+  for (size_t ti = 0; ti < terms_.size(); ++ti) {
+    const term_info& t = terms_[ti];
+    const bool champs = t.df > champ_min_df;
+    rel.clear();
+    date.clear();
     posting_cursor c = cursor_for(t);
     while (c.next()) {
       double v = term_part(c.tf_title, c.tf_text, norm_title_[c.doc], norm_text_[c.doc]);
@@ -575,6 +604,28 @@ void local_shard::finalize(const shard_stats& global) {
       m = std::max(m, f);
       int64_t& mt = block_max_time_[t.skip_off + c.block];
       mt = std::max(mt, time_[c.doc]);
+      if (champs) {
+        // docs arrive in ascending order, so an equal key never displaces an entry
+        if (rel.size() < champ_len || v > rel.front().key) {
+          offer_champ(rel, {v, c.doc});
+        }
+        const double tm = static_cast<double>(time_[c.doc]);
+        if (date.size() < champ_len || tm > date.front().key) {
+          offer_champ(date, {tm, c.doc});
+        }
+      }
+    }
+    if (champs) {
+      std::sort_heap(rel.begin(), rel.end(), worse);
+      std::sort_heap(date.begin(), date.end(), worse);
+      champ_at_[ti] = static_cast<uint32_t>(champ_doc_.size());
+      for (const scored& x : rel) {
+        champ_part_.push_back(x.key);
+        champ_doc_.push_back(x.doc);
+      }
+      for (const scored& x : date) {
+        champ_date_.push_back(x.doc);
+      }
     }
   }
 }
@@ -748,6 +799,50 @@ void local_shard::single_term(posting_cursor& c, bool by_date, double idf, size_
   }
 }
 
+// One term, no filters, k < champ_len: the answer comes from the term's champion list. Every
+// doc outside the list has a key <= the list's last key (term_part and time order the list, and
+// multiplying by idf > 0 keeps the order), so when the k-th key is strictly above the last one,
+// every doc that ranks at or above the k-th is in the list; those are sorted by the hit order.
+// Otherwise (ties reaching the end of the list) returns false and the postings are walked.
+bool local_shard::single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
+                                        shard_answer& out) const {
+  const uint32_t at = champ_at_[term];
+  if (at == UINT32_MAX || k >= champ_len || (!by_date && !(idf > 0))) {
+    return false;
+  }
+  auto key_of = [&](size_t i) {
+    return by_date ? static_cast<double>(time_[champ_date_[at + i]]) : idf * champ_part_[at + i];
+  };
+  const double kth = key_of(k - 1);
+  if (!(kth > key_of(champ_len - 1))) {
+    return false;
+  }
+  size_t j = k;
+  while (key_of(j) == kth) {
+    ++j;
+  }
+  std::vector<hit>& hits = out.hits;
+  for (size_t i = 0; i < j; ++i) {
+    hit h{};
+    h.key = key_of(i);
+    h.doc = by_date ? champ_date_[at + i] : champ_doc_[at + i];
+    // insertion into the sorted prefix: keys arrive non-increasing, so only ties move
+    size_t p = hits.size();
+    hits.push_back(h);
+    while (p > 0 && better(h, hits[p - 1])) {
+      hits[p] = hits[p - 1];
+      --p;
+    }
+    hits[p] = h;
+  }
+  hits.resize(k);
+  for (hit& h : hits) {
+    h.id = id(h.doc);
+  }
+  out.total = terms_[term].df;
+  return true;
+}
+
 bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
   out.total = 0;
   out.hits.clear();
@@ -757,6 +852,7 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
   }
   ws.cursors.clear();
   ws.order.clear();
+  ws.term_ids.clear();
   for (size_t i = 0; i < nt; ++i) {
     const term_info* t = lookup_term(plan.terms[i]);
     if (t == nullptr) {
@@ -764,6 +860,7 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
     }
     ws.cursors.push_back(cursor_for(*t));
     ws.order.push_back(static_cast<uint32_t>(i));
+    ws.term_ids.push_back(static_cast<uint32_t>(t - terms_.data()));
   }
   ws.tag_ids.clear();
   for (std::string_view tag : plan.tags) {
@@ -793,6 +890,10 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
   if (nt == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
       plan.since == std::numeric_limits<int64_t>::min() &&
       plan.until == std::numeric_limits<int64_t>::max()) {
+    if (single_term_champions(ws.term_ids[0], by_date,
+                              plan.idf[0], k, out)) {
+      return true;
+    }
     single_term(ws.cursors[0], by_date, plan.idf[0], k, out);
     finish(out);
     return true;
@@ -877,6 +978,81 @@ done:
   return true;
 }
 
+void local_shard::reference_search(const query_plan& plan, shard_answer& out) const {
+  out.total = 0;
+  out.hits.clear();
+  if (plan.terms.empty() || plan.k == 0) {
+    return;
+  }
+  std::vector<hit> all;
+  std::vector<std::string> title, text;
+  auto tokenize = [](std::string_view s, std::vector<std::string>& toks) {
+    toks.clear();
+    token_stream ts(s);
+    std::string_view tok;
+    while (ts.next(tok)) {
+      toks.emplace_back(tok);
+    }
+  };
+  auto count = [](const std::vector<std::string>& toks, std::string_view t) {
+    return static_cast<uint32_t>(std::count(toks.begin(), toks.end(), t));
+  };
+  auto has_phrase = [&plan](const std::vector<std::string>& toks, const phrase_span& ph) {
+    for (size_t p = 0; p + ph.count <= toks.size(); ++p) {
+      bool all_match = true;
+      for (uint32_t j = 0; j < ph.count && all_match; ++j) {
+        all_match = toks[p + j] == plan.terms[plan.phrase_terms[ph.first + j]];
+      }
+      if (all_match) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (uint32_t doc = 0; doc < docs_.size(); ++doc) {
+    const doc_rec& r = docs_[doc];
+    if (time_[doc] < plan.since || time_[doc] > plan.until) {
+      continue;
+    }
+    bool ok = true;
+    for (std::string_view tag : plan.tags) {
+      bool found = false;
+      for (uint32_t i = 0; i < r.tag_count; ++i) {
+        found = found || tag_names_[doc_tags_[r.tags_off + i]] == tag;
+      }
+      ok = ok && found;
+    }
+    if (!ok) {
+      continue;
+    }
+    field_views f(r);
+    tokenize(f.title, title);
+    tokenize(f.text, text);
+    double score = 0;
+    for (size_t i = 0; i < plan.terms.size() && ok; ++i) {
+      const uint32_t tt = count(title, plan.terms[i]);
+      const uint32_t tx = count(text, plan.terms[i]);
+      ok = tt + tx > 0;
+      score += plan.idf[i] * term_part(tt, tx, norm_title_[doc], norm_text_[doc]);
+    }
+    for (const phrase_span& ph : plan.phrases) {
+      ok = ok && (ph.count < 2 || has_phrase(title, ph) || has_phrase(text, ph));
+    }
+    if (!ok) {
+      continue;
+    }
+    hit h{};
+    h.key = plan.sort == sort_order::date ? static_cast<double>(time_[doc]) : score;
+    h.doc = doc;
+    h.id = id(doc);
+    all.push_back(h);
+  }
+  std::sort(all.begin(), all.end(), better);
+  out.total = all.size();
+  all.resize(std::min<size_t>(all.size(), plan.k));
+  out.hits.assign(all.begin(), all.end());
+}
+
 result<uint32_t, errc> local_shard::find(std::string_view want) const {
   size_t lo = 0, hi = docs_.size();
   while (lo < hi) {
@@ -930,7 +1106,9 @@ size_t local_shard::memory_bytes() const noexcept {
          doc_tags_.capacity() * 4 + title_len_.capacity() * 8 + norm_title_.capacity() * 8 +
          term_chars_.capacity() + terms_.capacity() * sizeof(term_info) +
          term_table_.capacity() * 8 + doc_stream_.capacity() + pos_stream_.capacity() +
-         skips_.capacity() * sizeof(skip_entry);
+         skips_.capacity() * sizeof(skip_entry) + block_max_.capacity() * 4 +
+         block_max_time_.capacity() * 8 + champ_at_.capacity() * 4 + champ_part_.capacity() * 8 +
+         champ_doc_.capacity() * 4 + champ_date_.capacity() * 4;
 }
 
 }  // namespace tollgate::search

@@ -15,7 +15,9 @@
 //   skips:       per block {last doc, doc-stream end, positions end}, for seek().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,6 +37,11 @@ struct story_in {
 };
 
 inline constexpr uint32_t block_docs = 128;
+/// Terms with more than champ_min_df docs in a shard keep their champ_len best postings by
+/// relevance and by date (computed by finalize), so a one-term query without filters and with
+/// k < champ_len is answered from them without touching the postings.
+inline constexpr uint32_t champ_len = 32;
+inline constexpr uint32_t champ_min_df = block_docs;
 
 struct skip_entry {
   uint32_t last_doc;
@@ -50,6 +57,25 @@ struct term_info {
   uint32_t name_off;
   uint32_t name_len;
 };
+
+namespace detail {
+/// Reads one LEB128 varint (at most 5 bytes) and advances p.
+inline uint32_t read_varint(const uint8_t*& p) noexcept {
+  uint32_t v = *p & 0x7F;
+  if (*p++ < 0x80) {
+    return v;
+  }
+  int shift = 7;
+  while (true) {
+    uint8_t c = *p++;
+    v |= static_cast<uint32_t>(c & 0x7F) << shift;
+    if (c < 0x80) {
+      return v;
+    }
+    shift += 7;
+  }
+}
+}  // namespace detail
 
 /// Decodes one term's postings. Plain data; lives in a workspace.
 struct posting_cursor {
@@ -76,15 +102,47 @@ struct posting_cursor {
   void skip_block() noexcept;
 };
 
+inline bool posting_cursor::next() noexcept {
+  pos += pos_len;
+  if (left == 0) {
+    if (block + 1 >= nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    ++block;
+    left = std::min(block_docs, df - block * block_docs);
+  }
+  // Most postings of frequent terms are four one-byte varints: decode them from one load (the
+  // doc stream is padded, so reading 4 bytes at the last posting stays in bounds).
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  if ((w & 0x80808080u) == 0) {
+    doc += w & 0xFF;
+    tf_title = (w >> 8) & 0xFF;
+    tf_text = (w >> 16) & 0xFF;
+    pos_len = w >> 24;
+    p += 4;
+  } else {
+    doc += detail::read_varint(p);
+    tf_title = detail::read_varint(p);
+    tf_text = detail::read_varint(p);
+    pos_len = detail::read_varint(p);
+  }
+  --left;
+  return true;
+}
+
 /// Per-core evaluation state for local shards.
 struct shard_workspace {
   std::vector<posting_cursor> cursors;  // in term order
   std::vector<uint32_t> order;          // cursor indices by ascending df
+  std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
   std::vector<uint32_t> pos_a, pos_b;   // phrase checking
   shard_workspace() {
     cursors.reserve(64);
     order.reserve(64);
+    term_ids.reserve(64);
     tag_ids.reserve(max_tags);
     pos_a.reserve(1024);
     pos_b.reserve(1024);
@@ -113,6 +171,11 @@ class local_shard final : public shard_source {
   result<uint32_t, errc> find(std::string_view id) const override;
   void render_story(uint32_t doc, bool with_text, json_out& out) const override;
 
+  /// The answer search() must give, computed the slow, obvious way for tests: tokenizes every
+  /// stored story, scores every match (same BM25F formula and summation order), sorts fully.
+  /// No postings, no pruning; allocates. Call after finalize().
+  void reference_search(const query_plan& plan, shard_answer& out) const;
+
   size_t doc_count() const noexcept { return docs_.size(); }
   std::string_view id(uint32_t doc) const noexcept;
   /// Bytes held by the index and stored stories (approximate, for benches).
@@ -138,6 +201,8 @@ class local_shard final : public shard_source {
   posting_cursor cursor_for(const term_info& t) const noexcept;
   void finish(shard_answer& out) const;
   void single_term(posting_cursor& c, bool by_date, double idf, size_t k, shard_answer& out) const;
+  bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
+                             shard_answer& out) const;
 
   // stored stories
   std::vector<std::unique_ptr<char[]>> chunks_;
@@ -162,6 +227,13 @@ class local_shard final : public shard_source {
   std::vector<skip_entry> skips_;
   std::vector<float> block_max_;         // per skip entry: max term_part in the block
   std::vector<int64_t> block_max_time_;  // per skip entry: latest time in the block
+  // Champion lists (see champ_len): per term, the first entry of its champ_len entries in
+  // champ_part_/champ_doc_ (best term_part first, ties by doc) and champ_date_ (latest time
+  // first, ties by doc), or UINT32_MAX when the term has none.
+  std::vector<uint32_t> champ_at_;
+  std::vector<double> champ_part_;
+  std::vector<uint32_t> champ_doc_;
+  std::vector<uint32_t> champ_date_;
   shard_stats stats_;
 };
 
