@@ -1,5 +1,7 @@
 #include "core_host.h"
 
+#include "fleet_client.h"
+
 #include <chrono>
 
 namespace tollgate::app {
@@ -29,10 +31,18 @@ const quota::figures& core_host::figures_now() {
   return fig_;
 }
 
-void core_host::write_headers(out_buffer& out) { quota::write_rate_headers(out, figures_now()); }
+void core_host::write_headers(out_buffer& out) {
+  if (collecting()) {
+    return;  // a dry run's output is discarded
+  }
+  quota::write_rate_headers(out, figures_now());
+}
 
 mcp::admission core_host::admit(std::string_view /*tool*/) {
   mcp::admission a;
+  if (collecting()) {
+    return a;  // a dry run charges nothing: the real run admits
+  }
   if (stdio_) {
     now_ns_ = wall_ns();
     if (now_ns_ - last_tick_ns_ >= 100'000'000) {
@@ -87,6 +97,8 @@ mcp::admission core_host::rate_check() {
   }
   return a;
 }
+
+bool core_host::collecting() const noexcept { return fleet_ != nullptr && fleet_->collecting(); }
 
 void core_host::settle(bool success) {
   if (admitted_) {

@@ -15,6 +15,8 @@
 
 namespace tollgate::app {
 
+class fleet_client;
+
 class core_host final : public mcp::host {
  public:
   core_host(quota::core_shard& quota, const search::backend& backend)
@@ -44,6 +46,13 @@ class core_host final : public mcp::host {
   /// stdio: handshakes, lists and pings count toward the rate limit too.
   mcp::admission rate_check() override;
 
+  /// A gateway with remote shards: the core's fleet client (null otherwise).
+  void set_fleet(fleet_client* f) noexcept { fleet_ = f; }
+  fleet_client* fleet() const noexcept { return fleet_; }
+  /// Inside a gateway's dry run: tools record what they would ask the remotes and answer
+  /// nothing; admit() and write_headers() charge and write nothing.
+  bool collecting() const noexcept;
+
   /// The caller's key, figures (quota part filled on demand) and the core's search state.
   const quota::key_record& key() const noexcept { return *key_; }
   const quota::figures& figures_now();
@@ -55,6 +64,7 @@ class core_host final : public mcp::host {
   quota::core_shard& quota_;
   const search::backend& backend_;
   std::unique_ptr<search::scratch> scratch_;
+  fleet_client* fleet_ = nullptr;
   const quota::key_record* key_ = nullptr;
   int64_t now_ns_ = 0;
   quota::figures fig_;

@@ -135,6 +135,65 @@ core_handler::core_handler(shared_state& s, int core)
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes) {
   scratch_.reserve(16384);
+  if (s.fleet) {
+    fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
+    host_.set_fleet(fleet_.get());
+    dry_out_.reserve(16384);
+  }
+}
+
+void core_handler::attach(http::engine_io& io) {
+  if (fleet_) {
+    fleet_->attach(io);
+  }
+}
+
+void core_handler::on_upstream(uint64_t tag, const http::upstream_reply& reply) {
+  if (fleet_) {
+    fleet_->on_upstream(tag, reply);
+  }
+}
+
+bool core_handler::fan_out(const http::request& req, app::route r, std::string_view rest_id,
+                           const quota::key_record& key, int64_t now_ns) {
+  if (fleet_->activate()) {
+    return false;  // the re-delivery of a request whose remote answers are in
+  }
+  if (r == route::mcp) {
+    // Only a body that can hold a tools/call can need the remotes.
+    std::string_view b = req.body;
+    if (b.find("tools/call") == std::string_view::npos) {
+      return false;
+    }
+  }
+  fleet_->begin_collect();
+  switch (r) {
+    case route::mcp: {
+      quota::figures fig;
+      host_.begin(key, now_ns, fig);
+      dry_out_.clear();
+      (void)endpoint_.handle_http(req, host_, dry_out_, now_ns);
+      break;
+    }
+    case route::rest_search: {
+      search::query_args args;
+      if (fleet_qs_.parse(req.query, args) && search::validate(args)) {
+        fleet_->collect_search(args);
+      }
+      break;
+    }
+    default:
+      if (!rest_id.empty() && rest_id.find('/') == std::string_view::npos) {
+        fleet_->collect_story(rest_id);
+      }
+      break;
+  }
+  if (!fleet_->end_collect()) {
+    return false;
+  }
+  fleet_->launch();
+  // launch() may find nothing to wait for (every remote down): then this same call answers.
+  return !fleet_->activate();
 }
 
 http::response_info core_handler::json_error(const http::request& req, int status,
@@ -196,6 +255,12 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     s_.envelopes->unauthorized(out, info.close);
     return info;
   }
+  if (fleet_ && (counted == route::mcp || counted == route::rest_search ||
+                 counted == route::rest_story)) {
+    if (fan_out(req, counted, m.rest, *key, now_ns)) {
+      return {0, false, true};  // deferred: delivered again once the remotes answered
+    }
+  }
   quota::figures fig;
   const bool limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
   if (counted == route::mcp) {
@@ -209,7 +274,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     quota_.fill_quota(*key, now_ns, fig);
     return rest_.rate_limited(req, fig, out);
   }
-  rest::caller c{quota_, *key, fig, now_ns};
+  rest::caller c{quota_, *key, fig, now_ns, fleet_ ? fleet_->single() : nullptr};
   switch (counted) {
     case route::rest_search:
       return rest_.search(req, c, out);
@@ -224,6 +289,12 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
                                          int64_t now_ns) {
   app::route counted = route::not_found;
   http::response_info info = route(req, out, now_ns, counted);
+  if (info.deferred) {
+    return info;  // counted when it is answered
+  }
+  if (fleet_) {
+    fleet_->finish();
+  }
   s_.counters->count(core_, counted, info.status);
   return info;
 }

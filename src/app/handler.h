@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core_host.h"
+#include "fleet_client.h"
 #include "metrics.h"
 #include "tollgate/config/config.h"
 #include "tollgate/envelope/envelope.h"
@@ -34,6 +35,7 @@ struct shared_state {
   std::unique_ptr<search::backend> backend;
   std::unique_ptr<quota::service> quota;
   std::unique_ptr<request_counters> counters;
+  std::unique_ptr<fleet_shared> fleet;  ///< a gateway with remote shards; null otherwise
   const net::server* engine = nullptr;  ///< for /metrics; set once the engine exists
   bool ops_on_main = true;  ///< false when --admin-listen moved the ops routes there
   std::atomic<bool> ready{false};
@@ -41,6 +43,8 @@ struct shared_state {
 
 /// Registers the routes of DESIGN §1 on `s.router`.
 void register_routes(shared_state& s);
+/// A shard node's routes: the fleet routes and the ops routes.
+void register_shard_routes(shared_state& s);
 
 /// The key presented by a request: `Authorization: Bearer KEY` or `X-API-Key: KEY`; empty when
 /// neither is there (or the Authorization scheme is not Bearer).
@@ -71,10 +75,16 @@ class core_handler final : public http::handler {
   void journal_written(int64_t res) override;
   void journal_synced(int res) override;
   void on_tick(int64_t now_ns) override;
+  void attach(http::engine_io& io) override;
+  void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;
 
  private:
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
                             route& counted);
+  /// Gateway with remote shards: a dry run of a search request collects its queries; true when
+  /// it was deferred for their fan-out.
+  bool fan_out(const http::request& req, app::route r, std::string_view rest_id,
+               const quota::key_record& key, int64_t now_ns);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
 
@@ -85,6 +95,27 @@ class core_handler final : public http::handler {
   core_host host_;
   rest::api rest_;
   out_buffer scratch_;
+  std::unique_ptr<fleet_client> fleet_;
+  search::query_string_parser fleet_qs_;  // the dry run's own REST query decoding
+  out_buffer dry_out_;                    // a dry run's discarded response
+};
+
+/// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet
+/// secret, and the ops routes. Never billed: gateways bill their callers.
+class shard_handler final : public http::handler {
+ public:
+  shard_handler(const shared_state& s, int core);
+  http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
+
+ private:
+  http::response_info answer(const http::request& req, out_buffer& out, route& counted);
+
+  const shared_state& s_;
+  int core_;
+  std::unique_ptr<search::scratch> search_;
+  out_buffer scratch_;
+  out_buffer body_;
+  std::string path_;  // the decoded path of a story request
 };
 
 }  // namespace tollgate::app

@@ -47,6 +47,80 @@ std::optional<config::settings> settings_or_exit(std::string_view command, int a
   return std::nullopt;
 }
 
+// Loads the corpus (the sample, or a JSON Lines file) into st.backend; a gateway with remote
+// shards gets their slots after its in-process ones (none when [fleet] local = false).
+int load_corpus(shared_state& st, const config::settings& s) {
+  const auto remotes = s.role_shard ? 0u : static_cast<uint32_t>(s.remote_shards.size());
+  if (remotes > 0 && !s.fleet_local) {
+    st.backend = std::make_unique<search::backend>(
+        std::vector<std::unique_ptr<search::shard_source>>{}, remotes);
+    log_info("corpus: none in-process; {} remote shards", remotes);
+    return 0;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  if (s.corpus_path.empty()) {
+    st.backend = search::load_sample(s.index_shards, remotes);
+  } else {
+    search::load_options lo;
+    lo.shards = s.index_shards;
+    lo.remote_slots = remotes;
+    lo.skip_bad_lines = s.skip_bad_lines;
+    search::load_report report;
+    auto b = search::load_jsonl_file(s.corpus_path, lo, report);
+    for (const auto& issue : report.issues) {
+      log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
+    }
+    if (!b) {
+      log_error("{}:{}: {}", s.corpus_path, b.error().line, b.error().reason);
+      return 2;
+    }
+    if (report.skipped > 0) {
+      log_info("skipped {} bad lines of {}", report.skipped, s.corpus_path);
+    }
+    st.backend = std::move(*b);
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+  log_info("corpus: {} stories in {} shards, indexed in {} ms", st.backend->story_count(),
+           st.backend->local_count(), ms);
+  if (remotes > 0) {
+    log_info("fleet: {} remote shards after the {} in-process ones", remotes,
+             st.backend->local_count());
+  }
+  return 0;
+}
+
+// The fleet settings that must hold together; prints the problem and returns 2 when not.
+int check_fleet(const config::settings& s, bool stdio) {
+  const std::string where = s.config_path.empty() ? "" : s.config_path + ": ";
+  if (stdio && (s.role_shard || !s.remote_shards.empty())) {
+    fmt::print(stderr,
+               "tollgate stdio: {}[fleet]: remote shards and --role shard need `tollgate "
+               "serve`; stdio serves its corpus in-process only\n",
+               where);
+    return 2;
+  }
+  if (s.role_shard && !s.remote_shards.empty()) {
+    fmt::print(stderr, "tollgate serve: {}fleet.shards: a shard node does not list shards of its "
+               "own (only a gateway does)\n", where);
+    return 2;
+  }
+  if ((s.role_shard || !s.remote_shards.empty()) && s.shard_secret.empty()) {
+    fmt::print(stderr,
+               "tollgate serve: {}fleet.secret: required for {}: set [fleet] secret to the "
+               "string the gateway and its shard nodes share\n",
+               where, s.role_shard ? "a shard node (--role shard)" : "a gateway with [fleet] shards");
+    return 2;
+  }
+  if (!s.fleet_local && s.remote_shards.empty() && !s.role_shard) {
+    fmt::print(stderr, "tollgate serve: {}fleet.local: false needs [fleet] shards to search\n",
+               where);
+    return 2;
+  }
+  return 0;
+}
+
 // Builds everything the cores share except the engine. On failure logs and returns the code.
 int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio) {
   st.settings = &s;
@@ -98,33 +172,9 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
   }
   st.quota = std::move(*q);
 
-  auto t0 = std::chrono::steady_clock::now();
-  if (s.corpus_path.empty()) {
-    st.backend = search::load_sample(s.index_shards);
-  } else {
-    search::load_options lo;
-    lo.shards = s.index_shards;
-    lo.skip_bad_lines = s.skip_bad_lines;
-    search::load_report report;
-    auto b = search::load_jsonl_file(s.corpus_path, lo, report);
-    for (const auto& issue : report.issues) {
-      log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
-    }
-    if (!b) {
-      log_error("{}:{}: {}", s.corpus_path, b.error().line, b.error().reason);
-      return 2;
-    }
-    if (report.skipped > 0) {
-      log_info("skipped {} bad lines of {}", report.skipped, s.corpus_path);
-    }
-    st.backend = std::move(*b);
+  if (int rc = load_corpus(st, s); rc != 0) {
+    return rc;
   }
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - t0)
-                .count();
-  log_info("corpus: {} stories in {} shards, indexed in {} ms", st.backend->story_count(),
-           st.backend->shard_count(), ms);
-
   envelope::server_identity id;
   id.version = TOLLGATE_VERSION;
   id.instructions =
@@ -133,6 +183,14 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
       "message; quota_exceeded and rate_limited say when to retry.";
   st.envelopes = std::make_unique<envelope::cache>(id);
   register_tools(st.tools);
+  if (!stdio && !s.remote_shards.empty()) {
+    st.fleet = std::make_unique<fleet_shared>();
+    st.fleet->remotes = s.remote_shards;
+    st.fleet->secret = s.shard_secret;
+    st.fleet->deadline_ns = int64_t{s.shard_deadline_ms} * 1000000;
+    st.fleet->health =
+        std::make_unique<search::remote_health>(static_cast<uint32_t>(s.remote_shards.size()));
+  }
   if (s.sessions) {
     st.sessions = std::make_unique<mcp::session_store>(int64_t{s.session_idle_secs} * 1000000000);
   }
@@ -149,11 +207,8 @@ int run_serve(int argc, char** argv) {
   if (!s) {
     return code;
   }
-  if (s->role_shard || !s->remote_shards.empty()) {
-    fmt::print(stderr,
-               "tollgate serve: remote shards (--role shard, [fleet] shards) are not available "
-               "in this build yet; run without them to serve the corpus in-process\n");
-    return 2;
+  if (int rc = check_fleet(*s, false); rc != 0) {
+    return rc;
   }
   // Signals are taken by sigwait() below: block them before any thread starts so every core
   // inherits the mask and only this thread sees them.
@@ -192,13 +247,25 @@ int run_serve(int argc, char** argv) {
   // Declared before the engine so it outlives it: the engine's per-core handlers hold
   // references into the shared state and are destroyed with the engine.
   shared_state st;
-  if (int rc = build_shared(st, *s, cores, false); rc != 0) {
+  if (s->role_shard) {
+    // A shard node: its corpus and the fleet routes; no keys, quotas or MCP.
+    st.settings = &*s;
+    if (int rc = load_corpus(st, *s); rc != 0) {
+      return rc;
+    }
+    st.counters = std::make_unique<request_counters>(cores);
+    register_shard_routes(st);
+  } else if (int rc = build_shared(st, *s, cores, false); rc != 0) {
     return rc;
   }
   net::server engine(no);
   st.engine = &engine;
   st.ops_on_main = !s->admin_listen.has_value();  // read by the cores: set before they start
-  auto started = engine.start([&st](int core) -> std::unique_ptr<http::handler> {
+  const bool shard_node = s->role_shard;
+  auto started = engine.start([&st, shard_node](int core) -> std::unique_ptr<http::handler> {
+    if (shard_node) {
+      return std::make_unique<shard_handler>(st, core);
+    }
     return std::make_unique<core_handler>(st, core);
   });
   if (!started) {
@@ -233,8 +300,8 @@ int run_serve(int argc, char** argv) {
              admin->port());
   }
   st.ready.store(true, std::memory_order_release);
-  log_info("listening on http://{}:{} ({} threads)", s->listen.host, engine.port(),
-           engine.threads());
+  log_info("listening on http://{}:{} ({} threads){}", s->listen.host, engine.port(),
+           engine.threads(), s->role_shard ? " as a shard node" : "");
 
   for (;;) {
     int sig = 0;
@@ -242,8 +309,10 @@ int run_serve(int argc, char** argv) {
       continue;
     }
     if (sig == SIGHUP) {
-      log_info("SIGHUP: reloading keys and accounts");
-      st.quota->request_reload();
+      if (st.quota) {
+        log_info("SIGHUP: reloading keys and accounts");
+        st.quota->request_reload();
+      }
       continue;
     }
     log_info("{}: finishing requests in flight, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -258,8 +327,12 @@ int run_serve(int argc, char** argv) {
   if (admin) {
     admin->wait();
   }
-  st.quota->close(wall_now_ns());
-  log_info("stopped; usage flushed");
+  if (st.quota) {
+    st.quota->close(wall_now_ns());
+    log_info("stopped; usage flushed");
+  } else {
+    log_info("stopped");
+  }
   return 0;
 }
 
@@ -268,6 +341,9 @@ int run_stdio(int argc, char** argv) {
   auto s = settings_or_exit("stdio", argc, argv, code);
   if (!s) {
     return code;
+  }
+  if (int rc = check_fleet(*s, true); rc != 0) {
+    return rc;
   }
   const char* key_env = std::getenv("TOLLGATE_API_KEY");
   if (key_env == nullptr || *key_env == '\0') {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "core_host.h"
+#include "fleet_client.h"
 #include "tollgate/rest/api.h"
 #include "tollgate/search/query.h"
 
@@ -64,7 +65,15 @@ class search_stories_tool final : public mcp::tool {
     if (auto v = search::validate(q); !v) {
       return mcp::tool_result::invalid_argument(v.error().argument, v.error().rule);
     }
-    auto r = h.backend().search(q, h.scratch());
+    const search::remote_query* remote = nullptr;
+    if (fleet_client* f = h.fleet()) {
+      if (f->collecting()) {
+        f->collect_search(q);
+        return mcp::tool_result::success();
+      }
+      remote = f->for_search(q);
+    }
+    auto r = h.backend().search(q, h.scratch(), remote);
     if (!r) {
       return mcp::tool_result::failure(to_tool_error(r.error()));
     }
@@ -78,11 +87,19 @@ class get_story_tool final : public mcp::tool {
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
                         mcp::call_context& ctx) override {
     auto& h = *static_cast<core_host*>(ctx.caller);
-    auto ref = h.backend().find_story(args[0].str);
+    const search::remote_query* remote = nullptr;
+    if (fleet_client* f = h.fleet()) {
+      if (f->collecting()) {
+        f->collect_story(args[0].str);
+        return mcp::tool_result::success();
+      }
+      remote = f->for_story(args[0].str);
+    }
+    auto ref = h.backend().find_story(args[0].str, remote);
     if (!ref) {
       return mcp::tool_result::failure(to_tool_error(ref.error()));
     }
-    h.backend().render_story(*ref, out);
+    h.backend().render_story(*ref, out, remote);
     return mcp::tool_result::success();
   }
 };
@@ -91,6 +108,9 @@ class get_usage_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments&, json_out& out, mcp::call_context& ctx) override {
     auto& h = *static_cast<core_host*>(ctx.caller);
+    if (h.collecting()) {
+      return mcp::tool_result::success();
+    }
     rest::render_usage(out, h.key(), h.figures_now());
     return mcp::tool_result::success();
   }

@@ -133,9 +133,9 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
   http::pending_response p = http::begin_response(out, head);
   result<void, search::errc> r;
   if (is_search) {
-    r = backend_.search_stories(args, *scratch_, out, /*nested=*/false);
+    r = backend_.search_stories(args, *scratch_, out, /*nested=*/false, c.remote);
   } else {
-    r = backend_.get_story(story_id, out, /*nested=*/false);
+    r = backend_.get_story(story_id, out, /*nested=*/false, c.remote);
   }
   if (!r) {
     c.shard.settle(t, false);

@@ -319,7 +319,7 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl(std::string_view jsonl,
   if (!shards) {
     return unexpected(shards.error());
   }
-  return std::make_unique<backend>(std::move(*shards));
+  return std::make_unique<backend>(std::move(*shards), opts.remote_slots);
 }
 
 result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& path,
@@ -344,12 +344,13 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
   return load_jsonl(data, opts, report);
 }
 
-std::unique_ptr<backend> load_sample(uint32_t shards) {
+std::unique_ptr<backend> load_sample(uint32_t shards, uint32_t remote_slots) {
   std::string data;
   generate_corpus(sample_count, sample_seed, [&data](std::string_view chunk) { data += chunk; });
   load_options opts;
   opts.shards = shards;
   opts.skip_bad_lines = false;
+  opts.remote_slots = remote_slots;
   load_report report;
   auto b = load_jsonl(data, opts, report);
   TOLLGATE_CHECK(b.has_value());

@@ -16,6 +16,7 @@
 #include "tollgate/http/handler.h"
 #include "tollgate/quota/service.h"
 #include "tollgate/search/backend.h"
+#include "tollgate/search/fleet.h"
 #include "tollgate/search/query.h"
 
 namespace tollgate::rest {
@@ -30,6 +31,9 @@ struct caller {
   const quota::key_record& key;
   quota::figures& fig;
   int64_t now_ns;
+  /// A gateway's answers from its remote shards for this request (null: none; remote slots
+  /// then count as not answered).
+  const search::remote_query* remote = nullptr;
 };
 
 class api {

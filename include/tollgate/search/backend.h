@@ -157,6 +157,7 @@ struct load_options {
   bool skip_bad_lines = true;   ///< false: the first bad line fails the load
   uint32_t threads = 0;         ///< index build threads; 0 = hardware concurrency
   uint32_t max_issues = 20;     ///< bad lines kept in the report (all are counted)
+  uint32_t remote_slots = 0;    ///< a gateway's remote shard nodes, after the loaded shards
 };
 
 /// A bad line (line numbers start at 1; 0 = the file itself).
@@ -186,6 +187,6 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
 inline constexpr uint64_t sample_count = 10000;
 inline constexpr uint64_t sample_seed = 20260501;
 /// The embedded --sample corpus: sample_count stories generated with sample_seed.
-std::unique_ptr<backend> load_sample(uint32_t shards);
+std::unique_ptr<backend> load_sample(uint32_t shards, uint32_t remote_slots = 0);
 
 }  // namespace tollgate::search

@@ -1,0 +1,125 @@
+// The shard node's handler (--role shard): the fleet routes behind the shared secret, and the
+// ops routes. A shard node has no keys, quotas or MCP: its callers are gateways, which bill.
+#include <openssl/crypto.h>
+
+#include "handler.h"
+#include "tollgate/search/fleet.h"
+
+namespace tollgate::app {
+namespace {
+
+http::response_info json_reply(const http::request& req, int status, std::string_view body,
+                               out_buffer& out) {
+  auto head = http::head_for(req, status);
+  head.content_type = "application/json";
+  http::write_response(out, head, body);
+  return {status, head.close};
+}
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+// Percent-decodes `in` onto `out`; false on a malformed escape.
+bool percent_decode(std::string_view in, std::string& out) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) {
+      return false;
+    }
+    const int hi = hex_value(in[i + 1]);
+    const int lo = hex_value(in[i + 2]);
+    if (hi < 0 || lo < 0) {
+      return false;
+    }
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+// Constant time in the presented secret's content (not its length).
+bool secret_ok(std::string_view presented, std::string_view secret) noexcept {
+  return !secret.empty() && presented.size() == secret.size() &&
+         CRYPTO_memcmp(presented.data(), secret.data(), secret.size()) == 0;
+}
+
+}  // namespace
+
+void register_shard_routes(shared_state& s) {
+  auto& r = s.router;
+  r.add("GET", "/healthz", static_cast<http::route_id>(route::healthz));
+  r.add("GET", "/readyz", static_cast<http::route_id>(route::readyz));
+  r.add("GET", "/metrics", static_cast<http::route_id>(route::metrics));
+  r.add("POST", search::fleet_wire::df_path, static_cast<http::route_id>(route::shard));
+  r.add("POST", search::fleet_wire::search_path, static_cast<http::route_id>(route::shard));
+  r.add_prefix("GET", search::fleet_wire::story_prefix,
+               static_cast<http::route_id>(route::shard));
+}
+
+shard_handler::shard_handler(const shared_state& s, int core)
+    : s_(s), core_(core), search_(s.backend->make_scratch()) {
+  scratch_.reserve(16384);
+  body_.reserve(65536);
+  path_.reserve(256);
+}
+
+http::response_info shard_handler::handle(const http::request& req, out_buffer& out,
+                                          int64_t /*now_ns*/) {
+  route counted = route::not_found;
+  http::response_info info = answer(req, out, counted);
+  s_.counters->count(core_, counted, info.status);
+  return info;
+}
+
+http::response_info shard_handler::answer(const http::request& req, out_buffer& out,
+                                          route& counted) {
+  http::route_match m = s_.router.match(req.method, req.path);
+  if (m.status != 200) {
+    return json_reply(req, m.status == 405 ? 405 : 404,
+                      m.status == 405
+                          ? R"({"code":"method_not_allowed","message":"This route does not support that method."})"
+                          : R"({"code":"not_found","message":"There is no such route."})",
+                      out);
+  }
+  const auto r = static_cast<route>(m.id);
+  counted = r;
+  if (r != route::shard) {
+    return handle_ops(s_, r, req, scratch_, out);
+  }
+  if (!secret_ok(req.header_value(search::fleet_wire::secret_header),
+                 s_.settings->shard_secret)) {
+    return json_reply(
+        req, 401,
+        R"({"code":"unauthorized","message":"Fleet requests need the fleet secret in X-Tollgate-Fleet-Secret."})",
+        out);
+  }
+  std::string_view path = req.path;
+  if (req.method == "GET") {
+    path_.assign(search::fleet_wire::story_prefix);
+    if (!percent_decode(m.rest, path_)) {
+      return json_reply(
+          req, 400, R"({"code":"invalid_request","message":"Malformed percent-escape in the story id."})",
+          out);
+    }
+    path = path_;
+  }
+  body_.clear();
+  const int status = search::serve_fleet_request(*s_.backend, *search_, req.method, path,
+                                                 req.body, body_);
+  return json_reply(req, status, body_.view(), out);
+}
+
+}  // namespace tollgate::app
