@@ -277,8 +277,7 @@ std::unique_ptr<server> start_upstream(const char* host = "127.0.0.1") {
   return start_server(o, testing::echo_factory());
 }
 
-std::unique_ptr<server> start_gateway(gw_shared& g) {
-  server_options o = test_options();
+std::unique_ptr<server> start_gateway(gw_shared& g, server_options o = test_options()) {
   o.ring_entries = 128;  // small: 200 fetches overflow the SQ within one pass
   return start_server(o, [&g](int) { return std::make_unique<gw_handler>(&g); });
 }
@@ -451,15 +450,12 @@ TEST(net_upstream_test, redelivers_a_chunked_request_byte_for_byte) {
   EXPECT_EQ(r->body, fetch_answer(0, 200, "/x|", "hello world"));
 }
 
-TEST(net_upstream_test, keeps_pipelined_requests_in_order_behind_deferred_ones) {
-  // Verifies requests pipelined behind a deferred one wait for it and keep their order, also
-  // when a later one defers in turn.
-  TOLLGATE_SKIP_WITHOUT_RING();
+void check_pipelined_order(server_options o) {
   auto up = start_upstream();
   ASSERT_TRUE(up);
   gw_shared g;
   g.upstream_ports = {up->port()};
-  auto gw = start_gateway(g);
+  auto gw = start_gateway(g, o);
   ASSERT_TRUE(gw);
   client c(gw->port());
   const std::string filler = "X-Filler: " + std::string(1500, 'f') + "\r\n";  // spans buffers
@@ -477,6 +473,44 @@ TEST(net_upstream_test, keeps_pipelined_requests_in_order_behind_deferred_ones) 
     ASSERT_TRUE(r.has_value()) << w;
     EXPECT_EQ(r->body, w);
   }
+}
+
+TEST(net_upstream_test, keeps_pipelined_requests_in_order_behind_deferred_ones) {
+  // Verifies requests pipelined behind a deferred one wait for it and keep their order, also
+  // when a later one defers in turn.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  check_pipelined_order(test_options());
+}
+
+TEST(net_upstream_test, keeps_pipelined_order_behind_deferred_ones_on_single_shot_recv) {
+  // Verifies the same with the single-shot receive fallback (re-armed while deferred).
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.disable_multishot = true;
+  check_pipelined_order(o);
+}
+
+TEST(net_upstream_test, deferred_requests_escape_the_header_and_idle_timeouts) {
+  // Verifies a deferred connection outlives short header and idle timeouts (the handler owns
+  // its deadline) and is answered when resumed.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.header_timeout_ms = 150;
+  o.idle_timeout_ms = 150;
+  gw_shared g;
+  auto gw = start_gateway(g, o);
+  ASSERT_TRUE(gw);
+  client c(gw->port());
+  ASSERT_TRUE(c.send_all(get("/hold")));
+  ASSERT_TRUE(eventually([&] { return g.held.load() == 1; }));
+  std::this_thread::sleep_for(600ms);  // four timeouts' worth
+  EXPECT_EQ(open_conns(*gw), 1u);
+  g.resume_now.store(true);
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "held");
+  EXPECT_EQ(g.resume_result.load(), 1);
+  EXPECT_TRUE(c.wait_closed());  // idle again after the answer: the idle timeout applies
 }
 
 TEST(net_upstream_test, defers_a_request_again_on_its_redelivery) {
