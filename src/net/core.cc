@@ -787,9 +787,12 @@ bool core::resume(http::deferral_token t) {
 http::response_info core::call_handler(conn& c, uint32_t idx, const http::request& req) {
   cur_idx_ = idx;
   defer_called_ = false;
+  const size_t out_before = c.out.size();
   http::response_info info = handler_->handle(req, c.out, now_real_);
   cur_idx_ = kNil;
   if (info.deferred && defer_called_) {
+    TOLLGATE_ASSERT(c.out.size() == out_before && "a deferring handle() wrote output");
+    c.out.resize(out_before);  // (release builds) half a response must not go out
     return info;
   }
   c.resume_queued = false;  // resumed from inside handle() but answered after all
