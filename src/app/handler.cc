@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <strings.h>
 
+#include <chrono>
 #include <iterator>
 
 #include "tollgate/net/server.h"
@@ -59,6 +60,20 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
           &net::core_stats::accept_errors);
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
+  }
+  if (s_.fleet) {
+    fmt::format_to(it,
+                   "# HELP tollgate_fleet_shard_up Whether a remote shard is taking queries (0: "
+                   "marked down after failures, probed again later).\n"
+                   "# TYPE tollgate_fleet_shard_up gauge\n");
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    for (uint32_t r = 0; r < s_.fleet->remotes.size(); ++r) {
+      const auto& e = s_.fleet->remotes[r];
+      fmt::format_to(it, "tollgate_fleet_shard_up{{shard=\"{}:{}\"}} {}\n", e.host, e.port,
+                     s_.fleet->health->is_down(r, now) ? 0 : 1);
+    }
   }
   return ops_text(req, 200, scratch_.view(), "text/plain; version=0.0.4", out);
 }
