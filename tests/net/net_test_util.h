@@ -95,12 +95,21 @@ class client {
   /// timeout.
   int read_some(int timeout_ms) {
     pollfd p{fd_, POLLIN, 0};
-    const int pr = ::poll(&p, 1, timeout_ms);
+    int pr;
+    do {  // EINTR: io_uring task work of a ring this thread once made can interrupt waits
+      pr = ::poll(&p, 1, timeout_ms);
+    } while (pr < 0 && errno == EINTR);
     if (pr == 0) {
       return -1;
     }
     char tmp[65536];
-    const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+    ssize_t n;
+    do {
+      n = ::recv(fd_, tmp, sizeof tmp, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN) {
+      return -1;  // (poll said readable, but nothing came: treat as a timeout)
+    }
     if (n <= 0) {
       eof_ = true;
       return 0;
