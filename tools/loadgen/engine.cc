@@ -22,9 +22,68 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tollgate::loadgen {
+
+namespace {
+
+struct feature_name {
+  ring_feature bit;
+  const char* name;
+};
+constexpr feature_name feature_names[] = {
+    {feat_defer_taskrun, "defer_taskrun"},
+    {feat_coop_taskrun, "coop_taskrun"},
+    {feat_fixed_files, "fixed_files"},
+    {feat_buf_ring, "buf_ring"},
+};
+
+}  // namespace
+
+std::string ring_feature_names(unsigned features) {
+  std::string out;
+  for (const auto& f : feature_names) {
+    if ((features & f.bit) != 0) {
+      if (!out.empty()) {
+        out += '+';
+      }
+      out += f.name;
+    }
+  }
+  return out.empty() ? "plain" : out;
+}
+
+bool parse_ring_features(const std::string& list, unsigned& out) {
+  out = 0;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    std::size_t end = list.find(',', pos);
+    if (end == std::string::npos) {
+      end = list.size();
+    }
+    std::string_view name(list.data() + pos, end - pos);
+    bool known = false;
+    for (const auto& f : feature_names) {
+      if (name == f.name) {
+        out |= f.bit;
+        known = true;
+      }
+    }
+    if (name == "all") {
+      out |= feat_all;
+      known = true;
+    } else if (name == "none" || name == "plain") {
+      known = true;
+    }
+    if (!known) {
+      return false;
+    }
+    pos = end + 1;
+  }
+  return true;
+}
 
 std::uint64_t now_ns() noexcept {
   timespec ts{};
@@ -151,8 +210,19 @@ class runner {
       }
       flush();
       __kernel_timespec ts = wait_time(now);
+      // Sends on a socket with room complete inside the submit, so their completions are
+      // already posted when the wait starts: ask for them plus a batch of responses.
+      unsigned batch = wait_batch();
+      if (batch > 1) {
+        cap_wait(ts, std::uint64_t{cfg_.wait_batch_us} * 1000);
+      }
       io_uring_cqe* cqe = nullptr;
-      int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+      int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, sends_unsubmitted_ + batch, &ts,
+                                               nullptr);
+      sends_unsubmitted_ = 0;
+      if (batch > 1) {
+        adapt_batch(r == -ETIME);
+      }
       if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY) {
         out_.fatal = std::string("io_uring_submit_and_wait_timeout: ") + std::strerror(-r);
         return;
@@ -179,17 +249,33 @@ class runner {
     while (entries < 4 * conns_.size() + 16) {
       entries <<= 1;
     }
+    ring_init_fn init = cfg_.ring_init != nullptr ? cfg_.ring_init : &io_uring_queue_init_params;
+    unsigned want = cfg_.features;
     io_uring_params p{};
-    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-    int r = io_uring_queue_init_params(entries, &ring_, &p);
-    if (r == -EINVAL) {
+    int r = -EINVAL;
+    if ((want & feat_defer_taskrun) != 0) {
+      p = io_uring_params{};
+      p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+      r = init(entries, &ring_, &p);
+      if (r == 0) {
+        out_.features |= feat_defer_taskrun;
+      } else if (r == -EINVAL) {
+        note("IORING_SETUP_SINGLE_ISSUER|DEFER_TASKRUN refused (needs Linux 6.1+)");
+      }
+    }
+    if (r == -EINVAL && (want & feat_coop_taskrun) != 0) {
       p = io_uring_params{};
       p.flags = IORING_SETUP_COOP_TASKRUN;
-      r = io_uring_queue_init_params(entries, &ring_, &p);
+      r = init(entries, &ring_, &p);
+      if (r == 0) {
+        out_.features |= feat_coop_taskrun;
+      } else if (r == -EINVAL) {
+        note("IORING_SETUP_COOP_TASKRUN refused (needs Linux 5.19+)");
+      }
     }
     if (r == -EINVAL) {
       p = io_uring_params{};
-      r = io_uring_queue_init_params(entries, &ring_, &p);
+      r = init(entries, &ring_, &p);
     }
     if (r < 0) {
       out_.fatal = std::string("io_uring_queue_init: ") + std::strerror(-r) +
@@ -201,36 +287,63 @@ class runner {
       out_.fatal = "io_uring lacks IORING_FEAT_EXT_ARG (timed waits): needs Linux 5.11+";
       return false;
     }
-    setup_buf_ring();
+    if ((want & feat_fixed_files) != 0) {
+      int fr = io_uring_register_files_sparse(&ring_, static_cast<unsigned>(conns_.size()));
+      if (fr == 0) {
+        fixed_ = true;
+        out_.features |= feat_fixed_files;
+      } else {
+        note(std::string("registered files refused (") + std::strerror(-fr) +
+             ", needs Linux 5.19+): plain descriptors");
+      }
+    }
+    if ((want & feat_buf_ring) != 0) {
+      int br = setup_buf_ring();
+      if (br == 0) {
+        out_.features |= feat_buf_ring;
+      } else {
+        note(std::string("provided buffer ring refused (") + std::strerror(-br) +
+             ", needs Linux 6.0+): one recv per read");
+      }
+    }
     return true;
+  }
+
+  void note(const std::string& why) {
+    if (!out_.ring_note.empty()) {
+      out_.ring_note += "; ";
+    }
+    out_.ring_note += why;
   }
 
   /// Multishot recv into a provided buffer ring (Linux 6.0+), registered by hand (liburing 2.3
   /// has no io_uring_setup_buf_ring). Without it, recv falls back to one SQE per read into the
-  /// connection's own buffer.
-  void setup_buf_ring() {
+  /// connection's own buffer. Returns 0 or a negative errno.
+  int setup_buf_ring() {
     std::size_t ring_bytes = sizeof(io_uring_buf) * buf_count;
     void* mem = ::mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE,
                        -1, 0);
     if (mem == MAP_FAILED) {
-      return;
+      return -errno;
     }
     io_uring_buf_reg reg{};
     reg.ring_addr = reinterpret_cast<std::uint64_t>(mem);
     reg.ring_entries = buf_count;
     reg.bgid = buf_group;
-    if (io_uring_register_buf_ring(&ring_, &reg, 0) < 0) {
+    int r = io_uring_register_buf_ring(&ring_, &reg, 0);
+    if (r < 0) {
       ::munmap(mem, ring_bytes);
-      return;
+      return r;
     }
     // The buffers themselves: anonymous memory, so pages are zeroed lazily by the kernel as
     // they are first used rather than all up front (which showed up in short runs).
     std::size_t bytes = static_cast<std::size_t>(buf_count) * buf_size;
     void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
     if (data == MAP_FAILED) {
+      r = -errno;
       io_uring_unregister_buf_ring(&ring_, buf_group);
       ::munmap(mem, ring_bytes);
-      return;
+      return r;
     }
     bufs_ = static_cast<char*>(data);
     bufs_bytes_ = bytes;
@@ -243,6 +356,52 @@ class runner {
                             static_cast<int>(b));
     }
     io_uring_buf_ring_advance(br_, static_cast<int>(buf_count));
+    return 0;
+  }
+
+  /// Responses one wait asks for: 1 in open loop (sends are due at set times), else
+  /// cfg_.wait_batch or, for auto, an eighth of the requests outstanding, at most
+  /// `batch_cap_` (which shrinks when waits time out, so a slow server is not polled).
+  unsigned wait_batch() const {
+    if (open_loop_ || inflight_ < 2) {
+      return 1;
+    }
+    std::uint64_t b = cfg_.wait_batch;
+    if (b == 0) {
+      b = inflight_ / 8;
+      if (b > batch_cap_) {
+        b = batch_cap_;
+      }
+    }
+    if (b > inflight_) {
+      b = inflight_;
+    }
+    return b < 1 ? 1 : static_cast<unsigned>(b);
+  }
+
+  void adapt_batch(bool timed_out) {
+    if (timed_out) {
+      batch_cap_ = batch_cap_ > 2 ? batch_cap_ / 2 : 1;
+    } else if (batch_cap_ < max_auto_batch) {
+      batch_cap_++;
+    }
+  }
+
+  static void cap_wait(__kernel_timespec& ts, std::uint64_t max_ns) {
+    std::uint64_t d = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+                      static_cast<std::uint64_t>(ts.tv_nsec);
+    if (d > max_ns) {
+      ts.tv_sec = static_cast<long long>(max_ns / 1'000'000'000ull);
+      ts.tv_nsec = static_cast<long long>(max_ns % 1'000'000'000ull);
+    }
+  }
+
+  /// Points `s` at connection `i`'s socket: its slot in the registered table, or its fd.
+  void target(io_uring_sqe* s, std::uint32_t i) const {
+    if (fixed_) {
+      s->fd = static_cast<int>(i);
+      s->flags |= IOSQE_FIXED_FILE;
+    }
   }
 
   void recycle_buffer(unsigned bid) {
@@ -312,6 +471,15 @@ class runner {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (fixed_) {
+      int r = io_uring_register_files_update(&ring_, i, &fd, 1);
+      if (r < 0) {
+        ::close(fd);
+        count_transport("io_uring_register_files_update failed", now, 1);
+        c.retry_at = now + 100'000'000;
+        return false;
+      }
+    }
     c.fd = fd;
     c.st = connection::state::connecting;
     c.in_len = 0;
@@ -324,6 +492,7 @@ class runner {
     c.send_busy = false;
     io_uring_sqe* s = sqe();
     io_uring_prep_connect(s, fd, reinterpret_cast<const sockaddr*>(&cfg_.addr), cfg_.addr_len);
+    target(s, i);
     io_uring_sqe_set_data64(s, pack(i, op_connect));
     c.sqes++;
     return true;
@@ -343,6 +512,7 @@ class runner {
       }
       io_uring_prep_recv(s, c.fd, c.in.data() + c.in_len, c.in.size() - c.in_len, 0);
     }
+    target(s, i);
     io_uring_sqe_set_data64(s, pack(i, op_recv));
     c.sqes++;
   }
@@ -358,6 +528,7 @@ class runner {
       count_transport(why != nullptr ? why : "closed with requests outstanding", now,
                       c.fifo_count);
     }
+    inflight_ -= c.fifo_count;
     c.fifo_count = 0;
     c.st = connection::state::closing;
     c.retry_later = backoff;
@@ -369,6 +540,10 @@ class runner {
     connection& c = conns_[i];
     if (c.st != connection::state::closing || c.sqes > 0) {
       return;
+    }
+    if (fixed_) {
+      int none = -1;
+      io_uring_register_files_update(&ring_, i, &none, 1);
     }
     ::close(c.fd);
     c.fd = -1;
@@ -389,6 +564,7 @@ class runner {
     std::size_t slot = (c.fifo_head + c.fifo_count) % c.fifo.size();
     c.fifo[slot] = pending_req{t0, id, static_cast<std::uint32_t>(spec)};
     c.fifo_count++;
+    inflight_++;
     if (!c.dirty) {
       c.dirty = true;
       dirty_.push_back(i);
@@ -452,9 +628,11 @@ class runner {
     io_uring_sqe* s = sqe();
     io_uring_prep_send(s, c.fd, c.out_fly.data() + c.fly_off, c.out_fly.size() - c.fly_off,
                        MSG_NOSIGNAL);
+    target(s, i);
     io_uring_sqe_set_data64(s, pack(i, op_send));
     c.sqes++;
     c.send_busy = true;
+    sends_unsubmitted_++;
   }
 
   // --- completions -------------------------------------------------------------------------
@@ -463,19 +641,11 @@ class runner {
     auto i = static_cast<std::uint32_t>(data >> 8);
     auto o = static_cast<op>(data & 0xff);
     connection& c = conns_[i];
+    // Bytes a multishot recv put in a provided buffer: framed from there (only an incomplete
+    // tail is copied into the connection's buffer), then the buffer goes back to the kernel.
     const char* buf = nullptr;
     if (flags & IORING_CQE_F_BUFFER) {
-      // Copy out of the provided buffer at once and hand it back to the kernel.
-      unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
-      buf = bufs_ + static_cast<std::size_t>(bid) * buf_size;
-      if (res > 0 && c.st == connection::state::open) {
-        std::size_t n = static_cast<std::size_t>(res);
-        if (c.in.size() - c.in_len < n) {
-          c.in.resize(c.in_len + n > 2 * c.in.size() ? c.in_len + n : 2 * c.in.size());
-        }
-        std::memcpy(c.in.data() + c.in_len, buf, n);
-      }
-      recycle_buffer(bid);
+      buf = bufs_ + static_cast<std::size_t>(flags >> IORING_CQE_BUFFER_SHIFT) * buf_size;
     }
     bool more = (flags & IORING_CQE_F_MORE) != 0;
     if (!more) {
@@ -486,18 +656,21 @@ class runner {
         c.send_busy = false;
       }
       maybe_finish_close(i, now);
-      return;
+    } else {
+      switch (o) {
+        case op_connect:
+          on_connect(i, res, now);
+          break;
+        case op_send:
+          on_send(i, res, now);
+          break;
+        case op_recv:
+          on_recv(i, res, more, buf, now);
+          break;
+      }
     }
-    switch (o) {
-      case op_connect:
-        on_connect(i, res, now);
-        break;
-      case op_send:
-        on_send(i, res, now);
-        break;
-      case op_recv:
-        on_recv(i, res, more, now);
-        break;
+    if (buf != nullptr) {
+      recycle_buffer(flags >> IORING_CQE_BUFFER_SHIFT);
     }
   }
 
@@ -556,7 +729,7 @@ class runner {
     }
   }
 
-  void on_recv(std::uint32_t i, int res, bool more, std::uint64_t now) {
+  void on_recv(std::uint32_t i, int res, bool more, const char* buf, std::uint64_t now) {
     connection& c = conns_[i];
     if (res == -ENOBUFS && br_ != nullptr) {
       arm_recv(i);  // buffers ran out for a moment; they are recycled as we go
@@ -567,12 +740,30 @@ class runner {
       return;
     }
     bool eof = res == 0;
-    c.in_len += static_cast<std::size_t>(res);
+    auto n = static_cast<std::size_t>(res);
     if (in_window(now)) {
-      out_.bytes_read += static_cast<std::size_t>(res);
+      out_.bytes_read += n;
     }
-    if (!frame_responses(i, eof, now)) {
-      return;  // closing
+    if (buf != nullptr && c.in_len == 0 && n > 0) {
+      std::size_t used = 0;
+      if (!frame_responses(i, buf, n, false, now, used)) {
+        return;  // closing
+      }
+      append_in(c, buf + used, n - used);
+    } else {
+      if (buf != nullptr) {
+        append_in(c, buf, n);
+      } else {
+        c.in_len += n;  // the recv read straight into c.in
+      }
+      std::size_t used = 0;
+      if (!frame_responses(i, c.in.data(), c.in_len, eof, now, used)) {
+        return;  // closing
+      }
+      if (used > 0) {
+        std::memmove(c.in.data(), c.in.data() + used, c.in_len - used);
+        c.in_len -= used;
+      }
     }
     if (eof) {
       begin_close(i, "EOF with requests outstanding", now, false);
@@ -583,21 +774,34 @@ class runner {
     }
   }
 
-  /// Frames, checks and records every complete response in the buffer. False when the
-  /// connection started closing.
-  bool frame_responses(std::uint32_t i, bool eof, std::uint64_t now) {
+  static void append_in(connection& c, const char* p, std::size_t n) {
+    if (n == 0) {
+      return;
+    }
+    if (c.in.size() - c.in_len < n) {
+      c.in.resize(c.in_len + n > 2 * c.in.size() ? c.in_len + n : 2 * c.in.size());
+    }
+    std::memcpy(c.in.data() + c.in_len, p, n);
+    c.in_len += n;
+  }
+
+  /// Frames, checks and records every complete response in data[0, len); `used` is the bytes
+  /// they took (the rest starts an incomplete response). False when the connection started
+  /// closing.
+  bool frame_responses(std::uint32_t i, const char* data, std::size_t len, bool eof,
+                       std::uint64_t now, std::size_t& used) {
     connection& c = conns_[i];
     std::size_t off = 0;
     bool keep = true;
-    while (off < c.in_len) {
-      frame_result r = c.parser.parse(c.in.data() + off, c.in_len - off, eof);
+    while (off < len) {
+      frame_result r = c.parser.parse(data + off, len - off, eof);
       if (r == frame_result::incomplete) {
         break;
       }
       if (r == frame_result::error) {
         if (c.fifo_count > 0) {
           record(c, outcome{outcome_kind::bad_response, 0, frame_errc_name(c.parser.error())},
-                 std::string_view(c.in.data() + off, c.in_len - off), now);
+                 std::string_view(data + off, len - off), now);
         } else {
           count_bad("bytes with no request outstanding", now);
         }
@@ -631,10 +835,7 @@ class runner {
         }
       }
     }
-    if (keep && off > 0) {
-      std::memmove(c.in.data(), c.in.data() + off, c.in_len - off);
-      c.in_len -= off;
-    }
+    used = off;
     return keep;
   }
 
@@ -643,6 +844,7 @@ class runner {
     const pending_req& p = c.fifo[c.fifo_head];
     c.fifo_head = (c.fifo_head + 1) % c.fifo.size();
     c.fifo_count--;
+    inflight_--;
     if (!in_window(now)) {
       return;
     }
@@ -701,6 +903,11 @@ class runner {
   std::size_t br_bytes_ = 0;
   char* bufs_ = nullptr;  ///< buf_count * buf_size bytes, mmap'ed
   std::size_t bufs_bytes_ = 0;
+  bool fixed_ = false;  ///< sockets live in the registered file table, slot = connection index
+  std::uint64_t inflight_ = 0;          ///< requests sent or queued, not yet answered
+  unsigned sends_unsubmitted_ = 0;      ///< send SQEs since the last submit
+  static constexpr unsigned max_auto_batch = 16;
+  unsigned batch_cap_ = max_auto_batch;
   bool open_loop_ = false;
   double interval_ns_ = 0;
   double next_due_ = 0;

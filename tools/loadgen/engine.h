@@ -4,19 +4,46 @@
 // stalled server cannot hide behind a client that waits for it: no coordinated omission).
 //
 // Kernel features: IORING_OP_CONNECT/SEND/RECV (5.6+), IORING_FEAT_EXT_ARG for waits with a
-// timeout (5.11+); SINGLE_ISSUER + DEFER_TASKRUN (6.1+) when present, else COOP_TASKRUN
-// (5.19+), else plain. Every submission goes out in one io_uring_enter per loop pass.
+// timeout (5.11+) are required. Optional, probed at start-up, each falling back with a note in
+// `thread_stats::ring_note`: SINGLE_ISSUER + DEFER_TASKRUN (6.1+), else COOP_TASKRUN (5.19+),
+// else plain; a sparse registered-file table for the sockets (5.19+); a provided buffer ring
+// with multishot recv (6.0+). Every submission goes out in one io_uring_enter per loop pass,
+// and each wait asks for a batch of completions (bounded by a short timeout) so one wake-up
+// handles several responses.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <string>
 
 #include "check.h"
 #include "stats.h"
 #include "workload.h"
 
+struct io_uring;
+struct io_uring_params;
+
 namespace tollgate::loadgen {
+
+/// Optional io_uring features (bits of `run_config::features` and `thread_stats::features`).
+enum ring_feature : unsigned {
+  feat_defer_taskrun = 1u << 0,  ///< IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN
+  feat_coop_taskrun = 1u << 1,   ///< IORING_SETUP_COOP_TASKRUN (tried when the above is not)
+  feat_fixed_files = 1u << 2,    ///< sockets in a registered file table (IOSQE_FIXED_FILE)
+  feat_buf_ring = 1u << 3,       ///< provided buffer ring + multishot recv
+  feat_all = (1u << 4) - 1,
+};
+
+/// "defer_taskrun+fixed_files+buf_ring" style names of the bits in `features` ("plain" for 0).
+std::string ring_feature_names(unsigned features);
+
+/// Parses a comma-separated list of feature names (defer_taskrun, coop_taskrun, fixed_files,
+/// buf_ring) into bits; false on an unknown name.
+bool parse_ring_features(const std::string& list, unsigned& out);
+
+/// io_uring_queue_init_params's signature; tests substitute one that refuses some flags.
+using ring_init_fn = int (*)(unsigned entries, io_uring* ring, io_uring_params* p);
 
 /// How to drive the load. Thread-safe (read-only during the run).
 struct run_config {
@@ -31,6 +58,17 @@ struct run_config {
   /// Per thread: stop once this many outcomes (responses and transport errors) were counted
   /// in the window; 0 = run until the end time.
   std::uint64_t stop_after = 0;
+  /// Optional ring features to try (bits of ring_feature); those the kernel refuses are
+  /// dropped with a note.
+  unsigned features = feat_all;
+  /// Completions each wait asks for beyond the sends submitted in that pass: 0 = auto (an
+  /// eighth of the requests outstanding, 1..16), 1 = wake for every completion.
+  unsigned wait_batch = 0;
+  /// Upper bound on how long a wait for more than one completion may hold completions that
+  /// already arrived (µs).
+  unsigned wait_batch_us = 200;
+  /// Ring set-up; null = io_uring_queue_init_params.
+  ring_init_fn ring_init = nullptr;
 };
 
 /// The run's timeline on CLOCK_MONOTONIC (ns): connections open at `begin`, warm-up until

@@ -44,6 +44,13 @@ Load:
       --warmup T        unmeasured time before it (default 1s)
   -R, --rate R          open loop at R requests/s in total; latency counts from each
                         request's intended send time (default: closed loop)
+      --wait-batch N    closed loop: responses one wake-up waits for (0 = auto: an eighth
+                        of those outstanding, at most 16; 1 = wake for each) (default 0)
+      --wait-batch-us U how long such a wait may hold responses that already arrived; it
+                        adds up to U to their latency (default 200)
+      --ring LIST       optional io_uring features to try, comma-separated: defer_taskrun,
+                        coop_taskrun, fixed_files, buf_ring, all, none (default all); one the
+                        kernel refuses falls back with a note on stderr
 
 Requests (the mix; default: get of URL's path):
       --req SPEC        add to the mix; SPEC is KIND[@WEIGHT] with KIND one of
@@ -221,6 +228,15 @@ options parse_args(int argc, char** argv) {
         o.run.level = check_level::status;
       } else {
         die_usage("--check wants full or status");
+      }
+    } else if (a == "--wait-batch") {
+      o.run.wait_batch = parse_num<unsigned>(a, value(i, a), 0, 4096);
+    } else if (a == "--wait-batch-us") {
+      o.run.wait_batch_us = parse_num<unsigned>(a, value(i, a), 0, 1'000'000);
+    } else if (a == "--ring") {
+      if (!parse_ring_features(value(i, a), o.run.features)) {
+        die_usage("--ring wants a comma-separated list of defer_taskrun, coop_taskrun, "
+                  "fixed_files, buf_ring, all, none");
       }
     } else if (a == "--json") {
       o.json = true;
@@ -402,6 +418,11 @@ int main(int argc, char** argv) {
     all.passes += s.passes;
     all.cqes += s.cqes;
   }
+  const thread_stats& first = stats.front();
+  if (!first.ring_note.empty()) {
+    std::fprintf(stderr, "loadgen: io_uring fallback: %s\n", first.ring_note.c_str());
+  }
+  std::string ring = ring_feature_names(first.features);
   double cqes_per_pass =
       all.passes ? static_cast<double>(all.cqes) / static_cast<double>(all.passes) : 0;
   // The window ends at --duration, or earlier when every thread reached its --requests share.
@@ -444,8 +465,9 @@ int main(int argc, char** argv) {
                 us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
                 us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3, us(h.min()));
     std::printf("\"client_cpu_s\":%.4f,\"client_cpu_us_per_req\":%.3f,\"cqes_per_pass\":%.2f,"
-                "\"outcomes\":{\"ok\":%llu",
-                cpu, cpu_us_per_req, cqes_per_pass, static_cast<unsigned long long>(ok));
+                "\"ring\":\"%s\",\"outcomes\":{\"ok\":%llu",
+                cpu, cpu_us_per_req, cqes_per_pass, ring.c_str(),
+                static_cast<unsigned long long>(ok));
     for (const auto& r : all.outcomes.rows()) {
       std::printf(",%s:%llu", json_string(outcome_label(r.kind, r.code, r.detail)).c_str(),
                   static_cast<unsigned long long>(r.count));
@@ -480,6 +502,7 @@ int main(int argc, char** argv) {
     std::printf("  client CPU   %.3f s (%.0f%% of one core), %.2f us/request, %.1f completions per"
                 " wake-up\n",
                 cpu, 100.0 * cpu / secs, cpu_us_per_req, cqes_per_pass);
+    std::printf("  io_uring     %s\n", ring.c_str());
     if (all.backlog_at_end > 0 || all.inflight_at_end > 0) {
       std::printf("  at the end   %llu in flight, %llu due but never sent (open loop backlog)\n",
                   static_cast<unsigned long long>(all.inflight_at_end),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <liburing.h>
 
 #include "check.h"
 #include "engine.h"
@@ -349,7 +350,10 @@ class tiny_server {
  public:
   using answer_fn = std::function<std::string(const std::string& body)>;
 
-  explicit tiny_server(answer_fn answer) : answer_(std::move(answer)) {
+  /// `piece` > 0 writes each batch of answers in pieces of that many bytes, 1 ms apart, so
+  /// responses arrive split across reads.
+  explicit tiny_server(answer_fn answer, std::size_t piece = 0)
+      : answer_(std::move(answer)), piece_(piece) {
     lfd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -422,9 +426,16 @@ class tiny_server {
           out += resp;
           b.erase(0, end + 4 + cl);
         }
-        if (!out.empty()) {
+        if (!out.empty() && piece_ == 0) {
           ssize_t w = ::write(fd, out.data(), out.size());
           (void)w;
+        } else {
+          for (std::size_t at = 0; at < out.size(); at += piece_) {
+            std::size_t len = out.size() - at < piece_ ? out.size() - at : piece_;
+            ssize_t w = ::send(fd, out.data() + at, len, MSG_NOSIGNAL);
+            (void)w;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
         }
         if (close) {
           ::close(fd);
@@ -438,6 +449,7 @@ class tiny_server {
   }
 
   answer_fn answer_;
+  std::size_t piece_ = 0;
   int lfd_ = -1;
   sockaddr_in addr_{};
   std::atomic<bool> stop_{false};
@@ -459,8 +471,8 @@ std::string json_response(const std::string& json, const char* extra = "") {
 /// outcomes were counted (the 20 s end time is only a safety net), or, with stop_after 0,
 /// for `window_ms`.
 thread_stats run_against(const tiny_server& srv, unsigned conns, unsigned depth,
-                         std::uint64_t stop_after, double rate = 0, std::uint64_t window_ms = 0) {
-  run_config cfg;
+                         std::uint64_t stop_after, double rate = 0, std::uint64_t window_ms = 0,
+                         run_config cfg = {}) {
   std::memcpy(&cfg.addr, &srv.addr(), sizeof(sockaddr_in));
   cfg.addr_len = sizeof(sockaddr_in);
   cfg.connections = conns;
@@ -568,6 +580,134 @@ TEST(loadgen_engine_test, refused_connections_are_transport_errors) {
   ASSERT_FALSE(st.outcomes.rows().empty());
   EXPECT_EQ(st.outcomes.rows()[0].kind, outcome_kind::transport);
   EXPECT_GE(st.outcomes.errors(), 4u);
+}
+
+TEST(loadgen_engine_test, responses_split_across_reads_are_framed) {
+  // Verifies responses that arrive a few bytes at a time (each read ends mid-response, so the
+  // tail is kept between reads) are all framed and checked as successes.
+  tiny_server srv(
+      [](const std::string& body) {
+        return json_response(tool_result(id_of(body), false, kPayload));
+      },
+      7);
+  thread_stats st = run_against(srv, 2, 2, 20);
+  EXPECT_GE(st.responses, 20u);
+  EXPECT_EQ(st.outcomes.ok(), st.responses);
+  EXPECT_EQ(st.outcomes.errors(), 0u);
+}
+
+TEST(loadgen_engine_test, every_feature_subset_gives_the_same_outcomes) {
+  // Verifies the engine is correct with each optional io_uring feature turned off (plain
+  // ring, no registered files, one recv per read), so a kernel without them still works.
+  tiny_server srv([](const std::string& body) {
+    return json_response(tool_result(id_of(body), false, kPayload));
+  });
+  for (unsigned f : {0u, unsigned{feat_coop_taskrun}, unsigned{feat_defer_taskrun},
+                     feat_all & ~unsigned{feat_fixed_files}, feat_all & ~unsigned{feat_buf_ring},
+                     unsigned{feat_all}}) {
+    run_config cfg;
+    cfg.features = f;
+    thread_stats st = run_against(srv, 3, 2, 60, 0, 0, cfg);
+    EXPECT_GE(st.responses, 60u) << ring_feature_names(f);
+    EXPECT_EQ(st.outcomes.ok(), st.responses) << ring_feature_names(f);
+    EXPECT_EQ(st.features & ~f, 0u) << "uses a feature it was told not to";
+    EXPECT_TRUE(st.ring_note.empty()) << st.ring_note;
+  }
+}
+
+TEST(loadgen_engine_test, wait_batch_settings_all_complete) {
+  // Verifies a fixed wait batch larger than the requests outstanding, and waking for every
+  // completion, both finish with only successes (a batch never waits for answers that cannot
+  // come).
+  tiny_server srv([](const std::string& body) {
+    return json_response(tool_result(id_of(body), false, kPayload));
+  });
+  for (unsigned b : {1u, 64u}) {
+    run_config cfg;
+    cfg.wait_batch = b;
+    thread_stats st = run_against(srv, 4, 1, 100, 0, 0, cfg);
+    EXPECT_GE(st.responses, 100u) << b;
+    EXPECT_EQ(st.outcomes.ok(), st.responses) << b;
+  }
+}
+
+int refuse_defer(unsigned entries, io_uring* ring, io_uring_params* p) {
+  if ((p->flags & IORING_SETUP_DEFER_TASKRUN) != 0) {
+    return -EINVAL;
+  }
+  return io_uring_queue_init_params(entries, ring, p);
+}
+
+int refuse_taskrun_flags(unsigned entries, io_uring* ring, io_uring_params* p) {
+  if ((p->flags & (IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN)) != 0) {
+    return -EINVAL;
+  }
+  return io_uring_queue_init_params(entries, ring, p);
+}
+
+int refuse_everything(unsigned, io_uring*, io_uring_params*) { return -ENOSYS; }
+
+TEST(loadgen_engine_test, refused_setup_flags_fall_back_with_a_note) {
+  // Verifies a kernel that refuses DEFER_TASKRUN gets COOP_TASKRUN, one that refuses both
+  // gets a plain ring, each run still all successes, and the note names what was refused.
+  tiny_server srv([](const std::string& body) {
+    return json_response(tool_result(id_of(body), false, kPayload));
+  });
+  run_config cfg;
+  cfg.ring_init = &refuse_defer;
+  thread_stats st = run_against(srv, 2, 1, 30, 0, 0, cfg);
+  EXPECT_EQ(st.features & (feat_defer_taskrun | feat_coop_taskrun), unsigned{feat_coop_taskrun});
+  EXPECT_NE(st.ring_note.find("DEFER_TASKRUN refused"), std::string::npos) << st.ring_note;
+  EXPECT_EQ(st.outcomes.ok(), st.responses);
+  EXPECT_GE(st.responses, 30u);
+
+  cfg.ring_init = &refuse_taskrun_flags;
+  st = run_against(srv, 2, 1, 30, 0, 0, cfg);
+  EXPECT_EQ(st.features & (feat_defer_taskrun | feat_coop_taskrun), 0u);
+  EXPECT_NE(st.ring_note.find("COOP_TASKRUN refused"), std::string::npos) << st.ring_note;
+  EXPECT_EQ(st.outcomes.ok(), st.responses);
+  EXPECT_GE(st.responses, 30u);
+}
+
+TEST(loadgen_engine_test, a_ring_that_cannot_be_created_is_fatal) {
+  // Verifies that when io_uring itself is unavailable the thread reports a fatal message
+  // saying so, instead of running without a ring.
+  run_config cfg;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::memcpy(&cfg.addr, &a, sizeof a);
+  cfg.addr_len = sizeof a;
+  cfg.ring_init = &refuse_everything;
+  workload_config wc;
+  wc.mix = {request_spec{}};
+  wc.mix[0].path = "/";
+  workload w;
+  std::string err;
+  ASSERT_TRUE(w.build(wc, err));
+  run_times t;
+  t.begin = now_ns();
+  t.measure = t.begin;
+  t.end = t.begin + 1'000'000'000ull;
+  thread_stats st;
+  run_thread(cfg, w, t, 0, 1, st);
+  EXPECT_NE(st.fatal.find("io_uring_queue_init"), std::string::npos) << st.fatal;
+  EXPECT_EQ(st.outcomes.ok(), 0u);
+}
+
+TEST(loadgen_ring_features_test, names_round_trip) {
+  // Verifies feature lists parse into bits and print back, and unknown names are refused.
+  unsigned f = 0;
+  ASSERT_TRUE(parse_ring_features("fixed_files,defer_taskrun", f));
+  EXPECT_EQ(f, unsigned{feat_fixed_files | feat_defer_taskrun});
+  EXPECT_EQ(ring_feature_names(f), "defer_taskrun+fixed_files");
+  ASSERT_TRUE(parse_ring_features("all", f));
+  EXPECT_EQ(f, unsigned{feat_all});
+  ASSERT_TRUE(parse_ring_features("none", f));
+  EXPECT_EQ(f, 0u);
+  EXPECT_EQ(ring_feature_names(0), "plain");
+  EXPECT_FALSE(parse_ring_features("defer_taskrun,sqpoll", f));
+  EXPECT_FALSE(parse_ring_features("", f));
 }
 
 }  // namespace
