@@ -142,7 +142,7 @@ result<search_result, errc> backend::search(const query_args& args, scratch& s,
   plan.k = std::min<uint32_t>(args.offset + args.limit, max_k);
   if (remote != nullptr &&
       (remote->is_story() || remote->remotes() != remote_ || !remote->st_->df_done ||
-       !remote->matches(args))) {
+       remote->st_->local_ok.size() != nl || !remote->matches(args))) {
     remote = nullptr;  // not a fan-out of these args: the remote slots did not answer
   }
   if (remote != nullptr) {
@@ -200,6 +200,8 @@ result<search_result, errc> backend::fan_out(const query_plan& plan, uint32_t of
                                              const remote_query* remote) const {
   const uint32_t nl = static_cast<uint32_t>(shards_.size());
   const uint32_t n = nl + remote_;
+  // a scratch made by make_scratch() (or for at least shard_count() slots)
+  TOLLGATE_CHECK(s.answers_.size() >= nl && s.lists_.size() >= n && s.answered_.size() >= n);
   search_result r;
   r.shards = n;
   r.remote = remote;

@@ -49,9 +49,11 @@ void write_story_path(std::string_view id, out_buffer& out);
 
 /// Shard node side: answers one fleet request (method, path without query, body) against the
 /// node's backend. Writes a JSON body to `out` and returns the HTTP status: 200; 400 with
-/// {"code":"invalid_request","message":...} for a malformed body; 404 for an unknown story or
-/// path. `body` must be followed by 64 readable bytes (simdjson padding). Allocation-free in the
-/// steady state (the scratch keeps its capacity).
+/// {"code":"invalid_request","message":...} for a malformed body; 404 {"code":"not_found"} for
+/// an unknown story, path or method; 503 {"code":"unavailable",...} when no local shard could
+/// answer. `body` must be followed by 64 readable bytes (simdjson padding). Authentication (the
+/// secret header) is the caller's. Allocation-free in the steady state (the scratch keeps its
+/// capacity), except for 400 answers.
 int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
                         std::string_view path, std::string_view body, out_buffer& out);
 
@@ -61,8 +63,17 @@ int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
 /// Search: start_search() -> write_df_body() to every remote asked -> on_df() for each (or
 /// on_df(r, 0, {}) when it failed) -> finish_df() -> write_search_body() to each remote with
 /// df_ok(r) -> on_search() for each -> backend::search(args, scratch, this).
-/// Story: start_story() -> GET story_prefix + id on every remote -> on_story() for each ->
-/// backend::find_story(id, this).
+/// Story: start_story() -> GET fleet_wire::write_story_path(id) on every remote -> on_story()
+/// for each -> backend::find_story(id, this) / get_story(id, out, nested, this).
+/// A remote never reported (no on_* call) simply counts as not answered; calling on_df(r, 0,
+/// {}) for it is optional. finish_df() must come after the last on_df() (later ones are
+/// ignored) and before write_search_body()/on_search(). Every on_* returns true when the answer
+/// was taken, false when it was not usable (bad status, malformed or inconsistent body, wrong
+/// phase or remote index, or a second answer from the same remote); a false answer leaves the
+/// remote unanswered, so the caller can feed remote_health with it. Bodies given to on_* must be
+/// followed by 64 readable bytes (simdjson padding); what is kept is copied, so the body buffer
+/// can be reused at once. Results from backend::search() point into this object: do not restart
+/// it before they are rendered.
 class remote_query {
  public:
   explicit remote_query(uint32_t remotes);
@@ -125,10 +136,13 @@ class remote_health {
  public:
   explicit remote_health(uint32_t remotes, uint32_t failures_to_down = 3,
                          int64_t down_ns = 2'000'000'000);
-  /// Whether a query should ask remote `r` now (monotonic clock).
+  /// Whether a query should ask remote `r` now (monotonic clock). While down: false, except
+  /// once the down period is over, when exactly one caller gets true (the probe; the period is
+  /// renewed at the same time). Report its outcome with success() or failure().
   bool should_ask(uint32_t r, int64_t now_ns) noexcept;
   void success(uint32_t r) noexcept;
   void failure(uint32_t r, int64_t now_ns) noexcept;
+  /// Marked down and inside the down period (should_ask() would refuse everyone).
   bool is_down(uint32_t r, int64_t now_ns) const noexcept;
   uint32_t remotes() const noexcept { return static_cast<uint32_t>(n_); }
 
