@@ -42,6 +42,9 @@ inline constexpr uint32_t block_docs = 128;
 /// k < champ_len is answered from them without touching the postings.
 inline constexpr uint32_t champ_len = 32;
 inline constexpr uint32_t champ_min_df = block_docs;
+/// A shard with at least this many postings finalizes on several threads. Settable so tests
+/// can run the threaded path on a small corpus; set it before loading, never during.
+inline uint64_t parallel_finalize_postings = 4'000'000;
 
 struct skip_entry {
   uint32_t last_doc;
@@ -197,6 +200,11 @@ class local_shard final : public shard_source {
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
   void build_index();
+  struct champ_lists {
+    std::vector<double> part;
+    std::vector<uint32_t> doc, date;
+  };
+  void finalize_terms(size_t from, size_t to, champ_lists& out);
   bool phrase_match(const query_plan& plan, shard_workspace& ws) const;
   posting_cursor cursor_for(const term_info& t) const noexcept;
   void finish(shard_answer& out) const;
@@ -221,7 +229,11 @@ class local_shard final : public shard_source {
   std::vector<float> norm_title_, norm_text_;
   std::vector<char> term_chars_;
   std::vector<term_info> terms_;
-  std::vector<uint64_t> term_table_;  // open addressing: hash high bits | term index + 1
+  struct term_slot {
+    uint64_t key;   // hash bits 40..63 << 40 | length << 32 | term index + 1; 0 = empty
+    uint64_t head;  // the term's first 8 bytes, zero padded
+  };
+  std::vector<term_slot> term_table_;  // open addressing, power-of-two size
   std::vector<uint8_t> doc_stream_;
   std::vector<uint8_t> pos_stream_;
   std::vector<skip_entry> skips_;

@@ -527,8 +527,12 @@ TEST(differential_test, optimised_search_equals_exhaustive_reference) {
 
 TEST(differential_test, equal_on_another_corpus_and_shard_count) {
   // Verifies the same equality on a different corpus, a single shard (long posting lists of
-  // many blocks) and other random queries.
+  // many blocks), finalized on several threads (block maxima and champion lists computed per
+  // term range, then joined), and other random queries.
+  const uint64_t saved = parallel_finalize_postings;
+  parallel_finalize_postings = 0;
   run_differential(2000, 23, 1, 150);
+  parallel_finalize_postings = saved;
 }
 
 TEST(differential_test, equal_under_heavy_score_ties) {
