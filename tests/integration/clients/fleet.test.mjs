@@ -43,7 +43,11 @@ const FAULT_DEADLINE_MS = 250;
 const HANG_DEADLINE_MS = 200;
 const HANG_WALL_BOUND_MS = 3000;   // the deadline is enforced: a hanging shard does not hold a call
 const RECOVER_WITHIN_MS = 15000;   // down ~2 s, then probed: back within a few seconds
-const RELEVANCE_TOP10_MAX_DIFF = 0; // ids in one node's top 10 and not in the other's
+// Relevance across nodes: each node normalises field lengths by its own averages (fleet.h), so
+// near-ties at the edge of the top 10 may swap (seen on this corpus: the 1000-story slices' text
+// averages differ from the whole's by up to 2.7%, and the gateway's top 10 for "the" holds the
+// reference's #11 and #14). Every id of one top 10 must be within the other's top 10 + SLACK.
+const RELEVANCE_RANK_SLACK = 5;
 const NO_SUCH_ID = 'no-such-story-4242424242';
 const RETRY_AFTER_RE = /^[1-9][0-9]*$/;
 
@@ -276,18 +280,21 @@ async function compareWithReference(node, key, { totalsOnly = false } = {}) {
         `sort=date ${what} ${JSON.stringify(page)}: ids in order`);
       assert.deepEqual(got.stories, want.stories, `sort=date ${what}: the same story summaries`);
     }
-    // relevance: the same total and (nearly) the same top 10
-    const want = full(await search(reference, reference.keys.main, { ...q, sort: 'relevance', limit: 10 }), `reference ${what}`);
-    const got = full(await search(node, key, { ...q, sort: 'relevance', limit: 10 }), `fleet ${what}`);
+    // relevance: the same total and nearly the same top 10 (see RELEVANCE_RANK_SLACK)
+    const limit = 10 + RELEVANCE_RANK_SLACK;
+    const want = full(await search(reference, reference.keys.main, { ...q, sort: 'relevance', limit }), `reference ${what}`);
+    const got = full(await search(node, key, { ...q, sort: 'relevance', limit }), `fleet ${what}`);
     assert.equal(got.total, want.total, `relevance ${what}: total`);
     if (totalsOnly) continue;
-    const a = new Set(got.stories.map((s) => String(s.id)));
-    const b = new Set(want.stories.map((s) => String(s.id)));
-    const onlyFleet = [...a].filter((x) => !b.has(x));
-    const onlyRef = [...b].filter((x) => !a.has(x));
-    assert.equal(a.size, b.size, `relevance ${what}: page sizes`);
-    assert.ok(onlyFleet.length <= RELEVANCE_TOP10_MAX_DIFF,
-      `relevance ${what}: top-10 sets differ: fleet only ${onlyFleet}, reference only ${onlyRef}`);
+    const a = got.stories.map((s) => String(s.id));
+    const b = want.stories.map((s) => String(s.id));
+    assert.equal(a.length, b.length, `relevance ${what}: page sizes`);
+    assert.deepEqual(new Set(a).size, a.length, `relevance ${what}: no id twice: ${a}`);
+    const farFleet = a.slice(0, 10).filter((x) => !b.includes(x));
+    const farRef = b.slice(0, 10).filter((x) => !a.includes(x));
+    assert.deepEqual([farFleet, farRef], [[], []],
+      `relevance ${what}: top-10 ids further than ${RELEVANCE_RANK_SLACK} ranks from the other node's top 10 ` +
+      `(fleet ${a.join(' ')}; reference ${b.join(' ')})`);
   }
 }
 
@@ -321,7 +328,7 @@ describe('a gateway over three shard nodes', { skip: SKIP }, () => {
     await stopAll([gw, mixed, ...shards]);
   });
 
-  test('equivalence: date order exactly, relevance totals and top-10 sets equal the reference', async () => {
+  test('equivalence: date order exactly; relevance totals equal, top 10 within RELEVANCE_RANK_SLACK ranks', async () => {
     await compareWithReference(gw, gw.keys.main);
   });
 
@@ -555,7 +562,9 @@ describe('faults: kill one shard, kill all, restart', { skip: SKIP }, () => {
 function hangingServer() {
   return new Promise((resolve, reject) => {
     const sockets = new Set();
+    let accepted = 0;
     const srv = net.createServer((sock) => {
+      accepted++;
       sockets.add(sock);
       sock.on('data', () => {});
       sock.on('error', () => {});
@@ -564,6 +573,7 @@ function hangingServer() {
     srv.on('error', reject);
     srv.listen(0, '127.0.0.1', () => resolve({
       port: srv.address().port,
+      accepted: () => accepted,
       close: () => new Promise((r) => { for (const s of sockets) s.destroy(); srv.close(() => r()); }),
     }));
   });
@@ -572,7 +582,9 @@ function hangingServer() {
 /** An HTTP server answering every request with 200 and `body`. */
 function garbageServer(body, contentType) {
   return new Promise((resolve, reject) => {
+    let requests = 0;
     const srv = http.createServer((req, res) => {
+      requests++;
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'Content-Type': contentType });
@@ -582,6 +594,7 @@ function garbageServer(body, contentType) {
     srv.on('error', reject);
     srv.listen(0, '127.0.0.1', () => resolve({
       port: srv.address().port,
+      requests: () => requests,
       close: () => new Promise((r) => { srv.closeAllConnections?.(); srv.close(() => r()); }),
     }));
   });
@@ -612,6 +625,7 @@ describe('a shard that hangs past the deadline, shards that answer garbage', { s
 
   test(`hanging shard, deadline_ms = ${HANG_DEADLINE_MS}: partial 3 of 4 with the full total, each call well under ${HANG_WALL_BOUND_MS} ms`, async () => {
     const gw = gws.hang;
+    const before0 = hang.accepted();
     for (const q of queries.slice(0, 3)) {
       const want = full(await search(reference, reference.keys.main, { q: q.q, sort: 'date' }), 'reference');
       for (let i = 0; i < 3; i++) {
@@ -625,6 +639,7 @@ describe('a shard that hangs past the deadline, shards that answer garbage', { s
         assert.deepEqual(j.stories.map((s) => s.id), want.stories.map((s) => s.id), `${q.q}: ids`);
       }
     }
+    assert.ok(hang.accepted() > before0, 'the gateway did ask the hanging shard');
     // get_story: found on a live shard -> the story; an id nowhere -> unavailable (the hanging
     // shard might hold it), both within the bound
     for (const [id, status] of [[idsByPart[2][0], 200], [NO_SUCH_ID, 503]]) {
@@ -640,6 +655,8 @@ describe('a shard that hangs past the deadline, shards that answer garbage', { s
   for (const [name, label] of [['notJson', 'a non-JSON body'], ['wrongShape', 'JSON of the wrong shape']]) {
     test(`a shard answering 200 with ${label}: partial 3 of 4 with the full total`, async () => {
       const gw = gws[name];
+      const garbage = name === 'notJson' ? notJson : wrongShape;
+      const before0 = garbage.requests();
       for (const q of queries.slice(0, 3)) {
         const want = full(await search(reference, reference.keys.main, { q: q.q, sort: 'date' }), 'reference');
         for (let i = 0; i < 2; i++) {
@@ -648,6 +665,7 @@ describe('a shard that hangs past the deadline, shards that answer garbage', { s
           assert.deepEqual(j.stories.map((s) => s.id), want.stories.map((s) => s.id), `${q.q}: ids`);
         }
       }
+      assert.ok(garbage.requests() > before0, 'the gateway did ask the garbage shard');
       // an id nowhere: the garbage shard's 200 is not a story, so nobody said "not here" for it
       restUnavailable(await getStory(gw, gw.keys.main, NO_SUCH_ID), 'get_story of an id nowhere');
     });
