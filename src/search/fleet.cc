@@ -322,42 +322,11 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
   return 200;
 }
 
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
-int serve_story(const backend& b, fleet_scratch& f, std::string_view raw_id, out_buffer& out) {
-  f.id.clear();
-  for (size_t i = 0; i < raw_id.size(); ++i) {
-    char c = raw_id[i];
-    if (c == '%') {
-      if (i + 2 >= raw_id.size()) {
-        return not_found(out);
-      }
-      const int hi = hex_value(raw_id[i + 1]);
-      const int lo = hex_value(raw_id[i + 2]);
-      if (hi < 0 || lo < 0) {
-        return not_found(out);
-      }
-      f.id.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else {
-      f.id.push_back(c);
-    }
-  }
-  if (f.id.empty()) {
+int serve_story(const backend& b, std::string_view id, out_buffer& out) {
+  if (id.empty()) {
     return not_found(out);
   }
-  auto ref = b.find_story(f.id.view());
+  auto ref = b.find_story(id);
   if (!ref) {
     return ref.error() == errc::not_found ? not_found(out) : unavailable(out);
   }
@@ -397,7 +366,7 @@ int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
     return serve_search(b, s, f, body, out);
   }
   if (path.starts_with(fleet_wire::story_prefix) && method == "GET") {
-    return serve_story(b, f, path.substr(fleet_wire::story_prefix.size()), out);
+    return serve_story(b, path.substr(fleet_wire::story_prefix.size()), out);
   }
   return not_found(out);
 }

@@ -92,7 +92,6 @@ struct fleet_scratch {
   std::vector<uint64_t> df;
   std::vector<phrase_span> phrases;
   std::vector<uint32_t> phrase_terms;
-  out_buffer id;
   fleet_scratch() {
     terms.reserve(max_fleet_terms);
     tags.reserve(max_tags);
@@ -100,7 +99,6 @@ struct fleet_scratch {
     df.reserve(max_fleet_terms);
     phrases.reserve(max_fleet_terms / 2);
     phrase_terms.reserve(max_fleet_terms);
-    id.reserve(256);
   }
 };
 

@@ -42,13 +42,15 @@ inline constexpr std::string_view search_path = "/fleet/v1/search";
 inline constexpr std::string_view story_prefix = "/fleet/v1/stories/";
 /// Lower-case, as http::request::header_value() looks names up.
 inline constexpr std::string_view secret_header = "x-tollgate-fleet-secret";
-/// Appends story_prefix + the id percent-encoded (every byte but A-Z a-z 0-9 - . _ ~), the
-/// path of a story request; the shard node decodes it (plain ids pass through unchanged).
+/// Appends story_prefix + the id percent-encoded (every byte but A-Z a-z 0-9 - . _ ~): the
+/// request-target of a story request (the node's HTTP side decodes it before
+/// serve_fleet_request()).
 void write_story_path(std::string_view id, out_buffer& out);
 }  // namespace fleet_wire
 
 /// Shard node side: answers one fleet request (method, path without query, body) against the
-/// node's backend. Writes a JSON body to `out` and returns the HTTP status: 200; 400 with
+/// node's backend. The path comes decoded: for a story, story_prefix + the id as it is (the
+/// caller resolved the percent-escapes of write_story_path()). Writes a JSON body to `out` and returns the HTTP status: 200; 400 with
 /// {"code":"invalid_request","message":...} for a malformed body; 404 {"code":"not_found"} for
 /// an unknown story, path or method; 503 {"code":"unavailable",...} when no local shard could
 /// answer. `body` must be followed by 64 readable bytes (simdjson padding). Authentication (the
