@@ -21,6 +21,7 @@ struct fleet_client::pending {
   uint16_t gen = 0;
   bool launching = false;  // inside launch(): completions must not resume yet
   bool done = false;
+  int64_t done_at = 0;     // monotonic ns when the last query finished
   uint32_t used = 0;       // queries in qs that belong to this request
   uint32_t left = 0;       // queries not done yet
   int64_t phase1_deadline = 0;
@@ -91,6 +92,7 @@ void fleet_client::release(uint32_t slot) {
     by_conn_[p.token.slot] = -1;
   }
   ++p.gen;
+  p.done = false;
   p.used = 0;
   free_.push_back(slot);
   --live_;
@@ -167,6 +169,11 @@ void fleet_client::launch() {
   if (p.token.slot >= by_conn_.size()) {
     by_conn_.resize(size_t{p.token.slot} + 1, -1);
   }
+  if (int32_t old = by_conn_[p.token.slot]; old >= 0 && slots_[static_cast<uint32_t>(old)]->done) {
+    // The connection's previous deferred request was never delivered again (dropped by a
+    // failed send or the drain): its answers are of no use now.
+    release(static_cast<uint32_t>(old));
+  }
   by_conn_[p.token.slot] = static_cast<int32_t>(slot);
 }
 
@@ -239,6 +246,7 @@ void fleet_client::query_done(pending& p, uint32_t slot) {
     return;
   }
   p.done = true;
+  p.done_at = io_->now_mono();
   if (!io_->resume(p.token)) {
     release(slot);  // the client went away: nobody will ask for these answers
   }
@@ -353,6 +361,22 @@ const search::remote_query* fleet_client::single() {
   }
   p.qs[0]->used = true;
   return &p.qs[0]->rq;
+}
+
+void fleet_client::on_tick() {
+  if (live_ == 0 || io_ == nullptr) {
+    return;
+  }
+  // A resumed request the engine could not deliver again (its client's connection failed or
+  // the drain ended first) leaves a done slot nobody will ask for: recycle it after a while.
+  constexpr int64_t kStaleNs = 10'000'000'000;
+  const int64_t now = io_->now_mono();
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    pending& p = *slots_[s];
+    if (p.done && p.used > 0 && static_cast<int32_t>(s) != active_ && now - p.done_at > kStaleNs) {
+      release(s);
+    }
+  }
 }
 
 void fleet_client::finish() {

@@ -82,6 +82,8 @@ class fleet_client {
   void finish();
 
   void on_upstream(uint64_t tag, const http::upstream_reply& reply);
+  /// About every 100 ms: recycles answers whose request the engine never delivered again.
+  void on_tick();
 
   /// Requests deferred now (for tests and metrics).
   size_t in_flight() const noexcept { return live_; }

@@ -327,6 +327,9 @@ void core_handler::journal_synced(int res) { quota_.journal_synced(res); }
 
 void core_handler::on_tick(int64_t now_ns) {
   quota_.on_tick(now_ns);
+  if (fleet_) {
+    fleet_->on_tick();
+  }
   if (core_ == 0 && s_.sessions) {
     s_.sessions->expire(now_ns);
   }
