@@ -2,7 +2,8 @@
 """Closed-loop keep-alive MCP client for perf/gate/run: sends N POST /mcp tools/call
 search_stories requests over one connection, one at a time, and checks every response
 (HTTP 200, framing, JSON-RPC id, isError false, a payload with a total). Exits 1 on the first
-wrong answer. Loopback only; standard library only."""
+wrong answer. `mcp_client.py healthz PORT` instead asks GET /healthz once and exits 0 on a 200
+(the gate's start-up probe). Loopback only; standard library only."""
 import json
 import socket
 import sys
@@ -49,7 +50,21 @@ def read_response(sock, buf):
     return status, rest[:length], rest[length:]
 
 
+def healthz(port):
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        status, _, _ = read_response(sock, b"")
+        sock.close()
+    except (OSError, RuntimeError, ValueError, IndexError):
+        return 1
+    return 0 if status == 200 else 1
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "healthz":
+        sys.exit(healthz(int(sys.argv[2])))
     if len(sys.argv) != 5:
         sys.exit("usage: mcp_client.py PORT KEY N FIRST_ID")
     port, key, n, first = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
