@@ -59,7 +59,15 @@ class response_checker {
   outcome check(const response_head& head, std::string_view body, const expectation& want,
                 check_level level);
 
+  /// Full checks answered by the memo (a response byte-identical, with the same status line,
+  /// checked headers and expectation, to the last one that passed the full check).
+  std::uint64_t memo_hits() const noexcept { return memo_hits_; }
+
  private:
+  /// Bodies up to this size are remembered (a larger one is simply checked each time).
+  static constexpr std::size_t max_memo = 64 * 1024;
+
+  outcome check_full(const response_head& head, std::string_view body, const expectation& want);
   outcome check_mcp(const response_head& head, std::string_view body, const expectation& want);
   outcome check_rest(const response_head& head, std::string_view body);
   /// Copies `s` into `buf` with simdjson padding and parses it with `p`.
@@ -76,6 +84,16 @@ class response_checker {
   std::vector<char> outer_buf_;
   std::vector<char> inner_buf_;
   std::vector<char> sse_buf_;
+  // The last response that passed the full check.
+  bool memo_valid_ = false;
+  bool memo_close_ = false;
+  bool memo_retry_after_ = false;
+  int memo_status_ = 0;
+  int memo_minor_ = 0;
+  expectation memo_want_;
+  std::string memo_ctype_;
+  std::string memo_body_;
+  std::uint64_t memo_hits_ = 0;
 };
 
 /// Human/JSON label of an outcome: "ok", "http 429", "http 404 not_found",

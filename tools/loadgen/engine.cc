@@ -870,6 +870,7 @@ class runner {
 
   void finish() {
     out_.finished_ns = now_ns();
+    out_.memo_hits = checker_.memo_hits();
     for (const auto& c : conns_) {
       if (c.st == connection::state::open) {
         out_.inflight_at_end += c.fifo_count;

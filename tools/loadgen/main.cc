@@ -417,6 +417,7 @@ int main(int argc, char** argv) {
     all.inflight_at_end += s.inflight_at_end;
     all.passes += s.passes;
     all.cqes += s.cqes;
+    all.memo_hits += s.memo_hits;
   }
   const thread_stats& first = stats.front();
   if (!first.ring_note.empty()) {
@@ -465,8 +466,9 @@ int main(int argc, char** argv) {
                 us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
                 us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3, us(h.min()));
     std::printf("\"client_cpu_s\":%.4f,\"client_cpu_us_per_req\":%.3f,\"cqes_per_pass\":%.2f,"
-                "\"ring\":\"%s\",\"outcomes\":{\"ok\":%llu",
+                "\"ring\":\"%s\",\"memo_hits\":%llu,\"outcomes\":{\"ok\":%llu",
                 cpu, cpu_us_per_req, cqes_per_pass, ring.c_str(),
+                static_cast<unsigned long long>(all.memo_hits),
                 static_cast<unsigned long long>(ok));
     for (const auto& r : all.outcomes.rows()) {
       std::printf(",%s:%llu", json_string(outcome_label(r.kind, r.code, r.detail)).c_str(),
@@ -502,7 +504,8 @@ int main(int argc, char** argv) {
     std::printf("  client CPU   %.3f s (%.0f%% of one core), %.2f us/request, %.1f completions per"
                 " wake-up\n",
                 cpu, 100.0 * cpu / secs, cpu_us_per_req, cqes_per_pass);
-    std::printf("  io_uring     %s\n", ring.c_str());
+    std::printf("  io_uring     %s; %llu full checks answered by the identical-answer memo\n",
+                ring.c_str(), static_cast<unsigned long long>(all.memo_hits));
     if (all.backlog_at_end > 0 || all.inflight_at_end > 0) {
       std::printf("  at the end   %llu in flight, %llu due but never sent (open loop backlog)\n",
                   static_cast<unsigned long long>(all.inflight_at_end),

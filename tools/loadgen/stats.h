@@ -101,6 +101,7 @@ struct thread_stats {
   std::uint64_t counted = 0;         ///< outcomes counted (responses + transport errors)
   std::uint64_t finished_ns = 0;     ///< CLOCK_MONOTONIC when the thread stopped
   std::string fatal;                 ///< set when the thread could not run at all
+  std::uint64_t memo_hits = 0;       ///< full checks answered by the identical-answer memo (whole run)
   unsigned features = 0;             ///< ring_feature bits the thread's ring runs with
   std::string ring_note;             ///< why a requested feature is not in use (empty: all are)
 };

@@ -221,6 +221,42 @@ TEST(loadgen_check_test, tool_error_code_is_read_from_text_block) {
   EXPECT_EQ(o.detail, "quota_exceeded");
 }
 
+TEST(loadgen_check_test, repeated_identical_success_is_memoized_but_never_widened) {
+  // Verifies a byte-identical repeat of a passing answer is a success without re-parsing,
+  // while a change in the expected id, the status, the content type or any body byte is
+  // checked afresh (and fails where it should).
+  response_checker checker;
+  std::string body = tool_result(5, false, R"({\"total\":1,\"stories\":[{\"id\":\"1\"}]})");
+  response_head h;
+  h.status = 200;
+  h.content_type = "application/json";
+  expectation want{req_kind::mcp_call, 5, 200};
+  EXPECT_EQ(checker.check(h, body, want, check_level::full).kind, outcome_kind::ok);
+  EXPECT_EQ(checker.memo_hits(), 0u);
+  std::string again = body;  // another buffer, same bytes
+  EXPECT_EQ(checker.check(h, again, want, check_level::full).kind, outcome_kind::ok);
+  EXPECT_EQ(checker.memo_hits(), 1u);
+
+  expectation other_id{req_kind::mcp_call, 6, 200};
+  outcome o = checker.check(h, again, other_id, check_level::full);
+  EXPECT_EQ(o.kind, outcome_kind::bad_response);
+  EXPECT_EQ(o.detail, "id mismatch");
+
+  response_head status_500 = h;
+  status_500.status = 500;
+  EXPECT_EQ(checker.check(status_500, again, want, check_level::full).kind,
+            outcome_kind::http_status);
+
+  response_head text = h;
+  text.content_type = "text/plain";
+  EXPECT_NE(checker.check(text, again, want, check_level::full).kind, outcome_kind::ok);
+
+  std::string broken = body;
+  broken[broken.size() - 1] = ' ';  // drops the closing brace
+  EXPECT_EQ(checker.check(h, broken, want, check_level::full).kind, outcome_kind::bad_response);
+  EXPECT_EQ(checker.memo_hits(), 1u);
+}
+
 TEST(loadgen_check_test, jsonrpc_error_code_is_counted) {
   // Verifies a JSON-RPC error object is classified by its code.
   outcome o = check_one(
