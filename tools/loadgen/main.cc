@@ -45,7 +45,7 @@ Load:
   -R, --rate R          open loop at R requests/s in total; latency counts from each
                         request's intended send time (default: closed loop)
       --wait-batch N    closed loop: responses one wake-up waits for (0 = auto: an eighth
-                        of those outstanding, at most 16; 1 = wake for each) (default 0)
+                        of those outstanding, at most 16; 1 = wake for each) (default 1)
       --wait-batch-us U how long such a wait may hold responses that already arrived; it
                         adds up to U to their latency (default 200)
       --ring LIST       optional io_uring features to try, comma-separated: defer_taskrun,

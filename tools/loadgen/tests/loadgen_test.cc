@@ -652,13 +652,13 @@ TEST(loadgen_engine_test, every_feature_subset_gives_the_same_outcomes) {
 }
 
 TEST(loadgen_engine_test, wait_batch_settings_all_complete) {
-  // Verifies a fixed wait batch larger than the requests outstanding, and waking for every
-  // completion, both finish with only successes (a batch never waits for answers that cannot
-  // come).
+  // Verifies the auto wait batch, waking for every completion and a fixed batch larger than
+  // the requests outstanding all finish with only successes (a batch never waits for answers
+  // that cannot come).
   tiny_server srv([](const std::string& body) {
     return json_response(tool_result(id_of(body), false, kPayload));
   });
-  for (unsigned b : {1u, 64u}) {
+  for (unsigned b : {0u, 1u, 64u}) {
     run_config cfg;
     cfg.wait_batch = b;
     thread_stats st = run_against(srv, 4, 1, 100, 0, 0, cfg);
