@@ -112,9 +112,25 @@ function gateway({ shards, local, corpus, deadlineMs, keys = KEYS }) {
 
 const addr = (s) => `127.0.0.1:${s.port}`;
 
+const killed = new Set();  // servers this suite SIGKILLed on purpose
+
+/** kill -9 a node (a crash), remembered so that stopAll does not hold its exit against it. */
+async function crash(server) {
+  killed.add(server);
+  return server.kill9();
+}
+
+/** SIGTERM every server; each one not crashed on purpose must exit 0 (a clean drain: no
+ * sanitizer report, no shutdown hang escalated to SIGKILL). */
 async function stopAll(servers) {
-  await Promise.all(servers.filter(Boolean).map((s) => s.stop().catch(() => {})));
-  for (const s of servers) cleanup(s);
+  const live = servers.filter(Boolean);
+  const results = await Promise.all(live.map((s) => s.stop().catch((e) => ({ error: e }))));
+  for (const s of live) cleanup(s);
+  live.forEach((s, i) => {
+    if (killed.has(s)) return;
+    assert.deepEqual([results[i].code, results[i].signal ?? null], [0, null],
+      `pid ${s.pid} (port ${s.port}) exits 0 on SIGTERM: ${JSON.stringify(results[i])}; stderr: ${s.stderr().slice(-2000)}`);
+  });
 }
 
 /** GET /v1/stories with `params` (repeated tags allowed); resolves {status, headers, body, json}. */
@@ -452,7 +468,7 @@ describe('faults: kill one shard, kill all, restart', { skip: SKIP }, () => {
   });
 
   test('one shard killed: partial, answered 2 of 3, only stories of the live parts; billed', async () => {
-    await shards[1].kill9();
+    await crash(shards[1]);
     const ref = full(await search(reference, reference.keys.main, { q: q(), sort: 'date', limit: 50 }), 'reference');
     const dead = new Set(idsByPart[1]);
     // a few times: past the failures that mark it down, the answer stays partial, never short
@@ -505,8 +521,8 @@ describe('faults: kill one shard, kill all, restart', { skip: SKIP }, () => {
   });
 
   test('all shards killed: unavailable over MCP and REST 503 + Retry-After, never empty; not billed', async () => {
-    await shards[0].kill9();
-    await shards[2].kill9();
+    await crash(shards[0]);
+    await crash(shards[2]);
     const key = gw.keys.unavail;
     const before0 = (await usageOf(gw, key)).used;
     const c2 = await sdkClient(gw, key);
