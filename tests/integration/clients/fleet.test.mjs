@@ -199,6 +199,15 @@ const callTool = (c, name, args) => c.callTool({ name, arguments: args }, undefi
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** The gateway's tollgate_fleet_shard_up gauges from /metrics: {"127.0.0.1:PORT": 0|1}. */
+async function shardUp(server) {
+  const r = await request(`${server.url}/metrics`);
+  assert.equal(r.status, 200, r.body);
+  const up = {};
+  for (const m of r.body.matchAll(/^tollgate_fleet_shard_up\{shard="([^"]+)"\} ([01])$/gm)) up[m[1]] = Number(m[2]);
+  return up;
+}
+
 function tokens(s) {
   return s.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
 }
@@ -477,6 +486,15 @@ describe('faults: kill one shard, kill all, restart', { skip: SKIP }, () => {
       assert.ok(j.total > 0 && j.total < ref.total, `total ${j.total} counts the live parts only (reference ${ref.total})`);
       for (const s of j.stories) assert.ok(!dead.has(String(s.id)), `story ${s.id} of the killed shard in a partial answer`);
     }
+    // marked down after failing queries in a row: /metrics says so (polled, each poll a query)
+    const want = { [addr(shards[0])]: 1, [addr(shards[1])]: 0, [addr(shards[2])]: 1 };
+    let up;
+    await eventually(async () => {
+      await search(gw, gw.keys.main, { q: q() });
+      up = await shardUp(gw);
+      return JSON.stringify(up) === JSON.stringify(want);
+    }, 5000, 'the killed shard marked down in /metrics').catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(up)}`); });
+
     // MCP: the same payload as REST
     const text = successText(await callTool(client, 'search_stories', { query: q(), sort: 'date', limit: 50 }));
     const rest = await search(gw, gw.keys.main, { q: q(), sort: 'date', limit: 50 });
@@ -559,6 +577,12 @@ describe('faults: kill one shard, kill all, restart', { skip: SKIP }, () => {
       return last.status === 200 && !('partial' in last.json);
     }, RECOVER_WITHIN_MS, 'gateway recovered').catch((e) => { throw new Error(`${e.message}; last: ${last?.status} ${last?.body.slice(0, 200)}`); });
     const got = full(last, 'recovered');
+    let up;
+    await eventually(async () => {
+      await search(gw, gw.keys.main, { q: q() });
+      up = await shardUp(gw);
+      return Object.keys(up).length === 3 && Object.values(up).every((v) => v === 1);
+    }, RECOVER_WITHIN_MS, 'every shard up again in /metrics').catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(up)}`); });
     assert.equal(got.total, want.total);
     assert.deepEqual(got.stories.map((s) => s.id), want.stories.map((s) => s.id));
     await eventually(async () => {
