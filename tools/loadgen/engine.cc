@@ -471,6 +471,13 @@ class runner {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!cfg_.congestion.empty() && !congestion_refused_ &&
+        ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cfg_.congestion.data(),
+                     static_cast<socklen_t>(cfg_.congestion.size())) != 0) {
+      congestion_refused_ = true;
+      note("TCP_CONGESTION " + cfg_.congestion + " refused (" + std::strerror(errno) +
+           "): the system default");
+    }
     if (fixed_) {
       int r = io_uring_register_files_update(&ring_, i, &fd, 1);
       if (r < 0) {
@@ -904,6 +911,7 @@ class runner {
   std::size_t br_bytes_ = 0;
   char* bufs_ = nullptr;  ///< buf_count * buf_size bytes, mmap'ed
   std::size_t bufs_bytes_ = 0;
+  bool congestion_refused_ = false;
   bool fixed_ = false;  ///< sockets live in the registered file table, slot = connection index
   std::uint64_t inflight_ = 0;          ///< requests sent or queued, not yet answered
   unsigned sends_unsubmitted_ = 0;      ///< send SQEs since the last submit

@@ -68,6 +68,9 @@ struct run_config {
   /// Upper bound on how long a wait for more than one completion may hold completions that
   /// already arrived (µs).
   unsigned wait_batch_us = 200;
+  /// TCP congestion control for the client's sockets (TCP_CONGESTION); empty = the system
+  /// default. Refused names are noted in `thread_stats::ring_note` and the default is kept.
+  std::string congestion;
   /// Ring set-up; null = io_uring_queue_init_params.
   ring_init_fn ring_init = nullptr;
 };

@@ -48,6 +48,8 @@ Load:
                         of those outstanding, at most 16; 1 = wake for each) (default 1)
       --wait-batch-us U how long such a wait may hold responses that already arrived; it
                         adds up to U to their latency (default 200)
+      --congestion CC   TCP congestion control of the client's sockets, e.g. reno (default:
+                        the system's)
       --ring LIST       optional io_uring features to try, comma-separated: defer_taskrun,
                         coop_taskrun, fixed_files, buf_ring, all, none (default all); one the
                         kernel refuses falls back with a note on stderr
@@ -238,6 +240,8 @@ options parse_args(int argc, char** argv) {
         die_usage("--ring wants a comma-separated list of defer_taskrun, coop_taskrun, "
                   "fixed_files, buf_ring, all, none");
       }
+    } else if (a == "--congestion") {
+      o.run.congestion = value(i, a);
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--strict") {
@@ -421,7 +425,7 @@ int main(int argc, char** argv) {
   }
   const thread_stats& first = stats.front();
   if (!first.ring_note.empty()) {
-    std::fprintf(stderr, "loadgen: io_uring fallback: %s\n", first.ring_note.c_str());
+    std::fprintf(stderr, "loadgen: fallback: %s\n", first.ring_note.c_str());
   }
   std::string ring = ring_feature_names(first.features);
   double cqes_per_pass =
