@@ -161,6 +161,10 @@ bool posting_cursor::seek(uint32_t target) noexcept {
   if (skips[block].last_doc < target) {
     uint32_t lo = block + 1;
     uint32_t hi = nblocks;
+    // most seeks of a frequent term land in the next block: try it before the binary search
+    if (lo < hi && skips[lo].last_doc >= target) {
+      hi = lo;
+    }
     while (lo < hi) {
       uint32_t mid = lo + (hi - lo) / 2;
       if (skips[mid].last_doc < target) {
@@ -811,22 +815,22 @@ bool adjacent_pair(const posting_cursor& a, const posting_cursor& b) noexcept {
   }
   uint32_t va = read_varint(pa) + 1;  // the position the second word must take
   uint32_t vb = read_varint(pb);
-  while (true) {
-    if (va == vb) {
-      return true;
-    }
-    if (va < vb) {
+  while (va != vb) {
+    // advance whichever list is behind until it catches up or passes the other
+    while (va < vb) {
       if (pa >= ea) {
         return false;
       }
       va += read_varint(pa);
-    } else {
+    }
+    while (vb < va) {
       if (pb >= eb) {
         return false;
       }
       vb += read_varint(pb);
     }
   }
+  return true;
 }
 }  // namespace
 
