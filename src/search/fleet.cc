@@ -244,7 +244,7 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
       ok = get_strings(v, max_tags, max_tag_bytes, f.tags);
     } else if (key == "since" || key == "until") {
       bit = key == "since" ? f_since : f_until;
-      int64_t t;
+      int64_t t = 0;
       ok = !v.get_int64().get(t);
       (bit == f_since ? plan.since : plan.until) = t;
     } else if (key == "sort") {
