@@ -553,7 +553,7 @@ void local_shard::build_index() {
       h += put_varint(out + h, tft);
       h += put_varint(out + h, tfx);
       h += put_varint(out + h, static_cast<uint32_t>(pos_len));
-      std::memcpy(out + h, pbuf.data(), pos_len);
+      copy_small(out + h, pbuf.data(), pos_len);
       rec_buf.commit(h + pos_len);
       c.doc_bytes += h - entry_at;
       c.pos_bytes += pos_len;
