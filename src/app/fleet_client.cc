@@ -26,6 +26,7 @@ struct fleet_client::pending {
   uint32_t left = 0;       // queries not done yet
   int64_t phase1_deadline = 0;
   int64_t deadline = 0;
+  quota::figures fig;      // the rate figures of the first delivery
   std::vector<std::unique_ptr<query_state>> qs;  // capacity kept across requests
 };
 
@@ -145,11 +146,12 @@ uint64_t fleet_client::tag_of(uint32_t slot, const pending& p, uint32_t q,
   return (uint64_t{slot} << 40) | (uint64_t{p.gen} << 24) | (uint64_t{q} << 16) | remote;
 }
 
-void fleet_client::launch() {
+void fleet_client::launch(const quota::figures& fig) {
   TOLLGATE_ASSERT(building_ >= 0);
   const uint32_t slot = static_cast<uint32_t>(building_);
   building_ = -1;
   pending& p = *slots_[slot];
+  p.fig = fig;
   const int64_t now = io_->now_mono();
   p.deadline = now + shared_.deadline_ns;
   p.phase1_deadline = now + shared_.deadline_ns / 2;
@@ -349,6 +351,11 @@ const search::remote_query* fleet_client::for_story(std::string_view id) {
     }
   }
   return nullptr;
+}
+
+const quota::figures& fleet_client::figures() const noexcept {
+  TOLLGATE_ASSERT(active_ >= 0);
+  return slots_[static_cast<uint32_t>(active_)]->fig;
 }
 
 const search::remote_query* fleet_client::single() {

@@ -4,8 +4,9 @@
 // tools and REST when the engine delivers the request again.
 //
 // One request's life on a gateway with remote shards:
-//   1. handle(): a dry run of the request (no rate, no quota, output discarded) collects the
-//      searches and story look-ups it contains (collect_search / collect_story).
+//   1. handle(): after the key and rate checks (a 429 never reaches the remotes), a dry run of
+//      the request (no quota, output discarded) collects the searches and story look-ups it
+//      contains (collect_search / collect_story).
 //   2. launch(): defers the request and starts, per collected query, phase 1 (document
 //      frequencies, for exact idf) then phase 2 (the search with the global idf); a story is one
 //      GET. Remotes marked down (search::remote_health) are not asked.
@@ -26,6 +27,7 @@
 #include "tollgate/common/buffer.h"
 #include "tollgate/config/config.h"
 #include "tollgate/http/handler.h"
+#include "tollgate/quota/service.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/fleet.h"
 #include "tollgate/search/query.h"
@@ -63,8 +65,10 @@ class fleet_client {
 
   // ---- step 2 ----
   /// Defers the request being handled and starts its fan-out. Call from handle() only, right
-  /// after end_collect() returned true; handle() then returns {.deferred = true}.
-  void launch();
+  /// after end_collect() returned true; handle() then returns {.deferred = true} unless
+  /// activate() is already true (nothing to wait for). `fig`: the request's rate figures,
+  /// charged now and kept for its re-delivery.
+  void launch(const quota::figures& fig);
 
   // ---- step 3 ----
   /// When the request being handled is the re-delivery of a launched one: makes its answers
@@ -74,6 +78,8 @@ class fleet_client {
   /// remote slots then count as not answered).
   const search::remote_query* for_search(const search::query_args& args);
   const search::remote_query* for_story(std::string_view id);
+  /// The rate figures launch() kept for the current re-delivered request.
+  const quota::figures& figures() const noexcept;
   /// REST: the request's one query, whatever it was (null: none).
   const search::remote_query* single();
   /// After every request handle() answered (not deferred): recycles the slot of a re-delivered

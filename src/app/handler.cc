@@ -170,10 +170,8 @@ void core_handler::on_upstream(uint64_t tag, const http::upstream_reply& reply) 
 }
 
 bool core_handler::fan_out(const http::request& req, app::route r, std::string_view rest_id,
-                           const quota::key_record& key, int64_t now_ns) {
-  if (fleet_->activate()) {
-    return false;  // the re-delivery of a request whose remote answers are in
-  }
+                           const quota::key_record& key, int64_t now_ns,
+                           const quota::figures& fig) {
   if (r == route::mcp) {
     // Only a body that can hold a tools/call can need the remotes.
     std::string_view b = req.body;
@@ -184,7 +182,6 @@ bool core_handler::fan_out(const http::request& req, app::route r, std::string_v
   fleet_->begin_collect();
   switch (r) {
     case route::mcp: {
-      quota::figures fig;
       host_.begin(key, now_ns, fig);
       dry_out_.clear();
       (void)endpoint_.handle_http(req, host_, dry_out_, now_ns);
@@ -206,7 +203,7 @@ bool core_handler::fan_out(const http::request& req, app::route r, std::string_v
   if (!fleet_->end_collect()) {
     return false;
   }
-  fleet_->launch();
+  fleet_->launch(fig);
   // launch() may find nothing to wait for (every remote down): then this same call answers.
   return !fleet_->activate();
 }
@@ -270,14 +267,21 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     s_.envelopes->unauthorized(out, info.close);
     return info;
   }
-  if (fleet_ && (counted == route::mcp || counted == route::rest_search ||
-                 counted == route::rest_story)) {
-    if (fan_out(req, counted, m.rest, *key, now_ns)) {
+  const bool fleet_route = fleet_ && (counted == route::mcp || counted == route::rest_search ||
+                                      counted == route::rest_story);
+  quota::figures fig;
+  bool limited;
+  if (fleet_route && fleet_->activate()) {
+    // The re-delivery of a request deferred for its remote answers: its rate was charged on
+    // the first delivery (a 429 never reaches the remotes), and its figures were kept.
+    fig = fleet_->figures();
+    limited = false;
+  } else {
+    limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
+    if (!limited && fleet_route && fan_out(req, counted, m.rest, *key, now_ns, fig)) {
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
   }
-  quota::figures fig;
-  const bool limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
   if (counted == route::mcp) {
     host_.begin(*key, now_ns, fig);
     if (limited) {

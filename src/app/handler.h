@@ -84,7 +84,7 @@ class core_handler final : public http::handler {
   /// Gateway with remote shards: a dry run of a search request collects its queries; true when
   /// it was deferred for their fan-out.
   bool fan_out(const http::request& req, app::route r, std::string_view rest_id,
-               const quota::key_record& key, int64_t now_ns);
+               const quota::key_record& key, int64_t now_ns, const quota::figures& fig);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
 
