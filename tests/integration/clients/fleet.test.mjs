@@ -692,6 +692,31 @@ describe('a shard that hangs past the deadline, shards that answer garbage', { s
     }
   });
 
+  test('a rate-limited call is answered 429 without asking any shard', async () => {
+    // A plan with burst 2 and a very slow refill: the third call in a row is rate limited.
+    const counting = await garbageServer('{"hello":"world"}', 'application/json');
+    const gw = await start({
+      keys: { tight: { account: 'acct-tight', plan: 'tight' } },
+      plans: { tight: { rate_per_sec: 0.01, burst: 2, monthly_quota: 1000, overage: 'stop' } },
+      threads: 1,
+      extraConfig: fleetToml({ secret: SECRET, shards: [`127.0.0.1:${counting.port}`], local: true }),
+    });
+    try {
+      const statuses = [];
+      for (let i = 0; i < 5; i++) {
+        const r = await search(gw, gw.keys.tight, { q: queries[0].q });
+        statuses.push(r.status);
+      }
+      assert.deepEqual(statuses, [200, 200, 429, 429, 429], 'burst 2, then rate limited');
+      // Each admitted call asks the shard for its document frequencies once (the garbage answer
+      // ends that query's fan-out); the three 429s ask nothing.
+      assert.equal(counting.requests(), 2, 'only the admitted calls reached the shard');
+    } finally {
+      await stopAll([gw]);
+      await counting.close();
+    }
+  });
+
   for (const [name, label] of [['notJson', 'a non-JSON body'], ['wrongShape', 'JSON of the wrong shape']]) {
     test(`a shard answering 200 with ${label}: partial 3 of 4 with the full total`, async () => {
       const gw = gws[name];
