@@ -1,7 +1,5 @@
 #include "tollgate/common/json_out.h"
 
-#include <fmt/format.h>
-
 #include <cstdint>
 #include <cstring>
 
@@ -71,14 +69,12 @@ inline char* put_escaped(char* dst, unsigned char c) {
   return dst;
 }
 
-// Appends s escaped `Levels` times (1 or 2) in one pass straight into the buffer: space for the
-// worst case is reserved once, plain 8-byte words are copied whole, the rest byte by byte.
+// Writes s escaped `Levels` times (1 or 2) at dst (room for the worst case is the caller's) and
+// returns the new end: plain 8-byte words are copied whole, the rest byte by byte.
 template <int Levels>
-void append_escaped(out_buffer& out, std::string_view s) {
+char* escape_to(char* dst, std::string_view s) {
   const char* p = s.data();
   const char* end = p + s.size();
-  char* const base = out.prepare(s.size() * k_worst[Levels]);
-  char* dst = base;
   while (end - p >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
@@ -95,7 +91,15 @@ void append_escaped(out_buffer& out, std::string_view s) {
   while (p < end) {
     dst = put_escaped<Levels>(dst, static_cast<unsigned char>(*p++));
   }
-  out.commit(static_cast<size_t>(dst - base));
+  return dst;
+}
+
+// Appends s escaped `Levels` times (1 or 2) in one pass straight into the buffer: space for the
+// worst case is reserved once.
+template <int Levels>
+void append_escaped(out_buffer& out, std::string_view s) {
+  char* const base = out.prepare(s.size() * k_worst[Levels]);
+  out.commit(static_cast<size_t>(escape_to<Levels>(base, s) - base));
 }
 
 }  // namespace
@@ -111,20 +115,82 @@ void json_out::raw(std::string_view s) {
 }
 
 void json_out::string(std::string_view s) {
+  // One reservation for the quotes and the worst-case escaped text.
   if (!nested_) {
-    out_.push_back('"');
-    append_escaped<1>(out_, s);
-    out_.push_back('"');
+    char* const base = out_.prepare(s.size() * k_worst[1] + 2);
+    char* p = base;
+    *p++ = '"';
+    p = escape_to<1>(p, s);
+    *p++ = '"';
+    out_.commit(static_cast<size_t>(p - base));
     return;
   }
-  out_.append("\\\"", 2);
-  append_escaped<2>(out_, s);
-  out_.append("\\\"", 2);
+  char* const base = out_.prepare(s.size() * k_worst[2] + 4);
+  char* p = base;
+  *p++ = '\\';
+  *p++ = '"';
+  p = escape_to<2>(p, s);
+  *p++ = '\\';
+  *p++ = '"';
+  out_.commit(static_cast<size_t>(p - base));
 }
 
 void json_out::number(int64_t v) {
-  fmt::format_int f(v);
-  out_.append(f.data(), f.size());
+  char* const base = out_.prepare(k_number_bound);
+  out_.commit(static_cast<size_t>(put_number(base, v) - base));
+}
+
+char* json_out::put_escaped(char* dst, std::string_view s) const noexcept {
+  return nested_ ? escape_to<2>(dst, s) : escape_to<1>(dst, s);
+}
+
+char* json_out::put_number(char* dst, int64_t v) noexcept {
+  static constexpr char k_pairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  uint64_t u = static_cast<uint64_t>(v);
+  if (v < 0) {
+    *dst++ = '-';
+    u = 0 - u;  // two's complement magnitude, exact for INT64_MIN too
+  }
+  // Digits are written backwards into the end of a 20-byte area, then 20 bytes from the first
+  // digit are moved as one fixed-size copy (dst has k_number_bound = 24 bytes of room).
+  char tmp[40] = {};
+  char* p = tmp + 20;
+  while (u >= 100) {
+    const unsigned r = static_cast<unsigned>(u % 100);
+    u /= 100;
+    p -= 2;
+    std::memcpy(p, k_pairs + 2 * r, 2);
+  }
+  if (u >= 10) {
+    p -= 2;
+    std::memcpy(p, k_pairs + 2 * u, 2);
+  } else {
+    *--p = static_cast<char>('0' + u);
+  }
+  std::memcpy(dst, p, 20);
+  return dst + (tmp + 20 - p);
+}
+
+bool needs_escape(std::string_view s) noexcept {
+  const char* p = s.data();
+  const char* end = p + s.size();
+  while (end - p >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    if (word_needs_escape(w)) {
+      return true;
+    }
+    p += 8;
+  }
+  for (; p < end; ++p) {
+    if (k_escape.e[static_cast<unsigned char>(*p)] != 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace tollgate

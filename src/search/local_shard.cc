@@ -247,6 +247,7 @@ uint32_t local_shard::intern_tag(std::string_view t) {
     return static_cast<uint32_t>(r);
   }
   tag_names_.emplace_back(t);
+  tag_escape_.push_back(needs_escape(t) ? 1 : 0);
   if (tag_names_.size() * 2 > tag_table_.size()) {
     rehash(tag_table_, tag_names_.size(), name_of);
   } else {
@@ -276,6 +277,8 @@ void local_shard::add(const story_in& s, uint64_t line) {
   r.url_len = static_cast<uint32_t>(s.url.size());
   r.by_len = static_cast<uint32_t>(s.by.size());
   r.text_len = static_cast<uint32_t>(s.text.size());
+  r.escape = (needs_escape(s.id) ? k_escape_id : 0) | (needs_escape(s.title) ? k_escape_title : 0) |
+             (needs_escape(s.url) ? k_escape_url : 0) | (needs_escape(s.by) ? k_escape_by : 0);
   r.tags_off = static_cast<uint32_t>(doc_tags_.size());
   r.tag_count = static_cast<uint32_t>(s.tags.size());
   for (std::string_view t : s.tags) {
@@ -1194,36 +1197,92 @@ result<uint32_t, errc> local_shard::find(std::string_view want) const {
   return unexpected(errc::not_found);
 }
 
+namespace {
+
+// The structural text of a rendered story, quotes of the string values included, with its nested
+// form made at compile time.
+constexpr json_literal k_lit_id{"{\"id\":\""};
+constexpr json_literal k_lit_title{"\",\"title\":\""};
+constexpr json_literal k_lit_url{"\",\"url\":\""};
+constexpr json_literal k_lit_by{"\",\"by\":\""};
+constexpr json_literal k_lit_time{"\",\"time\":"};
+constexpr json_literal k_lit_score{",\"score\":"};
+constexpr json_literal k_lit_comments{",\"comments\":"};
+constexpr json_literal k_lit_tags{",\"tags\":["};
+constexpr json_literal k_lit_tag_first{"\""};
+constexpr json_literal k_lit_tag_next{"\",\""};
+constexpr json_literal k_lit_tags_end{"\"]"};
+constexpr json_literal k_lit_no_tags_end{"]"};
+constexpr json_literal k_lit_text{",\"text\":\""};
+constexpr json_literal k_lit_text_end{"\"}"};
+constexpr json_literal k_lit_end{"}"};
+
+constexpr size_t k_story_fixed_bound =
+    json_out::literal_bound(k_lit_id) + json_out::literal_bound(k_lit_title) +
+    json_out::literal_bound(k_lit_url) + json_out::literal_bound(k_lit_by) +
+    json_out::literal_bound(k_lit_time) + json_out::literal_bound(k_lit_score) +
+    json_out::literal_bound(k_lit_comments) + json_out::literal_bound(k_lit_tags) +
+    json_out::literal_bound(k_lit_tags_end) + json_out::literal_bound(k_lit_end) +
+    3 * json_out::k_number_bound;
+
+// A field's bytes: copied when the load found nothing to escape in it, else escaped.
+inline char* put_field(const json_out& out, char* dst, std::string_view s, bool escape) {
+  return escape ? out.put_escaped(dst, s) : json_out::put_plain(dst, s);
+}
+
+}  // namespace
+
 void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) const {
+  // One reservation for the whole summary (fields the load flagged as needing escapes count at
+  // their worst case), then every piece is written straight into it; structural text is copied
+  // pre-escaped. The text, only in a single story's render, is appended after.
   const doc_rec& r = docs_[doc];
-  field_views f(r);
-  out.raw("{\"id\":");
-  out.string(f.id);
-  out.raw(",\"title\":");
-  out.string(f.title);
-  out.raw(",\"url\":");
-  out.string(f.url);
-  out.raw(",\"by\":");
-  out.string(f.by);
-  out.raw(",\"time\":");
-  out.number(time_[doc]);
-  out.raw(",\"score\":");
-  out.number(r.score);
-  out.raw(",\"comments\":");
-  out.number(r.comments);
-  out.raw(",\"tags\":[");
+  const field_views f(r);
+  const uint32_t* tags = doc_tags_.data() + r.tags_off;
+  auto bound_of = [&out](std::string_view s, bool escape) {
+    return escape ? out.escaped_bound(s.size()) : s.size();
+  };
+  size_t bound = k_story_fixed_bound + bound_of(f.id, (r.escape & k_escape_id) != 0) +
+                 bound_of(f.title, (r.escape & k_escape_title) != 0) +
+                 bound_of(f.url, (r.escape & k_escape_url) != 0) +
+                 bound_of(f.by, (r.escape & k_escape_by) != 0);
   for (uint32_t i = 0; i < r.tag_count; ++i) {
-    if (i > 0) {
-      out.raw(",");
-    }
-    out.string(tag_names_[doc_tags_[r.tags_off + i]]);
+    bound += json_out::literal_bound(k_lit_tag_next) +
+             bound_of(tag_names_[tags[i]], tag_escape_[tags[i]] != 0);
   }
-  out.raw("]");
-  if (with_text) {
-    out.raw(",\"text\":");
-    out.string(f.text);
+  char* const base = out.begin_write(bound);
+  char* p = out.put_literal(base, k_lit_id);
+  p = put_field(out, p, f.id, (r.escape & k_escape_id) != 0);
+  p = out.put_literal(p, k_lit_title);
+  p = put_field(out, p, f.title, (r.escape & k_escape_title) != 0);
+  p = out.put_literal(p, k_lit_url);
+  p = put_field(out, p, f.url, (r.escape & k_escape_url) != 0);
+  p = out.put_literal(p, k_lit_by);
+  p = put_field(out, p, f.by, (r.escape & k_escape_by) != 0);
+  p = out.put_literal(p, k_lit_time);
+  p = json_out::put_number(p, time_[doc]);
+  p = out.put_literal(p, k_lit_score);
+  p = json_out::put_number(p, r.score);
+  p = out.put_literal(p, k_lit_comments);
+  p = json_out::put_number(p, r.comments);
+  p = out.put_literal(p, k_lit_tags);
+  for (uint32_t i = 0; i < r.tag_count; ++i) {
+    p = i == 0 ? out.put_literal(p, k_lit_tag_first) : out.put_literal(p, k_lit_tag_next);
+    p = put_field(out, p, tag_names_[tags[i]], tag_escape_[tags[i]] != 0);
   }
-  out.raw("}");
+  p = r.tag_count > 0 ? out.put_literal(p, k_lit_tags_end) : out.put_literal(p, k_lit_no_tags_end);
+  if (!with_text) {
+    p = out.put_literal(p, k_lit_end);
+    out.end_write(base, p);
+    return;
+  }
+  p = out.put_literal(p, k_lit_text);
+  out.end_write(base, p);
+  char* const tbase =
+      out.begin_write(out.escaped_bound(f.text.size()) + json_out::literal_bound(k_lit_text_end));
+  p = out.put_escaped(tbase, f.text);
+  p = out.put_literal(p, k_lit_text_end);
+  out.end_write(tbase, p);
 }
 
 size_t local_shard::memory_bytes() const noexcept {

@@ -185,11 +185,13 @@ class local_shard final : public shard_source {
   size_t memory_bytes() const noexcept;
 
  private:
+  static constexpr uint32_t k_escape_id = 1, k_escape_title = 2, k_escape_url = 4, k_escape_by = 8;
   struct doc_rec {
     const char* base;  // id, title, url, by, text stored back to back
     uint32_t id_len, title_len, url_len, by_len, text_len;
     uint32_t tags_off;
     uint32_t tag_count;
+    uint32_t escape;  // k_escape_* bits: which short fields need JSON escaping (fills padding)
     int64_t score, comments;
   };
   struct field_views;
@@ -222,6 +224,7 @@ class local_shard final : public shard_source {
   std::vector<uint64_t> line_;  // build only
   std::vector<uint32_t> doc_tags_;
   std::vector<std::string> tag_names_;
+  std::vector<uint8_t> tag_escape_;  // per tag: 1 when its name needs JSON escaping
   std::vector<uint32_t> tag_table_;  // open addressing: tag id + 1, 0 = empty
 
   // index

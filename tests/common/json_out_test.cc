@@ -143,3 +143,58 @@ TEST(json_out_test, every_byte_escapes_like_the_reference_at_both_levels) {
 
 }  // namespace
 }  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+TEST(json_out_test, literals_copy_their_precomputed_nested_form) {
+  // Verifies a json_literal writes its raw text at level 0 and that text escaped once when nested,
+  // through literal() and through the direct put_literal() path alike.
+  static constexpr json_literal k_lit{"\",\"a\\b\":["};
+  for (bool nested : {false, true}) {
+    out_buffer via_raw, via_lit, via_put;
+    json_out r(via_raw, nested), l(via_lit, nested), p(via_put, nested);
+    r.raw("\",\"a\\b\":[");
+    l.literal(k_lit);
+    char* base = p.begin_write(json_out::literal_bound(k_lit));
+    p.end_write(base, p.put_literal(base, k_lit));
+    EXPECT_EQ(via_lit.view(), via_raw.view()) << nested;
+    EXPECT_EQ(via_put.view(), via_raw.view()) << nested;
+  }
+}
+
+TEST(json_out_test, direct_writes_equal_the_checked_calls) {
+  // Verifies put_escaped/put_plain/put_number write the same bytes as string()/number() at both
+  // levels, for every length up to 40 (plain), escapes anywhere, and the integer edge cases.
+  std::string plain;
+  for (size_t len = 0; len <= 40; ++len) {
+    for (std::string s : {plain, plain + "\"", "\\" + plain + "\x01", plain + "é\n"}) {
+      for (bool nested : {false, true}) {
+        out_buffer want, got;
+        json_out w(want, nested), g(got, nested);
+        w.string(s);
+        const std::string_view q = nested ? "\\\"" : "\"";
+        char* base = g.begin_write(g.escaped_bound(s.size()) + 8);
+        char* p = json_out::put_plain(base, q);
+        p = needs_escape(s) ? g.put_escaped(p, s) : json_out::put_plain(p, s);
+        p = json_out::put_plain(p, q);
+        g.end_write(base, p);
+        EXPECT_EQ(got.view(), want.view()) << s << " " << nested;
+      }
+    }
+    plain.push_back(static_cast<char>('a' + len % 26));
+  }
+  EXPECT_FALSE(needs_escape(plain));
+  EXPECT_TRUE(needs_escape(plain + "\x1f"));
+  for (int64_t v : {int64_t{0}, int64_t{7}, int64_t{10}, int64_t{99}, int64_t{100}, int64_t{-1},
+                    int64_t{1700000000}, INT64_MAX, INT64_MIN}) {
+    out_buffer b;
+    json_out j(b, false);
+    char* base = j.begin_write(json_out::k_number_bound);
+    j.end_write(base, json_out::put_number(base, v));
+    EXPECT_EQ(b.view(), std::to_string(v));
+  }
+}
+
+}  // namespace
+}  // namespace tollgate

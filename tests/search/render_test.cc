@@ -87,6 +87,84 @@ TEST(render_test, nested_is_escaped_raw_for_search_and_get) {
   EXPECT_EQ(snested.view(), escape(sraw.view()));
 }
 
+TEST(render_test, every_field_escaped_and_nested_unescapes_to_raw) {
+  // Verifies stories whose id, title, url, by, tags and text hold quotes, backslashes, control
+  // characters and non-ASCII render as JSON giving back the stored values, and that the nested
+  // (MCP) form, read as a JSON string, is exactly the raw (REST) form, for search and get_story.
+  const std::string jsonl =
+      R"({"id":"q\"1\\","title":"T \"q\" \\ \u0001 \u00e9 rust","url":"https://x/\"u\\",)"
+      R"("by":"b\"y\\\t","time":-5,"score":-3,"comments":1234567890123,)"
+      R"("tags":["a\\b","\u001f","東京","plain"],"text":"rust \"t\" \\ \n\u0002 東京"})" "\n"
+      R"({"id":"p2","title":"Plain rust","url":"https://e.com/p","by":"bob","time":7,)"
+      R"("score":1,"comments":0,"tags":[],"text":"rust"})" "\n";
+  load_options o;
+  o.shards = 2;
+  load_report rep;
+  auto b = load_jsonl(jsonl, o, rep);
+  ASSERT_TRUE(b.has_value());
+  auto unnest = [](std::string_view nested) {
+    simdjson::dom::parser p;
+    simdjson::padded_string ps("\"" + std::string(nested) + "\"");
+    std::string_view v;
+    EXPECT_FALSE(p.parse(ps).get(v)) << nested;
+    return std::string(v);
+  };
+  auto s = (*b)->make_scratch();
+  query_args a;
+  a.query = "rust";
+  out_buffer raw, nested;
+  ASSERT_TRUE((*b)->search_stories(a, *s, raw, false).has_value());
+  ASSERT_TRUE((*b)->search_stories(a, *s, nested, true).has_value());
+  EXPECT_EQ(unnest(nested.view()), raw.view());
+
+  simdjson::dom::parser p;
+  simdjson::padded_string ps(raw.view());
+  simdjson::dom::element root;
+  ASSERT_FALSE(p.parse(ps).get(root)) << raw.view();
+  auto str = [](simdjson::dom::element e, const char* key) {
+    std::string_view v;
+    EXPECT_FALSE(e[key].get(v)) << key;
+    return std::string(v);
+  };
+  auto num = [](simdjson::dom::element e, const char* key) {
+    int64_t v = 0;
+    EXPECT_FALSE(e[key].get(v)) << key;
+    return v;
+  };
+  simdjson::dom::array stories;
+  ASSERT_FALSE(root["stories"].get(stories));
+  bool seen = false;
+  for (simdjson::dom::element st : stories) {
+    if (str(st, "id") != "q\"1\\") {
+      continue;
+    }
+    seen = true;
+    EXPECT_EQ(str(st, "title"), "T \"q\" \\ \x01 \xc3\xa9 rust");
+    EXPECT_EQ(str(st, "url"), "https://x/\"u\\");
+    EXPECT_EQ(str(st, "by"), "b\"y\\\t");
+    EXPECT_EQ(num(st, "time"), -5);
+    EXPECT_EQ(num(st, "comments"), 1234567890123);
+    simdjson::dom::array tag_array;
+    ASSERT_FALSE(st["tags"].get(tag_array));
+    std::vector<std::string> tags;
+    for (simdjson::dom::element t : tag_array) {
+      std::string_view v;
+      EXPECT_FALSE(t.get(v));
+      tags.emplace_back(v);
+    }
+    EXPECT_EQ(tags, (std::vector<std::string>{"a\\b", "\x1f", "東京", "plain"}));
+  }
+  EXPECT_TRUE(seen) << raw.view();
+
+  out_buffer sraw, snested;
+  ASSERT_TRUE((*b)->get_story("q\"1\\", sraw, false).has_value());
+  ASSERT_TRUE((*b)->get_story("q\"1\\", snested, true).has_value());
+  EXPECT_EQ(unnest(snested.view()), sraw.view());
+  simdjson::padded_string ps2(sraw.view());
+  ASSERT_FALSE(p.parse(ps2).get(root)) << sraw.view();
+  EXPECT_EQ(str(root, "text"), "rust \"t\" \\ \n\x02 東京");
+}
+
 // A shard that forwards to a real one, or fails every call while `down` is set.
 class flaky_shard final : public shard_source {
  public:
