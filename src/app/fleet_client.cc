@@ -208,6 +208,24 @@ void fleet_client::start_query(pending& p, uint32_t slot, uint32_t q) {
     }
     return;
   }
+  if (!qs.rq.needs_df()) {
+    // sort=date or one term: idf cannot change the order, so one round trip does.
+    qs.rq.skip_df();
+    qs.phase = 2;
+    body_.clear();
+    qs.rq.write_search_body(body_);
+    for (uint32_t r = 0; r < n; ++r) {
+      if (shared_.health->should_ask(r, now)) {
+        ++qs.outstanding;
+        send(r, "POST", search::fleet_wire::search_path, body_.view(), tag_of(slot, p, q, r),
+             p.deadline);
+      }
+    }
+    if (qs.outstanding == 0) {
+      query_done(p, slot);
+    }
+    return;
+  }
   qs.phase = 1;
   body_.clear();
   qs.rq.write_df_body(body_);

@@ -8,8 +8,9 @@
 //      the request (no quota, output discarded) collects the searches and story look-ups it
 //      contains (collect_search / collect_story).
 //   2. launch(): defers the request and starts, per collected query, phase 1 (document
-//      frequencies, for exact idf) then phase 2 (the search with the global idf); a story is one
-//      GET. Remotes marked down (search::remote_health) are not asked.
+//      frequencies, for exact idf) then phase 2 (the search with the global idf); a query whose
+//      order idf cannot change (sort=date, one term) skips phase 1; a story is one GET. Remotes
+//      marked down (search::remote_health) are not asked.
 //   3. Every answer or failure arrives in on_upstream(); when the last query is done, the
 //      request is resumed and handle() runs it for real: activate() makes its answers visible
 //      to for_search() / for_story(), and finish() recycles the slot.

@@ -529,6 +529,24 @@ void remote_query::finish_df() {
   st.df_done = true;
 }
 
+bool remote_query::needs_df() const noexcept {
+  return !story_ && args_.sort == sort_order::relevance && st_->terms.size() > 1;
+}
+
+void remote_query::skip_df() {
+  state& st = *st_;
+  if (story_ || st.df_done) {
+    return;
+  }
+  st.df.assign(st.local_df.begin(), st.local_df.end());
+  st.docs = st.local_docs;
+  st.idf.assign(st.terms.size(), 1.0);
+  for (answer& a : st.answers) {
+    a.df_ok = true;  // phase 2 may ask every remote
+  }
+  st.df_done = true;
+}
+
 bool remote_query::df_ok(uint32_t r) const noexcept {
   return !story_ && r < remotes_ && st_->df_done && st_->answers[r].df_ok;
 }

@@ -133,6 +133,21 @@ struct fleet_fixture {
     }
   }
 
+  // One round trip: skip_df() instead of phase 1 (only for queries with !needs_df()).
+  void fan_out_skipping_df(remote_query& q, const query_args& a) {
+    q.start_search(*gateway, a);
+    EXPECT_FALSE(q.needs_df());
+    q.skip_df();
+    req_.clear();
+    q.write_search_body(req_);
+    for (uint32_t r = 0; r < remotes(); ++r) {
+      ASSERT_TRUE(q.df_ok(r));
+      int st = serve(r, "POST", fleet_wire::search_path, req_, resp_);
+      EXPECT_EQ(st, 200) << resp_.view();
+      EXPECT_TRUE(q.on_search(r, st, padded(resp_))) << resp_.view();
+    }
+  }
+
   // A story look-up on every remote; remotes in fail answer 503.
   void fan_out_story(remote_query& q, std::string_view id, std::vector<uint32_t> fail = {}) {
     q.start_story(id);
@@ -248,6 +263,40 @@ TEST(fleet_test, date_sort_and_totals_match_a_single_backend) {
     }
   }
   EXPECT_GT(remote_hits, 200u);  // the pages mix local and remote hits
+}
+
+TEST(fleet_test, queries_idf_cannot_reorder_skip_the_frequency_round) {
+  // Verifies needs_df() is false exactly for sort=date and one-term queries, and that answering
+  // those in one round trip (skip_df: idf 1) gives the same totals, ids and order as the two
+  // phases with the global idf (and for sort=date the same keys).
+  fleet_fixture f(generated(1500, 11), 2, {3, 1});
+  remote_query both(f.remotes());
+  remote_query one(f.remotes());
+  size_t skipped = 0;
+  for (const query_args& a : sample_queries()) {
+    SCOPED_TRACE(std::string(a.query));
+    both.start_search(*f.gateway, a);
+    const bool one_term = both.terms().size() <= 1;
+    EXPECT_EQ(both.needs_df(), a.sort == sort_order::relevance && !one_term);
+    if (both.needs_df()) {
+      continue;
+    }
+    ++skipped;
+    f.fan_out(both, a);
+    page want = page_of(f.gateway->search(a, *f.gs, &both));
+    f.fan_out_skipping_df(one, a);
+    page got = page_of(f.gateway->search(a, *f.gs, &one));
+    EXPECT_EQ(got.total, want.total);
+    EXPECT_EQ(got.answered, want.answered);
+    ASSERT_EQ(got.hits.size(), want.hits.size());
+    for (size_t i = 0; i < got.hits.size(); ++i) {
+      EXPECT_EQ(got.hits[i].first, want.hits[i].first) << "rank " << i;
+      if (a.sort == sort_order::date) {
+        EXPECT_EQ(got.hits[i].second, want.hits[i].second);
+      }
+    }
+  }
+  EXPECT_GE(skipped, 15u);
 }
 
 TEST(fleet_test, global_idf_equals_the_union_backends) {

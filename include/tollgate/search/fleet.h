@@ -103,6 +103,13 @@ class remote_query {
   bool on_df(uint32_t r, int status, std::string_view body);
   /// Ends phase 1: global idf from the local and the answered remote frequencies and sizes.
   void finish_df();
+  /// False when the ranking cannot depend on idf: sort=date, or a single term (every score is
+  /// then the same positive multiple of its term part, so any common idf orders alike). Then
+  /// skip_df() replaces phase 1 (one round trip instead of two) and every remote may be asked
+  /// in phase 2.
+  bool needs_df() const noexcept;
+  /// Ends phase 1 without asking anyone: idf 1 for every term (see needs_df()).
+  void skip_df();
   bool df_ok(uint32_t r) const noexcept;
   /// Phase 2 request body (the same for every remote asked).
   void write_search_body(out_buffer& out) const;
