@@ -7,9 +7,14 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
+
+#include <sys/mman.h>
 
 #include "tollgate/search/tokenizer.h"
 
@@ -19,6 +24,42 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "posting decoding reads LE words");
 
 constexpr size_t chunk_bytes = size_t{1} << 20;
+constexpr size_t huge_page_bytes = size_t{2} << 20;
+// A shard's arena switches to chunks of this size (huge-page backed) once it holds 4 MB.
+constexpr size_t big_chunk_bytes = size_t{8} << 20;
+
+// Build memory that is large and written once front to back (the story arena, the record stream,
+// the posting streams): on 4 KB pages it costs a page fault per 4 KB, a sizeable share of the
+// 1M-story load. Blocks of at least 4 MB are 2 MB-aligned and advised for transparent huge pages
+// (the kernel's "madvise" THP mode; only a hint), which cuts those faults up to 512-fold. Not
+// zeroed: callers write every byte they later read.
+void* alloc_build(size_t n) {
+  void* p;
+  if (n >= 2 * huge_page_bytes) {
+    const size_t rounded = (n + huge_page_bytes - 1) & ~(huge_page_bytes - 1);
+    p = std::aligned_alloc(huge_page_bytes, rounded);
+    if (p != nullptr) {
+      ::madvise(p, rounded, MADV_HUGEPAGE);
+    }
+  } else {
+    p = std::malloc(n == 0 ? 1 : n);
+  }
+  if (p == nullptr) {
+    std::fputs("tollgate: out of memory\n", stderr);
+    std::abort();
+  }
+  return p;
+}
+
+// The 2 MB-aligned middle of [p, p + n) advised for huge pages (for memory already allocated).
+void advise_huge(void* p, size_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t from = (a + huge_page_bytes - 1) & ~(uintptr_t{huge_page_bytes} - 1);
+  const uintptr_t to = (a + n) & ~(uintptr_t{huge_page_bytes} - 1);
+  if (to > from) {
+    ::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
+  }
+}
 // BM25F parameters: title counts three times as much as text; both normalized by length.
 constexpr double k1 = 1.2;
 constexpr double b_title = 0.75;
@@ -228,8 +269,8 @@ local_shard::~local_shard() = default;
 
 char* local_shard::arena_alloc(size_t n) {
   if (n > chunk_left_) {
-    size_t size = std::max(n, chunk_bytes);
-    chunks_.push_back(std::make_unique<char[]>(size));
+    size_t size = std::max(n, arena_bytes_ >= 4 * chunk_bytes ? big_chunk_bytes : chunk_bytes);
+    chunks_.emplace_back(static_cast<char*>(alloc_build(size)));  // filled by add(): no zeroing
     chunk_ptr_ = chunks_.back().get();
     chunk_left_ = size;
     arena_bytes_ += size;
@@ -502,6 +543,7 @@ void local_shard::build_index() {
       text_bytes += r.title_len + r.text_len;
     }
     rec_buf.reserve(text_bytes / 2 + text_bytes / 8 + 1024);
+    advise_huge(rec_buf.data(), rec_buf.capacity());
   }
   std::vector<uint64_t> occ;
   std::vector<uint8_t> pbuf(256);
@@ -591,8 +633,12 @@ void local_shard::build_index() {
     skip_total += (c.df + block_docs - 1) / block_docs;
   }
   std::vector<term_count>().swap(counts);
-  doc_stream_.resize(doc_total + 16);
-  pos_stream_.resize(pos_total + 16);
+  doc_stream_bytes_ = doc_total + 16;
+  pos_stream_bytes_ = pos_total + 16;
+  doc_stream_.reset(static_cast<uint8_t*>(alloc_build(doc_stream_bytes_)));
+  pos_stream_.reset(static_cast<uint8_t*>(alloc_build(pos_stream_bytes_)));
+  std::memset(doc_stream_.get() + doc_total, 0, 16);
+  std::memset(pos_stream_.get() + pos_total, 0, 16);
   skips_.assign(skip_total, skip_entry{});
   const uint8_t* p = reinterpret_cast<const uint8_t*>(rec_buf.data());
   const uint8_t* end = p + rec_buf.size();
@@ -605,8 +651,8 @@ void local_shard::build_index() {
     const uint32_t pos_len = read_varint(p);
     term_write& tw = w[t];
     const size_t entry_len = static_cast<size_t>(p - entry);
-    copy_small(doc_stream_.data() + tw.doc_w, entry, entry_len);
-    copy_small(pos_stream_.data() + tw.pos_w, p, pos_len);
+    copy_small(doc_stream_.get() + tw.doc_w, entry, entry_len);
+    copy_small(pos_stream_.get() + tw.pos_w, p, pos_len);
     p += pos_len;
     tw.doc_w += entry_len;
     tw.pos_w += pos_len;
@@ -760,9 +806,9 @@ void local_shard::finalize_terms(size_t from, size_t to, champ_lists& out) {
 
 posting_cursor local_shard::cursor_for(const term_info& t) const noexcept {
   posting_cursor c{};
-  c.doc_base = doc_stream_.data() + t.doc_off;
+  c.doc_base = doc_stream_.get() + t.doc_off;
   c.p = c.doc_base;
-  c.pos_base = pos_stream_.data() + t.pos_off;
+  c.pos_base = pos_stream_.get() + t.pos_off;
   c.pos = c.pos_base;
   c.skips = skips_.data() + t.skip_off;
   c.df = t.df;
@@ -1289,7 +1335,7 @@ size_t local_shard::memory_bytes() const noexcept {
   return arena_bytes_ + docs_.capacity() * sizeof(doc_rec) + time_.capacity() * 8 +
          doc_tags_.capacity() * 4 + title_len_.capacity() * 8 + norm_title_.capacity() * 8 +
          term_chars_.capacity() + terms_.capacity() * sizeof(term_info) +
-         term_table_.capacity() * sizeof(term_slot) + doc_stream_.capacity() + pos_stream_.capacity() +
+         term_table_.capacity() * sizeof(term_slot) + doc_stream_bytes_ + pos_stream_bytes_ +
          skips_.capacity() * sizeof(skip_entry) + block_max_.capacity() * 4 +
          block_max_time_.capacity() * 8 + champ_at_.capacity() * 4 + champ_part_.capacity() * 8 +
          champ_doc_.capacity() * 4 + champ_date_.capacity() * 4;

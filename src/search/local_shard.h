@@ -215,7 +215,10 @@ class local_shard final : public shard_source {
                              shard_answer& out) const;
 
   // stored stories
-  std::vector<std::unique_ptr<char[]>> chunks_;
+  struct free_deleter {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  std::vector<std::unique_ptr<char, free_deleter>> chunks_;
   char* chunk_ptr_ = nullptr;
   size_t chunk_left_ = 0;
   size_t arena_bytes_ = 0;
@@ -237,8 +240,10 @@ class local_shard final : public shard_source {
     uint64_t head;  // the term's first 8 bytes, zero padded
   };
   std::vector<term_slot> term_table_;  // open addressing, power-of-two size
-  std::vector<uint8_t> doc_stream_;
-  std::vector<uint8_t> pos_stream_;
+  // Posting streams: every byte is written by build_index's scatter, so they are allocated
+  // without the zero-fill a vector would do (plus 16 zeroed bytes for over-reading loads).
+  std::unique_ptr<uint8_t, free_deleter> doc_stream_, pos_stream_;
+  size_t doc_stream_bytes_ = 0, pos_stream_bytes_ = 0;
   std::vector<skip_entry> skips_;
   std::vector<float> block_max_;         // per skip entry: max term_part in the block
   std::vector<int64_t> block_max_time_;  // per skip entry: latest time in the block

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -111,6 +112,57 @@ TEST(loader_test, missing_file_is_reported_as_line_zero) {
   ASSERT_FALSE(b.has_value());
   EXPECT_EQ(b.error().line, 0u);
   EXPECT_NE(b.error().reason.find("/nonexistent/stories.jsonl"), std::string::npos);
+}
+
+std::string generate(uint64_t count, uint64_t seed);
+
+// The search payload of `b` for `q` (raw form, limit 50), for comparing two loads.
+std::string payload(const backend& b, std::string_view q) {
+  auto s = b.make_scratch();
+  query_args a;
+  a.query = q;
+  a.limit = 50;
+  out_buffer out;
+  EXPECT_TRUE(b.search_stories(a, *s, out, false).has_value());
+  return std::string(out.view());
+}
+
+TEST(loader_test, file_load_equals_text_load) {
+  // Verifies loading a file (mapped, lines parsed in place except the last ones, which are
+  // copied for simdjson's padding) gives the same stories as loading its text, with and without
+  // a final newline, and that an empty file loads nothing.
+  const std::string text = generate(300, 3);
+  const std::string path = ::testing::TempDir() + "loader_test_stories.jsonl";
+  for (const std::string& body : {text, text.substr(0, text.size() - 1)}) {
+    {
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      ASSERT_NE(f, nullptr);
+      ASSERT_EQ(std::fwrite(body.data(), 1, body.size(), f), body.size());
+      std::fclose(f);
+    }
+    load_options o;
+    o.shards = 3;
+    load_report from_file, from_text;
+    auto a = load_jsonl_file(path, o, from_file);
+    auto b = load_jsonl(body, o, from_text);
+    ASSERT_TRUE(a.has_value());
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(from_file.loaded, 300u);
+    EXPECT_EQ(from_text.loaded, 300u);
+    for (std::string_view q : {"the", "rust", "linux kernel"}) {
+      EXPECT_EQ(payload(**a, q), payload(**b, q)) << q;
+    }
+  }
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  load_report rep;
+  auto e = load_jsonl_file(path, load_options{}, rep);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(rep.loaded, 0u);
+  std::remove(path.c_str());
 }
 
 std::string generate(uint64_t count, uint64_t seed) {
