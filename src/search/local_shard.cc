@@ -485,8 +485,7 @@ int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noexcept {
   }
 }
 
-uint32_t local_shard::intern_term(std::string_view tok) {
-  const uint64_t h = term_hash(tok);
+uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
   int64_t r = probe_term(tok, h);
   if (r >= 0) {
     return static_cast<uint32_t>(r);
@@ -534,6 +533,8 @@ void local_shard::build_index() {
     uint64_t pos_bytes = 0;
     uint32_t df = 0;
     uint32_t last_doc = 0;
+    uint32_t seen = 0;   // d + 1 when the term occurs in doc d being grouped
+    uint32_t group = 0;  // its group in that doc
   };
   std::vector<term_count> counts;
   out_buffer rec_buf;  // the record stream (realloc growth, no zero-filling)
@@ -545,24 +546,48 @@ void local_shard::build_index() {
     rec_buf.reserve(text_bytes / 2 + text_bytes / 8 + 1024);
     advise_huge(rec_buf.data(), rec_buf.capacity());
   }
-  std::vector<uint64_t> occ;
+  // Per doc: the tokens (copied: a token_stream's view lasts until its next call) with their
+  // hashes, whose term-table slots are prefetched before any is probed (the probes of rare terms
+  // were cache misses one after another); then the occurrences are grouped by term in
+  // first-seen order through a per-term mark instead of sorting (term, position) pairs. The
+  // order of a doc's records in the stream does not matter: pass 2 scatters them per term.
+  std::vector<char> tok_chars;
+  struct tok_ref {
+    uint32_t off, len;
+    uint64_t hash;
+  };
+  std::vector<tok_ref> toks;
+  std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
   std::vector<uint8_t> pbuf(256);
   for (uint32_t d = 0; d < n; ++d) {
     field_views f(docs_[d]);
-    occ.clear();
-    uint32_t pos = 0;
+    tok_chars.clear();
+    toks.clear();
     std::string_view tok;
     token_stream title(f.title);
     while (title.next(tok)) {
-      occ.push_back(static_cast<uint64_t>(intern_term(tok)) << 32 | pos++);
+      toks.push_back({static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
+      tok_chars.insert(tok_chars.end(), tok.begin(), tok.end());
     }
-    const uint32_t tl = pos;
-    pos = tl + 1;
+    const uint32_t tl = static_cast<uint32_t>(toks.size());
     token_stream text(f.text);
     while (text.next(tok)) {
-      occ.push_back(static_cast<uint64_t>(intern_term(tok)) << 32 | pos++);
+      toks.push_back({static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
+      tok_chars.insert(tok_chars.end(), tok.begin(), tok.end());
     }
-    const uint32_t xl = pos - tl - 1;
+    const uint32_t nocc = static_cast<uint32_t>(toks.size());
+    const uint32_t xl = nocc - tl;
+    for (tok_ref& t : toks) {
+      t.hash = term_hash(std::string_view(tok_chars.data() + t.off, t.len));
+      if (!term_table_.empty()) {
+        __builtin_prefetch(&term_table_[t.hash & (term_table_.size() - 1)]);
+      }
+    }
+    occ_term.resize(nocc);
+    for (uint32_t k = 0; k < nocc; ++k) {
+      occ_term[k] = intern_term(std::string_view(tok_chars.data() + toks[k].off, toks[k].len),
+                                toks[k].hash);
+    }
     title_len_[d] = tl;
     text_len_[d] = xl;
     stats_.title_tokens += tl;
@@ -570,23 +595,51 @@ void local_shard::build_index() {
     if (counts.size() < terms_.size()) {
       counts.resize(terms_.size() + terms_.size() / 2);
     }
-    std::sort(occ.begin(), occ.end());
-    for (size_t i = 0; i < occ.size();) {
-      const uint32_t t = static_cast<uint32_t>(occ[i] >> 32);
-      size_t j = i;
-      while (j < occ.size() && static_cast<uint32_t>(occ[j] >> 32) == t) {
-        ++j;
+    // Group: occurrence k has position k (title) or k + 1 (text, after the title's gap).
+    group_term.clear();
+    group_start.clear();
+    occ_group.resize(nocc);
+    for (uint32_t k = 0; k < nocc; ++k) {
+      term_count& c = counts[occ_term[k]];
+      if (c.seen != d + 1) {
+        c.seen = d + 1;
+        c.group = static_cast<uint32_t>(group_term.size());
+        group_term.push_back(occ_term[k]);
+        group_start.push_back(0);
       }
+      ++group_start[c.group];
+      occ_group[k] = c.group;
+    }
+    const uint32_t ng = static_cast<uint32_t>(group_term.size());
+    uint32_t sum = 0;
+    for (uint32_t g = 0; g < ng; ++g) {
+      const uint32_t cnt = group_start[g];
+      group_start[g] = sum;
+      sum += cnt;
+    }
+    group_start.push_back(sum);
+    sorted_pos.resize(nocc);
+    for (uint32_t k = 0; k < nocc; ++k) {
+      // group_start[g] advances to the group's end while filling; restored below
+      sorted_pos[group_start[occ_group[k]]++] = k < tl ? k : k + 1;
+    }
+    for (uint32_t g = ng; g > 0; --g) {
+      group_start[g] = group_start[g - 1];
+    }
+    group_start[0] = 0;
+    for (uint32_t g = 0; g < ng; ++g) {
+      const uint32_t t = group_term[g];
+      const uint32_t i = group_start[g], j = group_start[g + 1];
       uint32_t tft = 0;
-      for (size_t k = i; k < j && static_cast<uint32_t>(occ[k]) < tl; ++k) {
+      for (uint32_t k = i; k < j && sorted_pos[k] < tl; ++k) {
         ++tft;
       }
-      const uint32_t tfx = static_cast<uint32_t>(j - i) - tft;
-      pbuf.resize(std::max(pbuf.size(), (j - i) * 5));
+      const uint32_t tfx = (j - i) - tft;
+      pbuf.resize(std::max<size_t>(pbuf.size(), size_t{j - i} * 5));
       size_t pos_len = 0;
       uint32_t prev = 0;
-      for (size_t k = i; k < j; ++k) {
-        uint32_t p = static_cast<uint32_t>(occ[k]);
+      for (uint32_t k = i; k < j; ++k) {
+        const uint32_t p = sorted_pos[k];
         pos_len += put_varint(pbuf.data() + pos_len, k == i ? p : p - prev);
         prev = p;
       }
@@ -604,7 +657,6 @@ void local_shard::build_index() {
       c.pos_bytes += pos_len;
       c.last_doc = d;
       ++c.df;
-      i = j;
     }
   }
   // Pass 2: layout, then scatter the records.

@@ -197,7 +197,7 @@ class local_shard final : public shard_source {
   struct field_views;
   const term_info* lookup_term(std::string_view t) const noexcept;
   int64_t probe_term(std::string_view t, uint64_t h) const noexcept;
-  uint32_t intern_term(std::string_view t);
+  uint32_t intern_term(std::string_view t, uint64_t h);
   int64_t lookup_tag(std::string_view t) const noexcept;
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
