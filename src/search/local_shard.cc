@@ -551,7 +551,7 @@ void local_shard::build_index() {
   // were cache misses one after another); then the occurrences are grouped by term in
   // first-seen order through a per-term mark instead of sorting (term, position) pairs. The
   // order of a doc's records in the stream does not matter: pass 2 scatters them per term.
-  std::vector<char> tok_chars;
+  out_buffer tok_chars;
   struct tok_ref {
     uint32_t off, len;
     uint64_t hash;
@@ -567,13 +567,17 @@ void local_shard::build_index() {
     token_stream title(f.title);
     while (title.next(tok)) {
       toks.push_back({static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
-      tok_chars.insert(tok_chars.end(), tok.begin(), tok.end());
+      copy_small(reinterpret_cast<uint8_t*>(tok_chars.prepare(tok.size())),
+                 reinterpret_cast<const uint8_t*>(tok.data()), tok.size());
+      tok_chars.commit(tok.size());
     }
     const uint32_t tl = static_cast<uint32_t>(toks.size());
     token_stream text(f.text);
     while (text.next(tok)) {
       toks.push_back({static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
-      tok_chars.insert(tok_chars.end(), tok.begin(), tok.end());
+      copy_small(reinterpret_cast<uint8_t*>(tok_chars.prepare(tok.size())),
+                 reinterpret_cast<const uint8_t*>(tok.data()), tok.size());
+      tok_chars.commit(tok.size());
     }
     const uint32_t nocc = static_cast<uint32_t>(toks.size());
     const uint32_t xl = nocc - tl;
