@@ -115,7 +115,7 @@ class shard_handler final : public http::handler {
   std::unique_ptr<search::scratch> search_;
   out_buffer scratch_;
   out_buffer body_;
-  std::string path_;  // the decoded path of a story request
+  out_buffer path_;  // the decoded path of a story request
 };
 
 }  // namespace tollgate::app

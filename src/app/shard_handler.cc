@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 
 #include "handler.h"
+#include "tollgate/common/percent.h"
 #include "tollgate/search/fleet.h"
 
 namespace tollgate::app {
@@ -14,40 +15,6 @@ http::response_info json_reply(const http::request& req, int status, std::string
   head.content_type = "application/json";
   http::write_response(out, head, body);
   return {status, head.close};
-}
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
-// Percent-decodes `in` onto `out`; false on a malformed escape.
-bool percent_decode(std::string_view in, std::string& out) {
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out.push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) {
-      return false;
-    }
-    const int hi = hex_value(in[i + 1]);
-    const int lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) {
-      return false;
-    }
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return true;
 }
 
 // Constant time in the presented secret's content (not its length).
@@ -108,13 +75,14 @@ http::response_info shard_handler::answer(const http::request& req, out_buffer& 
   }
   std::string_view path = req.path;
   if (req.method == "GET") {
-    path_.assign(search::fleet_wire::story_prefix);
-    if (!percent_decode(m.rest, path_)) {
+    path_.clear();
+    path_.append(search::fleet_wire::story_prefix);
+    if (!percent_decode(m.rest, path_, /*plus_is_space=*/false)) {
       return json_reply(
           req, 400, R"({"code":"invalid_request","message":"Malformed percent-escape in the story id."})",
           out);
     }
-    path = path_;
+    path = path_.view();
   }
   body_.clear();
   const int status = search::serve_fleet_request(*s_.backend, *search_, req.method, path,

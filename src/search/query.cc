@@ -1,6 +1,7 @@
 // query_args validation, time parsing and the REST query-string parser.
 #include "tollgate/search/query.h"
 
+#include "tollgate/common/percent.h"
 #include "tollgate/search/tokenizer.h"
 
 namespace tollgate::search {
@@ -46,43 +47,6 @@ bool digits(std::string_view s, size_t at, size_t n, unsigned& out) noexcept {
     v = v * 10 + static_cast<unsigned>(s[i] - '0');
   }
   out = v;
-  return true;
-}
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
-// Percent-decodes s ('+' = space) onto the end of out; false on a bad escape.
-bool percent_decode(std::string_view s, out_buffer& out) {
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '+') {
-      out.push_back(' ');
-    } else if (c == '%') {
-      if (i + 2 >= s.size()) {
-        return false;
-      }
-      int hi = hex_value(s[i + 1]);
-      int lo = hex_value(s[i + 2]);
-      if (hi < 0 || lo < 0) {
-        return false;
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else {
-      out.push_back(c);
-    }
-  }
   return true;
 }
 
@@ -221,7 +185,7 @@ result<void, arg_error> query_string_parser::parse(std::string_view qs, query_ar
     std::string_view raw_name = pair.substr(0, eq);
     std::string_view raw_value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
     size_t at = decoded_.size();
-    if (!percent_decode(raw_name, decoded_)) {
+    if (!percent_decode(raw_name, decoded_, /*plus_is_space=*/true)) {
       return unexpected(arg_error{"query string", rules::encoding});
     }
     std::string_view name(decoded_.data() + at, decoded_.size() - at);
@@ -257,7 +221,7 @@ result<void, arg_error> query_string_parser::parse(std::string_view qs, query_ar
       seen |= bit;
     }
     at = decoded_.size();
-    if (!percent_decode(raw_value, decoded_)) {
+    if (!percent_decode(raw_value, decoded_, /*plus_is_space=*/true)) {
       return unexpected(arg_error{arg, rules::encoding});
     }
     std::string_view value(decoded_.data() + at, decoded_.size() - at);
