@@ -31,7 +31,9 @@ work=$(mktemp -d /tmp/tollgate-fleet-perf.XXXXXX)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do  # not our children (started in subshells): poll, bounded
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,13 +54,13 @@ EOF
 secret=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 { cat plan.toml; printf '[fleet]\nrole = "shard"\nsecret = "%s"\n' "$secret"; } > shard.toml
 
-# Starts a node; prints "PID PORT" once it listens (bounded wait).
+# Starts a node; prints "PID PORT" once it listens (bounded wait). It runs in a subshell (process
+# substitution), so the caller records the PID for cleanup.
 start() {
   local name=$1; shift
   "$bin" serve --listen 127.0.0.1:0 --threads 1 --data-dir "$work/$name.d" "$@" \
     > "$work/$name.out" 2> "$work/$name.err" &
   local pid=$!
-  pids+=("$pid")
   for _ in $(seq 1 600); do
     local port
     port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name.err")
@@ -71,12 +73,16 @@ start() {
 }
 
 read -r s0_pid s0_port < <(start s0 --config shard.toml --corpus p0.jsonl)
+pids+=("$s0_pid")
 read -r s1_pid s1_port < <(start s1 --config shard.toml --corpus p1.jsonl)
+pids+=("$s1_pid")
 { cat plan.toml
   printf '[fleet]\nsecret = "%s"\nshards = ["127.0.0.1:%s", "127.0.0.1:%s"]\nlocal = false\n' \
     "$secret" "$s0_port" "$s1_port"; } > gateway.toml
 read -r g_pid g_port < <(start gateway --config gateway.toml)
+pids+=("$g_pid")
 read -r r_pid r_port < <(start ref --config plan.toml --corpus all.jsonl)
+pids+=("$r_pid")
 g_key=$(sed -n 's/^demo key: //p' gateway.out)
 r_key=$(sed -n 's/^demo key: //p' ref.out)
 
