@@ -35,11 +35,6 @@ namespace {
 // Queries per request: a JSON-RPC batch is capped well below this by the endpoint.
 constexpr uint32_t kMaxQueries = 255;
 
-bool unreserved(unsigned char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '.' || c == '_' || c == '~';
-}
-
 void append_number(out_buffer& out, uint64_t v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -52,6 +47,7 @@ fleet_client::fleet_client(const search::backend& backend, fleet_shared& shared)
     : backend_(backend), shared_(shared) {
   body_.reserve(4096);
   request_.reserve(4096);
+  path_.reserve(256);
 }
 
 fleet_client::~fleet_client() = default;
@@ -179,31 +175,28 @@ void fleet_client::launch(const quota::figures& fig) {
   by_conn_[p.token.slot] = static_cast<int32_t>(slot);
 }
 
-void fleet_client::start_query(pending& p, uint32_t slot, uint32_t q) {
+uint32_t fleet_client::ask(pending& p, uint32_t slot, uint32_t q, std::string_view method,
+                           std::string_view path, int64_t deadline, bool only_df_ok) {
   query_state& qs = *p.qs[q];
   const int64_t now = io_->now_mono();
   const uint32_t n = static_cast<uint32_t>(shared_.remotes.size());
+  for (uint32_t r = 0; r < n; ++r) {
+    if (only_df_ok ? qs.rq.df_ok(r) : shared_.health->should_ask(r, now)) {
+      ++qs.outstanding;
+      send(r, method, path, body_.view(), tag_of(slot, p, q, r), deadline);
+    }
+  }
+  return qs.outstanding;
+}
+
+void fleet_client::start_query(pending& p, uint32_t slot, uint32_t q) {
+  query_state& qs = *p.qs[q];
   if (qs.rq.is_story()) {
     qs.phase = 2;
-    request_.clear();
+    path_.clear();
+    search::fleet_wire::write_story_path(qs.rq.story_id(), path_);
     body_.clear();
-    body_.append(search::fleet_wire::story_prefix);
-    for (unsigned char c : qs.rq.story_id()) {
-      if (unreserved(c)) {
-        body_.append(std::string_view(reinterpret_cast<const char*>(&c), 1));
-      } else {
-        static constexpr char hex[] = "0123456789ABCDEF";
-        const char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-        body_.append(std::string_view(esc, 3));
-      }
-    }
-    for (uint32_t r = 0; r < n; ++r) {
-      if (shared_.health->should_ask(r, now)) {
-        ++qs.outstanding;
-        send(r, "GET", body_.view(), {}, tag_of(slot, p, q, r), p.deadline);
-      }
-    }
-    if (qs.outstanding == 0) {
+    if (ask(p, slot, q, "GET", path_.view(), p.deadline, false) == 0) {
       query_done(p, slot);
     }
     return;
@@ -214,14 +207,7 @@ void fleet_client::start_query(pending& p, uint32_t slot, uint32_t q) {
     qs.phase = 2;
     body_.clear();
     qs.rq.write_search_body(body_);
-    for (uint32_t r = 0; r < n; ++r) {
-      if (shared_.health->should_ask(r, now)) {
-        ++qs.outstanding;
-        send(r, "POST", search::fleet_wire::search_path, body_.view(), tag_of(slot, p, q, r),
-             p.deadline);
-      }
-    }
-    if (qs.outstanding == 0) {
+    if (ask(p, slot, q, "POST", search::fleet_wire::search_path, p.deadline, false) == 0) {
       query_done(p, slot);
     }
     return;
@@ -229,14 +215,7 @@ void fleet_client::start_query(pending& p, uint32_t slot, uint32_t q) {
   qs.phase = 1;
   body_.clear();
   qs.rq.write_df_body(body_);
-  for (uint32_t r = 0; r < n; ++r) {
-    if (shared_.health->should_ask(r, now)) {
-      ++qs.outstanding;
-      send(r, "POST", search::fleet_wire::df_path, body_.view(), tag_of(slot, p, q, r),
-           p.phase1_deadline);
-    }
-  }
-  if (qs.outstanding == 0) {
+  if (ask(p, slot, q, "POST", search::fleet_wire::df_path, p.phase1_deadline, false) == 0) {
     start_phase2(p, slot, q);
   }
 }
@@ -247,15 +226,8 @@ void fleet_client::start_phase2(pending& p, uint32_t slot, uint32_t q) {
   qs.rq.finish_df();
   body_.clear();
   qs.rq.write_search_body(body_);
-  const uint32_t n = static_cast<uint32_t>(shared_.remotes.size());
-  for (uint32_t r = 0; r < n; ++r) {
-    if (qs.rq.df_ok(r)) {
-      ++qs.outstanding;
-      send(r, "POST", search::fleet_wire::search_path, body_.view(), tag_of(slot, p, q, r),
-           p.deadline);
-    }
-  }
-  if (qs.outstanding == 0) {
+  // only the remotes that answered phase 1 know the plan's frequencies were counted
+  if (ask(p, slot, q, "POST", search::fleet_wire::search_path, p.deadline, true) == 0) {
     query_done(p, slot);
   }
 }

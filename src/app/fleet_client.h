@@ -106,6 +106,10 @@ class fleet_client {
   void start_query(pending& p, uint32_t slot, uint32_t q);
   void start_phase2(pending& p, uint32_t slot, uint32_t q);
   void query_done(pending& p, uint32_t slot);
+  /// Sends body_ to `path` of every remote that health lets through (or, `only_df_ok`, that
+  /// answered phase 1); returns how many fetches the query now waits for.
+  uint32_t ask(pending& p, uint32_t slot, uint32_t q, std::string_view method,
+               std::string_view path, int64_t deadline, bool only_df_ok);
   void send(uint32_t remote, std::string_view method, std::string_view path,
             std::string_view body, uint64_t tag, int64_t deadline);
   uint64_t tag_of(uint32_t slot, const pending& p, uint32_t q, uint32_t remote) const noexcept;
@@ -126,6 +130,7 @@ class fleet_client {
   std::vector<int32_t> by_conn_;  // engine connection slot -> pending slot of its deferred request
   out_buffer body_;
   out_buffer request_;
+  out_buffer path_;
 };
 
 }  // namespace tollgate::app

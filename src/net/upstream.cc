@@ -16,6 +16,7 @@
 #include <cstring>
 #include <utility>
 
+#include "http/ascii.h"
 #include "net/core.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
@@ -27,30 +28,6 @@ constexpr size_t kRecvChunk = 16 * 1024;
 constexpr size_t kRecvMax = 4 * 1024 * 1024;
 /// Buffers of an idle or released connection above this are freed (a rare huge response).
 constexpr size_t kKeepUpCapacity = 4 * 1024 * 1024;
-
-char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string_view trim(std::string_view v) noexcept {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
-    v.remove_prefix(1);
-  }
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
-    v.remove_suffix(1);
-  }
-  return v;
-}
 
 bool digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
@@ -102,8 +79,8 @@ head_status parse_response_head(std::string_view buf, size_t& scan, response_hea
       return head_status::bad;
     }
     const std::string_view name = line.substr(0, colon);
-    const std::string_view value = trim(line.substr(colon + 1));
-    if (iequals(name, "content-length")) {
+    const std::string_view value = http::detail::trim_ows(line.substr(colon + 1));
+    if (http::detail::iequals(name, "content-length")) {
       if (value.empty()) {
         return head_status::bad;
       }
@@ -122,17 +99,14 @@ head_status parse_response_head(std::string_view buf, size_t& scan, response_hea
       }
       out.has_length = true;
       out.content_length = n;
-    } else if (iequals(name, "transfer-encoding")) {
+    } else if (http::detail::iequals(name, "transfer-encoding")) {
       out.chunked = true;
-    } else if (iequals(name, "connection")) {
-      std::string_view rest = value;
-      while (!rest.empty()) {
-        const size_t comma = rest.find(',');
-        const std::string_view token = trim(rest.substr(0, comma));
-        saw_close = saw_close || iequals(token, "close");
-        saw_keep_alive = saw_keep_alive || iequals(token, "keep-alive");
-        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-      }
+    } else if (http::detail::iequals(name, "connection")) {
+      http::detail::for_each_list_element(value, [&](std::string_view token) {
+        saw_close = saw_close || http::detail::iequals(token, "close");
+        saw_keep_alive = saw_keep_alive || http::detail::iequals(token, "keep-alive");
+        return true;
+      });
     }
   }
   out.close = saw_close || (http10 && !saw_keep_alive);
