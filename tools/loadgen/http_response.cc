@@ -167,18 +167,24 @@ frame_result response_parser::parse_head(const char* in, std::size_t n) {
     bool other_te = false;
     std::uint64_t length = 0;
 
-    // 3. Header fields.
+    // 3. Header fields: one memchr per line for its LF, one for a stray CR inside it (the
+    //    block ends with the last header's CRLF, so every line has one).
     std::size_t pos = eol + 2;
     while (pos < block.size()) {
-      std::size_t next = block.find("\r\n", pos);
-      if (next == std::string_view::npos) {
+      const char* line_begin = block.data() + pos;
+      const auto* lf =
+          static_cast<const char*>(std::memchr(line_begin, '\n', block.size() - pos));
+      if (lf == nullptr || lf == line_begin || lf[-1] != '\r') {
         return fail(frame_errc::bad_header);
       }
-      std::string_view field = block.substr(pos, next - pos);
-      pos = next + 2;
+      std::size_t len = static_cast<std::size_t>(lf - line_begin) - 1;
+      std::string_view field(line_begin, len);
+      pos += len + 2;
+      if (std::memchr(line_begin, '\r', len) != nullptr) {
+        return fail(frame_errc::bad_header);
+      }
       std::size_t colon = field.find(':');
-      if (colon == std::string_view::npos || colon == 0 ||
-          field.find_first_of("\r\n") != std::string_view::npos) {
+      if (colon == std::string_view::npos || colon == 0) {
         return fail(frame_errc::bad_header);
       }
       std::string_view name = field.substr(0, colon);
@@ -189,30 +195,49 @@ frame_result response_parser::parse_head(const char* in, std::size_t n) {
       while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
         value.remove_suffix(1);
       }
-      if (iequals(name, "content-length")) {
-        std::uint64_t v = 0;
-        if (!parse_decimal(value, v) || (have_length && v != length)) {
-          return fail(frame_errc::bad_content_length);
-        }
-        have_length = true;
-        length = v;
-      } else if (iequals(name, "transfer-encoding")) {
-        if (has_token(value, "chunked")) {
-          chunked = true;
-        } else {
-          other_te = true;
-        }
-      } else if (iequals(name, "connection")) {
-        if (has_token(value, "close")) {
-          keep_alive = false;
-        } else if (has_token(value, "keep-alive")) {
-          keep_alive = true;
-        }
-      } else if (iequals(name, "content-type")) {
-        ct_off_ = static_cast<std::size_t>(value.data() - in);
-        ct_len_ = value.size();
-      } else if (iequals(name, "retry-after")) {
-        head_.has_retry_after = !value.empty();
+      // Only five names matter; the length rules out most fields before any comparison.
+      switch (name.size()) {
+        case 14:
+          if (iequals(name, "content-length")) {
+            std::uint64_t v = 0;
+            if (!parse_decimal(value, v) || (have_length && v != length)) {
+              return fail(frame_errc::bad_content_length);
+            }
+            have_length = true;
+            length = v;
+          }
+          break;
+        case 17:
+          if (iequals(name, "transfer-encoding")) {
+            if (has_token(value, "chunked")) {
+              chunked = true;
+            } else {
+              other_te = true;
+            }
+          }
+          break;
+        case 10:
+          if (iequals(name, "connection")) {
+            if (has_token(value, "close")) {
+              keep_alive = false;
+            } else if (has_token(value, "keep-alive")) {
+              keep_alive = true;
+            }
+          }
+          break;
+        case 12:
+          if (iequals(name, "content-type")) {
+            ct_off_ = static_cast<std::size_t>(value.data() - in);
+            ct_len_ = value.size();
+          }
+          break;
+        case 11:
+          if (iequals(name, "retry-after")) {
+            head_.has_retry_after = !value.empty();
+          }
+          break;
+        default:
+          break;
       }
     }
     head_.close = !keep_alive;
