@@ -12,14 +12,15 @@
 //      errors; once no SQE refers to the connection, close() and back to 1.
 #include "engine.h"
 
+#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <liburing.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -38,6 +39,7 @@ constexpr feature_name feature_names[] = {
     {feat_coop_taskrun, "coop_taskrun"},
     {feat_fixed_files, "fixed_files"},
     {feat_buf_ring, "buf_ring"},
+    {feat_ring_fd, "ring_fd"},
 };
 
 }  // namespace
@@ -228,6 +230,9 @@ class runner {
         return;
       }
       now = now_ns();
+      if (!tcp_window_started_ && now >= t_.measure) {
+        start_tcp_window();
+      }
       unsigned head = 0;
       unsigned seen = 0;
       io_uring_for_each_cqe(&ring_, head, cqe) {
@@ -287,6 +292,17 @@ class runner {
       out_.fatal = "io_uring lacks IORING_FEAT_EXT_ARG (timed waits): needs Linux 5.11+";
       return false;
     }
+    if ((want & feat_ring_fd) != 0) {
+      // Every io_uring_enter then names the ring by its registered index (liburing passes
+      // IORING_ENTER_REGISTERED_RING itself), skipping the file table lookup and refcount.
+      int rr = io_uring_register_ring_fd(&ring_);
+      if (rr == 1) {
+        out_.features |= feat_ring_fd;
+      } else {
+        note(std::string("registered ring fd refused (") + std::strerror(rr < 0 ? -rr : EINVAL) +
+             ", needs Linux 5.18+): plain ring fd");
+      }
+    }
     if ((want & feat_fixed_files) != 0) {
       int fr = io_uring_register_files_sparse(&ring_, static_cast<unsigned>(conns_.size()));
       if (fr == 0) {
@@ -307,6 +323,31 @@ class runner {
       }
     }
     return true;
+  }
+
+  // --- TCP segment counts (TCP_INFO): what the client's sockets sent in the window ----------
+
+  /// Adds (sign +1) or subtracts (-1) socket `fd`'s segment counters to the window's totals.
+  void add_tcp_counts(int fd, int sign) {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(tcp_info, tcpi_data_segs_out) + sizeof ti.tcpi_data_segs_out) {
+      return;  // a kernel without these fields (< 4.6): the counts stay 0
+    }
+    out_.tcp_segs_out += static_cast<std::uint64_t>(sign) * ti.tcpi_segs_out;
+    out_.tcp_data_segs_out += static_cast<std::uint64_t>(sign) * ti.tcpi_data_segs_out;
+  }
+
+  /// The window starts: what sockets open now sent during the warm-up is taken off (their
+  /// counters are added back when they close or at the end).
+  void start_tcp_window() {
+    tcp_window_started_ = true;
+    for (const auto& c : conns_) {
+      if (c.fd >= 0) {
+        add_tcp_counts(c.fd, -1);
+      }
+    }
   }
 
   void note(const std::string& why) {
@@ -551,6 +592,9 @@ class runner {
     if (fixed_) {
       int none = -1;
       io_uring_register_files_update(&ring_, i, &none, 1);
+    }
+    if (tcp_window_started_) {
+      add_tcp_counts(c.fd, +1);
     }
     ::close(c.fd);
     c.fd = -1;
@@ -877,6 +921,13 @@ class runner {
 
   void finish() {
     out_.finished_ns = now_ns();
+    if (tcp_window_started_) {
+      for (const auto& c : conns_) {
+        if (c.fd >= 0) {
+          add_tcp_counts(c.fd, +1);
+        }
+      }
+    }
     out_.memo_hits = checker_.memo_hits();
     for (const auto& c : conns_) {
       if (c.st == connection::state::open) {
@@ -912,6 +963,7 @@ class runner {
   char* bufs_ = nullptr;  ///< buf_count * buf_size bytes, mmap'ed
   std::size_t bufs_bytes_ = 0;
   bool congestion_refused_ = false;
+  bool tcp_window_started_ = false;  ///< the sockets' warm-up segment counts were taken off
   bool fixed_ = false;  ///< sockets live in the registered file table, slot = connection index
   std::uint64_t inflight_ = 0;          ///< requests sent or queued, not yet answered
   unsigned sends_unsubmitted_ = 0;      ///< send SQEs since the last submit

@@ -7,7 +7,7 @@
 // timeout (5.11+) are required. Optional, probed at start-up, each falling back with a note in
 // `thread_stats::ring_note`: SINGLE_ISSUER + DEFER_TASKRUN (6.1+), else COOP_TASKRUN (5.19+),
 // else plain; a sparse registered-file table for the sockets (5.19+); a provided buffer ring
-// with multishot recv (6.0+). Every submission goes out in one io_uring_enter per loop pass;
+// with multishot recv (6.0+); the ring's fd registered with itself (5.18+). Every submission goes out in one io_uring_enter per loop pass;
 // a wait may ask for a batch of completions (bounded by a short timeout, `wait_batch`).
 #pragma once
 
@@ -31,14 +31,15 @@ enum ring_feature : unsigned {
   feat_coop_taskrun = 1u << 1,   ///< IORING_SETUP_COOP_TASKRUN (tried when the above is not)
   feat_fixed_files = 1u << 2,    ///< sockets in a registered file table (IOSQE_FIXED_FILE)
   feat_buf_ring = 1u << 3,       ///< provided buffer ring + multishot recv
-  feat_all = (1u << 4) - 1,
+  feat_ring_fd = 1u << 4,        ///< the ring's own fd registered (io_uring_enter skips fdget)
+  feat_all = (1u << 5) - 1,
 };
 
 /// "defer_taskrun+fixed_files+buf_ring" style names of the bits in `features` ("plain" for 0).
 std::string ring_feature_names(unsigned features);
 
 /// Parses a comma-separated list of feature names (defer_taskrun, coop_taskrun, fixed_files,
-/// buf_ring) into bits; false on an unknown name.
+/// buf_ring, ring_fd) into bits; false on an unknown name.
 bool parse_ring_features(const std::string& list, unsigned& out);
 
 /// io_uring_queue_init_params's signature; tests substitute one that refuses some flags.

@@ -51,8 +51,8 @@ Load:
       --congestion CC   TCP congestion control of the client's sockets, e.g. reno (default:
                         the system's)
       --ring LIST       optional io_uring features to try, comma-separated: defer_taskrun,
-                        coop_taskrun, fixed_files, buf_ring, all, none (default all); one the
-                        kernel refuses falls back with a note on stderr
+                        coop_taskrun, fixed_files, buf_ring, ring_fd, all, none (default
+                        all); one the kernel refuses falls back with a note on stderr
 
 Requests (the mix; default: get of URL's path):
       --req SPEC        add to the mix; SPEC is KIND[@WEIGHT] with KIND one of
@@ -238,7 +238,7 @@ options parse_args(int argc, char** argv) {
     } else if (a == "--ring") {
       if (!parse_ring_features(value(i, a), o.run.features)) {
         die_usage("--ring wants a comma-separated list of defer_taskrun, coop_taskrun, "
-                  "fixed_files, buf_ring, all, none");
+                  "fixed_files, buf_ring, ring_fd, all, none");
       }
     } else if (a == "--congestion") {
       o.run.congestion = value(i, a);
@@ -422,6 +422,8 @@ int main(int argc, char** argv) {
     all.passes += s.passes;
     all.cqes += s.cqes;
     all.memo_hits += s.memo_hits;
+    all.tcp_segs_out += s.tcp_segs_out;
+    all.tcp_data_segs_out += s.tcp_data_segs_out;
   }
   const thread_stats& first = stats.front();
   if (!first.ring_note.empty()) {
@@ -447,6 +449,15 @@ int main(int argc, char** argv) {
   std::uint64_t errors = all.outcomes.errors();
   double rps = static_cast<double>(all.responses) / secs;
   double cpu_us_per_req = all.responses ? cpu * 1e6 / static_cast<double>(all.responses) : 0;
+  // Segments the client sent per response, and of those the ones without data (pure ACKs,
+  // SYN, FIN): a closed loop whose ACKs ride on the next request sends 1 and 0.
+  double segs_per_req = all.responses ? static_cast<double>(all.tcp_segs_out) /
+                                            static_cast<double>(all.responses)
+                                      : 0;
+  double nodata_per_req =
+      all.responses ? static_cast<double>(all.tcp_segs_out - all.tcp_data_segs_out) /
+                          static_cast<double>(all.responses)
+                    : 0;
   auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e3; };
   const histogram& h = all.latency;
 
@@ -470,8 +481,13 @@ int main(int argc, char** argv) {
                 us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
                 us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3, us(h.min()));
     std::printf("\"client_cpu_s\":%.4f,\"client_cpu_us_per_req\":%.3f,\"cqes_per_pass\":%.2f,"
+                "\"tcp_segs_out\":%llu,\"tcp_data_segs_out\":%llu,\"tcp_segs_per_req\":%.4f,"
+                "\"tcp_nodata_segs_per_req\":%.4f,"
                 "\"ring\":\"%s\",\"memo_hits\":%llu,\"outcomes\":{\"ok\":%llu",
-                cpu, cpu_us_per_req, cqes_per_pass, ring.c_str(),
+                cpu, cpu_us_per_req, cqes_per_pass,
+                static_cast<unsigned long long>(all.tcp_segs_out),
+                static_cast<unsigned long long>(all.tcp_data_segs_out), segs_per_req,
+                nodata_per_req, ring.c_str(),
                 static_cast<unsigned long long>(all.memo_hits),
                 static_cast<unsigned long long>(ok));
     for (const auto& r : all.outcomes.rows()) {
@@ -508,6 +524,8 @@ int main(int argc, char** argv) {
     std::printf("  client CPU   %.3f s (%.0f%% of one core), %.2f us/request, %.1f completions per"
                 " wake-up\n",
                 cpu, 100.0 * cpu / secs, cpu_us_per_req, cqes_per_pass);
+    std::printf("  TCP sent     %.3f segments per response, %.3f of them without data (ACK/SYN/FIN)\n",
+                segs_per_req, nodata_per_req);
     std::printf("  io_uring     %s; %llu full checks answered by the identical-answer memo\n",
                 ring.c_str(), static_cast<unsigned long long>(all.memo_hits));
     if (all.backlog_at_end > 0 || all.inflight_at_end > 0) {

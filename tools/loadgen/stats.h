@@ -102,6 +102,8 @@ struct thread_stats {
   std::uint64_t finished_ns = 0;     ///< CLOCK_MONOTONIC when the thread stopped
   std::string fatal;                 ///< set when the thread could not run at all
   std::uint64_t memo_hits = 0;       ///< full checks answered by the identical-answer memo (whole run)
+  std::uint64_t tcp_segs_out = 0;    ///< TCP segments the client's sockets sent in the window
+  std::uint64_t tcp_data_segs_out = 0;  ///< of those, the ones carrying data (the rest: ACKs, SYN, FIN)
   unsigned features = 0;             ///< ring_feature bits the thread's ring runs with
   std::string ring_note;             ///< why a requested feature is not in use (empty: all are)
 };

@@ -643,6 +643,7 @@ TEST(loadgen_engine_test, every_feature_subset_gives_the_same_outcomes) {
   });
   for (unsigned f : {0u, unsigned{feat_coop_taskrun}, unsigned{feat_defer_taskrun},
                      feat_all & ~unsigned{feat_fixed_files}, feat_all & ~unsigned{feat_buf_ring},
+                     feat_all & ~unsigned{feat_ring_fd}, unsigned{feat_ring_fd},
                      unsigned{feat_all}}) {
     run_config cfg;
     cfg.features = f;
@@ -668,6 +669,40 @@ TEST(loadgen_engine_test, wait_batch_settings_all_complete) {
     EXPECT_GE(st.responses, 100u) << b;
     EXPECT_EQ(st.outcomes.ok(), st.responses) << b;
   }
+}
+
+TEST(loadgen_engine_test, tcp_segments_count_only_the_window) {
+  // Verifies the TCP_INFO segment counts cover the measured window only: after a warm-up,
+  // a closed loop at depth 1 (each small request is one data segment) sent as many data
+  // segments as responses, give or take the one request per connection in flight at each
+  // edge of the window. Counting the warm-up too would add about half again.
+  tiny_server srv([](const std::string& body) {
+    return json_response(tool_result(id_of(body), false, kPayload));
+  });
+  run_config cfg;
+  std::memcpy(&cfg.addr, &srv.addr(), sizeof(sockaddr_in));
+  cfg.addr_len = sizeof(sockaddr_in);
+  cfg.connections = 2;
+  workload_config wc;
+  wc.keys = {"k"};
+  request_spec s;
+  std::string err;
+  ASSERT_TRUE(parse_request_spec("call", s, err));
+  wc.mix = {s};
+  workload w;
+  ASSERT_TRUE(w.build(wc, err)) << err;
+  run_times t;
+  t.begin = now_ns();
+  t.measure = t.begin + 200'000'000ull;
+  t.end = t.measure + 400'000'000ull;
+  thread_stats st;
+  run_thread(cfg, w, t, 0, cfg.connections, st);
+  ASSERT_TRUE(st.fatal.empty()) << st.fatal;
+  ASSERT_GE(st.responses, 100u);
+  EXPECT_EQ(st.outcomes.ok(), st.responses);
+  EXPECT_GE(st.tcp_data_segs_out + cfg.connections, st.responses);
+  EXPECT_LE(st.tcp_data_segs_out, st.responses + cfg.connections);
+  EXPECT_GE(st.tcp_segs_out, st.tcp_data_segs_out);
 }
 
 int refuse_defer(unsigned entries, io_uring* ring, io_uring_params* p) {
@@ -757,6 +792,9 @@ TEST(loadgen_ring_features_test, names_round_trip) {
   ASSERT_TRUE(parse_ring_features("fixed_files,defer_taskrun", f));
   EXPECT_EQ(f, unsigned{feat_fixed_files | feat_defer_taskrun});
   EXPECT_EQ(ring_feature_names(f), "defer_taskrun+fixed_files");
+  ASSERT_TRUE(parse_ring_features("ring_fd,buf_ring", f));
+  EXPECT_EQ(f, unsigned{feat_ring_fd | feat_buf_ring});
+  EXPECT_EQ(ring_feature_names(f), "buf_ring+ring_fd");
   ASSERT_TRUE(parse_ring_features("all", f));
   EXPECT_EQ(f, unsigned{feat_all});
   ASSERT_TRUE(parse_ring_features("none", f));
