@@ -41,6 +41,8 @@ scratch::scratch(size_t shard_count, size_t local_count)
   df_.reserve(256);
   phrases_.reserve(128);
   phrase_terms_.reserve(256);
+  phrase_idf_.reserve(128);
+  alone_.reserve(256);
   for (shard_answer& a : answers_) {
     a.hits.reserve(max_k);
   }
@@ -88,13 +90,16 @@ uint32_t add_term(std::string_view tok, out_buffer& chars, std::vector<std::stri
 }  // namespace
 
 void plan_terms(std::string_view query, out_buffer& chars, std::vector<std::string_view>& terms,
-                std::vector<phrase_span>& phrases, std::vector<uint32_t>& phrase_terms) {
-  // terms outside quotes are single terms; quoted runs are phrases.
+                std::vector<phrase_span>& phrases, std::vector<uint32_t>& phrase_terms,
+                std::vector<uint8_t>& alone) {
+  // terms outside quotes are single terms; quoted runs are phrases (a quoted single word is a
+  // term like any other).
   chars.clear();
   chars.reserve(query.size() + 8);  // tokens never outgrow their source text
   terms.clear();
   phrases.clear();
   phrase_terms.clear();
+  alone.clear();
   std::string_view q = query;
   bool in_quotes = false;
   while (!q.empty()) {
@@ -105,8 +110,11 @@ void plan_terms(std::string_view query, out_buffer& chars, std::vector<std::stri
     uint32_t first = static_cast<uint32_t>(phrase_terms.size());
     while (ts.next(tok)) {
       uint32_t t = add_term(tok, chars, terms);
+      alone.resize(terms.size(), 0);
       if (in_quotes) {
         phrase_terms.push_back(t);
+      } else if (alone[t] < UINT8_MAX) {
+        ++alone[t];
       }
     }
     if (in_quotes) {
@@ -114,6 +122,9 @@ void plan_terms(std::string_view query, out_buffer& chars, std::vector<std::stri
       if (count >= 2) {
         phrases.push_back({first, count});
       } else {
+        if (count == 1 && alone[phrase_terms[first]] < UINT8_MAX) {
+          ++alone[phrase_terms[first]];
+        }
         phrase_terms.resize(first);
       }
     }
@@ -126,9 +137,38 @@ void plan_terms(std::string_view query, out_buffer& chars, std::vector<std::stri
 }
 
 double bm25_idf(uint64_t docs, uint64_t df) noexcept {
-  const double n = static_cast<double>(docs);
-  const double d = static_cast<double>(df);
-  return std::log(1.0 + (n - d + 0.5) / (d + 0.5));
+  // FTS5's: (N - n + 0.5) in double from the integers, the same clamp for common units
+  const double idf = std::log((static_cast<double>(docs) - static_cast<double>(df) + 0.5) /
+                              (static_cast<double>(df) + 0.5));
+  return idf <= 0.0 ? 1e-6 : idf;
+}
+
+bool needs_phrase_df(std::span<const uint8_t> alone, size_t phrases, sort_order sort) noexcept {
+  if (sort != sort_order::relevance || phrases == 0) {
+    return false;
+  }
+  size_t units = phrases;
+  for (uint8_t a : alone) {
+    units += a;
+  }
+  return units > 1;
+}
+
+void score_weights(uint64_t docs, std::span<const uint8_t> alone, std::span<const uint64_t> df,
+                   size_t phrases, bool phrase_df, std::vector<double>& idf,
+                   std::vector<double>& phrase_idf) {
+  idf.resize(alone.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    // a term the query repeats counts once per occurrence, as FTS5 sums one phrase per
+    // occurrence (the same idf times the same part: x + x == 2x exactly)
+    idf[i] = alone[i] != 0 ? alone[i] * bm25_idf(docs, df[i]) : 0.0;
+  }
+  phrase_idf.clear();
+  if (phrase_df) {
+    for (size_t p = 0; p < phrases; ++p) {
+      phrase_idf.push_back(bm25_idf(docs, df[alone.size() + p]));
+    }
+  }
 }
 
 result<search_result, errc> backend::search(const query_args& args, scratch& s,
@@ -152,35 +192,41 @@ result<search_result, errc> backend::search(const query_args& args, scratch& s,
     plan.phrases = st.phrases;
     plan.phrase_terms = st.phrase_terms;
     plan.idf = st.idf;
+    plan.phrase_idf = st.phrase_idf;
+    plan.avgdl = st.avgdl;
     for (uint32_t i = 0; i < nl; ++i) {
       s.answered_[i] = st.local_ok[i];
     }
     return fan_out(plan, args.offset, s, remote);
   }
   // 1. plan
-  plan_terms(args.query, s.token_chars_, s.terms_, s.phrases_, s.phrase_terms_);
+  plan_terms(args.query, s.token_chars_, s.terms_, s.phrases_, s.phrase_terms_, s.alone_);
   plan.terms = s.terms_;
   plan.phrases = s.phrases_;
   plan.phrase_terms = s.phrase_terms_;
-  // 2. local document frequencies -> idf
-  s.df_.assign(s.terms_.size(), 0);
-  add_local_doc_freqs(s.terms_, s.df_.data(), s.answered_.data());
-  s.idf_.resize(s.terms_.size());
-  for (size_t i = 0; i < s.terms_.size(); ++i) {
-    s.idf_[i] = bm25_idf(global_.docs, s.df_[i]);
+  // 2. local document frequencies (of the phrases too when they weigh) -> idf
+  const bool phrase_df = needs_phrase_df(s.alone_, s.phrases_.size(), args.sort);
+  s.df_.assign(s.terms_.size() + (phrase_df ? s.phrases_.size() : 0), 0);
+  query_plan df_plan{};
+  df_plan.terms = s.terms_;
+  if (phrase_df) {
+    df_plan.phrases = s.phrases_;
+    df_plan.phrase_terms = s.phrase_terms_;
   }
+  add_local_doc_freqs(df_plan, s, s.df_.data(), s.answered_.data());
+  score_weights(global_.docs, s.alone_, s.df_, s.phrases_.size(), phrase_df, s.idf_,
+                s.phrase_idf_);
   plan.idf = s.idf_;
+  plan.phrase_idf = s.phrase_idf_;
   // 3. fan out and merge
   return fan_out(plan, args.offset, s, nullptr);
 }
 
-bool backend::add_local_doc_freqs(std::span<const std::string_view> terms, uint64_t* df,
+bool backend::add_local_doc_freqs(const query_plan& plan, scratch& s, uint64_t* df,
                                   uint8_t* answered) const {
-  query_plan plan{};
-  plan.terms = terms;
   bool all = true;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    const bool ok = shards_[i]->add_doc_freqs(plan, df);
+    const bool ok = shards_[i]->add_doc_freqs(plan, *s.ws_, df);
     all = all && ok;
     if (answered != nullptr) {
       answered[i] = ok ? 1 : 0;

@@ -126,27 +126,153 @@ void write_terms(json_out& j, std::span<const std::string_view> terms) {
   j.raw("]");
 }
 
+// ,"phrases":[[first,count],...],"phrase_terms":[...]
+void write_phrases(out_buffer& out, std::span<const phrase_span> phrases,
+                   std::span<const uint32_t> phrase_terms) {
+  out.append(",\"phrases\":[");
+  for (size_t i = 0; i < phrases.size(); ++i) {
+    out.append(i > 0 ? ",[" : "[");
+    append_uint(out, phrases[i].first);
+    out.push_back(',');
+    append_uint(out, phrases[i].count);
+    out.push_back(']');
+  }
+  out.append("],\"phrase_terms\":[");
+  for (size_t i = 0; i < phrase_terms.size(); ++i) {
+    if (i > 0) {
+      out.push_back(',');
+    }
+    append_uint(out, phrase_terms[i]);
+  }
+  out.push_back(']');
+}
+
+// An array of at most `max` finite, non-negative numbers.
+bool get_weights(simdjson::dom::element e, size_t max, std::vector<double>& out) {
+  simdjson::dom::array arr;
+  if (e.get_array().get(arr) || arr.size() > max) {
+    return false;
+  }
+  out.clear();
+  for (simdjson::dom::element v : arr) {
+    double d;
+    if (v.get_double().get(d) || !std::isfinite(d) || d < 0) {
+      return false;
+    }
+    out.push_back(d);
+  }
+  return true;
+}
+
+// "phrases": [[first, count], ...] with count >= 2.
+bool get_phrases(simdjson::dom::element e, std::vector<phrase_span>& out) {
+  simdjson::dom::array arr;
+  if (e.get_array().get(arr) || arr.size() > max_fleet_terms / 2) {
+    return false;
+  }
+  out.clear();
+  for (simdjson::dom::element v : arr) {
+    simdjson::dom::array pair;
+    uint64_t first = 0, count = 0;
+    if (v.get_array().get(pair) || pair.size() != 2 ||
+        !get_uint(pair.at(0).value_unsafe(), max_fleet_terms, first) ||
+        !get_uint(pair.at(1).value_unsafe(), max_fleet_terms, count) || count < 2) {
+      return false;
+    }
+    out.push_back({static_cast<uint32_t>(first), static_cast<uint32_t>(count)});
+  }
+  return true;
+}
+
+// "phrase_terms": [term index, ...].
+bool get_indices(simdjson::dom::element e, std::vector<uint32_t>& out) {
+  simdjson::dom::array arr;
+  if (e.get_array().get(arr) || arr.size() > max_fleet_terms) {
+    return false;
+  }
+  out.clear();
+  for (simdjson::dom::element v : arr) {
+    uint64_t t;
+    if (!get_uint(v, max_fleet_terms, t)) {
+      return false;
+    }
+    out.push_back(static_cast<uint32_t>(t));
+  }
+  return true;
+}
+
+// The checks both requests make on terms and phrases; empty when they hold, else the message.
+std::string_view check_terms_and_phrases(const fleet_scratch& f) {
+  for (size_t i = 1; i < f.terms.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (f.terms[i] == f.terms[j]) {
+        return "terms must be distinct.";
+      }
+    }
+  }
+  for (uint32_t t : f.phrase_terms) {
+    if (t >= f.terms.size()) {
+      return "phrase_terms must index terms.";
+    }
+  }
+  for (const phrase_span& p : f.phrases) {
+    if (static_cast<uint64_t>(p.first) + p.count > f.phrase_terms.size()) {
+      return "phrases must lie within phrase_terms.";
+    }
+  }
+  return {};
+}
+
 // ---- shard node ----
 
-int serve_df(const backend& b, fleet_scratch& f, std::string_view body, out_buffer& out) {
+// POST df: {"terms":[...]} plus, when the gateway ranks by phrases too, "phrases" and
+// "phrase_terms" (as in a search). Answers the node's corpus figures and one document frequency
+// per term, then one per phrase.
+int serve_df(const backend& b, scratch& s, fleet_scratch& f, std::string_view body,
+             out_buffer& out) {
   simdjson::dom::object obj;
   if (!parse_object(f.dom, body, obj)) {
     return bad_request(out, "The body must be a JSON object.");
   }
-  bool have_terms = false;
+  unsigned seen = 0;
+  f.terms.clear();
+  f.phrases.clear();
+  f.phrase_terms.clear();
   for (simdjson::dom::key_value_pair kv : obj) {
+    unsigned bit = 0;
+    bool ok = true;
     if (kv.key == "terms") {
-      if (have_terms || !get_strings(kv.value, max_fleet_terms, max_term_bytes, f.terms)) {
-        return bad_request(out, "terms must be an array of at most 256 non-empty strings.");
-      }
-      have_terms = true;
+      bit = 1;
+      ok = get_strings(kv.value, max_fleet_terms, max_term_bytes, f.terms);
+    } else if (kv.key == "phrases") {
+      bit = 2;
+      ok = get_phrases(kv.value, f.phrases);
+    } else if (kv.key == "phrase_terms") {
+      bit = 4;
+      ok = get_indices(kv.value, f.phrase_terms);
+    } else {
+      continue;
     }
+    if (!ok) {
+      return bad_request(out, fmt::format("{} has a wrong type or value.", kv.key));
+    }
+    if ((seen & bit) != 0) {
+      return bad_request(out, fmt::format("{} appears twice.", kv.key));
+    }
+    seen |= bit;
   }
-  if (!have_terms) {
+  if ((seen & 1) == 0) {
     return bad_request(out, "terms is required.");
   }
-  f.df.assign(f.terms.size(), 0);
-  if (!b.add_local_doc_freqs(f.terms, f.df.data())) {
+  if (const std::string_view why = check_terms_and_phrases(f); !why.empty()) {
+    return bad_request(out, why);
+  }
+  f.df.assign(f.terms.size() + f.phrases.size(), 0);
+  query_plan plan{};
+  plan.terms = f.terms;
+  plan.phrases = f.phrases;
+  plan.phrase_terms = f.phrase_terms;
+  if (!b.add_local_doc_freqs(plan, s, f.df.data())) {
     return unavailable(out);
   }
   const shard_stats st = b.local_stats();
@@ -175,7 +301,7 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
   }
   enum : unsigned {
     f_terms = 1, f_idf = 2, f_phrases = 4, f_phrase_terms = 8, f_tags = 16, f_since = 32,
-    f_until = 64, f_sort = 128, f_k = 256
+    f_until = 64, f_sort = 128, f_k = 256, f_phrase_idf = 512, f_avgdl = 1024
   };
   unsigned seen = 0;
   query_plan plan{};
@@ -185,6 +311,7 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
   f.idf.clear();
   f.phrases.clear();
   f.phrase_terms.clear();
+  f.phrase_idf.clear();
   f.tags.clear();
   for (simdjson::dom::key_value_pair kv : obj) {
     const std::string_view key = kv.key;
@@ -196,49 +323,19 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
       ok = get_strings(v, max_fleet_terms, max_term_bytes, f.terms);
     } else if (key == "idf") {
       bit = f_idf;
-      simdjson::dom::array arr;
-      ok = !v.get_array().get(arr) && arr.size() <= max_fleet_terms;
-      if (ok) {
-        for (simdjson::dom::element e : arr) {
-          double d;
-          if (e.get_double().get(d) || !std::isfinite(d) || d < 0) {
-            ok = false;
-            break;
-          }
-          f.idf.push_back(d);
-        }
-      }
+      ok = get_weights(v, max_fleet_terms, f.idf);
     } else if (key == "phrases") {
       bit = f_phrases;
-      simdjson::dom::array arr;
-      ok = !v.get_array().get(arr) && arr.size() <= max_fleet_terms / 2;
-      if (ok) {
-        for (simdjson::dom::element e : arr) {
-          simdjson::dom::array pair;
-          uint64_t first = 0, count = 0;
-          if (e.get_array().get(pair) || pair.size() != 2 ||
-              !get_uint(pair.at(0).value_unsafe(), max_fleet_terms, first) ||
-              !get_uint(pair.at(1).value_unsafe(), max_fleet_terms, count) || count < 2) {
-            ok = false;
-            break;
-          }
-          f.phrases.push_back({static_cast<uint32_t>(first), static_cast<uint32_t>(count)});
-        }
-      }
+      ok = get_phrases(v, f.phrases);
     } else if (key == "phrase_terms") {
       bit = f_phrase_terms;
-      simdjson::dom::array arr;
-      ok = !v.get_array().get(arr) && arr.size() <= max_fleet_terms;
-      if (ok) {
-        for (simdjson::dom::element e : arr) {
-          uint64_t t;
-          if (!get_uint(e, max_fleet_terms, t)) {
-            ok = false;
-            break;
-          }
-          f.phrase_terms.push_back(static_cast<uint32_t>(t));
-        }
-      }
+      ok = get_indices(v, f.phrase_terms);
+    } else if (key == "phrase_idf") {
+      bit = f_phrase_idf;
+      ok = get_weights(v, max_fleet_terms / 2, f.phrase_idf);
+    } else if (key == "avgdl") {
+      bit = f_avgdl;
+      ok = !v.get_double().get(plan.avgdl) && std::isfinite(plan.avgdl) && plan.avgdl > 0;
     } else if (key == "tags") {
       bit = f_tags;
       ok = get_strings(v, max_tags, max_tag_bytes, f.tags);
@@ -277,27 +374,17 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
   if (f.idf.size() != f.terms.size()) {
     return bad_request(out, "idf must have one entry per term.");
   }
-  for (size_t i = 1; i < f.terms.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (f.terms[i] == f.terms[j]) {
-        return bad_request(out, "terms must be distinct.");
-      }
-    }
+  if ((seen & f_phrase_idf) != 0 && f.phrase_idf.size() != f.phrases.size()) {
+    return bad_request(out, "phrase_idf must have one entry per phrase.");
   }
-  for (uint32_t t : f.phrase_terms) {
-    if (t >= f.terms.size()) {
-      return bad_request(out, "phrase_terms must index terms.");
-    }
-  }
-  for (const phrase_span& p : f.phrases) {
-    if (static_cast<uint64_t>(p.first) + p.count > f.phrase_terms.size()) {
-      return bad_request(out, "phrases must lie within phrase_terms.");
-    }
+  if (const std::string_view why = check_terms_and_phrases(f); !why.empty()) {
+    return bad_request(out, why);
   }
   plan.terms = f.terms;
   plan.idf = f.idf;
   plan.phrases = f.phrases;
   plan.phrase_terms = f.phrase_terms;
+  plan.phrase_idf = f.phrase_idf;
   plan.tags = f.tags;
   auto r = b.search_plan(plan, s);
   if (!r) {
@@ -360,7 +447,7 @@ int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
   }
   fleet_scratch& f = *s.fleet_;
   if (path == fleet_wire::df_path && method == "POST") {
-    return serve_df(b, f, body, out);
+    return serve_df(b, s, f, body, out);
   }
   if (path == fleet_wire::search_path && method == "POST") {
     return serve_search(b, s, f, body, out);
@@ -411,15 +498,27 @@ void remote_query::start_search(const backend& b, const query_args& args) {
     at += args.tags[i].size();
   }
   state& st = *st_;
-  plan_terms(args_.query, st.term_chars, st.terms, st.phrases, st.phrase_terms);
+  plan_terms(args_.query, st.term_chars, st.terms, st.phrases, st.phrase_terms, st.alone);
   st.k = std::min<uint32_t>(args.offset + args.limit, max_k);
-  st.local_df.assign(st.terms.size(), 0);
+  st.phrase_df = needs_phrase_df(st.alone, st.phrases.size(), args.sort);
+  st.local_df.assign(st.terms.size() + (st.phrase_df ? st.phrases.size() : 0), 0);
   st.local_ok.assign(b.local_count(), 0);
-  b.add_local_doc_freqs(st.terms, st.local_df.data(), st.local_ok.data());
-  st.local_docs = b.story_count();
+  query_plan df_plan{};
+  df_plan.terms = st.terms;
+  if (st.phrase_df) {
+    df_plan.phrases = st.phrases;
+    df_plan.phrase_terms = st.phrase_terms;
+  }
+  if (!st.local_scratch) {
+    st.local_scratch = b.make_scratch();
+  }
+  b.add_local_doc_freqs(df_plan, *st.local_scratch, st.local_df.data(), st.local_ok.data());
+  st.local_stats = b.local_stats();
   st.df_done = false;
   st.df.clear();
   st.idf.clear();
+  st.phrase_idf.clear();
+  st.avgdl = 0;
   st.docs = 0;
   for (answer& a : st.answers) {
     a.reset();
@@ -439,8 +538,12 @@ void remote_query::start_story(std::string_view id) {
 
 void remote_query::write_df_body(out_buffer& out) const {
   json_out j(out, false);
+  const state& st = *st_;
   j.raw("{\"terms\":");
-  write_terms(j, st_->terms);
+  write_terms(j, st.terms);
+  if (st.phrase_df) {
+    write_phrases(out, st.phrases, st.phrase_terms);
+  }
   j.raw("}");
 }
 
@@ -471,7 +574,7 @@ bool remote_query::on_df(uint32_t r, int status, std::string_view body) {
     } else if (kv.key == "df") {
       bit = 8;
       simdjson::dom::array arr;
-      ok = !kv.value.get_array().get(arr) && arr.size() == st_->terms.size();
+      ok = !kv.value.get_array().get(arr) && arr.size() == st_->local_df.size();
       if (ok) {
         for (simdjson::dom::element e : arr) {
           uint64_t v;
@@ -512,25 +615,28 @@ void remote_query::finish_df() {
     return;
   }
   st.df.assign(st.local_df.begin(), st.local_df.end());
-  st.docs = st.local_docs;
+  shard_stats all = st.local_stats;
   for (const answer& a : st.answers) {
     if (!a.df_ok) {
       continue;
     }
-    st.docs += a.stats.docs;
+    all.docs += a.stats.docs;
+    all.title_tokens += a.stats.title_tokens;
+    all.text_tokens += a.stats.text_tokens;
     for (size_t i = 0; i < st.df.size(); ++i) {
       st.df[i] += a.df[i];
     }
   }
-  st.idf.resize(st.terms.size());
-  for (size_t i = 0; i < st.terms.size(); ++i) {
-    st.idf[i] = bm25_idf(st.docs, st.df[i]);
-  }
+  st.docs = all.docs;
+  score_weights(st.docs, st.alone, st.df, st.phrases.size(), st.phrase_df, st.idf,
+                st.phrase_idf);
+  st.avgdl = average_length(all);
   st.df_done = true;
 }
 
 bool remote_query::needs_df() const noexcept {
-  return !story_ && args_.sort == sort_order::relevance && st_->terms.size() > 1;
+  // every relevance ranking: even one term's order depends on the fleet's average length
+  return !story_ && args_.sort == sort_order::relevance;
 }
 
 void remote_query::skip_df() {
@@ -539,8 +645,10 @@ void remote_query::skip_df() {
     return;
   }
   st.df.assign(st.local_df.begin(), st.local_df.end());
-  st.docs = st.local_docs;
+  st.docs = st.local_stats.docs;
   st.idf.assign(st.terms.size(), 1.0);
+  st.phrase_idf.clear();
+  st.avgdl = 0;
   for (answer& a : st.answers) {
     a.df_ok = true;  // phase 2 may ask every remote
   }
@@ -563,22 +671,23 @@ void remote_query::write_search_body(out_buffer& out) const {
     }
     append_double(out, st.idf[i]);
   }
-  j.raw("],\"phrases\":[");
-  for (size_t i = 0; i < st.phrases.size(); ++i) {
-    out.append(i > 0 ? ",[" : "[");
-    append_uint(out, st.phrases[i].first);
-    out.push_back(',');
-    append_uint(out, st.phrases[i].count);
+  out.push_back(']');
+  write_phrases(out, st.phrases, st.phrase_terms);
+  if (!st.phrase_idf.empty()) {
+    out.append(",\"phrase_idf\":[");
+    for (size_t i = 0; i < st.phrase_idf.size(); ++i) {
+      if (i > 0) {
+        out.push_back(',');
+      }
+      append_double(out, st.phrase_idf[i]);
+    }
     out.push_back(']');
   }
-  j.raw("],\"phrase_terms\":[");
-  for (size_t i = 0; i < st.phrase_terms.size(); ++i) {
-    if (i > 0) {
-      out.push_back(',');
-    }
-    append_uint(out, st.phrase_terms[i]);
+  if (st.avgdl > 0) {
+    out.append(",\"avgdl\":");
+    append_double(out, st.avgdl);
   }
-  j.raw("],\"tags\":");
+  j.raw(",\"tags\":");
   write_terms(j, std::span<const std::string_view>(args_.tags.data(), args_.tag_count));
   j.raw(",\"since\":");
   append_int(out, args_.since);
@@ -711,6 +820,12 @@ std::span<const std::string_view> remote_query::terms() const noexcept {
 std::span<const double> remote_query::idf() const noexcept {
   return st_->df_done ? std::span<const double>(st_->idf) : std::span<const double>();
 }
+
+std::span<const double> remote_query::phrase_idf() const noexcept {
+  return st_->df_done ? std::span<const double>(st_->phrase_idf) : std::span<const double>();
+}
+
+double remote_query::avgdl() const noexcept { return st_->df_done ? st_->avgdl : 0.0; }
 
 bool remote_query::matches(const query_args& args) const noexcept {
   if (story_ || args.query != args_.query || args.limit != args_.limit ||

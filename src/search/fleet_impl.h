@@ -23,12 +23,26 @@ inline constexpr uint32_t max_k = max_offset + max_limit;
 inline constexpr size_t max_fleet_terms = 256;
 
 /// Plans `query`: distinct terms in query order (their characters copied into `chars`, cleared
-/// first), phrases of two or more tokens. Views stay valid while `chars` is not touched.
+/// first), phrases of two or more tokens, and per term how often it stands on its own (alone[i];
+/// 0: only inside phrases). Views stay valid while `chars` is not touched.
 void plan_terms(std::string_view query, out_buffer& chars, std::vector<std::string_view>& terms,
-                std::vector<phrase_span>& phrases, std::vector<uint32_t>& phrase_terms);
+                std::vector<phrase_span>& phrases, std::vector<uint32_t>& phrase_terms,
+                std::vector<uint8_t>& alone);
 
-/// BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)).
+/// FTS5's bm25 idf: ln((N - n + 0.5) / (n + 0.5)), or 1e-6 when that is not positive.
 double bm25_idf(uint64_t docs, uint64_t df) noexcept;
+
+/// Whether the phrases' document frequencies change the ranking: sort by relevance and more
+/// than one unit (term standing alone or phrase). With a single unit every score is the same
+/// positive multiple of its part, so any idf orders alike.
+bool needs_phrase_df(std::span<const uint8_t> alone, size_t phrases, sort_order sort) noexcept;
+
+/// The plan's weights from global figures: per term its idf times the times it stands alone
+/// (0 for phrase-only terms); per phrase from df[alone.size() + p] when `phrase_df` (else
+/// empty: weight 1).
+void score_weights(uint64_t docs, std::span<const uint8_t> alone, std::span<const uint64_t> df,
+                   size_t phrases, bool phrase_df, std::vector<double>& idf,
+                   std::vector<double>& phrase_idf);
 
 /// The stories-first merge order: higher key, then smaller id.
 inline bool hit_better(const hit& a, const hit& b) noexcept {
@@ -69,15 +83,20 @@ struct remote_query::state {
   std::vector<std::string_view> terms;
   std::vector<phrase_span> phrases;
   std::vector<uint32_t> phrase_terms;
+  std::vector<uint8_t> alone;  ///< per term: stands on its own in the query
   uint32_t k = 0;
   // phase 1
-  std::vector<uint64_t> local_df;
-  std::vector<uint8_t> local_ok;  ///< per local shard: answered its document frequencies
-  uint64_t local_docs = 0;
+  bool phrase_df = false;          ///< the phrases' frequencies are asked for too
+  std::vector<uint64_t> local_df;  ///< per term, then per phrase when phrase_df
+  std::vector<uint8_t> local_ok;   ///< per local shard: answered its document frequencies
+  shard_stats local_stats;
+  std::unique_ptr<scratch> local_scratch;  ///< for the local phrase frequencies
   bool df_done = false;
-  std::vector<uint64_t> df;  ///< global, after finish_df
-  std::vector<double> idf;   ///< global, after finish_df
-  uint64_t docs = 0;         ///< N of the idf
+  std::vector<uint64_t> df;         ///< global, after finish_df
+  std::vector<double> idf;          ///< global, after finish_df
+  std::vector<double> phrase_idf;   ///< global, after finish_df (empty: weight 1)
+  double avgdl = 0;                 ///< global average length, after finish_df (0: each node's)
+  uint64_t docs = 0;                ///< N of the idf
   std::vector<answer> answers;
   simdjson::dom::parser dom;
   simdjson::ondemand::parser od;
@@ -89,10 +108,12 @@ struct fleet_scratch {
   std::vector<std::string_view> terms;
   std::vector<std::string_view> tags;
   std::vector<double> idf;
+  std::vector<double> phrase_idf;
   std::vector<uint64_t> df;
   std::vector<phrase_span> phrases;
   std::vector<uint32_t> phrase_terms;
   fleet_scratch() {
+    phrase_idf.reserve(max_fleet_terms / 2);
     terms.reserve(max_fleet_terms);
     tags.reserve(max_tags);
     idf.reserve(max_fleet_terms);

@@ -60,19 +60,26 @@ void advise_huge(void* p, size_t n) {
     ::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
   }
 }
-// BM25F parameters: title counts three times as much as text; both normalized by length.
+// BM25 as SQLite FTS5's bm25(t, 3.0, 1.0) computes it (see query_plan): a title occurrence
+// counts 3, a text one 1; every expression below is evaluated in the same order as FTS5's, so
+// scores are bit-identical to its for the same corpus statistics.
 constexpr double k1 = 1.2;
-constexpr double b_title = 0.75;
-constexpr double b_text = 0.75;
+constexpr double b = 0.75;
 constexpr double w_title = 3.0;
 constexpr double w_text = 1.0;
 
-// One term's BM25F contribution before idf: tf~ (k1 + 1) / (tf~ + k1), where tf~ adds the field
-// frequencies weighted by the doc's length norms. Block maxima use the same function, so an
-// upper bound computed from them is never below a real score.
-inline double term_part(uint32_t tf_title, uint32_t tf_text, double nt, double nx) noexcept {
-  double tf = tf_title * nt + tf_text * nx;
-  return tf * (k1 + 1) / (tf + k1);
+// One unit's contribution before idf, for frequency f (weighted) and length norm kn
+// (k1 (1 - b + b D / avgdl)). Increasing in f, decreasing in kn.
+inline double unit_part(double f, double kn) noexcept { return f * (k1 + 1.0) / (f + kn); }
+inline double term_part(uint32_t tf_title, uint32_t tf_text, double kn) noexcept {
+  return unit_part(w_title * tf_title + w_text * tf_text, kn);
+}
+inline double phrase_weight(const query_plan& plan, size_t p) noexcept {
+  return plan.phrase_idf.empty() ? 1.0 : plan.phrase_idf[p];
+}
+inline double length_norm_of(uint32_t len, double avgdl) noexcept {
+  const double d = static_cast<double>(len);
+  return k1 * (1 - b + b * d / avgdl);
 }
 
 using detail::read_varint;
@@ -727,19 +734,10 @@ void local_shard::build_index() {
 }
 
 void local_shard::finalize(const shard_stats& global) {
-  double avg_t = global.docs ? static_cast<double>(global.title_tokens) / global.docs : 0.0;
-  double avg_x = global.docs ? static_cast<double>(global.text_tokens) / global.docs : 0.0;
-  if (avg_t <= 0) {
-    avg_t = 1;
-  }
-  if (avg_x <= 0) {
-    avg_x = 1;
-  }
-  norm_title_.resize(docs_.size());
-  norm_text_.resize(docs_.size());
+  avgdl_ = average_length(global);
+  len_norm_.resize(docs_.size());
   for (size_t d = 0; d < docs_.size(); ++d) {
-    norm_title_[d] = static_cast<float>(w_title / (1 - b_title + b_title * title_len_[d] / avg_t));
-    norm_text_[d] = static_cast<float>(w_text / (1 - b_text + b_text * text_len_[d] / avg_x));
+    len_norm_[d] = length_norm_of(title_len_[d] + text_len_[d], avgdl_);
   }
   // Per block: the largest term_part and the latest time of its docs, for skipping blocks and
   // scoring that cannot reach the current top k. Per frequent term: its champion lists. The
@@ -825,7 +823,7 @@ void local_shard::finalize_terms(size_t from, size_t to, champ_lists& out) {
     date.clear();
     posting_cursor c = cursor_for(t);
     while (c.next()) {
-      double v = term_part(c.tf_title, c.tf_text, norm_title_[c.doc], norm_text_[c.doc]);
+      double v = term_part(c.tf_title, c.tf_text, len_norm_[c.doc]);
       float& m = block_max_[t.skip_off + c.block];
       float f = static_cast<float>(v);
       if (f < v) {  // round up: v >= 0, so the next float is the next bit pattern
@@ -881,13 +879,44 @@ const term_info* local_shard::lookup_term(std::string_view t) const noexcept {
   return r >= 0 ? &terms_[static_cast<size_t>(r)] : nullptr;
 }
 
-bool local_shard::add_doc_freqs(const query_plan& plan, uint64_t* df) const {
+bool local_shard::add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const {
   for (size_t i = 0; i < plan.terms.size(); ++i) {
     if (const term_info* t = lookup_term(plan.terms[i])) {
       df[i] += t->df;
     }
   }
+  // A phrase's stories: the phrase searched on its own (its distinct terms, the phrase, no
+  // filters; k = 1 by date, the cheapest ranking), whose total is exact.
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    const phrase_span& ph = plan.phrases[p];
+    ws.sub_terms.clear();
+    ws.sub_phrase_terms.clear();
+    for (uint32_t j = 0; j < ph.count; ++j) {
+      const std::string_view t = plan.terms[plan.phrase_terms[ph.first + j]];
+      const auto at = std::find(ws.sub_terms.begin(), ws.sub_terms.end(), t);
+      ws.sub_phrase_terms.push_back(static_cast<uint32_t>(at - ws.sub_terms.begin()));
+      if (at == ws.sub_terms.end()) {
+        ws.sub_terms.push_back(t);
+      }
+    }
+    const phrase_span whole{0, ph.count};
+    query_plan sub{};
+    sub.terms = ws.sub_terms;
+    sub.phrases = std::span<const phrase_span>(&whole, 1);
+    sub.phrase_terms = ws.sub_phrase_terms;
+    sub.since = std::numeric_limits<int64_t>::min();
+    sub.until = std::numeric_limits<int64_t>::max();
+    sub.sort = sort_order::date;
+    sub.k = 1;
+    search(sub, ws, ws.sub_answer);
+    df[plan.terms.size() + p] += ws.sub_answer.total;
+  }
   return true;
+}
+
+double local_shard::length_norm(uint32_t doc, double avgdl) const noexcept {
+  return avgdl == 0 || avgdl == avgdl_ ? len_norm_[doc]
+                                       : length_norm_of(title_len_[doc] + text_len_[doc], avgdl);
 }
 
 namespace {
@@ -974,6 +1003,31 @@ bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) cons
   return true;
 }
 
+double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph,
+                                shard_workspace& ws, uint32_t doc) const {
+  const uint32_t tl = title_len_[doc];  // title positions are 0..tl-1, text ones from tl + 1
+  uint32_t in_title = 0, in_text = 0;
+  decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
+  for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
+    decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
+    size_t w = 0, bi = 0;
+    for (size_t a = 0; a < ws.pos_a.size(); ++a) {
+      const uint32_t want = ws.pos_a[a] + j;
+      while (bi < ws.pos_b.size() && ws.pos_b[bi] < want) {
+        ++bi;
+      }
+      if (bi < ws.pos_b.size() && ws.pos_b[bi] == want) {
+        ws.pos_a[w++] = ws.pos_a[a];
+      }
+    }
+    ws.pos_a.resize(w);
+  }
+  for (uint32_t p : ws.pos_a) {
+    (p < tl ? in_title : in_text) += 1;
+  }
+  return w_title * in_title + w_text * in_text;
+}
+
 namespace {
 inline void offer(std::vector<hit>& heap, size_t k, const hit& h) {
   if (heap.size() < k) {
@@ -997,15 +1051,16 @@ void local_shard::finish(shard_answer& out) const {
 
 // One term, no filters: every posting matches, so total = df, and whole blocks whose maximum
 // (score or time) is below the k-th best so far are skipped without decoding.
-void local_shard::single_term(posting_cursor& c, bool by_date, double idf, size_t k,
-                              shard_answer& out) const {
+void local_shard::single_term(posting_cursor& c, bool by_date, double idf, double avgdl,
+                              double bound_scale, size_t k, shard_answer& out) const {
   out.total = c.df;
   std::vector<hit>& heap = out.hits;
   while (true) {
     // c is on the first doc of block c.block
     if (heap.size() == k) {
-      const size_t b = c.skip_off + c.block;
-      double ub = by_date ? static_cast<double>(block_max_time_[b]) : idf * block_max_[b];
+      const size_t blk = c.skip_off + c.block;
+      double ub = by_date ? static_cast<double>(block_max_time_[blk])
+                          : idf * (block_max_[blk] * bound_scale);
       if (ub < heap.front().key) {
         c.skip_block();
         if (!c.next()) {
@@ -1019,8 +1074,7 @@ void local_shard::single_term(posting_cursor& c, bool by_date, double idf, size_
       hit h{};
       h.doc = c.doc;
       h.key = by_date ? static_cast<double>(time_[c.doc])
-                      : idf * term_part(c.tf_title, c.tf_text, norm_title_[c.doc],
-                                        norm_text_[c.doc]);
+                      : idf * term_part(c.tf_title, c.tf_text, length_norm(c.doc, avgdl));
       offer(heap, k, h);
       if (!c.next()) {
         return;
@@ -1117,14 +1171,19 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
   const bool by_date = plan.sort == sort_order::date;
   const size_t k = plan.k;
   std::vector<hit>& heap = out.hits;
+  // Under another corpus average (a fleet's), norms are computed per doc and the block maxima
+  // (made with avgdl_) bound scores only after scaling: every norm shrinks by at most
+  // avgdl_ / avgdl, and F (k1+1) / (F + r kn) <= F (k1+1) / (F + kn) / r for r <= 1.
+  const bool own_avgdl = plan.avgdl == 0 || plan.avgdl == avgdl_;
+  const double avgdl = own_avgdl ? avgdl_ : plan.avgdl;
+  const double bound_scale = own_avgdl || avgdl < avgdl_ ? 1.0 : avgdl / avgdl_ * (1 + 1e-9);
   if (nt == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
       plan.since == std::numeric_limits<int64_t>::min() &&
       plan.until == std::numeric_limits<int64_t>::max()) {
-    if (single_term_champions(ws.term_ids[0], by_date,
-                              plan.idf[0], k, out)) {
+    if (own_avgdl && single_term_champions(ws.term_ids[0], by_date, plan.idf[0], k, out)) {
       return true;
     }
-    single_term(ws.cursors[0], by_date, plan.idf[0], k, out);
+    single_term(ws.cursors[0], by_date, plan.idf[0], avgdl, bound_scale, k, out);
     finish(out);
     return true;
   }
@@ -1175,22 +1234,34 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
           h.key = static_cast<double>(t);
         } else {
           if (heap.size() == k) {
-            // skip scoring when the block maxima cannot reach the k-th best score
+            // skip scoring when the block maxima cannot reach the k-th best score; a phrase's
+            // frequency is at most each of its terms', so its part is bounded by theirs
             double ub = 0;
             for (size_t i = 0; i < nt; ++i) {
               const posting_cursor& c = ws.cursors[i];
-              ub += plan.idf[i] * block_max_[c.skip_off + c.block];
+              ub += plan.idf[i] * (block_max_[c.skip_off + c.block] * bound_scale);
+            }
+            for (size_t p = 0; p < plan.phrases.size(); ++p) {
+              const phrase_span& ph = plan.phrases[p];
+              float m = std::numeric_limits<float>::max();
+              for (uint32_t j = 0; j < ph.count; ++j) {
+                const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+                m = std::min(m, block_max_[c.skip_off + c.block]);
+              }
+              ub += phrase_weight(plan, p) * (m * bound_scale);
             }
             if (ub < heap.front().key) {
               goto next_doc;
             }
           }
-          const double nt_d = norm_title_[doc];
-          const double nx_d = norm_text_[doc];
+          const double kn = length_norm(doc, avgdl);
           double s = 0;
           for (size_t i = 0; i < nt; ++i) {
             const posting_cursor& c = ws.cursors[i];
-            s += plan.idf[i] * term_part(c.tf_title, c.tf_text, nt_d, nx_d);
+            s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+          }
+          for (size_t p = 0; p < plan.phrases.size(); ++p) {
+            s += phrase_weight(plan, p) * unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
           }
           h.key = s;
         }
@@ -1227,18 +1298,18 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
   auto count = [](const std::vector<std::string>& toks, std::string_view t) {
     return static_cast<uint32_t>(std::count(toks.begin(), toks.end(), t));
   };
-  auto has_phrase = [&plan](const std::vector<std::string>& toks, const phrase_span& ph) {
+  auto phrase_count = [&plan](const std::vector<std::string>& toks, const phrase_span& ph) {
+    uint32_t n = 0;
     for (size_t p = 0; p + ph.count <= toks.size(); ++p) {
       bool all_match = true;
       for (uint32_t j = 0; j < ph.count && all_match; ++j) {
         all_match = toks[p + j] == plan.terms[plan.phrase_terms[ph.first + j]];
       }
-      if (all_match) {
-        return true;
-      }
+      n += all_match ? 1 : 0;
     }
-    return false;
+    return n;
   };
+  const double avgdl = plan.avgdl == 0 ? avgdl_ : plan.avgdl;
   for (uint32_t doc = 0; doc < docs_.size(); ++doc) {
     const doc_rec& r = docs_[doc];
     if (time_[doc] < plan.since || time_[doc] > plan.until) {
@@ -1258,15 +1329,23 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
     field_views f(r);
     tokenize(f.title, title);
     tokenize(f.text, text);
+    // D straight from the token lists, the norm from the formula (not len_norm_)
+    const double d = static_cast<double>(title.size() + text.size());
+    const double kn = k1 * (1 - b + b * d / avgdl);
     double score = 0;
     for (size_t i = 0; i < plan.terms.size() && ok; ++i) {
       const uint32_t tt = count(title, plan.terms[i]);
       const uint32_t tx = count(text, plan.terms[i]);
       ok = tt + tx > 0;
-      score += plan.idf[i] * term_part(tt, tx, norm_title_[doc], norm_text_[doc]);
+      score += plan.idf[i] * ((3.0 * tt + 1.0 * tx) * (k1 + 1.0) / ((3.0 * tt + 1.0 * tx) + kn));
     }
-    for (const phrase_span& ph : plan.phrases) {
-      ok = ok && (ph.count < 2 || has_phrase(title, ph) || has_phrase(text, ph));
+    for (size_t p = 0; p < plan.phrases.size() && ok; ++p) {
+      const phrase_span& ph = plan.phrases[p];
+      const uint32_t pt = phrase_count(title, ph);
+      const uint32_t px = phrase_count(text, ph);
+      ok = ph.count < 2 || pt + px > 0;
+      const double f = 3.0 * pt + 1.0 * px;
+      score += (plan.phrase_idf.empty() ? 1.0 : plan.phrase_idf[p]) * (f * (k1 + 1.0) / (f + kn));
     }
     if (!ok) {
       continue;
@@ -1389,7 +1468,7 @@ void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) cons
 
 size_t local_shard::memory_bytes() const noexcept {
   return arena_bytes_ + docs_.capacity() * sizeof(doc_rec) + time_.capacity() * 8 +
-         doc_tags_.capacity() * 4 + title_len_.capacity() * 8 + norm_title_.capacity() * 8 +
+         doc_tags_.capacity() * 4 + title_len_.capacity() * 8 + len_norm_.capacity() * 8 +
          term_chars_.capacity() + terms_.capacity() * sizeof(term_info) +
          term_table_.capacity() * sizeof(term_slot) + doc_stream_bytes_ + pos_stream_bytes_ +
          skips_.capacity() * sizeof(skip_entry) + block_max_.capacity() * 4 +

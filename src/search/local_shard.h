@@ -4,7 +4,7 @@
 //   1. add() each story of this slot (copied into 1 MiB arena chunks; any order).
 //   2. seal(): sorts stories by id (doc handle order == id_less order, so ties within a shard
 //      break by doc), drops duplicate ids, tokenizes titles and texts and builds the postings.
-//   3. finalize(global stats) (by the backend): per-doc BM25F length norms.
+//   3. finalize(global stats) (by the backend): per-doc BM25 length norms (query_plan's formula).
 //   4. Queries, concurrently from any number of cores, each with its own shard_workspace.
 //
 // Postings, per term, in three contiguous streams shared by all terms of the shard:
@@ -142,7 +142,14 @@ struct shard_workspace {
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
   std::vector<uint32_t> pos_a, pos_b;   // phrase checking
+  // a phrase's document frequency (add_doc_freqs): the phrase as a query of its own
+  std::vector<std::string_view> sub_terms;
+  std::vector<uint32_t> sub_phrase_terms;
+  shard_answer sub_answer;
   shard_workspace() {
+    sub_terms.reserve(64);
+    sub_phrase_terms.reserve(64);
+    sub_answer.hits.reserve(2);
     cursors.reserve(64);
     order.reserve(64);
     term_ids.reserve(64);
@@ -169,13 +176,13 @@ class local_shard final : public shard_source {
 
   shard_stats stats() const override { return stats_; }
   void finalize(const shard_stats& global) override;
-  bool add_doc_freqs(const query_plan& plan, uint64_t* df) const override;
+  bool add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const override;
   bool search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const override;
   result<uint32_t, errc> find(std::string_view id) const override;
   void render_story(uint32_t doc, bool with_text, json_out& out) const override;
 
   /// The answer search() must give, computed the slow, obvious way for tests: tokenizes every
-  /// stored story, scores every match (same BM25F formula and summation order), sorts fully.
+  /// stored story, scores every match (same BM25 formula and summation order), sorts fully.
   /// No postings, no pruning; allocates. Call after finalize().
   void reference_search(const query_plan& plan, shard_answer& out) const;
 
@@ -208,9 +215,15 @@ class local_shard final : public shard_source {
   };
   void finalize_terms(size_t from, size_t to, champ_lists& out);
   bool phrase_match(const query_plan& plan, shard_workspace& ws) const;
+  // Occurrences of phrase `ph` in the cursors' current doc: 3 per title one + 1 per text one.
+  double phrase_freq(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
+                     uint32_t doc) const;
+  // The length norm k1 (1 - b + b D / avgdl) of `doc` under the plan's avgdl.
+  double length_norm(uint32_t doc, double avgdl) const noexcept;
   posting_cursor cursor_for(const term_info& t) const noexcept;
   void finish(shard_answer& out) const;
-  void single_term(posting_cursor& c, bool by_date, double idf, size_t k, shard_answer& out) const;
+  void single_term(posting_cursor& c, bool by_date, double idf, double avgdl, double bound_scale,
+                   size_t k, shard_answer& out) const;
   bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
                              shard_answer& out) const;
 
@@ -232,7 +245,8 @@ class local_shard final : public shard_source {
 
   // index
   std::vector<uint32_t> title_len_, text_len_;
-  std::vector<float> norm_title_, norm_text_;
+  std::vector<double> len_norm_;  // per doc: k1 (1 - b + b D / avgdl_)
+  double avgdl_ = 1.0;             // the corpus average the norms (and bounds) were made with
   std::vector<char> term_chars_;
   std::vector<term_info> terms_;
   struct term_slot {

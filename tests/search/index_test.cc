@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "search/fleet_impl.h"
 #include "search/local_shard.h"
 #include "search/test_corpus.h"
 #include "support/alloc_counter.h"
@@ -391,19 +392,23 @@ struct random_plan {
   std::vector<std::string> term_store;
   std::vector<std::string_view> terms;
   std::vector<double> idf;
+  std::vector<double> phrase_idf;
   std::vector<phrase_span> phrases;
   std::vector<uint32_t> phrase_terms;
+  std::vector<uint8_t> alone;  // per term: stands on its own (else only inside a phrase)
   std::vector<std::string_view> tags;
   query_plan plan{};
   std::string text;  // for failure messages
 
-  uint32_t add_term(std::string_view t) {
+  uint32_t add_term(std::string_view t, bool on_its_own = true) {
     for (size_t i = 0; i < term_store.size(); ++i) {
       if (term_store[i] == t) {
+        alone[i] = alone[i] || on_its_own;
         return static_cast<uint32_t>(i);
       }
     }
     term_store.emplace_back(t);
+    alone.push_back(on_its_own);
     return static_cast<uint32_t>(term_store.size() - 1);
   }
 };
@@ -424,7 +429,7 @@ void make_plan(const corpus_fixture& fx, std::mt19937_64& rng, random_plan& rp) 
     const size_t start = doc.size() > len ? pick(doc.size() - len + 1) : 0;
     const uint32_t first = static_cast<uint32_t>(rp.phrase_terms.size());
     for (size_t i = start; i < std::min(doc.size(), start + len); ++i) {
-      rp.phrase_terms.push_back(rp.add_term(doc[i]));
+      rp.phrase_terms.push_back(rp.add_term(doc[i], false));
     }
     const uint32_t n = static_cast<uint32_t>(rp.phrase_terms.size()) - first;
     if (n >= 2) {
@@ -443,18 +448,34 @@ void make_plan(const corpus_fixture& fx, std::mt19937_64& rng, random_plan& rp) 
     rp.terms.emplace_back(t);
     rp.text += t + " ";
   }
+  if (rp.phrases.empty()) {
+    rp.alone.assign(rp.terms.size(), 1);  // a lone "phrase" of one word is a term
+  }
   rp.plan.terms = rp.terms;
-  std::vector<uint64_t> df(rp.terms.size(), 0);
-  for (local_shard* s : fx.shards) {
-    s->add_doc_freqs(rp.plan, df.data());
-  }
-  for (uint64_t d : df) {
-    const double n = static_cast<double>(fx.total_docs);
-    rp.idf.push_back(std::log(1.0 + (n - d + 0.5) / (d + 0.5)));
-  }
-  rp.plan.idf = rp.idf;
   rp.plan.phrases = rp.phrases;
   rp.plan.phrase_terms = rp.phrase_terms;
+  // weights as the backend makes them: idf for lone terms, 0 for phrase-only ones, and the
+  // phrases' own idf from their document frequencies
+  std::vector<uint64_t> df(rp.terms.size() + rp.phrases.size(), 0);
+  shard_workspace ws;
+  for (local_shard* s : fx.shards) {
+    s->add_doc_freqs(rp.plan, ws, df.data());
+  }
+  score_weights(fx.total_docs, rp.alone, df, rp.phrases.size(), true, rp.idf, rp.phrase_idf);
+  rp.plan.idf = rp.idf;
+  rp.plan.phrase_idf = rp.phrase_idf;
+  // a quarter of the plans rank under another corpus average (a fleet's), above or below the
+  // shards' own, which takes the per-doc norm and scaled-bound path
+  static const double avgdl_factor[] = {0, 0, 0, 0, 0, 0, 0.7, 1.6};
+  const double factor = avgdl_factor[pick(std::size(avgdl_factor))];
+  if (factor != 0) {
+    uint64_t tokens = 0;
+    for (const auto& d : fx.docs) {
+      tokens += d.size();
+    }
+    rp.plan.avgdl = factor * static_cast<double>(tokens) / static_cast<double>(fx.docs.size());
+    rp.text += " avgdl*" + std::to_string(factor);
+  }
   rp.plan.since = std::numeric_limits<int64_t>::min();
   rp.plan.until = std::numeric_limits<int64_t>::max();
   const size_t filter = pick(8);

@@ -172,8 +172,8 @@ class flaky_shard final : public shard_source {
       : inner_(std::move(inner)), down_(down) {}
   shard_stats stats() const override { return inner_->stats(); }
   void finalize(const shard_stats& g) override { inner_->finalize(g); }
-  bool add_doc_freqs(const query_plan& p, uint64_t* df) const override {
-    return !*down_ && inner_->add_doc_freqs(p, df);
+  bool add_doc_freqs(const query_plan& p, shard_workspace& ws, uint64_t* df) const override {
+    return !*down_ && inner_->add_doc_freqs(p, ws, df);
   }
   bool search(const query_plan& p, shard_workspace& ws, shard_answer& out) const override {
     return !*down_ && inner_->search(p, ws, out);

@@ -54,6 +54,8 @@ class scratch {
   std::vector<uint64_t> df_;
   std::vector<phrase_span> phrases_;
   std::vector<uint32_t> phrase_terms_;
+  std::vector<double> phrase_idf_;
+  std::vector<uint8_t> alone_;
   std::vector<shard_answer> answers_;
   std::vector<uint8_t> answered_;
   std::vector<uint32_t> heads_;
@@ -128,9 +130,10 @@ class backend {
 
   // ---- pieces for the fleet (fleet.cc) ----
 
-  /// Adds the in-process shards' document frequencies of each term into df[i]; answered[i]
-  /// (when given, one per local shard) says which shards answered. False if one did not.
-  bool add_local_doc_freqs(std::span<const std::string_view> terms, uint64_t* df,
+  /// Adds the in-process shards' document frequencies of each plan term into df[i], then of
+  /// each plan phrase into df[terms + p]; answered[i] (when given, one per local shard) says
+  /// which shards answered. False if one did not.
+  bool add_local_doc_freqs(const query_plan& plan, scratch& s, uint64_t* df,
                            uint8_t* answered = nullptr) const;
   /// Shard node, phase 2: searches the in-process shards with a given plan (terms, idf,
   /// phrases, filters, k from the gateway) and merges their best plan.k hits (stories = all of

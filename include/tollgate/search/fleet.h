@@ -6,21 +6,23 @@
 // moves the bytes with the engine's outbound client (http::engine_io::fetch).
 //
 // Wire protocol (JSON bodies; never billed; every request carries the fleet secret header):
-//   POST /fleet/v1/df      {"terms":["t",...]}
-//     -> 200 {"docs":N,"title_tokens":T,"text_tokens":X,"df":[n,...]}   (df in terms order)
+//   POST /fleet/v1/df      {"terms":["t",...]}  (+ "phrases", "phrase_terms" as below when the
+//                          phrases' own frequencies weigh in the ranking)
+//     -> 200 {"docs":N,"title_tokens":T,"text_tokens":X,"df":[n,...]}
+//        (df in terms order, then one per phrase when phrases were sent)
 //   POST /fleet/v1/search  {"terms":[...],"idf":[...],"phrases":[[first,count],...],
-//                           "phrase_terms":[i,...],"tags":[...],"since":S,"until":U,
-//                           "sort":"relevance"|"date","k":K}
+//                           "phrase_terms":[i,...],"phrase_idf":[...],"avgdl":A,"tags":[...],
+//                           "since":S,"until":U,"sort":"relevance"|"date","k":K}
+//                          (phrase_idf and avgdl optional: weight 1 / the node's own average)
 //     -> 200 {"total":N,"hits":[{"key":K,"id":"...","story":{...}},...]}   (best first, <= K)
 //   GET  /fleet/v1/stories/{id}  -> 200 the story object with text | 404 {"code":"not_found"}
 // Doubles travel with 17 significant digits, so scores merge exactly as computed.
 //
-// Ranking across nodes: idf is exact (a gateway first asks every remote shard for its document
-// frequencies and corpus size, phase 1, then sends the global idf with the query, phase 2).
-// Length normalisation uses each node's own average field lengths: slices of one corpus differ
-// there by a few percent at 1,000 stories a slice (2.7% measured by the fleet end-to-end test),
-// less for larger slices, which can swap near-ties in the ranking against a single node; totals,
-// date order and the stories themselves are exact.
+// Ranking across nodes is exactly a single node's over the union corpus (query_plan's bm25):
+// for a relevance query the gateway first asks every remote for its document frequencies (of
+// the terms, and of the phrases when they weigh) and corpus figures, phase 1, then sends the
+// global idf and the global average story length with the query, phase 2. A sort=date query
+// needs neither and takes one round trip.
 #pragma once
 
 #include <atomic>
@@ -101,10 +103,11 @@ class remote_query {
   /// A phase 1 answer: status 200 and a well-formed body counts; anything else (status 0 for a
   /// transport failure) leaves remote `r` unanswered. False when the answer was not usable.
   bool on_df(uint32_t r, int status, std::string_view body);
-  /// Ends phase 1: global idf from the local and the answered remote frequencies and sizes.
+  /// Ends phase 1: global idf and average length from the local and the answered remote
+  /// frequencies and corpus figures.
   void finish_df();
-  /// False when the ranking cannot depend on idf: sort=date, or a single term (every score is
-  /// then the same positive multiple of its term part, so any common idf orders alike). Then
+  /// False when the ranking depends on no corpus figure: sort=date. (Even a one-term relevance
+  /// query needs phase 1: the order of its matches depends on the average story length.) Then
   /// skip_df() replaces phase 1 (one round trip instead of two) and every remote may be asked
   /// in phase 2.
   bool needs_df() const noexcept;
@@ -118,9 +121,13 @@ class remote_query {
   /// A story answer: 200 (found; the story is copied), 404 (not there), anything else: failed.
   bool on_story(uint32_t r, int status, std::string_view body);
 
-  /// The planned terms (distinct, in query order) and, after finish_df(), their global idf.
+  /// The planned terms (distinct, in query order) and, after finish_df(), their global weights
+  /// (idf, 0 for a term only inside phrases), the phrases' idf (empty when they need none) and
+  /// the fleet's average story length (0 after skip_df: each node ranks with its own).
   std::span<const std::string_view> terms() const noexcept;
   std::span<const double> idf() const noexcept;
+  std::span<const double> phrase_idf() const noexcept;
+  double avgdl() const noexcept;
 
   /// Whether this object was started for exactly these arguments / this id.
   bool matches(const query_args& args) const noexcept;

@@ -32,6 +32,12 @@ struct shard_stats {
   uint64_t text_tokens = 0;
 };
 
+/// The average story length in tokens (title + text) BM25 normalises by; 1 for an empty corpus.
+inline double average_length(const shard_stats& s) noexcept {
+  const uint64_t tokens = s.title_tokens + s.text_tokens;
+  return s.docs > 0 && tokens > 0 ? static_cast<double>(tokens) / static_cast<double>(s.docs) : 1.0;
+}
+
 /// One phrase: `count` consecutive entries of query_plan::phrase_terms starting at `first`.
 struct phrase_span {
   uint32_t first;
@@ -39,11 +45,21 @@ struct phrase_span {
 };
 
 /// A parsed query as every shard receives it. Views point into the caller's scratch.
+///
+/// Relevance is SQLite FTS5's bm25() with column weights title 3, text 1: the query's units
+/// are its terms that stand on their own and its phrases; a unit's frequency in a story is
+/// F = 3 * (occurrences in the title) + (occurrences in the text), and
+///   score = sum over units of idf * F (k1 + 1) / (F + k1 (1 - b + b * D / avgdl))
+/// with k1 = 1.2, b = 0.75, D the story's length in tokens (title + text), avgdl the corpus'
+/// average, idf = ln((N - n + 0.5) / (n + 0.5)) (at least 1e-6) over the n stories holding the
+/// unit. A term that occurs only inside phrases has weight 0 of its own.
 struct query_plan {
   std::span<const std::string_view> terms;  ///< distinct tokens, in query order; all must match
-  std::span<const double> idf;              ///< per term, from global document frequencies
+  std::span<const double> idf;              ///< per term: its weight (idf, or 0: phrase-only)
   std::span<const phrase_span> phrases;     ///< each must occur in order in title or text
   std::span<const uint32_t> phrase_terms;   ///< indices into terms
+  std::span<const double> phrase_idf;       ///< per phrase (empty: 1 for every phrase)
+  double avgdl = 0;                         ///< the corpus' average D; 0: the shard's own
   std::span<const std::string_view> tags;   ///< a match carries all of them
   int64_t since;
   int64_t until;
@@ -84,8 +100,9 @@ class shard_source {
   virtual shard_stats stats() const = 0;
   /// Called once by the backend with the corpus-wide statistics before any query.
   virtual void finalize(const shard_stats& global) = 0;
-  /// Adds this shard's document frequency of each plan term to df[i]. False: shard unavailable.
-  virtual bool add_doc_freqs(const query_plan& plan, uint64_t* df) const = 0;
+  /// Adds this shard's document frequency of each plan term to df[i], then of each phrase of
+  /// plan.phrases (the stories holding it) to df[terms + p]. False: shard unavailable.
+  virtual bool add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const = 0;
   /// Answers the plan into `out` (cleared first). False: the shard did not answer.
   virtual bool search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const = 0;
   /// Finds a story: its doc handle, not_found, or unavailable.
