@@ -1003,10 +1003,52 @@ bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) cons
   return true;
 }
 
+namespace {
+// Two-word phrase, every occurrence: like adjacent_pair, without stopping at the first; counts
+// the occurrences starting in the title (positions below tl) and in the text.
+void adjacent_pairs(const posting_cursor& a, const posting_cursor& b, uint32_t tl,
+                    uint32_t& in_title, uint32_t& in_text) noexcept {
+  const uint8_t* pa = a.pos;
+  const uint8_t* ea = pa + a.pos_len;
+  const uint8_t* pb = b.pos;
+  const uint8_t* eb = pb + b.pos_len;
+  if (pa >= ea || pb >= eb) {
+    return;
+  }
+  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
+  uint32_t vb = read_varint(pb);
+  while (true) {
+    if (va == vb) {
+      (va - 1 < tl ? in_title : in_text) += 1;
+      if (pa >= ea || pb >= eb) {
+        return;
+      }
+      va += read_varint(pa);
+      vb += read_varint(pb);
+    } else if (va < vb) {
+      if (pa >= ea) {
+        return;
+      }
+      va += read_varint(pa);
+    } else {
+      if (pb >= eb) {
+        return;
+      }
+      vb += read_varint(pb);
+    }
+  }
+}
+}  // namespace
+
 double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph,
                                 shard_workspace& ws, uint32_t doc) const {
   const uint32_t tl = title_len_[doc];  // title positions are 0..tl-1, text ones from tl + 1
   uint32_t in_title = 0, in_text = 0;
+  if (ph.count == 2) {
+    adjacent_pairs(ws.cursors[plan.phrase_terms[ph.first]],
+                   ws.cursors[plan.phrase_terms[ph.first + 1]], tl, in_title, in_text);
+    return w_title * in_title + w_text * in_text;
+  }
   decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
   for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
     decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
@@ -1224,7 +1266,7 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
         }
       }
       if (ok && !plan.phrases.empty()) {
-        ok = phrase_match(plan, ws);
+        ok = phrase_match(plan, ws);  // stops at each phrase's first occurrence
       }
       if (ok) {
         ++out.total;
@@ -1257,11 +1299,34 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
           const double kn = length_norm(doc, avgdl);
           double s = 0;
           for (size_t i = 0; i < nt; ++i) {
-            const posting_cursor& c = ws.cursors[i];
-            s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+            if (plan.idf[i] != 0) {  // a phrase-only term adds nothing of its own
+              const posting_cursor& c = ws.cursors[i];
+              s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+            }
           }
-          for (size_t p = 0; p < plan.phrases.size(); ++p) {
-            s += phrase_weight(plan, p) * unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
+          if (!plan.phrases.empty()) {
+            if (heap.size() == k) {
+              // this doc's bound before counting phrase occurrences: a phrase occurs in a field
+              // at most as often as each of its words does there
+              double ub = s;
+              for (size_t p = 0; p < plan.phrases.size(); ++p) {
+                const phrase_span& ph = plan.phrases[p];
+                double f = std::numeric_limits<double>::max();
+                for (uint32_t j = 0; j < ph.count; ++j) {
+                  const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+                  f = std::min(f, w_title * c.tf_title + w_text * c.tf_text);
+                }
+                ub += phrase_weight(plan, p) * unit_part(f, kn);
+              }
+              if (ub < heap.front().key) {
+                goto next_doc;
+              }
+            }
+            for (size_t p = 0; p < plan.phrases.size(); ++p) {
+              // every occurrence, counted only for the docs that get scored
+              s += phrase_weight(plan, p) *
+                   unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
+            }
           }
           h.key = s;
         }
