@@ -42,20 +42,24 @@ perl -e 'local $/; open my $f, "<", $ARGV[0]; my $p = <$f>; $p =~ s/\s+$//;
          $p =~ s/\\/\\\\/g; $p =~ s/"/\\"/g;
          print "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"$p\"}],\"isError\":false}}"' \
   "$PERF_ROOT/perf/peers/payload.json" >"$body"
-port=$(perf_free_port)
 prefix=$PERF_TMP/nginx
 mkdir -p "$prefix"
-perf_render_nginx "$prefix" "$port" "$body" application/json
-perl -0pi -e 's|    location / \{|    location = /healthz {\n      default_type "application/json";\n      return 200 "{\\"status\\":\\"ok\\"}";\n    }\n    location / {|' \
-  "$prefix/nginx.conf"
-perf_start nginx "$SERVER_CORE" nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log"
-perf_wait_http "http://127.0.0.1:$port/" 10 || perf_die "nginx did not start: $(cat "$prefix/error.log")"
+for try in 1 2 3; do  # a free port can be taken between the probe and nginx's bind
+  port=$(perf_free_port)
+  perf_render_nginx "$prefix" "$port" "$body" application/json
+  perl -0pi -e 's|    location / \{|    location = /healthz {\n      default_type "application/json";\n      return 200 "{\\"status\\":\\"ok\\"}";\n    }\n    location / {|' \
+    "$prefix/nginx.conf"
+  perf_start nginx "$SERVER_CORE" nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log"
+  perf_wait_http "http://127.0.0.1:$port/" 10 && break
+  [ "$try" -lt 3 ] || perf_die "nginx did not start: $(tail -n 2 "$prefix/error.log")"
+done
 [ "$(curl -s "http://127.0.0.1:$port/healthz")" = '{"status":"ok"}' ] || perf_die "nginx /healthz"
 
 # Warm nginx up (not recorded).
 taskset -c "$CLIENT_CORE" wrk -t1 -c"$CONNECTIONS" -d2s "http://127.0.0.1:$port/healthz" >/dev/null
 
-json_num() { grep -oE "\"$2\":-?[0-9.]+" "$1" | head -n 1 | cut -d: -f2; }
+# json_num FILE KEY: the number after "KEY": (empty when absent, e.g. an older loadgen).
+json_num() { { grep -oE "\"$2\":-?[0-9.]+" "$1" || true; } | head -n 1 | cut -d: -f2; }
 rows=$PERF_TMP/rows
 : >"$rows"
 for r in $(seq "$ROUNDS"); do
