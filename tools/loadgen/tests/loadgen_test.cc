@@ -122,6 +122,24 @@ TEST(loadgen_framing_test, content_length_whole_and_bytewise) {
   }
 }
 
+TEST(loadgen_framing_test, header_names_match_case_insensitively_and_exactly) {
+  // Verifies the headers the checks need are found in any case and after other fields, and
+  // that a field whose name only has the same length as one of them is ignored.
+  std::string in =
+      "HTTP/1.1 429 Too Many\r\nServer: x\r\ncontent-TYPE:  text/plain \r\n"
+      "Content-Lengtx: 99\r\nCONTENT-LENGTH: 2\r\nretry-after: 1\r\n"
+      "Connection: keep-alive, Close\r\n\r\nokNEXT";
+  for (const framed& f : {frame_whole(in), frame_bytewise(in.substr(0, in.size() - 4))}) {
+    ASSERT_EQ(f.r, frame_result::complete);
+    EXPECT_EQ(f.head.status, 429);
+    EXPECT_EQ(f.content_type, "text/plain");
+    EXPECT_EQ(f.body, "ok");
+    EXPECT_EQ(f.consumed, in.size() - 4);
+    EXPECT_TRUE(f.head.has_retry_after);
+    EXPECT_TRUE(f.head.close);
+  }
+}
+
 TEST(loadgen_framing_test, chunked_body_is_decoded) {
   // Verifies chunked bodies (with an extension and a trailer) decode, whole and byte by byte.
   std::string in =
@@ -159,6 +177,10 @@ TEST(loadgen_framing_test, rejects_malformed_responses) {
       {"HTTX/1.1 200 OK\r\n\r\n", frame_errc::bad_status_line},
       {"HTTP/1.1 2x0 OK\r\n\r\n", frame_errc::bad_status_line},
       {"HTTP/1.1 200 OK\r\nNoColon\r\n\r\n", frame_errc::bad_header},
+      {"HTTP/1.1 200 OK\r\n: empty-name\r\n\r\n", frame_errc::bad_header},
+      {"HTTP/1.1 200 OK\r\nX-A: bare\nLF\r\n\r\n", frame_errc::bad_header},
+      {"HTTP/1.1 200 OK\r\nX-A: bare\rCR\r\n\r\n", frame_errc::bad_header},
+      {"HTTP/1.1 200 OK\r\nX-A: cr-before-crlf\r\r\n\r\n", frame_errc::bad_header},
       {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", frame_errc::bad_content_length},
       {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", frame_errc::bad_content_length},
       {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", frame_errc::conflicting_framing},
