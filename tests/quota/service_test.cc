@@ -448,12 +448,15 @@ TEST(quota_service_test, cached_keys_do_not_answer_for_each_other) {
   core_shard& s = f.svc->shard(0);
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 20; ++i) {
-      const key_record* r = s.authenticate(keys[static_cast<size_t>(i)].secret);
-      ASSERT_NE(r, nullptr);
-      EXPECT_EQ(r->account, "acct" + std::to_string(i));
+      // Twice in a row: the second look-up is a cache hit whatever slots the keys share.
+      for (int again = 0; again < 2; ++again) {
+        const key_record* r = s.authenticate(keys[static_cast<size_t>(i)].secret);
+        ASSERT_NE(r, nullptr);
+        EXPECT_EQ(r->account, "acct" + std::to_string(i));
+      }
     }
   }
-  EXPECT_GT(s.key_cache_hits(), 0u);
+  EXPECT_GE(s.key_cache_hits(), 60u);
 }
 
 TEST(quota_service_test, a_cached_key_is_refused_once_revoked_and_reloaded) {
