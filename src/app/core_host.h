@@ -16,6 +16,7 @@
 namespace tollgate::app {
 
 class fleet_client;
+class search_cache;
 
 class core_host final : public mcp::host {
  public:
@@ -46,6 +47,10 @@ class core_host final : public mcp::host {
   /// stdio: handshakes, lists and pings count toward the rate limit too.
   mcp::admission rate_check() override;
 
+  /// The core's search answer cache (null: off).
+  void set_search_cache(search_cache* c) noexcept { cache_ = c; }
+  search_cache* answer_cache() const noexcept { return cache_; }
+
   /// A gateway with remote shards: the core's fleet client (null otherwise).
   void set_fleet(fleet_client* f) noexcept { fleet_ = f; }
   fleet_client* fleet() const noexcept { return fleet_; }
@@ -65,6 +70,7 @@ class core_host final : public mcp::host {
   const search::backend& backend_;
   std::unique_ptr<search::scratch> scratch_;
   fleet_client* fleet_ = nullptr;
+  search_cache* cache_ = nullptr;
   const quota::key_record* key_ = nullptr;
   int64_t now_ns_ = 0;
   quota::figures fig_;

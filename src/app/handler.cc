@@ -61,6 +61,30 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
   }
+  if (s_.search_cache) {
+    auto cache_counter = [&](std::string_view name, std::string_view help,
+                             std::atomic<uint64_t> search_cache_stats::*field) {
+      fmt::format_to(it, "# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+      for (int c = 0; c < s_.cores; ++c) {
+        fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c,
+                       (s_.search_cache[static_cast<size_t>(c)].*field)
+                           .load(std::memory_order_relaxed));
+      }
+    };
+    cache_counter("tollgate_search_cache_hits_total",
+                  "search_stories answers served from the core's answer cache.",
+                  &search_cache_stats::hits);
+    cache_counter("tollgate_search_cache_misses_total",
+                  "search_stories answers searched and rendered (not in the cache).",
+                  &search_cache_stats::misses);
+    cache_counter("tollgate_search_cache_inserts_total", "Answers stored in the cache.",
+                  &search_cache_stats::inserts);
+    cache_counter("tollgate_search_cache_evictions_total",
+                  "Cached answers replaced by newer ones.", &search_cache_stats::evictions);
+    cache_counter("tollgate_search_cache_oversize_total",
+                  "Answers too large for a cache entry (served uncached).",
+                  &search_cache_stats::oversize);
+  }
   if (s_.fleet) {
     fmt::format_to(it,
                    "# HELP tollgate_fleet_shard_up Whether a remote shard is taking queries (0: "
@@ -126,7 +150,10 @@ void register_routes(shared_state& s) {
 }
 
 std::string_view presented_key(const http::request& req) noexcept {
-  std::string_view a = req.header_value("authorization");
+  static constexpr std::string_view k_names[2] = {"authorization", "x-api-key"};
+  const http::header* found[2];
+  req.find_headers(k_names, 2, found);  // one pass over the headers for both
+  std::string_view a = found[0] != nullptr ? found[0]->value : std::string_view{};
   if (!a.empty()) {
     if (a.size() > 7 && strncasecmp(a.data(), "bearer ", 7) == 0) {
       a.remove_prefix(7);
@@ -137,7 +164,7 @@ std::string_view presented_key(const http::request& req) noexcept {
     }
     return {};
   }
-  return req.header_value("x-api-key");
+  return found[1] != nullptr ? found[1]->value : std::string_view{};
 }
 
 core_handler::core_handler(shared_state& s, int core)
@@ -150,6 +177,15 @@ core_handler::core_handler(shared_state& s, int core)
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes) {
   scratch_.reserve(16384);
+  // The cache holds whole in-process answers only: never on a gateway (remote shards answer
+  // per request and may be partial).
+  if (s.search_cache && !s.fleet && s.backend->remote_count() == 0) {
+    cache_ = std::make_unique<search_cache>(
+        search_cache_options{s.settings->search_cache_entries,
+                             s.settings->search_cache_entry_bytes},
+        &s.search_cache[static_cast<size_t>(core)]);
+    host_.set_search_cache(cache_.get());
+  }
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
     host_.set_fleet(fleet_.get());

@@ -9,6 +9,7 @@
 #include "core_host.h"
 #include "fleet_client.h"
 #include "metrics.h"
+#include "search_cache.h"
 #include "tollgate/config/config.h"
 #include "tollgate/envelope/envelope.h"
 #include "tollgate/http/handler.h"
@@ -35,6 +36,9 @@ struct shared_state {
   std::unique_ptr<search::backend> backend;
   std::unique_ptr<quota::service> quota;
   std::unique_ptr<request_counters> counters;
+  /// One per core: the search answer cache's counters (/metrics); null when the cache is off.
+  std::unique_ptr<search_cache_stats[]> search_cache;
+  int cores = 0;
   std::unique_ptr<fleet_shared> fleet;  ///< a gateway with remote shards; null otherwise
   const net::server* engine = nullptr;  ///< for /metrics; set once the engine exists
   bool ops_on_main = true;  ///< false when --admin-listen moved the ops routes there
@@ -95,6 +99,7 @@ class core_handler final : public http::handler {
   core_host host_;
   rest::api rest_;
   out_buffer scratch_;
+  std::unique_ptr<search_cache> cache_;  // null when off or on a gateway with remote shards
   std::unique_ptr<fleet_client> fleet_;
   search::query_string_parser fleet_qs_;  // the dry run's own REST query decoding
   out_buffer dry_out_;                    // a dry run's discarded response

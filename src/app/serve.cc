@@ -195,6 +195,13 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
     st.sessions = std::make_unique<mcp::session_store>(int64_t{s.session_idle_secs} * 1000000000);
   }
   st.counters = std::make_unique<request_counters>(cores);
+  st.cores = cores;
+  if (!stdio && s.search_cache_entries > 0 && st.fleet == nullptr &&
+      st.backend->remote_count() == 0) {
+    st.search_cache = std::make_unique<search_cache_stats[]>(static_cast<size_t>(cores));
+    log_info("search answer cache: {} entries of {} bytes per core", s.search_cache_entries,
+             s.search_cache_entry_bytes);
+  }
   register_routes(st);
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include "core_host.h"
 #include "fleet_client.h"
+#include "search_cache.h"
 #include "tollgate/rest/api.h"
 #include "tollgate/search/query.h"
 
@@ -73,11 +74,27 @@ class search_stories_tool final : public mcp::tool {
       }
       remote = f->for_search(q);
     }
+    // A whole in-process answer depends only on the arguments (the corpus does not change
+    // while serving): a repeated one is copied from the core's cache. Admission and billing
+    // already happened around this call and still do, per request.
+    search_cache* cache = remote == nullptr ? h.answer_cache() : nullptr;
+    if (cache != nullptr && cache->make_key(q, out.nested())) {
+      if (const std::string_view* hit = cache->find()) {
+        out.buffer().append(*hit);
+        return mcp::tool_result::success();
+      }
+    } else {
+      cache = nullptr;
+    }
     auto r = h.backend().search(q, h.scratch(), remote);
     if (!r) {
       return mcp::tool_result::failure(to_tool_error(r.error()));
     }
+    const size_t mark = out.buffer().size();
     h.backend().render(*r, out);
+    if (cache != nullptr && !r->partial()) {
+      cache->insert(out.buffer().view().substr(mark));
+    }
     return mcp::tool_result::success();
   }
 };

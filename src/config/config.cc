@@ -218,7 +218,9 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "server", "max_body_bytes", s.max_body_bytes, 1024, 64 << 20);
   }
   if (const auto* t = r.table(root, "corpus")) {
-    r.only_keys(*t, "corpus", {"path", "on_bad_line", "shards"});
+    r.only_keys(*t, "corpus",
+                {"path", "on_bad_line", "shards", "search_cache_entries",
+                 "search_cache_entry_bytes"});
     r.string(*t, "corpus", "path", s.corpus_path);
     if (const toml::node* n = t->get("on_bad_line")) {
       std::string v;
@@ -230,6 +232,9 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
       }
     }
     r.integer(*t, "corpus", "shards", s.index_shards, 1, 256);
+    r.integer(*t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
+    r.integer(*t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
+              16 << 20);
   }
   if (const auto* t = r.table(root, "mcp")) {
     r.only_keys(*t, "mcp", {"allowed_origins", "sessions", "session_idle_secs"});

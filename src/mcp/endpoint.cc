@@ -844,14 +844,45 @@ http::response_info transport_error(const envelope::cache& env, host& h, out_buf
 
 }  // namespace
 
+namespace {
+
+// The request headers the transport reads, found in one pass over the request's headers.
+enum known_header : size_t {
+  h_origin,
+  h_session,
+  h_accept,
+  h_content_type,
+  h_protocol,
+  h_mcp_method,
+  h_mcp_name,
+  h_count
+};
+constexpr std::string_view k_known_names[h_count] = {
+    "origin", "mcp-session-id", "accept", "content-type", "mcp-protocol-version", "mcp-method",
+    "mcp-name"};
+
+struct known_headers {
+  const http::header* h[h_count];
+  explicit known_headers(const http::request& req) noexcept {
+    req.find_headers(k_known_names, h_count, h);
+  }
+  bool has(known_header k) const noexcept { return h[k] != nullptr; }
+  std::string_view value(known_header k) const noexcept {
+    return h[k] != nullptr ? h[k]->value : std::string_view{};
+  }
+};
+
+}  // namespace
+
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
   const bool close = !req.keep_alive;
   impl& im = *impl_;
+  const known_headers hd(req);
 
   // Origin: DNS-rebinding protection, before anything else.
-  if (req.has_header("Origin")) {
-    std::string_view origin = trim(req.header_value("Origin"));
+  if (hd.has(h_origin)) {
+    std::string_view origin = trim(hd.value(h_origin));
     bool ok = opts_.allow_loopback_origins && origin_is_loopback(origin);
     for (const auto& allowed : opts_.allowed_origins) {
       ok = ok || allowed == origin;
@@ -863,7 +894,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
 
   if (req.method != "POST") {
     if (req.method == "DELETE" && opts_.sessions != nullptr) {
-      std::string_view sid = trim(req.header_value("Mcp-Session-Id"));
+      std::string_view sid = trim(hd.value(h_session));
       if (sid.empty()) {
         return transport_error(env_, h, out, 400,
                                "Bad Request: DELETE needs an Mcp-Session-Id header.", close);
@@ -885,20 +916,20 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
                            close, "Allow: POST\r\n");
   }
 
-  if (!accept_ok(req.header_value("Accept"))) {
+  if (!accept_ok(hd.value(h_accept))) {
     return transport_error(env_, h, out, 406,
                            "Not Acceptable: the client must accept both application/json and "
                            "text/event-stream.",
                            close);
   }
-  if (!content_type_ok(req.header_value("Content-Type"))) {
+  if (!content_type_ok(hd.value(h_content_type))) {
     return transport_error(env_, h, out, 415,
                            "Unsupported Media Type: the body must be application/json.", close);
   }
 
   revision rev = revision::v2025_03_26;
-  if (req.has_header("MCP-Protocol-Version")) {
-    std::string_view v = trim(req.header_value("MCP-Protocol-Version"));
+  if (hd.has(h_protocol)) {
+    std::string_view v = trim(hd.value(h_protocol));
     if (!envelope::parse_revision(v, rev)) {
       env_.head(out, 400, close);
       h.write_headers(out);
@@ -917,10 +948,10 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
 
   http_facts facts;
   facts.is_http = true;
-  facts.has_mcp_method = req.has_header("Mcp-Method");
-  facts.mcp_method = trim(req.header_value("Mcp-Method"));
-  facts.has_mcp_name = req.has_header("Mcp-Name");
-  facts.mcp_name = trim(req.header_value("Mcp-Name"));
+  facts.has_mcp_method = hd.has(h_mcp_method);
+  facts.mcp_method = trim(hd.value(h_mcp_method));
+  facts.has_mcp_name = hd.has(h_mcp_name);
+  facts.mcp_name = trim(hd.value(h_mcp_name));
   dispatch_ctx c{tools_, env_, im, rev, facts, opts_.sessions != nullptr};
 
   parsed p = parse_body(im, req.body, opts_.max_batch);
@@ -961,7 +992,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     if (opts_.sessions == nullptr || is_initialize || envelope::is_modern(rev)) {
       return 0;
     }
-    std::string_view sid = trim(req.header_value("Mcp-Session-Id"));
+    std::string_view sid = trim(hd.value(h_session));
     if (sid.empty()) {
       return transport_error(env_, h, out, 400,
                              "Bad Request: the Mcp-Session-Id header is required after initialize.",

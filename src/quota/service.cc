@@ -51,6 +51,7 @@
 #include "quota/state.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/fd_io.h"
+#include "tollgate/common/json_out.h"
 #include "tollgate/common/log.h"
 #include "tollgate/quota/civil.h"
 
@@ -150,42 +151,56 @@ struct service::impl {
 // ---------------------------------------------------------------------------------------------
 // Headers
 
+namespace {
+// A header fragment copied with one fixed-size move.
+template <size_t N>
+char* put_text(char* dst, const char (&s)[N]) noexcept {
+  std::memcpy(dst, s, N - 1);
+  return dst + (N - 1);
+}
+}  // namespace
+
 void write_rate_headers(out_buffer& out, const figures& f) {
-  auto line = [&out](std::string_view name, int64_t v) {
-    out.append(name);
-    fmt::format_int s(v);
-    out.append(s.data(), s.size());
-    out.append("\r\n", 2);
-  };
-  auto num = [&out](int64_t v) {
-    fmt::format_int s(v);
-    out.append(s.data(), s.size());
-  };
-  line("X-RateLimit-Limit: ", f.rate_limit);
-  line("X-RateLimit-Remaining: ", f.rate_remaining);
-  line("X-RateLimit-Reset: ", f.rate_reset_secs);
-  line("X-Quota-Limit: ", f.quota_limit);
-  line("X-Quota-Used: ", f.quota_used);
-  line("X-Quota-Remaining: ", f.quota_remaining);
-  line("X-Quota-Reset: ", f.quota_reset_secs);
-  out.append("RateLimit-Policy: \"burst\";q=");
-  num(f.rate_limit);
-  out.append(";w=");
-  num(f.rate_window_secs);
-  out.append(", \"monthly\";q=");
-  num(f.quota_limit);
-  out.append(";w=2592000\r\nRateLimit: \"burst\";r=");
-  num(f.rate_remaining);
-  out.append(";t=");
-  num(f.rate_reset_secs);
-  out.append(", \"monthly\";r=");
-  num(f.quota_remaining);
-  out.append(";t=");
-  num(f.quota_reset_secs);
-  out.append("\r\n");
+  // One reservation for the worst case (~260 characters of names and punctuation, 14 numbers of
+  // at most 21 characters), then plain stores: no per-piece capacity checks and no fmt.
+  constexpr size_t kBound = 512;
+  char* const begin = out.prepare(kBound);
+  char* p = begin;
+  p = put_text(p, "X-RateLimit-Limit: ");
+  p = json_out::put_number(p, f.rate_limit);
+  p = put_text(p, "\r\nX-RateLimit-Remaining: ");
+  p = json_out::put_number(p, f.rate_remaining);
+  p = put_text(p, "\r\nX-RateLimit-Reset: ");
+  p = json_out::put_number(p, f.rate_reset_secs);
+  p = put_text(p, "\r\nX-Quota-Limit: ");
+  p = json_out::put_number(p, f.quota_limit);
+  p = put_text(p, "\r\nX-Quota-Used: ");
+  p = json_out::put_number(p, f.quota_used);
+  p = put_text(p, "\r\nX-Quota-Remaining: ");
+  p = json_out::put_number(p, f.quota_remaining);
+  p = put_text(p, "\r\nX-Quota-Reset: ");
+  p = json_out::put_number(p, f.quota_reset_secs);
+  p = put_text(p, "\r\nRateLimit-Policy: \"burst\";q=");
+  p = json_out::put_number(p, f.rate_limit);
+  p = put_text(p, ";w=");
+  p = json_out::put_number(p, f.rate_window_secs);
+  p = put_text(p, ", \"monthly\";q=");
+  p = json_out::put_number(p, f.quota_limit);
+  p = put_text(p, ";w=2592000\r\nRateLimit: \"burst\";r=");
+  p = json_out::put_number(p, f.rate_remaining);
+  p = put_text(p, ";t=");
+  p = json_out::put_number(p, f.rate_reset_secs);
+  p = put_text(p, ", \"monthly\";r=");
+  p = json_out::put_number(p, f.quota_remaining);
+  p = put_text(p, ";t=");
+  p = json_out::put_number(p, f.quota_reset_secs);
+  p = put_text(p, "\r\n");
   if (f.retry_after_secs > 0) {
-    line("Retry-After: ", f.retry_after_secs);
+    p = put_text(p, "Retry-After: ");
+    p = json_out::put_number(p, f.retry_after_secs);
+    p = put_text(p, "\r\n");
   }
+  out.commit(static_cast<size_t>(p - begin));
 }
 
 std::string_view presented_key(std::string_view authorization,
@@ -244,6 +259,7 @@ void core_shard::refresh_table() noexcept {
     return;
   }
   table_ = t;
+  clear_key_cache();  // remembered records belong to the old table
   if (t->slot_count > locals_.size()) {  // allocation only when keys were added
     locals_.resize(t->slot_count + 64);
     dirty_.reserve(locals_.size());
@@ -263,10 +279,70 @@ void core_shard::open_journal() noexcept {
   journal_size_ = end > 0 ? static_cast<uint64_t>(end) : 0;
 }
 
+void core_shard::clear_key_cache() noexcept {
+  for (key_cache_slot& e : key_cache_) {
+    OPENSSL_cleanse(e.bytes, sizeof e.bytes);  // no secret outlives its table here
+    e.epoch = 0;
+    e.rec = nullptr;
+    e.len = 0;
+  }
+}
+
+namespace {
+// Constant-time equality of two n-byte strings (n is public): 8 bytes at a time, no
+// data-dependent branch. CRYPTO_memcmp compares a byte per iteration through a library call;
+// this runs on every request.
+bool equal_ct(const char* a, const char* b, size_t n) noexcept {
+  uint64_t diff = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    uint64_t y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    diff |= x ^ y;
+  }
+  for (; i < n; ++i) {
+    diff |= static_cast<uint64_t>(static_cast<unsigned char>(a[i] ^ b[i]));
+  }
+  return diff == 0;
+}
+
+// The cache slot of a presented key: a multiplicative hash of its last 8 bytes (the random part
+// of a tg_live_ secret) and its length. It only picks which remembered key the constant-time
+// comparison runs against; a caller can learn from timing whether the bytes it presented were
+// remembered, which needs them to be a valid key already.
+size_t key_slot_of(std::string_view k, size_t slots) noexcept {
+  uint64_t w = k.size();
+  if (k.size() >= 8) {
+    uint64_t tail;
+    std::memcpy(&tail, k.data() + k.size() - 8, 8);
+    w ^= tail;
+  } else {
+    for (char c : k) {
+      w = (w << 8) | static_cast<unsigned char>(c);
+    }
+  }
+  return static_cast<size_t>((w * 0x9E3779B97F4A7C15ull) >> 58) & (slots - 1);
+}
+}  // namespace
+
 const key_record* core_shard::authenticate(std::string_view presented) noexcept {
   if (presented.empty() || table_ == nullptr || table_->records.empty()) {
     return nullptr;
   }
+  key_cache_slot* slot = nullptr;
+  if (presented.size() <= kKeyCacheMaxLen) {
+    slot = &key_cache_[key_slot_of(presented, kKeyCacheSlots)];
+    // The length is not secret (every key has the same format); the bytes are compared in
+    // constant time, as the digests are below.
+    if (slot->epoch == table_->epoch && slot->len == presented.size() &&
+        equal_ct(slot->bytes, presented.data(), presented.size())) {
+      ++key_cache_hits_;
+      return slot->rec;
+    }
+  }
+  ++key_cache_misses_;
   // SHA-256 through OpenSSL's low-level interface: on OpenSSL 3.0 every EVP_DigestInit
   // allocates a fresh provider context, and this runs on every request. The digest is the same
   // one key_store::sha256 (EVP) stores.
@@ -287,6 +363,12 @@ const key_record* core_shard::authenticate(std::string_view presented) noexcept 
     const key_record& r = t.records[static_cast<size_t>(idx)];
     // Constant-time comparison of the full digest (the secret's hash never leaks by timing).
     if (CRYPTO_memcmp(r.hash.data(), d.data(), d.size()) == 0) {
+      if (slot != nullptr) {
+        slot->epoch = t.epoch;
+        slot->rec = &r;
+        slot->len = static_cast<uint32_t>(presented.size());
+        std::memcpy(slot->bytes, presented.data(), presented.size());
+      }
       return &r;
     }
   }

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace tollgate {
 namespace {
@@ -193,6 +196,32 @@ TEST(json_out_test, direct_writes_equal_the_checked_calls) {
     char* base = j.begin_write(json_out::k_number_bound);
     j.end_write(base, json_out::put_number(base, v));
     EXPECT_EQ(b.view(), std::to_string(v));
+  }
+}
+
+TEST(json_out_test, put_number_writes_exactly_its_digits_at_every_length) {
+  // Verifies put_number against std::to_string at every digit-count boundary (9, 10, 99, 100,
+  // ... and the int64 extremes, both signs), and that it writes nothing past its last digit.
+  std::vector<int64_t> values = {0, 1, 9, 10, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+  int64_t p = 10;
+  for (int i = 1; i < 19; ++i, p *= 10) {
+    values.push_back(p - 1);
+    values.push_back(p);
+    values.push_back(p + 1);
+  }
+  const size_t n = values.size();
+  for (size_t i = 0; i < n; ++i) {
+    values.push_back(-values[i]);
+  }
+  for (int64_t v : values) {
+    char buf[64];
+    std::memset(buf, '#', sizeof buf);
+    char* end = json_out::put_number(buf, v);
+    const std::string want = std::to_string(v);
+    EXPECT_EQ(std::string(buf, static_cast<size_t>(end - buf)), want) << v;
+    for (char* q = end; q < buf + sizeof buf; ++q) {
+      ASSERT_EQ(*q, '#') << "wrote past the number " << v;
+    }
   }
 }
 

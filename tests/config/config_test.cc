@@ -63,6 +63,29 @@ local = false
   EXPECT_FALSE(s->role_shard);
 }
 
+TEST(config_test, search_answer_cache_can_be_sized_and_turned_off) {
+  // Verifies the [corpus] cache keys: on by default, 0 entries turns it off, and an entry size
+  // below 1 KiB is refused with the key named.
+  EXPECT_GT(defaults().search_cache_entries, 0u);
+  temp_toml off(R"(
+[corpus]
+search_cache_entries = 0
+search_cache_entry_bytes = 8192
+)");
+  auto s = load_file(off.path(), defaults());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->search_cache_entries, 0u);
+  EXPECT_EQ(s->search_cache_entry_bytes, 8192u);
+  temp_toml tiny(R"(
+[corpus]
+search_cache_entry_bytes = 100
+)");
+  auto bad = load_file(tiny.path(), defaults());
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("corpus.search_cache_entry_bytes"), std::string::npos)
+      << bad.error().message;
+}
+
 TEST(config_test, unknown_key_names_file_line_and_key) {
   // Verifies a typo is an error that names the file, the line and the key.
   temp_toml f("[server]\nthreads = 2\nlisten_port = 9\n");

@@ -274,6 +274,33 @@ TEST(http_parser_test, header_lookup_is_case_insensitive_and_trims_ows) {
   EXPECT_EQ(req.header_value("missing"), "");
 }
 
+TEST(http_parser_test, find_headers_answers_like_one_lookup_per_name) {
+  // Verifies the one-pass look-up gives, for each name, what header_value/has_header give:
+  // the first of repeated headers, any case, an empty value still found, a missing name null.
+  std::vector<char> storage;
+  request req;
+  const parse_result r = parse_copy(
+      "POST /mcp HTTP/1.1\r\nHost: h\r\nmcp-NAME: first\r\nAccept: a/b\r\nOrigin:\r\n"
+      "MCP-Name: second\r\nCONTENT-type: application/json\r\nContent-Length: 0\r\n\r\n",
+      limits{}, req, storage);
+  ASSERT_EQ(r.status, parse_status::complete);
+  const std::string_view names[] = {"mcp-name", "accept", "origin", "content-type", "mcp-method",
+                                    "host"};
+  const header* found[6];
+  req.find_headers(names, 6, found);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(found[i] != nullptr, req.has_header(names[i])) << names[i];
+    EXPECT_EQ(found[i] != nullptr ? found[i]->value : std::string_view{},
+              req.header_value(names[i]))
+        << names[i];
+  }
+  ASSERT_NE(found[0], nullptr);
+  EXPECT_EQ(found[0]->value, "first");
+  ASSERT_NE(found[2], nullptr);
+  EXPECT_EQ(found[2]->value, "");
+  EXPECT_EQ(found[4], nullptr);
+}
+
 TEST(http_parser_test, expect_continue_reports_head_complete_before_body) {
   // Verifies a 100-continue request with a complete head but no body is incomplete with
   // head_complete and expect_continue set, then completes when the body arrives.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "quota/state.h"
 #include "quota/test_util.h"
@@ -411,6 +412,102 @@ TEST(quota_service_test, revoked_key_is_refused_after_reload) {
   f.svc->request_reload();  // what the SIGHUP handler does
   s.on_tick(f.now);          // reloads, then passes a quiescent point
   EXPECT_EQ(s.authenticate(k.secret), nullptr);
+}
+
+TEST(quota_service_test, a_repeated_key_is_answered_by_the_core_key_cache) {
+  // Verifies the second look-up of a key skips the SHA-256 (a cache hit) and returns the same
+  // record, while an unknown key is hashed every time and never remembered.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* first = s.authenticate(k.secret);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(s.key_cache_hits(), 0u);
+  EXPECT_EQ(s.authenticate(k.secret), first);
+  EXPECT_EQ(s.key_cache_hits(), 1u);
+  std::string wrong = k.secret;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  const uint64_t misses = s.key_cache_misses();
+  EXPECT_EQ(s.authenticate(wrong), nullptr);
+  EXPECT_EQ(s.authenticate(wrong), nullptr);
+  EXPECT_EQ(s.key_cache_misses(), misses + 2);
+  EXPECT_EQ(s.key_cache_hits(), 1u);
+  EXPECT_EQ(s.authenticate(k.secret), first);  // the real key is still remembered
+}
+
+TEST(quota_service_test, cached_keys_do_not_answer_for_each_other) {
+  // Verifies keys that share a cache slot's length and prefix never authenticate as one
+  // another: each presented key gets its own record, over many alternations.
+  fixture f(small_plans());
+  std::vector<created_key> keys;
+  for (int i = 0; i < 20; ++i) {
+    keys.push_back(f.key("acct" + std::to_string(i), "tiny"));
+  }
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      // Twice in a row: the second look-up is a cache hit whatever slots the keys share.
+      for (int again = 0; again < 2; ++again) {
+        const key_record* r = s.authenticate(keys[static_cast<size_t>(i)].secret);
+        ASSERT_NE(r, nullptr);
+        EXPECT_EQ(r->account, "acct" + std::to_string(i));
+      }
+    }
+  }
+  EXPECT_GE(s.key_cache_hits(), 60u);
+}
+
+TEST(quota_service_test, a_cached_key_is_refused_once_revoked_and_reloaded) {
+  // Verifies the key cache keeps revocation semantics: a key answered from the cache is still
+  // accepted until the core passes a quiescent point after the reload (as without the cache),
+  // then refused.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  ASSERT_NE(s.authenticate(k.secret), nullptr);
+  ASSERT_NE(s.authenticate(k.secret), nullptr);
+  ASSERT_EQ(s.key_cache_hits(), 1u);
+  key_store store(f.dir.path());
+  ASSERT_TRUE(store.revoke(k.key_id).has_value());
+  EXPECT_TRUE(f.svc->reload_if_changed());
+  EXPECT_NE(s.authenticate(k.secret), nullptr);  // same table until the quiescent point
+  s.before_send(f.now);
+  EXPECT_EQ(s.authenticate(k.secret), nullptr);
+  EXPECT_EQ(s.authenticate(k.secret), nullptr);
+}
+
+TEST(quota_service_test, a_cached_key_sees_its_account_suspended_after_reload) {
+  // Verifies the record a cached key returns after a reload is the new table's: suspension is
+  // seen (suspended flag, admit refuses) and resumption too.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  ASSERT_FALSE(r->suspended);
+  key_store store(f.dir.path());
+  ASSERT_TRUE(store.suspend("acme").has_value());
+  EXPECT_TRUE(f.svc->reload_if_changed());
+  s.before_send(f.now);
+  r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->suspended);
+  r = s.authenticate(k.secret);  // now from the cache
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->suspended);
+  figures fig;
+  ticket t;
+  EXPECT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::suspended);
+  ASSERT_TRUE(store.resume("acme").has_value());
+  EXPECT_TRUE(f.svc->reload_if_changed());
+  s.before_send(f.now);
+  r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->suspended);
 }
 
 TEST(quota_service_test, on_tick_picks_up_file_changes_within_reload_ms) {

@@ -70,7 +70,7 @@ class json_out {
   static constexpr size_t literal_bound(const json_literal<N>&) noexcept {
     return 2 * N;
   }
-  /// Room put_number() needs (it writes up to 20 characters through a fixed 24-byte copy).
+  /// Room put_number() needs (it writes at most 20 digits and a sign; callers reserve this).
   static constexpr size_t k_number_bound = 24;
 
   char* begin_write(size_t bound) { return out_.prepare(bound); }

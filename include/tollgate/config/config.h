@@ -44,6 +44,10 @@ struct settings {
   std::string corpus_path;  ///< JSON Lines; empty = the embedded sample
   bool skip_bad_lines = true;
   uint32_t index_shards = 4;
+  /// Per-core cache of rendered search_stories answers (the corpus never changes while
+  /// serving): entries per core (0 turns it off) and the bytes of one entry (key + payload).
+  uint32_t search_cache_entries = 64;
+  uint32_t search_cache_entry_bytes = 16384;
 
   // [mcp]
   std::vector<std::string> allowed_origins;  ///< in addition to loopback origins

@@ -136,7 +136,14 @@ class alignas(64) core_shard {
 
   /// Looks up a presented key (the raw header value, e.g. "tg_live_…"): SHA-256 of it, table
   /// lookup by digest, constant-time digest comparison. nullptr: unknown or revoked.
+  /// A small per-core cache remembers the keys this core authenticated against its current
+  /// table (presented bytes compared in constant time), so a repeated key skips the SHA-256;
+  /// it is emptied whenever the core switches tables, so a revoked or suspended key is answered
+  /// exactly as without it (see key_cache_slot).
   const key_record* authenticate(std::string_view presented) noexcept;
+  /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
+  uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
+  uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
@@ -244,9 +251,28 @@ class alignas(64) core_shard {
   bool write_buffer(out_buffer& b) noexcept;
   void publish_locked(bool return_all_leases) noexcept;
 
+  /// One remembered key: the presented bytes that authenticated to `rec` in the table of
+  /// `epoch` (0: empty). Valid only while that table is this core's table_: refresh_table()
+  /// wipes every slot when the core moves to a new table (a reload after a revocation,
+  /// suspension or plan change), so an answer from the cache is always one the current table
+  /// gives. Only successful look-ups are remembered: an unknown key (attacker-chosen bytes)
+  /// never evicts a real one, and is always hashed.
+  struct key_cache_slot {
+    uint64_t epoch = 0;
+    const key_record* rec = nullptr;
+    uint32_t len = 0;
+    char bytes[100] = {};
+  };
+  static constexpr size_t kKeyCacheSlots = 8;  // power of two
+  static constexpr size_t kKeyCacheMaxLen = sizeof(key_cache_slot::bytes);
+  void clear_key_cache() noexcept;
+
   service& svc_;
   int index_;
   const key_table* table_ = nullptr;
+  key_cache_slot key_cache_[kKeyCacheSlots];
+  uint64_t key_cache_hits_ = 0;
+  uint64_t key_cache_misses_ = 0;
   alignas(64) std::atomic<uint64_t> seen_epoch_{0};  // written here, read by the reclaimer
   std::vector<local_key> locals_;
   std::vector<uint32_t> dirty_;

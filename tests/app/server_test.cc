@@ -1,0 +1,259 @@
+// The app's request path over real loopback sockets and a real io_uring engine: core_handler
+// with the search answer cache on and off, the key cache, and what must not change with them
+// (answers byte for byte, billing, rate limits, revocation, suspension).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "app/handler.h"
+#include "app/tools.h"
+#include "net/net_test_util.h"
+#include "quota/test_util.h"
+#include "tollgate/config/config.h"
+#include "tollgate/quota/key_store.h"
+
+namespace tollgate::app {
+namespace {
+
+using net::testing::client;
+using net::testing::response;
+
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One tollgate core (the serve wiring, without the CLI) on a free loopback port.
+class app_server {
+ public:
+  // `plan`: the key's plan (rate per second, burst, monthly quota; stop at the quota).
+  app_server(uint32_t cache_entries, double rate, int64_t burst, int64_t quota) {
+    settings_ = config::defaults();
+    settings_.data_dir = dir_.path();
+    settings_.search_cache_entries = cache_entries;
+    st_.settings = &settings_;
+    quota::plan_map plans;
+    plans["t"] = quota::test::make_plan("t", rate, burst, quota, quota::overage_policy::stop);
+    quota::key_store store(dir_.path());
+    auto k = store.create_key("acme", "t", plans, wall_ns() / 1000000000);
+    EXPECT_TRUE(k.has_value());
+    key_ = k ? k->secret : "";
+    key_id_ = k ? k->key_id : "";
+    quota::service_options qo;
+    qo.data_dir = dir_.path();
+    qo.plans = plans;
+    qo.cores = 1;
+    qo.reload_ms = 100;
+    auto q = quota::service::open(std::move(qo), wall_ns());
+    EXPECT_TRUE(q.has_value());
+    if (q) {
+      st_.quota = std::move(*q);
+    }
+    st_.backend = search::load_sample(4);
+    st_.envelopes = std::make_unique<envelope::cache>(envelope::server_identity{});
+    register_tools(st_.tools);
+    st_.counters = std::make_unique<request_counters>(1);
+    st_.cores = 1;
+    if (cache_entries > 0) {
+      st_.search_cache = std::make_unique<search_cache_stats[]>(1);
+    }
+    register_routes(st_);
+    srv_ = std::make_unique<net::server>(net::testing::test_options());
+    st_.engine = srv_.get();
+    auto r = srv_->start([this](int core) { return std::make_unique<core_handler>(st_, core); });
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
+    started_ = r.has_value();
+  }
+  ~app_server() {
+    if (started_) {
+      srv_->stop();
+      srv_->wait();
+    }
+  }
+  bool started() const { return started_; }
+  uint16_t port() const { return srv_->port(); }
+  const std::string& key() const { return key_; }
+  const std::string& key_id() const { return key_id_; }
+  const std::string& data_dir() const { return dir_.path(); }
+  const search_cache_stats* cache_stats() const { return st_.search_cache.get(); }
+  quota::service& quota() { return *st_.quota; }
+
+ private:
+  quota::test::temp_dir dir_;
+  config::settings settings_;
+  shared_state st_;
+  std::unique_ptr<net::server> srv_;
+  std::string key_;
+  std::string key_id_;
+  bool started_ = false;
+};
+
+std::string call_request(std::string_view key, std::string_view arguments, int id = 1) {
+  const std::string body =
+      "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(id) +
+      ",\"method\":\"tools/call\",\"params\":{\"name\":\"search_stories\",\"arguments\":" +
+      std::string(arguments) + "}}";
+  return "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(key) +
+         "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+         "MCP-Protocol-Version: 2025-06-18\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::optional<response> ask(client& c, const std::string& req) {
+  if (!c.send_all(req)) {
+    return std::nullopt;
+  }
+  return c.read_response();
+}
+
+// The value of a response header line ("Name: value\r\n"), or "".
+std::string header(const response& r, std::string_view name) {
+  const std::string key = "\r\n" + std::string(name) + ": ";
+  const size_t at = r.head.find(key);
+  if (at == std::string::npos) {
+    return "";
+  }
+  const size_t b = at + key.size();
+  return r.head.substr(b, r.head.find("\r\n", b) - b);
+}
+
+const char* const k_argument_sets[] = {
+    R"({"query":"rust"})",
+    R"({"query":"rust","limit":3,"offset":2})",
+    R"({"query":"linux kernel scheduler"})",
+    R"({"query":"\"the kernel\"","sort":"date"})",
+    R"({"query":"memory","tags":["linux"],"since":"2020-01-01"})",
+    R"({"query":"zzzqqq"})",
+    R"({"query":"rust","limit":0})",  // invalid: an error, never cached
+};
+
+TEST(app_server_test, cached_answers_are_byte_identical_to_uncached_ones) {
+  // Verifies that with the answer cache on, every response (first and repeated, valid and
+  // invalid arguments) has the same body as the cache-off server's, and that repeats were
+  // served from the cache.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server on(64, 1e9, 1000000000, 1000000000);
+  app_server off(0, 1e9, 1000000000, 1000000000);
+  ASSERT_TRUE(on.started() && off.started());
+  client a(on.port());
+  client b(off.port());
+  ASSERT_TRUE(a.connected() && b.connected());
+  for (int round = 0; round < 3; ++round) {
+    for (const char* args : k_argument_sets) {
+      auto ra = ask(a, call_request(on.key(), args));
+      auto rb = ask(b, call_request(off.key(), args));
+      ASSERT_TRUE(ra && rb) << args;
+      EXPECT_EQ(ra->status, rb->status) << args;
+      EXPECT_EQ(ra->body, rb->body) << args;
+      EXPECT_NE(ra->body.find(args == k_argument_sets[6] ? "\"error\"" : "\"result\""),
+                std::string::npos)
+          << ra->body;
+    }
+  }
+  ASSERT_NE(on.cache_stats(), nullptr);
+  EXPECT_EQ(off.cache_stats(), nullptr);
+  // 6 valid argument sets: each missed once and hit twice; the invalid one never got there.
+  EXPECT_EQ(on.cache_stats()->misses.load(), 6u);
+  EXPECT_EQ(on.cache_stats()->hits.load(), 12u);
+}
+
+TEST(app_server_test, every_cached_answer_is_billed) {
+  // Verifies billing is per request with the cache: X-Quota-Used (the successes billed before
+  // this call) grows by one on every call, hits included, and the quota stops the call past it
+  // exactly as without the cache.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(64, 1e9, 1000000000, 5);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 1; i <= 5; ++i) {
+    auto r = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(header(*r, "X-Quota-Used"), std::to_string(i - 1));
+    EXPECT_NE(r->body.find("\"isError\":false"), std::string::npos);
+  }
+  auto over = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+  ASSERT_TRUE(over);
+  EXPECT_NE(over->body.find("quota_exceeded"), std::string::npos) << over->body;
+  EXPECT_EQ(s.cache_stats()->hits.load(), 4u);
+}
+
+TEST(app_server_test, a_cached_query_is_still_rate_limited) {
+  // Verifies the rate limit counts every request: with burst 3 the fourth identical call in a
+  // row gets 429 even though its answer is cached.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(64, 0.001, 3, 1000000);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 3; ++i) {
+    auto r = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+  auto limited = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+  ASSERT_TRUE(limited);
+  EXPECT_EQ(limited->status, 429);
+  EXPECT_FALSE(header(*limited, "Retry-After").empty());
+}
+
+TEST(app_server_test, a_key_revoked_while_cached_gets_401_after_the_reload) {
+  // Verifies the key cache does not outlive a revocation: a key used (and remembered) before
+  // is answered 401 once the server has reloaded its keys (reload_ms = 100, no signal).
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(64, 1e9, 1000000000, 1000000000);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 3; ++i) {
+    auto r = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+  }
+  quota::key_store store(s.data_dir());
+  ASSERT_TRUE(store.revoke(s.key_id()).has_value());
+  int status = 200;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (status == 200 && net::testing::ms_since(t0) < 5000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto r = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+    ASSERT_TRUE(r);
+    status = r->status;
+  }
+  EXPECT_EQ(status, 401);
+}
+
+TEST(app_server_test, a_suspended_account_gets_its_tool_error_with_a_cached_answer) {
+  // Verifies suspension still wins over a cached answer: after the reload the same call is the
+  // `suspended` tool error, not the cached stories.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(64, 1e9, 1000000000, 1000000000);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 2; ++i) {
+    auto r = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+    ASSERT_TRUE(r);
+    ASSERT_NE(r->body.find("\"isError\":false"), std::string::npos);
+  }
+  quota::key_store store(s.data_dir());
+  ASSERT_TRUE(store.suspend("acme").has_value());
+  std::string body;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (body.find("suspended") == std::string::npos && net::testing::ms_since(t0) < 5000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto r = ask(c, call_request(s.key(), R"({"query":"rust"})"));
+    ASSERT_TRUE(r);
+    body = r->body;
+  }
+  EXPECT_NE(body.find("suspended"), std::string::npos) << body;
+  EXPECT_NE(body.find("\"isError\":true"), std::string::npos) << body;
+}
+
+}  // namespace
+}  // namespace tollgate::app
