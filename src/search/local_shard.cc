@@ -540,10 +540,15 @@ void local_shard::build_index() {
     uint64_t pos_bytes = 0;
     uint32_t df = 0;
     uint32_t last_doc = 0;
+  };
+  std::vector<term_count> counts;
+  // The grouping's per-term mark, apart from the counts so that it is 8 bytes a term (a rare
+  // term's mark is a cache miss; it is prefetched as soon as the token is interned).
+  struct term_mark {
     uint32_t seen = 0;   // d + 1 when the term occurs in doc d being grouped
     uint32_t group = 0;  // its group in that doc
   };
-  std::vector<term_count> counts;
+  std::vector<term_mark> marks;
   out_buffer rec_buf;  // the record stream (realloc growth, no zero-filling)
   {
     size_t text_bytes = 0;
@@ -596,8 +601,12 @@ void local_shard::build_index() {
     }
     occ_term.resize(nocc);
     for (uint32_t k = 0; k < nocc; ++k) {
-      occ_term[k] = intern_term(std::string_view(tok_chars.data() + toks[k].off, toks[k].len),
-                                toks[k].hash);
+      const uint32_t t = intern_term(
+          std::string_view(tok_chars.data() + toks[k].off, toks[k].len), toks[k].hash);
+      occ_term[k] = t;
+      if (t < marks.size()) {  // a term new to this doc's batch has no mark yet: nothing to fetch
+        __builtin_prefetch(&marks[t], 1);
+      }
     }
     title_len_[d] = tl;
     text_len_[d] = xl;
@@ -605,17 +614,19 @@ void local_shard::build_index() {
     stats_.text_tokens += xl;
     if (counts.size() < terms_.size()) {
       counts.resize(terms_.size() + terms_.size() / 2);
+      marks.resize(counts.size());
     }
     // Group: occurrence k has position k (title) or k + 1 (text, after the title's gap).
     group_term.clear();
     group_start.clear();
     occ_group.resize(nocc);
     for (uint32_t k = 0; k < nocc; ++k) {
-      term_count& c = counts[occ_term[k]];
+      term_mark& c = marks[occ_term[k]];
       if (c.seen != d + 1) {
         c.seen = d + 1;
         c.group = static_cast<uint32_t>(group_term.size());
         group_term.push_back(occ_term[k]);
+        __builtin_prefetch(&counts[occ_term[k]], 1);  // written once the group's record is made
         group_start.push_back(0);
       }
       ++group_start[c.group];
@@ -696,6 +707,7 @@ void local_shard::build_index() {
     skip_total += (c.df + block_docs - 1) / block_docs;
   }
   std::vector<term_count>().swap(counts);
+  std::vector<term_mark>().swap(marks);
   doc_stream_bytes_ = doc_total + 16;
   pos_stream_bytes_ = pos_total + 16;
   doc_stream_.reset(static_cast<uint8_t*>(alloc_build(doc_stream_bytes_)));
@@ -703,20 +715,59 @@ void local_shard::build_index() {
   std::memset(doc_stream_.get() + doc_total, 0, 16);
   std::memset(pos_stream_.get() + pos_total, 0, 16);
   skips_.assign(skip_total, skip_entry{});
+  // Software-pipelined: a record is decoded (and its w[t] prefetched) ring_size records before
+  // it is copied, and its destinations are prefetched half-way, from w[t] as it is then (a later
+  // record of the same term moves them by a few bytes: still the right lines, mostly). The
+  // scattered w[t] loads and destination writes were most of this pass.
+  struct pending {
+    const uint8_t* entry;  // doc delta, tf title, tf text, positions length
+    uint32_t t;
+    uint32_t delta;
+    uint32_t entry_len;
+    uint32_t pos_len;
+  };
+  constexpr uint32_t ring_size = 16;  // a power of two
+  constexpr uint32_t dest_lead = ring_size / 2;
+  pending ring[ring_size];
   const uint8_t* p = reinterpret_cast<const uint8_t*>(rec_buf.data());
   const uint8_t* end = p + rec_buf.size();
-  while (p < end) {
-    const uint32_t t = read_varint(p);
-    const uint8_t* entry = p;
-    const uint32_t delta = read_varint(p);
+  auto decode = [&p, &w](pending& r) {
+    r.t = read_varint(p);
+    r.entry = p;
+    r.delta = read_varint(p);
     read_varint(p);
     read_varint(p);
-    const uint32_t pos_len = read_varint(p);
+    r.pos_len = read_varint(p);
+    r.entry_len = static_cast<uint32_t>(p - r.entry);
+    p += r.pos_len;
+    __builtin_prefetch(&w[r.t], 1);
+  };
+  uint32_t head = 0;  // records decoded
+  uint32_t tail = 0;  // records copied
+  while (head - tail < ring_size && p < end) {
+    decode(ring[head++ % ring_size]);
+  }
+  while (tail != head) {
+    if (head - tail > dest_lead) {
+      const pending& a = ring[(tail + dest_lead) % ring_size];
+      const term_write& aw = w[a.t];
+      __builtin_prefetch(doc_stream_.get() + aw.doc_w, 1);
+      __builtin_prefetch(pos_stream_.get() + aw.pos_w, 1);
+      if (aw.df - aw.cnt <= ring_size) {  // likely its last record: the skip reads terms_[t]
+        __builtin_prefetch(&terms_[a.t]);
+      }
+    }
+    const pending r = ring[tail++ % ring_size];
+    if (p < end) {
+      decode(ring[head++ % ring_size]);
+    }
+    const uint32_t t = r.t;
+    const uint32_t delta = r.delta;
+    const size_t entry_len = r.entry_len;
+    const uint32_t pos_len = r.pos_len;
     term_write& tw = w[t];
-    const size_t entry_len = static_cast<size_t>(p - entry);
-    copy_small(doc_stream_.get() + tw.doc_w, entry, entry_len);
-    copy_small(pos_stream_.get() + tw.pos_w, p, pos_len);
-    p += pos_len;
+    copy_small(doc_stream_.get() + tw.doc_w, r.entry, entry_len);
+    copy_small(pos_stream_.get() + tw.pos_w, r.entry + entry_len, pos_len);
     tw.doc_w += entry_len;
     tw.pos_w += pos_len;
     tw.cur += delta;
@@ -732,6 +783,29 @@ void local_shard::build_index() {
   terms_.shrink_to_fit();
   doc_tags_.shrink_to_fit();
 }
+
+namespace {
+// A doc's BM25 length norm and time as finalize_terms reads them (see finalize).
+struct packed_doc_keys {
+  static constexpr uint32_t max_len = 1u << 16;
+  std::vector<uint64_t> key;  // time - base_time << 32 | length
+  std::vector<double> norm;   // per length: length_norm_of(length, avgdl_)
+  int64_t base_time = 0;
+  double norm_of(uint64_t k) const noexcept { return norm[static_cast<uint32_t>(k)]; }
+  int64_t time(uint64_t k) const noexcept {
+    return static_cast<int64_t>(static_cast<uint64_t>(base_time) + (k >> 32));
+  }
+};
+struct wide_doc_keys {
+  struct entry {
+    double norm;
+    int64_t time;
+  };
+  std::vector<entry> key;
+  static double norm_of(const entry& e) noexcept { return e.norm; }
+  static int64_t time(const entry& e) noexcept { return e.time; }
+};
+}  // namespace
 
 void local_shard::finalize(const shard_stats& global) {
   avgdl_ = average_length(global);
@@ -766,16 +840,52 @@ void local_shard::finalize(const shard_stats& global) {
       }
     }
   }
-  if (threads == 1) {
-    finalize_terms(0, terms_.size(), parts[0]);
+  // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are
+  // anywhere). Both come from one 8-byte key per doc when they fit (the length, whose norm is
+  // looked up in a small table of the same values len_norm_ holds, and the time less the
+  // shard's earliest), else from one 16-byte pair: one miss per posting instead of two.
+  auto run = [&](const auto& keys) {
+    if (threads == 1) {
+      finalize_terms(0, terms_.size(), keys, parts[0]);
+    } else {
+      std::vector<std::thread> pool;
+      for (uint32_t i = 0; i < threads; ++i) {
+        pool.emplace_back(
+            [this, &parts, &cut, &keys, i] { finalize_terms(cut[i], cut[i + 1], keys, parts[i]); });
+      }
+      for (std::thread& th : pool) {
+        th.join();
+      }
+    }
+  };
+  uint32_t max_len = 0;
+  int64_t min_time = std::numeric_limits<int64_t>::max(), max_time = min_time;
+  for (size_t d = 0; d < docs_.size(); ++d) {
+    max_len = std::max(max_len, title_len_[d] + text_len_[d]);
+    min_time = std::min(min_time, time_[d]);
+    max_time = d == 0 ? time_[d] : std::max(max_time, time_[d]);
+  }
+  if (!docs_.empty() && max_len <= packed_doc_keys::max_len &&
+      static_cast<uint64_t>(max_time) - static_cast<uint64_t>(min_time) <= UINT32_MAX) {
+    packed_doc_keys keys;
+    keys.norm.resize(max_len + 1);
+    for (uint32_t l = 0; l <= max_len; ++l) {
+      keys.norm[l] = length_norm_of(l, avgdl_);
+    }
+    keys.base_time = min_time;
+    keys.key.resize(docs_.size());
+    for (size_t d = 0; d < docs_.size(); ++d) {
+      keys.key[d] = (static_cast<uint64_t>(time_[d]) - static_cast<uint64_t>(min_time)) << 32 |
+                    (title_len_[d] + text_len_[d]);
+    }
+    run(keys);
   } else {
-    std::vector<std::thread> pool;
-    for (uint32_t i = 0; i < threads; ++i) {
-      pool.emplace_back([this, &parts, &cut, i] { finalize_terms(cut[i], cut[i + 1], parts[i]); });
+    wide_doc_keys keys;
+    keys.key.resize(docs_.size());
+    for (size_t d = 0; d < docs_.size(); ++d) {
+      keys.key[d] = {len_norm_[d], time_[d]};
     }
-    for (std::thread& th : pool) {
-      th.join();
-    }
+    run(keys);
   }
   champ_part_.clear();
   champ_doc_.clear();
@@ -794,7 +904,8 @@ void local_shard::finalize(const shard_stats& global) {
 }
 
 // Block maxima and champion lists of terms [from, to); champ_at_ gets offsets into `out`.
-void local_shard::finalize_terms(size_t from, size_t to, champ_lists& out) {
+template <class DocKeys>
+void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out) {
   struct scored {
     double key;
     uint32_t doc;
@@ -816,6 +927,41 @@ void local_shard::finalize_terms(size_t from, size_t to, champ_lists& out) {
       std::push_heap(h.begin(), h.end(), worse);
     }
   };
+  // A second reader walks the doc streams of terms [from, to) (laid out one after another in
+  // term order) ahead_docs postings ahead of the cursors and prefetches its docs' keys.
+  constexpr uint32_t ahead_docs = 16;
+  const uint8_t* const stream = doc_stream_.get();
+  auto stream_end_of = [this](size_t ti) {
+    return ti + 1 < terms_.size() ? terms_[ti + 1].doc_off : doc_stream_bytes_ - 16;
+  };
+  size_t ahead_term = from;
+  const uint8_t* ahead = from < to ? stream + terms_[from].doc_off : nullptr;
+  const uint8_t* ahead_end = from < to ? stream + stream_end_of(from) : nullptr;
+  uint32_t ahead_doc = 0;
+  auto step_ahead = [&] {
+    while (ahead == ahead_end) {
+      if (++ahead_term >= to) {
+        return;
+      }
+      ahead_end = stream + stream_end_of(ahead_term);
+      ahead_doc = 0;
+    }
+    uint32_t word;
+    std::memcpy(&word, ahead, 4);  // the stream ends in 16 bytes of padding
+    if ((word & 0x80808080u) == 0) {
+      ahead_doc += word & 0xFF;
+      ahead += 4;
+    } else {
+      ahead_doc += read_varint(ahead);
+      read_varint(ahead);
+      read_varint(ahead);
+      read_varint(ahead);
+    }
+    __builtin_prefetch(keys.key.data() + ahead_doc);
+  };
+  for (uint32_t i = 0; i < ahead_docs && ahead_term < to; ++i) {
+    step_ahead();
+  }
   for (size_t ti = from; ti < to; ++ti) {
     const term_info& t = terms_[ti];
     const bool champs = t.df > champ_min_df;
@@ -823,7 +969,12 @@ void local_shard::finalize_terms(size_t from, size_t to, champ_lists& out) {
     date.clear();
     posting_cursor c = cursor_for(t);
     while (c.next()) {
-      double v = term_part(c.tf_title, c.tf_text, len_norm_[c.doc]);
+      if (ahead_term < to) {
+        step_ahead();
+      }
+      const auto k = keys.key[c.doc];
+      const int64_t doc_time = keys.time(k);
+      double v = term_part(c.tf_title, c.tf_text, keys.norm_of(k));
       float& m = block_max_[t.skip_off + c.block];
       float f = static_cast<float>(v);
       if (f < v) {  // round up: v >= 0, so the next float is the next bit pattern
@@ -831,13 +982,13 @@ void local_shard::finalize_terms(size_t from, size_t to, champ_lists& out) {
       }
       m = std::max(m, f);
       int64_t& mt = block_max_time_[t.skip_off + c.block];
-      mt = std::max(mt, time_[c.doc]);
+      mt = std::max(mt, doc_time);
       if (champs) {
         // docs arrive in ascending order, so an equal key never displaces an entry
         if (rel.size() < champ_len || v > rel.front().key) {
           offer_champ(rel, {v, c.doc});
         }
-        const double tm = static_cast<double>(time_[c.doc]);
+        const double tm = static_cast<double>(doc_time);
         if (date.size() < champ_len || tm > date.front().key) {
           offer_champ(date, {tm, c.doc});
         }
