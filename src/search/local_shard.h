@@ -213,7 +213,8 @@ class local_shard final : public shard_source {
     std::vector<double> part;
     std::vector<uint32_t> doc, date;
   };
-  void finalize_terms(size_t from, size_t to, champ_lists& out);
+  template <class DocKeys>
+  void finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out);
   bool phrase_match(const query_plan& plan, shard_workspace& ws) const;
   // Occurrences of phrase `ph` in the cursors' current doc: 3 per title one + 1 per text one.
   double phrase_freq(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
