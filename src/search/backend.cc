@@ -1,7 +1,10 @@
 // backend: query planning, fan-out over shards, deterministic merge, payload rendering.
 #include "tollgate/search/backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "search/fleet_impl.h"
 #include "search/local_shard.h"
@@ -59,8 +62,26 @@ backend::backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remo
     global_.title_tokens += st.title_tokens;
     global_.text_tokens += st.text_tokens;
   }
-  for (auto& s : shards_) {
-    s->finalize(global_);
+  // Shards finalize concurrently (each may also split its terms over threads): one shard's
+  // serial steps and uneven thread ranges then overlap another's work.
+  const size_t threads =
+      std::min<size_t>(shards_.size(), std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 1) {
+    for (auto& s : shards_) {
+      s->finalize(global_);
+    }
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t) {
+      pool.emplace_back([this, t, threads] {
+        for (size_t i = t; i < shards_.size(); i += threads) {
+          shards_[i]->finalize(global_);
+        }
+      });
+    }
+    for (std::thread& th : pool) {
+      th.join();
+    }
   }
 }
 
