@@ -206,6 +206,18 @@ page page_of(const result<search_result, errc>& r) {
   return p;
 }
 
+// A query planned as the backend plans it (plan_terms), with its own storage.
+struct planned {
+  out_buffer chars;
+  std::vector<std::string_view> terms;
+  std::vector<phrase_span> phrases;
+  std::vector<uint32_t> phrase_terms;
+  std::vector<uint8_t> alone;
+  explicit planned(std::string_view query) {
+    plan_terms(query, chars, terms, phrases, phrase_terms, alone);
+  }
+};
+
 std::vector<query_args> sample_queries() {
   std::vector<query_args> v;
   auto add = [&v](std::string_view q, sort_order so, uint32_t offset, uint32_t limit) -> query_args& {
@@ -325,17 +337,12 @@ TEST(fleet_test, global_idf_equals_the_union_backends) {
     dp.terms = q.terms();
     std::vector<uint64_t> df(q.terms().size(), 0);
     ASSERT_TRUE(f.all->add_local_doc_freqs(dp, *s, df.data()));
-    out_buffer chars;
-    std::vector<std::string_view> terms;
-    std::vector<phrase_span> phrases;
-    std::vector<uint32_t> phrase_terms;
-    std::vector<uint8_t> alone;
-    plan_terms(a.query, chars, terms, phrases, phrase_terms, alone);
+    const planned pl(a.query);
     for (size_t i = 0; i < df.size(); ++i) {
       const double n = static_cast<double>(f.all->story_count());
       const double d = static_cast<double>(df[i]);
       const double idf = std::log((n - d + 0.5) / (d + 0.5));
-      EXPECT_EQ(q.idf()[i], alone[i] * std::max(idf, 1e-6)) << a.query;
+      EXPECT_EQ(q.idf()[i], pl.alone[i] * std::max(idf, 1e-6)) << a.query;
     }
   }
 }
@@ -354,19 +361,14 @@ TEST(fleet_test, relevance_equals_a_reference_merge_with_the_global_idf) {
     f.fan_out(q, a);
     page got = page_of(f.gateway->search(a, *f.gs, &q));
     // reference: each node searched with the same plan and idf, all hits, sorted
-    out_buffer chars;
-    std::vector<std::string_view> terms;
-    std::vector<phrase_span> phrases;
-    std::vector<uint32_t> phrase_terms;
-    std::vector<uint8_t> alone;
-    plan_terms(a.query, chars, terms, phrases, phrase_terms, alone);
+    const planned pl(a.query);
     query_plan plan{};
-    plan.terms = terms;
+    plan.terms = pl.terms;
     plan.idf = q.idf();
     plan.phrase_idf = q.phrase_idf();
     plan.avgdl = q.avgdl();
-    plan.phrases = phrases;
-    plan.phrase_terms = phrase_terms;
+    plan.phrases = pl.phrases;
+    plan.phrase_terms = pl.phrase_terms;
     plan.tags = std::span<const std::string_view>(a.tags.data(), a.tag_count);
     plan.since = a.since;
     plan.until = a.until;
