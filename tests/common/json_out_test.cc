@@ -203,15 +203,18 @@ TEST(json_out_test, put_number_writes_exactly_its_digits_at_every_length) {
   // Verifies put_number against std::to_string at every digit-count boundary (9, 10, 99, 100,
   // ... and the int64 extremes, both signs), and that it writes nothing past its last digit.
   std::vector<int64_t> values = {0, 1, 9, 10, INT64_MAX, INT64_MIN, INT64_MIN + 1};
-  int64_t p = 10;
-  for (int i = 1; i < 19; ++i, p *= 10) {
+  int64_t p = 1;
+  for (int digits = 1; digits <= 18; ++digits) {
+    p *= 10;  // up to 10^18; 10^19 would overflow int64
     values.push_back(p - 1);
     values.push_back(p);
     values.push_back(p + 1);
   }
   const size_t n = values.size();
   for (size_t i = 0; i < n; ++i) {
-    values.push_back(-values[i]);
+    if (values[i] != INT64_MIN) {  // its negation does not exist in int64
+      values.push_back(-values[i]);
+    }
   }
   for (int64_t v : values) {
     char buf[64];
