@@ -246,6 +246,7 @@ int run_serve(int argc, char** argv) {
   no.header_timeout_ms = s->header_timeout_ms;
   no.idle_timeout_ms = s->idle_timeout_ms;
   no.max_connections = s->max_connections;
+  no.journal_inline = s->journal_inline;
   int cores = s->threads > 0 ? s->threads : net::default_threads();
   if (cores <= 0) {
     cores = 1;

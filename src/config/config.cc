@@ -243,9 +243,18 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "mcp", "session_idle_secs", s.session_idle_secs, 1, 86400 * 7);
   }
   if (const auto* t = r.table(root, "quota")) {
-    r.only_keys(*t, "quota", {"reconcile_ms", "fsync_ms", "demo_plan"});
+    r.only_keys(*t, "quota", {"reconcile_ms", "fsync_ms", "journal_write", "demo_plan"});
     r.integer(*t, "quota", "reconcile_ms", s.reconcile_ms, 10, 600000);
     r.integer(*t, "quota", "fsync_ms", s.fsync_ms, 0, 600000);
+    if (const toml::node* n = t->get("journal_write")) {
+      std::string v;
+      r.string(*t, "quota", "journal_write", v);
+      if (v == "inline" || v == "ring") {
+        s.journal_inline = v == "inline";
+      } else if (!r.failed()) {
+        r.fail(n, "quota.journal_write", "must be \"inline\" or \"ring\"");
+      }
+    }
     r.string(*t, "quota", "demo_plan", s.demo_plan);
   }
   if (const auto* t = r.table(root, "plans")) {

@@ -1016,6 +1016,13 @@ void core::release_all_held() {
 }
 
 void core::journal_step() {
+  // An inline write that was short but made progress has its rest written at once (a short
+  // write to a regular file is rare: a full disk's last blocks, a signal).
+  for (int i = 0; i < 8 && journal_step_once(); ++i) {
+  }
+}
+
+bool core::journal_step_once() {
   if (!journal_inflight_ && now_mono_ >= journal_retry_at_) {
     const http::journal_batch b = handler_->journal_pending();
     if (b.sync_due && b.fd >= 0 && !sync_inflight_) {
@@ -1028,7 +1035,7 @@ void core::journal_step() {
     }
     if (b.size == 0) {
       release_all_held();  // every billed record is on disk: all answered output may go
-      return;
+      return false;
     }
     for (const uint32_t idx : dirty_) {
       conn& c = conns_[idx];
@@ -1040,14 +1047,8 @@ void core::journal_step() {
       journal_size_ = b.size;
       journal_inflight_ = true;
       on_journal_write(-EBADF);  // the journal file could not be opened: same as a failed write
-      return;
+      return false;
     }
-    io_uring_sqe* sqe = get_sqe();
-    // Offset -1: the file position (the journal is O_APPEND, so the end).
-    io_uring_prep_write(sqe, b.fd, b.data, static_cast<unsigned>(b.size), ~uint64_t{0});
-    io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::journal_write)} << 56);
-    journal_inflight_ = true;
-    journal_size_ = b.size;
     if (!journal_partial_) {
       for (const uint32_t idx : held_) {
         conn& c = conns_[idx];
@@ -1056,7 +1057,23 @@ void core::journal_step() {
     }
     // else: the rest of a short or failed write; it covers only the marks set when that
     // batch was first taken (the handler returns a batch's rest before any newer record).
-    return;
+    journal_inflight_ = true;
+    journal_size_ = b.size;
+    if (opts_.journal_inline) {
+      // The completion is handled at once: on success the held bytes are released and this
+      // pass's flush_sends() sends them.
+      ssize_t n = 0;
+      do {
+        n = ::write(b.fd, b.data, b.size);  // O_APPEND: at the end
+      } while (n < 0 && errno == EINTR);
+      on_journal_write(n < 0 ? -errno : static_cast<int>(n));
+      return n > 0 && journal_partial_;
+    }
+    io_uring_sqe* sqe = get_sqe();
+    // Offset -1: the file position (the journal is O_APPEND, so the end).
+    io_uring_prep_write(sqe, b.fd, b.data, static_cast<unsigned>(b.size), ~uint64_t{0});
+    io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::journal_write)} << 56);
+    return false;
   }
   for (const uint32_t idx : dirty_) {  // answered after the write in flight: wait for the next
     conn& c = conns_[idx];
@@ -1064,6 +1081,7 @@ void core::journal_step() {
       hold(c, idx);
     }
   }
+  return false;
 }
 
 void core::on_journal_write(int res) {

@@ -32,10 +32,12 @@
 // request is delivered first and the connection closes after its answer.
 //
 // Journal step (durability before sending): when no journal write is in flight, the handler's
-// journal_pending() batch (the bytes billed so far) is queued as one IORING_OP_WRITE in this
-// pass's submit, and every response answered so far and not yet sent is held: each held
-// connection records how much of its output the write covers (`mark`). The write's CQE releases
-// exactly those bytes (`ready`), and they are sent in that pass's submit. An empty batch releases
+// journal_pending() batch (the bytes billed so far) is written, and every response answered so
+// far and not yet sent is held: each held connection records how much of its output the write
+// covers (`mark`). A successful write releases exactly those bytes (`ready`). Inline
+// (server_options::journal_inline, the default) the batch is written with write(2) in the
+// step itself, so the bytes go out in this pass's submit; otherwise it is one IORING_OP_WRITE
+// in this pass's submit, and its CQE releases the bytes into that pass's. An empty batch releases
 // everything at once (nothing answered is unbilled on disk), so handlers that journal nothing
 // cost nothing. See journal_step() in core.cc for why the sends are held instead of linked.
 #pragma once
@@ -129,6 +131,7 @@ class core final : public http::engine_io {
   void mark_dirty(conn& c, uint32_t idx);
   void flush_sends();
   void journal_step();
+  bool journal_step_once();  // true: an inline write was short but made progress
   void hold(conn& c, uint32_t idx);
   void release_all_held();
   void on_journal_write(int res);

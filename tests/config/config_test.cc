@@ -86,6 +86,25 @@ search_cache_entry_bytes = 100
       << bad.error().message;
 }
 
+TEST(config_test, journal_write_is_inline_by_default_and_can_use_the_ring) {
+  // Verifies [quota] journal_write: "inline" by default, "ring" selects the io_uring write, and
+  // any other value is refused with the file, line and key named.
+  EXPECT_TRUE(defaults().journal_inline);
+  temp_toml ring("[quota]\njournal_write = \"ring\"\n");
+  auto s = load_file(ring.path(), defaults());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_FALSE(s->journal_inline);
+  temp_toml in("[quota]\njournal_write = \"inline\"\n");
+  auto t = load_file(in.path(), *s);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_TRUE(t->journal_inline);
+  temp_toml bad("[quota]\nfsync_ms = 10\njournal_write = \"async\"\n");
+  auto b = load_file(bad.path(), defaults());
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().message,
+            bad.path() + ":3: quota.journal_write: must be \"inline\" or \"ring\"");
+}
+
 TEST(config_test, unknown_key_names_file_line_and_key) {
   // Verifies a typo is an error that names the file, the line and the key.
   temp_toml f("[server]\nthreads = 2\nlisten_port = 9\n");

@@ -1,9 +1,14 @@
 // The engine's journal step over real loopback sockets and a real io_uring: a handler that
 // journals one record per request never has a response observed before that record is in the
 // file, and a journal that cannot be written holds the responses (no crash) until it can.
+// Each test runs with both ways of writing (server_options::journal_inline): write(2) on the
+// core's thread and an io_uring write.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <gtest/gtest.h>
 
@@ -115,6 +120,21 @@ uint64_t parse_u64(const std::string& s) {
   return v;
 }
 
+/// The test's options with the journal written inline (write(2)) or through the ring.
+class net_journal_test : public ::testing::TestWithParam<bool> {
+ protected:
+  static server_options options() {
+    server_options o = test_options();
+    o.journal_inline = GetParam();
+    return o;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(write_modes, net_journal_test, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "inline" : "ring");
+                         });
+
 struct started {
   server srv;
   started(server_options o, std::atomic<int>* fd, journal_counters* n) : srv(o) {
@@ -125,7 +145,7 @@ struct started {
   bool ok = false;
 };
 
-TEST(net_journal_test, never_shows_a_response_before_its_record_is_in_the_file) {
+TEST_P(net_journal_test, never_shows_a_response_before_its_record_is_in_the_file) {
   // Verifies that with 8 connections pipelining 200 requests each, every response's record
   // (the file offset the response names) is already in the journal file when the client reads
   // that response, and that the periodic journal fdatasync runs through the ring.
@@ -136,7 +156,7 @@ TEST(net_journal_test, never_shows_a_response_before_its_record_is_in_the_file) 
   ASSERT_GE(fd.load(), 0);
   journal_counters n;
   {
-    started s(test_options(), &fd, &n);
+    started s(options(), &fd, &n);
     ASSERT_TRUE(s.ok);
     constexpr int kConns = 8;
     constexpr int kPerConn = 200;
@@ -191,7 +211,7 @@ TEST(net_journal_test, never_shows_a_response_before_its_record_is_in_the_file) 
   ::unlink(path.c_str());
 }
 
-TEST(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them) {
+TEST_P(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them) {
   // Verifies that while the journal fd rejects writes (a read-only fd: EBADF) the response is
   // not sent and the error is reported, the engine keeps serving (no crash), and once the fd is
   // writable again the same record is written (not lost) and only then the response arrives.
@@ -205,7 +225,7 @@ TEST(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them) 
   std::atomic<int> fd{rfd};
   journal_counters n;
   {
-    started s(test_options(), &fd, &n);
+    started s(options(), &fd, &n);
     ASSERT_TRUE(s.ok);
     client c(s.srv.port());
     ASSERT_TRUE(c.connected());
@@ -236,7 +256,7 @@ TEST(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them) 
   ::unlink(path.c_str());
 }
 
-TEST(net_journal_test, reports_a_full_disk_without_sending_or_crashing) {
+TEST_P(net_journal_test, reports_a_full_disk_without_sending_or_crashing) {
   // Verifies that a journal on a full device (/dev/full: ENOSPC) holds the response, reports
   // the error to the handler, and the server still stops cleanly with the request unanswered.
   TOLLGATE_SKIP_WITHOUT_RING();
@@ -247,7 +267,7 @@ TEST(net_journal_test, reports_a_full_disk_without_sending_or_crashing) {
   std::atomic<int> fd{ffd};
   journal_counters n;
   {
-    server_options o = test_options();
+    server_options o = options();
     o.shutdown_timeout_ms = 300;
     started s(o, &fd, &n);
     ASSERT_TRUE(s.ok);
@@ -267,10 +287,50 @@ TEST(net_journal_test, reports_a_full_disk_without_sending_or_crashing) {
   ::close(ffd);
 }
 
-TEST(net_journal_test, sends_at_once_when_the_handler_journals_nothing) {
+TEST_P(net_journal_test, a_short_write_holds_the_response_until_the_rest_is_on_file) {
+  // Verifies that a write that lands only part of a record (the file size limit cuts it: a
+  // short write, then EFBIG) sends nothing, that the rest is written, not the whole record
+  // again, once the limit is lifted, and that only then the response arrives.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const std::string path = temp_path("short");
+  ::unlink(path.c_str());
+  std::atomic<int> fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)};
+  ASSERT_GE(fd.load(), 0);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+  rlimit cut = old;
+  cut.rlim_cur = kRecord / 2;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &cut), 0);
+  journal_counters n;
+  {
+    started s(options(), &fd, &n);
+    ASSERT_TRUE(s.ok);
+    client c(s.srv.port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.send_all(get("/bill")));
+    ASSERT_TRUE(testing::eventually([&] { return n.write_errors.load() >= 1; }));
+    EXPECT_EQ(n.last_error.load(), EFBIG);
+    EXPECT_EQ(file_size(path), kRecord / 2);  // half a record: nothing may be sent
+    EXPECT_EQ(c.read_some(200), -1);
+    EXPECT_TRUE(c.pending().empty());
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+    auto r = c.read_response(10000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(parse_u64(r->body), kRecord);
+    EXPECT_EQ(file_size(path), kRecord);  // the rest once, not the record twice
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  ::close(fd.load());
+  ::unlink(path.c_str());
+}
+
+TEST_P(net_journal_test, sends_at_once_when_the_handler_journals_nothing) {
   // Verifies that a pass with no journal bytes releases responses without a journal write.
   TOLLGATE_SKIP_WITHOUT_RING();
-  server srv(test_options());
+  server srv(options());
   ASSERT_TRUE(srv.start(testing::echo_factory()).has_value());
   client c(srv.port());
   ASSERT_TRUE(c.send_all(get("/plain")));

@@ -57,6 +57,9 @@ struct settings {
   // [quota]
   uint32_t reconcile_ms = 1000;
   uint32_t fsync_ms = 1000;
+  /// How each pass's usage-journal batch is written: write(2) on the core's thread ("inline",
+  /// true) or an io_uring write ("ring"); see net::server_options::journal_inline.
+  bool journal_inline = true;
   std::string demo_plan = "free";
 
   // [plans.NAME]

@@ -38,6 +38,15 @@ struct server_options {
   /// Use the single-shot accept/recv fallbacks even where the kernel has multishot (tests of
   /// the old-kernel path).
   bool disable_multishot = false;
+  /// How a pass's usage-journal batch is written (the responses it bills are sent only after
+  /// it succeeded, either way):
+  /// - inline (true): write(2) on the core's thread in the pass itself; the responses go out in
+  ///   the same pass. A write that blocks (a page-cache write under memory pressure, a slow
+  ///   file system) stalls this core for that long.
+  /// - ring (false): an IORING_OP_WRITE; the responses go out in the pass that reaps its
+  ///   completion. On file systems without async buffered writes (ext4 among them) the kernel
+  ///   runs it on an io-wq worker thread, which costs a thread wake-up per write.
+  bool journal_inline = true;
 };
 
 /// What server_options::threads = 0 resolves to: the number of online CPUs (the same figure as
