@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -666,6 +667,66 @@ TEST(quota_service_test, headers_carry_the_same_numbers_as_the_figures) {
   out.clear();
   write_rate_headers(out, f);
   EXPECT_EQ(out.view().find("Retry-After"), std::string_view::npos);
+}
+
+TEST(quota_service_test, headers_match_a_reference_rendering_for_any_figures) {
+  // Verifies write_rate_headers (which converts each repeated value once and copies its digits
+  // for the second use) writes exactly what a plain std::to_string rendering writes, for values
+  // of every digit count, 0, negatives and the int64 extremes, with and without Retry-After,
+  // appended after existing output, and never past its reservation.
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> values = {0, 1, -1, 9, 10, 99, 100, kMax, kMin, kMin + 1, -kMax};
+  for (int64_t p = 10; p <= 1000000000000000000; p *= 10) {
+    values.push_back(p - 1);
+    values.push_back(p);
+    values.push_back(-p);
+  }
+  auto ref = [](const figures& f) {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    std::string r = "X-RateLimit-Limit: " + n(f.rate_limit) + "\r\nX-RateLimit-Remaining: " +
+                    n(f.rate_remaining) + "\r\nX-RateLimit-Reset: " + n(f.rate_reset_secs) +
+                    "\r\nX-Quota-Limit: " + n(f.quota_limit) + "\r\nX-Quota-Used: " +
+                    n(f.quota_used) + "\r\nX-Quota-Remaining: " + n(f.quota_remaining) +
+                    "\r\nX-Quota-Reset: " + n(f.quota_reset_secs) +
+                    "\r\nRateLimit-Policy: \"burst\";q=" + n(f.rate_limit) +
+                    ";w=" + n(f.rate_window_secs) + ", \"monthly\";q=" + n(f.quota_limit) +
+                    ";w=2592000\r\nRateLimit: \"burst\";r=" + n(f.rate_remaining) +
+                    ";t=" + n(f.rate_reset_secs) + ", \"monthly\";r=" + n(f.quota_remaining) +
+                    ";t=" + n(f.quota_reset_secs) + "\r\n";
+    if (f.retry_after_secs > 0) {
+      r += "Retry-After: " + n(f.retry_after_secs) + "\r\n";
+    }
+    return r;
+  };
+  size_t checked = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    figures f;
+    // Each field takes a different value of the list, so neighbours differ in length.
+    f.rate_limit = values[i];
+    f.rate_remaining = values[(i + 1) % values.size()];
+    f.rate_reset_secs = values[(i + 2) % values.size()];
+    f.rate_window_secs = values[(i + 3) % values.size()];
+    f.quota_limit = values[(i + 4) % values.size()];
+    f.quota_used = values[(i + 5) % values.size()];
+    f.quota_remaining = values[(i + 6) % values.size()];
+    f.quota_reset_secs = values[(i + 7) % values.size()];
+    f.retry_after_secs = values[(i + 8) % values.size()];
+    out_buffer out;
+    out.append("HTTP/1.1 200 OK\r\n");
+    write_rate_headers(out, f);
+    EXPECT_EQ(out.view(), "HTTP/1.1 200 OK\r\n" + ref(f)) << "case " << i;
+    ++checked;
+  }
+  // The longest output: every number 20 characters, Retry-After included.
+  figures worst;
+  worst.rate_limit = worst.rate_remaining = worst.rate_reset_secs = worst.rate_window_secs =
+      worst.quota_limit = worst.quota_used = worst.quota_remaining = worst.quota_reset_secs = kMin;
+  worst.retry_after_secs = kMax;
+  out_buffer out;
+  write_rate_headers(out, worst);
+  EXPECT_EQ(out.view(), ref(worst));
+  EXPECT_EQ(checked, values.size());
 }
 
 TEST(quota_service_test, admit_and_settle_allocate_nothing_in_the_steady_state) {
