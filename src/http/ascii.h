@@ -79,8 +79,10 @@ inline bool iequals(std::string_view a, std::string_view b) noexcept {
 }
 
 /// Fast case-insensitive equality against `lower`, a literal made only of lowercase letters,
-/// digits and '-'. Valid when `s` holds no control bytes (true of validated names and values):
-/// then `c | 0x20` equals such a literal byte only for that byte or its uppercase letter.
+/// digits and '-', '.', '/', '*'. Valid when `s` holds no control byte other than HTAB (true of
+/// validated names and values): then `c | 0x20` equals such a literal byte only for that byte
+/// or its uppercase letter (the other byte that folds onto a digit or one of those four marks is
+/// a control byte, and HTAB folds onto ')').
 inline bool iequals_lower(std::string_view s, std::string_view lower) noexcept {
   if (s.size() != lower.size()) {
     return false;

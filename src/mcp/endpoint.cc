@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "http/ascii.h"
 #include "mcp/endpoint_impl.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/json_out.h"
@@ -35,26 +36,6 @@ std::string_view trim(std::string_view s) {
     s.remove_prefix(1);
   }
   return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i];
-    char y = b[i];
-    if (x >= 'A' && x <= 'Z') {
-      x = static_cast<char>(x - 'A' + 'a');
-    }
-    if (y >= 'A' && y <= 'Z') {
-      y = static_cast<char>(y - 'A' + 'a');
-    }
-    if (x != y) {
-      return false;
-    }
-  }
-  return true;
 }
 
 method_id lookup_method(std::string_view m) {
@@ -295,7 +276,11 @@ bool origin_is_loopback(std::string_view o) {
 }
 
 // Accept must admit both application/json and text/event-stream (wildcards count).
+// Header values come from the HTTP parser, which refuses every control byte but HTAB, so the
+// media-type literals (lowercase letters, '/', '*', '-', all with bit 0x20 set) can be compared
+// with http::detail::iequals_lower's word-wise fold.
 bool accept_ok(std::string_view accept) {
+  using http::detail::iequals_lower;
   bool json = false;
   bool sse = false;
   while (!accept.empty()) {
@@ -303,11 +288,11 @@ bool accept_ok(std::string_view accept) {
     std::string_view item = accept.substr(0, comma);
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
     item = trim(item.substr(0, item.find(';')));
-    if (iequals(item, "*/*")) {
+    if (iequals_lower(item, "*/*")) {
       json = sse = true;
-    } else if (iequals(item, "application/json") || iequals(item, "application/*")) {
+    } else if (iequals_lower(item, "application/json") || iequals_lower(item, "application/*")) {
       json = true;
-    } else if (iequals(item, "text/event-stream") || iequals(item, "text/*")) {
+    } else if (iequals_lower(item, "text/event-stream") || iequals_lower(item, "text/*")) {
       sse = true;
     }
   }
@@ -315,7 +300,7 @@ bool accept_ok(std::string_view accept) {
 }
 
 bool content_type_ok(std::string_view ct) {
-  return iequals(trim(ct.substr(0, ct.find(';'))), "application/json");
+  return http::detail::iequals_lower(trim(ct.substr(0, ct.find(';'))), "application/json");
 }
 
 }  // namespace

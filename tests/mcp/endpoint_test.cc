@@ -439,6 +439,30 @@ TEST_F(endpoint_test, content_type_must_be_json) {
   EXPECT_EQ(post(c).status, 200);
 }
 
+TEST_F(endpoint_test, media_types_compare_case_insensitively_and_nothing_else_folds) {
+  // Verifies the media-type comparisons fold only ASCII letters: every case mix is accepted, and
+  // a byte that differs from the literal by bit 0x20 without being a letter's case is not
+  // (e.g. '_' for '-', 'O' for '/', '\x0a' is never a header byte), in the first and the last
+  // 8 bytes of the word-wise compare.
+  auto status = [&](const char* accept, const char* type) {
+    http_case c;
+    c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+    c.set("Accept", accept);
+    c.set("Content-Type", type);
+    return post(c).status;
+  };
+  EXPECT_EQ(status("APPLICATION/JSON, TEXT/EVENT-STREAM", "Application/Json"), 200);
+  EXPECT_EQ(status("application/jsoN,text/event-streaM", "APPLICATION/json;charset=UTF-8"), 200);
+  EXPECT_EQ(status("Application/*, Text/*", "application/JSON\t"), 200);
+  EXPECT_EQ(status("application/json, text/event_stream", "application/json"), 406);
+  EXPECT_EQ(status("applicationOjson, text/event-stream", "application/json"), 406);
+  EXPECT_EQ(status("application/json, text/event-streaM2", "application/json"), 406);
+  EXPECT_EQ(status("application/json, text/event-stream", "applicationOjson"), 415);
+  EXPECT_EQ(status("application/json, text/event-stream", "Application/jsom"), 415);
+  EXPECT_EQ(status("application/json, text/event-stream", "application/jso"), 415);
+  EXPECT_EQ(status("application/json, text/event-stream", "qpplication/json"), 415);
+}
+
 TEST_F(endpoint_test, get_and_delete_are_405_allow_post_when_stateless) {
   // Verifies GET and DELETE /mcp answer 405 with Allow: POST while sessions are off.
   for (const char* m : {"GET", "DELETE", "PUT"}) {
