@@ -113,6 +113,38 @@ inline bool iequals_lower(std::string_view s, std::string_view lower) noexcept {
   return true;
 }
 
+/// First byte in [p, end) that is not an ASCII letter, digit or '-' (the bytes of nearly every
+/// real field name; all are tchars), else a position at most 15 bytes before end: the caller
+/// goes on from there with its exact byte-by-byte scan, which ends where it would have ended
+/// from p. Reads only inside [p, end).
+inline const char* skip_name_bytes(const char* p, const char* end) noexcept {
+#if defined(__SSE2__)
+  const __m128i k20 = _mm_set1_epi8(0x20);
+  const __m128i ka = _mm_set1_epi8('a' - 1);
+  const __m128i kz = _mm_set1_epi8('z' + 1);
+  const __m128i k0 = _mm_set1_epi8('0' - 1);
+  const __m128i k9 = _mm_set1_epi8('9' + 1);
+  const __m128i kdash = _mm_set1_epi8('-');
+  while (end - p >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // Signed compares: bytes >= 0x80 are negative and fall outside every range. Folding with
+    // 0x20 maps only 'A'-'Z' (and 'a'-'z' themselves) into 'a'-'z'.
+    const __m128i low = _mm_or_si128(v, k20);
+    const __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(low, ka), _mm_cmplt_epi8(low, kz));
+    const __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, k0), _mm_cmplt_epi8(v, k9));
+    const __m128i ok = _mm_or_si128(_mm_or_si128(letter, digit), _mm_cmpeq_epi8(v, kdash));
+    const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(ok)) ^ 0xffffu;
+    if (mask != 0) {
+      return p + __builtin_ctz(mask);
+    }
+    p += 16;
+  }
+#else
+  (void)end;
+#endif
+  return p;
+}
+
 /// First byte in [p, end) that is a control byte (< 0x20, including HTAB) or DEL, else end.
 /// Reads only inside [p, end).
 inline const char* find_ctl(const char* p, const char* end) noexcept {

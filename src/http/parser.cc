@@ -32,7 +32,7 @@ enum class line_status { ok, more, bad };
 inline line_status scan_field_line(const char*& p, const char* end, std::string_view& name,
                                    std::string_view& value) noexcept {
   const char* n = p;
-  const char* q = p;
+  const char* q = detail::skip_name_bytes(p, end);  // the common name bytes, 16 at a time
   while (q < end && is_tchar(*q)) {
     ++q;
   }

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "http/ascii.h"
 #include "support/alloc_counter.h"
 
 namespace tollgate::http {
@@ -466,6 +467,46 @@ TEST(http_parser_test, long_values_scan_correctly_across_simd_blocks) {
     ASSERT_EQ(r.status, parse_status::error) << pos;
     EXPECT_EQ(r.error, errc::bad_header);
   }
+}
+
+TEST(http_parser_test, name_skip_then_byte_scan_ends_where_the_byte_scan_ends) {
+  // Verifies the 16-at-a-time skip of common name bytes followed by the exact tchar scan stops
+  // at the same byte as the tchar scan alone: every byte value at every position of names
+  // 0-40 bytes long (crossing the 16-byte blocks), with the buffer ending at every point after
+  // it, and never returning past the buffer's end.
+  auto scalar = [](const char* p, const char* end) {
+    while (p < end && detail::is_tchar(*p)) {
+      ++p;
+    }
+    return p;
+  };
+  auto fast = [&](const char* p, const char* end) {
+    const char* q = detail::skip_name_bytes(p, end);
+    EXPECT_LE(q, end);
+    return scalar(q, end);
+  };
+  const std::string alphabet = "Content-Length0123456789-xyzXYZ";
+  size_t checked = 0;
+  for (size_t len = 0; len <= 40; ++len) {
+    for (size_t pos = 0; pos <= len; ++pos) {
+      for (int b = 0; b < 256; ++b) {
+        std::string buf;
+        for (size_t i = 0; i < len + 20; ++i) {
+          buf.push_back(alphabet[(i * 7 + len) % alphabet.size()]);
+        }
+        buf[pos] = static_cast<char>(b);
+        buf[len + 1 < buf.size() ? len + 1 : len] = ':';
+        for (size_t cut : {pos + 1, len + 1, len + 2, buf.size()}) {
+          cut = cut < buf.size() ? cut : buf.size();
+          const char* end = buf.data() + cut;
+          ASSERT_EQ(fast(buf.data(), end), scalar(buf.data(), end))
+              << "len " << len << " pos " << pos << " byte " << b << " cut " << cut;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000u);
 }
 
 TEST(http_parser_test, input_ending_at_guard_page_is_not_overread) {
