@@ -302,6 +302,44 @@ TEST(http_parser_test, find_headers_answers_like_one_lookup_per_name) {
   EXPECT_EQ(found[4], nullptr);
 }
 
+TEST(http_parser_test, find_headers_handles_names_of_every_length_and_shared_lengths) {
+  // Verifies the one-pass look-up against header_value for names of 1 to 80 bytes (names of
+  // 63 bytes and more share one length bucket), several wanted names of the same length, and
+  // headers whose length matches a wanted name that they are not.
+  std::string head = "GET / HTTP/1.1\r\nHost: h\r\n";
+  std::vector<std::string> wanted;
+  for (size_t len = 1; len <= 80; len += 3) {
+    std::string n(len, 'x');
+    n[0] = static_cast<char>('a' + len % 26);
+    wanted.push_back(n);                                    // present, upper case on the wire
+    std::string other = n;
+    other[len - 1] = other[len - 1] == 'q' ? 'r' : 'q';
+    wanted.push_back(other);                                // same length, absent
+    std::string upper = n;
+    for (char& c : upper) {
+      c = static_cast<char>(c - 'a' + 'A');
+    }
+    head += "Z" + std::string(len, 'z') + ": decoy\r\n";   // another length, never wanted
+    head += upper + ": v" + std::to_string(len) + "\r\n";
+  }
+  head += "\r\n";
+  std::vector<char> storage;
+  request req;
+  limits lim;
+  lim.max_header_count = 200;
+  const parse_result r = parse_copy(head, lim, req, storage);
+  ASSERT_EQ(r.status, parse_status::complete);
+  std::vector<std::string_view> names(wanted.begin(), wanted.end());
+  std::vector<const header*> found(names.size());
+  req.find_headers(names.data(), names.size(), found.data());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(found[i] != nullptr, i % 2 == 0) << names[i];
+    EXPECT_EQ(found[i] != nullptr ? found[i]->value : std::string_view{},
+              req.header_value(names[i]))
+        << names[i];
+  }
+}
+
 TEST(http_parser_test, expect_continue_reports_head_complete_before_body) {
   // Verifies a 100-continue request with a complete head but no body is incomplete with
   // head_complete and expect_continue set, then completes when the body arrives.
