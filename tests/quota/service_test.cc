@@ -677,7 +677,9 @@ TEST(quota_service_test, headers_match_a_reference_rendering_for_any_figures) {
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   const int64_t kMin = std::numeric_limits<int64_t>::min();
   std::vector<int64_t> values = {0, 1, -1, 9, 10, 99, 100, kMax, kMin, kMin + 1, -kMax};
-  for (int64_t p = 10; p <= 1000000000000000000; p *= 10) {
+  int64_t p = 1;
+  for (int digits = 1; digits <= 18; ++digits) {  // p = 10^digits, up to 10^18 (no overflow)
+    p *= 10;
     values.push_back(p - 1);
     values.push_back(p);
     values.push_back(-p);
