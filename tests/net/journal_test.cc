@@ -109,6 +109,12 @@ std::string temp_path(const char* tag) {
   return p;
 }
 
+/// A new, empty append-only journal file at `path` (any old one removed); -1 on failure.
+int open_fresh_journal(const std::string& path) {
+  ::unlink(path.c_str());
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+}
+
 uint64_t file_size(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -135,6 +141,17 @@ INSTANTIATE_TEST_SUITE_P(write_modes, net_journal_test, ::testing::Values(true, 
                            return std::string(i.param ? "inline" : "ring");
                          });
 
+/// Sends one billed request on `c`, waits for at least `errors` failed journal writes, and
+/// checks the last one failed with `err` and that nothing reached the client meanwhile.
+void send_and_expect_held(client& c, const journal_counters& n, uint64_t errors, int err) {
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send_all(get("/bill")));
+  ASSERT_TRUE(testing::eventually([&] { return n.write_errors.load() >= errors; }));
+  EXPECT_EQ(n.last_error.load(), err);
+  EXPECT_EQ(c.read_some(200), -1);
+  EXPECT_TRUE(c.pending().empty());
+}
+
 struct started {
   server srv;
   started(server_options o, std::atomic<int>* fd, journal_counters* n) : srv(o) {
@@ -151,8 +168,7 @@ TEST_P(net_journal_test, never_shows_a_response_before_its_record_is_in_the_file
   // that response, and that the periodic journal fdatasync runs through the ring.
   TOLLGATE_SKIP_WITHOUT_RING();
   const std::string path = temp_path("order");
-  ::unlink(path.c_str());
-  std::atomic<int> fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)};
+  std::atomic<int> fd{open_fresh_journal(path)};
   ASSERT_GE(fd.load(), 0);
   journal_counters n;
   {
@@ -217,8 +233,7 @@ TEST_P(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them
   // writable again the same record is written (not lost) and only then the response arrives.
   TOLLGATE_SKIP_WITHOUT_RING();
   const std::string path = temp_path("fail");
-  ::unlink(path.c_str());
-  const int wfd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const int wfd = open_fresh_journal(path);
   ASSERT_GE(wfd, 0);
   const int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(rfd, 0);
@@ -228,13 +243,8 @@ TEST_P(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them
     started s(options(), &fd, &n);
     ASSERT_TRUE(s.ok);
     client c(s.srv.port());
-    ASSERT_TRUE(c.connected());
-    ASSERT_TRUE(c.send_all(get("/bill")));
-    ASSERT_TRUE(testing::eventually([&] { return n.write_errors.load() >= 2; }));
-    EXPECT_EQ(n.last_error.load(), EBADF);
     // Two failed writes (retried after a back-off) and still nothing on the wire or on file.
-    EXPECT_EQ(c.read_some(200), -1);
-    EXPECT_TRUE(c.pending().empty());
+    send_and_expect_held(c, n, 2, EBADF);
     EXPECT_EQ(file_size(path), 0u);
     EXPECT_GT(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_errors; }),
               0u);
@@ -272,12 +282,7 @@ TEST_P(net_journal_test, reports_a_full_disk_without_sending_or_crashing) {
     started s(o, &fd, &n);
     ASSERT_TRUE(s.ok);
     client c(s.srv.port());
-    ASSERT_TRUE(c.connected());
-    ASSERT_TRUE(c.send_all(get("/bill")));
-    ASSERT_TRUE(testing::eventually([&] { return n.write_errors.load() >= 1; }));
-    EXPECT_EQ(n.last_error.load(), ENOSPC);
-    EXPECT_EQ(c.read_some(200), -1);
-    EXPECT_TRUE(c.pending().empty());
+    send_and_expect_held(c, n, 1, ENOSPC);
     s.srv.stop();
     s.srv.wait();
     // Closed at the drain deadline without the unbilled response.
@@ -293,8 +298,7 @@ TEST_P(net_journal_test, a_short_write_holds_the_response_until_the_rest_is_on_f
   // again, once the limit is lifted, and that only then the response arrives.
   TOLLGATE_SKIP_WITHOUT_RING();
   const std::string path = temp_path("short");
-  ::unlink(path.c_str());
-  std::atomic<int> fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)};
+  std::atomic<int> fd{open_fresh_journal(path)};
   ASSERT_GE(fd.load(), 0);
   rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
@@ -307,13 +311,8 @@ TEST_P(net_journal_test, a_short_write_holds_the_response_until_the_rest_is_on_f
     started s(options(), &fd, &n);
     ASSERT_TRUE(s.ok);
     client c(s.srv.port());
-    ASSERT_TRUE(c.connected());
-    ASSERT_TRUE(c.send_all(get("/bill")));
-    ASSERT_TRUE(testing::eventually([&] { return n.write_errors.load() >= 1; }));
-    EXPECT_EQ(n.last_error.load(), EFBIG);
+    send_and_expect_held(c, n, 1, EFBIG);
     EXPECT_EQ(file_size(path), kRecord / 2);  // half a record: nothing may be sent
-    EXPECT_EQ(c.read_some(200), -1);
-    EXPECT_TRUE(c.pending().empty());
     ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
     auto r = c.read_response(10000);
     ASSERT_TRUE(r.has_value());
