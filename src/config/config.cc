@@ -90,6 +90,23 @@ class reader {
     out = *n->value<std::string>();
   }
 
+  /// A string that must be one of two words: `out` = (value == first).
+  void either(const toml::table& t, std::string_view table, std::string_view key,
+              std::string_view first, std::string_view second, bool& out) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      return;
+    }
+    std::string v;
+    string(t, table, key, v);
+    if (v == first || v == second) {
+      out = v == first;
+    } else if (!failed()) {
+      fail(n, fmt::format("{}.{}", table, key),
+           fmt::format("must be \"{}\" or \"{}\"", first, second));
+    }
+  }
+
   void boolean(const toml::table& t, std::string_view table, std::string_view key, bool& out) {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
@@ -222,15 +239,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
                 {"path", "on_bad_line", "shards", "search_cache_entries",
                  "search_cache_entry_bytes"});
     r.string(*t, "corpus", "path", s.corpus_path);
-    if (const toml::node* n = t->get("on_bad_line")) {
-      std::string v;
-      r.string(*t, "corpus", "on_bad_line", v);
-      if (v == "skip" || v == "fail") {
-        s.skip_bad_lines = v == "skip";
-      } else if (!r.failed()) {
-        r.fail(n, "corpus.on_bad_line", "must be \"skip\" or \"fail\"");
-      }
-    }
+    r.either(*t, "corpus", "on_bad_line", "skip", "fail", s.skip_bad_lines);
     r.integer(*t, "corpus", "shards", s.index_shards, 1, 256);
     r.integer(*t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
     r.integer(*t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
@@ -246,15 +255,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.only_keys(*t, "quota", {"reconcile_ms", "fsync_ms", "journal_write", "demo_plan"});
     r.integer(*t, "quota", "reconcile_ms", s.reconcile_ms, 10, 600000);
     r.integer(*t, "quota", "fsync_ms", s.fsync_ms, 0, 600000);
-    if (const toml::node* n = t->get("journal_write")) {
-      std::string v;
-      r.string(*t, "quota", "journal_write", v);
-      if (v == "inline" || v == "ring") {
-        s.journal_inline = v == "inline";
-      } else if (!r.failed()) {
-        r.fail(n, "quota.journal_write", "must be \"inline\" or \"ring\"");
-      }
-    }
+    r.either(*t, "quota", "journal_write", "inline", "ring", s.journal_inline);
     r.string(*t, "quota", "demo_plan", s.demo_plan);
   }
   if (const auto* t = r.table(root, "plans")) {

@@ -105,6 +105,29 @@ TEST(config_test, journal_write_is_inline_by_default_and_can_use_the_ring) {
             bad.path() + ":3: quota.journal_write: must be \"inline\" or \"ring\"");
 }
 
+TEST(config_test, on_bad_line_is_skip_or_fail) {
+  // Verifies [corpus] on_bad_line: "skip" and "fail" set the flag, another word is refused
+  // naming the key, a non-string is a type error.
+  temp_toml skip("[corpus]\non_bad_line = \"skip\"\n");
+  auto a = load_file(skip.path(), defaults());
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_TRUE(a->skip_bad_lines);
+  temp_toml fail("[corpus]\non_bad_line = \"fail\"\n");
+  auto b = load_file(fail.path(), *a);
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_FALSE(b->skip_bad_lines);
+  temp_toml word("[corpus]\non_bad_line = \"ignore\"\n");
+  auto c = load_file(word.path(), defaults());
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            word.path() + ":2: corpus.on_bad_line: must be \"skip\" or \"fail\"");
+  temp_toml number("[corpus]\non_bad_line = 1\n");
+  auto d = load_file(number.path(), defaults());
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("corpus.on_bad_line: expected a string"), std::string::npos)
+      << d.error().message;
+}
+
 TEST(config_test, unknown_key_names_file_line_and_key) {
   // Verifies a typo is an error that names the file, the line and the key.
   temp_toml f("[server]\nthreads = 2\nlisten_port = 9\n");
