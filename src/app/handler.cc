@@ -6,6 +6,9 @@
 #include <chrono>
 #include <iterator>
 
+#include "reload.h"
+#include "tollgate/common/json_out.h"
+#include "tollgate/common/log.h"
 #include "tollgate/net/server.h"
 
 namespace tollgate::app {
@@ -120,6 +123,35 @@ http::response_info handle_ops(const shared_state& s, route r, const http::reque
 
 http::response_info ops_handler::handle(const http::request& req, out_buffer& out,
                                         int64_t /*now_ns*/) {
+  if (req.path == "/admin/reload") {  // the admin listener only: never on the public one
+    if (req.method != "POST") {
+      auto head = http::head_for(req, 405);
+      head.content_type = "application/json";
+      head.extra_headers = "Allow: POST\r\n";
+      http::write_response(
+          out, head,
+          R"({"code":"method_not_allowed","message":"Reload with POST /admin/reload."})");
+      return {405, head.close};
+    }
+    const reload_result r = reload_plans_and_keys(s_);
+    if (r.ok) {
+      log_info("admin reload: {}", r.message);
+    } else {
+      log_error("admin reload: nothing reloaded, the previous plans and keys stay in force: {}",
+                r.message);
+    }
+    scratch_.clear();
+    if (r.ok) {
+      fmt::format_to(std::back_inserter(scratch_), R"({{"reloaded":true,"plans":{},"keys":{}}})",
+                     r.plans, r.keys);
+    } else {
+      scratch_.append(R"({"code":"reload_failed","message":")");
+      append_json_escaped(scratch_, "Nothing was reloaded; the previous plans and keys stay in "
+                                    "force: " + r.message);
+      scratch_.append("\"}");
+    }
+    return ops_text(req, r.ok ? 200 : 422, scratch_.view(), "application/json", out);
+  }
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status == 200) {
     auto r = static_cast<route>(m.id);

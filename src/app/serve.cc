@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "handler.h"
+#include "reload.h"
 #include "tollgate/common/log.h"
 #include "tollgate/net/server.h"
 #include "tollgate/quota/key_store.h"
@@ -304,7 +305,7 @@ int run_serve(int argc, char** argv) {
       engine.wait();
       return 1;
     }
-    log_info("admin (healthz, readyz, metrics) on http://{}:{}", s->admin_listen->host,
+    log_info("admin (healthz, readyz, metrics, POST /admin/reload) on http://{}:{}", s->admin_listen->host,
              admin->port());
   }
   st.ready.store(true, std::memory_order_release);
@@ -318,8 +319,13 @@ int run_serve(int argc, char** argv) {
     }
     if (sig == SIGHUP) {
       if (st.quota) {
-        log_info("SIGHUP: reloading keys and accounts");
-        st.quota->request_reload();
+        const reload_result r = reload_plans_and_keys(st);
+        if (r.ok) {
+          log_info("SIGHUP: reloaded: {}", r.message);
+        } else {
+          log_error("SIGHUP: nothing reloaded, the previous plans and keys stay in force: {}",
+                    r.message);
+        }
       }
       continue;
     }

@@ -38,12 +38,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "quota/fs.h"
@@ -904,6 +906,59 @@ bool service::reload_if_changed(bool force) {
     return t->epoch < min_seen;
   });
   return made;
+}
+
+result<void, std::string> service::replace_plans(plan_map plans) {
+  if (auto v = validate_plans(plans); !v) {
+    return unexpected(v.error());
+  }
+  {
+    std::lock_guard rl(impl_->reload_mu);
+    // A key of a plan that disappeared would start getting 401s: refuse instead, naming it.
+    if (impl_->current) {
+      for (const key_record& r : impl_->current->records) {
+        if (plans.find(r.plan) == plans.end()) {
+          return unexpected(fmt::format(
+              "plan \"{}\" is still used by key {} (account {}); move or revoke its keys "
+              "before removing it",
+              r.plan, key_id_string(r.key_id), r.account));
+        }
+      }
+    }
+    opt_.plans = std::move(plans);
+  }
+  if (!reload_if_changed(true)) {
+    // The plans are in force for the next table; the keys files could not be read (logged).
+    return unexpected(std::string(
+        "plans replaced, but keys and accounts could not be re-read (see the log); the new "
+        "plans apply at the next successful reload"));
+  }
+  return {};
+}
+
+size_t service::key_count() const {
+  std::lock_guard rl(impl_->reload_mu);
+  return impl_->current ? impl_->current->records.size() : 0;
+}
+
+bool service::wait_until_in_force(int64_t timeout_ms) const {
+  const key_table* t = current_.load(std::memory_order_acquire);
+  if (t == nullptr) {
+    return true;
+  }
+  for (int64_t waited = 0;; ++waited) {
+    bool all = true;
+    for (const auto& s : shards_) {
+      all = all && s->seen_epoch_.load(std::memory_order_acquire) >= t->epoch;
+    }
+    if (all) {
+      return true;
+    }
+    if (waited >= timeout_ms) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void service::maybe_background(int64_t now_ns) {

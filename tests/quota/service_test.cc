@@ -410,9 +410,93 @@ TEST(quota_service_test, revoked_key_is_refused_after_reload) {
   ASSERT_NE(s.authenticate(k.secret), nullptr);
   key_store store(f.dir.path());
   ASSERT_TRUE(store.revoke(k.key_id).has_value());
-  f.svc->request_reload();  // what the SIGHUP handler does
+  f.svc->request_reload();  // the next on_tick of any core reloads
   s.on_tick(f.now);          // reloads, then passes a quiescent point
   EXPECT_EQ(s.authenticate(k.secret), nullptr);
+}
+
+TEST(quota_service_test, replaced_plans_apply_to_the_next_request_of_every_key) {
+  // Verifies replace_plans (SIGHUP, admin reload) puts a plan's new rate, burst, quota and
+  // overage in force at the core's next quiescent point: a key stopped at its quota of 5 is
+  // admitted again under a quota of 8 with the 5 already used still counted, and billed past
+  // it once the plan bills overage.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  figures fig;
+  ticket t;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
+    s.settle(t, true);
+  }
+  ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+
+  plan_map next = small_plans();
+  next["tiny"] = test::make_plan("tiny", 4, 7, 8, overage_policy::stop);
+  ASSERT_TRUE(f.svc->replace_plans(next).has_value());
+  EXPECT_FALSE(f.svc->wait_until_in_force(0));  // the shard still holds the old table
+  s.before_send(f.now);  // quiescent point: picks up the new table
+  EXPECT_TRUE(f.svc->wait_until_in_force(0));
+  r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->burst, 7);
+  EXPECT_EQ(s.check_rate(*r, f.now, fig), rate_verdict::ok);
+  EXPECT_EQ(fig.rate_limit, 7);
+  EXPECT_EQ(fig.rate_window_secs, 2);  // 7 requests at 4/s
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
+    EXPECT_EQ(fig.quota_limit, 8);
+    s.settle(t, true);
+  }
+  EXPECT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+  EXPECT_EQ(fig.quota_used, 8);
+
+  next["tiny"] = test::make_plan("tiny", 4, 7, 8, overage_policy::bill);
+  ASSERT_TRUE(f.svc->replace_plans(next).has_value());
+  s.before_send(f.now);
+  r = s.authenticate(k.secret);
+  ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
+  EXPECT_TRUE(t.overage);
+  s.settle(t, true);
+}
+
+TEST(quota_service_test, replacing_plans_is_refused_whole_when_invalid_or_still_in_use) {
+  // Verifies a plan set that drops a plan a live key uses, or holds an invalid plan, is
+  // refused with a message naming the plan, and the key keeps its old figures.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  plan_map without = small_plans();
+  without.erase("tiny");
+  without["rated"] = test::make_plan("rated", 1, 1, 1, overage_policy::stop);
+  auto r1 = f.svc->replace_plans(without);
+  ASSERT_FALSE(r1.has_value());
+  EXPECT_NE(r1.error().find("\"tiny\""), std::string::npos) << r1.error();
+  EXPECT_NE(r1.error().find(k.key_id), std::string::npos) << r1.error();
+
+  plan_map bad = small_plans();
+  bad["tiny"] = test::make_plan("tiny", -1, 7, 8, overage_policy::stop);
+  auto r2 = f.svc->replace_plans(bad);
+  ASSERT_FALSE(r2.has_value());
+  EXPECT_NE(r2.error().find("tiny"), std::string::npos) << r2.error();
+
+  s.before_send(f.now);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->monthly_quota, 5);
+  EXPECT_EQ(f.svc->key_count(), 1u);
+  // Still the old set: a key of the dropped "rated" plan figures is unchanged too.
+  auto k2 = f.key("other", "rated");
+  ASSERT_TRUE(f.svc->reload_if_changed(true));
+  s.before_send(f.now);
+  const key_record* r2k = s.authenticate(k2.secret);
+  ASSERT_NE(r2k, nullptr);
+  EXPECT_EQ(r2k->burst, 20);
+  EXPECT_EQ(f.svc->key_count(), 2u);
 }
 
 TEST(quota_service_test, a_repeated_key_is_answered_by_the_core_key_cache) {

@@ -1,8 +1,8 @@
 // Plans: the rate limit, burst, monthly quota and overage policy a key is sold on.
 //
 // The app parses the TOML config and hands the quota module a plan_map; validate_plans() checks
-// every value and names the plan and field of the first bad one. Plans are immutable once a
-// service is opened.
+// every value and names the plan and field of the first bad one. A running service takes a
+// new set only whole, through service::replace_plans (SIGHUP, the admin reload call).
 #pragma once
 
 #include <cstdint>

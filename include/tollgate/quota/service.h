@@ -321,6 +321,18 @@ class service {
   /// Re-reads keys/accounts if their files changed (or `force`), swaps in a new lookup table
   /// and frees tables no shard can still see. Any thread. Returns true if a new table was made.
   bool reload_if_changed(bool force = false);
+  /// Replaces the plans (SIGHUP and the admin reload call) and rebuilds the lookup table from
+  /// them, re-reading keys and accounts, so every key's next request is judged by its plan's
+  /// new figures (rate, burst, monthly quota, overage). Refused, changing nothing, when a plan
+  /// is invalid or a live key names a plan the new set lacks. Any thread.
+  result<void, std::string> replace_plans(plan_map plans);
+  /// Keys in the current lookup table: live keys whose plan exists.
+  size_t key_count() const;
+  /// Waits (sleeping 1 ms at a time, at most `timeout_ms`) until every shard has passed a
+  /// quiescent point since the current table was made, i.e. a reload is in force for every
+  /// request that arrives after it returns true. Shards running on engine cores pass one at
+  /// least every tick (100 ms). Any thread but a shard's own.
+  bool wait_until_in_force(int64_t timeout_ms) const;
   /// Writes the usage snapshot (atomic rename) and deletes compacted journals. Any thread.
   void persist(int64_t now_ns);
   /// Shutdown: reconciles every shard, then persists. Precondition: no shard is in use.

@@ -1,12 +1,12 @@
 // Verifies the command-line contract scripts rely on (DESIGN §10): the first serve on an empty data
 // dir prints a working demo key, keys are shown once and listed by id only, a bad plan is exit 2
-// naming it, a running server sees keys/accounts changes within a second without SIGHUP, and
-// SIGTERM exits 0.
+// naming it, a running server sees keys/accounts changes within a second without SIGHUP, plans
+// reload on SIGHUP and POST /admin/reload (DESIGN §5), and SIGTERM exits 0.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { start, prepare, cleanup, runCli, restGet, eventually, mcpPost, toolCall, tempDir, renderConfig, DEFAULT_PLANS } from './harness.mjs';
+import { start, prepare, cleanup, runCli, restGet, eventually, mcpPost, toolCall, tempDir, renderConfig, request, DEFAULT_PLANS } from './harness.mjs';
 
 const servers = [];
 const dirs = [];
@@ -75,6 +75,55 @@ test('a running server sees a suspension and a revocation within a second, witho
   assert.equal(rev.code, 0, rev.stderr);
   await eventually(async () => (await restGet(s, '/v1/usage', { key: s.keys.b })).status === 401, 2500,
     'revocation seen without SIGHUP');
+});
+
+test('plans reload on SIGHUP and on POST /admin/reload; a bad config or a plan in use changes nothing', async () => {
+  const std = { rate_per_sec: 1000, burst: 200, monthly_quota: 5000, overage: 'stop' };
+  const s = await start({ keys: { a: { account: 'acct-plans', plan: 'std' } }, plans: { std },
+    extraArgs: ['--admin-listen', '127.0.0.1:0'] });
+  servers.push(s);
+  // [burst, monthly quota] as the key's own responses report them, on the public listener.
+  const figures = async () => {
+    const r = await restGet(s, '/v1/usage', { key: s.keys.a });
+    assert.equal(r.status, 200, r.body);
+    return [Number(r.headers['x-ratelimit-limit']), Number(r.headers['x-quota-limit'])];
+  };
+  assert.deepEqual(await figures(), [200, 5000]);
+
+  fs.writeFileSync(s.configPath, renderConfig({ plans: { std: { ...std, burst: 300, monthly_quota: 7000 } } }));
+  s.reload();
+  await eventually(async () => (await figures())[0] === 300, 3000, 'SIGHUP put the new burst in force');
+  assert.deepEqual(await figures(), [300, 7000]);
+
+  const adminPort = Number(/admin \(.*\) on http:\/\/127\.0\.0\.1:(\d+)/.exec(s.stderr())?.[1]);
+  assert.ok(adminPort > 0, `admin port in stderr: ${s.stderr()}`);
+  const reload = () => request(`http://127.0.0.1:${adminPort}/admin/reload`, { method: 'POST' });
+  fs.writeFileSync(s.configPath, renderConfig({ plans: { std: { ...std, burst: 400, monthly_quota: 9000 } } }));
+  const ok = await reload();
+  assert.equal(ok.status, 200, ok.body);
+  assert.deepEqual(JSON.parse(ok.body), { reloaded: true, plans: 3, keys: 1 });  // free, pro, std
+  // The 200 means every core switched: the very next request sees the new figures.
+  assert.deepEqual(await figures(), [400, 9000]);
+
+  // A TOML error: 422 naming file, line and key; the plans in force stay.
+  fs.writeFileSync(s.configPath, renderConfig({ plans: { std } }).replace('burst = 200', 'burst = "lots"'));
+  const bad = await reload();
+  assert.equal(bad.status, 422, bad.body);
+  const badBody = JSON.parse(bad.body);
+  assert.equal(badBody.code, 'reload_failed');
+  assert.ok(badBody.message.includes(`${s.configPath}:`) && badBody.message.includes('plans.std.burst'), badBody.message);
+  // Dropping a plan a live key uses would turn its requests into 401s: refused, naming it.
+  fs.writeFileSync(s.configPath, renderConfig({ plans: { other: std } }));
+  const inUse = await reload();
+  assert.equal(inUse.status, 422, inUse.body);
+  assert.match(JSON.parse(inUse.body).message, /plan "std" is still used by key key_[0-9a-f]+ \(account acct-plans\)/);
+  s.reload();  // the same refusal by SIGHUP: logged, nothing changes
+  await eventually(() => /SIGHUP: nothing reloaded/.test(s.stderr()), 3000, 'the SIGHUP refusal is logged');
+  assert.deepEqual(await figures(), [400, 9000]);
+
+  // Only POST, and only on the admin listener.
+  assert.equal((await request(`http://127.0.0.1:${adminPort}/admin/reload`)).status, 405);
+  assert.equal((await request(`${s.url}/admin/reload`, { method: 'POST' })).status, 404);
 });
 
 test('SIGTERM with connections open: exit 0', async () => {

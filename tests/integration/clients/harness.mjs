@@ -168,7 +168,7 @@ export class Server {
   /** The key from a `demo key: KEY` line on stdout (first serve on an empty data dir), if any. */
   get demoKey() { return /demo key:\s*(\S+)/.exec(this.stdoutText?.() ?? '')?.[1]; }
 
-  /** SIGHUP: the server re-reads keys and accounts. */
+  /** SIGHUP: the server re-reads the config file's plans, and keys and accounts. */
   reload() { try { process.kill(this.pid, 'SIGHUP'); } catch { /* gone */ } }
 
   /** SIGTERM; SIGKILL if still running after timeoutMs. */
