@@ -158,7 +158,7 @@ void register_tools(mcp::registry& reg) {
         "counts toward the monthly quota.";
     auto q = arg("query", mcp::arg_type::string,
                  "Words to search for (1-500 characters). All must match; \"quoted words\" must "
-                 "appear together in that order.");
+                 "appear together in that order (at most 8 quoted phrases).");
     q.required = true;
     q.has_min = q.has_max = true;
     q.min = 1;

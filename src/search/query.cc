@@ -138,6 +138,28 @@ std::optional<sort_order> parse_sort(std::string_view s) noexcept {
   return std::nullopt;
 }
 
+uint32_t count_phrases(std::string_view q) noexcept {
+  uint32_t n = 0;
+  bool in_quotes = false;
+  for (;;) {
+    const size_t quote = q.find('"');
+    if (in_quotes) {
+      token_stream ts(q.substr(0, quote));
+      std::string_view tok;
+      int words = 0;
+      while (words < 2 && ts.next(tok)) {
+        ++words;
+      }
+      n += words >= 2;
+    }
+    if (quote == std::string_view::npos) {
+      return n;
+    }
+    q.remove_prefix(quote + 1);
+    in_quotes = !in_quotes;
+  }
+}
+
 result<void, arg_error> validate(const query_args& a) noexcept {
   int64_t len = utf8_length(a.query);
   if (len < 0) {
@@ -145,6 +167,9 @@ result<void, arg_error> validate(const query_args& a) noexcept {
   }
   if (len < 1 || len > max_query_chars) {
     return unexpected(arg_error{"query", rules::query});
+  }
+  if (count_phrases(a.query) > max_phrases) {
+    return unexpected(arg_error{"query", rules::query_phrases});
   }
   if (a.limit < 1 || a.limit > max_limit) {
     return unexpected(arg_error{"limit", rules::limit});

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "search/fleet_impl.h"
 #include "support/alloc_counter.h"
 
 namespace tollgate::search {
@@ -95,6 +97,47 @@ TEST(query_args_test, query_length_counts_characters) {
   q += "é";
   a.query = q;
   EXPECT_FALSE(validate(a).has_value());
+}
+
+TEST(query_args_test, count_phrases_counts_what_the_search_plans_as_phrases) {
+  // Verifies count_phrases agrees with plan_terms (the search's own planner) on quoted runs of
+  // two or more words, single quoted words, empty and unclosed quotes and punctuation.
+  const char* const queries[] = {
+      "rust",         "\"rust lang\"", "\"rust\"",          "x \"a b\" y \"c d e\"", "\"a b",
+      "\"\"",         "\" a  b \"",     "\"-- ,,\" \"a\"",   "\"a b\"\"c d\"",         "\"a\" b \"c",
+      "\"\"\"a b\"\"\"", "a \"b c\" \"b c\" \"b c\"", "\"é ü\" \"x-y\""};
+  for (const char* q : queries) {
+    out_buffer chars;
+    std::vector<std::string_view> terms;
+    std::vector<phrase_span> phrases;
+    std::vector<uint32_t> phrase_terms;
+    std::vector<uint8_t> alone;
+    plan_terms(q, chars, terms, phrases, phrase_terms, alone);
+    EXPECT_EQ(count_phrases(q), phrases.size()) << q;
+  }
+  EXPECT_EQ(count_phrases("x \"a b\" y \"c d e\""), 2u);
+  EXPECT_EQ(count_phrases("\"a\" \"b\""), 0u);
+}
+
+TEST(query_args_test, a_query_holds_at_most_eight_phrases) {
+  // Verifies 8 quoted phrases pass validation and a 9th is refused as a query error naming the
+  // rule, while many plain words and single quoted words stay allowed.
+  std::string q;
+  for (int i = 0; i < 8; ++i) {
+    q += "\"the a\" ";
+  }
+  query_args a;
+  a.query = q;
+  EXPECT_TRUE(validate(a).has_value()) << q;
+  const std::string nine = q + "\"of the\"";
+  a.query = nine;
+  auto v = validate(a);
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().argument, "query");
+  EXPECT_EQ(v.error().rule, rules::query_phrases);
+  const std::string singles = q + "\"of\" \"the\" and more plain words";
+  a.query = singles;
+  EXPECT_TRUE(validate(a).has_value());
 }
 
 TEST(query_args_test, parse_time_accepts_unix_and_rfc3339) {

@@ -23,6 +23,10 @@ inline constexpr uint32_t default_limit = 10;
 inline constexpr uint32_t max_offset = 1000;
 inline constexpr uint32_t max_tags = 16;
 inline constexpr uint32_t max_tag_chars = 64;
+/// Quoted phrases of two or more words in one query. Each one's matches are counted with a full
+/// positional scan of its words' postings (its idf, as FTS5 ranks it), so a query of many phrases
+/// of common words would hold a core for a long time; real queries hold one or two.
+inline constexpr uint32_t max_phrases = 8;
 
 /// The arguments of search_stories (DESIGN §4). String views point into caller-owned memory
 /// (the request buffer or the parser's decode buffer) and must outlive the search call.
@@ -54,8 +58,13 @@ struct arg_error {
 };
 
 /// Checks ranges that a JSON schema cannot express or that the REST parser leaves to it: query
-/// length in code points and UTF-8 validity, limit, offset, tag count and lengths, since <= until.
+/// length in code points and UTF-8 validity, its phrase count, limit, offset, tag count and
+/// lengths, since <= until.
 result<void, arg_error> validate(const query_args& args) noexcept;
+
+/// Quoted runs of two or more words in `query`, counted as the search plans them (a quoted
+/// single word is a plain term; an unclosed quote runs to the end).
+uint32_t count_phrases(std::string_view query) noexcept;
 
 /// Parses unix seconds ("1700000000") or an RFC 3339 date-time ("2024-05-01T12:00:00Z",
 /// offsets and fractions allowed; fractions are dropped) or a full-date ("2024-05-01", midnight
@@ -69,6 +78,8 @@ std::optional<sort_order> parse_sort(std::string_view s) noexcept;
 namespace rules {
 inline constexpr std::string_view query = "must be a string of 1 to 500 characters";
 inline constexpr std::string_view query_utf8 = "must be valid UTF-8";
+inline constexpr std::string_view query_phrases =
+    "must hold at most 8 quoted phrases of two or more words";
 inline constexpr std::string_view required = "is required";
 inline constexpr std::string_view limit = "must be an integer from 1 to 50";
 inline constexpr std::string_view offset = "must be an integer from 0 to 1000";

@@ -303,6 +303,19 @@ test('bad argument: -32602 with data naming the argument; REST 400 invalid_argum
   assert.equal(json(r).code, 'invalid_argument', r.body);
 });
 
+test('a query of more than 8 quoted phrases: -32602 naming the rule; REST 400 q', async () => {
+  const nine = Array.from({ length: 9 }, () => '"the a"').join(' ');
+  const e = rpcErrorOf(await mcpPost(server, toolCall(11, 'search_stories', { query: nine }), { key: server.keys.main }), 200, 11, -32602);
+  assert.match(JSON.stringify(e.data ?? ''), /query.*at most 8 quoted phrases/, JSON.stringify(e));
+  const r = await restGet(server, `/v1/stories?q=${encodeURIComponent(nine)}`, { key: server.keys.main });
+  assert.equal(r.status, 400, r.body);
+  assert.equal(json(r).code, 'invalid_argument', r.body);
+  assert.match(r.body, /at most 8 quoted phrases/);
+  const eight = Array.from({ length: 8 }, () => '"the a"').join(' ');
+  const ok = await mcpPost(server, toolCall(12, 'search_stories', { query: eight }), { key: server.keys.main });
+  assert.equal(JSON.parse(ok.body).result?.isError, false, ok.body);
+});
+
 test('malformed JSON: -32700, HTTP 400, id null', async () => {
   for (const body of ['{"jsonrpc":"2.0","id":1,"method":', 'not json at all', '{"a":1,}']) {
     rpcErrorOf(await mcpPost(server, body, { key: server.keys.main }), 400, null, -32700);
