@@ -125,15 +125,23 @@ struct service::impl {
     if (it != states.end()) {
       key_state* s = it->second.get();
       if (quota != s->quota) {  // plan changed: shift the remaining budget by the difference
+        // pool - debt + leases out + used == quota holds before and after. A cut below what
+        // the pool holds becomes debt, paid by the leases the cores hand back (they do at
+        // their next table switch), so a lowered quota is never overrun.
         uint64_t p = s->pool.load(std::memory_order_relaxed);
+        int64_t debt = 0;
         for (;;) {
-          uint64_t np = pool_month(p) == month
-                            ? make_pool(month, pool_units(p) + quota - s->quota)
-                            : make_pool(month, quota - s->used.load(std::memory_order_relaxed));
-          if (s->pool.compare_exchange_weak(p, np, std::memory_order_relaxed)) {
+          int64_t units = quota - s->used.load(std::memory_order_relaxed);
+          if (pool_month(p) == month) {
+            units = pool_units(p) - s->debt + quota - s->quota;
+          }
+          debt = units < 0 ? -units : 0;
+          if (s->pool.compare_exchange_weak(p, make_pool(month, units),
+                                            std::memory_order_relaxed)) {
             break;
           }
         }
+        s->debt = pool_month(p) == month ? debt : 0;
         s->quota = quota;
       }
       return s;
@@ -291,6 +299,15 @@ void core_shard::refresh_table() noexcept {
   const key_table* t = svc_.current_.load(std::memory_order_acquire);
   if (t == table_) {
     return;
+  }
+  if (table_ != nullptr && !dirty_.empty()) {
+    // A reload may have lowered a quota: hand every lease back (deltas stay for reconcile,
+    // which publishes them only after their journal records are written), so the new figure
+    // is exact from this pass on. Reloads are rare; the next admits take fresh leases.
+    std::lock_guard g(svc_.impl_->mu);
+    for (uint32_t slot : dirty_) {
+      give_back_lease_locked(locals_[slot]);
+    }
   }
   table_ = t;
   clear_key_cache();  // remembered records belong to the old table
@@ -683,14 +700,7 @@ void core_shard::publish_locked(bool return_all_leases) noexcept {
       dirty_[kept++] = slot;  // still listed: its lease is reconsidered next time
       continue;
     }
-    if (lk.lease > 0) {  // return the unused lease, unless its month's budget is gone
-      uint64_t p = lk.state->pool.load(std::memory_order_relaxed);
-      while (pool_month(p) == month_ &&
-             !lk.state->pool.compare_exchange_weak(
-                 p, make_pool(month_, pool_units(p) + lk.lease), std::memory_order_relaxed)) {
-      }
-    }
-    lk.lease = 0;
+    give_back_lease_locked(lk);
     lk.active = false;
     lk.dirty = false;
   }
@@ -699,6 +709,23 @@ void core_shard::publish_locked(bool return_all_leases) noexcept {
     add(e.state, e.month, e.count, e.overage ? e.count : 0);
   }
   late_.clear();
+}
+
+void core_shard::give_back_lease_locked(local_key& lk) noexcept {
+  if (lk.lease > 0) {  // return the unused lease, unless its month's budget is gone
+    uint64_t p = lk.state->pool.load(std::memory_order_relaxed);
+    if (pool_month(p) == month_) {
+      // A quota cut by a reload is paid first (the month only changes under the mutex we hold).
+      const int64_t pay = std::min(lk.lease, lk.state->debt);
+      lk.state->debt -= pay;
+      const int64_t give = lk.lease - pay;
+      while (give > 0 && pool_month(p) == month_ &&
+             !lk.state->pool.compare_exchange_weak(p, make_pool(month_, pool_units(p) + give),
+                                                   std::memory_order_relaxed)) {
+      }
+    }
+  }
+  lk.lease = 0;
 }
 
 void core_shard::reconcile(int64_t now_ns) noexcept {
@@ -814,6 +841,7 @@ void service::ensure_month_locked(uint32_t month) {
     s->used.store(0, std::memory_order_relaxed);
     s->overage.store(0, std::memory_order_relaxed);
     s->pool.store(make_pool(month, s->quota), std::memory_order_relaxed);
+    s->debt = 0;  // a cut applied to the old month's budget
   }
   impl_->closed_dirty.push_back(cur);
   // release: a shard reading month() after this sees the reset counters.

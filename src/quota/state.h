@@ -44,6 +44,10 @@ struct key_state {
   uint64_t key_id = 0;
   int64_t quota = 0;
   uint32_t slot = 0;
+  /// Units of this month's leases that must not return to the pool: a quota lowered by a
+  /// reload below what the pool and the cores' leases held. Leases coming back pay it first,
+  /// so the pool never holds more than quota - used - (leases still out).
+  int64_t debt = 0;
 };
 
 static_assert(std::atomic<int64_t>::is_always_lock_free);

@@ -463,6 +463,61 @@ TEST(quota_service_test, replaced_plans_apply_to_the_next_request_of_every_key) 
   s.settle(t, true);
 }
 
+TEST(quota_service_test, a_quota_lowered_by_a_reload_is_never_overrun_by_leases_out) {
+  // Verifies that after a plan's quota drops from 1000 to 10 while two cores hold leases of
+  // the old budget, exactly 10 - used more calls are admitted across both cores: the cut the
+  // pool could not absorb is paid by the leases the cores hand back at their table switch.
+  plan_map plans;
+  plans["p"] = test::make_plan("p", 1e9, 1000000000, 1000, overage_policy::stop);
+  fixture f(plans, 2);
+  auto k = f.key("acme", "p");
+  f.open();
+  core_shard& a = f.svc->shard(0);
+  core_shard& b = f.svc->shard(1);
+  figures fig;
+  ticket t;
+  for (core_shard* s : {&a, &b}) {
+    const key_record* r = s->authenticate(k.secret);
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(s->admit(*r, f.now, fig, t), admit_verdict::ok);  // takes a lease of up to 64
+    s->settle(t, true);
+  }
+  plans["p"] = test::make_plan("p", 1e9, 1000000000, 10, overage_policy::stop);
+  ASSERT_TRUE(f.svc->replace_plans(plans).has_value());
+  a.before_send(f.now);
+  b.before_send(f.now);
+  int admitted = 0;
+  for (int i = 0; i < 40; ++i) {
+    core_shard& s = i % 2 == 0 ? a : b;
+    const key_record* r = s.authenticate(k.secret);
+    ASSERT_NE(r, nullptr);
+    if (s.admit(*r, f.now, fig, t) == admit_verdict::ok) {
+      s.settle(t, true);
+      ++admitted;
+    }
+  }
+  EXPECT_EQ(admitted, 8);  // 10 minus the 2 billed before the cut
+  a.reconcile(f.now);
+  b.reconcile(f.now);
+  EXPECT_EQ(f.svc->usage(a.authenticate(k.secret)->key_id, f.svc->month()).used, 10);
+
+  // Raised again: the budget grows by the difference, the debt already paid.
+  plans["p"] = test::make_plan("p", 1e9, 1000000000, 15, overage_policy::stop);
+  ASSERT_TRUE(f.svc->replace_plans(plans).has_value());
+  a.before_send(f.now);
+  b.before_send(f.now);
+  admitted = 0;
+  for (int i = 0; i < 40; ++i) {
+    core_shard& s = i % 2 == 0 ? a : b;
+    const key_record* r = s.authenticate(k.secret);
+    if (s.admit(*r, f.now, fig, t) == admit_verdict::ok) {
+      s.settle(t, true);
+      ++admitted;
+    }
+  }
+  EXPECT_EQ(admitted, 5);
+}
+
 TEST(quota_service_test, replacing_plans_is_refused_whole_when_invalid_or_still_in_use) {
   // Verifies a plan set that drops a plan a live key uses, or holds an invalid plan, is
   // refused with a message naming the plan, and the key keeps its old figures.

@@ -250,6 +250,8 @@ class alignas(64) core_shard {
   void open_journal() noexcept;
   bool write_buffer(out_buffer& b) noexcept;
   void publish_locked(bool return_all_leases) noexcept;
+  /// Returns lk's unused lease to its key's pool (paying the key's debt first); lease = 0.
+  void give_back_lease_locked(local_key& lk) noexcept;
 
   /// One remembered key: the presented bytes that authenticated to `rec` in the table of
   /// `epoch` (0: empty). Valid only while that table is this core's table_: refresh_table()
