@@ -38,11 +38,14 @@ Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metri
   --data-dir DIR         keys, accounts, usage journals and snapshots (default ./tollgate-data)
   --corpus FILE.jsonl    stories to serve, JSON Lines
   --sample               serve the embedded sample corpus (default when no corpus is given)
-  --admin-listen H:P     serve /healthz, /readyz, /metrics on a separate address
+  --admin-listen H:P     serve /healthz, /readyz, /metrics and POST /admin/reload on a
+                         separate address
   --role gateway|shard   shard: serve this node's slice to gateways (default gateway)
   --help                 this text
 
-The first start on an empty data dir creates a demo account and prints its key.
+The first start on an empty data dir creates a demo account and prints its key. Keys and
+accounts are re-read within a second of a change; SIGHUP (or POST /admin/reload on the admin
+address) also re-reads the config file's plans.
 )";
 }
 
