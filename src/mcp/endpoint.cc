@@ -637,14 +637,15 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
   return error_reply(id, rpc_error{rpc_error_kind::method_not_found, {}, {}, 0}, modern ? 404 : 200);
 }
 
-// Admits a billable tool call; turns the reply into a tool error when refused.
+// Admits a billable tool call, or rates a free one (stdio only: over HTTP the handler rated the
+// request before dispatch); turns the reply into a tool error when refused.
 void prepare(reply& r, host& h) {
-  if (r.k != reply::kind::tool_call || !r.tool->billable) {
+  if (r.k != reply::kind::tool_call) {
     return;
   }
-  admission a = h.admit(r.tool->name);
+  admission a = r.tool->billable ? h.admit(r.tool->name) : h.rate_check();
   if (a.outcome == admission::kind::ok) {
-    r.admitted = true;
+    r.admitted = r.tool->billable;
     return;
   }
   r.k = reply::kind::tool_error;

@@ -32,11 +32,12 @@ class host {
   virtual admission admit(std::string_view tool) = 0;
   /// Settles the last admitted call: billed only when `success`; a failed call gives its unit back.
   virtual void settle(bool success) = 0;
-  /// stdio only: called once per request other than tools/call (handshakes, lists and pings
-  /// count toward the rate limit too, DESIGN §5; tools/call is rated inside admit()). Return
-  /// rate_limited (with retry_after_secs) to answer the request with the JSON-RPC error whose
-  /// code is 429 and whose data is the rate_limited object. Over HTTP the app rates every request
-  /// before dispatch instead. Default: never limited.
+  /// stdio only: called once per request that admit() does not rate (handshakes, lists, pings
+  /// and calls of free tools such as get_usage count toward the rate limit too, DESIGN §5).
+  /// Return rate_limited (with retry_after_secs): a free tool call is answered with the
+  /// rate_limited tool error, any other request with the JSON-RPC error whose code is 429 and
+  /// whose data is the rate_limited object. Over HTTP the app rates every request before
+  /// dispatch instead. Default: never limited.
   virtual admission rate_check() { return {}; }
 };
 

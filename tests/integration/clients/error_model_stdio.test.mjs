@@ -22,6 +22,7 @@ before(async () => {
     keys: {
       main: { account: 'acct-main', plan: 'big' },
       slow: { account: 'acct-slow', plan: 'slow' },
+      slowUsage: { account: 'acct-slow-usage', plan: 'slow' },
       suspended: { account: 'acct-suspended', plan: 'big' },
       stop2: { account: 'acct-stop2', plan: 'stop2' },
       bill1: { account: 'acct-bill1', plan: 'bill1' },
@@ -88,11 +89,18 @@ test('stdio: rate limit is a rate_limited tool error with retry_after_secs', asy
   const s = await open('slow');
   let m;
   for (let i = 0; i < 10; i++) {
-    // a billable call: on stdio get_usage is not rated (it is over HTTP, where every request is)
     m = await s.send(toolCall(100 + i, 'search_stories', { query: 'the', limit: 1 }));
     if (m.result?.isError) break;
   }
   const e = toolErrorOf(m, 'rate_limited');
+  assert.ok(Number.isInteger(e.retry_after_secs) && e.retry_after_secs >= 1, JSON.stringify(e));
+});
+
+test('stdio: get_usage counts toward the rate limit too (as every request does over HTTP)', async () => {
+  const s = await open('slowUsage');  // initialize took 1 of the burst of 2
+  const first = await s.send(toolCall(1, 'get_usage'));
+  assert.equal(first.result?.isError, false, JSON.stringify(first));
+  const e = toolErrorOf(await s.send(toolCall(2, 'get_usage')), 'rate_limited');
   assert.ok(Number.isInteger(e.retry_after_secs) && e.retry_after_secs >= 1, JSON.stringify(e));
 });
 
