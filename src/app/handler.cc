@@ -8,7 +8,6 @@
 
 #include "reload.h"
 #include "tollgate/common/json_out.h"
-#include "tollgate/common/log.h"
 #include "tollgate/net/server.h"
 
 namespace tollgate::app {
@@ -133,13 +132,7 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
           R"({"code":"method_not_allowed","message":"Reload with POST /admin/reload."})");
       return {405, head.close};
     }
-    const reload_result r = reload_plans_and_keys(s_);
-    if (r.ok) {
-      log_info("admin reload: {}", r.message);
-    } else {
-      log_error("admin reload: nothing reloaded, the previous plans and keys stay in force: {}",
-                r.message);
-    }
+    const reload_result r = reload_plans_and_keys(s_, "admin reload");
     scratch_.clear();
     if (r.ok) {
       fmt::format_to(std::back_inserter(scratch_), R"({{"reloaded":true,"plans":{},"keys":{}}})",

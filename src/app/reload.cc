@@ -5,13 +5,14 @@
 #include <mutex>
 
 #include "cli.h"
+#include "tollgate/common/log.h"
 #include "tollgate/config/config.h"
 
 namespace tollgate::app {
 
-reload_result reload_plans_and_keys(const shared_state& st) {
-  static std::mutex mu;  // SIGHUP and admin calls: one reload at a time
-  std::lock_guard g(mu);
+namespace {
+
+reload_result reload_locked(const shared_state& st) {
   reload_result r;
   if (!st.quota) {
     r.message = "this node has no keys or plans (a shard node)";
@@ -42,6 +43,21 @@ reload_result reload_plans_and_keys(const shared_state& st) {
   // arrives after this returns is judged by the new figures on whichever core takes it.
   if (!st.quota->wait_until_in_force(2000)) {
     r.message += "; a core has not switched yet (it will at its next pass)";
+  }
+  return r;
+}
+
+}  // namespace
+
+reload_result reload_plans_and_keys(const shared_state& st, std::string_view source) {
+  static std::mutex mu;  // SIGHUP and admin calls: one reload at a time
+  std::lock_guard g(mu);
+  reload_result r = reload_locked(st);
+  if (r.ok) {
+    log_info("{}: reloaded: {}", source, r.message);
+  } else {
+    log_error("{}: nothing reloaded, the previous plans and keys stay in force: {}", source,
+              r.message);
   }
   return r;
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "handler.h"
 
@@ -20,7 +21,8 @@ struct reload_result {
 
 /// Re-reads the config file's plans and the data dir's keys and accounts and puts them in force
 /// whole, or changes nothing and says why (a TOML error naming file, line and key; an invalid
-/// plan; a plan still used by a key). Any thread; calls are serialised.
-reload_result reload_plans_and_keys(const shared_state& st);
+/// plan; a plan still used by a key). Logs the outcome as `source` ("SIGHUP", "admin reload").
+/// Any thread; calls are serialised.
+reload_result reload_plans_and_keys(const shared_state& st, std::string_view source);
 
 }  // namespace tollgate::app

@@ -64,6 +64,19 @@ plan_map small_plans() {
   return m;
 }
 
+// Admits and settles up to `n` calls of `r` on `s` at `now` (billed when `success`), stopping at
+// the first refusal; returns how many were admitted.
+int bill(core_shard& s, const key_record& r, int64_t now, int n, bool success = true) {
+  int admitted = 0;
+  figures fig;
+  ticket t;
+  while (admitted < n && s.admit(r, now, fig, t) == admit_verdict::ok) {
+    s.settle(t, success);
+    ++admitted;
+  }
+  return admitted;
+}
+
 TEST(quota_service_test, authenticates_known_keys_only) {
   // Verifies a created key authenticates, and a wrong, empty or prefix-only key does not.
   fixture f;
@@ -194,10 +207,7 @@ TEST(quota_service_test, retry_after_counts_to_the_end_of_a_28_day_february) {
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
-    s.settle(t, true);
-  }
+  ASSERT_EQ(bill(s, *r, f.now, 5), 5);
   ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
   EXPECT_EQ(fig.retry_after_secs, 2 * 86400);
 }
@@ -211,14 +221,8 @@ TEST(quota_service_test, failed_call_gives_its_unit_back) {
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
-    s.settle(t, false);
-  }
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
-    s.settle(t, true);
-  }
+  ASSERT_EQ(bill(s, *r, f.now, 3, false), 3);
+  ASSERT_EQ(bill(s, *r, f.now, 5), 5);
   EXPECT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
   s.reconcile(f.now);
   EXPECT_EQ(f.svc->usage(r->key_id, f.svc->month()).used, 5);
@@ -255,10 +259,7 @@ TEST(quota_service_test, bill_key_goes_past_quota_and_counts_overage) {
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
-  for (int i = 0; i < 150; ++i) {
-    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
-    s.settle(t, true);
-  }
+  ASSERT_EQ(bill(s, *r, f.now, 150), 150);
   ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
   s.settle(t, false);
   EXPECT_EQ(fig.quota_remaining, 0);
@@ -428,10 +429,7 @@ TEST(quota_service_test, replaced_plans_apply_to_the_next_request_of_every_key) 
   ASSERT_NE(r, nullptr);
   figures fig;
   ticket t;
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok) << i;
-    s.settle(t, true);
-  }
+  ASSERT_EQ(bill(s, *r, f.now, 5), 5);
   ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
 
   plan_map next = small_plans();
@@ -673,10 +671,7 @@ TEST(quota_service_test, reload_keeps_counters_and_rate_state) {
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
-    s.settle(t, true);
-  }
+  ASSERT_EQ(bill(s, *r, f.now, 3), 3);
   s.reconcile(f.now);
   const int64_t tat = r->state->tat_ns.load();
   key_state* const state = r->state;
@@ -722,10 +717,7 @@ TEST(quota_service_test, month_rollover_resets_usage_and_keeps_closed_totals) {
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::ok);
-    s.settle(t, true);
-  }
+  ASSERT_EQ(bill(s, *r, f.now, 5), 5);
   ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
   EXPECT_EQ(fig.retry_after_secs, 1);
   const int64_t jan = utc_ns(2027, 1, 1);
