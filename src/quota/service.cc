@@ -143,6 +143,9 @@ struct service::impl {
         }
         s->debt = pool_month(p) == month ? debt : 0;
         s->quota = quota;
+        // Leases taken before this point are handed back at their core's next admit of the
+        // key (or reconcile), paying the debt; relaxed: the give-back takes the mutex.
+        s->plan_epoch.fetch_add(1, std::memory_order_relaxed);
       }
       return s;
     }
@@ -300,15 +303,6 @@ void core_shard::refresh_table() noexcept {
   if (t == table_) {
     return;
   }
-  if (table_ != nullptr && !dirty_.empty()) {
-    // A reload may have lowered a quota: hand every lease back (deltas stay for reconcile,
-    // which publishes them only after their journal records are written), so the new figure
-    // is exact from this pass on. Reloads are rare; the next admits take fresh leases.
-    std::lock_guard g(svc_.impl_->mu);
-    for (uint32_t slot : dirty_) {
-      give_back_lease_locked(locals_[slot]);
-    }
-  }
   table_ = t;
   clear_key_cache();  // remembered records belong to the old table
   if (t->slot_count > locals_.size()) {  // allocation only when keys were added
@@ -456,6 +450,9 @@ rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures
 
 bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
   std::atomic<uint64_t>& pool = k.state->pool;
+  // Read before the pool: a rebase between the two leaves this lease tagged with the older
+  // epoch, so it is handed back at the next admit (harmless), never kept past a cut.
+  lk.plan_epoch = k.state->plan_epoch.load(std::memory_order_relaxed);
   uint64_t p = pool.load(std::memory_order_relaxed);
   for (;;) {
     const uint32_t pm = pool_month(p);
@@ -502,6 +499,13 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   }
   local_key& lk = locals_[k.slot];
   bool over = false;
+  if (lk.lease > 0 &&
+      lk.plan_epoch != k.state->plan_epoch.load(std::memory_order_relaxed)) {
+    // A reload changed the key's quota since this lease was taken: hand it back (paying a
+    // cut first) and take a new one from the rebased pool. Rare: once per core and reload.
+    std::lock_guard g(svc_.impl_->mu);
+    give_back_lease_locked(lk);
+  }
   if (lk.lease == 0 && !take_lease(k, lk)) {
     if (k.overage == overage_policy::stop) {
       // Every unit is spent or leased to a core that is spending it: report the quota as used.

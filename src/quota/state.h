@@ -36,6 +36,10 @@ struct key_state {
   alignas(64) std::atomic<int64_t> tat_ns{0};
   /// Lease pool (see make_pool). CAS'd when a core refills its lease; rare on the hot path.
   alignas(64) std::atomic<uint64_t> pool{0};
+  /// Bumped (under service::impl::mu) when a reload changes the key's quota. A core whose
+  /// lease was taken under another epoch hands it back before admitting from it, so a lowered
+  /// quota binds at once; read relaxed on every admit (same line as the pool, rarely written).
+  std::atomic<uint32_t> plan_epoch{0};
   /// Reconciled billed successes and overage for the service's current month. Written under
   /// service::impl::mu at reconciliation; read relaxed for response figures.
   alignas(64) std::atomic<int64_t> used{0};

@@ -207,6 +207,7 @@ class alignas(64) core_shard {
     key_state* state = nullptr;
     uint64_t key_id = 0;
     int64_t lease = 0;         ///< units this core may still admit (current month)
+    uint32_t plan_epoch = 0;   ///< the key's plan_epoch when the lease was taken
     int64_t used_delta = 0;    ///< billed successes not yet published
     int64_t overage_delta = 0;
     bool dirty = false;   ///< listed in dirty_
