@@ -853,7 +853,7 @@ void service::ensure_month_locked(uint32_t month) {
   log_info("usage month {} closed; now counting {}", month_label(cur), month_label(month));
 }
 
-bool service::reload_if_changed(bool force) {
+bool service::reload_if_changed(bool force, std::string* why) {
   std::lock_guard rl(impl_->reload_mu);
   const fs::file_stamp ks = fs::stamp(impl_->store.keys_path());
   const fs::file_stamp as = fs::stamp(impl_->store.accounts_path());
@@ -863,6 +863,9 @@ bool service::reload_if_changed(bool force) {
     if (!contents) {
       log_error("keys not reloaded (the previous table stays in force): {}",
                 contents.error().message);
+      if (why != nullptr) {
+        *why = contents.error().message;
+      }
     } else {
       impl_->keys_stamp = ks;
       impl_->accounts_stamp = as;
@@ -957,13 +960,15 @@ result<void, std::string> service::replace_plans(plan_map plans) {
         }
       }
     }
-    opt_.plans = std::move(plans);
+    std::swap(opt_.plans, plans);  // `plans` now holds the previous set
   }
-  if (!reload_if_changed(true)) {
-    // The plans are in force for the next table; the keys files could not be read (logged).
-    return unexpected(std::string(
-        "plans replaced, but keys and accounts could not be re-read (see the log); the new "
-        "plans apply at the next successful reload"));
+  std::string why;
+  if (!reload_if_changed(true, &why)) {
+    // The keys files could not be read: nothing changes, the previous plans included (the
+    // table in force was built from them).
+    std::lock_guard rl(impl_->reload_mu);
+    opt_.plans = std::move(plans);
+    return unexpected(why);
   }
   return {};
 }

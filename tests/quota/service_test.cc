@@ -516,6 +516,36 @@ TEST(quota_service_test, a_quota_lowered_by_a_reload_is_never_overrun_by_leases_
   EXPECT_EQ(admitted, 5);
 }
 
+TEST(quota_service_test, replacing_plans_changes_nothing_when_the_keys_file_cannot_be_read) {
+  // Verifies that when the keys file is unreadable, replace_plans fails with the store's
+  // reason and leaves the previous plans in force: once the file is back, a reload still
+  // builds the key's figures from the old plans, not from the refused set.
+  fixture f(small_plans());
+  auto k = f.key("acme", "tiny");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  key_store store(f.dir.path());
+  const std::string keys_file = store.keys_path();
+  std::string saved;
+  {
+    std::ifstream in(keys_file, std::ios::binary);
+    saved.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  { std::ofstream(keys_file, std::ios::binary | std::ios::app) << "this is not a key line\n"; }
+  plan_map next = small_plans();
+  next["tiny"] = test::make_plan("tiny", 4, 7, 8, overage_policy::stop);
+  auto r = f.svc->replace_plans(next);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_FALSE(r.error().empty());
+  { std::ofstream(keys_file, std::ios::binary | std::ios::trunc) << saved; }
+  ASSERT_TRUE(f.svc->reload_if_changed(true));
+  s.before_send(f.now);
+  const key_record* rec = s.authenticate(k.secret);
+  ASSERT_NE(rec, nullptr);
+  EXPECT_EQ(rec->monthly_quota, 5);
+  EXPECT_EQ(rec->burst, 1000000000);
+}
+
 TEST(quota_service_test, replacing_plans_is_refused_whole_when_invalid_or_still_in_use) {
   // Verifies a plan set that drops a plan a live key uses, or holds an invalid plan, is
   // refused with a message naming the plan, and the key keeps its old figures.

@@ -323,7 +323,8 @@ class service {
   void request_reload() noexcept { reload_requested_.store(true, std::memory_order_relaxed); }
   /// Re-reads keys/accounts if their files changed (or `force`), swaps in a new lookup table
   /// and frees tables no shard can still see. Any thread. Returns true if a new table was made.
-  bool reload_if_changed(bool force = false);
+  /// When the files cannot be read, `why` (if given) gets the reason.
+  bool reload_if_changed(bool force = false, std::string* why = nullptr);
   /// Replaces the plans (SIGHUP and the admin reload call) and rebuilds the lookup table from
   /// them, re-reading keys and accounts, so every key's next request is judged by its plan's
   /// new figures (rate, burst, monthly quota, overage). Refused, changing nothing, when a plan
