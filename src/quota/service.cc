@@ -126,8 +126,8 @@ struct service::impl {
       key_state* s = it->second.get();
       if (quota != s->quota) {  // plan changed: shift the remaining budget by the difference
         // pool - debt + leases out + used == quota holds before and after. A cut below what
-        // the pool holds becomes debt, paid by the leases the cores hand back (they do at
-        // their next table switch), so a lowered quota is never overrun.
+        // the pool holds becomes debt, paid by the leases the cores hand back (at their next
+        // admit of the key, or reconcile), so a lowered quota is never overrun.
         uint64_t p = s->pool.load(std::memory_order_relaxed);
         int64_t debt = 0;
         for (;;) {
