@@ -17,6 +17,27 @@ using test::kSec;
 using test::temp_dir;
 using test::utc_ns;
 
+// A spender's pacing, as an engine core has it: a quiescent point every 16 calls, a tick
+// (reconcile, reload, persist when due) and 1 ms more every 256.
+void pace(core_shard& s, uint64_t& n, int64_t& now) {
+  if (++n % 16 == 0) {
+    s.before_send(now);
+  }
+  if (n % 256 == 0) {
+    now += 1000000;  // 1 ms
+    s.on_tick(now);
+  }
+}
+
+// Calls of key `ki` billed by all threads.
+int64_t total_of(const std::vector<std::vector<int64_t>>& billed, size_t ki) {
+  int64_t total = 0;
+  for (const auto& per_thread : billed) {
+    total += per_thread[ki];
+  }
+  return total;
+}
+
 TEST(quota_conservation_test, threads_spend_each_stop_budget_exactly) {
   // Verifies sum of billed successes == monthly_quota for 40 keys and one hot key, with 4
   // threads, random failures (refunds), and reconciliation/persist/reload racing the spenders.
@@ -70,13 +91,7 @@ TEST(quota_conservation_test, threads_spend_each_stop_budget_exactly) {
           s.settle(t, ok);
           billed[static_cast<size_t>(th)][ki] += ok;
         }
-        if (++n % 16 == 0) {
-          s.before_send(now);
-        }
-        if (n % 256 == 0) {
-          now += 1000000;  // 1 ms
-          s.on_tick(now);
-        }
+        pace(s, n, now);
       }
       s.before_send(now);
     });
@@ -86,12 +101,8 @@ TEST(quota_conservation_test, threads_spend_each_stop_budget_exactly) {
   }
   svc->close(t0 + 3600 * kSec);
   for (size_t ki = 0; ki < keys.size(); ++ki) {
-    int64_t total = 0;
-    for (int th = 0; th < kThreads; ++th) {
-      total += billed[static_cast<size_t>(th)][ki];
-    }
     const int64_t quota = ki + 1 == keys.size() ? 20000 : 300;
-    EXPECT_EQ(total, quota) << "key " << ki;
+    EXPECT_EQ(total_of(billed, ki), quota) << "key " << ki;
     const key_record* r = svc->shard(0).authenticate(keys[ki].secret);
     EXPECT_EQ(svc->usage(r->key_id, month_index_of_ns(t0)).used, quota) << "key " << ki;
   }
@@ -181,16 +192,12 @@ TEST(quota_conservation_test, a_quota_cut_by_reload_mid_run_is_spent_exactly) {
         } else {
           s.settle(t, true);
           ++billed[static_cast<size_t>(th)][ki];
-          hot_billed.fetch_add(ki + 1 == keys.size() ? 1 : 0);
+          if (ki + 1 == keys.size()) {
+            hot_billed.fetch_add(1);
+          }
           billed_all.fetch_add(1);
         }
-        if (++n % 16 == 0) {
-          s.before_send(now);
-        }
-        if (n % 256 == 0) {
-          now += 1000000;  // 1 ms
-          s.on_tick(now);
-        }
+        pace(s, n, now);
       }
       s.before_send(now);
     });
@@ -200,11 +207,8 @@ TEST(quota_conservation_test, a_quota_cut_by_reload_mid_run_is_spent_exactly) {
   }
   svc->close(t0 + 3600 * kSec);
   for (size_t ki = 0; ki < keys.size(); ++ki) {
-    int64_t total = 0;
-    for (int th = 0; th < kThreads; ++th) {
-      total += billed[static_cast<size_t>(th)][ki];
-    }
-    EXPECT_EQ(total, ki + 1 == keys.size() ? hot_final.load() : 250 + kRaises) << "key " << ki;
+    EXPECT_EQ(total_of(billed, ki), ki + 1 == keys.size() ? hot_final.load() : 250 + kRaises)
+        << "key " << ki;
   }
 }
 

@@ -480,40 +480,39 @@ TEST(quota_service_test, a_quota_lowered_by_a_reload_is_never_overrun_by_leases_
     ASSERT_EQ(s->admit(*r, f.now, fig, t), admit_verdict::ok);  // takes a lease of up to 64
     s->settle(t, true);
   }
-  plans["p"] = test::make_plan("p", 1e9, 1000000000, 10, overage_policy::stop);
-  ASSERT_TRUE(f.svc->replace_plans(plans).has_value());
-  a.before_send(f.now);
-  b.before_send(f.now);
-  int admitted = 0;
-  for (int i = 0; i < 40; ++i) {
-    core_shard& s = i % 2 == 0 ? a : b;
-    const key_record* r = s.authenticate(k.secret);
-    ASSERT_NE(r, nullptr);
-    if (s.admit(*r, f.now, fig, t) == admit_verdict::ok) {
-      s.settle(t, true);
-      ++admitted;
+  // Replaces the plan with quota `q`; both cores pass a quiescent point.
+  auto reload = [&](int64_t q) {
+    plans["p"] = test::make_plan("p", 1e9, 1000000000, q, overage_policy::stop);
+    const bool ok = f.svc->replace_plans(plans).has_value();
+    a.before_send(f.now);
+    b.before_send(f.now);
+    return ok;
+  };
+  // 40 attempts alternating between the cores; how many were admitted (-1: key unknown).
+  auto attempts = [&] {
+    int admitted = 0;
+    for (int i = 0; i < 40; ++i) {
+      core_shard& s = i % 2 == 0 ? a : b;
+      const key_record* r = s.authenticate(k.secret);
+      if (r == nullptr) {
+        return -1;
+      }
+      if (s.admit(*r, f.now, fig, t) == admit_verdict::ok) {
+        s.settle(t, true);
+        ++admitted;
+      }
     }
-  }
-  EXPECT_EQ(admitted, 8);  // 10 minus the 2 billed before the cut
+    return admitted;
+  };
+  ASSERT_TRUE(reload(10));
+  EXPECT_EQ(attempts(), 8);  // 10 minus the 2 billed before the cut
   a.reconcile(f.now);
   b.reconcile(f.now);
   EXPECT_EQ(f.svc->usage(a.authenticate(k.secret)->key_id, f.svc->month()).used, 10);
 
   // Raised again: the budget grows by the difference, the debt already paid.
-  plans["p"] = test::make_plan("p", 1e9, 1000000000, 15, overage_policy::stop);
-  ASSERT_TRUE(f.svc->replace_plans(plans).has_value());
-  a.before_send(f.now);
-  b.before_send(f.now);
-  admitted = 0;
-  for (int i = 0; i < 40; ++i) {
-    core_shard& s = i % 2 == 0 ? a : b;
-    const key_record* r = s.authenticate(k.secret);
-    if (s.admit(*r, f.now, fig, t) == admit_verdict::ok) {
-      s.settle(t, true);
-      ++admitted;
-    }
-  }
-  EXPECT_EQ(admitted, 5);
+  ASSERT_TRUE(reload(15));
+  EXPECT_EQ(attempts(), 5);
 }
 
 TEST(quota_service_test, replacing_plans_changes_nothing_when_the_keys_file_cannot_be_read) {
