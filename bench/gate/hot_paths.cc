@@ -209,11 +209,11 @@ void op_mcp_call() {
   req.method = "POST";
   req.path = "/mcp";
   req.target = "/mcp";
-  req.headers[req.num_headers++] = {"Host", "127.0.0.1:8080"};
-  req.headers[req.num_headers++] = {"Accept", "application/json, text/event-stream"};
-  req.headers[req.num_headers++] = {"Content-Type", "application/json"};
-  req.headers[req.num_headers++] = {"Authorization", "Bearer tg_0123456789abcdef"};
-  req.headers[req.num_headers++] = {"MCP-Protocol-Version", "2025-06-18"};
+  req.add_header("Host", "127.0.0.1:8080");
+  req.add_header("Accept", "application/json, text/event-stream");
+  req.add_header("Content-Type", "application/json");
+  req.add_header("Authorization", "Bearer tg_0123456789abcdef");
+  req.add_header("MCP-Protocol-Version", "2025-06-18");
   req.body = std::string_view(padded.data(), k_call_body.size());
   out_buffer out(64 * 1024);
 

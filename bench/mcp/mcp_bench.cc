@@ -78,12 +78,12 @@ struct request_holder {
     req.method = "POST";
     req.path = "/mcp";
     req.target = "/mcp";
-    req.headers[req.num_headers++] = {"Host", "127.0.0.1:8080"};
-    req.headers[req.num_headers++] = {"Accept", "application/json, text/event-stream"};
-    req.headers[req.num_headers++] = {"Content-Type", "application/json"};
-    req.headers[req.num_headers++] = {"Authorization", "Bearer tg_0123456789abcdef"};
+    req.add_header("Host", "127.0.0.1:8080");
+    req.add_header("Accept", "application/json, text/event-stream");
+    req.add_header("Content-Type", "application/json");
+    req.add_header("Authorization", "Bearer tg_0123456789abcdef");
     if (version != nullptr) {
-      req.headers[req.num_headers++] = {"MCP-Protocol-Version", version};
+      req.add_header("MCP-Protocol-Version", version);
     }
     req.body = std::string_view(padded.data(), body.size());
   }

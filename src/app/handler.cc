@@ -175,10 +175,7 @@ void register_routes(shared_state& s) {
 }
 
 std::string_view presented_key(const http::request& req) noexcept {
-  static constexpr std::string_view k_names[2] = {"authorization", "x-api-key"};
-  const http::header* found[2];
-  req.find_headers(k_names, 2, found);  // one pass over the headers for both
-  std::string_view a = found[0] != nullptr ? found[0]->value : std::string_view{};
+  std::string_view a = req.field_value(http::field::authorization);
   if (!a.empty()) {
     if (a.size() > 7 && strncasecmp(a.data(), "bearer ", 7) == 0) {
       a.remove_prefix(7);
@@ -189,7 +186,7 @@ std::string_view presented_key(const http::request& req) noexcept {
     }
     return {};
   }
-  return found[1] != nullptr ? found[1]->value : std::string_view{};
+  return req.field_value(http::field::x_api_key);
 }
 
 core_handler::core_handler(shared_state& s, int core)

@@ -181,34 +181,26 @@ void on_connection(std::string_view v, head_state& st) noexcept {
 }
 
 /// Interprets the few header fields that affect framing and the connection.
-inline errc on_header(std::string_view name, std::string_view value, const limits& lim,
+inline errc on_header(field f, std::string_view value, const limits& lim,
                       head_state& st) noexcept {
-  switch (name.size()) {
-    case 4:
-      if (iequals_lower(name, "host") && ++st.host_count > 1) {
+  switch (f) {
+    case field::host:
+      if (++st.host_count > 1) {
         return errc::bad_header;
       }
       break;
-    case 6:
-      if (iequals_lower(name, "expect") && iequals_lower(value, "100-continue")) {
+    case field::expect:
+      if (iequals_lower(value, "100-continue")) {
         st.expect_continue = true;
       }
       break;
-    case 10:
-      if (iequals_lower(name, "connection")) {
-        on_connection(value, st);
-      }
+    case field::connection:
+      on_connection(value, st);
       break;
-    case 14:
-      if (iequals_lower(name, "content-length")) {
-        return on_content_length(value, lim, st);
-      }
-      break;
-    case 17:
-      if (iequals_lower(name, "transfer-encoding")) {
-        return on_transfer_encoding(value, st);
-      }
-      break;
+    case field::content_length:
+      return on_content_length(value, lim, st);
+    case field::transfer_encoding:
+      return on_transfer_encoding(value, st);
     default:
       break;
   }
@@ -356,10 +348,53 @@ parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits&
 
 }  // namespace
 
+// Here rather than in request.cc so that the parser's per-line call inlines.
+field classify(std::string_view name) noexcept {
+  // By length first: most names are then told apart by one compare, usually of one word.
+  switch (name.size()) {
+    case 4:
+      return iequals_lower(name, "host") ? field::host : field::other;
+    case 6:
+      if (iequals_lower(name, "accept")) {
+        return field::accept;
+      }
+      if (iequals_lower(name, "origin")) {
+        return field::origin;
+      }
+      return iequals_lower(name, "expect") ? field::expect : field::other;
+    case 8:
+      return iequals_lower(name, "mcp-name") ? field::mcp_name : field::other;
+    case 9:
+      return iequals_lower(name, "x-api-key") ? field::x_api_key : field::other;
+    case 10:
+      if (iequals_lower(name, "connection")) {
+        return field::connection;
+      }
+      return iequals_lower(name, "mcp-method") ? field::mcp_method : field::other;
+    case 12:
+      return iequals_lower(name, "content-type") ? field::content_type : field::other;
+    case 13:
+      return iequals_lower(name, "authorization") ? field::authorization : field::other;
+    case 14:
+      if (iequals_lower(name, "content-length")) {
+        return field::content_length;
+      }
+      return iequals_lower(name, "mcp-session-id") ? field::mcp_session_id : field::other;
+    case 17:
+      return iequals_lower(name, "transfer-encoding") ? field::transfer_encoding : field::other;
+    case 20:
+      return iequals_lower(name, "mcp-protocol-version") ? field::mcp_protocol_version
+                                                         : field::other;
+    default:
+      return field::other;
+  }
+}
+
 parse_result parse_request(char* buf, size_t len, const limits& lim, request& out) noexcept {
   out.method = out.target = out.path = out.query = out.body = std::string_view();
   out.version_minor = 1;
   out.num_headers = 0;
+  std::memset(out.first_line, 0, sizeof out.first_line);
   out.keep_alive = true;
   out.expect_continue = false;
   out.chunked = false;
@@ -468,8 +503,15 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
     if (ls == line_status::bad) {
       return fail(errc::bad_header);
     }
+    const field f = classify(h.name);
     ++out.num_headers;
-    const errc e = on_header(h.name, h.value, lim, st);
+    if (f != field::other) {
+      uint8_t& first = out.first_line[static_cast<size_t>(f)];
+      if (first == 0) {
+        first = static_cast<uint8_t>(out.num_headers);
+      }
+    }
+    const errc e = on_header(f, h.value, lim, st);
     if (e != errc::ok) {
       return fail(e);
     }

@@ -74,30 +74,16 @@ bool request::has_header(std::string_view name) const noexcept {
   return false;
 }
 
-void request::find_headers(const std::string_view* lower_names, size_t count,
-                           const header** found) const noexcept {
-  // Bit L of `lengths`: some wanted name is L bytes long (names of 64 bytes or more always
-  // take the slow compare). Most headers are then skipped by one shift and test.
-  uint64_t lengths = 0;
-  for (size_t j = 0; j < count; ++j) {
-    found[j] = nullptr;
-    lengths |= lower_names[j].size() < 64 ? uint64_t{1} << lower_names[j].size() : ~uint64_t{0};
+bool request::add_header(std::string_view name, std::string_view value) noexcept {
+  if (num_headers == max_headers) {
+    return false;
   }
-  size_t left = count;
-  for (size_t i = 0; i < num_headers && left > 0; ++i) {
-    const std::string_view n = headers[i].name;
-    if (n.size() < 64 && ((lengths >> n.size()) & 1) == 0) {
-      continue;
-    }
-    for (size_t j = 0; j < count; ++j) {
-      if (found[j] == nullptr && n.size() == lower_names[j].size() &&
-          detail::iequals_lower(n, lower_names[j])) {
-        found[j] = &headers[i];
-        --left;
-        break;
-      }
-    }
+  const field f = classify(name);
+  if (f != field::other && first_line[static_cast<size_t>(f)] == 0) {
+    first_line[static_cast<size_t>(f)] = static_cast<uint8_t>(num_headers + 1);
   }
+  headers[num_headers++] = header{name, value};
+  return true;
 }
 
 }  // namespace tollgate::http

@@ -832,30 +832,19 @@ http::response_info transport_error(const envelope::cache& env, host& h, out_buf
 
 namespace {
 
-// The request headers the transport reads, found in one pass over the request's headers.
-enum known_header : size_t {
-  h_origin,
-  h_session,
-  h_accept,
-  h_content_type,
-  h_protocol,
-  h_mcp_method,
-  h_mcp_name,
-  h_count
-};
-constexpr std::string_view k_known_names[h_count] = {
-    "origin", "mcp-session-id", "accept", "content-type", "mcp-protocol-version", "mcp-method",
-    "mcp-name"};
+// The request headers the transport reads; the parser indexed each (http::field).
+constexpr http::field h_origin = http::field::origin;
+constexpr http::field h_session = http::field::mcp_session_id;
+constexpr http::field h_accept = http::field::accept;
+constexpr http::field h_content_type = http::field::content_type;
+constexpr http::field h_protocol = http::field::mcp_protocol_version;
+constexpr http::field h_mcp_method = http::field::mcp_method;
+constexpr http::field h_mcp_name = http::field::mcp_name;
 
 struct known_headers {
-  const http::header* h[h_count];
-  explicit known_headers(const http::request& req) noexcept {
-    req.find_headers(k_known_names, h_count, h);
-  }
-  bool has(known_header k) const noexcept { return h[k] != nullptr; }
-  std::string_view value(known_header k) const noexcept {
-    return h[k] != nullptr ? h[k]->value : std::string_view{};
-  }
+  const http::request& req;
+  bool has(http::field f) const noexcept { return req.field_line(f) != nullptr; }
+  std::string_view value(http::field f) const noexcept { return req.field_value(f); }
 };
 
 }  // namespace
@@ -864,7 +853,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
                                           int64_t now_ns) {
   const bool close = !req.keep_alive;
   impl& im = *impl_;
-  const known_headers hd(req);
+  const known_headers hd{req};
 
   // Origin: DNS-rebinding protection, before anything else.
   if (hd.has(h_origin)) {

@@ -111,14 +111,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   http::request req;
   req.method = "POST";
   req.path = "/mcp";
-  req.headers[req.num_headers++] = {"Accept", "application/json, text/event-stream"};
-  req.headers[req.num_headers++] = {"Content-Type", "application/json"};
+  req.add_header("Accept", "application/json, text/event-stream");
+  req.add_header("Content-Type", "application/json");
   if (const char* v = versions[sel % 6]) {
-    req.headers[req.num_headers++] = {"MCP-Protocol-Version", v};
+    req.add_header("MCP-Protocol-Version", v);
   }
   if (sel & 0x40) {
-    req.headers[req.num_headers++] = {"Mcp-Method", "tools/call"};
-    req.headers[req.num_headers++] = {"Mcp-Name", "search_stories"};
+    req.add_header("Mcp-Method", "tools/call");
+    req.add_header("Mcp-Name", "search_stories");
   }
   req.body = std::string_view(padded.data(), body_len);
   http::response_info info = w.ep->handle_http(req, h, out);

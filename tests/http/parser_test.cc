@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "http/ascii.h"
@@ -275,69 +277,107 @@ TEST(http_parser_test, header_lookup_is_case_insensitive_and_trims_ows) {
   EXPECT_EQ(req.header_value("missing"), "");
 }
 
-TEST(http_parser_test, find_headers_answers_like_one_lookup_per_name) {
-  // Verifies the one-pass look-up gives, for each name, what header_value/has_header give:
-  // the first of repeated headers, any case, an empty value still found, a missing name null.
+// Every indexed field with its name as written on the wire in mixed case.
+const std::pair<field, std::string_view> k_indexed[] = {
+    {field::host, "HoSt"},
+    {field::expect, "EXPECT"},
+    {field::connection, "Connection"},
+    {field::content_length, "Content-Length"},
+    {field::transfer_encoding, "transfer-ENCODING"},
+    {field::authorization, "Authorization"},
+    {field::x_api_key, "X-Api-Key"},
+    {field::origin, "Origin"},
+    {field::accept, "ACCEPT"},
+    {field::content_type, "content-Type"},
+    {field::mcp_session_id, "Mcp-Session-Id"},
+    {field::mcp_protocol_version, "MCP-Protocol-Version"},
+    {field::mcp_method, "Mcp-Method"},
+    {field::mcp_name, "mcp-NAME"},
+};
+
+TEST(http_parser_test, classify_names_each_indexed_field_and_nothing_else) {
+  // Verifies every indexed name (any case) is classified as its field, and that names one byte
+  // away from one (same length, so the length switch cannot tell them apart) are not.
+  static_assert(std::size(k_indexed) == indexed_fields);
+  for (const auto& [f, name] : k_indexed) {
+    EXPECT_EQ(classify(name), f) << name;
+    for (size_t i = 0; i < name.size(); ++i) {
+      std::string near(name);
+      near[i] = near[i] == 'x' || near[i] == 'X' ? 'y' : 'x';
+      EXPECT_EQ(classify(near), field::other) << near;
+    }
+    EXPECT_EQ(classify(std::string(name) + "s"), field::other) << name;
+  }
+  EXPECT_EQ(classify("User-Agent"), field::other);  // the length of connection and mcp-method
+  EXPECT_EQ(classify(""), field::other);
+}
+
+TEST(http_parser_test, field_line_answers_like_header_value_for_each_indexed_field) {
+  // Verifies the parser's index gives, for each indexed field, what a scan by name gives: the
+  // first of repeated lines, any case, an empty value still found, an absent field null.
   std::vector<char> storage;
   request req;
   const parse_result r = parse_copy(
       "POST /mcp HTTP/1.1\r\nHost: h\r\nmcp-NAME: first\r\nAccept: a/b\r\nOrigin:\r\n"
-      "MCP-Name: second\r\nCONTENT-type: application/json\r\nContent-Length: 0\r\n\r\n",
+      "MCP-Name: second\r\nCONTENT-type: application/json\r\nX-Other: o\r\n"
+      "Content-Length: 0\r\n\r\n",
       limits{}, req, storage);
   ASSERT_EQ(r.status, parse_status::complete);
-  const std::string_view names[] = {"mcp-name", "accept", "origin", "content-type", "mcp-method",
-                                    "host"};
-  const header* found[6];
-  req.find_headers(names, 6, found);
-  for (size_t i = 0; i < 6; ++i) {
-    EXPECT_EQ(found[i] != nullptr, req.has_header(names[i])) << names[i];
-    EXPECT_EQ(found[i] != nullptr ? found[i]->value : std::string_view{},
-              req.header_value(names[i]))
-        << names[i];
+  for (const auto& [f, name] : k_indexed) {
+    const header* h = req.field_line(f);
+    EXPECT_EQ(h != nullptr, req.has_header(name)) << name;
+    EXPECT_EQ(req.field_value(f), req.header_value(name)) << name;
   }
-  ASSERT_NE(found[0], nullptr);
-  EXPECT_EQ(found[0]->value, "first");
-  ASSERT_NE(found[2], nullptr);
-  EXPECT_EQ(found[2]->value, "");
-  EXPECT_EQ(found[4], nullptr);
+  ASSERT_NE(req.field_line(field::mcp_name), nullptr);
+  EXPECT_EQ(req.field_value(field::mcp_name), "first");
+  EXPECT_EQ(req.field_line(field::mcp_name), &req.headers[1]);
+  ASSERT_NE(req.field_line(field::origin), nullptr);
+  EXPECT_EQ(req.field_value(field::origin), "");
+  EXPECT_EQ(req.field_line(field::mcp_method), nullptr);
+  EXPECT_EQ(req.field_line(field::authorization), nullptr);
 }
 
-TEST(http_parser_test, find_headers_handles_names_of_every_length_and_shared_lengths) {
-  // Verifies the one-pass look-up against header_value for names of 1 to 80 bytes (names of
-  // 63 bytes and more share one length bucket), several wanted names of the same length, and
-  // headers whose length matches a wanted name that they are not.
-  std::string head = "GET / HTTP/1.1\r\nHost: h\r\n";
-  std::vector<std::string> wanted;
-  for (size_t len = 1; len <= 80; len += 3) {
-    std::string n(len, 'x');
-    n[0] = static_cast<char>('a' + len % 26);
-    wanted.push_back(n);                                    // present, upper case on the wire
-    std::string other = n;
-    other[len - 1] = other[len - 1] == 'q' ? 'r' : 'q';
-    wanted.push_back(other);                                // same length, absent
-    std::string upper = n;
-    for (char& c : upper) {
-      c = static_cast<char>(c - 'a' + 'A');
-    }
-    head += "Z" + std::string(len, 'z') + ": decoy\r\n";   // another length, never wanted
-    head += upper + ": v" + std::to_string(len) + "\r\n";
-  }
-  head += "\r\n";
+TEST(http_parser_test, field_index_is_reset_by_each_parse) {
+  // Verifies a request object reused for a second parse forgets the first request's fields.
   std::vector<char> storage;
   request req;
-  limits lim;
-  lim.max_header_count = 200;
-  const parse_result r = parse_copy(head, lim, req, storage);
-  ASSERT_EQ(r.status, parse_status::complete);
-  std::vector<std::string_view> names(wanted.begin(), wanted.end());
-  std::vector<const header*> found(names.size());
-  req.find_headers(names.data(), names.size(), found.data());
-  for (size_t i = 0; i < names.size(); ++i) {
-    EXPECT_EQ(found[i] != nullptr, i % 2 == 0) << names[i];
-    EXPECT_EQ(found[i] != nullptr ? found[i]->value : std::string_view{},
-              req.header_value(names[i]))
-        << names[i];
+  ASSERT_EQ(parse_copy("GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k\r\n\r\n", limits{},
+                       req, storage)
+                .status,
+            parse_status::complete);
+  ASSERT_EQ(req.field_value(field::authorization), "Bearer k");
+  ASSERT_EQ(parse_copy("GET / HTTP/1.1\r\nHost: h\r\n\r\n", limits{}, req, storage).status,
+            parse_status::complete);
+  EXPECT_EQ(req.field_line(field::authorization), nullptr);
+  EXPECT_EQ(req.field_value(field::host), "h");
+}
+
+TEST(http_parser_test, add_header_indexes_like_the_parser_and_refuses_past_the_limit) {
+  // Verifies a hand-built request answers field look-ups as the parsed one does, and that
+  // add_header stops at max_headers without writing past the array.
+  std::vector<char> storage;
+  request parsed;
+  ASSERT_EQ(parse_copy("POST /mcp HTTP/1.1\r\nHost: h\r\nX-API-KEY: k1\r\nx-api-key: k2\r\n"
+                       "Mcp-Method: tools/call\r\nContent-Length: 0\r\n\r\n",
+                       limits{}, parsed, storage)
+                .status,
+            parse_status::complete);
+  request built;
+  for (size_t i = 0; i < parsed.num_headers; ++i) {
+    ASSERT_TRUE(built.add_header(parsed.headers[i].name, parsed.headers[i].value));
   }
+  for (const auto& [f, name] : k_indexed) {
+    EXPECT_EQ(built.field_value(f), parsed.field_value(f)) << name;
+    EXPECT_EQ(built.field_line(f) != nullptr, parsed.field_line(f) != nullptr) << name;
+  }
+  EXPECT_EQ(built.field_value(field::x_api_key), "k1");
+  request full;
+  for (size_t i = 0; i < max_headers; ++i) {
+    ASSERT_TRUE(full.add_header("X-Filler", "v"));
+  }
+  EXPECT_FALSE(full.add_header("Authorization", "Bearer late"));
+  EXPECT_EQ(full.num_headers, max_headers);
+  EXPECT_EQ(full.field_line(field::authorization), nullptr);
 }
 
 TEST(http_parser_test, expect_continue_reports_head_complete_before_body) {

@@ -682,9 +682,8 @@ TEST_F(endpoint_test, tools_call_allocates_nothing_after_warm_up) {
     http::request req;
     req.method = "POST";
     req.path = "/mcp";
-    req.headers[0] = {"Accept", "application/json, text/event-stream"};
-    req.headers[1] = {"Content-Type", "application/json"};
-    req.num_headers = 2;
+    req.add_header("Accept", "application/json, text/event-stream");
+    req.add_header("Content-Type", "application/json");
     req.body = std::string_view(padded[i].data(), padded[i].size() - 64);
     reqs.push_back(req);
   }

@@ -174,7 +174,7 @@ inline http_reply run(endpoint& ep, host& h, const http_case& c, out_buffer& out
   req.target = "/mcp";
   req.path = "/mcp";
   for (const auto& kv : c.headers) {
-    req.headers[req.num_headers++] = http::header{kv.first, kv.second};
+    req.add_header(kv.first, kv.second);
   }
   req.body = std::string_view(padded.data(), c.body.size());
   req.keep_alive = c.keep_alive;

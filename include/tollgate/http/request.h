@@ -9,11 +9,38 @@
 namespace tollgate::http {
 
 inline constexpr size_t max_headers = 64;
+static_assert(max_headers < 256, "request::first_line holds 1 + a header index in a byte");
 
 struct header {
   std::string_view name;
   std::string_view value;
 };
+
+/// The header fields the server reads on nearly every request: the framing fields the parser
+/// acts on and the ones the handlers look up. Each request notes where the first line of each
+/// is (see request::field), so a look-up is one load, not a scan of the head.
+enum class field : uint8_t {
+  host,
+  expect,
+  connection,
+  content_length,
+  transfer_encoding,
+  authorization,
+  x_api_key,
+  origin,
+  accept,
+  content_type,
+  mcp_session_id,
+  mcp_protocol_version,
+  mcp_method,
+  mcp_name,
+  other,  ///< any other name; not indexed
+};
+inline constexpr size_t indexed_fields = static_cast<size_t>(field::other);
+
+/// Which indexed field `name` is (case-insensitive), or field::other. `name` must hold no
+/// control bytes (true of every name the parser accepts).
+field classify(std::string_view name) noexcept;
 
 /// Why a request was refused. Each maps to one HTTP status (see status_of()).
 enum class errc : uint8_t {
@@ -68,6 +95,9 @@ struct request {
   int version_minor = 1;    ///< HTTP/1.x
   header headers[max_headers];
   size_t num_headers = 0;
+  /// first_line[f]: 1 + the index in headers[] of the first line of indexed field f, 0 when
+  /// there is none. Kept by the parser and by add_header; read through field().
+  uint8_t first_line[indexed_fields] = {};
   /// The body. For chunked requests this is the decoded body, which the parser has compacted in
   /// place inside the receive buffer (so it is contiguous).
   std::string_view body;
@@ -79,12 +109,20 @@ struct request {
   /// First header with this name (case-insensitive), or empty.
   std::string_view header_value(std::string_view name) const noexcept;
   bool has_header(std::string_view name) const noexcept;
-  /// Several look-ups in one pass over the headers: found[i] is the first header named
-  /// `lower_names[i]` (case-insensitive; each name given in lowercase letters, digits and '-'),
-  /// or nullptr. The same answers as header_value/has_header for each name, without one scan
-  /// per name. Precondition: the names were validated by the parser (no control bytes).
-  void find_headers(const std::string_view* lower_names, size_t count,
-                    const header** found) const noexcept;
+  /// The first line of an indexed field, or nullptr: the answer header_value/has_header give
+  /// for its name, in one load.
+  const header* field_line(field f) const noexcept {
+    const uint8_t i = first_line[static_cast<size_t>(f)];
+    return i == 0 ? nullptr : &headers[i - 1];
+  }
+  /// The value of an indexed field's first line, or empty.
+  std::string_view field_value(field f) const noexcept {
+    const header* h = field_line(f);
+    return h == nullptr ? std::string_view{} : h->value;
+  }
+  /// Appends a header line to a request built by hand (tests, benchmarks, fuzz targets) and
+  /// indexes it as the parser would. False, and nothing added, when headers[] is full.
+  bool add_header(std::string_view name, std::string_view value) noexcept;
 };
 
 }  // namespace tollgate::http
