@@ -315,6 +315,19 @@ TEST_F(endpoint_test, query_length_counts_characters_not_bytes) {
   EXPECT_EQ(d.raw("/result/isError"), "false") << r.body.substr(0, 200);
 }
 
+TEST_F(endpoint_test, escaped_keys_and_strings_are_read_as_their_text) {
+  // Verifies keys and strings written with escapes mean what their unescaped text means: the
+  // jsonrpc version, an argument's name and value. (Those without escapes are read in place.)
+  auto plain = post(call(R"({"query":"rust","tags":["a"]})"));
+  ASSERT_EQ(plain.status, 200);
+  auto escaped = post(R"({"jsonrpc":"2\u002e0","id":7,"method":"tools/call","params":{"name":)"
+                      R"("search_stories","arguments":{"qu\u0065ry":"r\u0075st","t\u0061gs":)"
+                      R"(["\u0061"]}}})");
+  EXPECT_EQ(escaped.status, 200);
+  EXPECT_EQ(escaped.body, plain.body);
+  EXPECT_EQ(h.admits, 2);
+}
+
 TEST_F(endpoint_test, string_ids_are_echoed_raw) {
   // Verifies the id is copied exactly as sent, escapes included.
   auto r = post(R"({"jsonrpc":"2.0","id":"a\"b\u00e9","method":"ping"})");
@@ -348,6 +361,15 @@ TEST_F(endpoint_test, malformed_json_is_32700_http_400_id_null) {
         R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":[1,2,}})",
         R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":tru}})",
         R"({"jsonrpc":"2.0","id":1,"method":"ping"} x)", R"({"jsonrpc":"2.0","id":1,"method":"p\q"})",
+        // A bad escape in a key or a string the method never reads is still malformed JSON
+        // (keys and strings without escapes are read in place, not unescaped).
+        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"a\q"}})",
+        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"a\q":1}})",
+        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":["ok","\u12"]}})",
+        R"({"jsonrpc\x":"2.0","id":1,"method":"ping"})",
+        R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"r\ust"}}})",
+        R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"q\uery":"rust"}}})",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"a\tb\"}}",
         ""}) {
     auto r = post(std::string(body));
     EXPECT_EQ(r.status, 400) << body;
