@@ -12,9 +12,12 @@ namespace tollgate::envelope {
 namespace {
 
 constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
-constexpr std::string_view k_content_length = "Content-Length: ";
-// Widest Content-Length we ever write: 10 digits (< 10 GB bodies).
-constexpr size_t k_gap = 10;
+// The Content-Length value is written right-aligned in a field of k_field bytes after the
+// colon, so a body of up to k_field - 1 digits (under 10 MB) is framed without moving it: the
+// spaces before the digits are the OWS that RFC 9112 allows after the colon (field-line =
+// field-name ":" OWS field-value OWS), which every HTTP parser skips. A longer body moves once.
+constexpr std::string_view k_content_length = "Content-Length:";
+constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
     "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found"};
@@ -191,10 +194,10 @@ body_mark cache::body_start(out_buffer& out) const {
   out.append(k_content_length);
   body_mark m;
   m.gap = out.size();
-  char* p = out.prepare(k_gap + 4);
-  std::memset(p, ' ', k_gap);
-  std::memcpy(p + k_gap, "\r\n\r\n", 4);
-  out.commit(k_gap + 4);
+  char* p = out.prepare(k_field + 4);
+  std::memset(p, ' ', k_field);
+  std::memcpy(p + k_field, "\r\n\r\n", 4);
+  out.commit(k_field + 4);
   m.body = out.size();
   return m;
 }
@@ -203,16 +206,20 @@ void cache::body_end(out_buffer& out, body_mark m) const {
   TOLLGATE_ASSERT(out.size() >= m.body);
   const size_t len = out.size() - m.body;
   fmt::format_int f(static_cast<unsigned long long>(len));
-  TOLLGATE_CHECK(f.size() <= k_gap);
-  char* base = out.data();
-  std::memcpy(base + m.gap, f.data(), f.size());
-  // Close the gap: move "\r\n\r\n" + body left by the unused digits.
-  const size_t unused = k_gap - f.size();
-  if (unused != 0) {
-    const size_t tail_from = m.gap + k_gap;
-    std::memmove(base + m.gap + f.size(), base + tail_from, out.size() - tail_from);
-    out.resize(out.size() - unused);
+  if (f.size() < k_field) {
+    std::memcpy(out.data() + m.gap + k_field - f.size(), f.data(), f.size());
+    return;
   }
+  // 10 MB or more: widen the field to " " + the digits, moving "\r\n\r\n" + body right.
+  const size_t extra = f.size() + 1 - k_field;
+  const size_t tail_from = m.gap + k_field;
+  const size_t tail_len = out.size() - tail_from;
+  out.prepare(extra);
+  out.commit(extra);
+  char* base = out.data();
+  std::memmove(base + tail_from + extra, base + tail_from, tail_len);
+  base[m.gap] = ' ';
+  std::memcpy(base + m.gap + 1, f.data(), f.size());
 }
 
 void cache::empty_response(out_buffer& out, int status, std::string_view extra_headers,

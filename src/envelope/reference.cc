@@ -49,7 +49,15 @@ std::string http(int status, bool close, std::string_view extra_headers, std::st
     r += "Connection: close\r\n";
   }
   r += extra_headers;
-  r += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  if (status == 202 || status == 204) {
+    r += "Content-Length: 0\r\n\r\n";  // bodiless: written whole by empty_response
+  } else {
+    // The value right-aligned in an 8-byte field after the colon (at least one space before
+    // it), as envelope::cache writes it so that the body need not move.
+    const std::string digits = std::to_string(body.size());
+    r += "Content-Length:" + std::string(digits.size() < 8 ? 8 - digits.size() : 1, ' ') +
+         digits + "\r\n\r\n";
+  }
   r += body;
   return r;
 }

@@ -187,6 +187,27 @@ TEST(envelope_test, http_framing_matches_reference) {
   }
 }
 
+TEST(envelope_test, content_length_field_is_right_aligned_and_widens_past_seven_digits) {
+  // Verifies the length is written right-aligned after OWS (the body is not moved) up to seven
+  // digits, and that an eight-digit length widens the field, moving the body intact.
+  for (size_t size : {size_t{9'999'999}, size_t{10'000'000}}) {
+    std::string body(size, 'x');
+    body.front() = '{';
+    body.back() = '}';
+    out_buffer fast;
+    the_cache().head(fast, 200, false);
+    body_mark m = the_cache().body_start(fast);
+    fast.append(body);
+    the_cache().body_end(fast, m);
+    const std::string_view v = fast.view();
+    const std::string want = size == 9'999'999 ? "\r\nContent-Length: 9999999\r\n\r\n{"
+                                               : "\r\nContent-Length: 10000000\r\n\r\n{";
+    EXPECT_NE(v.find(want), std::string_view::npos) << size;
+    EXPECT_EQ(v.substr(v.size() - size), body) << size;
+    EXPECT_EQ(v, reference::http(200, false, "", body)) << size;
+  }
+}
+
 TEST(envelope_test, empty_response_matches_reference) {
   // Verifies bodiless responses (202, 204) carry no Content-Type and Content-Length 0.
   for (int status : {202, 204}) {

@@ -129,8 +129,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   }
   std::string_view body = r.substr(end + 4);
-  const std::string cl = "Content-Length: " + std::to_string(body.size()) + "\r\n";
-  if (r.substr(0, end + 2).find(cl) == std::string_view::npos) {
+  // One Content-Length line whose value (after the OWS) is the body's size.
+  const std::string_view head = r.substr(0, end + 2);
+  size_t cl = head.find("\r\nContent-Length:");
+  if (cl == std::string_view::npos || head.find("\r\nContent-Length:", cl + 1) != std::string_view::npos) {
+    __builtin_trap();
+  }
+  cl = head.find_first_not_of(' ', cl + 17);
+  if (head.substr(cl, head.find("\r\n", cl) - cl) != std::to_string(body.size())) {
     __builtin_trap();
   }
   if (!body.empty()) {

@@ -157,10 +157,10 @@ struct http_reply {
   std::string head;
   std::string body;
   std::string header(const std::string& name) const {
-    std::string needle = "\r\n" + name + ": ";
+    std::string needle = "\r\n" + name + ":";
     size_t p = head.find(needle);
     if (p == std::string::npos) return "";
-    p += needle.size();
+    p = head.find_first_not_of(" \t", p + needle.size());  // OWS before the value
     return head.substr(p, head.find("\r\n", p) - p);
   }
 };

@@ -5,8 +5,9 @@
 // A response on the HTTP surface is written in four steps into the caller's out_buffer:
 //   1. head(out, status, close)    status line + fixed headers
 //   2. the caller appends extra header lines ("Name: value\r\n"; e.g. the host's quota headers)
-//   3. body_start(out) -> mark      "Content-Length: " + a gap + "\r\n\r\n"
-//   4. body writers, then body_end(out, mark), which patches Content-Length and closes the gap.
+//   3. body_start(out) -> mark      "Content-Length:" + a field of spaces + "\r\n\r\n"
+//   4. body writers, then body_end(out, mark), which writes the length right-aligned into the
+//      field (the spaces before it are OWS), so the body is not moved (below 10 MB).
 // On stdio only the body writers are used.
 //
 // The cache is built once and is then immutable: thread-safe for concurrent readers (all cores
@@ -75,9 +76,9 @@ struct rpc_error {
   int64_t retry_after_secs = 1;  ///< rate_limited only
 };
 
-/// Where body_start() left its Content-Length gap; pass to body_end().
+/// Where body_start() left its Content-Length field; pass to body_end().
 struct body_mark {
-  size_t gap = 0;   ///< offset of the Content-Length digits gap
+  size_t gap = 0;   ///< offset of the Content-Length value field (after the colon)
   size_t body = 0;  ///< offset of the first body byte
 };
 
@@ -101,9 +102,10 @@ class cache {
   /// Status line and the fixed headers for `status` (Content-Type: application/json for statuses
   /// with a body), plus "Connection: close" when `close`.
   void head(out_buffer& out, int status, bool close) const;
-  /// "Content-Length: " + gap + CRLF CRLF. Returns the mark for body_end().
+  /// "Content-Length:" + a field of spaces + CRLF CRLF. Returns the mark for body_end().
   body_mark body_start(out_buffer& out) const;
-  /// Writes the body length into the gap and closes it (moves the body left).
+  /// Writes the body length right-aligned into the field: "Content-Length:   4123". The body
+  /// stays where it is unless its length has 8 or more digits.
   void body_end(out_buffer& out, body_mark m) const;
   /// A whole bodiless response ("Content-Length: 0"), e.g. 202 or 204, with extra header lines.
   void empty_response(out_buffer& out, int status, std::string_view extra_headers, bool close) const;
