@@ -29,6 +29,11 @@ namespace {
 constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
 
 std::string_view trim(std::string_view s) {
+  // Most inputs (parsed header values, most JSON tokens) have nothing to trim: one test each end.
+  if (s.empty() || (static_cast<unsigned char>(s.front()) > ' ' &&
+                    static_cast<unsigned char>(s.back()) > ' ')) {
+    return s;
+  }
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
     s.remove_suffix(1);
   }
@@ -494,27 +499,29 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
 
 // Pass 2 for one request (m.has_id, m.has_method, valid): decides its reply. `o` is the message
 // object, positioned at its start.
-reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
+void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
   const std::string_view id = m.id;
   bool modern = envelope::is_modern(c.rev);
-  reply r;
+  r = reply{};
   r.id = id;
   r.rev = c.rev;
 
   // Header/body agreement (2026-07-28 over HTTP): Mcp-Method must match the body's method.
   if (modern && c.http.is_http) {
     if (!c.http.has_mcp_method) {
-      return error_reply(id, rpc_error{rpc_error_kind::header_mismatch,
+      r = error_reply(id, rpc_error{rpc_error_kind::header_mismatch,
                                        "Header mismatch: the Mcp-Method header is required.", {}, 0},
                          400);
+      return;
     }
     if (c.http.mcp_method != m.method) {
-      return error_reply(
+      r = error_reply(
           id,
           rpc_error{rpc_error_kind::header_mismatch,
                     "Header mismatch: the Mcp-Method header does not match the method in the body.",
                     {}, 0},
           400);
+      return;
     }
   }
 
@@ -539,7 +546,8 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
           !ver.get_string().get(v)) {
         revision declared;
         if (!envelope::parse_revision(v, declared)) {
-          return error_reply(id, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, 400);
+          r = error_reply(id, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, 400);
+          return;
         }
         if (!c.http.is_http) {
           if (envelope::is_modern(declared)) {
@@ -547,13 +555,14 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
             r.rev = declared;
           }
         } else if (declared != c.rev) {
-          return error_reply(
+          r = error_reply(
               id,
               rpc_error{rpc_error_kind::header_mismatch,
                         "Header mismatch: the MCP-Protocol-Version header does not match "
                         "io.modelcontextprotocol/protocolVersion in _meta.",
                         {}, 0},
               400);
+          return;
         }
       }
     }
@@ -578,33 +587,35 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
       r.result = c.env.initialize_result(negotiated);
       r.rev = negotiated;
       r.mint_session = c.sessions_on;
-      return r;
+      return;
     }
     case method_id::ping:
       r.k = reply::kind::result;
       r.result = c.env.empty_result(r.rev);
-      return r;
+      return;
     case method_id::tools_list:
       r.k = reply::kind::result;
       r.result = c.tools.list_result(r.rev);
-      return r;
+      return;
     case method_id::discover:
       r.k = reply::kind::result;
       r.result = c.env.discover_result();
-      return r;
+      return;
     case method_id::tools_call: {
       if (!have_params) {
-        return error_reply(id, rpc_error{rpc_error_kind::invalid_params, "params", "must be an object with name and arguments", 0}, 200);
+        r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "params", "must be an object with name and arguments", 0}, 200);
+        return;
       }
       od::value nv;
       std::string_view name;
       od::json_type nt;
       if (params.find_field_unordered("name").get(nv) || nv.type().get(nt) ||
           nt != od::json_type::string || nv.get_string().get(name)) {
-        return error_reply(id, rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0}, 200);
+        r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0}, 200);
+        return;
       }
       if (modern && c.http.is_http && (!c.http.has_mcp_name || c.http.mcp_name != name)) {
-        return error_reply(
+        r = error_reply(
             id,
             rpc_error{rpc_error_kind::header_mismatch,
                       c.http.has_mcp_name
@@ -612,10 +623,12 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
                           : "Header mismatch: the Mcp-Name header is required for tools/call.",
                       {}, 0},
             400);
+        return;
       }
       const tool_def* t = c.tools.find(name);
       if (t == nullptr) {
-        return error_reply(id, rpc_error{rpc_error_kind::unknown_tool, name, {}, 0}, 200);
+        r = error_reply(id, rpc_error{rpc_error_kind::unknown_tool, name, {}, 0}, 200);
+        return;
       }
       od::value av;
       auto e = params.find_field_unordered("arguments").get(av);
@@ -625,16 +638,16 @@ reply decide(const dispatch_ctx& c, const message& m, od::object* o) {
         args_null = !av.is_null().get(is_null) && is_null;
       }
       if (!validate_arguments(c, *t, (e || args_null) ? nullptr : &av, id, r)) {
-        return r;
+        return;
       }
       r.k = reply::kind::tool_call;
       r.tool = t;
-      return r;
+      return;
     }
     default:
       break;
   }
-  return error_reply(id, rpc_error{rpc_error_kind::method_not_found, {}, {}, 0}, modern ? 404 : 200);
+  r = error_reply(id, rpc_error{rpc_error_kind::method_not_found, {}, {}, 0}, modern ? 404 : 200);
 }
 
 // Admits a billable tool call, or rates a free one (stdio only: over HTTP the handler rated the
@@ -996,7 +1009,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       if (im.doc.get_object().get(o)) {
         return whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, m.id);
       }
-      r = decide(c, m, &o);
+      decide(c, m, &o, r);
     }
     if (r.k == reply::kind::none) {
       h.write_headers(im.scratch);
@@ -1048,7 +1061,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       if (er.get(v) || v.get_object().get(o)) {
         r = error_reply(m.id, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, 200);
       } else {
-        r = decide(c, m, &o);
+        decide(c, m, &o, r);
       }
     }
     if (r.k == reply::kind::none) {
@@ -1165,7 +1178,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
         return;
       }
     }
-    r = decide(c, m, &o);
+    decide(c, m, &o, r);
     if (m.mid == method_id::initialize && r.k == reply::kind::result) {
       stdio_rev_ = r.rev;
     }
