@@ -94,6 +94,45 @@ bool is_integer_token(std::string_view s) {
   return s.find_first_of(".eE") == std::string_view::npos;
 }
 
+// The value of the first member of `o` whose unescaped name is `name`, searching from the
+// start of `o`.
+simdjson::error_code member_unescaped(od::object& o, std::string_view name, od::value& out) {
+  bool empty = false;
+  if (auto err = o.reset().get(empty)) {
+    return err;
+  }
+  for (auto fr : o) {
+    od::field f;
+    std::string_view key;
+    if (auto err = std::move(fr).get(f)) {
+      return err;
+    }
+    if (auto err = f.unescaped_key().get(key)) {
+      return err;
+    }
+    if (key == name) {
+      out = f.value();
+      return simdjson::SUCCESS;
+    }
+  }
+  return simdjson::NO_SUCH_FIELD;
+}
+
+// The value of the first member of `o` named `name` (which holds no quote or backslash), by the
+// member's unescaped name: JSON's "n\u0061me" is the member "name". simdjson's
+// find_field_unordered compares raw bytes, which is exact when the body holds no backslash at
+// all (parse_body notes whether it does: nearly every body has none); otherwise each key is
+// compared unescaped. Call only on objects scan_message has walked, so the text is valid JSON.
+// Inlined so that the raw compare sees the literal name's length (else a call to memcmp for
+// every key it passes).
+[[gnu::always_inline]] inline simdjson::error_code member(od::object& o, std::string_view name,
+                                                          bool body_has_escape, od::value& out) {
+  if (!body_has_escape) {
+    return o.find_field_unordered(name).get(out);
+  }
+  return member_unescaped(o, name, out);
+}
+
 // Consumes `v` whole, validating it. Any error means the body is not valid JSON.
 simdjson::error_code walk(od::value v) {
   od::json_type t;
@@ -530,7 +569,7 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
   bool have_params = false;
   if (m.has_params && o != nullptr) {
     od::value pv;
-    if (!o->find_field_unordered("params").get(pv) && !pv.get_object().get(params)) {
+    if (!member(*o, "params", c.im.body_has_escape, pv) && !pv.get_object().get(params)) {
       have_params = true;
     }
   }
@@ -538,11 +577,11 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
   // which has no headers, it selects the revision of this one message.
   if ((modern || !c.http.is_http) && have_params) {
     od::value meta;
-    if (!params.find_field_unordered("_meta").get(meta)) {
+    if (!member(params, "_meta", c.im.body_has_escape, meta)) {
       od::object mo;
       od::value ver;
       std::string_view v;
-      if (!meta.get_object().get(mo) && !mo.find_field_unordered(k_meta_version_key).get(ver) &&
+      if (!meta.get_object().get(mo) && !member(mo, k_meta_version_key, c.im.body_has_escape, ver) &&
           !ver.get_string().get(v)) {
         revision declared;
         if (!envelope::parse_revision(v, declared)) {
@@ -578,7 +617,7 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
         od::value pv;
         std::string_view v;
         revision asked;
-        if (!params.find_field_unordered("protocolVersion").get(pv) && !pv.get_string().get(v) &&
+        if (!member(params, "protocolVersion", c.im.body_has_escape, pv) && !pv.get_string().get(v) &&
             envelope::parse_revision(v, asked) && !envelope::is_modern(asked)) {
           negotiated = asked;
         }
@@ -609,7 +648,7 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
       od::value nv;
       std::string_view name;
       od::json_type nt;
-      if (params.find_field_unordered("name").get(nv) || nv.type().get(nt) ||
+      if (member(params, "name", c.im.body_has_escape, nv) || nv.type().get(nt) ||
           nt != od::json_type::string || nv.get_string().get(name)) {
         r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0}, 200);
         return;
@@ -631,7 +670,7 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
         return;
       }
       od::value av;
-      auto e = params.find_field_unordered("arguments").get(av);
+      auto e = member(params, "arguments", c.im.body_has_escape, av);
       bool args_null = false;
       if (!e) {
         bool is_null = false;
@@ -724,6 +763,7 @@ struct parsed {
 parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
   parsed p;
   im.batch.clear();
+  im.body_has_escape = std::memchr(body.data(), '\\', body.size()) != nullptr;
   auto err = im.parser.iterate(body.data(), body.size(), body.size() + body_padding).get(im.doc);
   if (err == simdjson::CAPACITY) {
     p.shape = body_shape::too_large;

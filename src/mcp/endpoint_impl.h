@@ -65,6 +65,9 @@ struct http_facts {
 struct endpoint::impl {
   simdjson::ondemand::parser parser;
   simdjson::ondemand::document doc;
+  /// The body holds a backslash, so some member name may be written with an escape and member
+  /// look-ups must compare unescaped names (see member() in endpoint.cc).
+  bool body_has_escape = false;
   std::vector<message> batch;
   std::vector<reply> replies;
   arguments args;

@@ -328,6 +328,34 @@ TEST_F(endpoint_test, escaped_keys_and_strings_are_read_as_their_text) {
   EXPECT_EQ(h.admits, 2);
 }
 
+TEST_F(endpoint_test, member_names_the_method_reads_match_when_written_with_escapes) {
+  // Verifies the members decide() looks up (params, name, arguments, protocolVersion, _meta and
+  // its version key) are found by their unescaped names, as JSON defines member names: a key
+  // written "n\u0061me" is the key "name".
+  auto plain = post(call(R"({"query":"rust"})"));
+  ASSERT_EQ(plain.status, 200);
+  auto escaped = post(R"({"jsonrpc":"2.0","id":7,"method":"tools/call","p\u0061rams":)"
+                      R"({"n\u0061me":"search_stories","\u0061rguments":{"query":"rust"}}})");
+  EXPECT_EQ(escaped.status, 200);
+  EXPECT_EQ(escaped.body, plain.body);
+
+  auto init = post(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":)"
+                   R"({"protocol\u0056ersion":"2025-06-18","capabilities":{},)"
+                   R"("clientInfo":{"name":"t","version":"1"}}})");
+  json_doc d(init.body);
+  EXPECT_EQ(d.str("/result/protocolVersion"), "2025-06-18") << init.body;
+
+  // 2026-07-28: the _meta version must match the header; a mismatch is found through escapes.
+  auto meta = post(modern("tools/call",
+                          R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"\u005fmeta":)"
+                          R"({"io.modelcontextprotocol\/protocolVersion":"2025-06-18"},)"
+                          R"("name":"search_stories","arguments":{"query":"rust"}}})")
+                       .set("Mcp-Name", "search_stories"));
+  EXPECT_EQ(meta.status, 400) << meta.body;
+  json_doc dm(meta.body);
+  EXPECT_EQ(dm.num("/error/code"), -32020) << meta.body;
+}
+
 TEST_F(endpoint_test, string_ids_are_echoed_raw) {
   // Verifies the id is copied exactly as sent, escapes included.
   auto r = post(R"({"jsonrpc":"2.0","id":"a\"b\u00e9","method":"ping"})");
