@@ -1,14 +1,18 @@
 // Private: the usage journal's record format.
 //
-// A journal is a file of fixed 24-byte records, appended by one core:
-//   u32 magic  'TGJ1' (0x314a4754)
-//   u32 month  month index (year * 12 + month - 1)
+// A journal is a file of fixed-size records, appended by one core. The current record is 28
+// bytes:
+//   u32 magic    'TGJ2' (0x324a4754)
+//   u32 month    month index (year * 12 + month - 1)
 //   u64 key_id
-//   u32 count  billed successes (records of one pass for the same key are coalesced)
-//   u32 crc    CRC-32 (IEEE) of the 20 bytes before it
-// Host byte order (the data dir is not portable across architectures). A torn tail (less than
-// 24 bytes) or a corrupt record (bad magic or CRC) is skipped on replay; replay resynchronises
-// on the next valid record.
+//   u32 count    billed successes (records of one pass for the same key are coalesced)
+//   u32 overage  how many of them were past the key's quota when admitted (billed as overage)
+//   u32 crc      CRC-32 (IEEE) of the 24 bytes before it
+// Journals written before the overage field have 24-byte 'TGJ1' records (magic, month, key_id,
+// count, crc of 20 bytes); replay still reads them, and a file may hold both (a journal
+// continued after an upgrade). Host byte order (the data dir is not portable across
+// architectures). A torn tail (shorter than the record its magic announces) or a corrupt record
+// (bad magic or CRC) is skipped on replay; replay resynchronises on the next valid record.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +22,10 @@
 
 namespace tollgate::quota::journal {
 
-inline constexpr uint32_t kMagic = 0x314a4754;
-inline constexpr size_t kRecordSize = 24;
+inline constexpr uint32_t kMagic = 0x324a4754;    // 'TGJ2'
+inline constexpr uint32_t kMagicV1 = 0x314a4754;  // 'TGJ1', no overage field
+inline constexpr size_t kRecordSize = 28;
+inline constexpr size_t kRecordSizeV1 = 24;
 
 uint32_t crc32(const void* data, size_t n) noexcept;
 
@@ -27,11 +33,26 @@ struct record {
   uint32_t month = 0;
   uint64_t key_id = 0;
   uint32_t count = 0;
+  uint32_t overage = 0;      ///< <= count
+  bool has_overage = true;   ///< false for a TGJ1 record, which does not say
 };
 
-/// Writes one record (kRecordSize bytes) at `dst`.
+/// Writes one current-format record (kRecordSize bytes) at `dst`.
 inline void encode(char* dst, const record& r) noexcept {
   uint32_t magic = kMagic;
+  std::memcpy(dst, &magic, 4);
+  std::memcpy(dst + 4, &r.month, 4);
+  std::memcpy(dst + 8, &r.key_id, 8);
+  std::memcpy(dst + 16, &r.count, 4);
+  std::memcpy(dst + 20, &r.overage, 4);
+  uint32_t crc = crc32(dst, 24);
+  std::memcpy(dst + 24, &crc, 4);
+}
+
+/// Writes one TGJ1 record (kRecordSizeV1 bytes), as journals before the overage field held;
+/// for tests of replaying them.
+inline void encode_v1(char* dst, const record& r) noexcept {
+  uint32_t magic = kMagicV1;
   std::memcpy(dst, &magic, 4);
   std::memcpy(dst + 4, &r.month, 4);
   std::memcpy(dst + 8, &r.key_id, 8);
@@ -40,17 +61,40 @@ inline void encode(char* dst, const record& r) noexcept {
   std::memcpy(dst + 20, &crc, 4);
 }
 
-/// Decodes one record; false on bad magic or CRC.
-inline bool decode(const char* src, record& r) noexcept {
-  uint32_t magic, crc;
+/// The size of the record whose magic starts `src` (at least 4 readable bytes), or 0 when the
+/// magic is neither format's.
+inline size_t record_size_at(const char* src) noexcept {
+  uint32_t magic;
   std::memcpy(&magic, src, 4);
-  std::memcpy(&crc, src + 20, 4);
-  if (magic != kMagic || crc != crc32(src, 20)) {
+  return magic == kMagic ? kRecordSize : magic == kMagicV1 ? kRecordSizeV1 : 0;
+}
+
+/// Decodes the record of either format at `src`, which holds `avail` readable bytes; false on a
+/// bad magic or CRC, or fewer bytes than the record needs.
+inline bool decode(const char* src, size_t avail, record& r) noexcept {
+  if (avail < 4) {
+    return false;
+  }
+  const size_t n = record_size_at(src);
+  if (n == 0 || avail < n) {
+    return false;
+  }
+  uint32_t crc;
+  std::memcpy(&crc, src + n - 4, 4);
+  if (crc != crc32(src, n - 4)) {
     return false;
   }
   std::memcpy(&r.month, src + 4, 4);
   std::memcpy(&r.key_id, src + 8, 8);
   std::memcpy(&r.count, src + 16, 4);
+  r.has_overage = n == kRecordSize;
+  r.overage = 0;
+  if (r.has_overage) {
+    std::memcpy(&r.overage, src + 20, 4);
+    if (r.overage > r.count) {
+      return false;  // cannot be written: a damaged record whose CRC collided
+    }
+  }
   return true;
 }
 
@@ -69,17 +113,23 @@ scan_stats scan(std::string_view data, size_t offset, F&& f) {
   size_t o = offset;
   bool in_corrupt = false;
   while (o < data.size()) {
-    if (data.size() - o < kRecordSize) {
-      st.torn_bytes += data.size() - o;
+    const size_t left = data.size() - o;
+    // A tail shorter than the record its magic announces (or than the smaller format, when no
+    // magic starts it) is a write cut short by a crash.
+    const size_t need = left >= 4 && record_size_at(data.data() + o) != 0
+                            ? record_size_at(data.data() + o)
+                            : kRecordSizeV1;
+    if (left < need) {
+      st.torn_bytes += left;
       break;
     }
     record r;
-    if (decode(data.data() + o, r)) {
+    if (decode(data.data() + o, left, r)) {
       in_corrupt = false;
       ++st.records;
       st.units += r.count;
       f(r);
-      o += kRecordSize;
+      o += need;
       continue;
     }
     if (!in_corrupt) {

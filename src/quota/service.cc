@@ -47,6 +47,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "quota/fs.h"
 #include "quota/journal.h"
@@ -538,7 +539,7 @@ void core_shard::seal_record() noexcept {
     return;
   }
   char* dst = journal_buf_.prepare(journal::kRecordSize);
-  journal::encode(dst, journal::record{open_month_, open_key_, open_count_});
+  journal::encode(dst, journal::record{open_month_, open_key_, open_count_, open_overage_});
   journal_buf_.commit(journal::kRecordSize);
   open_count_ = 0;
 }
@@ -547,7 +548,7 @@ void core_shard::settle(const ticket& t, bool success) noexcept {
   if (t.month != month_) {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {
-      append_record(t.month, t.key_id);
+      append_record(t.month, t.key_id, t.overage);
       late_.push_back({t.state, t.month, 1, t.overage});
     }
     return;  // a failure's unit belonged to the closed month's budget: nothing to return
@@ -560,7 +561,7 @@ void core_shard::settle(const ticket& t, bool success) noexcept {
     if (t.overage) {
       ++lk.overage_delta;
     }
-    append_record(t.month, t.key_id);
+    append_record(t.month, t.key_id, t.overage);
   } else if (!t.overage) {
     ++lk.lease;  // refund: the unit goes back to this core's lease
   }
@@ -1181,6 +1182,7 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
 
   // 2. Journals: replay what the snapshot does not cover; corrupt or torn bytes are skipped.
   std::vector<covered_pos> next(static_cast<size_t>(svc->opt_.cores));
+  std::unordered_set<uint64_t> overage_unrecorded;  // keys with current-month TGJ1 records
   for (size_t c = 0; c < covered.size() && c < next.size(); ++c) {
     next[c].gen = covered[c].gen + 1;
   }
@@ -1218,7 +1220,10 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
       ++svc->recovery_.journal_files;
       auto st = journal::scan(*data, std::min<size_t>(from, data->size()),
                               [&](const journal::record& r) {
-                                add_usage(r.month, r.key_id, r.count, 0);
+                                add_usage(r.month, r.key_id, r.count, r.overage);
+                                if (!r.has_overage && r.month >= month) {
+                                  overage_unrecorded.insert(r.key_id);
+                                }
                               });
       svc->recovery_.records_replayed += st.records;
       svc->recovery_.units_replayed += st.units;
@@ -1231,7 +1236,8 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
       }
     }
   }
-  // Overage of replayed records is not in the record; recompute it against the plan below.
+  // TGJ1 records (journals from before the overage field) do not say which of their units were
+  // overage: for the keys they name, it is recomputed against the plan below.
 
   // 3. Keys and the first table; restored usage goes into the key states.
   for (const auto& [id, u] : current) {
@@ -1248,7 +1254,11 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     for (key_state* s : im.by_slot) {
       const int64_t used = s->used.load(std::memory_order_relaxed);
       s->pool.store(make_pool(month, s->quota - used), std::memory_order_relaxed);
-      // Replayed units past the quota are overage (stop keys never get there).
+      if (overage_unrecorded.count(s->key_id) == 0) {
+        continue;
+      }
+      // Units past the quota are overage (stop keys never get there). Exact unless the quota
+      // changed since they were admitted, which is why records now carry the figure.
       const int64_t over = std::max<int64_t>(0, used - s->quota);
       if (over > s->overage.load(std::memory_order_relaxed)) {
         s->overage.store(over, std::memory_order_relaxed);

@@ -45,20 +45,63 @@ std::vector<std::string> journal_files(const std::string& dir) {
 
 TEST(journal_test, record_round_trips_and_crc_catches_a_flipped_bit) {
   // Verifies encode/decode agree and any single flipped bit fails the CRC or magic.
-  journal::record r{2026 * 12 + 11, 0x1234567890abcdefULL, 7};
+  journal::record r{2026 * 12 + 11, 0x1234567890abcdefULL, 7, 3};
   char buf[journal::kRecordSize];
   journal::encode(buf, r);
   journal::record back;
-  ASSERT_TRUE(journal::decode(buf, back));
+  ASSERT_TRUE(journal::decode(buf, sizeof buf, back));
   EXPECT_EQ(back.month, r.month);
   EXPECT_EQ(back.key_id, r.key_id);
   EXPECT_EQ(back.count, r.count);
+  EXPECT_EQ(back.overage, 3u);
+  EXPECT_TRUE(back.has_overage);
   for (size_t bit = 0; bit < journal::kRecordSize * 8; ++bit) {
     char copy[journal::kRecordSize];
     std::memcpy(copy, buf, sizeof copy);
     copy[bit / 8] = static_cast<char>(copy[bit / 8] ^ (1 << (bit % 8)));
-    EXPECT_FALSE(journal::decode(copy, back)) << bit;
+    EXPECT_FALSE(journal::decode(copy, sizeof copy, back)) << bit;
   }
+  EXPECT_FALSE(journal::decode(buf, journal::kRecordSize - 1, back));  // too few bytes
+}
+
+TEST(journal_test, v1_records_decode_without_an_overage_figure) {
+  // Verifies a TGJ1 record (journals written before the overage field) still decodes, says it
+  // has no overage figure, and is as well protected by its CRC.
+  journal::record r{2026 * 12 + 11, 42, 9, 9};
+  char buf[journal::kRecordSizeV1];
+  journal::encode_v1(buf, r);
+  journal::record back;
+  ASSERT_TRUE(journal::decode(buf, sizeof buf, back));
+  EXPECT_EQ(back.key_id, 42u);
+  EXPECT_EQ(back.count, 9u);
+  EXPECT_FALSE(back.has_overage);
+  EXPECT_EQ(back.overage, 0u);
+  for (size_t bit = 0; bit < journal::kRecordSizeV1 * 8; ++bit) {
+    char copy[journal::kRecordSizeV1];
+    std::memcpy(copy, buf, sizeof copy);
+    copy[bit / 8] = static_cast<char>(copy[bit / 8] ^ (1 << (bit % 8)));
+    EXPECT_FALSE(journal::decode(copy, sizeof copy, back)) << bit;
+  }
+}
+
+TEST(journal_test, scan_reads_a_file_mixing_both_formats_and_a_torn_v2_tail) {
+  // Verifies a journal continued after an upgrade (TGJ1 records, then TGJ2) replays every
+  // record, and a TGJ2 record cut short is a torn tail even though 24 of its bytes are there.
+  std::string data(journal::kRecordSizeV1, '\0');
+  journal::encode_v1(data.data(), {1, 1, 2, 0});
+  data += encode_all({{1, 2, 3, 1}, {1, 3, 4, 4}});
+  std::string torn(journal::kRecordSize, '\0');
+  journal::encode(torn.data(), {1, 4, 5, 0});
+  data += torn.substr(0, journal::kRecordSize - 3);
+  std::vector<journal::record> seen;
+  auto st = journal::scan(data, 0, [&](const journal::record& r) { seen.push_back(r); });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_FALSE(seen[0].has_overage);
+  EXPECT_EQ(seen[1].overage, 1u);
+  EXPECT_EQ(seen[2].overage, 4u);
+  EXPECT_EQ(st.units, 9u);
+  EXPECT_EQ(st.torn_bytes, journal::kRecordSize - 3);
+  EXPECT_EQ(st.corrupt, 0u);
 }
 
 TEST(journal_test, crc32_matches_the_standard_check_value) {
@@ -148,6 +191,79 @@ TEST(journal_test, crash_without_snapshot_recovers_every_answered_call) {
   auto svc = test::open_service(test::options(d.path(), 2), kNow + kSec);
   EXPECT_EQ(svc->usage(key_id, month_index_of_ns(kNow)).used, 800);
   EXPECT_EQ(svc->recovery().units_replayed, 800u);
+}
+
+// Runs `calls` billed successes of a new "pro" key (bill overage) whose plan has `quota`, then
+// drops the service without reconcile or snapshot (a crash), and restarts with the plan's quota
+// at `quota_after`. Returns the restarted service's figures for the key.
+usage_totals overage_after_crash(int64_t quota, int calls, int64_t quota_after,
+                                 bool rewrite_as_v1 = false) {
+  temp_dir d;
+  auto plans_with = [](int64_t q) {
+    plan_map m = test::default_plans();
+    m["pro"].monthly_quota = q;
+    return m;
+  };
+  auto k = test::add_key(d.path(), "a", "pro", plans_with(quota));
+  uint64_t key_id = 0;
+  {
+    auto o = test::options(d.path());
+    o.plans = plans_with(quota);
+    auto svc = test::open_service(o, kNow);
+    core_shard& s = svc->shard(0);
+    const key_record* r = s.authenticate(k.secret);
+    key_id = r->key_id;
+    figures f;
+    ticket t;
+    for (int i = 0; i < calls; ++i) {
+      EXPECT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
+      s.settle(t, true);
+      s.before_send(kNow);
+    }
+  }
+  if (rewrite_as_v1) {  // as a build from before the overage field would have written it
+    for (const std::string& path : journal_files(d.path())) {
+      std::ifstream in(path, std::ios::binary);
+      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::string v1;
+      journal::scan(data, 0, [&](const journal::record& rec) {
+        char buf[journal::kRecordSizeV1];
+        journal::encode_v1(buf, rec);
+        v1.append(buf, sizeof buf);
+      });
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << v1;
+    }
+  }
+  auto o = test::options(d.path());
+  o.plans = plans_with(quota_after);
+  auto svc = test::open_service(o, kNow + kSec);
+  return svc->usage(key_id, month_index_of_ns(kNow));
+}
+
+TEST(journal_test, overage_survives_a_crash_as_billed_when_the_quota_changes_before_restart) {
+  // Verifies overage recovered from the journal is what was billed at admission, not a
+  // recomputation against the plan in force at restart: calls past a quota of 100 stay
+  // overage after the quota is raised to 1000, and calls within a quota of 1000 do not become
+  // overage when it is cut to 100.
+  const usage_totals raised = overage_after_crash(100, 150, 1000);
+  EXPECT_EQ(raised.used, 150);
+  EXPECT_EQ(raised.overage, 50);
+  const usage_totals cut = overage_after_crash(1000, 150, 100);
+  EXPECT_EQ(cut.used, 150);
+  EXPECT_EQ(cut.overage, 0);
+  const usage_totals same = overage_after_crash(100, 150, 100);
+  EXPECT_EQ(same.overage, 50);
+}
+
+TEST(journal_test, v1_journals_still_replay_with_overage_recomputed_against_the_plan) {
+  // Verifies journals from before the overage field replay every call, and their overage is
+  // recomputed against the plan at restart (all such records can tell).
+  const usage_totals v1 = overage_after_crash(100, 150, 100, true);
+  EXPECT_EQ(v1.used, 150);
+  EXPECT_EQ(v1.overage, 50);
+  const usage_totals v1_raised = overage_after_crash(100, 150, 1000, true);
+  EXPECT_EQ(v1_raised.used, 150);
+  EXPECT_EQ(v1_raised.overage, 0);
 }
 
 TEST(journal_test, snapshot_plus_journal_tail_counts_each_call_once) {

@@ -233,19 +233,21 @@ class alignas(64) core_shard {
   void refresh_table() noexcept;
   void roll_month(uint32_t month) noexcept;
   bool take_lease(const key_record& k, local_key& lk) noexcept;
-  /// Counts one billed success in the open (not yet encoded) record, sealing the previous one
-  /// when the key or month differs: consecutive successes of a key cost an increment, and the
-  /// CRC is computed once per record, not per call.
-  void append_record(uint32_t month, uint64_t key_id) noexcept {
+  /// Counts one billed success (and whether it was overage) in the open (not yet encoded)
+  /// record, sealing the previous one when the key or month differs: consecutive successes of a
+  /// key cost an increment, and the CRC is computed once per record, not per call.
+  void append_record(uint32_t month, uint64_t key_id, bool overage) noexcept {
     if (open_count_ != 0 && open_key_ == key_id && open_month_ == month &&
         open_count_ < UINT32_MAX) {
       ++open_count_;
+      open_overage_ += overage ? 1 : 0;
       return;
     }
     seal_record();
     open_month_ = month;
     open_key_ = key_id;
     open_count_ = 1;
+    open_overage_ = overage ? 1 : 0;
   }
   void seal_record() noexcept;
   void open_journal() noexcept;
@@ -293,6 +295,7 @@ class alignas(64) core_shard {
   uint64_t open_key_ = 0;     // the record being coalesced (count 0: none)
   uint32_t open_month_ = 0;
   uint32_t open_count_ = 0;
+  uint32_t open_overage_ = 0;  // of open_count_, the successes billed as overage
   int journal_fd_ = -1;
   uint64_t journal_gen_ = 0;
   uint64_t journal_size_ = 0;     // bytes written to the current file
