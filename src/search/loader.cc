@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <thread>
 
 #include "search/local_shard.h"
+#include "search/map_guard.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
@@ -325,6 +328,57 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
   return out;
 }
 
+namespace {
+// The one live map_guard's range and message, read by the SIGBUS handler. Written before the
+// handler is installed and cleared after it is removed.
+std::atomic<const char*> g_map_begin{nullptr};
+std::atomic<const char*> g_map_end{nullptr};
+std::atomic<const std::string*> g_map_message{nullptr};
+struct sigaction g_map_previous {};  // the action the guard replaced
+
+void on_sigbus(int, siginfo_t* info, void*) {
+  const char* a = static_cast<const char*>(info->si_addr);
+  const char* begin = g_map_begin.load(std::memory_order_relaxed);
+  const char* end = g_map_end.load(std::memory_order_relaxed);
+  const std::string* msg = g_map_message.load(std::memory_order_relaxed);
+  if (msg != nullptr && a >= begin && a < end) {
+    // Only async-signal-safe calls: write(2) and _exit(2).
+    size_t off = 0;
+    while (off < msg->size()) {
+      const ssize_t n = ::write(STDERR_FILENO, msg->data() + off, msg->size() - off);
+      if (n <= 0) {
+        break;
+      }
+      off += static_cast<size_t>(n);
+    }
+    ::_exit(2);
+  }
+  // Not a read of the guarded mapping: put back the action the guard replaced and return, so
+  // the faulting access runs again and is handled as it would have been (by default, a core).
+  ::sigaction(SIGBUS, &g_map_previous, nullptr);
+}
+}  // namespace
+
+map_guard::map_guard(const void* begin, size_t size, std::string message)
+    : message_(std::move(message)) {
+  g_map_begin.store(static_cast<const char*>(begin), std::memory_order_relaxed);
+  g_map_end.store(static_cast<const char*>(begin) + size, std::memory_order_relaxed);
+  g_map_message.store(&message_, std::memory_order_release);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGBUS, nullptr, &g_map_previous);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+map_guard::~map_guard() {
+  ::sigaction(SIGBUS, &g_map_previous, nullptr);
+  g_map_message.store(nullptr, std::memory_order_release);
+  g_map_begin.store(nullptr, std::memory_order_relaxed);
+  g_map_end.store(nullptr, std::memory_order_relaxed);
+}
+
 result<std::unique_ptr<backend>, load_issue> load_jsonl(std::string_view jsonl,
                                                         const load_options& opts,
                                                         load_report& report) {
@@ -352,7 +406,14 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
     void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (m != MAP_FAILED) {
       ::close(fd);
-      auto b = load_jsonl(std::string_view(static_cast<const char*>(m), n), opts, report);
+      auto b = [&] {
+        // A file shrunk while it is read here would end the process with SIGBUS: say why.
+        const map_guard guard(m, n,
+                              fmt::format("tollgate: error: {}: the corpus file shrank while it was being "
+                                          "loaded (truncated or rewritten in place); not started\n",
+                                          path));
+        return load_jsonl(std::string_view(static_cast<const char*>(m), n), opts, report);
+      }();
       ::munmap(m, n);
       return b;
     }

@@ -1,10 +1,17 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <sstream>
 #include <string>
 
+#include "search/map_guard.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
 
@@ -338,6 +345,39 @@ TEST(loader_test, parallel_fail_mode_reports_the_first_bad_line) {
   auto b = load_jsonl(tail_only, o, r);
   ASSERT_FALSE(b.has_value());
   EXPECT_EQ(b.error().line, 391u);  // bad JSON fails while parsing, before duplicates are seen
+}
+
+TEST(loader_death_test, a_mapped_corpus_that_shrinks_under_the_load_is_a_clear_error) {
+  // Verifies that reading a page of a mapped corpus file past its new end, after the file was
+  // truncated, exits 2 with the guard's message (the load's error for this case) instead of
+  // dying with SIGBUS; and that without the guard the same read is still a SIGBUS.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  char path[] = "/tmp/tollgate-map-guard-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text(3 * 4096, 'x');
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  void* m = ::mmap(nullptr, text.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  ASSERT_EQ(::ftruncate(fd, 100), 0);  // the last two pages are gone
+  const volatile char* last = static_cast<const char*>(m) + text.size() - 1;
+  EXPECT_EXIT(
+      {
+        const map_guard guard(m, text.size(), "corpus shrank under the load\n");
+        (void)*last;
+      },
+      ::testing::ExitedWithCode(2), "corpus shrank under the load");
+  // Unguarded: killed by SIGBUS (or, under a sanitizer that reports the fault itself, exited
+  // non-zero), never the guard's clean exit 2.
+  auto died_of_the_fault = [](int status) {
+    return (WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS) ||
+           (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2);
+  };
+  EXPECT_EXIT({ (void)*last; }, died_of_the_fault, "");
+  EXPECT_EQ(static_cast<const char*>(m)[0], 'x');  // the page still inside the file reads
+  ::munmap(m, text.size());
+  ::close(fd);
+  ::unlink(path);
 }
 
 }  // namespace
