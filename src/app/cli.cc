@@ -52,7 +52,10 @@ address) also re-reads the config file's plans.
 std::string_view usage_stdio() {
   return R"(Usage: TOLLGATE_API_KEY=KEY tollgate stdio [options]
 
-Speaks newline-delimited JSON-RPC (MCP) on stdin/stdout; logs go to stderr.
+Speaks newline-delimited JSON-RPC (MCP) on stdin/stdout; logs go to stderr. Ends at EOF.
+SIGHUP reloads the config file's plans and the keys and accounts (these also reload within a
+second by themselves); SIGTERM or SIGINT ends it once every line read is answered, with usage
+flushed (exit 0).
 
   --config FILE          TOML config
   --data-dir DIR         keys, accounts and usage (default ./tollgate-data)

@@ -38,24 +38,32 @@ void core_host::write_headers(out_buffer& out) {
   quota::write_rate_headers(out, figures_now());
 }
 
+bool core_host::stdio_begin_call() {
+  now_ns_ = wall_ns();
+  if (now_ns_ - last_tick_ns_ >= 100'000'000) {
+    quota_.on_tick(now_ns_);
+    last_tick_ns_ = now_ns_;
+  }
+  // The key's record is looked up again on every call: the table it was in may have been
+  // replaced since (a reload here, or by the tick above; a SIGHUP reload switches between
+  // calls), and a revoked key has none.
+  const quota::key_record* k = quota_.authenticate(stdio_secret_);
+  if (k == nullptr) {
+    return false;
+  }
+  key_ = k;
+  quota_filled_ = false;
+  return true;
+}
+
 mcp::admission core_host::admit(std::string_view /*tool*/) {
   mcp::admission a;
   if (collecting()) {
     return a;  // a dry run charges nothing: the real run admits
   }
-  if (stdio_) {
-    now_ns_ = wall_ns();
-    if (now_ns_ - last_tick_ns_ >= 100'000'000) {
-      quota_.on_tick(now_ns_);
-      last_tick_ns_ = now_ns_;
-    }
-    const quota::key_record* k = quota_.authenticate(stdio_secret_);
-    if (k == nullptr) {  // revoked while running: nothing more may be spent
-      a.outcome = mcp::admission::kind::suspended;
-      return a;
-    }
-    key_ = k;
-    quota_filled_ = false;
+  if (stdio_ && !stdio_begin_call()) {  // revoked while running: nothing more may be spent
+    a.outcome = mcp::admission::kind::suspended;
+    return a;
   }
   if (check_rate_on_admit_) {
     if (quota_.check_rate(*key_, now_ns_, fig_) == quota::rate_verdict::limited) {
@@ -90,7 +98,10 @@ mcp::admission core_host::rate_check() {
   if (!stdio_) {
     return a;  // over HTTP the handler rated the request before dispatch
   }
-  now_ns_ = wall_ns();
+  if (!stdio_begin_call()) {
+    a.outcome = mcp::admission::kind::suspended;
+    return a;
+  }
   if (quota_.check_rate(*key_, now_ns_, fig_) == quota::rate_verdict::limited) {
     a.outcome = mcp::admission::kind::rate_limited;
     a.retry_after_secs = fig_.retry_after_secs;

@@ -78,6 +78,9 @@ class core_host final : public mcp::host {
   bool admitted_ = false;
   bool quota_filled_ = false;
   bool check_rate_on_admit_ = false;
+  /// stdio, at the start of each call: the clock, the core's tick when due, and the key's
+  /// current record (false when it was revoked).
+  bool stdio_begin_call();
   bool stdio_ = false;
   std::string stdio_secret_;
   int64_t last_tick_ns_ = 0;

@@ -12,7 +12,7 @@ namespace tollgate::app {
 
 namespace {
 
-reload_result reload_locked(const shared_state& st) {
+reload_result reload_locked(const shared_state& st, quota::core_shard* stdio_core, int64_t now_ns) {
   reload_result r;
   if (!st.quota) {
     r.message = "this node has no keys or plans (a shard node)";
@@ -41,6 +41,9 @@ reload_result reload_locked(const shared_state& st) {
                           path.empty() ? std::string("the built-in defaults") : path, r.keys);
   // Every core switches tables at its next pass or tick: once they all have, a request that
   // arrives after this returns is judged by the new figures on whichever core takes it.
+  if (stdio_core != nullptr) {
+    stdio_core->on_tick(now_ns);
+  }
   if (!st.quota->wait_until_in_force(2000)) {
     r.message += "; a core has not switched yet (it will at its next pass)";
   }
@@ -49,10 +52,11 @@ reload_result reload_locked(const shared_state& st) {
 
 }  // namespace
 
-reload_result reload_plans_and_keys(const shared_state& st, std::string_view source) {
+reload_result reload_plans_and_keys(const shared_state& st, std::string_view source,
+                                    quota::core_shard* stdio_core, int64_t now_ns) {
   static std::mutex mu;  // SIGHUP and admin calls: one reload at a time
   std::lock_guard g(mu);
-  reload_result r = reload_locked(st);
+  reload_result r = reload_locked(st, stdio_core, now_ns);
   if (r.ok) {
     log_info("{}: reloaded: {}", source, r.message);
   } else {

@@ -22,7 +22,10 @@ struct reload_result {
 /// Re-reads the config file's plans and the data dir's keys and accounts and puts them in force
 /// whole, or changes nothing and says why (a TOML error naming file, line and key; an invalid
 /// plan; a plan still used by a key). Logs the outcome as `source` ("SIGHUP", "admin reload").
-/// Any thread; calls are serialised.
-reload_result reload_plans_and_keys(const shared_state& st, std::string_view source);
+/// Any thread; calls are serialised. `stdio_core`: `tollgate stdio`'s one core, which the
+/// calling thread drives; it switches to the new tables (its tick, at `now_ns`) before the call
+/// waits for every core to have switched, since no loop pass would switch it meanwhile.
+reload_result reload_plans_and_keys(const shared_state& st, std::string_view source,
+                                    quota::core_shard* stdio_core = nullptr, int64_t now_ns = 0);
 
 }  // namespace tollgate::app

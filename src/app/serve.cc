@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -361,8 +362,23 @@ int run_stdio(int argc, char** argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  // SIGHUP reloads plans, keys and accounts; SIGTERM and SIGINT stop once the lines read so far
+  // are answered, and usage is flushed (DESIGN §5, §10). Blocked before any thread starts (the
+  // corpus load's) and taken from a signalfd that run_stdio watches next to stdin.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    log_error("stdio: signalfd: {}", std::strerror(errno));
+    return 1;
+  }
   shared_state st;
   if (int rc = build_shared(st, *s, 1, true); rc != 0) {
+    ::close(sfd);
     return rc;
   }
   quota::core_shard& shard = st.quota->shard(0);
@@ -379,8 +395,31 @@ int run_stdio(int argc, char** argv) {
   quota::figures fig;
   host.begin(*key, wall_now_ns(), fig);
   host.set_stdio(key_env);
-  int rc = mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO);
+  struct signal_ctx {
+    shared_state& st;
+    quota::core_shard& shard;
+    int fd;
+  } ctx{st, shard, sfd};
+  mcp::stdio_events events;
+  events.fd = sfd;
+  events.ctx = &ctx;
+  events.on_ready = [](void* p) -> bool {
+    auto& c = *static_cast<signal_ctx*>(p);
+    signalfd_siginfo si{};
+    while (::read(c.fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      if (si.ssi_signo == SIGHUP) {
+        (void)reload_plans_and_keys(c.st, "SIGHUP", &c.shard, wall_now_ns());  // logs itself
+        continue;
+      }
+      log_info("{}: every line read is answered; flushing usage, then exiting",
+               si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+      return false;
+    }
+    return true;
+  };
+  int rc = mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO, events);
   st.quota->close(wall_now_ns());
+  ::close(sfd);
   return rc;
 }
 

@@ -1,6 +1,7 @@
 // stdio transport: newline-delimited JSON-RPC on a pair of file descriptors (see endpoint.h).
 // Reads into one buffer that always keeps body_padding spare bytes after its contents, so each
 // line parses in place; responses go out one per line, flushed once per read.
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,12 +13,31 @@
 
 namespace tollgate::mcp {
 
-int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd) {
+int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd, const stdio_events& events) {
   out_buffer in(64 * 1024);
   out_buffer out(64 * 1024);
   size_t start = 0;  // first byte of the current (incomplete) line
   bool eof = false;
   while (!eof) {
+    if (events.fd >= 0) {
+      // Wait for input or an event. Input is read first when both are ready; the event is then
+      // handled before the next wait, so a stream of input cannot hold it off. Everything read
+      // so far has been answered and flushed by then (below), so stopping loses no answer.
+      pollfd fds[2] = {{in_fd, POLLIN, 0}, {events.fd, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        log_error("stdio: poll failed: {}", std::strerror(errno));
+        return 1;
+      }
+      if (fds[1].revents != 0 && fds[0].revents == 0) {
+        if (!events.on_ready(events.ctx)) {
+          return 0;
+        }
+        continue;
+      }
+    }
     // Keep room for a read plus the padding simdjson may read past a line's end.
     char* dst = in.prepare(16 * 1024 + body_padding);
     ssize_t n = ::read(in_fd, dst, 16 * 1024);
@@ -69,6 +89,12 @@ int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd) {
     // Move the incomplete tail to the front.
     in.consume(start);
     start = 0;
+    if (events.fd >= 0 && !eof) {
+      pollfd ev{events.fd, POLLIN, 0};
+      if (::poll(&ev, 1, 0) > 0 && !events.on_ready(events.ctx)) {
+        return 0;
+      }
+    }
   }
   return 0;
 }

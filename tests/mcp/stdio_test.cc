@@ -16,14 +16,22 @@ namespace {
 using namespace test_support;
 
 // Feeds `input` through run_stdio and returns (exit code, output lines).
-std::pair<int, std::vector<std::string>> run_lines(endpoint& ep, host& h, const std::string& input) {
+// With `keep_open`, the input is not closed: only `events` can end the run.
+std::pair<int, std::vector<std::string>> run_lines(endpoint& ep, host& h, const std::string& input,
+                                                   const stdio_events& events = {},
+                                                   bool keep_open = false) {
   int in[2];
   EXPECT_EQ(pipe(in), 0);
   EXPECT_EQ(write(in[1], input.data(), input.size()), static_cast<ssize_t>(input.size()));
-  close(in[1]);
+  if (!keep_open) {
+    close(in[1]);
+  }
   FILE* out = tmpfile();
-  int rc = run_stdio(ep, h, in[0], fileno(out));
+  int rc = run_stdio(ep, h, in[0], fileno(out), events);
   close(in[0]);
+  if (keep_open) {
+    close(in[1]);
+  }
   std::string all;
   lseek(fileno(out), 0, SEEK_SET);
   char buf[4096];
@@ -170,6 +178,64 @@ TEST_F(stdio_test, empty_input_exits_zero_with_no_output) {
   auto [rc, lines] = run_lines(ep, h, "");
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(lines.empty());
+}
+
+// An event source for run_stdio: a pipe holding `pending` bytes; each on_ready drains one byte
+// and answers `keep_going` until `stop_after` calls have been made.
+struct event_pipe {
+  int fds[2] = {-1, -1};
+  int calls = 0;
+  int stop_after = 1;
+  event_pipe(int pending, int stop) : stop_after(stop) {
+    EXPECT_EQ(pipe(fds), 0);
+    for (int i = 0; i < pending; ++i) {
+      EXPECT_EQ(write(fds[1], "x", 1), 1);
+    }
+  }
+  ~event_pipe() {
+    close(fds[0]);
+    close(fds[1]);
+  }
+  stdio_events events() {
+    stdio_events e;
+    e.fd = fds[0];
+    e.ctx = this;
+    e.on_ready = [](void* p) -> bool {
+      auto& self = *static_cast<event_pipe*>(p);
+      char c;
+      EXPECT_EQ(read(self.fds[0], &c, 1), 1);
+      return ++self.calls < self.stop_after;
+    };
+    return e;
+  }
+};
+
+TEST_F(stdio_test, an_event_that_says_stop_ends_the_run_after_the_lines_read_are_answered) {
+  // Verifies that with input still open (no EOF) a stop event (SIGTERM in the app) ends the run
+  // with 0, and that the lines already waiting are answered before it stops.
+  event_pipe ev(1, 1);
+  std::string input = R"({"jsonrpc":"2.0","id":1,"method":"ping"})"
+                      "\n"
+                      R"({"jsonrpc":"2.0","id":2,"method":"ping"})"
+                      "\n";
+  auto [rc, lines] = run_lines(ep, h, input, ev.events(), true);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(ev.calls, 1);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], R"({"jsonrpc":"2.0","id":2,"result":{}})");
+}
+
+TEST_F(stdio_test, events_that_say_go_on_are_each_handled_and_serving_continues) {
+  // Verifies events that do not stop (SIGHUP's reload in the app) are each handled once while
+  // input is answered, until one says stop (input still open: only the events end the run).
+  event_pipe ev(3, 3);
+  auto [rc, lines] = run_lines(ep, h, R"({"jsonrpc":"2.0","id":1,"method":"ping"})"
+                                      "\n",
+                               ev.events(), true);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(ev.calls, 3);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], R"({"jsonrpc":"2.0","id":1,"result":{}})");
 }
 
 }  // namespace

@@ -114,8 +114,17 @@ class endpoint {
   std::unique_ptr<impl> impl_;
 };
 
+/// A descriptor run_stdio watches next to its input (the app's signalfd), and what to do when
+/// it is readable: `on_ready` returns false to stop serving.
+struct stdio_events {
+  int fd = -1;                   ///< -1: none
+  bool (*on_ready)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+};
+
 /// Runs the stdio transport: newline-delimited JSON-RPC read from `in_fd`, responses written to
-/// `out_fd` one per line. Returns 0 at EOF after flushing, 1 on an I/O error. Logs to stderr only.
-int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd);
+/// `out_fd` one per line. Returns 0 at EOF, or when `events.on_ready` says stop, after every
+/// line read so far is answered and flushed; 1 on an I/O error. Logs to stderr only.
+int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd, const stdio_events& events = {});
 
 }  // namespace tollgate::mcp

@@ -1,12 +1,12 @@
 // Verifies the command-line contract scripts rely on (DESIGN §10): the first serve on an empty data
 // dir prints a working demo key, keys are shown once and listed by id only, a bad plan is exit 2
 // naming it, a running server sees keys/accounts changes within a second without SIGHUP, plans
-// reload on SIGHUP and POST /admin/reload (DESIGN §5), and SIGTERM exits 0.
+// reload on SIGHUP and POST /admin/reload (DESIGN §5), and SIGTERM exits 0; `tollgate stdio` too.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { start, prepare, cleanup, runCli, restGet, eventually, mcpPost, toolCall, tempDir, renderConfig, request, DEFAULT_PLANS } from './harness.mjs';
+import { start, prepare, cleanup, runCli, restGet, eventually, mcpPost, toolCall, tempDir, renderConfig, request, DEFAULT_PLANS, StdioSession } from './harness.mjs';
 
 const servers = [];
 const dirs = [];
@@ -133,4 +133,48 @@ test('SIGTERM with connections open: exit 0', async () => {
   const r = await s.stop(10000);
   await Promise.all(inflight);
   assert.equal(r.code, 0, `${JSON.stringify(r)}; stderr: ${s.stderr()}`);
+});
+
+test('tollgate stdio: SIGHUP reloads plans; SIGTERM answers what was read, flushes usage, exits 0', async () => {
+  // DESIGN §5 (reload on SIGHUP) and §10 (SIGTERM: finish, flush usage, exit 0) for stdio,
+  // which used to die of either signal's default action.
+  const std = { rate_per_sec: 1000, burst: 200, monthly_quota: 5000, overage: 'stop' };
+  const p = await prepare({ keys: { a: { account: 'acct-stdio-hup', plan: 'std' } }, plans: { std } });
+  dirs.push(p);
+  const s = new StdioSession(p, p.keys.a);
+  try {
+    const init = await s.send({ jsonrpc: '2.0', id: 'init', method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+    assert.ok(init.result?.protocolVersion, JSON.stringify(init));
+    s.notify({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    let id = 0;
+    const usage = async () => {
+      const m = await s.send(toolCall(++id, 'get_usage'));
+      assert.equal(m.result?.isError, false, JSON.stringify(m));
+      return JSON.parse(m.result.content[0].text);
+    };
+    assert.equal((await usage()).quota.limit, 5000);
+    const billed = await s.send(toolCall(++id, 'search_stories', { query: 'the' }));
+    assert.equal(billed.result?.isError, false, JSON.stringify(billed));
+
+    fs.writeFileSync(p.configPath, renderConfig({ plans: { std: { ...std, monthly_quota: 7000 } } }));
+    process.kill(s.child.pid, 'SIGHUP');
+    await eventually(async () => (await usage()).quota.limit === 7000, 3000, 'SIGHUP put the new quota in force');
+    assert.equal(s.child.exitCode, null, 'still serving after SIGHUP');
+    await eventually(() => /SIGHUP: reloaded/.test(s.stderr), 3000, `"SIGHUP: reloaded" logged (stderr: ${s.stderr})`);
+
+    process.kill(s.child.pid, 'SIGTERM');
+    const r = await s.exited;
+    assert.deepEqual(r, { code: 0, signal: null }, `stderr: ${s.stderr}`);
+    await eventually(() => /SIGTERM: every line read is answered/.test(s.stderr), 3000,
+      `the SIGTERM line logged (stderr: ${s.stderr})`);
+  } finally {
+    await s.close();
+  }
+  // The billed call was flushed: a REST read of the key on a fresh server counts it.
+  const srv = await start({ prepared: p });
+  servers.push(srv);
+  const u = await restGet(srv, '/v1/usage', { key: p.keys.a });
+  assert.equal(u.status, 200, u.body);
+  assert.equal(JSON.parse(u.body).quota.used, 1);
 });
