@@ -133,12 +133,22 @@ simdjson::error_code member_unescaped(od::object& o, std::string_view name, od::
   return member_unescaped(o, name, out);
 }
 
-// Consumes `v` whole, validating it. Any error means the body is not valid JSON.
-simdjson::error_code walk(od::value v) {
+// The deepest nesting of arrays and objects a message may have: walk() recurses once per
+// level, so an unbounded depth would overflow a core's stack (a 400 KB body of '[' is 200,000
+// levels). A deeper message is refused as a parse error, as RFC 8259 §9 allows; MCP messages
+// nest a handful of levels.
+constexpr int max_json_depth = 128;
+
+// Consumes `v` whole, validating it. Any error means the body is not valid JSON (or too deep).
+// `depth`: the arrays and objects `v` is inside of.
+simdjson::error_code walk(od::value v, int depth) {
   od::json_type t;
   auto err = v.type().get(t);
   if (err) {
     return err;
+  }
+  if ((t == od::json_type::object || t == od::json_type::array) && depth >= max_json_depth) {
+    return simdjson::DEPTH_ERROR;
   }
   switch (t) {
     case od::json_type::object: {
@@ -155,7 +165,7 @@ simdjson::error_code walk(od::value v) {
         if ((err = f.unescaped_key().get(key))) {
           return err;
         }
-        if ((err = walk(f.value()))) {
+        if ((err = walk(f.value(), depth + 1))) {
           return err;
         }
       }
@@ -171,7 +181,7 @@ simdjson::error_code walk(od::value v) {
         if ((err = er.get(e))) {
           return err;
         }
-        if ((err = walk(e))) {
+        if ((err = walk(e, depth + 1))) {
           return err;
         }
       }
@@ -200,8 +210,9 @@ simdjson::error_code walk(od::value v) {
   return simdjson::TAPE_ERROR;
 }
 
-// Pass 1 over one message object: validates it and fills `m`.
-simdjson::error_code scan_message(od::object o, message& m) {
+// Pass 1 over one message object: validates it and fills `m`. `depth`: the arrays and objects
+// its members are inside of (1 for a single message, 2 in a batch).
+simdjson::error_code scan_message(od::object o, message& m, int depth) {
   simdjson::error_code err;
   bool jsonrpc_ok = false;
   for (auto fr : o) {
@@ -232,7 +243,7 @@ simdjson::error_code scan_message(od::object o, message& m) {
       if (t == od::json_type::string || t == od::json_type::number) {
         m.id = trim(v.raw_json_token());
         m.has_id = true;
-        if ((err = walk(v))) {
+        if ((err = walk(v, depth))) {
           return err;
         }
         continue;
@@ -246,7 +257,7 @@ simdjson::error_code scan_message(od::object o, message& m) {
         std::string_view raw = trim(v.raw_json_token());
         m.method = raw.substr(1, raw.size() - 2);
         m.has_method = true;
-        if ((err = walk(v))) {
+        if ((err = walk(v, depth))) {
           return err;
         }
         continue;
@@ -262,7 +273,7 @@ simdjson::error_code scan_message(od::object o, message& m) {
     } else if (key == "result" || key == "error") {
       m.has_result_or_error = true;
     }
-    if ((err = walk(v))) {
+    if ((err = walk(v, depth))) {
       return err;
     }
   }
@@ -778,7 +789,7 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
   }
   if (t == od::json_type::object) {
     od::object o;
-    if (im.doc.get_object().get(o) || scan_message(o, p.single)) {
+    if (im.doc.get_object().get(o) || scan_message(o, p.single, 1)) {
       return p;
     }
     p.shape = body_shape::single;
@@ -797,11 +808,11 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
       message m;
       if (et == od::json_type::object) {
         od::object o;
-        if (v.get_object().get(o) || scan_message(o, m)) {
+        if (v.get_object().get(o) || scan_message(o, m, 2)) {
           return p;
         }
       } else {
-        if (walk(v)) {
+        if (walk(v, 1)) {
           return p;
         }
         m.invalid = true;

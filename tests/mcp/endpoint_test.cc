@@ -407,6 +407,33 @@ TEST_F(endpoint_test, malformed_json_is_32700_http_400_id_null) {
   }
 }
 
+TEST_F(endpoint_test, nesting_past_128_levels_is_32700_and_no_depth_overflows_the_stack) {
+  // Verifies 128 levels of arrays and objects (the message object included) are accepted, 129
+  // are refused as a parse error (HTTP 400, id null), in a single message and in a batch, and
+  // that 120,000 levels (a 240 KB body; the validating walk recursed once per level, and a
+  // server died of 200,000) are refused the same way.
+  auto nested = [](int levels) {  // params.x holds `levels` arrays
+    return R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":)" + std::string(levels, '[') +
+           std::string(levels, ']') + "}}";
+  };
+  const auto parse_error =
+      envelope::reference::error_response("null", {envelope::rpc_error_kind::parse_error, {}, {}, 0});
+  auto ok = post(nested(126));  // message, params, 126 arrays: 128 levels
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.body, R"({"jsonrpc":"2.0","id":1,"result":{}})");
+  auto deep = post(nested(127));
+  EXPECT_EQ(deep.status, 400);
+  EXPECT_EQ(deep.body, parse_error);
+  auto batch_ok = post("[" + nested(125) + "]");
+  EXPECT_EQ(batch_ok.status, 200) << batch_ok.body;
+  auto batch_deep = post("[" + nested(126) + "]");
+  EXPECT_EQ(batch_deep.status, 400);
+  EXPECT_EQ(batch_deep.body, parse_error);
+  auto very_deep = post(nested(120000));
+  EXPECT_EQ(very_deep.status, 400);
+  EXPECT_EQ(very_deep.body, parse_error);
+}
+
 TEST_F(endpoint_test, non_requests_are_32600_http_400) {
   // Verifies valid JSON that is not a JSON-RPC request gets -32600 with HTTP 400.
   for (const char* body :

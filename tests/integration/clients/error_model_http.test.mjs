@@ -322,6 +322,14 @@ test('malformed JSON: -32700, HTTP 400, id null', async () => {
   }
 });
 
+test('nesting too deep: -32700, HTTP 400, and the server stays up (a 400 KB body of 200,000 levels killed it)', async () => {
+  const levels = 200000;
+  const body = `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":${'['.repeat(levels)}${']'.repeat(levels)}}}`;
+  rpcErrorOf(await mcpPost(server, body, { key: server.keys.main }), 400, null, -32700);
+  const r = await mcpPost(server, { jsonrpc: '2.0', id: 2, method: 'ping' }, { key: server.keys.main });
+  assert.equal(r.status, 200, r.body);
+});
+
 test('not a JSON-RPC request: -32600, HTTP 400', async () => {
   for (const body of ['42', '"hello"', '{"id":1,"method":"ping"}', '{"jsonrpc":"2.0","id":1}', '{"jsonrpc":"1.0","id":1,"method":"ping"}']) {
     const r = await mcpPost(server, body, { key: server.keys.main });
