@@ -25,6 +25,19 @@
 namespace tollgate::app {
 namespace {
 
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns them as a set. Call before
+// any other thread starts, so every thread inherits the mask and only the caller takes them
+// (serve: sigwait; stdio: a signalfd).
+sigset_t block_control_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
 int64_t wall_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -219,14 +232,8 @@ int run_serve(int argc, char** argv) {
   if (int rc = check_fleet(*s, false); rc != 0) {
     return rc;
   }
-  // Signals are taken by sigwait() below: block them before any thread starts so every core
-  // inherits the mask and only this thread sees them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Signals are taken by sigwait() below, before any thread starts.
+  const sigset_t set = block_control_signals();
   signal(SIGPIPE, SIG_IGN);
   // Every connection is a descriptor: lift the soft limit to the hard one before the cores arm
   // their accepts (the kernel reads the limit then). Running out is still handled (EMFILE
@@ -365,12 +372,7 @@ int run_stdio(int argc, char** argv) {
   // SIGHUP reloads plans, keys and accounts; SIGTERM and SIGINT stop once the lines read so far
   // are answered, and usage is flushed (DESIGN §5, §10). Blocked before any thread starts (the
   // corpus load's) and taken from a signalfd that run_stdio watches next to stdin.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  const sigset_t set = block_control_signals();
   const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) {
     log_error("stdio: signalfd: {}", std::strerror(errno));

@@ -19,10 +19,11 @@ int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd, const stdio_events& 
   size_t start = 0;  // first byte of the current (incomplete) line
   bool eof = false;
   while (!eof) {
+    bool event_ready = false;
     if (events.fd >= 0) {
       // Wait for input or an event. Input is read first when both are ready; the event is then
-      // handled before the next wait, so a stream of input cannot hold it off. Everything read
-      // so far has been answered and flushed by then (below), so stopping loses no answer.
+      // handled at the end of this pass, so a stream of input cannot hold it off. Everything
+      // read so far has been answered and flushed by then, so stopping loses no answer.
       pollfd fds[2] = {{in_fd, POLLIN, 0}, {events.fd, POLLIN, 0}};
       if (::poll(fds, 2, -1) < 0) {
         if (errno == EINTR) {
@@ -31,7 +32,8 @@ int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd, const stdio_events& 
         log_error("stdio: poll failed: {}", std::strerror(errno));
         return 1;
       }
-      if (fds[1].revents != 0 && fds[0].revents == 0) {
+      event_ready = fds[1].revents != 0;
+      if (fds[0].revents == 0) {
         if (!events.on_ready(events.ctx)) {
           return 0;
         }
@@ -89,11 +91,8 @@ int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd, const stdio_events& 
     // Move the incomplete tail to the front.
     in.consume(start);
     start = 0;
-    if (events.fd >= 0 && !eof) {
-      pollfd ev{events.fd, POLLIN, 0};
-      if (::poll(&ev, 1, 0) > 0 && !events.on_ready(events.ctx)) {
-        return 0;
-      }
+    if (event_ready && !eof && !events.on_ready(events.ctx)) {
+      return 0;
     }
   }
   return 0;
