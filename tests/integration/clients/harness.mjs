@@ -77,11 +77,17 @@ export function runCli(args, { env = {}, unset = [], input, timeoutMs = 90000 } 
       try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
       reject(new Error(`tollgate ${args.join(' ')} timed out after ${timeoutMs} ms; stderr: ${stderr}`));
     }, timeoutMs);
+    let stdinError = null;
+    // A process may exit before it reads its stdin (a refused start does): the pipe then breaks
+    // under our write. That EPIPE is the process's business, told by its exit code and stderr;
+    // any other write error is the harness's and fails the call.
+    child.stdin.on('error', (e) => { if (e.code !== 'EPIPE') stdinError = e; });
     child.on('error', (e) => { clearTimeout(timer); live.delete(child); reject(e); });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       live.delete(child);
-      resolve({ code, signal, stdout, stderr });
+      if (stdinError) reject(stdinError);
+      else resolve({ code, signal, stdout, stderr });
     });
     if (input !== undefined) child.stdin.end(input);
     else child.stdin.end();
@@ -488,7 +494,22 @@ export class StdioSession {
       }
     });
     this.child.stderr.on('data', (d) => { this.stderr += d; });
-    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => { live.delete(this.child); resolve({ code, signal }); }));
+    // Writes to a session whose process has gone break the pipe; the waiting send() then fails
+    // on the exit below with the exit code and stderr, which say more than the EPIPE.
+    this.child.stdin.on('error', (e) => { if (e.code !== 'EPIPE') throw e; });
+    // 'close' comes after stdout has drained, so an answer written just before the exit is
+    // delivered first.
+    this.failOnExit = new Set();
+    this.closed = null;
+    this.child.on('close', (code, signal) => {
+      this.closed = { code, signal };
+      for (const fail of this.failOnExit) fail(code, signal);
+      this.failOnExit.clear();
+    });
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => {
+      live.delete(this.child);
+      resolve({ code, signal });
+    }));
   }
 
   /** Writes one message (object or raw line) and awaits the response with `id` (null for parse
@@ -497,17 +518,27 @@ export class StdioSession {
     const line = typeof msg === 'string' ? msg : JSON.stringify(msg);
     const wanted = (ids ?? [id !== undefined ? id : (typeof msg === 'object' ? msg.id ?? null : null)]).map((x) => JSON.stringify(x));
     return new Promise((resolve, reject) => {
+      const gone = (code, signal) => {
+        clearTimeout(timer);
+        for (const w of wanted) this.pending.delete(w);
+        reject(new Error(`tollgate stdio exited (code ${code}, signal ${signal}) before answering id ` +
+          `${wanted.join(' or ')}; stderr: ${this.stderr}`));
+      };
       const done = (m) => {
         clearTimeout(timer);
+        this.failOnExit.delete(gone);
         for (const w of wanted) this.pending.delete(w);
         resolve(m);
       };
       const timer = setTimeout(() => {
+        this.failOnExit.delete(gone);
         for (const w of wanted) this.pending.delete(w);
         reject(new Error(`no stdio response with id ${wanted.join(' or ')} within ${timeoutMs} ms; stdout so far: ` +
           `${JSON.stringify(this.lines.slice(-3))}; stderr: ${this.stderr}`));
       }, timeoutMs);
       for (const w of wanted) this.pending.set(w, done);
+      if (this.closed) { gone(this.closed.code, this.closed.signal); return; }
+      this.failOnExit.add(gone);
       this.child.stdin.write(line + '\n');
     });
   }
