@@ -87,6 +87,16 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
                   "Answers too large for a cache entry (served uncached).",
                   &search_cache_stats::oversize);
   }
+  if (s_.sessions) {
+    fmt::format_to(it,
+                   "# HELP tollgate_mcp_sessions Legacy MCP sessions live now.\n"
+                   "# TYPE tollgate_mcp_sessions gauge\ntollgate_mcp_sessions {}\n"
+                   "# HELP tollgate_mcp_sessions_evicted_total Sessions ended to make room for a "
+                   "new one at [mcp] max_sessions.\n"
+                   "# TYPE tollgate_mcp_sessions_evicted_total counter\n"
+                   "tollgate_mcp_sessions_evicted_total {}\n",
+                   s_.sessions->size(), s_.sessions->evicted());
+  }
   if (s_.fleet) {
     fmt::format_to(it,
                    "# HELP tollgate_fleet_shard_up Whether a remote shard is taking queries (0: "

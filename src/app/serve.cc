@@ -207,7 +207,8 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
         std::make_unique<search::remote_health>(static_cast<uint32_t>(s.remote_shards.size()));
   }
   if (s.sessions) {
-    st.sessions = std::make_unique<mcp::session_store>(int64_t{s.session_idle_secs} * 1000000000);
+    st.sessions = std::make_unique<mcp::session_store>(int64_t{s.session_idle_secs} * 1000000000,
+                                                       s.max_sessions);
   }
   st.counters = std::make_unique<request_counters>(cores);
   st.cores = cores;

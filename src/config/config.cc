@@ -10,6 +10,34 @@
 namespace tollgate::config {
 namespace {
 
+// Every key each table accepts; README's configuration reference lists the same (a test holds
+// the two together). "plans.NAME" stands for each [plans.<name>] table.
+struct section {
+  std::string_view table;
+  std::initializer_list<std::string_view> keys;
+};
+constexpr std::string_view plan_table = "plans.NAME";
+const std::initializer_list<section> sections = {
+    {"server",
+     {"listen", "admin_listen", "threads", "data_dir", "max_connections", "header_timeout_ms",
+      "idle_timeout_ms", "max_header_bytes", "max_body_bytes"}},
+    {"corpus",
+     {"path", "on_bad_line", "shards", "search_cache_entries", "search_cache_entry_bytes"}},
+    {"mcp", {"allowed_origins", "sessions", "session_idle_secs", "max_sessions"}},
+    {"quota", {"reconcile_ms", "fsync_ms", "journal_write", "demo_plan"}},
+    {plan_table, {"rate_per_sec", "burst", "monthly_quota", "overage"}},
+    {"fleet", {"role", "secret", "shards", "deadline_ms", "local"}},
+};
+
+std::initializer_list<std::string_view> keys_of(std::string_view table) {
+  for (const section& s : sections) {
+    if (s.table == table) {
+      return s.keys;
+    }
+  }
+  return {};
+}
+
 // Collects the first error with its file:line position; later checks are skipped once one fails.
 class reader {
  public:
@@ -217,9 +245,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   reader r(path);
   r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet"});
   if (const auto* t = r.table(root, "server")) {
-    r.only_keys(*t, "server",
-                {"listen", "admin_listen", "threads", "data_dir", "max_connections",
-                 "header_timeout_ms", "idle_timeout_ms", "max_header_bytes", "max_body_bytes"});
+    r.only_keys(*t, "server", keys_of("server"));
     r.endpoint_value(*t, "server", "listen", s.listen);
     if (t->get("admin_listen") != nullptr) {
       endpoint ep;
@@ -235,9 +261,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "server", "max_body_bytes", s.max_body_bytes, 1024, 64 << 20);
   }
   if (const auto* t = r.table(root, "corpus")) {
-    r.only_keys(*t, "corpus",
-                {"path", "on_bad_line", "shards", "search_cache_entries",
-                 "search_cache_entry_bytes"});
+    r.only_keys(*t, "corpus", keys_of("corpus"));
     r.string(*t, "corpus", "path", s.corpus_path);
     r.either(*t, "corpus", "on_bad_line", "skip", "fail", s.skip_bad_lines);
     r.integer(*t, "corpus", "shards", s.index_shards, 1, 256);
@@ -246,15 +270,16 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
               16 << 20);
   }
   if (const auto* t = r.table(root, "mcp")) {
-    r.only_keys(*t, "mcp", {"allowed_origins", "sessions", "session_idle_secs"});
+    r.only_keys(*t, "mcp", keys_of("mcp"));
     r.string_list(*t, "mcp", "allowed_origins", s.allowed_origins);
     r.boolean(*t, "mcp", "sessions", s.sessions);
     r.integer(*t, "mcp", "session_idle_secs", s.session_idle_secs, 1, 86400 * 7);
+    r.integer(*t, "mcp", "max_sessions", s.max_sessions, 1, 100000000);
   }
   if (const auto* t = r.table(root, "quota")) {
-    r.only_keys(*t, "quota", {"reconcile_ms", "fsync_ms", "journal_write", "demo_plan"});
+    r.only_keys(*t, "quota", keys_of("quota"));
     r.integer(*t, "quota", "reconcile_ms", s.reconcile_ms, 10, 600000);
-    r.integer(*t, "quota", "fsync_ms", s.fsync_ms, 0, 600000);
+    r.integer(*t, "quota", "fsync_ms", s.fsync_ms, 1, 600000);
     r.either(*t, "quota", "journal_write", "inline", "ring", s.journal_inline);
     r.string(*t, "quota", "demo_plan", s.demo_plan);
   }
@@ -270,7 +295,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
       if (auto it = s.plans.find(std::string(name.str())); it != s.plans.end()) {
         p = it->second;
       }
-      r.only_keys(*pt, tname, {"rate_per_sec", "burst", "monthly_quota", "overage"});
+      r.only_keys(*pt, tname, keys_of(plan_table));
       r.number(*pt, tname, "rate_per_sec", p.rate_per_sec, 0.001, 1e9);
       r.integer(*pt, tname, "burst", p.burst, 1, int64_t{1} << 40);
       r.integer(*pt, tname, "monthly_quota", p.monthly_quota, 0, int64_t{1} << 50);
@@ -287,7 +312,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     }
   }
   if (const auto* t = r.table(root, "fleet")) {
-    r.only_keys(*t, "fleet", {"role", "secret", "shards", "deadline_ms", "local"});
+    r.only_keys(*t, "fleet", keys_of("fleet"));
     if (const toml::node* n = t->get("role")) {
       std::string v;
       r.string(*t, "fleet", "role", v);
@@ -318,6 +343,16 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     return unexpected(config_error{r.error()});
   }
   return s;
+}
+
+std::vector<std::string> known_keys() {
+  std::vector<std::string> out;
+  for (const section& sec : sections) {
+    for (std::string_view k : sec.keys) {
+      out.push_back(fmt::format("{}.{}", sec.table, k));
+    }
+  }
+  return out;
 }
 
 }  // namespace tollgate::config

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 
@@ -155,6 +156,46 @@ TEST(config_test, wrong_type_and_range_are_errors) {
   auto b = load_file(f2.path(), defaults());
   ASSERT_FALSE(b);
   EXPECT_NE(b.error().message.find("quota.reconcile_ms: must be between"), std::string::npos);
+}
+
+TEST(config_test, sessions_and_their_cap_are_read_and_checked) {
+  // Verifies [mcp] sessions, session_idle_secs and max_sessions are read, and a cap of 0 is
+  // refused with its key named (a store with room for nothing would end every session at once).
+  temp_toml f("[mcp]\nsessions = true\nsession_idle_secs = 60\nmax_sessions = 500\n");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE(s->sessions);
+  EXPECT_EQ(s->session_idle_secs, 60u);
+  EXPECT_EQ(s->max_sessions, 500u);
+  EXPECT_EQ(defaults().max_sessions, 100000u);
+  temp_toml f0("[mcp]\nmax_sessions = 0\n");
+  auto z = load_file(f0.path(), defaults());
+  ASSERT_FALSE(z);
+  EXPECT_NE(z.error().message.find(":2: mcp.max_sessions: must be between"), std::string::npos)
+      << z.error().message;
+}
+
+TEST(config_test, fsync_interval_of_zero_is_a_config_error) {
+  // Verifies fsync_ms = 0 is refused while reading the file (exit 2 naming the key), not later
+  // by the quota service after the data dir was already touched (it used to exit 1 there).
+  temp_toml f("[quota]\nfsync_ms = 0\n");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("quota.fsync_ms: must be between 1 and"), std::string::npos)
+      << s.error().message;
+}
+
+TEST(config_test, readme_documents_every_key) {
+  // Verifies README's configuration reference names every key load_file accepts, as
+  // `table.key`, so a new setting cannot land undocumented.
+  std::ifstream in(TOLLGATE_README);
+  ASSERT_TRUE(in) << "cannot read " << TOLLGATE_README;
+  std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto keys = known_keys();
+  EXPECT_GT(keys.size(), 25u);
+  for (const std::string& k : keys) {
+    EXPECT_NE(readme.find("`" + k + "`"), std::string::npos) << k << " is not in README.md";
+  }
 }
 
 TEST(config_test, toml_syntax_error_reports_line) {

@@ -53,6 +53,8 @@ struct settings {
   std::vector<std::string> allowed_origins;  ///< in addition to loopback origins
   bool sessions = false;
   uint32_t session_idle_secs = 1800;
+  /// Live sessions at most; at the cap a new one ends the least recently used.
+  uint32_t max_sessions = 100000;
 
   // [quota]
   uint32_t reconcile_ms = 1000;
@@ -83,6 +85,9 @@ settings defaults();
 /// Reads and validates a TOML file on top of `base`. Unknown tables or keys are errors (a typo
 /// must not silently fall back to a default).
 result<settings, config_error> load_file(const std::string& path, settings base);
+
+/// Every key a config file may set, as "table.key" ("plans.NAME.key" for each plan's table).
+std::vector<std::string> known_keys();
 
 /// Parses "HOST:PORT" (PORT 0–65535; HOST an IPv4 address or "localhost").
 result<endpoint, std::string> parse_endpoint(const std::string& s);

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,27 +38,40 @@ inline constexpr size_t body_padding = 64;
 
 /// Legacy (pre-2026) sessions: minted at initialize, ended by DELETE, expired when idle.
 /// Thread-safe (one store shared by all cores; a mutex, taken only when sessions are on).
+/// Bounded: at `max_sessions` live ones, minting a new session ends the least recently used
+/// (its client gets 404 and, as the MCP spec asks, initializes again), so a client minting
+/// sessions in a loop costs memory up to the cap, never beyond it.
 class session_store {
  public:
-  explicit session_store(int64_t idle_ns) : idle_ns_(idle_ns) {}
+  static constexpr size_t id_len = 32;
+  explicit session_store(int64_t idle_ns, size_t max_sessions = 100000);
   /// Mints a new session id (32 hex chars from getrandom) for `r`.
   std::string mint(envelope::revision r, int64_t now_ns);
   /// True (and refreshes its idle clock) when `id` is live.
   bool touch(std::string_view id, int64_t now_ns);
   /// Ends a session; false when it was unknown.
   bool end(std::string_view id);
-  /// Drops sessions idle for longer than idle_ns. Call from on_tick.
+  /// Drops sessions idle for longer than idle_ns (cost: the sessions dropped). Call from on_tick.
   void expire(int64_t now_ns);
   size_t size();
+  /// Sessions ended to make room for a new one (the cap was reached).
+  uint64_t evicted();
 
  private:
   struct entry {
+    char id[id_len];
     envelope::revision rev;
     int64_t last_ns;
   };
+  using lru_list = std::list<entry>;  ///< front: most recently used
+  void erase(lru_list::iterator it);
+
   std::mutex mu_;
-  std::unordered_map<std::string, entry> sessions_;
+  lru_list lru_;
+  std::unordered_map<std::string_view, lru_list::iterator> by_id_;  ///< keys view into lru_
   int64_t idle_ns_;
+  size_t max_;
+  uint64_t evicted_ = 0;
 };
 
 struct endpoint_options {
