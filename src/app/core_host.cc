@@ -115,6 +115,9 @@ void core_host::settle(bool success) {
   if (admitted_) {
     quota_.settle(ticket_, success);
     admitted_ = false;
+    if (!success) {
+      quota_filled_ = false;  // admit()'s figures counted the call; it was not billed
+    }
     if (stdio_) {
       quota_.before_send(now_ns_);  // the usage record is written before the response
     }

@@ -727,12 +727,14 @@ void prepare(reply& r, host& h) {
 }
 
 // Writes the JSON-RPC body of a decided (and prepared) reply; runs the tool for a tool call.
-void write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
+// Returns true when an admitted (billable) call failed and so was not billed: the quota figures
+// written before it ran counted it.
+bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
   switch (r.k) {
-    case reply::kind::none: return;
-    case reply::kind::result: c.env.result_response(out, r.id, r.result); return;
-    case reply::kind::error: c.env.error_response(out, r.id, r.err); return;
-    case reply::kind::tool_error: c.env.tool_error_response(out, r.id, r.rev, r.terr); return;
+    case reply::kind::none: return false;
+    case reply::kind::result: c.env.result_response(out, r.id, r.result); return false;
+    case reply::kind::error: c.env.error_response(out, r.id, r.err); return false;
+    case reply::kind::tool_error: c.env.tool_error_response(out, r.id, r.rev, r.terr); return false;
     case reply::kind::tool_call: {
       const size_t mark = out.size();
       c.env.success_prefix(out, r.id, r.rev);
@@ -752,9 +754,21 @@ void write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
       if (r.admitted) {
         h.settle(res.ok);
       }
-      return;
+      return r.admitted && !res.ok;
     }
   }
+  return false;
+}
+
+// Replaces the host's header block [begin, end) of a finished response in `out` with one
+// written now (error path only: an admitted call failed, and its figures must not count it).
+void rewrite_headers(host& h, out_buffer& out, size_t begin, size_t end, out_buffer& scratch) {
+  scratch.clear();
+  h.write_headers(scratch);
+  scratch.append(std::string_view(out.data() + end, out.size() - end));
+  out.resize(begin);
+  out.append(scratch.view());
+  scratch.clear();
 }
 
 }  // namespace
@@ -1074,10 +1088,15 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       im.session_header = "Mcp-Session-Id: " + opts_.sessions->mint(r.rev, now_ns) + "\r\n";
       out.append(im.session_header);
     }
+    const size_t headers_at = out.size();
     h.write_headers(out);
+    const size_t headers_end = out.size();
     envelope::body_mark bm = env_.body_start(out);
-    write_body(c, r, h, out);
+    const bool unbilled = write_body(c, r, h, out);
     env_.body_end(out, bm);
+    if (unbilled) {
+      rewrite_headers(h, out, headers_at, headers_end, im.scratch);
+    }
     return {r.status, close};
   }
 

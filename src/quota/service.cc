@@ -527,8 +527,13 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   t.slot = k.slot;
   t.month = month_;
   t.overage = over;
+  // The figures count this call, as X-RateLimit-Remaining counts this request: a response
+  // reports the month as it stands once the call it answers is billed, so the answer to the
+  // last call a quota allows says 0 remaining. A call that fails after admission is not billed;
+  // REST re-reads the figures for its error, MCP's headers are written before the tool runs and
+  // count it until the next response.
   const int64_t used =
-      k.state->used.load(std::memory_order_relaxed) + lk.used_delta;
+      k.state->used.load(std::memory_order_relaxed) + lk.used_delta + 1;
   f.quota_used = used;
   f.quota_remaining = std::max<int64_t>(0, k.monthly_quota - used);
   return admit_verdict::ok;

@@ -139,6 +139,7 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
   }
   if (!r) {
     c.shard.settle(t, false);
+    c.shard.fill_quota(c.key, c.now_ns, c.fig);  // not billed: admit counted it, undo that
     out.resize(mark);
     envelope::tool_error e;
     if (r.error() == search::errc::not_found) {

@@ -92,15 +92,20 @@ class app_server {
   bool started_ = false;
 };
 
-std::string call_request(std::string_view key, std::string_view arguments, int id = 1) {
+std::string tool_request(std::string_view key, std::string_view tool, std::string_view arguments,
+                         int id) {
   const std::string body =
       "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(id) +
-      ",\"method\":\"tools/call\",\"params\":{\"name\":\"search_stories\",\"arguments\":" +
-      std::string(arguments) + "}}";
+      ",\"method\":\"tools/call\",\"params\":{\"name\":\"" + std::string(tool) +
+      "\",\"arguments\":" + std::string(arguments) + "}}";
   return "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(key) +
          "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
          "MCP-Protocol-Version: 2025-06-18\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::string call_request(std::string_view key, std::string_view arguments, int id = 1) {
+  return tool_request(key, "search_stories", arguments, id);
 }
 
 std::optional<response> ask(client& c, const std::string& req) {
@@ -161,10 +166,81 @@ TEST(app_server_test, cached_answers_are_byte_identical_to_uncached_ones) {
   EXPECT_EQ(on.cache_stats()->hits.load(), 12u);
 }
 
+TEST(app_server_test, quota_headers_count_the_call_answered_and_not_an_unbilled_one) {
+  // Verifies the figures a response reports on each REST surface: a billed search says used 1,
+  // remaining 2 (the call it answers counted); a story that is not found is not billed and its
+  // 404 says so (still 1 and 2); /v1/usage, never billed, reports the same; the third billed
+  // call's answer says 0 remaining and the call after it is refused with the same figures.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 1e9, 1000000000, 3);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  auto get = [&](std::string_view target) {
+    return ask(c, "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " +
+                      s.key() + "\r\n\r\n");
+  };
+  auto figures = [&](const response& r) {
+    return header(r, "X-Quota-Used") + "/" + header(r, "X-Quota-Remaining");
+  };
+  auto r = get("/v1/stories?q=rust&limit=1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(figures(*r), "1/2");
+  EXPECT_NE(header(*r, "RateLimit").find("\"monthly\";r=2;"), std::string::npos)
+      << header(*r, "RateLimit");
+  r = get("/v1/stories/no-such-story");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(figures(*r), "1/2");
+  r = get("/v1/usage");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(figures(*r), "1/2");
+  r = get("/v1/stories?q=linux&limit=1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(figures(*r), "2/1");
+  r = get("/v1/stories?q=the&limit=1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(figures(*r), "3/0");
+  r = get("/v1/stories?q=ask&limit=1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(figures(*r), "3/0");
+  EXPECT_NE(r->body.find("\"quota_used\":3,\"quota_remaining\":0"), std::string::npos) << r->body;
+}
+
+TEST(app_server_test, mcp_quota_headers_do_not_count_a_failed_call) {
+  // Verifies over MCP what the REST test above does: a billed search_stories answer says used 1
+  // (the call counted); a get_story that is not found is a tool error, not billed, and its
+  // headers (written before the tool ran, then rewritten) still say 1, with a body intact to
+  // its Content-Length; the next billed call says 2.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 1e9, 1000000000, 3);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  auto r = ask(c, call_request(s.key(), R"({"query":"rust","limit":1})"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(header(*r, "X-Quota-Used"), "1");
+  r = ask(c, tool_request(s.key(), "get_story", R"({"id":"no-such-story"})", 7));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("not_found"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("\"isError\":true"), std::string::npos) << r->body;
+  EXPECT_EQ(r->body.back(), '}') << r->body;
+  EXPECT_EQ(header(*r, "X-Quota-Used"), "1");
+  EXPECT_EQ(header(*r, "X-Quota-Remaining"), "2");
+  r = ask(c, call_request(s.key(), R"({"query":"linux","limit":1})"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(header(*r, "X-Quota-Used"), "2");
+}
+
 TEST(app_server_test, every_cached_answer_is_billed) {
-  // Verifies billing is per request with the cache: X-Quota-Used (the successes billed before
-  // this call) grows by one on every call, hits included, and the quota stops the call past it
-  // exactly as without the cache.
+  // Verifies billing is per request with the cache: X-Quota-Used (the successes billed,
+  // counting this call) grows by one on every call, hits included, the answer to the last call
+  // the quota allows says 0 remaining, and the quota stops the call past it exactly as without
+  // the cache.
   TOLLGATE_SKIP_WITHOUT_RING();
   app_server s(64, 1e9, 1000000000, 5);
   ASSERT_TRUE(s.started());
@@ -174,7 +250,8 @@ TEST(app_server_test, every_cached_answer_is_billed) {
     auto r = ask(c, call_request(s.key(), R"({"query":"rust"})"));
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200);
-    EXPECT_EQ(header(*r, "X-Quota-Used"), std::to_string(i - 1));
+    EXPECT_EQ(header(*r, "X-Quota-Used"), std::to_string(i));
+    EXPECT_EQ(header(*r, "X-Quota-Remaining"), std::to_string(5 - i));
     EXPECT_NE(r->body.find("\"isError\":false"), std::string::npos);
   }
   auto over = ask(c, call_request(s.key(), R"({"query":"rust"})"));

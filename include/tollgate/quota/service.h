@@ -84,7 +84,7 @@ struct figures {
   int64_t rate_reset_secs = 0;   ///< until the bucket is full again
   int64_t rate_window_secs = 1;  ///< ceil(burst / rate): the policy window
   int64_t quota_limit = 0;
-  int64_t quota_used = 0;
+  int64_t quota_used = 0;       ///< billed this month, counting the call answered if admitted
   int64_t quota_remaining = 0;
   int64_t quota_reset_secs = 0;  ///< until the end of the UTC month (>= 1)
   int64_t retry_after_secs = 0;  ///< >= 1 when rate limited or quota exceeded, else 0
@@ -147,8 +147,9 @@ class alignas(64) core_shard {
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
-  /// Admits one billable call against the monthly quota; fills the quota part of `f`. On ok,
-  /// `t` must be settled later. Suspended accounts are refused before the quota is touched.
+  /// Admits one billable call against the monthly quota; fills the quota part of `f`, on ok
+  /// counting this call as billed (used + 1: the figures its answer reports). On ok, `t` must be
+  /// settled later. Suspended accounts are refused before the quota is touched.
   admit_verdict admit(const key_record& k, int64_t now_ns, figures& f, ticket& t) noexcept;
   /// The outcome of an admitted call: success bills it (journal record, usage counted);
   /// failure gives its unit back.
