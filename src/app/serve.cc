@@ -1,6 +1,7 @@
 // `tollgate serve` and `tollgate stdio`: load settings, open the quota service and the corpus,
 // build the shared tables, then run the io_uring engine (serve) or the stdio loop (stdio).
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -11,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "cli.h"
 #include "commands.h"
+#include "data_dir_lock.h"
 #include "handler.h"
 #include "reload.h"
 #include "tollgate/common/log.h"
@@ -137,7 +140,41 @@ int check_fleet(const config::settings& s, bool stdio) {
 }
 
 // Builds everything the cores share except the engine. On failure logs and returns the code.
-int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio) {
+// The first `serve` on an empty data dir (no key ever created) makes a demo account and key.
+// Called once the server is listening, so a start that fails for any reason leaves no key
+// behind that nobody saw; the key is put in force before it is printed.
+int make_demo_key(shared_state& st, const config::settings& s) {
+  quota::key_store store(s.data_dir);
+  auto keys = store.list_keys();
+  if (!keys) {
+    log_error("{}", keys.error().message);
+    return keys.error().usage ? 2 : 1;
+  }
+  if (!keys->empty()) {
+    return 0;
+  }
+  auto k = store.create_key("demo", s.demo_plan, to_plans(s),
+                            std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+  if (!k) {
+    log_error("creating the demo key: {}", k.error().message);
+    return 1;
+  }
+  if (reload_result r = reload_plans_and_keys(st, "demo key"); !r.ok) {
+    log_error("the demo key is made but not yet in force ({}); the server re-reads keys within "
+              "a second",
+              r.message);
+  }
+  fmt::print("demo key: {}\n", k->secret);
+  std::fflush(stdout);
+  log_info("created demo account 'demo' (plan '{}') with key {}; the key is shown once",
+           s.demo_plan, k->key_id);
+  return 0;
+}
+
+int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio,
+                 std::optional<data_dir_lock>& lock) {
   st.settings = &s;
   quota::plan_map plans = to_plans(s);
   if (auto v = quota::validate_plans(plans); !v) {
@@ -151,29 +188,12 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
     log_error("cannot create data dir {}: {}", s.data_dir, ec.message());
     return 1;
   }
-  // First start on an empty data dir: a demo account and key, printed once (serve only).
-  if (!stdio) {
-    quota::key_store store(s.data_dir);
-    auto keys = store.list_keys();
-    if (!keys) {
-      log_error("{}", keys.error().message);
-      return keys.error().usage ? 2 : 1;
-    }
-    if (keys->empty()) {
-      auto k = store.create_key("demo", s.demo_plan, plans,
-                                std::chrono::duration_cast<std::chrono::seconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count());
-      if (!k) {
-        log_error("creating the demo key: {}", k.error().message);
-        return 1;
-      }
-      fmt::print("demo key: {}\n", k->secret);
-      std::fflush(stdout);
-      log_info("created demo account 'demo' (plan '{}') with key {}; the key is shown once",
-               s.demo_plan, k->key_id);
-    }
+  auto held = data_dir_lock::acquire(s.data_dir);
+  if (!held) {
+    log_error("{}", held.error());
+    return 1;
   }
+  lock.emplace(std::move(*held));
   quota::service_options qo;
   qo.data_dir = s.data_dir;
   qo.plans = std::move(plans);
@@ -224,6 +244,30 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
 
 }  // namespace
 
+namespace {
+
+// stdio's key, checked against keys.txt and accounts.txt as they are (missing files: no keys)
+// without creating the data dir or opening its usage. 0, or the exit code after the message.
+int check_stdio_key(const config::settings& s, std::string_view presented) {
+  auto c = quota::key_store(s.data_dir).load();
+  if (!c) {
+    log_error("{}", c.error().message);
+    return c.error().usage ? 2 : 1;
+  }
+  const quota::digest h = quota::sha256(presented);
+  for (const quota::key_entry& k : c->keys) {
+    if (!k.revoked && CRYPTO_memcmp(k.hash.data(), h.data(), h.size()) == 0) {
+      return 0;
+    }
+  }
+  fmt::print(stderr,
+             "tollgate stdio: TOLLGATE_API_KEY is not a valid key (unknown or revoked) in {}\n",
+             s.data_dir);
+  return 2;
+}
+
+}  // namespace
+
 int run_serve(int argc, char** argv) {
   int code = 1;
   auto s = settings_or_exit("serve", argc, argv, code);
@@ -263,7 +307,9 @@ int run_serve(int argc, char** argv) {
   }
 
   // Declared before the engine so it outlives it: the engine's per-core handlers hold
-  // references into the shared state and are destroyed with the engine.
+  // references into the shared state and are destroyed with the engine. The data dir's lock
+  // outlives both: it is released after the usage is flushed.
+  std::optional<data_dir_lock> lock;
   shared_state st;
   if (s->role_shard) {
     // A shard node: its corpus and the fleet routes; no keys, quotas or MCP.
@@ -273,7 +319,7 @@ int run_serve(int argc, char** argv) {
     }
     st.counters = std::make_unique<request_counters>(cores);
     register_shard_routes(st);
-  } else if (int rc = build_shared(st, *s, cores, false); rc != 0) {
+  } else if (int rc = build_shared(st, *s, cores, false, lock); rc != 0) {
     return rc;
   }
   net::server engine(no);
@@ -316,6 +362,20 @@ int run_serve(int argc, char** argv) {
     }
     log_info("admin (healthz, readyz, metrics, POST /admin/reload) on http://{}:{}", s->admin_listen->host,
              admin->port());
+  }
+  if (st.quota) {
+    if (int rc = make_demo_key(st, *s); rc != 0) {
+      engine.stop();
+      if (admin) {
+        admin->stop();
+      }
+      engine.wait();
+      if (admin) {
+        admin->wait();
+      }
+      st.quota->close(wall_now_ns());
+      return rc;
+    }
   }
   st.ready.store(true, std::memory_order_release);
   log_info("listening on http://{}:{} ({} threads){}", s->listen.host, engine.port(),
@@ -379,8 +439,15 @@ int run_stdio(int argc, char** argv) {
     log_error("stdio: signalfd: {}", std::strerror(errno));
     return 1;
   }
+  // The key is checked against the data dir's files before anything is created or loaded: a
+  // refused start writes nothing (the service's own check below stays the one in force).
+  if (int rc = check_stdio_key(*s, key_env); rc != 0) {
+    ::close(sfd);
+    return rc;
+  }
+  std::optional<data_dir_lock> lock;
   shared_state st;
-  if (int rc = build_shared(st, *s, 1, true); rc != 0) {
+  if (int rc = build_shared(st, *s, 1, true, lock); rc != 0) {
     ::close(sfd);
     return rc;
   }

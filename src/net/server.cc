@@ -103,6 +103,26 @@ int make_listener(const addrinfo& ai, int backlog) {
   return fd;
 }
 
+// Every core's listener sets SO_REUSEPORT, and the kernel lets any socket of the same user
+// that sets it join the port: a second tollgate started on a port in use would bind without
+// complaint and take half its connections. A socket without SO_REUSEPORT cannot share the port,
+// so one bound (and closed) before the listeners tells whether anything holds it. Returns 0 or
+// the errno of that bind.
+int port_taken(const addrinfo& ai) {
+  const int fd = ::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC, ai.ai_protocol);
+  if (fd < 0) {
+    return errno;
+  }
+  const int one = 1;
+  int e = 0;
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::bind(fd, ai.ai_addr, ai.ai_addrlen) != 0) {
+    e = errno;
+  }
+  ::close(fd);
+  return e;
+}
+
 }  // namespace
 
 int default_threads() noexcept {
@@ -196,6 +216,15 @@ result<void, std::string> server::start(handler_factory factory) {
       close_listeners();
       return unexpected(fmt::format("cannot resolve listen address {}: {}", o.host,
                                     ::gai_strerror(gai)));
+    }
+    if (i == 0 && port != 0) {
+      if (const int e = port_taken(*res); e != 0) {
+        ::freeaddrinfo(res);
+        return unexpected(fmt::format("cannot listen on {}:{}: {}", o.host, port,
+                                      e == EADDRINUSE ? "address already in use (by another "
+                                                        "process, or another listener of this one)"
+                                                      : std::strerror(e)));
+      }
     }
     const int fd = make_listener(*res, o.listen_backlog);
     ::freeaddrinfo(res);

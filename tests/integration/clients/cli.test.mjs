@@ -178,3 +178,48 @@ test('tollgate stdio: SIGHUP reloads plans; SIGTERM answers what was read, flush
   assert.equal(u.status, 200, u.body);
   assert.equal(JSON.parse(u.body).quota.used, 1);
 });
+
+test('one server per data dir and per port: a second is refused, leaves no key behind, and the first keeps serving', async () => {
+  // Two servers on one data dir would lose billed usage (one compacts journals the other still
+  // appends to); a second server on a port in use would take half its connections (every
+  // listener sets SO_REUSEPORT). Both used to start without complaint.
+  const a = await start({ keys: { k: { account: 'acct-lock', plan: 'big' } } });
+  servers.push(a);
+  const sameDir = await runCli(['serve', '--config', a.configPath, '--data-dir', a.dataDir,
+    '--listen', '127.0.0.1:0', '--sample'], { timeoutMs: 30000 });
+  assert.equal(sameDir.code, 1, `same data dir: ${JSON.stringify(sameDir)}`);
+  assert.match(sameDir.stderr, new RegExp(`in use by another tollgate server \\(pid ${a.pid}\\)`));
+  const stdio = await runCli(['stdio', '--config', a.configPath, '--data-dir', a.dataDir, '--sample'],
+    { env: { TOLLGATE_API_KEY: a.keys.k }, input: '', timeoutMs: 30000 });
+  assert.equal(stdio.code, 1, `stdio on the same data dir: ${JSON.stringify(stdio)}`);
+  assert.match(stdio.stderr, /in use by another tollgate server/);
+  assert.equal(stdio.stdout, '');
+
+  const fresh = tempDir();
+  dirs.push({ dataDir: fresh });
+  const samePort = await runCli(['serve', '--data-dir', fresh, '--listen', `127.0.0.1:${a.port}`, '--sample'],
+    { timeoutMs: 30000 });
+  assert.equal(samePort.code, 1, `same port: ${JSON.stringify(samePort)}`);
+  assert.match(samePort.stderr, /address already in use/);
+  assert.doesNotMatch(samePort.stdout, /demo key/, 'a refused start prints no key');
+  assert.ok(!fs.existsSync(path.join(fresh, 'keys.txt')), 'a refused start leaves no key behind');
+
+  const r = await restGet(a, '/v1/usage', { key: a.keys.k });
+  assert.equal(r.status, 200, `the first server still serves: ${r.body}`);
+
+  // The refused start's data dir is still "empty": its first real start makes the demo key.
+  const b = await start({ prepared: { dataDir: fresh, configPath: a.configPath, keys: {}, keyOutputs: {}, keyAccounts: {} } });
+  servers.push(b);
+  await eventually(() => b.demoKey, 3000, 'the demo key on the first real start');
+  assert.equal((await restGet(b, '/v1/usage', { key: b.demoKey })).status, 200);
+});
+
+test('tollgate stdio with a key that is not in the data dir creates nothing there', async () => {
+  const parent = tempDir();
+  dirs.push({ dataDir: parent });
+  const dir = path.join(parent, 'never-made');
+  const r = await runCli(['stdio', '--data-dir', dir, '--sample'], { env: { TOLLGATE_API_KEY: 'tg_live_not_a_key' }, input: '' });
+  assert.equal(r.code, 2, JSON.stringify(r));
+  assert.match(r.stderr, /not a valid key/);
+  assert.ok(!fs.existsSync(dir), `no data dir made: ${dir}`);
+});
