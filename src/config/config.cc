@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <toml++/toml.h>
 
 namespace tollgate::config {
@@ -36,6 +39,37 @@ std::initializer_list<std::string_view> keys_of(std::string_view table) {
     }
   }
   return {};
+}
+
+// "plans.NAME" as the key is written in TOML: bare when NAME is a bare key, else quoted with
+// TOML's escapes (so a name holding a space, a dot or a newline reads back as one word).
+std::string plan_key(std::string_view name) {
+  bool bare = !name.empty();
+  for (char c : name) {
+    bare = bare && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-');
+  }
+  if (bare) {
+    return fmt::format("plans.{}", name);
+  }
+  std::string out = "plans.\"";
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\u{:04X}", u);
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
 }
 
 // Collects the first error with its file:line position; later checks are skipped once one fails.
@@ -233,7 +267,30 @@ result<endpoint, std::string> parse_endpoint(const std::string& s) {
   return ep;
 }
 
+bool valid_plan_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 64) {
+    return false;
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
 result<settings, config_error> load_file(const std::string& path, settings s) {
+  // toml++ reads a directory as an empty file: the server would start (or a reload would go on)
+  // on the defaults alone, silently without the file's plans.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return unexpected(config_error{fmt::format("{}: {}", path, std::strerror(errno))});
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return unexpected(config_error{fmt::format("{}: not a regular file (a directory)", path)});
+  }
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -268,6 +325,19 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
     r.integer(*t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
               16 << 20);
+    // Each core allocates and zeroes entries x entry_bytes at start-up: the maxima of the two
+    // keys together would ask for 16 TiB per core.
+    const uint64_t cache_bytes =
+        uint64_t{s.search_cache_entries} * uint64_t{s.search_cache_entry_bytes};
+    if (!r.failed() && cache_bytes > search_cache_max_bytes) {
+      const toml::node* n = t->get("search_cache_entries");
+      r.fail(n != nullptr ? n : t->get("search_cache_entry_bytes"), "corpus.search_cache_entries",
+             fmt::format("search_cache_entries x search_cache_entry_bytes must be at most {} "
+                         "bytes (1 GiB) per core, which every core allocates at start-up (got "
+                         "{} x {} = {})",
+                         search_cache_max_bytes, s.search_cache_entries, s.search_cache_entry_bytes,
+                         cache_bytes));
+    }
   }
   if (const auto* t = r.table(root, "mcp")) {
     r.only_keys(*t, "mcp", keys_of("mcp"));
@@ -285,7 +355,12 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   }
   if (const auto* t = r.table(root, "plans")) {
     for (const auto& [name, node] : *t) {
-      std::string tname = fmt::format("plans.{}", name.str());
+      std::string tname = plan_key(name.str());
+      if (!valid_plan_name(name.str())) {
+        r.fail(&node, tname,
+               "a plan name must be 1-64 characters of letters, digits, '.', '_' or '-'");
+        break;
+      }
       const toml::table* pt = node.as_table();
       if (pt == nullptr) {
         r.fail(&node, tname, "expected a table with rate_per_sec, burst, monthly_quota, overage");
@@ -296,9 +371,19 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
         p = it->second;
       }
       r.only_keys(*pt, tname, keys_of(plan_table));
-      r.number(*pt, tname, "rate_per_sec", p.rate_per_sec, 0.001, 1e9);
-      r.integer(*pt, tname, "burst", p.burst, 1, int64_t{1} << 40);
-      r.integer(*pt, tname, "monthly_quota", p.monthly_quota, 0, int64_t{1} << 50);
+      r.number(*pt, tname, "rate_per_sec", p.rate_per_sec, plan_min_rate_per_sec,
+               plan_max_rate_per_sec);
+      r.integer(*pt, tname, "burst", p.burst, 1, plan_max_burst);
+      r.integer(*pt, tname, "monthly_quota", p.monthly_quota, 1, plan_max_monthly_quota);
+      // The quota arithmetic's bound on burst x emission interval (quota::validate_plan).
+      if (!r.failed() &&
+          static_cast<double>(p.burst) * (1e9 / p.rate_per_sec) > plan_max_burst_ns) {
+        const toml::node* n = pt->get("burst");
+        r.fail(n != nullptr ? n : pt->get("rate_per_sec"), tname + ".burst",
+               fmt::format("burst / rate_per_sec must be at most {} seconds (~31 years) (got {} "
+                           "/ {})",
+                           plan_max_burst_ns / 1e9, p.burst, p.rate_per_sec));
+      }
       if (const toml::node* n = pt->get("overage")) {
         std::string v;
         r.string(*pt, tname, "overage", v);

@@ -41,26 +41,25 @@ result<void, std::string> validate_plan(const plan& p) {
         "plan \"{}\": the name must be 1-64 characters of letters, digits, '.', '_' or '-'",
         p.name));
   }
-  if (!std::isfinite(p.rate_per_sec) || p.rate_per_sec < 0.001 || p.rate_per_sec > 1e9) {
-    return unexpected(fmt::format(
-        "plan \"{}\": rate_per_sec must be between 0.001 and 1000000000 (got {})", p.name,
-        p.rate_per_sec));
+  if (!std::isfinite(p.rate_per_sec) || p.rate_per_sec < min_rate_per_sec ||
+      p.rate_per_sec > max_rate_per_sec) {
+    return unexpected(fmt::format("plan \"{}\": rate_per_sec must be between {} and {} (got {})",
+                                  p.name, min_rate_per_sec, max_rate_per_sec, p.rate_per_sec));
   }
-  if (p.burst < 1 || p.burst > 1000000000) {
-    return unexpected(fmt::format(
-        "plan \"{}\": burst must be between 1 and 1000000000 (got {})", p.name, p.burst));
+  if (p.burst < 1 || p.burst > max_burst) {
+    return unexpected(fmt::format("plan \"{}\": burst must be between 1 and {} (got {})", p.name,
+                                  max_burst, p.burst));
   }
   // burst * emission interval must fit the GCRA arithmetic comfortably (< ~31 years).
   const double tolerance_ns = static_cast<double>(p.burst) * (1e9 / p.rate_per_sec);
-  if (tolerance_ns > 1e18) {
+  if (tolerance_ns > max_burst_ns) {
     return unexpected(fmt::format(
         "plan \"{}\": burst / rate_per_sec is too large (burst {} at {} per second)", p.name,
         p.burst, p.rate_per_sec));
   }
-  constexpr int64_t kMaxQuota = int64_t{1} << 40;
-  if (p.monthly_quota < 1 || p.monthly_quota > kMaxQuota) {
+  if (p.monthly_quota < 1 || p.monthly_quota > max_monthly_quota) {
     return unexpected(fmt::format(
-        "plan \"{}\": monthly_quota must be between 1 and {} (got {})", p.name, kMaxQuota,
+        "plan \"{}\": monthly_quota must be between 1 and {} (got {})", p.name, max_monthly_quota,
         p.monthly_quota));
   }
   return {};

@@ -1,12 +1,15 @@
 #include "tollgate/config/config.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <unistd.h>
+
+#include "tollgate/quota/plan.h"
 
 namespace tollgate::config {
 namespace {
@@ -183,6 +186,144 @@ TEST(config_test, fsync_interval_of_zero_is_a_config_error) {
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("quota.fsync_ms: must be between 1 and"), std::string::npos)
       << s.error().message;
+}
+
+TEST(config_test, plan_limits_and_names_match_the_quota_module) {
+  // Verifies config's mirrored plan limits and name rule equal the quota module's, and a plan
+  // at every limit that load_file accepts also passes quota::validate_plan (so serve never
+  // refuses, without a line, a plan the file reader let through).
+  EXPECT_EQ(plan_min_rate_per_sec, quota::min_rate_per_sec);
+  EXPECT_EQ(plan_max_rate_per_sec, quota::max_rate_per_sec);
+  EXPECT_EQ(plan_max_burst, quota::max_burst);
+  EXPECT_EQ(plan_max_monthly_quota, quota::max_monthly_quota);
+  EXPECT_EQ(plan_max_burst_ns, quota::max_burst_ns);
+  for (int c = 0; c < 256; ++c) {
+    const std::string name = "p" + std::string(1, static_cast<char>(c)) + "q";
+    EXPECT_EQ(valid_plan_name(name), quota::valid_name(name)) << "byte " << c;
+  }
+  for (size_t n : {0, 1, 64, 65}) {
+    EXPECT_EQ(valid_plan_name(std::string(n, 'a')), quota::valid_name(std::string(n, 'a'))) << n;
+  }
+  temp_toml f(R"(
+[plans.low]
+rate_per_sec = 1
+burst = 1
+monthly_quota = 1
+[plans.high]
+rate_per_sec = 1e9
+burst = 1000000000
+monthly_quota = 1099511627776
+[plans.slow]
+rate_per_sec = 0.001
+burst = 1000000
+)");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_TRUE(s) << s.error().message;
+  for (const char* name : {"low", "high", "slow"}) {
+    const plan& p = s->plans.at(name);
+    quota::plan q;
+    q.name = name;
+    q.rate_per_sec = p.rate_per_sec;
+    q.burst = p.burst;
+    q.monthly_quota = p.monthly_quota;
+    auto v = quota::validate_plan(q);
+    EXPECT_TRUE(v) << (v ? "" : v.error());
+  }
+}
+
+TEST(config_test, plan_values_past_the_quota_limits_name_file_line_and_key) {
+  // Verifies the values quota::validate_plan refuses are refused while reading the file, with
+  // the file, line and plans.NAME.key (they used to pass here and fail later without a line).
+  struct bad_case {
+    const char* toml;
+    const char* want;
+  };
+  for (const bad_case& c : {
+           bad_case{"[plans.free]\nmonthly_quota = 0\n",
+                    ":2: plans.free.monthly_quota: must be between 1 and 1099511627776"},
+           bad_case{"[plans.free]\nmonthly_quota = 1099511627777\n",
+                    ":2: plans.free.monthly_quota: must be between 1 and 1099511627776"},
+           bad_case{"[plans.gold]\nburst = 1000000001\n",
+                    ":2: plans.gold.burst: must be between 1 and 1000000000"},
+           bad_case{"[plans.gold]\nrate_per_sec = 0.001\nburst = 1000000000\n",
+                    ":3: plans.gold.burst: burst / rate_per_sec must be at most 1000000000 "
+                    "seconds"},
+       }) {
+    temp_toml f(c.toml);
+    auto s = load_file(f.path(), defaults());
+    ASSERT_FALSE(s) << c.toml;
+    EXPECT_EQ(s.error().message.rfind(f.path() + c.want, 0), 0u) << s.error().message;
+  }
+}
+
+TEST(config_test, plan_names_are_checked_and_quoted_in_the_message) {
+  // Verifies a plan name quota::valid_name refuses (a space, empty, a newline, too long) is an
+  // error at the table's line naming it as TOML writes it, and a dotted name is accepted.
+  struct bad_case {
+    std::string toml;
+    std::string key;
+  };
+  const std::string long_name(65, 'x');
+  for (const bad_case& c : {
+           bad_case{"[plans.\"bad name\"]\nburst = 5\n", "plans.\"bad name\""},
+           bad_case{"[plans.\"\"]\nburst = 5\n", "plans.\"\""},
+           bad_case{"[plans.\"a\\nkey x\"]\nburst = 5\n", "plans.\"a\\nkey x\""},
+           bad_case{"[plans." + long_name + "]\n", "plans." + long_name},
+       }) {
+    temp_toml f("\n" + c.toml);
+    auto s = load_file(f.path(), defaults());
+    ASSERT_FALSE(s) << c.toml;
+    EXPECT_EQ(s.error().message,
+              f.path() + ":2: " + c.key +
+                  ": a plan name must be 1-64 characters of letters, digits, '.', '_' or '-'");
+  }
+  temp_toml dotted("[plans.\"v1.2\"]\nburst = 0\n");
+  auto d = load_file(dotted.path(), defaults());
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().message,
+            dotted.path() + ":2: plans.\"v1.2\".burst: must be between 1 and 1000000000");
+}
+
+TEST(config_test, a_directory_is_not_a_config_file) {
+  // Verifies a path naming a directory is an error (toml++ reads one as an empty file, so the
+  // server started, or a reload went on, without the file's plans), as is a missing file.
+  char tmpl[] = "/tmp/tollgate_cfgdir_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto s = load_file(dir, defaults());
+  rmdir(dir.c_str());
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, dir + ": not a regular file (a directory)");
+  auto m = load_file(dir + "/missing.toml", defaults());
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().message, dir + "/missing.toml: No such file or directory");
+}
+
+TEST(config_test, search_cache_size_is_capped_per_core) {
+  // Verifies search_cache_entries x search_cache_entry_bytes (allocated whole by every core at
+  // start-up) may reach 1 GiB but not more, refused with the key, the product and the cap.
+  temp_toml at_cap("[corpus]\nsearch_cache_entries = 65536\nsearch_cache_entry_bytes = 16384\n");
+  auto a = load_file(at_cap.path(), defaults());
+  ASSERT_TRUE(a) << a.error().message;
+  temp_toml big_entries("[corpus]\nsearch_cache_entry_bytes = 16777216\n");
+  auto b = load_file(big_entries.path(), defaults());
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(uint64_t{b->search_cache_entries} * b->search_cache_entry_bytes,
+            search_cache_max_bytes);
+  temp_toml over("[corpus]\nsearch_cache_entries = 1048576\n");
+  auto c = load_file(over.path(), defaults());
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            over.path() +
+                ":2: corpus.search_cache_entries: search_cache_entries x "
+                "search_cache_entry_bytes must be at most 1073741824 bytes (1 GiB) per core, "
+                "which every core allocates at start-up (got 1048576 x 16384 = 17179869184)");
+  temp_toml maxima(
+      "[corpus]\nsearch_cache_entry_bytes = 16777216\nsearch_cache_entries = 1048576\n");
+  auto d = load_file(maxima.path(), defaults());
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().message.rfind(maxima.path() + ":3: corpus.search_cache_entries:", 0), 0u)
+      << d.error().message;
 }
 
 TEST(config_test, readme_documents_every_key) {

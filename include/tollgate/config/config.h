@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tollgate/common/result.h"
@@ -18,6 +19,22 @@ struct endpoint {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
 };
+
+/// The range of each [plans.NAME] value. The quota module checks plans against the same figures
+/// (quota/plan.h: min_rate_per_sec .. max_burst_ns); config does not depend on quota, so they are
+/// mirrored here and config_test holds the two together. Checking them while reading the file
+/// lets a bad value be reported with its file, line and key.
+inline constexpr double plan_min_rate_per_sec = 0.001;
+inline constexpr double plan_max_rate_per_sec = 1e9;
+inline constexpr int64_t plan_max_burst = 1000000000;
+inline constexpr int64_t plan_max_monthly_quota = int64_t{1} << 40;
+/// burst x (1e9 / rate_per_sec) in ns: the quota arithmetic's limit (~31 years).
+inline constexpr double plan_max_burst_ns = 1e18;
+
+/// The per-core cap on search_cache_entries x search_cache_entry_bytes: every core allocates
+/// (and zeroes) that many bytes up front, so a config that asks for more is refused while it is
+/// read instead of the process dying of memory exhaustion at start-up.
+inline constexpr uint64_t search_cache_max_bytes = uint64_t{1} << 30;
 
 struct plan {
   double rate_per_sec = 10;
@@ -83,11 +100,16 @@ struct config_error {
 settings defaults();
 
 /// Reads and validates a TOML file on top of `base`. Unknown tables or keys are errors (a typo
-/// must not silently fall back to a default).
+/// must not silently fall back to a default), and so is a path naming a directory.
 result<settings, config_error> load_file(const std::string& path, settings base);
 
 /// Every key a config file may set, as "table.key" ("plans.NAME.key" for each plan's table).
 std::vector<std::string> known_keys();
+
+/// True for a usable plan name: 1-64 characters of [A-Za-z0-9._-], the rule of
+/// quota::valid_name (mirrored; config_test holds the two together). Plan names are written
+/// into keys.txt as words, so a space or a newline must never get that far.
+bool valid_plan_name(std::string_view name) noexcept;
 
 /// Parses "HOST:PORT" (PORT 0–65535; HOST an IPv4 address or "localhost").
 result<endpoint, std::string> parse_endpoint(const std::string& s);

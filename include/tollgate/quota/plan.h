@@ -20,6 +20,17 @@ enum class overage_policy : uint8_t {
   bill,  ///< keep serving; successes past the quota are counted as overage
 };
 
+/// The range of each plan field validate_plan() accepts. The config module reads [plans.NAME]
+/// with the same limits (config.h mirrors them: neither module depends on the other; a test
+/// holds the two together), so a bad value is reported there with its file, line and key.
+inline constexpr double min_rate_per_sec = 0.001;
+inline constexpr double max_rate_per_sec = 1e9;
+inline constexpr int64_t max_burst = 1000000000;
+inline constexpr int64_t max_monthly_quota = int64_t{1} << 40;
+/// burst x emission interval (1e9 / rate_per_sec) must stay below this many ns (~31 years) for
+/// the GCRA arithmetic.
+inline constexpr double max_burst_ns = 1e18;
+
 struct plan {
   std::string name;
   double rate_per_sec = 10;     ///< sustained requests per second (0.001 .. 1e9)
