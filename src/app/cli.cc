@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/quota/key_store.h"
+
 namespace tollgate::app {
 
 std::string_view usage_main() {
@@ -95,6 +97,9 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
         return unexpected(cli_error{"--config: needs a FILE"});
       }
       config_path = argv[++i];
+      if (config_path.empty()) {
+        return unexpected(cli_error{"--config: needs a FILE (got an empty string)"});
+      }
     }
   }
   config::settings s = config::defaults();
@@ -175,6 +180,32 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
     return unexpected(cli_error{"--corpus and --sample: give one or the other"});
   }
   return s;
+}
+
+int run_admin(std::string_view command, std::span<const std::string_view> args, std::FILE* out,
+              std::FILE* err) {
+  config::settings s = config::defaults();
+  // The quota module's own parser finds --config (either form), so the file loaded here is the
+  // one the command was given; bad usage is left for the command to report.
+  const std::string path = quota::config_option(args);
+  if (!path.empty()) {
+    auto loaded = config::load_file(path, std::move(s));
+    if (!loaded) {
+      fmt::print(err, "tollgate {}: {}\n", command, loaded.error().message);
+      return 2;
+    }
+    s = std::move(*loaded);
+  }
+  quota::plan_map plans = to_plans(s);
+  // The check serve makes before it starts, so a config serve refuses is refused here too.
+  if (auto v = quota::validate_plans(plans); !v) {
+    fmt::print(err, "tollgate {}: {}{}\n", command, path.empty() ? "" : path + ": ", v.error());
+    return 2;
+  }
+  if (command == "keys") {
+    return quota::run_keys_command(args, plans, s.data_dir, out, err);
+  }
+  return quota::run_accounts_command(args, s.data_dir, out, err);
 }
 
 quota::plan_map to_plans(const config::settings& s) {

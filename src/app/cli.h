@@ -1,8 +1,12 @@
 // Command-line parsing for `tollgate serve` and `tollgate stdio`: defaults, then the TOML file
-// (--config), then flags. Errors name the flag (or file, line and key) and exit 2.
+// (--config), then flags; and the config step of `tollgate keys|accounts`. Errors name the flag
+// (or file, line and key) and exit 2.
 #pragma once
 
+#include <cstdio>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "tollgate/common/result.h"
 #include "tollgate/config/config.h"
@@ -18,6 +22,12 @@ struct cli_error {
 /// Parses the arguments after the subcommand (`serve` or `stdio`) into settings.
 result<config::settings, cli_error> parse_server_args(std::string_view command, int argc,
                                                       char** argv);
+
+/// `tollgate keys|accounts` (`command`) with the words after it: loads plans and the data dir
+/// from `--config FILE` / `--config=FILE` when given, then runs the quota module's command.
+/// Prints to `out` and `err`; returns the exit code (2: bad usage or config, 1: other).
+int run_admin(std::string_view command, std::span<const std::string_view> args, std::FILE* out,
+              std::FILE* err);
 
 /// The quota module's plans from the config's [plans] tables (serve, stdio and `keys` use
 /// the same conversion).

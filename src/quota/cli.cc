@@ -31,14 +31,15 @@ constexpr std::string_view kAccountsHelp =
 
 struct parsed {
   std::vector<std::string_view> positional;
-  std::string_view account, plan;
+  std::string_view account, plan, config;
   std::string data_dir;
   bool help = false;
   std::string error;
 };
 
-// Splits options from positional words. Options that take a value: --account --plan --data-dir
-// --config (the last is the app's; accepted and ignored here).
+// Splits options from positional words. Options that take a value, as `--name VALUE` or
+// `--name=VALUE` (never empty): --account --plan --data-dir --config (the last is the app's: it
+// loads the plans through config_option(), which runs this same parser).
 parsed parse(std::span<const std::string_view> args, std::string_view data_dir) {
   parsed p;
   p.data_dir = std::string(data_dir);
@@ -67,12 +68,18 @@ parsed parse(std::span<const std::string_view> args, std::string_view data_dir) 
         }
         value = args[++i];
       }
+      if (value.empty()) {
+        p.error = fmt::format("option {} needs a value (got an empty one)", name);
+        return p;
+      }
       if (name == "--account") {
         p.account = value;
       } else if (name == "--plan") {
         p.plan = value;
       } else if (name == "--data-dir") {
         p.data_dir = std::string(value);
+      } else {
+        p.config = value;
       }
       continue;
     }
@@ -101,6 +108,11 @@ std::string utc_time(int64_t unix) {
 }
 
 }  // namespace
+
+std::string config_option(std::span<const std::string_view> args) {
+  parsed p = parse(args, "");
+  return p.error.empty() ? std::string(p.config) : std::string();
+}
 
 int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
                      std::string_view data_dir, std::FILE* out, std::FILE* err) {

@@ -152,6 +152,24 @@ result<store_contents, store_error> key_store::load() {
 }
 
 result<void, store_error> key_store::save(const store_contents& c) {
+  // Never write what load() could not read back: a name that is not one word of [A-Za-z0-9._-]
+  // would break the line (or add one), and every later load would fail.
+  for (const auto& k : c.keys) {
+    if (!valid_name(k.account) || !valid_name(k.plan)) {
+      return unexpected(store_error{
+          true, fmt::format("refusing to write key {} with account \"{}\" and plan \"{}\": names "
+                            "must be 1-64 letters, digits, '.', '_' or '-'",
+                            key_id_string(k.id), k.account, k.plan)});
+    }
+  }
+  for (const auto& a : c.accounts) {
+    if (!valid_name(a.name)) {
+      return unexpected(store_error{
+          true, fmt::format("refusing to write account \"{}\": names must be 1-64 letters, "
+                            "digits, '.', '_' or '-'",
+                            a.name)});
+    }
+  }
   std::string keys = "# tollgate keys v1: key <id> <sha256> <account> <plan> <created> <status>\n";
   for (const auto& k : c.keys) {
     keys += fmt::format("key {} {} {} {} {} {}\n", key_id_string(k.id),
@@ -181,6 +199,13 @@ result<created_key, store_error> key_store::create_key(std::string_view account,
     return unexpected(store_error{
         true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
                           account)});
+  }
+  // A plan name comes from the config: one that is not a word would make a line load() refuses
+  // (or, with a newline, a line of its own), so it is never written.
+  if (!valid_name(plan_name)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid plan name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          plan_name)});
   }
   if (plans.find(plan_name) == plans.end()) {
     std::string known;

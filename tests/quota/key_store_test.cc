@@ -208,6 +208,60 @@ TEST(key_store_test, data_dir_option_overrides_the_default) {
   EXPECT_NE(l.out.find("key_"), std::string::npos);
 }
 
+TEST(key_store_test, create_never_writes_a_plan_name_load_could_not_read_back) {
+  // Verifies a plan whose name is not one word of [A-Za-z0-9._-] (a config gone wrong) is a
+  // usage error naming it, and nothing is written: a space made keys.txt unreadable, a newline
+  // let the name inject a line of its own.
+  temp_dir d;
+  test::add_key(d.path(), "acme", "free");
+  const std::string before = read_text(d.path() + "/keys.txt");
+  const std::string injected =
+      "x 1 active\nkey key_0000000000000001 " + std::string(64, '0') + " evil big 1 active";
+  for (const std::string& name : {std::string("bad name"), std::string(""), injected}) {
+    plan_map plans = test::default_plans();
+    plans[name] = test::make_plan(name, 10, 20, 1000, overage_policy::stop);
+    key_store store(d.path());
+    auto r = store.create_key("acme", name, plans, 1764633600);
+    ASSERT_FALSE(r.has_value()) << name;
+    EXPECT_TRUE(r.error().usage);
+    EXPECT_NE(r.error().message.find("invalid plan name"), std::string::npos) << r.error().message;
+  }
+  plan_map plans = test::default_plans();
+  plans["bad name"] = test::make_plan("bad name", 10, 20, 1000, overage_policy::stop);
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  int code = run_keys_command(
+      std::vector<std::string_view>{"create", "--account", "acme", "--plan", "bad name"}, plans,
+      d.path(), out, err);
+  slurp(out);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(slurp(err).find("invalid plan name \"bad name\""), std::string::npos);
+  EXPECT_EQ(read_text(d.path() + "/keys.txt"), before);
+  key_store store(d.path());
+  auto loaded = store.load();
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  EXPECT_EQ(loaded->keys.size(), 1u);
+}
+
+TEST(key_store_test, config_option_is_found_in_either_form) {
+  // Verifies config_option() finds --config FILE and --config=FILE (the last one) exactly as
+  // the commands parse their words, and an empty --config value is bad usage (exit 2).
+  using args = std::vector<std::string_view>;
+  EXPECT_EQ(config_option(args{"create", "--config", "a.toml", "--plan", "p"}), "a.toml");
+  EXPECT_EQ(config_option(args{"create", "--config=b.toml"}), "b.toml");
+  EXPECT_EQ(config_option(args{"list", "--config=a.toml", "--config", "c.toml"}), "c.toml");
+  EXPECT_EQ(config_option(args{"list"}), "");
+  EXPECT_EQ(config_option(args{"list", "--config"}), "");
+  EXPECT_EQ(config_option(args{"list", "--bogus", "--config", "a.toml"}), "");
+  // The word after --plan is its value, not an option.
+  EXPECT_EQ(config_option(args{"create", "--plan", "--config", "a.toml"}), "");
+  temp_dir d;
+  auto r = run_keys({"list", "--config="}, d.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--config needs a value"), std::string::npos) << r.err;
+  EXPECT_EQ(run_accounts({"suspend", "a", "--config", ""}, d.path()).code, 2);
+}
+
 TEST(key_store_test, malformed_file_is_an_error_naming_file_and_line) {
   // Verifies a damaged keys.txt is reported with its path and line number.
   temp_dir d;

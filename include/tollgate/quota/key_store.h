@@ -104,11 +104,18 @@ class key_store {
 };
 
 /// `tollgate keys ...`: `args` are the words after "keys" (e.g. {"create","--account","a",
-/// "--plan","free"}). `--data-dir DIR` anywhere overrides `data_dir`; `--config FILE` is accepted
-/// and ignored (the app reads the config). Prints to `out` (the key, listings) and `err`
-/// (messages). Returns the exit code: 0 ok, 2 bad usage (message names the problem), 1 other.
+/// "--plan","free"}). Options take `--name VALUE` or `--name=VALUE`; an empty VALUE is bad usage.
+/// `--data-dir DIR` anywhere overrides `data_dir`; `--config FILE` is accepted and otherwise
+/// ignored (the app loads `plans` from config_option(args)). Prints to `out` (the key, listings)
+/// and `err` (messages). Returns the exit code: 0 ok, 2 bad usage (message names the problem),
+/// 1 other.
 int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
                      std::string_view data_dir, std::FILE* out, std::FILE* err);
+/// The FILE of `--config FILE` or `--config=FILE` (the last one given) in keys/accounts
+/// arguments, found by the same parser the two commands use, so the app loads exactly the file
+/// they were given. Empty when there is none or the arguments are bad usage (the command then
+/// reports the usage error).
+std::string config_option(std::span<const std::string_view> args);
 /// `tollgate accounts suspend|resume ACCOUNT`; same conventions as run_keys_command.
 int run_accounts_command(std::span<const std::string_view> args, std::string_view data_dir,
                          std::FILE* out, std::FILE* err);
