@@ -36,7 +36,7 @@ Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metri
 
   --config FILE          TOML config (flags override it)
   --listen HOST:PORT     address to listen on (default 127.0.0.1:8080; port 0 picks a free one)
-  --threads N            event-loop threads, one per core (default: online cores)
+  --threads N            event-loop threads, one per core (default, or 0: online cores)
   --data-dir DIR         keys, accounts, usage journals and snapshots (default ./tollgate-data)
   --corpus FILE.jsonl    stories to serve, JSON Lines
   --sample               serve the embedded sample corpus (default when no corpus is given)
@@ -115,7 +115,7 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
     auto value = [&](std::string_view what) -> result<std::string_view, cli_error> {
-      if (i + 1 >= argc) {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
         return unexpected(cli_error{fmt::format("{}: needs {}", a, what)});
       }
       return std::string_view(argv[++i]);
@@ -157,7 +157,7 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
       if (!v) {
         return unexpected(v.error());
       }
-      auto n = parse_int(a, *v, 1, 1024);
+      auto n = parse_int(a, *v, 0, 1024);  // 0: one per online core, as in the config
       if (!n) {
         return unexpected(n.error());
       }

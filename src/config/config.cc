@@ -97,7 +97,11 @@ class reader {
         ok = ok || a == k.str();
       }
       if (!ok) {
-        fail(&v, fmt::format("{}.{}", table, k.str()), "unknown key");
+        if (table.empty()) {
+          fail(&v, k.str(), "unknown table");
+        } else {
+          fail(&v, fmt::format("{}.{}", table, k.str()), "unknown key");
+        }
       }
     }
   }
@@ -139,8 +143,10 @@ class reader {
     out = *v;
   }
 
+  /// `nonempty`: a path, where "" would silently mean something else (the current directory,
+  /// the embedded sample).
   void string(const toml::table& t, std::string_view table, std::string_view key,
-              std::string& out) {
+              std::string& out, bool nonempty = false) {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
       return;
@@ -149,7 +155,12 @@ class reader {
       fail(n, fmt::format("{}.{}", table, key), "expected a string");
       return;
     }
-    out = *n->value<std::string>();
+    std::string v = *n->value<std::string>();
+    if (nonempty && v.empty()) {
+      fail(n, fmt::format("{}.{}", table, key), "must not be empty");
+      return;
+    }
+    out = std::move(v);
   }
 
   /// A string that must be one of two words: `out` = (value == first).
@@ -310,7 +321,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
       s.admin_listen = ep;
     }
     r.integer(*t, "server", "threads", s.threads, 0, 1024);
-    r.string(*t, "server", "data_dir", s.data_dir);
+    r.string(*t, "server", "data_dir", s.data_dir, true);
     r.integer(*t, "server", "max_connections", s.max_connections, 1, 1000000);
     r.integer(*t, "server", "header_timeout_ms", s.header_timeout_ms, 100, 3600000);
     r.integer(*t, "server", "idle_timeout_ms", s.idle_timeout_ms, 100, 86400000);
@@ -319,7 +330,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   }
   if (const auto* t = r.table(root, "corpus")) {
     r.only_keys(*t, "corpus", keys_of("corpus"));
-    r.string(*t, "corpus", "path", s.corpus_path);
+    r.string(*t, "corpus", "path", s.corpus_path, true);
     r.either(*t, "corpus", "on_bad_line", "skip", "fail", s.skip_bad_lines);
     r.integer(*t, "corpus", "shards", s.index_shards, 1, 256);
     r.integer(*t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
@@ -416,13 +427,30 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
         r.fail(t->get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, ep.error()));
         break;
       }
+      // A shard listed twice would be asked twice and its stories merged in twice.
+      std::string_view problem;
+      if (ep->port == 0) {
+        problem = "port 0 names no shard";
+      }
+      for (const endpoint& seen : s.remote_shards) {
+        if (seen.host == ep->host && seen.port == ep->port) {
+          problem = "listed twice";
+        }
+      }
+      if (!problem.empty()) {
+        r.fail(t->get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, problem));
+        break;
+      }
       s.remote_shards.push_back(*ep);
     }
     r.integer(*t, "fleet", "deadline_ms", s.shard_deadline_ms, 1, 60000);
     r.boolean(*t, "fleet", "local", s.fleet_local);
   }
   if (!r.failed() && s.plans.find(s.demo_plan) == s.plans.end()) {
-    r.fail(root.get("quota"), "quota.demo_plan", fmt::format("no plan named '{}'", s.demo_plan));
+    const toml::table* q = root.get("quota") != nullptr ? root.get("quota")->as_table() : nullptr;
+    const toml::node* at = q != nullptr && q->get("demo_plan") != nullptr ? q->get("demo_plan")
+                                                                           : root.get("quota");
+    r.fail(at, "quota.demo_plan", fmt::format("no plan named '{}'", s.demo_plan));
   }
   if (r.failed()) {
     return unexpected(config_error{r.error()});

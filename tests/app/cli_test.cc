@@ -42,9 +42,19 @@ TEST(cli_test, unknown_flag_is_named) {
 }
 
 TEST(cli_test, bad_values_are_errors) {
-  // Verifies value checks for --threads, --listen and a missing value.
-  EXPECT_FALSE(parse("serve", {"--threads", "0"}));
+  // Verifies value checks for --threads, --listen and a missing or empty value (an empty
+  // --data-dir or --corpus would silently mean the current directory or the sample);
+  // --threads 0 means one per core, as server.threads = 0 does.
+  auto zero = parse("serve", {"--threads", "0"});
+  ASSERT_TRUE(zero) << zero.error().message;
+  EXPECT_EQ(zero->threads, 0);
+  EXPECT_FALSE(parse("serve", {"--threads", "-1"}));
   EXPECT_FALSE(parse("serve", {"--threads", "two"}));
+  for (const char* flag : {"--data-dir", "--corpus", "--listen"}) {
+    auto e = parse("serve", {flag, ""});
+    ASSERT_FALSE(e) << flag;
+    EXPECT_NE(e.error().message.find(flag), std::string::npos) << e.error().message;
+  }
   EXPECT_FALSE(parse("serve", {"--listen", "nohost"}));
   EXPECT_FALSE(parse("serve", {"--data-dir"}));
   EXPECT_FALSE(parse("serve", {"--corpus", "a.jsonl", "--sample"}));

@@ -339,6 +339,37 @@ TEST(config_test, readme_documents_every_key) {
   }
 }
 
+TEST(config_test, empty_paths_duplicate_shards_and_unknown_tables_are_named) {
+  // Verifies checks that used to pass silently or read oddly: an empty data_dir or corpus.path
+  // (the current directory, the embedded sample), a shard listed twice (asked twice, its
+  // stories merged twice) or at port 0, an unknown top-level table (was ".servr: unknown key"),
+  // and an unknown demo_plan reported at its own line.
+  struct bad_case {
+    const char* text;
+    const char* message;
+  };
+  const bad_case cases[] = {
+      {"[server]\ndata_dir = \"\"\n", ":2: server.data_dir: must not be empty"},
+      {"[corpus]\npath = \"\"\n", ":2: corpus.path: must not be empty"},
+      {"[fleet]\nsecret = \"s\"\nshards = [\"127.0.0.1:9101\", \"127.0.0.1:9101\"]\n",
+       ":3: fleet.shards: '127.0.0.1:9101': listed twice"},
+      {"[fleet]\nshards = [\"127.0.0.1:0\"]\n", "fleet.shards: '127.0.0.1:0': port 0 names no shard"},
+      {"[servr]\nlisten = \"127.0.0.1:1\"\n", ":1: servr: unknown table"},
+      {"[quota]\nfsync_ms = 100\ndemo_plan = \"gold\"\n", ":3: quota.demo_plan: no plan named 'gold'"},
+  };
+  for (const bad_case& c : cases) {
+    temp_toml f(c.text);
+    auto s = load_file(f.path(), defaults());
+    ASSERT_FALSE(s) << c.text;
+    EXPECT_NE(s.error().message.find(c.message), std::string::npos)
+        << c.text << " -> " << s.error().message;
+  }
+  temp_toml two("[fleet]\nsecret = \"s\"\nshards = [\"127.0.0.1:9101\", \"127.0.0.1:9102\"]\n");
+  auto ok = load_file(two.path(), defaults());
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->remote_shards.size(), 2u);
+}
+
 TEST(config_test, toml_syntax_error_reports_line) {
   // Verifies a syntax error carries the file and line of the problem.
   temp_toml f("[server]\nthreads = = 2\n");
