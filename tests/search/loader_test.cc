@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -85,6 +86,49 @@ TEST(loader_test, fail_mode_stops_at_the_first_bad_line) {
   ASSERT_FALSE(b.has_value());
   EXPECT_EQ(b.error().line, 3u);
   EXPECT_NE(b.error().reason.find("invalid JSON"), std::string::npos);
+}
+
+TEST(loader_test, duplicate_tags_are_dropped_in_order_past_the_scan_limit_too) {
+  // Verifies tag de-duplication keeps the first of each in order, both within the first 32
+  // (scanned) and past them (a set), and that a story with 50,000 tags loads (it used to take
+  // seconds of quadratic comparisons; here only that it loads whole).
+  std::string tags;
+  std::string want;
+  for (int i = 0; i < 40; ++i) {
+    tags += fmt::format("\"t{}\",", i);
+    want += fmt::format("\"t{}\",", i);
+    if (i == 3 || i == 35) {
+      tags += "\"t1\",\"t34\",";  // t34 is not yet seen at i == 3: kept there, dropped later
+      if (i == 3) {
+        want += "\"t34\",";
+      }
+    }
+  }
+  tags += "\"t0\",\"t39\",\"last\"";
+  want += "\"last\"";
+  std::string many;
+  for (int i = 0; i < 50000; ++i) {
+    many += fmt::format("{}\"m{}\"", i == 0 ? "" : ",", i % 25000);
+  }
+  const std::string l1 = R"({"id":"1","title":"t","time":1,"tags":[)" + tags + "]}";
+  const std::string l2 = R"({"id":"2","title":"u","time":2,"tags":[)" + many + "]}";
+  load_options o;
+  load_report rep;
+  auto b = load_jsonl(lines({l1, l2}), o, rep);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(rep.skipped, 0u);
+  out_buffer out;
+  ASSERT_TRUE((*b)->get_story("1", out, false).has_value());
+  std::string got(out.view());
+  // t34 appears once, where it was first given (after t3), not again after t34's own turn.
+  std::string expect_order = want;
+  expect_order.erase(expect_order.find("\"t34\",", expect_order.find("\"t33\",")), 6);
+  EXPECT_NE(got.find("\"tags\":[" + expect_order + "]"), std::string::npos) << got;
+  out.clear();
+  ASSERT_TRUE((*b)->get_story("2", out, false).has_value());
+  std::string second(out.view());
+  EXPECT_NE(second.find("\"m24999\"]"), std::string::npos);
+  EXPECT_EQ(second.find("\"m0\"", second.find("\"m0\"") + 1), std::string::npos);
 }
 
 TEST(loader_test, fail_mode_reports_duplicates) {
