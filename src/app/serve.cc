@@ -183,7 +183,10 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
     return 2;
   }
   std::error_code ec;
-  std::filesystem::create_directories(s.data_dir, ec);
+  // Made private, as `keys create` makes it: it holds key hashes and every key's usage.
+  if (std::filesystem::create_directories(s.data_dir, ec) && !ec) {
+    std::filesystem::permissions(s.data_dir, std::filesystem::perms::owner_all, ec);
+  }
   if (ec) {
     log_error("cannot create data dir {}: {}", s.data_dir, ec.message());
     return 1;
