@@ -1,5 +1,6 @@
 // `tollgate keys ...` and `tollgate accounts ...`: argv parsing over key_store.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <ctime>
 #include <string>
@@ -157,6 +158,10 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
     auto keys = store.list_keys();
     if (!keys) {
       return report(err, keys.error());
+    }
+    if (keys->empty() && ::access(store.data_dir().c_str(), F_OK) != 0) {
+      // A mistyped --data-dir would otherwise look like a store with no keys.
+      fmt::print(err, "tollgate keys: no data dir at {} (no keys yet)\n", store.data_dir());
     }
     auto accounts = store.load();
     if (!accounts) {

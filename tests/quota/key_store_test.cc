@@ -123,6 +123,19 @@ TEST(key_store_test, list_shows_ids_never_secrets) {
   EXPECT_EQ(r.out.find(k.secret.substr(8)), std::string::npos);
 }
 
+TEST(key_store_test, list_of_a_missing_data_dir_says_so) {
+  // Verifies keys list on a data dir that does not exist (a typo) still lists nothing and
+  // exits 0, but says on stderr that there is no such dir; an existing empty one says nothing.
+  temp_dir d;
+  auto missing = run_keys({"list"}, d.path() + "/typo");
+  EXPECT_EQ(missing.code, 0);
+  EXPECT_NE(missing.err.find("no data dir at " + d.path() + "/typo"), std::string::npos)
+      << missing.err;
+  auto empty = run_keys({"list"}, d.path());
+  EXPECT_EQ(empty.code, 0);
+  EXPECT_EQ(empty.err, "");
+}
+
 TEST(key_store_test, revoke_round_trip) {
   // Verifies keys revoke marks the key revoked in the listing and the store.
   temp_dir d;
