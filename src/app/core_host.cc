@@ -32,8 +32,8 @@ const quota::figures& core_host::figures_now() {
 }
 
 void core_host::write_headers(out_buffer& out) {
-  if (collecting()) {
-    return;  // a dry run's output is discarded
+  if (collecting() || key_ == nullptr) {
+    return;  // a dry run's output is discarded; a keyless request has no figures of its own
   }
   quota::write_rate_headers(out, figures_now());
 }
@@ -106,6 +106,24 @@ mcp::admission core_host::rate_check() {
     a.outcome = mcp::admission::kind::rate_limited;
     a.retry_after_secs = fig_.retry_after_secs;
   }
+  return a;
+}
+
+mcp::admission core_host::rate_extra() {
+  mcp::admission a;
+  if (stdio_ || collecting() || key_ == nullptr) {
+    return a;  // stdio has no batches; a dry run charges nothing (the real run does)
+  }
+  quota::figures f = fig_;
+  if (quota_.check_rate(*key_, now_ns_, f) == quota::rate_verdict::limited) {
+    a.outcome = mcp::admission::kind::rate_limited;
+    a.retry_after_secs = f.retry_after_secs;
+    fig_.rate_remaining = 0;  // the headers say what the refusal found
+    fig_.rate_reset_secs = f.rate_reset_secs;
+    return a;
+  }
+  fig_.rate_remaining = f.rate_remaining;
+  fig_.rate_reset_secs = f.rate_reset_secs;
   return a;
 }
 

@@ -46,6 +46,15 @@ class core_host final : public mcp::host {
   void settle(bool success) override;
   /// stdio: handshakes, lists and pings count toward the rate limit too.
   mcp::admission rate_check() override;
+  /// HTTP batches: each request after the first is charged to the key's rate limit.
+  mcp::admission rate_extra() override;
+  /// Arms the host for a request that carries no key (GET and DELETE /mcp, answered by the
+  /// endpoint without one): write_headers() writes nothing, never another request's figures.
+  void begin_keyless() noexcept {
+    key_ = nullptr;
+    admitted_ = false;
+    quota_filled_ = false;
+  }
 
   /// The core's search answer cache (null: off).
   void set_search_cache(search_cache* c) noexcept { cache_ = c; }

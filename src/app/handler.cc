@@ -323,7 +323,18 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       break;
   }
   if (counted == route::mcp && req.method != "POST") {
-    return endpoint_.handle_http(req, host_, out, now_ns);
+    host_.begin_keyless();
+    const size_t start = out.size();
+    http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
+    if (req.method == "HEAD") {
+      // The answer GET would get, without its body (RFC 9110 §9.3.2): a body here would be
+      // read by a keep-alive client as the start of the next response.
+      const std::string_view written(out.data() + start, out.size() - start);
+      if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
+        out.resize(start + end + 4);
+      }
+    }
+    return info;
   }
   // Authenticated surfaces: key, then rate limit (every request counts), then the call.
   const quota::key_record* key = quota_.authenticate(presented_key(req));

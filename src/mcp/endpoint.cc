@@ -1119,13 +1119,27 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
   size_t i = 0;
   size_t written = 0;
   bool minted = false;
+  bool rated = false;  // the HTTP request's own rating covers the batch's first request
   for (auto er : arr) {
     if (i >= im.batch.size()) {
       break;
     }
     const message& m = im.batch[i++];
     reply r;
-    if (!classify(m, r)) {
+    bool limited = false;
+    if (m.has_id && m.has_method && !m.invalid) {
+      if (rated) {
+        if (admission a = h.rate_extra(); a.outcome == admission::kind::rate_limited) {
+          r = error_reply(m.id,
+                          rpc_error{rpc_error_kind::rate_limited, {}, {},
+                                    a.retry_after_secs < 1 ? 1 : a.retry_after_secs},
+                          200);
+          limited = true;
+        }
+      }
+      rated = true;
+    }
+    if (!limited && !classify(m, r)) {
       od::value v;
       od::object o;
       if (er.get(v) || v.get_object().get(o)) {

@@ -1,6 +1,7 @@
 // The app's request path over real loopback sockets and a real io_uring engine: core_handler
 // with the search answer cache on and off, the key cache, and what must not change with them
 // (answers byte for byte, billing, rate limits, revocation, suspension).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -234,6 +235,120 @@ TEST(app_server_test, mcp_quota_headers_do_not_count_a_failed_call) {
   r = ask(c, call_request(s.key(), R"({"query":"linux","limit":1})"));
   ASSERT_TRUE(r);
   EXPECT_EQ(header(*r, "X-Quota-Used"), "2");
+}
+
+TEST(app_server_test, keyless_mcp_answers_carry_no_figures_and_head_has_no_body) {
+  // Verifies GET /mcp (answered 405 without a key check) carries no X-RateLimit/X-Quota
+  // headers, not even on a connection whose previous request was another key's call (they
+  // used to echo that key's figures to anyone), and that HEAD /mcp gets the same head with no
+  // body, so the response after it on the connection starts right where its head ends.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 1e9, 1000000000, 1000);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  auto r = ask(c, call_request(s.key(), R"({"query":"rust","limit":1})"));
+  ASSERT_TRUE(r);
+  ASSERT_NE(header(*r, "X-Quota-Used"), "");
+  r = ask(c, "GET /mcp HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->head.find("X-Quota"), std::string::npos) << r->head;
+  EXPECT_EQ(r->head.find("RateLimit"), std::string::npos) << r->head;
+  ASSERT_TRUE(c.send_all("HEAD /mcp HTTP/1.1\r\nHost: t\r\n\r\n"
+                         "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(c.wait_closed());
+  const std::string raw = c.pending();
+  const size_t head_end = raw.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << raw;
+  EXPECT_EQ(raw.rfind("HTTP/1.1 405", 0), 0u) << raw;
+  EXPECT_EQ(raw.find("X-Quota"), std::string::npos) << raw;
+  EXPECT_EQ(raw.compare(head_end + 4, 15, "HTTP/1.1 200 OK"), 0) << raw;
+}
+
+TEST(app_server_test, a_batch_costs_one_rate_unit_per_request) {
+  // Verifies a 2025-03-26 batch is rated per request: with a burst of 5, a batch of 8 pings
+  // answers the first 5 and gives the other 3 the JSON-RPC error 429 with their own ids (one
+  // HTTP request used to cost one unit, so batches of 32 ran at 32x the plan's rate); the
+  // notification in it costs nothing, and the next single request is refused with a 429.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 0.001, 5, 1000);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  std::string body = "[";
+  for (int i = 1; i <= 8; ++i) {
+    body += fmt::format("{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}},", i);
+    if (i == 2) {
+      body += R"({"jsonrpc":"2.0","method":"notifications/initialized"},)";
+    }
+  }
+  body.back() = ']';
+  auto post = [&](const std::string& b) {
+    return ask(c, "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + s.key() +
+                      "\r\nContent-Type: application/json\r\nAccept: application/json, "
+                      "text/event-stream\r\nMCP-Protocol-Version: 2025-03-26\r\nContent-Length: " +
+                      std::to_string(b.size()) + "\r\n\r\n" + b);
+  };
+  auto r = post(body);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  for (int i = 1; i <= 5; ++i) {
+    EXPECT_NE(r->body.find(fmt::format("{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{}}}}", i)),
+              std::string::npos)
+        << i << ": " << r->body;
+  }
+  for (int i = 6; i <= 8; ++i) {
+    EXPECT_NE(r->body.find(fmt::format("\"id\":{},\"error\":{{\"code\":429", i)),
+              std::string::npos)
+        << i << ": " << r->body;
+  }
+  EXPECT_EQ(header(*r, "X-RateLimit-Remaining"), "0");
+  r = post(R"({"jsonrpc":"2.0","id":9,"method":"ping"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+}
+
+TEST(app_server_test, surfaces_agree_on_time_bounds_and_story_id_length) {
+  // Verifies MCP and REST refuse the same since/until values (negative, or past year 9999;
+  // MCP used to take them as JSON integers) and the same story ids (longer than 64 bytes:
+  // REST used to answer 404 not_found where MCP answers -32602), and accept the bounds.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 1e9, 1000000000, 1000);
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  auto get = [&](const std::string& target) {
+    return ask(c, "GET " + target + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " + s.key() +
+                      "\r\n\r\n");
+  };
+  for (const char* bad : {"-5", "253402300800"}) {
+    auto m = ask(c, call_request(s.key(), fmt::format(R"({{"query":"rust","since":{}}})", bad)));
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->body.find("\"code\":-32602"), std::string::npos) << bad << ": " << m->body;
+    auto r = get(fmt::format("/v1/stories?q=rust&since={}", bad));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad;
+  }
+  for (const char* good : {"0", "253402300799"}) {
+    auto m = ask(c, call_request(s.key(), fmt::format(R"({{"query":"rust","until":{}}})", good)));
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->body.find("\"isError\":false"), std::string::npos) << good << ": " << m->body;
+    auto r = get(fmt::format("/v1/stories?q=rust&until={}", good));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << good;
+  }
+  const std::string long_id(65, 'a');
+  auto m = ask(c, tool_request(s.key(), "get_story", R"({"id":")" + long_id + "\"}", 3));
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("\"code\":-32602"), std::string::npos) << m->body;
+  auto r = get("/v1/stories/" + long_id);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("\"argument\":\"id\""), std::string::npos) << r->body;
+  r = get("/v1/stories/" + std::string(64, 'a'));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);  // within the bound: simply no such story
 }
 
 TEST(app_server_test, every_cached_answer_is_billed) {

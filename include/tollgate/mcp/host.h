@@ -39,6 +39,12 @@ class host {
   /// whose data is the rate_limited object. Over HTTP the app rates every request before
   /// dispatch instead. Default: never limited.
   virtual admission rate_check() { return {}; }
+  /// HTTP only: called for each request in a batch after the first (the app rated the HTTP
+  /// request itself, which covers one), so a batch of N requests costs N of the rate limit as N
+  /// single requests would. rate_limited (with retry_after_secs): that request is answered with
+  /// the JSON-RPC error whose code is 429, as a limited single request's body is. Default:
+  /// never limited.
+  virtual admission rate_extra() { return {}; }
 };
 
 }  // namespace tollgate::mcp
