@@ -31,6 +31,10 @@ bool time_arg(const mcp::arg_value& v, int64_t& out) {
     return true;
   }
   if (v.is_number) {
+    // The range REST's parser (parse_time) allows: 1970 to the end of year 9999.
+    if (v.num < 0 || v.num > search::max_unix_time) {
+      return false;
+    }
     out = v.num;
     return true;
   }

@@ -163,6 +163,12 @@ http::response_info api::search(const http::request& req, caller& c, out_buffer&
 
 http::response_info api::story(const http::request& req, std::string_view id, caller& c,
                                out_buffer& out) {
+  if (!id.empty() && id.size() > 64 && id.find('/') == std::string_view::npos) {
+    // get_story's own bound (1 to 64 bytes), answered as MCP answers it: a bad argument.
+    c.shard.fill_quota(c.key, c.now_ns, c.fig);
+    return invalid_argument(req, search::arg_error{"id", "must be 1 to 64 bytes long"}, c.fig,
+                            out);
+  }
   if (id.empty() || id.find('/') != std::string_view::npos) {
     c.shard.fill_quota(c.key, c.now_ns, c.fig);
     envelope::tool_error e;

@@ -58,8 +58,7 @@ std::optional<int64_t> parse_time(std::string_view s) noexcept {
   }
   if (s.find_first_not_of("0123456789") == std::string_view::npos) {
     uint64_t v;
-    // up to the end of year 9999
-    if (!parse_uint(s, 253402300799ULL, v)) {
+    if (!parse_uint(s, static_cast<uint64_t>(max_unix_time), v)) {
       return std::nullopt;
     }
     return static_cast<int64_t>(v);
@@ -237,7 +236,8 @@ result<void, arg_error> query_string_parser::parse(std::string_view qs, query_ar
     } else if (name == "tags" || name == "tag") {
       arg = "tags";
     } else {
-      return unexpected(arg_error{name, rules::unknown});
+      return unexpected(
+          arg_error{utf8_length(name) < 0 ? rules::unknown_name_not_utf8 : name, rules::unknown});
     }
     if (bit != 0) {
       if ((seen & bit) != 0) {

@@ -70,6 +70,9 @@ TEST(query_args_test, errors_name_the_argument_and_rule) {
       {"q=x&tags=a,,b", "tags", rules::tags},
       {"q=x&tags=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "tags", rules::tags},
       {"q=x&colour=red", "colour", rules::unknown},
+      {"q=x&%FF=1", rules::unknown_name_not_utf8, rules::unknown},  // the answer must stay JSON
+      {"q=x&%C0%AF=1", rules::unknown_name_not_utf8, rules::unknown},
+      {"q=x&caf%C3%A9=1", "caf\xC3\xA9", rules::unknown},
       {"q=x&limit=1&limit=2", "limit", rules::repeated},
       {"q=x&q=y", "q", rules::repeated},
       {"q=%zz", "q", rules::encoding},

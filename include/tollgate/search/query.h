@@ -66,7 +66,11 @@ result<void, arg_error> validate(const query_args& args) noexcept;
 /// single word is a plain term; an unclosed quote runs to the end).
 uint32_t count_phrases(std::string_view query) noexcept;
 
-/// Parses unix seconds ("1700000000") or an RFC 3339 date-time ("2024-05-01T12:00:00Z",
+/// The last second of year 9999: the latest time since/until accept, in either form, on every
+/// surface.
+inline constexpr int64_t max_unix_time = 253402300799;
+
+/// Parses unix seconds ("1700000000", 0 .. max_unix_time) or an RFC 3339 date-time ("2024-05-01T12:00:00Z",
 /// offsets and fractions allowed; fractions are dropped) or a full-date ("2024-05-01", midnight
 /// UTC). Returns nullopt for anything else or years outside 1970..9999.
 std::optional<int64_t> parse_time(std::string_view s) noexcept;
@@ -89,6 +93,9 @@ inline constexpr std::string_view time_order = "must not be earlier than since";
 inline constexpr std::string_view sort = "must be \"relevance\" or \"date\"";
 inline constexpr std::string_view tags = "must be at most 16 tags of 1 to 64 characters each";
 inline constexpr std::string_view unknown = "is not a known argument";
+/// An unknown parameter whose name is not UTF-8: the error names it by this instead, so the
+/// answer stays valid JSON.
+inline constexpr std::string_view unknown_name_not_utf8 = "(a name that is not valid UTF-8)";
 inline constexpr std::string_view repeated = "must appear at most once";
 inline constexpr std::string_view encoding = "has an invalid percent-encoding";
 }  // namespace rules
