@@ -366,6 +366,8 @@ endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_o
   // Size everything for the largest body and batch now: the steady state allocates nothing.
   TOLLGATE_CHECK(impl_->parser.allocate(opts_.max_body_bytes) == simdjson::SUCCESS);
   impl_->batch.reserve(opts_.max_batch);
+  impl_->batch_limit_message =
+      fmt::format("Invalid Request: a batch may hold at most {} messages.", opts_.max_batch);
   impl_->scratch.reserve(16 * 1024);
 }
 
@@ -783,6 +785,7 @@ enum class body_shape : uint8_t { single, batch, not_json, too_large, not_reques
 struct parsed {
   body_shape shape = body_shape::not_json;
   message single;
+  bool batch_too_long = false;  ///< not_request: a batch of more than max_batch messages
 };
 
 parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
@@ -839,6 +842,7 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
       }
     }
     p.shape = too_many || im.batch.empty() ? body_shape::not_request : body_shape::batch;
+    p.batch_too_long = too_many;
   } else {
     // A scalar document: valid JSON but not a request (or not JSON at all).
     switch (t) {
@@ -1023,7 +1027,10 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     case body_shape::not_json:
       return whole_error(400, rpc_error{rpc_error_kind::parse_error, {}, {}, 0}, envelope::null_id);
     case body_shape::not_request:
-      return whole_error(400, rpc_error{rpc_error_kind::invalid_request, {}, {}, 0},
+      return whole_error(400,
+                         rpc_error{rpc_error_kind::invalid_request,
+                                   p.batch_too_long ? im.batch_limit_message : std::string_view(),
+                                   {}, 0},
                          envelope::null_id);
     case body_shape::batch:
       if (rev != revision::v2025_03_26) {

@@ -73,6 +73,7 @@ struct endpoint::impl {
   arguments args;
   out_buffer scratch;
   std::string session_header;  ///< "Mcp-Session-Id: ...\r\n" for a minted session
+  std::string batch_limit_message;  ///< -32600's message for a batch over max_batch
 
   explicit impl(size_t max_capacity) : parser(max_capacity) {}
 };

@@ -473,6 +473,32 @@ TEST_F(endpoint_test, batch_of_notifications_is_202) {
   EXPECT_EQ(r.body, "");
 }
 
+TEST_F(endpoint_test, a_batch_over_the_limit_says_so) {
+  // Verifies a batch of max_batch + 1 messages is -32600 (HTTP 400, id null) with a message
+  // that names the limit (it was the generic "not a valid JSON-RPC 2.0 request"), and one of
+  // exactly max_batch is answered.
+  auto batch = [](size_t n) {
+    std::string b = "[";
+    for (size_t i = 1; i <= n; ++i) {
+      b += R"({"jsonrpc":"2.0","id":)" + std::to_string(i) + R"(,"method":"ping"},)";
+    }
+    b.back() = ']';
+    return b;
+  };
+  const size_t limit = endpoint_options{}.max_batch;
+  auto ok = post(batch(limit));
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  auto over = post(batch(limit + 1));
+  EXPECT_EQ(over.status, 400);
+  json_doc d(over.body);
+  ASSERT_TRUE(d.ok) << over.body;
+  EXPECT_EQ(d.num("/error/code"), -32600);
+  EXPECT_EQ(d.raw("/id"), "null");
+  EXPECT_NE(over.body.find("a batch may hold at most " + std::to_string(limit) + " messages"),
+            std::string::npos)
+      << over.body;
+}
+
 TEST_F(endpoint_test, batch_refused_after_2025_03_26) {
   // Verifies batches under 2025-06-18 and later are -32600 with HTTP 400.
   http_case c;
