@@ -161,7 +161,7 @@ int make_demo_key(shared_state& st, const config::settings& s) {
     log_error("creating the demo key: {}", k.error().message);
     return 1;
   }
-  if (reload_result r = reload_plans_and_keys(st, "demo key"); !r.ok) {
+  if (reload_result r = reload_plans_and_keys(st, "start-up"); !r.ok) {
     log_error("the demo key is made but not yet in force ({}); the server re-reads keys within "
               "a second",
               r.message);
