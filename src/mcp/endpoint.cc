@@ -334,10 +334,8 @@ bool origin_is_loopback(std::string_view o) {
 // Header values come from the HTTP parser, which refuses every control byte but HTAB, so the
 // media-type literals (lowercase letters, '/', '*', '-', all with bit 0x20 set) can be compared
 // with http::detail::iequals_lower's word-wise fold.
-bool accept_ok(std::string_view accept) {
+void accept_scan(std::string_view accept, bool& json, bool& sse) {
   using http::detail::iequals_lower;
-  bool json = false;
-  bool sse = false;
   while (!accept.empty()) {
     size_t comma = accept.find(',');
     std::string_view item = accept.substr(0, comma);
@@ -349,6 +347,22 @@ bool accept_ok(std::string_view accept) {
       json = true;
     } else if (iequals_lower(item, "text/event-stream") || iequals_lower(item, "text/*")) {
       sse = true;
+    }
+  }
+}
+
+bool accept_ok(const http::request& req, std::string_view first) {
+  bool json = false;
+  bool sse = false;
+  accept_scan(first, json, sse);
+  if (json && sse) {
+    return true;
+  }
+  // RFC 9110 §5.3: several Accept lines are one comma-separated list (rare: looked at only
+  // when the first line alone does not admit both).
+  for (size_t i = 0; i < req.num_headers; ++i) {
+    if (http::detail::iequals_lower(req.headers[i].name, "accept")) {
+      accept_scan(req.headers[i].value, json, sse);
     }
   }
   return json && sse;
@@ -973,7 +987,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
                            close, "Allow: POST\r\n");
   }
 
-  if (!accept_ok(hd.value(h_accept))) {
+  if (!accept_ok(req, hd.value(h_accept))) {
     return transport_error(env_, h, out, 406,
                            "Not Acceptable: the client must accept both application/json and "
                            "text/event-stream.",

@@ -528,6 +528,19 @@ TEST_F(endpoint_test, accept_must_list_json_and_event_stream) {
   EXPECT_EQ(post(c).status, 200);
   c.set("Accept", "*/*");
   EXPECT_EQ(post(c).status, 200);
+  // Two Accept lines are one list (RFC 9110 §5.3): together they admit both.
+  http_case two;
+  two.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  two.drop("Accept");
+  two.add("Accept", "application/json");
+  two.add("Accept", "text/event-stream");
+  EXPECT_EQ(post(two).status, 200);
+  http_case two_json;
+  two_json.body = two.body;
+  two_json.drop("Accept");
+  two_json.add("Accept", "application/json");
+  two_json.add("Accept", "application/*");
+  EXPECT_EQ(post(two_json).status, 406);
 }
 
 TEST_F(endpoint_test, content_type_must_be_json) {

@@ -139,6 +139,11 @@ struct http_case {
     headers.emplace_back(name, value);
     return *this;
   }
+  /// Another line, even when one of the same name is there.
+  http_case& add(const std::string& name, const std::string& value) {
+    headers.emplace_back(name, value);
+    return *this;
+  }
   http_case& drop(const std::string& name) {
     for (size_t i = 0; i < headers.size(); ++i) {
       if (headers[i].first == name) {
