@@ -8,6 +8,7 @@
 
 #include "reload.h"
 #include "tollgate/common/json_out.h"
+#include "tollgate/common/percent.h"
 #include "tollgate/net/server.h"
 
 namespace tollgate::app {
@@ -263,8 +264,13 @@ bool core_handler::fan_out(const http::request& req, app::route r, std::string_v
       break;
     }
     default:
+      // The id as rest::api::story reads it: percent-decoded (a malformed one is answered 400
+      // without the remotes).
       if (!rest_id.empty() && rest_id.find('/') == std::string_view::npos) {
-        fleet_->collect_story(rest_id);
+        fleet_id_.clear();
+        if (percent_decode(rest_id, fleet_id_, /*plus_is_space=*/false)) {
+          fleet_->collect_story(fleet_id_.view());
+        }
       }
       break;
   }

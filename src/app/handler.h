@@ -103,6 +103,7 @@ class core_handler final : public http::handler {
   std::unique_ptr<fleet_client> fleet_;
   search::query_string_parser fleet_qs_;  // the dry run's own REST query decoding
   out_buffer dry_out_;                    // a dry run's discarded response
+  out_buffer fleet_id_;                   // a dry run's percent-decoded story id
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "tollgate/common/percent.h"
 #include "tollgate/http/response.h"
 #include "tollgate/quota/key_store.h"
 
@@ -163,19 +164,27 @@ http::response_info api::search(const http::request& req, caller& c, out_buffer&
 
 http::response_info api::story(const http::request& req, std::string_view id, caller& c,
                                out_buffer& out) {
-  if (!id.empty() && id.size() > 64 && id.find('/') == std::string_view::npos) {
-    // get_story's own bound (1 to 64 bytes), answered as MCP answers it: a bad argument.
-    c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(req, search::arg_error{"id", "must be 1 to 64 bytes long"}, c.fig,
-                            out);
-  }
   if (id.empty() || id.find('/') != std::string_view::npos) {
+    // No id, or a path below one: no such story (a '/' inside an id is written %2F).
     c.shard.fill_quota(c.key, c.now_ns, c.fig);
     envelope::tool_error e;
     e.code = envelope::tool_error_code::not_found;
     return finish_error(req, 404, e, c.fig, out);
   }
-  return billed(req, c, out, id, false);
+  // The path segment is percent-encoded (RFC 3986 §2.1): ids holding a space, '/', '?' or '%'
+  // are reachable only through their escapes.
+  id_buf_.clear();
+  if (!percent_decode(id, id_buf_, /*plus_is_space=*/false)) {
+    c.shard.fill_quota(c.key, c.now_ns, c.fig);
+    return invalid_argument(req, search::arg_error{"id", search::rules::encoding}, c.fig, out);
+  }
+  if (id_buf_.size() > 64) {
+    // get_story's own bound (1 to 64 bytes), answered as MCP answers it: a bad argument.
+    c.shard.fill_quota(c.key, c.now_ns, c.fig);
+    return invalid_argument(req, search::arg_error{"id", "must be 1 to 64 bytes long"}, c.fig,
+                            out);
+  }
+  return billed(req, c, out, id_buf_.view(), false);
 }
 
 http::response_info api::usage(const http::request& req, caller& c, out_buffer& out) {

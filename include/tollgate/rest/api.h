@@ -66,6 +66,7 @@ class api {
   std::unique_ptr<search::scratch> scratch_;
   out_buffer headers_;
   out_buffer body_;
+  out_buffer id_buf_;  ///< story(): the percent-decoded id
 };
 
 }  // namespace tollgate::rest
