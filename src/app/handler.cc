@@ -300,6 +300,13 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
                       {}, out);
   }
+  if (m.status == 405 && req.path == "/mcp") {
+    // Any other method on the MCP endpoint: its own 405 (`Allow: POST`, a JSON-RPC body), as
+    // GET gets, rather than the router's list of every method some /mcp route takes.
+    counted = route::mcp;
+    host_.begin_keyless();
+    return endpoint_.handle_http(req, host_, out, now_ns);
+  }
   if (m.status == 405) {
     counted = route::not_found;
     scratch_.clear();
