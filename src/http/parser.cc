@@ -439,9 +439,11 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
   out.method = std::string_view(m, static_cast<size_t>(p - m));
   ++p;
 
-  // request-target SP: origin-form ("/...") or asterisk-form ("*", OPTIONS only)
+  // request-target SP: origin-form ("/..."), asterisk-form ("*", OPTIONS only) or
+  // absolute-form ("http://host/...", which RFC 9112 §3.2.2 says a server MUST accept).
   const char* t = p;
-  if (p < end && *p != '/' && *p != '*') {
+  const bool absolute = p < end && (*p == 'h' || *p == 'H');
+  if (p < end && *p != '/' && *p != '*' && !absolute) {
     return fail(errc::bad_request_line);
   }
   while (p < end && is_target(*p)) {
@@ -454,6 +456,22 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
     return fail(errc::bad_request_line);
   }
   out.target = std::string_view(t, static_cast<size_t>(p - t));
+  if (absolute) {
+    // "http" or "https", "://", a non-empty authority, then the origin-form's path and query:
+    // what the request is about (the authority names this server; Host is still required).
+    const std::string_view tv = out.target;
+    const size_t colon = tv.find("://");
+    if (colon == std::string_view::npos ||
+        !(detail::iequals(tv.substr(0, colon), "http") ||
+          detail::iequals(tv.substr(0, colon), "https"))) {
+      return fail(errc::bad_request_line);
+    }
+    const size_t rest = tv.find_first_of("/?", colon + 3);
+    if (rest == colon + 3 || tv.size() == colon + 3) {
+      return fail(errc::bad_request_line);  // no authority
+    }
+    out.target = rest == std::string_view::npos ? std::string_view() : tv.substr(rest);
+  }
   ++p;
 
   // HTTP-version CRLF
@@ -536,6 +554,9 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
   } else {
     out.path = out.target.substr(0, qmark);
     out.query = out.target.substr(qmark + 1);
+  }
+  if (out.path.empty()) {
+    out.path = "/";  // an absolute-form target without a path ("http://host" or "http://host?q")
   }
 
   parse_result r;
