@@ -470,7 +470,12 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
     if (rest == colon + 3 || tv.size() == colon + 3) {
       return fail(errc::bad_request_line);  // no authority
     }
-    out.target = rest == std::string_view::npos ? std::string_view() : tv.substr(rest);
+    if (rest == std::string_view::npos || tv[rest] != '/') {
+      // No path ("http://host", "http://host?q"): clients send "/" (RFC 9112 §3.2.1), and a
+      // target that is not a view of the request's own bytes is not worth its exceptions.
+      return fail(errc::bad_request_line);
+    }
+    out.target = tv.substr(rest);
   }
   ++p;
 
@@ -554,9 +559,6 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
   } else {
     out.path = out.target.substr(0, qmark);
     out.query = out.target.substr(qmark + 1);
-  }
-  if (out.path.empty()) {
-    out.path = "/";  // an absolute-form target without a path ("http://host" or "http://host?q")
   }
 
   parse_result r;

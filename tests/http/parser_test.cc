@@ -71,15 +71,12 @@ std::vector<parse_case> cases() {
       {"options_asterisk", "OPTIONS * HTTP/1.1\r\n" + host + "\r\n", ps::complete, errc::ok,
        "OPTIONS", "*"},
       // RFC 9112 §3.2.2: a server MUST accept the absolute-form; the path and query follow the
-      // authority, and a target without a path is "/".
+      // authority.
       {"absolute_form", "GET http://a.example:8080/v1/usage?x=1 HTTP/1.1\r\n" + host + "\r\n",
        ps::complete, errc::ok, "GET", "/v1/usage", "x=1"},
       {"absolute_form_https_upper", "GET HTTPS://a/mcp HTTP/1.1\r\n" + host + "\r\n",
        ps::complete, errc::ok, "GET", "/mcp", ""},
-      {"absolute_form_no_path", "GET http://a HTTP/1.1\r\n" + host + "\r\n", ps::complete,
-       errc::ok, "GET", "/", ""},
-      {"absolute_form_query_only", "GET http://a?q=1 HTTP/1.1\r\n" + host + "\r\n",
-       ps::complete, errc::ok, "GET", "/", "q=1"},
+
       {"ows_and_tab_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: \t a\tb \t\r\n\r\n", ps::complete,
        errc::ok, "GET", "/"},
       {"empty_value", "GET / HTTP/1.1\r\nHost: x\r\nX-Empty:\r\n\r\n", ps::complete, errc::ok,
@@ -123,6 +120,10 @@ std::vector<parse_case> cases() {
       {"absolute_form_no_scheme_end", "GET http:/x HTTP/1.1\r\n\r\n", ps::error,
        errc::bad_request_line},
       {"not_a_target", "GET hello HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
+      {"absolute_form_no_path", "GET http://a HTTP/1.1\r\n\r\n", ps::error,
+       errc::bad_request_line},
+      {"absolute_form_query_no_path", "GET http://a?q=1 HTTP/1.1\r\n\r\n", ps::error,
+       errc::bad_request_line},
       {"two_spaces", "GET  / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
       {"asterisk_not_options", "GET * HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
       {"fragment", "GET /a#b HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
