@@ -47,7 +47,8 @@ Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metri
 
 The first start on an empty data dir creates a demo account and prints its key. Keys and
 accounts are re-read within a second of a change; SIGHUP (or POST /admin/reload on the admin
-address) also re-reads the config file's plans.
+address) also re-reads the config file's plans. One serve or stdio process uses a data dir at a
+time: a second is refused (exit 1, naming the pid that holds it).
 )";
 }
 
@@ -57,7 +58,8 @@ std::string_view usage_stdio() {
 Speaks newline-delimited JSON-RPC (MCP) on stdin/stdout; logs go to stderr. Ends at EOF.
 SIGHUP reloads the config file's plans and the keys and accounts (these also reload within a
 second by themselves); SIGTERM or SIGINT ends it once every line read is answered, with usage
-flushed (exit 0).
+flushed (exit 0). It needs a data dir no other serve or stdio process is using: beside a running
+server, give it its own (--data-dir) with a key made there (tollgate keys create --data-dir).
 
   --config FILE          TOML config
   --data-dir DIR         keys, accounts and usage (default ./tollgate-data)
