@@ -102,37 +102,13 @@ TEST(cli_test, a_directory_as_config_is_an_error) {
 }
 
 // `tollgate keys|accounts ARGS...` through run_admin, with its output captured.
-struct admin_result {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(std::FILE* f) {
-  std::rewind(f);
-  std::string s;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    s.append(buf, n);
-  }
-  std::fclose(f);
-  return s;
-}
-
-admin_result admin(std::string_view command, std::vector<std::string> args) {
+quota::test::cli_result admin(std::string_view command, std::vector<std::string> args) {
   std::vector<std::string_view> words(args.begin(), args.end());
-  std::FILE* out = std::tmpfile();
-  std::FILE* err = std::tmpfile();
-  int code = run_admin(command, words, out, err);
-  return {code, slurp(out), slurp(err)};
+  return quota::test::capture_cli(
+      [&](std::FILE* out, std::FILE* err) { return run_admin(command, words, out, err); });
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using quota::test::read_text;
 
 TEST(cli_test, keys_reads_the_config_given_in_either_form) {
   // Verifies `keys create` loads the plans of --config FILE and of --config=FILE (the = form

@@ -116,6 +116,12 @@ std::optional<response> ask(client& c, const std::string& req) {
   return c.read_response();
 }
 
+// GET `target` on a REST route with `key` (X-API-Key), on `c`'s connection.
+std::optional<response> rest_get(client& c, std::string_view key, std::string_view target) {
+  return ask(c, "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " +
+                    std::string(key) + "\r\n\r\n");
+}
+
 // The value of a response header line ("Name: value\r\n"), or "".
 std::string header(const response& r, std::string_view name) {
   const std::string key = "\r\n" + std::string(name) + ": ";
@@ -177,10 +183,7 @@ TEST(app_server_test, quota_headers_count_the_call_answered_and_not_an_unbilled_
   ASSERT_TRUE(s.started());
   client c(s.port());
   ASSERT_TRUE(c.connected());
-  auto get = [&](std::string_view target) {
-    return ask(c, "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " +
-                      s.key() + "\r\n\r\n");
-  };
+  auto get = [&](std::string_view target) { return rest_get(c, s.key(), target); };
   auto figures = [&](const response& r) {
     return header(r, "X-Quota-Used") + "/" + header(r, "X-Quota-Remaining");
   };
@@ -328,10 +331,7 @@ TEST(app_server_test, surfaces_agree_on_time_bounds_and_story_id_length) {
   ASSERT_TRUE(s.started());
   client c(s.port());
   ASSERT_TRUE(c.connected());
-  auto get = [&](const std::string& target) {
-    return ask(c, "GET " + target + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " + s.key() +
-                      "\r\n\r\n");
-  };
+  auto get = [&](std::string_view target) { return rest_get(c, s.key(), target); };
   for (const char* bad : {"-5", "253402300800"}) {
     auto m = ask(c, call_request(s.key(), fmt::format(R"({{"query":"rust","since":{}}})", bad)));
     ASSERT_TRUE(m);
@@ -370,10 +370,7 @@ TEST(app_server_test, rest_story_ids_are_percent_decoded) {
   ASSERT_TRUE(s.started());
   client c(s.port());
   ASSERT_TRUE(c.connected());
-  auto get = [&](const std::string& target) {
-    return ask(c, "GET " + target + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " + s.key() +
-                      "\r\n\r\n");
-  };
+  auto get = [&](std::string_view target) { return rest_get(c, s.key(), target); };
   auto found = get("/v1/stories?q=rust&limit=1");
   ASSERT_TRUE(found);
   const size_t at = found->body.find("\"id\":\"");

@@ -14,43 +14,19 @@ namespace {
 
 using test::temp_dir;
 
-// Runs a CLI entry point with captured stdout/stderr.
-struct cli_result {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(std::FILE* f) {
-  std::rewind(f);
-  std::string s;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    s.append(buf, n);
-  }
-  std::fclose(f);
-  return s;
-}
+using test::cli_result;
+using test::read_text;
+using test::slurp;
 
 cli_result run_keys(std::vector<std::string_view> args, const std::string& dir) {
-  std::FILE* out = std::tmpfile();
-  std::FILE* err = std::tmpfile();
-  int code = run_keys_command(args, test::default_plans(), dir, out, err);
-  return {code, slurp(out), slurp(err)};
+  return test::capture_cli([&](std::FILE* out, std::FILE* err) {
+    return run_keys_command(args, test::default_plans(), dir, out, err);
+  });
 }
 
 cli_result run_accounts(std::vector<std::string_view> args, const std::string& dir) {
-  std::FILE* out = std::tmpfile();
-  std::FILE* err = std::tmpfile();
-  int code = run_accounts_command(args, dir, out, err);
-  return {code, slurp(out), slurp(err)};
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return test::capture_cli(
+      [&](std::FILE* out, std::FILE* err) { return run_accounts_command(args, dir, out, err); });
 }
 
 TEST(key_store_test, key_id_text_is_key_id_string_without_allocating) {

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tollgate/quota/civil.h"
@@ -81,6 +84,42 @@ inline std::unique_ptr<service> open_service(const service_options& o, int64_t n
   auto r = service::open(o, now);
   EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
   return r ? std::move(*r) : nullptr;
+}
+
+/// Everything a stream held, from its start; closes it.
+inline std::string slurp(std::FILE* f) {
+  std::rewind(f);
+  std::string s;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    s.append(buf, n);
+  }
+  std::fclose(f);
+  return s;
+}
+
+/// A file's whole text ("" when it cannot be read).
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// A CLI entry point's exit code and what it wrote to its two streams.
+struct cli_result {
+  int code;
+  std::string out, err;
+};
+
+/// Runs `entry(out, err)`, a CLI entry point writing to two FILE*s, with both captured.
+template <class Entry>
+cli_result capture_cli(Entry&& entry) {
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  const int code = entry(out, err);
+  return {code, slurp(out), slurp(err)};
 }
 
 }  // namespace tollgate::quota::test
