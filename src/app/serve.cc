@@ -141,18 +141,22 @@ int check_fleet(const config::settings& s, bool stdio) {
 
 // Builds everything the cores share except the engine. On failure logs and returns the code.
 // The first `serve` on an empty data dir (no key ever created) makes a demo account and key.
-// Called once the server is listening, so a start that fails for any reason leaves no key
-// behind that nobody saw; the key is put in force before it is printed.
-int make_demo_key(shared_state& st, const config::settings& s) {
-  quota::key_store store(s.data_dir);
-  auto keys = store.list_keys();
+// Whether it is needed is read before the server starts (so a running server does no such work
+// on every start); the key is made once the server is listening, so a start that fails for any
+// reason leaves no key behind that nobody saw, and it is put in force before it is printed.
+// Sets `needed`; returns 0 or an exit code after the message.
+int demo_key_needed(const config::settings& s, bool& needed) {
+  auto keys = quota::key_store(s.data_dir).list_keys();
   if (!keys) {
     log_error("{}", keys.error().message);
     return keys.error().usage ? 2 : 1;
   }
-  if (!keys->empty()) {
-    return 0;
-  }
+  needed = keys->empty();
+  return 0;
+}
+
+int make_demo_key(shared_state& st, const config::settings& s) {
+  quota::key_store store(s.data_dir);
   auto k = store.create_key("demo", s.demo_plan, to_plans(s),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
@@ -325,6 +329,12 @@ int run_serve(int argc, char** argv) {
   } else if (int rc = build_shared(st, *s, cores, false, lock); rc != 0) {
     return rc;
   }
+  bool demo_key = false;
+  if (st.quota) {
+    if (int rc = demo_key_needed(*s, demo_key); rc != 0) {
+      return rc;
+    }
+  }
   net::server engine(no);
   st.engine = &engine;
   st.ops_on_main = !s->admin_listen.has_value();  // read by the cores: set before they start
@@ -366,7 +376,7 @@ int run_serve(int argc, char** argv) {
     log_info("admin (healthz, readyz, metrics, POST /admin/reload) on http://{}:{}", s->admin_listen->host,
              admin->port());
   }
-  if (st.quota) {
+  if (demo_key) {
     if (int rc = make_demo_key(st, *s); rc != 0) {
       engine.stop();
       if (admin) {
