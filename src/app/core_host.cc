@@ -114,15 +114,13 @@ mcp::admission core_host::rate_extra() {
   if (stdio_ || collecting() || key_ == nullptr) {
     return a;  // stdio has no batches; a dry run charges nothing (the real run does)
   }
+  // Into a copy: a refusal's retry_after_secs must not put Retry-After on the batch's 200.
   quota::figures f = fig_;
   if (quota_.check_rate(*key_, now_ns_, f) == quota::rate_verdict::limited) {
     a.outcome = mcp::admission::kind::rate_limited;
     a.retry_after_secs = f.retry_after_secs;
-    fig_.rate_remaining = 0;  // the headers say what the refusal found
-    fig_.rate_reset_secs = f.rate_reset_secs;
-    return a;
   }
-  fig_.rate_remaining = f.rate_remaining;
+  fig_.rate_remaining = f.rate_remaining;  // 0 when refused
   fig_.rate_reset_secs = f.rate_reset_secs;
   return a;
 }

@@ -292,6 +292,22 @@ http::response_info core_handler::json_error(const http::request& req, int statu
   return {status, head.close};
 }
 
+http::response_info core_handler::keyless_mcp(const http::request& req, out_buffer& out,
+                                              int64_t now_ns) {
+  host_.begin_keyless();
+  const size_t start = out.size();
+  http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
+  if (req.method == "HEAD") {
+    // The answer GET would get, without its body (RFC 9110 §9.3.2): a body here would be read
+    // by a keep-alive client as the start of the next response.
+    const std::string_view written(out.data() + start, out.size() - start);
+    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
+      out.resize(start + end + 4);
+    }
+  }
+  return info;
+}
+
 http::response_info core_handler::route(const http::request& req, out_buffer& out,
                                         int64_t now_ns, app::route& counted) {
   http::route_match m = s_.router.match(req.method, req.path);
@@ -304,8 +320,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     // Any other method on the MCP endpoint: its own 405 (`Allow: POST`, a JSON-RPC body), as
     // GET gets, rather than the router's list of every method some /mcp route takes.
     counted = route::mcp;
-    host_.begin_keyless();
-    return endpoint_.handle_http(req, host_, out, now_ns);
+    return keyless_mcp(req, out, now_ns);
   }
   if (m.status == 405) {
     counted = route::not_found;
@@ -336,18 +351,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       break;
   }
   if (counted == route::mcp && req.method != "POST") {
-    host_.begin_keyless();
-    const size_t start = out.size();
-    http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
-    if (req.method == "HEAD") {
-      // The answer GET would get, without its body (RFC 9110 §9.3.2): a body here would be
-      // read by a keep-alive client as the start of the next response.
-      const std::string_view written(out.data() + start, out.size() - start);
-      if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
-        out.resize(start + end + 4);
-      }
-    }
-    return info;
+    return keyless_mcp(req, out, now_ns);
   }
   // Authenticated surfaces: key, then rate limit (every request counts), then the call.
   const quota::key_record* key = quota_.authenticate(presented_key(req));

@@ -83,6 +83,9 @@ class core_handler final : public http::handler {
   void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;
 
  private:
+  // Methods other than POST on /mcp: answered by the endpoint without a key (no rate or quota
+  // figures), HEAD without the body.
+  http::response_info keyless_mcp(const http::request& req, out_buffer& out, int64_t now_ns);
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
                             route& counted);
   /// Gateway with remote shards: a dry run of a search request collects its queries; true when
