@@ -19,6 +19,8 @@ Usage:
                   [--corpus FILE.jsonl | --sample] [--admin-listen HOST:PORT] [--role gateway|shard]
   tollgate stdio  [--config FILE] [--data-dir DIR] [--corpus FILE.jsonl | --sample]
                   (key: TOLLGATE_API_KEY)
+  tollgate stdio  --remote URL [--cacert FILE] [--timeout-ms N]   (key: TOLLGATE_API_KEY)
+                  the bridge from a desktop client to a tollgate server
   tollgate keys create --account ACCOUNT --plan PLAN [--data-dir DIR]
   tollgate keys list | revoke KEY_ID [--data-dir DIR]
   tollgate accounts suspend ACCOUNT | resume ACCOUNT [--data-dir DIR]
@@ -66,6 +68,9 @@ server, give it its own (--data-dir) with a key made there (tollgate keys create
   --corpus FILE.jsonl    stories to serve, JSON Lines
   --sample               serve the embedded sample corpus (default)
   --help                 this text
+
+To forward to a running tollgate server instead (its key, rate limit and quota apply; any number
+of bridges at once): tollgate stdio --remote URL --help.
 )";
 }
 

@@ -301,6 +301,7 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
   switch (e.kind) {
     case rpc_error_kind::invalid_request:
     case rpc_error_kind::header_mismatch:
+    case rpc_error_kind::internal_error:
       if (e.detail.empty()) {
         out.append(k_rpc_errors[k].message);
       } else {

@@ -125,7 +125,9 @@ std::string error_response(std::string_view id, const rpc_error& e) {
       data = "{\"argument\":" + str(e.detail) + ",\"rule\":" + str(e.rule) + "}";
       break;
     case rpc_error_kind::unknown_tool: message = "Unknown tool: " + std::string(e.detail); break;
-    case rpc_error_kind::internal_error: message = "Internal error."; break;
+    case rpc_error_kind::internal_error:
+      message = e.detail.empty() ? std::string("Internal error.") : std::string(e.detail);
+      break;
     case rpc_error_kind::header_mismatch:
       message = e.detail.empty()
                     ? std::string("Header mismatch: the HTTP headers do not match the request body.")

@@ -60,7 +60,7 @@ enum class rpc_error_kind : uint8_t {
   method_not_found,     ///< -32601
   invalid_params,       ///< -32602, detail = argument, rule = the rule; data {"argument","rule"}
   unknown_tool,         ///< -32602, message "Unknown tool: " + detail
-  internal_error,       ///< -32603
+  internal_error,       ///< -32603, message = detail (or a default)
   header_mismatch,      ///< -32020, message = detail
   unsupported_version,  ///< -32022, detail = requested; data {"requested","supported":[...]}
   rate_limited,         ///< 429, data = the rate_limited tool-error object (retry_after_secs)
