@@ -468,9 +468,10 @@ export function authProxy(server, key) {
  * carrying msg's id (bounded); close() ends stdin and waits for the exit (SIGKILL after a timeout).
  */
 export class StdioSession {
-  constructor(prepared, key, { extraArgs = [] } = {}) {
+  constructor(prepared, key, { extraArgs = [], args } = {}) {
+    // args: the whole command line instead (e.g. `stdio --remote URL`; prepared is then unused)
     requireBin();
-    this.child = spawn(BIN, ['stdio', '--config', prepared.configPath, '--data-dir', prepared.dataDir, '--sample', ...extraArgs],
+    this.child = spawn(BIN, args ?? ['stdio', '--config', prepared.configPath, '--data-dir', prepared.dataDir, '--sample', ...extraArgs],
       { env: { ...process.env, TOLLGATE_API_KEY: key }, stdio: ['pipe', 'pipe', 'pipe'] });
     live.add(this.child);
     this.pending = new Map();
