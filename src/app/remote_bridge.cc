@@ -6,11 +6,23 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 namespace tollgate::app::remote {
 namespace {
 
 namespace od = simdjson::ondemand;
+
+// One bridge per process, one thread: the parsers are kept, so their buffers are allocated once
+// (grown to the largest message seen) rather than per message.
+od::parser& line_parser() {
+  static thread_local od::parser p;
+  return p;
+}
+simdjson::dom::parser& answer_parser() {
+  static thread_local simdjson::dom::parser p;
+  return p;
+}
 
 constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
 
@@ -199,7 +211,7 @@ bool is_jsonrpc(simdjson::dom::parser& parser, std::string_view text) {
 
 // The messages of a body, or false when it holds none that is well-formed JSON-RPC.
 bool answer_messages(const http_answer& a, std::vector<std::string>& out) {
-  simdjson::dom::parser parser;
+  simdjson::dom::parser& parser = answer_parser();
   if (is_event_stream(a.content_type)) {
     for (std::string& e : sse_events(a.body)) {
       if (!is_jsonrpc(parser, e)) {
@@ -222,9 +234,11 @@ bool answer_messages(const http_answer& a, std::vector<std::string>& out) {
 void put_line(out_buffer& out, std::string_view msg) {
   const size_t at = out.size();
   out.append(msg);
-  for (size_t i = at; i < out.size(); ++i) {
-    if (out.data()[i] == '\n' || out.data()[i] == '\r') {
-      out.data()[i] = ' ';
+  for (const char c : {'\n', '\r'}) {
+    char* p = out.data() + at;
+    char* const end = out.data() + out.size();
+    while ((p = static_cast<char*>(std::memchr(p, c, static_cast<size_t>(end - p)))) != nullptr) {
+      *p++ = ' ';
     }
   }
   out.push_back('\n');
@@ -240,7 +254,7 @@ envelope::revision revision_of(const message_facts& m, const bridge_view& v) {
 
 // The quota figures of a 429 body's error.data (the rate_limited object), when there.
 void read_figures(std::string_view body, envelope::tool_error& te) {
-  simdjson::dom::parser parser;
+  simdjson::dom::parser& parser = answer_parser();
   simdjson::dom::element doc;
   if (parser.parse(body.data(), body.size()).get(doc)) {
     return;
@@ -295,7 +309,7 @@ bool line_facts::any_request() const noexcept {
 
 line_facts inspect(std::string_view line) {
   line_facts lf;
-  od::parser parser;
+  od::parser& parser = line_parser();
   od::document doc;
   if (parser.iterate(line.data(), line.size(), line.size() + simdjson::SIMDJSON_PADDING)
           .get(doc)) {
@@ -430,7 +444,7 @@ std::string negotiated_version(const http_answer& a) {
   if (!answer_messages(a, msgs)) {
     return {};
   }
-  simdjson::dom::parser parser;
+  simdjson::dom::parser& parser = answer_parser();
   for (const std::string& m : msgs) {
     simdjson::dom::element doc;
     std::string_view v;

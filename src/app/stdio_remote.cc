@@ -305,7 +305,8 @@ bool bridge::finish(transfer& t, CURLcode rc) {
     a.content_type = ct != nullptr ? std::string_view(ct) : std::string_view();
     a.body = t.answer;
     curl_header* h = nullptr;
-    if (curl_easy_header(t.easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK) {
+    if ((status == 429 || status >= 500) &&
+        curl_easy_header(t.easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK) {
       a.retry_after_secs = parse_retry_after(h->value);
     }
   }
