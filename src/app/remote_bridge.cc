@@ -300,6 +300,26 @@ void answer_each_request(const line_facts& line, out_buffer& out, Fn one) {
   }
 }
 
+// A transport-level refusal (400, 403, 404, 413, 415...) answers with a JSON-RPC error whose id
+// is null, as the server has not read the request's; a stdio client would wait for its id
+// forever. For a single request, that error is written under the request's id: its code,
+// message and data unchanged. False (nothing written) when `msg` is not such an error.
+bool put_rekeyed(out_buffer& out, std::string_view msg, std::string_view id) {
+  simdjson::dom::parser& parser = answer_parser();
+  simdjson::dom::element doc;
+  simdjson::dom::element err;
+  if (parser.parse(msg.data(), msg.size()).get(doc) || !doc["id"].is_null() ||
+      doc["error"].get(err) || !err.is_object()) {
+    return false;
+  }
+  out.append(R"({"jsonrpc":"2.0","id":)");
+  out.append(id);
+  out.append(R"(,"error":)");
+  out.append(simdjson::minify(err));
+  out.append("}\n");
+  return true;
+}
+
 }  // namespace
 
 bool line_facts::any_request() const noexcept {
@@ -429,6 +449,10 @@ verdict translate(const line_facts& line, const http_answer& a, const bridge_vie
   std::vector<std::string> msgs;
   if (!answer_messages(a, msgs)) {
     return fail(fmt::format("HTTP {} with a body that is not JSON-RPC", a.status));
+  }
+  if (a.status >= 400 && !line.batch && msgs.size() == 1 && line.messages.size() == 1 &&
+      line.messages[0].is_request() && put_rekeyed(out, msgs[0], line.messages[0].id)) {
+    return verdict::answered;
   }
   for (const std::string& m : msgs) {
     put_line(out, m);

@@ -4,6 +4,8 @@
 //
 //   server or network                          bridge writes (one line per JSON-RPC message)
 //   2xx/4xx with a JSON-RPC body or SSE events  each message, byte for byte (202: nothing)
+//   4xx whose error has id null, to a request  that error under the request's id (else the
+//                                              client would wait for an answer forever)
 //   429 on tools/call                          tool error rate_limited: retry_after_secs =
 //                                              Retry-After, quota figures from the body's data
 //   429 on another request                     the JSON-RPC error of the 429 body

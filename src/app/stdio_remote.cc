@@ -9,7 +9,11 @@
 //      does TLS, proxies (HTTPS_PROXY, NO_PROXY) and HTTP/2 where the server offers it.
 //   3. Each finished POST is translated (remote::translate) and written to stdout, one message a
 //      line, in the order answers arrive (JSON-RPC ids pair them). Logs go to stderr only.
-//   4. EOF on stdin, SIGTERM or SIGINT: nothing more is read; the POSTs in flight finish and are
+//   4. Sessions (a server with [mcp] sessions on): the id minted at initialize goes on every later
+//      POST; when the server answers 404 to one (it restarted, or the session expired), the
+//      bridge runs the client's initialize and notifications/initialized again itself and sends
+//      the message once more, so the client never sees its session end.
+//   5. EOF on stdin, SIGTERM or SIGINT: nothing more is read; the POSTs in flight finish and are
 //      written; exit 0. A 401 at any time: exit 2. Nothing is written to disk.
 #include "stdio_remote.h"
 
@@ -94,6 +98,8 @@ struct transfer {
   char error[CURL_ERROR_SIZE] = {};
   bool probe = false;
   bool initialize = false;
+  bool sent_session = false;  ///< the POST carried the session id
+  bool retried = false;       ///< sent again after a new handshake (once at most)
 };
 
 class bridge {
@@ -109,13 +115,19 @@ class bridge {
 
  private:
   transfer* acquire();
+  void configure(CURL* e);
   void post(std::string_view line, bool probe);
+  /// Adds `t` (its body and facts set) to the multi handle with this moment's headers.
+  void send(transfer& t);
+  /// Runs the client's handshake again for a new session (blocking; rare). True when it got one.
+  bool rehandshake();
   curl_slist* headers_for(const transfer& t);
   /// Reads what stdin has; false at EOF (or a read error, then `io_failed_`).
   bool read_input();
   /// Writes the answers of every finished POST; false when the bridge must stop (401, stdout).
   bool drain();
-  bool finish(transfer& t, CURLcode rc);
+  enum class next : uint8_t { done, resent, stop };
+  next finish(transfer& t, CURLcode rc);
   bool flush();
 
   remote_options o_;
@@ -133,6 +145,8 @@ class bridge {
   std::string version_;        ///< MCP-Protocol-Version negotiated at initialize
   envelope::revision negotiated_ = envelope::revision::v2025_03_26;
   std::string session_;        ///< Mcp-Session-Id the server gave at initialize
+  std::string init_line_;      ///< the client's last initialize, to open a new session with
+  std::string initialized_line_;  ///< and its notifications/initialized
   bool key_checked_ = false;   ///< a non-401 answer was seen
   bool down_ = false;          ///< the last POST failed (logged once until one succeeds)
   int exit_code_ = 0;
@@ -176,6 +190,16 @@ transfer* bridge::acquire() {
     return nullptr;
   }
   t->easy = e;
+  configure(e);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
+  pool_.push_back(std::move(t));
+  return pool_.back().get();
+}
+
+void bridge::configure(CURL* e) {
   curl_easy_setopt(e, CURLOPT_URL, o_.url.c_str());
   curl_easy_setopt(e, CURLOPT_POST, 1L);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -186,15 +210,9 @@ transfer* bridge::acquire() {
                    static_cast<long>(std::min<int64_t>(o_.timeout_ms, 10000)));
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(e, CURLOPT_USERAGENT, "tollgate-stdio/" TOLLGATE_VERSION);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-  curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
   if (!o_.cacert.empty()) {
     curl_easy_setopt(e, CURLOPT_CAINFO, o_.cacert.c_str());
   }
-  pool_.push_back(std::move(t));
-  return pool_.back().get();
 }
 
 curl_slist* bridge::headers_for(const transfer& t) {
@@ -238,29 +256,96 @@ void bridge::post(std::string_view line, bool probe) {
   t->body.clear();
   t->body.reserve(line.size() + 64);  // simdjson reads up to 64 bytes past the end
   t->body.assign(line);
-  t->answer.clear();
-  t->error[0] = '\0';
   t->probe = probe;
   t->facts = probe ? remote::line_facts{} : remote::inspect(t->body);
   t->initialize = !t->facts.batch && t->facts.messages.size() == 1 &&
                   t->facts.messages[0].is_request() &&
                   t->facts.messages[0].method == "initialize";
+  t->retried = false;
   if (t->initialize) {
     // A new handshake: what the last one negotiated no longer holds.
     version_.clear();
     session_.clear();
     negotiated_ = envelope::revision::v2025_03_26;
+    init_line_ = line;
+  } else if (!t->facts.batch && t->facts.messages.size() == 1 &&
+             t->facts.messages[0].method == "notifications/initialized") {
+    initialized_line_ = line;
   }
-  t->headers = headers_for(*t);
-  curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->headers != nullptr ? t->headers : base_headers_);
-  curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->body.size()));
-  curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, t->body.data());
-  if (probe) {
-    curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(std::min(o_.timeout_ms, k_probe_timeout_ms)));
-  }
-  curl_multi_add_handle(multi_, t->easy);
+  curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(probe ? std::min(o_.timeout_ms, k_probe_timeout_ms)
+                                           : o_.timeout_ms));
+  send(*t);
+}
+
+void bridge::send(transfer& t) {
+  curl_slist_free_all(t.headers);
+  t.headers = headers_for(t);
+  t.sent_session = !t.initialize && !session_.empty();
+  t.answer.clear();
+  t.error[0] = '\0';
+  curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, t.headers != nullptr ? t.headers : base_headers_);
+  curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t.body.size()));
+  curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, t.body.data());
+  curl_multi_add_handle(multi_, t.easy);
   ++in_flight_;
+}
+
+bool bridge::rehandshake() {
+  if (init_line_.empty()) {
+    return false;
+  }
+  CURL* e = curl_easy_init();
+  if (e == nullptr) {
+    return false;
+  }
+  configure(e);
+  std::string answer;
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, +[](char* p, size_t size, size_t n, void* user) {
+    static_cast<std::string*>(user)->append(p, size * n);
+    return size * n;
+  });
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &answer);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, base_headers_);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(init_line_.size()));
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, init_line_.data());
+  bool ok = false;
+  long status = 0;
+  if (curl_easy_perform(e) == CURLE_OK &&
+      curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
+    char* ct = nullptr;
+    curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ct);
+    remote::http_answer a;
+    a.status = status;
+    a.content_type = ct != nullptr ? std::string_view(ct) : std::string_view();
+    a.body = answer;
+    const std::string v = remote::negotiated_version(a);
+    curl_header* h = nullptr;
+    if (curl_easy_header(e, "Mcp-Session-Id", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
+        header_safe(h->value) && header_safe(v)) {
+      session_ = h->value;
+      version_ = v;
+      envelope::revision r;
+      negotiated_ = envelope::parse_revision(v, r) ? r : envelope::revision::v2025_03_26;
+      ok = true;
+    }
+  }
+  if (ok && !initialized_line_.empty()) {
+    transfer probe;  // only for its headers: the new version and session
+    curl_slist* list = headers_for(probe);
+    answer.clear();
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, list != nullptr ? list : base_headers_);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(initialized_line_.size()));
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, initialized_line_.data());
+    (void)curl_easy_perform(e);  // a notification: its answer (202) changes nothing
+    curl_slist_free_all(list);
+  }
+  curl_easy_cleanup(e);
+  if (ok) {
+    log_info("stdio --remote: {} had ended the session; opened a new one", o_.url);
+  }
+  return ok;
 }
 
 bool bridge::flush() {
@@ -276,7 +361,7 @@ bool bridge::flush() {
   return true;
 }
 
-bool bridge::finish(transfer& t, CURLcode rc) {
+bridge::next bridge::finish(transfer& t, CURLcode rc) {
   remote::http_answer a;
   std::string failure;
   if (rc != CURLE_OK) {
@@ -322,18 +407,28 @@ bool bridge::finish(transfer& t, CURLcode rc) {
                 "unknown or revoked)",
                 o_.url);
       exit_code_ = 2;
-      return false;
+      return next::stop;
     } else {
       key_checked_ = true;
       if (a.status >= 500) {
         log_error("stdio --remote: {} answered HTTP {} at start; starting anyway", o_.url,
                   a.status);
         down_ = true;
+      } else if ((a.status >= 300 && a.status < 400) || a.status == 404 || a.status == 405) {
+        log_error("stdio --remote: {} answered HTTP {} to a ping; is it the server's MCP "
+                  "endpoint (https://HOST/mcp)?",
+                  o_.url, a.status);
       } else {
         log_info("stdio --remote: forwarding to {}", o_.url);
       }
     }
-    return true;
+    return next::done;
+  }
+
+  if (!a.transport_failed && a.status == 404 && t.sent_session && !t.retried && rehandshake()) {
+    t.retried = true;
+    send(t);
+    return next::resent;
   }
 
   if (t.initialize && !a.transport_failed && a.status == 200) {
@@ -359,7 +454,7 @@ bool bridge::finish(transfer& t, CURLcode rc) {
                 o_.url);
       out_.clear();
       exit_code_ = 2;
-      return false;
+      return next::stop;
     case remote::verdict::failed:
       if (!down_) {
         log_error("stdio --remote: {} could not answer ({}); answering with errors until it "
@@ -376,7 +471,7 @@ bool bridge::finish(transfer& t, CURLcode rc) {
       key_checked_ = true;
       break;
   }
-  return flush();
+  return flush() ? next::done : next::stop;
 }
 
 bool bridge::drain() {
@@ -390,11 +485,14 @@ bool bridge::drain() {
     const CURLcode rc = m->data.result;
     curl_multi_remove_handle(multi_, t->easy);
     --in_flight_;
-    const bool go_on = finish(*t, rc);
+    const next n = finish(*t, rc);
+    if (n == next::resent) {
+      continue;
+    }
     curl_slist_free_all(t->headers);
     t->headers = nullptr;
     idle_.push_back(t);
-    if (!go_on) {
+    if (n == next::stop) {
       return false;
     }
   }

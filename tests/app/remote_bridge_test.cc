@@ -106,6 +106,21 @@ TEST(remote_bridge_test, an_error_status_with_a_jsonrpc_body_passes_through) {
   EXPECT_EQ(r.out, body + "\n");
 }
 
+TEST(remote_bridge_test, a_null_id_refusal_of_a_request_is_written_under_its_id) {
+  // Verifies a transport-level error (id null: the server did not read the request) answering
+  // one request is written with that request's id, code, message and data unchanged; and that a
+  // null-id answer to a line that is not a request (unparsable) passes as it is.
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found: start a new one with initialize.","data":{"x":[1,"y"]}}})";
+  rendered r = run(std::string(k_list), json(404, body));
+  EXPECT_EQ(r.v, verdict::answered);
+  EXPECT_EQ(r.out,
+            R"({"jsonrpc":"2.0","id":"a\"b","error":{"code":-32600,"message":"Session not found: start a new one with initialize.","data":{"x":[1,"y"]}}})"
+            "\n");
+  rendered garbage = run("{oops", json(400, body));
+  EXPECT_EQ(garbage.out, body + "\n");
+}
+
 TEST(remote_bridge_test, event_stream_messages_are_each_written) {
   // Verifies a text/event-stream answer: every event's data is one line, multi-line data joined.
   http_answer a;

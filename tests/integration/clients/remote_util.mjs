@@ -21,14 +21,16 @@ export function bridgeSession(url, key, extra = []) {
   return new StdioSession(null, key, { args: bridgeArgs(url, extra) });
 }
 
-/** The v1 SDK client connected through a bridge. Resolves {client, transport}. */
+/** The v1 SDK client connected through a bridge. Resolves {client, transport, stderr()}. */
 export async function v1Bridge(url, key, extra = [], name = 'tollgate-it-remote') {
   const transport = new StdioClientTransport({
     command: BIN, args: bridgeArgs(url, extra), env: { TOLLGATE_API_KEY: key }, stderr: 'pipe',
   });
+  let err = '';
+  transport.stderr?.on('data', (d) => { err += d; });
   const client = new Client({ name, version: '1.0.0' });
   await client.connect(transport, { timeout: 30000 });
-  return { client, transport };
+  return { client, transport, stderr: () => err };
 }
 
 /** Closes a client and makes sure its bridge process is gone (it exits on EOF by itself). */

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { start, restart, prepare, cleanup, toolCall, restGet, findStory } from './harness.mjs';
+import { start, restart, prepare, cleanup, toolCall, restGet, findStory, mcpPost } from './harness.mjs';
 import { successText, toolError } from './common.mjs';
 import {
   bridgeSession, v1Bridge, closeBridge, freePort, selfSignedCert, httpsFront, faultyServer,
@@ -62,6 +62,29 @@ test('the server stopped and started again under one bridge: unavailable meanwhi
     assert.equal((await b.client.listTools()).tools.length, 3);
     assert.equal(b.transport.pid !== undefined && b.transport.pid !== null, true);
     process.kill(b.transport.pid, 0);  // still the same, live process
+  } finally {
+    await closeBridge(b);
+    await current.stop();
+    cleanup(current);
+  }
+});
+
+test('a server with sessions restarted under one bridge: the bridge opens a new session itself', async () => {
+  const own = await start({ keys: { main: { account: 'acct-sess', plan: 'big' } }, extraConfig: '[mcp]\nsessions = true\n' });
+  let current = own;
+  const b = await v1Bridge(own.mcpUrl, own.keys.main);
+  try {
+    successText(await b.client.callTool({ name: 'search_stories', arguments: { query: 'the' } }));
+    await own.stop();
+    current = await restart(own);
+    // The new process knows no session: it answers 404 to the old id (as it does here).
+    const stale = await mcpPost(current, toolCall(1, 'get_usage'),
+      { key: own.keys.main, version: '2025-11-25', extra: { 'Mcp-Session-Id': '0'.repeat(32) } });
+    assert.equal(stale.status, 404);
+    // Through the bridge the client never sees that: the same calls go on working.
+    successText(await b.client.callTool({ name: 'search_stories', arguments: { query: 'the' } }));
+    assert.equal((await b.client.listTools()).tools.length, 3);
+    assert.match(b.stderr(), /had ended the session; opened a new one/);
   } finally {
     await closeBridge(b);
     await current.stop();
