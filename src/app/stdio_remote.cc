@@ -599,7 +599,7 @@ int bridge::run() {
     if (reading && sfd_ >= 0 && fds[sig_at].revents != 0) {
       signalfd_siginfo si{};
       if (::read(sfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        log_info("{}: answering the {} messages in flight, then exiting",
+        log_info("{}: reading no more; answering what is in flight ({} POSTs), then exiting",
                  si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT", in_flight_);
         reading = false;
       }

@@ -2,7 +2,8 @@
 // server stopped and started again under the same bridge, a server not there at start (start
 // anyway, check the key at the first answer), connection refused, reset, timeout, 5xx and a
 // malformed answer (tools/call: tool error `unavailable` with retry_after_secs; other requests:
-// -32603 naming the server; the bridge lives on), and HTTPS: a self-signed certificate refused
+// -32603 naming the server; the bridge lives on), SIGTERM with a call in flight, a server with
+// sessions restarted (the bridge opens a new one), and HTTPS: a self-signed certificate refused
 // with a clear message, accepted with --cacert, and https:// to a plain-HTTP server refused.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -147,6 +148,26 @@ test('reset, timeout, 5xx and malformed answers: errors per message, and the bri
     assert.match(m, /Couldn't connect|Connection refused/i);
     assert.equal(s.lines.length, 11, `one answer per request, none for the notification: ${JSON.stringify(s.lines)}`);
     assert.equal((await s.close()).code, 0, s.stderr);
+  } finally {
+    await s.close();
+    await faulty.close();
+  }
+});
+
+test('SIGTERM with a call in flight: it is answered first, then exit 0', async () => {
+  const faulty = await faultyServer('ok');
+  const s = bridgeSession(faulty.url, 'tg_any_key', ['--timeout-ms', '1500']);
+  try {
+    faulty.mode = 'hang';
+    const answer = s.send(toolCall(1, 'search_stories', { query: 'x' }), { timeoutMs: 10000 });
+    const seen = Date.now() + 5000;
+    while (faulty.seen < 2 && Date.now() < seen) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(faulty.seen, 2, 'the key check and the call reached the server');
+    process.kill(s.child.pid, 'SIGTERM');
+    toolErrorOf(await answer, 'unavailable');  // its timeout ran out: answered, not dropped
+    const r = await s.exited;
+    assert.equal(r.code, 0, s.stderr);
+    assert.match(s.stderr, /SIGTERM: reading no more; answering what is in flight \(1 POSTs\), then exiting/);
   } finally {
     await s.close();
     await faulty.close();
