@@ -147,7 +147,6 @@ class bridge {
   std::string session_;        ///< Mcp-Session-Id the server gave at initialize
   std::string init_line_;      ///< the client's last initialize, to open a new session with
   std::string initialized_line_;  ///< and its notifications/initialized
-  bool key_checked_ = false;   ///< a non-401 answer was seen
   bool down_ = false;          ///< the last POST failed (logged once until one succeeds)
   int exit_code_ = 0;
 };
@@ -409,7 +408,6 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
       exit_code_ = 2;
       return next::stop;
     } else {
-      key_checked_ = true;
       if (a.status >= 500) {
         log_error("stdio --remote: {} answered HTTP {} at start; starting anyway", o_.url,
                   a.status);
@@ -468,7 +466,6 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
         log_info("stdio --remote: {} answers again", o_.url);
       }
       down_ = false;
-      key_checked_ = true;
       break;
   }
   return flush() ? next::done : next::stop;
