@@ -31,8 +31,8 @@ constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protoco
 constexpr int64_t k_default_retry_secs = 1;
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' ||
-                        s.front() == '\r')) {
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r')) {
     s.remove_prefix(1);
   }
   while (!s.empty() &&
@@ -331,8 +331,7 @@ line_facts inspect(std::string_view line) {
   line_facts lf;
   od::parser& parser = line_parser();
   od::document doc;
-  if (parser.iterate(line.data(), line.size(), line.size() + simdjson::SIMDJSON_PADDING)
-          .get(doc)) {
+  if (parser.iterate(line.data(), line.size(), line.size() + simdjson::SIMDJSON_PADDING).get(doc)) {
     return lf;
   }
   od::json_type t;
@@ -376,8 +375,8 @@ verdict translate(const line_facts& line, const http_answer& a, const bridge_vie
   auto fail = [&](std::string why) {
     reason = std::move(why);
     const std::string message = fmt::format(
-        "Internal error: the tollgate server at {} could not answer ({}); retry shortly.",
-        view.url, reason);
+        "Internal error: the tollgate server at {} could not answer ({}); retry shortly.", view.url,
+        reason);
     answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
       if (m.is_tools_call()) {
         envelope::tool_error te;
@@ -431,9 +430,10 @@ verdict translate(const line_facts& line, const http_answer& a, const bridge_vie
       if (m.is_tools_call()) {
         view.env.tool_error_response(o, m.id, revision_of(m, view), te);
       } else {
-        view.env.error_response(o, m.id,
-                                envelope::rpc_error{envelope::rpc_error_kind::rate_limited, {}, {},
-                                                    te.retry_after_secs});
+        view.env.error_response(
+            o, m.id,
+            envelope::rpc_error{
+                envelope::rpc_error_kind::rate_limited, {}, {}, te.retry_after_secs});
       }
     });
     return verdict::answered;
@@ -483,8 +483,7 @@ std::string header_value(std::string_view v) {
   constexpr std::string_view prefix = "=?base64?";
   constexpr std::string_view suffix = "?=";
   bool plain = !v.empty() && v.front() != ' ' && v.front() != '\t' && v.back() != ' ' &&
-               v.back() != '\t' &&
-               !(v.starts_with(prefix) && v.ends_with(suffix));
+               v.back() != '\t' && !(v.starts_with(prefix) && v.ends_with(suffix));
   for (char c : v) {
     const auto u = static_cast<unsigned char>(c);
     if (!(u == '\t' || (u >= 0x20 && u <= 0x7e))) {

@@ -105,7 +105,10 @@ struct transfer {
 class bridge {
  public:
   bridge(remote_options o, std::string key, int signal_fd)
-      : o_(std::move(o)), key_(std::move(key)), sfd_(signal_fd), env_(envelope::server_identity{}) {}
+      : o_(std::move(o)),
+        key_(std::move(key)),
+        sfd_(signal_fd),
+        env_(envelope::server_identity{}) {}
   ~bridge();
   bridge(const bridge&) = delete;
   bridge& operator=(const bridge&) = delete;
@@ -139,15 +142,15 @@ class bridge {
   std::vector<std::unique_ptr<transfer>> pool_;
   std::vector<transfer*> idle_;
   size_t in_flight_ = 0;
-  std::string in_;             ///< bytes read, not yet a whole line
-  bool discarding_ = false;    ///< skipping the rest of an over-long line
+  std::string in_;           ///< bytes read, not yet a whole line
+  bool discarding_ = false;  ///< skipping the rest of an over-long line
   out_buffer out_;
-  std::string version_;        ///< MCP-Protocol-Version negotiated at initialize
+  std::string version_;  ///< MCP-Protocol-Version negotiated at initialize
   envelope::revision negotiated_ = envelope::revision::v2025_03_26;
-  std::string session_;        ///< Mcp-Session-Id the server gave at initialize
-  std::string init_line_;      ///< the client's last initialize, to open a new session with
+  std::string session_;           ///< Mcp-Session-Id the server gave at initialize
+  std::string init_line_;         ///< the client's last initialize, to open a new session with
   std::string initialized_line_;  ///< and its notifications/initialized
-  bool down_ = false;          ///< the last POST failed (logged once until one succeeds)
+  bool down_ = false;             ///< the last POST failed (logged once until one succeeds)
   int exit_code_ = 0;
 };
 
@@ -258,8 +261,7 @@ void bridge::post(std::string_view line, bool probe) {
   t->probe = probe;
   t->facts = probe ? remote::line_facts{} : remote::inspect(t->body);
   t->initialize = !t->facts.batch && t->facts.messages.size() == 1 &&
-                  t->facts.messages[0].is_request() &&
-                  t->facts.messages[0].method == "initialize";
+                  t->facts.messages[0].is_request() && t->facts.messages[0].method == "initialize";
   t->retried = false;
   if (t->initialize) {
     // A new handshake: what the last one negotiated no longer holds.
@@ -271,9 +273,9 @@ void bridge::post(std::string_view line, bool probe) {
              t->facts.messages[0].method == "notifications/initialized") {
     initialized_line_ = line;
   }
-  curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(probe ? std::min(o_.timeout_ms, k_probe_timeout_ms)
-                                           : o_.timeout_ms));
+  curl_easy_setopt(
+      t->easy, CURLOPT_TIMEOUT_MS,
+      static_cast<long>(probe ? std::min(o_.timeout_ms, k_probe_timeout_ms) : o_.timeout_ms));
   send(*t);
 }
 
@@ -300,10 +302,11 @@ bool bridge::rehandshake() {
   }
   configure(e);
   std::string answer;
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, +[](char* p, size_t size, size_t n, void* user) {
-    static_cast<std::string*>(user)->append(p, size * n);
-    return size * n;
-  });
+  curl_easy_setopt(
+      e, CURLOPT_WRITEFUNCTION, +[](char* p, size_t size, size_t n, void* user) {
+        static_cast<std::string*>(user)->append(p, size * n);
+        return size * n;
+      });
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &answer);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, base_headers_);
   curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(init_line_.size()));
@@ -369,9 +372,10 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       failure = fmt::format("no answer within {} ms: {}", o_.timeout_ms, detail);
     } else if (rc == CURLE_PEER_FAILED_VERIFICATION) {
-      failure = fmt::format("TLS: the server's certificate could not be verified ({}); give its "
-                            "CA with --cacert FILE",
-                            detail);
+      failure = fmt::format(
+          "TLS: the server's certificate could not be verified ({}); give its "
+          "CA with --cacert FILE",
+          detail);
     } else if (rc == CURLE_SSL_CONNECT_ERROR) {
       failure = fmt::format("TLS handshake failed ({}); does the server speak HTTPS?", detail);
     } else if (rc == CURLE_WRITE_ERROR) {
@@ -397,14 +401,16 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
 
   if (t.probe) {
     if (a.transport_failed) {
-      log_error("stdio --remote: {} cannot be reached ({}); starting anyway: messages are "
-                "answered with errors until it answers, and the key is checked then",
-                o_.url, a.failure);
+      log_error(
+          "stdio --remote: {} cannot be reached ({}); starting anyway: messages are "
+          "answered with errors until it answers, and the key is checked then",
+          o_.url, a.failure);
       down_ = true;
     } else if (a.status == 401) {
-      log_error("stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
-                "unknown or revoked)",
-                o_.url);
+      log_error(
+          "stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
+          "unknown or revoked)",
+          o_.url);
       exit_code_ = 2;
       return next::stop;
     } else {
@@ -413,9 +419,10 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
                   a.status);
         down_ = true;
       } else if ((a.status >= 300 && a.status < 400) || a.status == 404 || a.status == 405) {
-        log_error("stdio --remote: {} answered HTTP {} to a ping; is it the server's MCP "
-                  "endpoint (https://HOST/mcp)?",
-                  o_.url, a.status);
+        log_error(
+            "stdio --remote: {} answered HTTP {} to a ping; is it the server's MCP "
+            "endpoint (https://HOST/mcp)?",
+            o_.url, a.status);
       } else {
         log_info("stdio --remote: forwarding to {}", o_.url);
       }
@@ -447,17 +454,19 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
   const remote::bridge_view view{env_, o_.url, negotiated_};
   switch (remote::translate(t.facts, a, view, out_, reason)) {
     case remote::verdict::unauthorized:
-      log_error("stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
-                "unknown or was revoked); exiting",
-                o_.url);
+      log_error(
+          "stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
+          "unknown or was revoked); exiting",
+          o_.url);
       out_.clear();
       exit_code_ = 2;
       return next::stop;
     case remote::verdict::failed:
       if (!down_) {
-        log_error("stdio --remote: {} could not answer ({}); answering with errors until it "
-                  "does",
-                  o_.url, reason);
+        log_error(
+            "stdio --remote: {} could not answer ({}); answering with errors until it "
+            "does",
+            o_.url, reason);
       }
       down_ = true;
       break;
@@ -678,19 +687,20 @@ result<remote_options, cli_error> parse_remote_args(int argc, char** argv) {
   CURLU* u = curl_url();
   const CURLUcode uc = curl_url_set(u, CURLUPART_URL, o.url.c_str(), 0);
   char* scheme = nullptr;
-  const bool scheme_ok = uc == CURLUE_OK && curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-                         (std::string_view(scheme) == "http" || std::string_view(scheme) == "https");
+  const bool scheme_ok =
+      uc == CURLUE_OK && curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      (std::string_view(scheme) == "http" || std::string_view(scheme) == "https");
   curl_free(scheme);
   curl_url_cleanup(u);
   if (!scheme_ok) {
-    return unexpected(cli_error{fmt::format(
-        "--remote: '{}' is not an http:// or https:// URL (for example "
-        "https://api.example.com/mcp)",
-        o.url)});
+    return unexpected(
+        cli_error{fmt::format("--remote: '{}' is not an http:// or https:// URL (for example "
+                              "https://api.example.com/mcp)",
+                              o.url)});
   }
   if (!o.cacert.empty() && ::access(o.cacert.c_str(), R_OK) != 0) {
-    return unexpected(cli_error{
-        fmt::format("--cacert: cannot read '{}': {}", o.cacert, std::strerror(errno))});
+    return unexpected(
+        cli_error{fmt::format("--cacert: cannot read '{}': {}", o.cacert, std::strerror(errno))});
   }
   return o;
 }

@@ -79,7 +79,8 @@ TEST(remote_bridge_test, inspect_tells_notifications_responses_batches_and_garba
   // a line that is not JSON is marked unparsed (the server answers it).
   EXPECT_FALSE(facts(R"({"jsonrpc":"2.0","method":"notifications/initialized"})").any_request());
   EXPECT_FALSE(facts(R"({"jsonrpc":"2.0","id":3,"result":{}})").any_request());
-  line_facts b = facts(R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"n"}])");
+  line_facts b =
+      facts(R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"n"}])");
   ASSERT_TRUE(b.parsed);
   EXPECT_TRUE(b.batch);
   ASSERT_EQ(b.messages.size(), 2u);
@@ -100,7 +101,8 @@ TEST(remote_bridge_test, a_200_answer_passes_byte_for_byte) {
 TEST(remote_bridge_test, an_error_status_with_a_jsonrpc_body_passes_through) {
   // Verifies a 400 (-32700) and a 404 (-32601 on 2026-07-28) are forwarded as the client's
   // answer, since their bodies are the JSON-RPC errors the server means.
-  const std::string body = R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})";
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})";
   rendered r = run("{oops", json(400, body));
   EXPECT_EQ(r.v, verdict::answered);
   EXPECT_EQ(r.out, body + "\n");
@@ -114,9 +116,10 @@ TEST(remote_bridge_test, a_null_id_refusal_of_a_request_is_written_under_its_id)
       R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found: start a new one with initialize.","data":{"x":[1,"y"]}}})";
   rendered r = run(std::string(k_list), json(404, body));
   EXPECT_EQ(r.v, verdict::answered);
-  EXPECT_EQ(r.out,
-            R"({"jsonrpc":"2.0","id":"a\"b","error":{"code":-32600,"message":"Session not found: start a new one with initialize.","data":{"x":[1,"y"]}}})"
-            "\n");
+  EXPECT_EQ(
+      r.out,
+      R"({"jsonrpc":"2.0","id":"a\"b","error":{"code":-32600,"message":"Session not found: start a new one with initialize.","data":{"x":[1,"y"]}}})"
+      "\n");
   rendered garbage = run("{oops", json(400, body));
   EXPECT_EQ(garbage.out, body + "\n");
 }
@@ -127,7 +130,8 @@ TEST(remote_bridge_test, event_stream_messages_are_each_written) {
   a.status = 200;
   a.content_type = "text/event-stream; charset=utf-8";
   const std::string body =
-      ": comment\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\r\n\r\n"
+      ": comment\r\nevent: message\r\ndata: "
+      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\r\n\r\n"
       "id: 2\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":7,\"result\":{}}\n\n";
   a.body = body;
   rendered r = run(std::string(k_call), a);
@@ -147,8 +151,9 @@ TEST(remote_bridge_test, a_202_prints_nothing_for_a_notification) {
 TEST(remote_bridge_test, a_429_on_tools_call_is_the_rate_limited_tool_error) {
   // Verifies row 2: retry_after_secs from Retry-After, figures from the body's data, the seed's
   // tool-error shape (the envelope's own rendering).
-  http_answer a = json(429,
-                       R"({"jsonrpc":"2.0","id":7,"error":{"code":429,"message":"Rate limit exceeded","data":{"code":"rate_limited","message":"m","retry_after_secs":2,"quota_limit":1000,"quota_used":10,"quota_remaining":990}}})");
+  http_answer a = json(
+      429,
+      R"({"jsonrpc":"2.0","id":7,"error":{"code":429,"message":"Rate limit exceeded","data":{"code":"rate_limited","message":"m","retry_after_secs":2,"quota_limit":1000,"quota_used":10,"quota_remaining":990}}})");
   a.retry_after_secs = 3;
   rendered r = run(std::string(k_call), a);
   EXPECT_EQ(r.v, verdict::answered);
@@ -158,7 +163,9 @@ TEST(remote_bridge_test, a_429_on_tools_call_is_the_rate_limited_tool_error) {
   te.quota_limit = 1000;
   te.quota_used = 10;
   te.quota_remaining = 990;
-  EXPECT_EQ(r.out, envelope::reference::tool_error_response("7", envelope::revision::v2025_03_26, te) + "\n");
+  EXPECT_EQ(
+      r.out,
+      envelope::reference::tool_error_response("7", envelope::revision::v2025_03_26, te) + "\n");
 }
 
 TEST(remote_bridge_test, a_429_on_tools_call_of_2026_carries_result_type) {
@@ -171,7 +178,9 @@ TEST(remote_bridge_test, a_429_on_tools_call_of_2026_carries_result_type) {
   envelope::tool_error te;
   te.code = envelope::tool_error_code::rate_limited;
   te.retry_after_secs = 1;
-  EXPECT_EQ(r.out, envelope::reference::tool_error_response("1", envelope::revision::v2026_07_28, te) + "\n");
+  EXPECT_EQ(
+      r.out,
+      envelope::reference::tool_error_response("1", envelope::revision::v2026_07_28, te) + "\n");
 }
 
 TEST(remote_bridge_test, a_429_on_another_method_is_the_body_error) {
@@ -200,7 +209,9 @@ TEST(remote_bridge_test, unreachable_is_unavailable_for_tools_call) {
   envelope::tool_error te;
   te.code = envelope::tool_error_code::unavailable;
   te.retry_after_secs = 1;
-  EXPECT_EQ(r.out, envelope::reference::tool_error_response("7", envelope::revision::v2025_03_26, te) + "\n");
+  EXPECT_EQ(
+      r.out,
+      envelope::reference::tool_error_response("7", envelope::revision::v2025_03_26, te) + "\n");
   EXPECT_NE(r.reason.find("Couldn't connect"), std::string::npos);
 }
 
@@ -208,14 +219,17 @@ TEST(remote_bridge_test, unreachable_is_internal_error_naming_the_server_for_oth
   // Verifies row 6 for other requests: -32603 whose message names the server and the reason.
   rendered r = run(std::string(k_list), refused());
   EXPECT_EQ(r.v, verdict::failed);
-  EXPECT_EQ(r.out.rfind(R"({"jsonrpc":"2.0","id":"a\"b","error":{"code":-32603,"message":"Internal error: the tollgate server at http://127.0.0.1:1/mcp could not answer (Couldn't connect to server)",
-                        0),
-            0u)
+  EXPECT_EQ(
+      r.out.rfind(
+          R"({"jsonrpc":"2.0","id":"a\"b","error":{"code":-32603,"message":"Internal error: the tollgate server at http://127.0.0.1:1/mcp could not answer (Couldn't connect to server)",
+          0),
+      0u)
       << r.out;
   envelope::rpc_error e{envelope::rpc_error_kind::internal_error,
                         "Internal error: the tollgate server at http://127.0.0.1:1/mcp could not "
                         "answer (Couldn't connect to server); retry shortly.",
-                        {}, 0};
+                        {},
+                        0};
   EXPECT_EQ(r.out, envelope::reference::error_response(R"("a\"b")", e) + "\n");
 }
 
@@ -260,12 +274,14 @@ TEST(remote_bridge_test, nothing_is_written_for_a_failed_notification) {
 
 TEST(remote_bridge_test, negotiated_version_is_read_from_initialize) {
   // Verifies the revision an initialize result names is found (JSON and SSE bodies).
-  EXPECT_EQ(negotiated_version(json(200, R"({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18"}})")),
+  EXPECT_EQ(negotiated_version(
+                json(200, R"({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18"}})")),
             "2025-06-18");
   http_answer a;
   a.status = 200;
   a.content_type = "text/event-stream";
-  a.body = "data: {\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2025-11-25\"}}\n\n";
+  a.body =
+      "data: {\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2025-11-25\"}}\n\n";
   EXPECT_EQ(negotiated_version(a), "2025-11-25");
   EXPECT_EQ(negotiated_version(refused()), "");
 }
@@ -303,12 +319,16 @@ TEST(remote_bridge_test, remote_flags_are_parsed_and_checked) {
     auto r = parse_remote_args(static_cast<int>(a.size()), a.data());
     return r ? std::string() : r.error().message;
   };
-  EXPECT_NE(error_of({"--remote", "ftp://x/mcp"}).find("not an http:// or https:// URL"), std::string::npos);
-  EXPECT_NE(error_of({"--remote"}).find("--remote: needs a URL"), std::string::npos);
-  EXPECT_NE(error_of({"--remote", "http://x/mcp", "--timeout-ms", "0"}).find("--timeout-ms"), std::string::npos);
-  EXPECT_NE(error_of({"--remote", "http://x/mcp", "--cacert", "/no/such/ca.pem"}).find("--cacert: cannot read"),
+  EXPECT_NE(error_of({"--remote", "ftp://x/mcp"}).find("not an http:// or https:// URL"),
             std::string::npos);
-  EXPECT_NE(error_of({"--remote", "http://x/mcp", "--data-dir", "d"}).find("--data-dir: not with --remote"),
+  EXPECT_NE(error_of({"--remote"}).find("--remote: needs a URL"), std::string::npos);
+  EXPECT_NE(error_of({"--remote", "http://x/mcp", "--timeout-ms", "0"}).find("--timeout-ms"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--remote", "http://x/mcp", "--cacert", "/no/such/ca.pem"})
+                .find("--cacert: cannot read"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--remote", "http://x/mcp", "--data-dir", "d"})
+                .find("--data-dir: not with --remote"),
             std::string::npos);
 }
 
