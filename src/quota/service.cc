@@ -509,8 +509,11 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   }
   if (lk.lease == 0 && !take_lease(k, lk)) {
     if (k.overage == overage_policy::stop) {
-      // Every unit is spent or leased to a core that is spending it: report the quota as used.
-      f.quota_used = k.monthly_quota;
+      // Every unit is spent or leased to a core that is spending it. Used is what was used
+      // (more than the limit after a reload cut the quota below it, as /v1/usage says), and at
+      // least the limit: the units leased out are committed to calls in flight on other cores.
+      const int64_t used = k.state->used.load(std::memory_order_relaxed) + lk.used_delta;
+      f.quota_used = std::max(used, k.monthly_quota);
       f.quota_remaining = 0;
       f.retry_after_secs = reset;
       return admit_verdict::quota_exceeded;
