@@ -314,15 +314,17 @@ void core_shard::refresh_table() noexcept {
   seen_epoch_.store(t->epoch, std::memory_order_release);
 }
 
-void core_shard::open_journal() noexcept {
+int core_shard::open_journal() noexcept {
   const std::string path = svc_.impl_->usage_dir + "/" + journal_name(index_, journal_gen_);
   journal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (journal_fd_ < 0) {
-    log_error("cannot open usage journal {}: {}", path, std::strerror(errno));
-    return;
+    const int e = errno;
+    log_error("cannot open usage journal {}: {}", path, std::strerror(e));
+    return e;
   }
   off_t end = ::lseek(journal_fd_, 0, SEEK_END);
   journal_size_ = end > 0 ? static_cast<uint64_t>(end) : 0;
+  return 0;
 }
 
 void core_shard::clear_key_cache() noexcept {
@@ -1293,7 +1295,13 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
       ::close(s->journal_fd_);
       s->journal_fd_ = -1;
     }
-    s->open_journal();
+    if (const int e = s->open_journal(); e != 0) {
+      // A server that cannot record a billed call must not start answering (it would refuse
+      // every one of them): refuse the start instead, as for a data dir another process holds.
+      return unexpected(fmt::format(
+          "cannot open usage journal {}/{}: {} (errno {}); the data dir must be writable",
+          im.usage_dir, journal_name(s->index_, s->journal_gen_), std::strerror(e), e));
+    }
     s->month_ = month;
     s->month_end_ns_ = month_end_secs(month) * kNsPerSec;
     s->last_reconcile_ns_ = now_ns;

@@ -251,7 +251,8 @@ class alignas(64) core_shard {
     open_overage_ = overage ? 1 : 0;
   }
   void seal_record() noexcept;
-  void open_journal() noexcept;
+  /// Opens the journal of the current generation: 0, or the errno of the failure (logged).
+  int open_journal() noexcept;
   bool write_buffer(out_buffer& b) noexcept;
   void publish_locked(bool return_all_leases) noexcept;
   /// Returns lk's unused lease to its key's pool (paying the key's debt first); lease = 0.
