@@ -24,10 +24,22 @@
 //     lock, so recovery = snapshot + journal bytes after `covered`, exactly once.
 //   - a journal past journal_rotate_bytes is rotated to generation gen+1 at reconcile; persist()
 //     deletes generations that a durable snapshot covers (compaction).
+//
+// Disk faults (a full, read-only or failing data dir):
+//   1. Space for records is reserved ahead of the journal's end with fallocate(KEEP_SIZE), a
+//      step (kReserveStep) at a time, topped up once per pass when half a step is left. A full
+//      disk therefore fails a reservation, not a write: admit() sees there is no room for one
+//      more record and refuses the call as `unavailable` before it runs (not billed, no unit
+//      taken). File systems without fallocate skip this and rely on 2.
+//   2. A write that fails (EIO, EROFS...) keeps its bytes; the engine (or the next pass) retries
+//      them, and admit() refuses billed calls until they are written.
+//   3. Failed reservations are retried at most every 100 ms (on_tick too, so recovery needs no
+//      traffic); health() tells /readyz and /metrics, and every episode is logged once.
 #include "tollgate/quota/service.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <time.h>
 // The low-level SHA256_* calls are deprecated in OpenSSL 3 but allocation-free (see
 // authenticate); this file opts out of the deprecation warnings for them.
 #define OPENSSL_SUPPRESS_DEPRECATED
@@ -65,6 +77,15 @@ constexpr int64_t kNsPerSec = 1000000000;
 constexpr int64_t kNsPerMs = 1000000;
 
 int64_t ceil_secs(int64_t ns) noexcept { return ns <= 0 ? 0 : (ns + kNsPerSec - 1) / kNsPerSec; }
+
+// Cold paths only (reservations): the hot path uses the engine's clock.
+int64_t mono_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+constexpr int64_t kReserveRetryNs = 100 * kNsPerMs;
+static_assert(journal::kRecordSize == 28, "core_shard::room_needed() counts 28-byte records");
 
 struct covered_pos {
   uint64_t gen = 0;
@@ -324,7 +345,112 @@ int core_shard::open_journal() noexcept {
   }
   off_t end = ::lseek(journal_fd_, 0, SEEK_END);
   journal_size_ = end > 0 ? static_cast<uint64_t>(end) : 0;
+  reserved_end_ = journal_size_;
+  next_reserve_ns_ = 0;
+  reserve(room_needed());
+  update_failing();
   return 0;
+}
+
+bool core_shard::make_room() noexcept {
+  if (write_failed_) {
+    return false;  // records are waiting to be written: nothing new until they are
+  }
+  if (journal_fd_ < 0) {
+    const int64_t now = mono_ns();
+    if (now < next_reserve_ns_) {
+      return false;
+    }
+    if (open_journal() != 0) {
+      next_reserve_ns_ = now + kReserveRetryNs;
+      update_failing();
+      return false;
+    }
+  }
+  return reserve_unsupported_ || reserve(room_needed());
+}
+
+bool core_shard::reserve(uint64_t need) noexcept {
+  if (reserve_unsupported_ || journal_fd_ < 0) {
+    return reserve_unsupported_;
+  }
+  const int64_t now = mono_ns();
+  if (now < next_reserve_ns_) {
+    return reserved_end_ >= need;
+  }
+  const uint64_t target = need + kReserveStep;
+  const int r = ::fallocate(journal_fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(journal_size_),
+                            static_cast<off_t>(target - journal_size_));
+  if (r == 0) {
+    reserved_end_ = target;
+    if (reserve_failed_) {
+      reserve_failed_ = false;
+      log_info("usage journal on core {}: space reserved again; billed calls are answered",
+               index_);
+      update_failing();
+    }
+    return true;
+  }
+  const int e = errno;
+  if (e == EOPNOTSUPP || e == ENOSYS) {
+    reserve_unsupported_ = true;
+    log_info("usage journal on core {}: the file system cannot reserve space (fallocate: {}); "
+             "a full disk is found by failing writes instead",
+             index_, std::strerror(e));
+    return true;
+  }
+  count_error();
+  next_reserve_ns_ = now + kReserveRetryNs;
+  if (!reserve_failed_) {
+    reserve_failed_ = true;
+    log_error("usage journal on core {}: cannot reserve space: {}; billed calls are refused as "
+              "unavailable once the {} byte(s) still reserved are used, until space returns",
+              index_, std::strerror(e), reserved_end_ > need ? reserved_end_ - need : 0);
+    update_failing();
+  }
+  return reserved_end_ >= need;
+}
+
+void core_shard::count_error() noexcept {
+  ++journal_errors_;
+  health_.errors.store(journal_errors_, std::memory_order_relaxed);
+}
+
+void core_shard::update_failing() noexcept {
+  health_.failing.store(write_failed_ || reserve_failed_ || journal_fd_ < 0,
+                        std::memory_order_relaxed);
+}
+
+void core_shard::note_written() noexcept {
+  if (write_failed_) {
+    write_failed_ = false;
+    log_info("usage journal on core {}: records written again", index_);
+    update_failing();
+  }
+  // relaxed: a figure for /metrics. Records settled while a write was in flight are the oldest
+  // unwritten ones now.
+  const bool left = !journal_buf_.empty() || !journal_out_.empty() || open_count_ != 0;
+  health_.unwritten_since_ns.store(left ? pass_now_ns_ : 0, std::memory_order_relaxed);
+}
+
+void core_shard::note_write_failed() noexcept {
+  count_error();
+  if (!write_failed_) {
+    write_failed_ = true;
+    update_failing();
+  }
+}
+
+void core_shard::note_unwritten() noexcept {
+  if (health_.unwritten_since_ns.load(std::memory_order_relaxed) == 0) {
+    health_.unwritten_since_ns.store(pass_now_ns_ == 0 ? 1 : pass_now_ns_,
+                                     std::memory_order_relaxed);
+  }
+  // Top the reservation up once half a step is left (one compare per pass when there is room).
+  if (!reserve_unsupported_ && journal_fd_ >= 0 &&
+      reserved_end_ < room_needed() + kReserveStep / 2) {
+    reserve(room_needed() + kReserveStep / 2);
+  }
 }
 
 void core_shard::clear_key_cache() noexcept {
@@ -500,6 +626,14 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
     fill_quota(k, now_ns, f);
     return admit_verdict::suspended;
   }
+  if (!journal_room()) {
+    // Not recordable: not made, not billed (DESIGN §6). The figures are the key's as they stand.
+    fill_quota(k, now_ns, f);
+    f.retry_after_secs = 1;
+    health_.refused.store(health_.refused.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+    return admit_verdict::unavailable;
+  }
   local_key& lk = locals_[k.slot];
   bool over = false;
   if (lk.lease > 0 &&
@@ -532,6 +666,7 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   t.slot = k.slot;
   t.month = month_;
   t.overage = over;
+  ++unsettled_;
   // The figures count this call, as X-RateLimit-Remaining counts this request: a response
   // reports the month as it stands once the call it answers is billed, so the answer to the
   // last call a quota allows says 0 remaining. A call that fails after admission is not billed;
@@ -555,6 +690,8 @@ void core_shard::seal_record() noexcept {
 }
 
 void core_shard::settle(const ticket& t, bool success) noexcept {
+  unsettled_ -= unsettled_ > 0 ? 1 : 0;
+  billed_seq_ += success ? 1 : 0;
   if (t.month != month_) {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {
@@ -599,7 +736,7 @@ bool core_shard::write_buffer(out_buffer& b) noexcept {
   if (done != b.size()) {
     const int e = errno;
     b.consume(done);
-    ++journal_errors_;
+    note_write_failed();
     log_error("usage journal write failed on core {}: {}", index_, std::strerror(e));
     return false;
   }
@@ -615,6 +752,7 @@ bool core_shard::flush_journal() noexcept {
   if (journal_buf_.empty() && journal_out_.empty()) {
     return true;
   }
+  note_unwritten();
   if (journal_fd_ < 0) {
     open_journal();
     if (journal_fd_ < 0) {
@@ -622,7 +760,11 @@ bool core_shard::flush_journal() noexcept {
     }
   }
   // A taken chunk's unwritten rest goes first: it holds whole records only from its start.
-  return write_buffer(journal_out_) && write_buffer(journal_buf_);
+  if (write_buffer(journal_out_) && write_buffer(journal_buf_)) {
+    note_written();
+    return true;
+  }
+  return false;
 }
 
 core_shard::journal_chunk core_shard::take_journal() noexcept {
@@ -634,6 +776,9 @@ core_shard::journal_chunk core_shard::take_journal() noexcept {
   if (journal_out_.empty()) {
     seal_record();
     std::swap(journal_buf_, journal_out_);  // both keep their capacity: no allocation
+  }
+  if (!journal_out_.empty()) {
+    note_unwritten();
   }
   if (!journal_out_.empty() && journal_fd_ < 0) {
     open_journal();
@@ -657,7 +802,7 @@ core_shard::journal_chunk core_shard::take_journal() noexcept {
 void core_shard::journal_done(int64_t res) noexcept {
   journal_busy_ = false;
   if (res < 0) {
-    ++journal_errors_;
+    note_write_failed();
     log_error("usage journal write failed on core {}: {}; {} byte(s) kept for a retry", index_,
               std::strerror(static_cast<int>(-res)), journal_out_.size());
     return;
@@ -666,12 +811,15 @@ void core_shard::journal_done(int64_t res) noexcept {
   journal_out_.consume(n);  // a short write keeps the rest (moved to the front) for next time
   journal_size_ += n;
   unsynced_bytes_ += n;
+  if (journal_out_.empty()) {
+    note_written();
+  }
 }
 
 void core_shard::journal_synced(int res) noexcept {
   sync_inflight_ = false;
   if (res < 0) {
-    ++journal_errors_;
+    count_error();
     log_error("usage journal fdatasync failed on core {}: {}", index_, std::strerror(-res));
     sync_requested_ = true;
     return;
@@ -751,17 +899,28 @@ void core_shard::reconcile(int64_t now_ns) noexcept {
   if (!flush_journal()) {
     return;  // publishing now would let replay count the still-buffered records twice
   }
-  const bool rotate = journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes);
+  // No rotation while space is short: the new file could not reserve any, and the old one
+  // still has what it reserved.
+  const bool rotate = journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes) &&
+                      !reserve_failed_;
   int old_fd = -1;
   if (rotate && journal_fd_ >= 0) {
     ::fdatasync(journal_fd_);
     old_fd = journal_fd_;
+    const uint64_t old_size = journal_size_;
+    const uint64_t old_reserved = reserved_end_;
     ++journal_gen_;
     open_journal();
-    if (journal_fd_ < 0) {  // could not rotate: keep the old file
+    if (journal_fd_ < 0 || reserve_failed_) {  // could not rotate: keep the old file
+      if (journal_fd_ >= 0) {
+        ::close(journal_fd_);  // the new file stays empty; a later rotation appends to it
+      }
       --journal_gen_;
       journal_fd_ = old_fd;
       old_fd = -1;
+      journal_size_ = old_size;
+      reserved_end_ = old_reserved;
+      update_failing();
     } else {
       unsynced_bytes_ = 0;
     }
@@ -801,7 +960,8 @@ void core_shard::roll_month(uint32_t month) noexcept {
   }
 }
 
-void core_shard::before_send(int64_t /*now_ns*/) noexcept {
+void core_shard::before_send(int64_t now_ns) noexcept {
+  pass_now_ns_ = now_ns;
   if (!engine_journal_) {
     flush_journal();  // else the engine writes the pass's bytes (take_journal)
   }
@@ -809,7 +969,11 @@ void core_shard::before_send(int64_t /*now_ns*/) noexcept {
 }
 
 void core_shard::on_tick(int64_t now_ns) noexcept {
+  pass_now_ns_ = now_ns;
   refresh_table();
+  if ((reserve_failed_ || journal_fd_ < 0) && !write_failed_) {
+    make_room();  // recovery needs no traffic: /readyz turns ready once space returns
+  }
   if (now_ns >= month_end_ns_) {
     roll_month(month_index_of_ns(now_ns));
   }

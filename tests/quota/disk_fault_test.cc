@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,65 @@ TEST(quota_disk_fault_test, a_start_whose_journal_cannot_be_opened_is_refused_na
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().find(d.path() + "/usage/journal-0-"), std::string::npos) << r.error();
   EXPECT_NE(r.error().find("errno"), std::string::npos) << r.error();
+}
+
+TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it_lands) {
+  // Verifies that while the engine's journal write fails, admit() refuses billed calls as
+  // unavailable (retry after 1 s, nothing billed, figures as they stand), health() says
+  // failing, and once the kept bytes are written calls are admitted again; usage then counts
+  // exactly the billed calls.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "a", "big");
+  auto svc = test::open_service(test::options(d.path()), kNow);
+  core_shard& s = svc->shard(0);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  figures f;
+  ticket t;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
+    s.settle(t, true);
+  }
+  core_shard::journal_chunk c = s.take_journal();
+  ASSERT_FALSE(c.bytes.empty());
+  s.journal_done(-ENOSPC);
+  EXPECT_TRUE(s.health().failing.load());
+  EXPECT_EQ(s.health().errors.load(), 1u);
+  EXPECT_EQ(s.admit(*r, kNow, f, t), admit_verdict::unavailable);
+  EXPECT_EQ(f.retry_after_secs, 1);
+  EXPECT_EQ(f.quota_used, 3);
+  EXPECT_EQ(s.health().refused.load(), 1u);
+
+  c = s.take_journal();  // the kept bytes, written this time
+  ASSERT_EQ(c.bytes.size(), 28u);
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 28);
+  s.journal_done(28);
+  EXPECT_FALSE(s.health().failing.load());
+  EXPECT_EQ(s.health().unwritten_since_ns.load(), 0);
+  ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
+  s.settle(t, true);
+  c = s.take_journal();
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()),
+            static_cast<ssize_t>(c.bytes.size()));
+  s.journal_done(static_cast<int64_t>(c.bytes.size()));
+  s.reconcile(kNow);
+  EXPECT_EQ(svc->usage(r->key_id, svc->month()).used, 4);
+  svc.reset();
+  auto again = test::open_service(test::options(d.path()), kNow);
+  EXPECT_EQ(again->usage(r->key_id, again->month()).used, 4);
+}
+
+TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {
+  // Verifies the journal file has room allocated beyond its end (fallocate KEEP_SIZE), so a
+  // full disk is met by a reservation before any answer rather than by a write after one.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "a", "big");
+  auto svc = test::open_service(test::options(d.path()), kNow);
+  const std::string j = d.path() + "/usage/journal-0-0.bin";
+  struct stat st{};
+  ASSERT_EQ(::stat(j.c_str(), &st), 0) << j;
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_shard::kReserveStep);
 }
 
 }  // namespace
