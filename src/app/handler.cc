@@ -403,10 +403,13 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
   app::route counted = route::not_found;
+  const uint64_t billed_before = quota_.billed_seq();
   http::response_info info = route(req, out, now_ns, counted);
   if (info.deferred) {
     return info;  // counted when it is answered
   }
+  // Only an answer that billed waits for the journal; every other one goes out at once.
+  info.journaled = quota_.billed_seq() != billed_before;
   if (fleet_) {
     fleet_->finish();
   }
