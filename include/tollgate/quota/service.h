@@ -400,6 +400,16 @@ class service {
   /// Shutdown: reconciles every shard, then persists. Precondition: no shard is in use.
   void close(int64_t now_ns);
 
+  /// False while any core's usage journal is failing (a write, open or space reservation
+  /// failed and has not succeeded since): /readyz. Any thread.
+  bool journals_ok() const noexcept {
+    for (const auto& s : shards_) {
+      if (s->health().failing.load(std::memory_order_relaxed)) {
+        return false;
+      }
+    }
+    return true;
+  }
   /// Reconciled usage of a key in a month (current month: as of the last reconciliation).
   usage_totals usage(uint64_t key_id, uint32_t month) const;
   const recovery_report& recovery() const noexcept { return recovery_; }
