@@ -139,6 +139,8 @@ struct service::impl {
   std::vector<std::unique_ptr<key_table>> retired;
   fs::file_stamp keys_stamp, accounts_stamp;
   uint64_t next_epoch = 1;
+  size_t loaded_keys = 0;  // entries of the files the table in force was built from
+  size_t loaded_accounts = 0;
 
   std::mutex persist_mu;
 
@@ -1028,6 +1030,54 @@ void service::ensure_month_locked(uint32_t month) {
   log_info("usage month {} closed; now counting {}", month_label(cur), month_label(month));
 }
 
+namespace {
+// "N what (a, b, c, ...)": at most 8 names listed.
+std::string counted(const std::vector<std::string>& names, std::string_view what) {
+  std::string s = fmt::format("{} {}", names.size(), what);
+  for (size_t i = 0; i < names.size() && i < 8; ++i) {
+    s += i == 0 ? " (" : ", ";
+    s += names[i];
+  }
+  if (!names.empty()) {
+    s += names.size() > 8 ? ", ...)" : ")";
+  }
+  return s;
+}
+
+// Logs what a new table changes against the one in force (none: the first load).
+void log_reload_effect(const key_table* old, const key_table& now) {
+  if (old == nullptr) {
+    log_info("keys loaded: {} key(s) in force", now.records.size());
+    return;
+  }
+  std::unordered_map<uint64_t, const key_record*> before;
+  for (const key_record& r : old->records) {
+    before.emplace(r.key_id, &r);
+  }
+  std::vector<std::string> added, revoked, suspended, resumed;
+  size_t unchanged = 0;
+  for (const key_record& r : now.records) {
+    auto it = before.find(r.key_id);
+    if (it == before.end()) {
+      added.push_back(key_id_string(r.key_id));
+      continue;
+    }
+    if (r.suspended != it->second->suspended) {
+      (r.suspended ? suspended : resumed).push_back(key_id_string(r.key_id));
+    } else {
+      ++unchanged;
+    }
+    before.erase(it);
+  }
+  for (const auto& [id, r] : before) {
+    revoked.push_back(key_id_string(id));
+  }
+  log_info("keys reloaded: {}, {}, {}, {}, {} unchanged", counted(added, "added"),
+           counted(revoked, "revoked"), counted(suspended, "suspended"),
+           counted(resumed, "resumed"), unchanged);
+}
+}  // namespace
+
 bool service::reload_if_changed(bool force, std::string* why) {
   std::lock_guard rl(impl_->reload_mu);
   const fs::file_stamp ks = fs::stamp(impl_->store.keys_path());
@@ -1035,15 +1085,37 @@ bool service::reload_if_changed(bool force, std::string* why) {
   bool made = false;
   if (force || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
     auto contents = impl_->store.load();
-    if (!contents) {
-      log_error("keys not reloaded (the previous table stays in force): {}",
-                contents.error().message);
+    // The CLI rewrites these files whole (temp file + rename) and never drops an entry (revoked
+    // keys stay, flagged), so a file that held entries and now is gone or holds none was not
+    // written by tollgate: a deletion, a truncation, a restore gone wrong. Revoking every key
+    // (or resuming every account) on that is refused; the table in force stays.
+    std::string suspect;
+    if (contents && impl_->loaded_keys > 0 && contents->keys.empty()) {
+      suspect = fmt::format("{} {} (it held {} key(s))", impl_->store.keys_path(),
+                            ks.ino == 0 ? "is gone" : "holds no key", impl_->loaded_keys);
+    } else if (contents && impl_->loaded_accounts > 0 && contents->accounts.empty()) {
+      suspect = fmt::format("{} {} (it held {} account(s))", impl_->store.accounts_path(),
+                            as.ino == 0 ? "is gone" : "holds no account",
+                            impl_->loaded_accounts);
+    }
+    if (!contents || !suspect.empty()) {
+      std::string msg = contents ? suspect + "; the tollgate CLI never writes that, so it is "
+                                             "taken as damage. Restore the file (or revoke keys "
+                                             "with `tollgate keys revoke`)"
+                                 : contents.error().message;
+      log_error("keys not reloaded (the previous table stays in force): {}", msg);
+      if (!suspect.empty()) {
+        impl_->keys_stamp = ks;  // logged once per change of the files, not every second
+        impl_->accounts_stamp = as;
+      }
       if (why != nullptr) {
-        *why = contents.error().message;
+        *why = std::move(msg);
       }
     } else {
       impl_->keys_stamp = ks;
       impl_->accounts_stamp = as;
+      impl_->loaded_keys = contents->keys.size();
+      impl_->loaded_accounts = contents->accounts.size();
       auto t = std::make_unique<key_table>();
       t->epoch = impl_->next_epoch++;
       std::unordered_map<std::string_view, bool> suspended;
@@ -1098,6 +1170,7 @@ bool service::reload_if_changed(bool force, std::string* why) {
         }
         t->index[j] = static_cast<int32_t>(i);
       }
+      log_reload_effect(impl_->current.get(), *t);
       if (impl_->current) {
         impl_->retired.push_back(std::move(impl_->current));
       }

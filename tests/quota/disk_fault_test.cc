@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "quota/test_util.h"
@@ -128,6 +129,75 @@ TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {
   ASSERT_EQ(::stat(j.c_str(), &st), 0) << j;
   EXPECT_EQ(st.st_size, 0);
   EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_shard::kReserveStep);
+}
+
+TEST(quota_disk_fault_test, an_emptied_or_deleted_keys_file_keeps_the_keys_in_force) {
+  // Verifies that a keys file truncated to nothing, or deleted, under a running service is
+  // refused as damage (logged, reload reports why) and every key keeps authenticating; once the
+  // file is back, reloads work again.
+  temp_dir d;
+  auto a = test::add_key(d.path(), "acme", "free");
+  auto b = test::add_key(d.path(), "beta", "free");
+  auto svc = test::open_service(test::options(d.path()), kNow);
+  core_shard& s = svc->shard(0);
+  const std::string keys = d.path() + "/keys.txt";
+  const std::string saved = test::read_text(keys);
+  for (bool remove : {false, true}) {
+    if (remove) {
+      ASSERT_EQ(::unlink(keys.c_str()), 0);
+    } else {
+      ASSERT_EQ(::truncate(keys.c_str(), 0), 0);
+    }
+    std::string why;
+    testing::internal::CaptureStderr();
+    EXPECT_FALSE(svc->reload_if_changed(true, &why));
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(why.find(remove ? "is gone" : "holds no key"), std::string::npos) << why;
+    EXPECT_NE(log.find("error: keys not reloaded"), std::string::npos) << log;
+    s.before_send(kNow);
+    EXPECT_NE(s.authenticate(a.secret), nullptr);
+    EXPECT_NE(s.authenticate(b.secret), nullptr);
+    EXPECT_EQ(svc->key_count(), 2u);
+    std::ofstream(keys) << saved;
+  }
+  EXPECT_TRUE(svc->reload_if_changed(true));
+}
+
+TEST(quota_disk_fault_test, a_deleted_accounts_file_does_not_lift_a_suspension) {
+  // Verifies a deleted accounts file is refused as damage: a suspended account stays suspended
+  // rather than every account turning active.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "acme", "free");
+  key_store store(d.path());
+  ASSERT_TRUE(store.suspend("acme").has_value());
+  auto svc = test::open_service(test::options(d.path()), kNow);
+  core_shard& s = svc->shard(0);
+  ASSERT_TRUE(s.authenticate(k.secret)->suspended);
+  ASSERT_EQ(::unlink((d.path() + "/accounts.txt").c_str()), 0);
+  std::string why;
+  EXPECT_FALSE(svc->reload_if_changed(true, &why));
+  EXPECT_NE(why.find("accounts.txt is gone"), std::string::npos) << why;
+  s.before_send(kNow);
+  EXPECT_TRUE(s.authenticate(k.secret)->suspended);
+}
+
+TEST(quota_disk_fault_test, every_reload_logs_keys_added_revoked_and_unchanged) {
+  // Verifies a reload logs its effect: which keys were added and revoked, and how many stayed.
+  temp_dir d;
+  auto a = test::add_key(d.path(), "acme", "free");
+  auto b = test::add_key(d.path(), "beta", "free");
+  auto svc = test::open_service(test::options(d.path()), kNow);
+  key_store store(d.path());
+  ASSERT_TRUE(store.revoke(a.key_id).has_value());
+  auto c = test::add_key(d.path(), "gamma", "free");
+  ASSERT_TRUE(store.suspend("beta").has_value());
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(svc->reload_if_changed(true));
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("1 added (" + c.key_id + ")"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 revoked (" + a.key_id + ")"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 suspended (" + b.key_id + ")"), std::string::npos) << log;
+  EXPECT_NE(log.find("0 unchanged"), std::string::npos) << log;
 }
 
 }  // namespace
