@@ -1390,6 +1390,9 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     return unexpected(snap.error());
   }
   std::vector<covered_pos> covered;
+  // Empty: nothing but blanks (persist() always writes its header line).
+  const bool snap_empty =
+      !missing && snap->find_first_not_of(" \t\r\n") == std::string::npos;
   if (!missing) {
     svc->recovery_.snapshot_loaded = true;
     size_t pos = 0;
@@ -1444,6 +1447,25 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     }
     ::closedir(d);
     std::sort(files.begin(), files.end());
+    // Generation 0 is every core's first journal; a later one exists only once a snapshot
+    // covered the earlier ones (they were compacted into it). Without that snapshot, usage
+    // would silently go back to what the remaining journals hold.
+    auto compacted = std::find_if(files.begin(), files.end(),
+                                  [](const auto& f) { return f.second > 0; });
+    if ((missing || snap_empty) && compacted != files.end()) {
+      const std::string what = fmt::format(
+          "usage snapshot {} is {} but the usage journals show one was written ({} is "
+          "generation {}: earlier journals were compacted into a snapshot)",
+          snap_path, missing ? "missing" : "empty",
+          journal_name(compacted->first, compacted->second), compacted->second);
+      if (!svc->opt_.accept_usage_loss) {
+        return unexpected(fmt::format(
+            "{}; starting would reset the usage it counted. Restore the snapshot from a backup, "
+            "or start with --accept-usage-loss to count only what the remaining journals hold",
+            what));
+      }
+      log_error("{}; --accept-usage-loss: counting only what the remaining journals hold", what);
+    }
     for (auto [core, gen] : files) {
       const size_t c = static_cast<size_t>(core);
       if (c >= next.size()) {

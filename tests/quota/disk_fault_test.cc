@@ -200,5 +200,55 @@ TEST(quota_disk_fault_test, every_reload_logs_keys_added_revoked_and_unchanged) 
   EXPECT_NE(log.find("0 unchanged"), std::string::npos) << log;
 }
 
+TEST(quota_disk_fault_test, a_lost_snapshot_after_compaction_refuses_the_start) {
+  // Verifies that once journals were compacted into the snapshot, a missing or empty snapshot
+  // refuses the start (usage would silently go back), naming the file and the way on; that
+  // accept_usage_loss (--accept-usage-loss) starts with what the remaining journals hold; and
+  // that a data dir whose journals were never compacted starts without a snapshot.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "a", "big");
+  auto o = test::options(d.path());
+  const std::string snap = d.path() + "/usage/snapshot.txt";
+  auto bill_one = [&](service& svc) {
+    core_shard& s = svc.shard(0);
+    figures f;
+    ticket t;
+    ASSERT_EQ(s.admit(*s.authenticate(k.secret), kNow, f, t), admit_verdict::ok);
+    s.settle(t, true);
+    s.before_send(kNow);
+  };
+  {
+    auto svc = test::open_service(o, kNow);
+    bill_one(*svc);
+  }
+  ASSERT_EQ(::unlink(snap.c_str()), 0);  // generation 0 only: nothing was compacted yet
+  {
+    auto svc = test::open_service(o, kNow);  // replays generation 0, compacts it
+    ASSERT_NE(svc, nullptr);
+    EXPECT_EQ(svc->usage(svc->shard(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
+    bill_one(*svc);
+  }
+  for (bool remove : {true, false}) {
+    const std::string saved = test::read_text(snap);
+    if (remove) {
+      ASSERT_EQ(::unlink(snap.c_str()), 0);
+    } else {
+      ASSERT_EQ(::truncate(snap.c_str(), 0), 0);
+    }
+    auto r = service::open(o, kNow);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_NE(r.error().find(snap + (remove ? " is missing" : " is empty")), std::string::npos)
+        << r.error();
+    EXPECT_NE(r.error().find("--accept-usage-loss"), std::string::npos) << r.error();
+    std::ofstream(snap) << saved;
+  }
+  ASSERT_EQ(::unlink(snap.c_str()), 0);
+  o.accept_usage_loss = true;
+  auto svc = test::open_service(o, kNow);
+  ASSERT_NE(svc, nullptr);
+  // The first call was counted only in the lost snapshot; the second's journal remains.
+  EXPECT_EQ(svc->usage(svc->shard(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
+}
+
 }  // namespace
 }  // namespace tollgate::quota

@@ -54,6 +54,9 @@ struct service_options {
   int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
   int64_t max_lease = 64;                 ///< largest lease a core takes from a key's budget
   int64_t journal_rotate_bytes = 1 << 20; ///< a core starts a new journal file past this size
+  /// Start although the snapshot is missing or empty while the journals show one was written
+  /// (a journal generation above 0: earlier ones were compacted into it); refused otherwise.
+  bool accept_usage_loss = false;
 };
 
 struct key_state;  // shared per-key atomics; defined in src/quota/state.h
