@@ -45,6 +45,9 @@ Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metri
   --admin-listen H:P     serve /healthz, /readyz, /metrics and POST /admin/reload on a
                          separate address
   --role gateway|shard   shard: serve this node's slice to gateways (default gateway)
+  --accept-usage-loss    start although usage/snapshot.txt is missing or empty after usage
+                         journals were compacted into it (refused otherwise: the usage it
+                         counted would silently go back to what the remaining journals hold)
   --help                 this text
 
 The first start on an empty data dir creates a demo account and prints its key. Keys and
@@ -67,6 +70,8 @@ server, give it its own (--data-dir) with a key made there (tollgate keys create
   --data-dir DIR         keys, accounts and usage (default ./tollgate-data)
   --corpus FILE.jsonl    stories to serve, JSON Lines
   --sample               serve the embedded sample corpus (default)
+  --accept-usage-loss    start although usage/snapshot.txt is missing or empty after usage
+                         journals were compacted into it (see tollgate serve --help)
   --help                 this text
 
 To forward to a running tollgate server instead (its key, rate limit and quota apply; any number
@@ -145,6 +150,8 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
     } else if (a == "--sample") {
       saw_sample = true;
       s.corpus_path.clear();
+    } else if (a == "--accept-usage-loss") {
+      s.accept_usage_loss = true;
     } else if (serve && (a == "--listen" || a == "--admin-listen")) {
       auto v = value("HOST:PORT");
       if (!v) {

@@ -28,6 +28,38 @@ http::response_info ops_text(const http::request& req, int status,
   return {status, head.close};
 }
 
+// The usage journals' health, per core (DESIGN §6: a billed call that cannot be recorded).
+void journal_metrics(quota::service& q, out_buffer& out) {
+  auto it = std::back_inserter(out);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto per_core = [&](std::string_view name, std::string_view help, std::string_view type,
+                      auto value) {
+    fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (int c = 0; c < q.cores(); ++c) {
+      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c, value(q.shard(c).health()));
+    }
+  };
+  per_core("tollgate_journal_write_errors_total",
+           "Usage journal write, fdatasync, open and space-reservation failures.", "counter",
+           [](const quota::journal_health& h) { return h.errors.load(std::memory_order_relaxed); });
+  per_core("tollgate_journal_refused_total",
+           "Billed calls refused as unavailable because their usage could not be recorded.",
+           "counter",
+           [](const quota::journal_health& h) { return h.refused.load(std::memory_order_relaxed); });
+  per_core("tollgate_journal_failing", "1 while the core's usage journal cannot be written.",
+           "gauge", [](const quota::journal_health& h) {
+             return h.failing.load(std::memory_order_relaxed) ? 1 : 0;
+           });
+  per_core("tollgate_journal_oldest_unwritten_seconds",
+           "Age of the oldest usage record not yet written (0: none).", "gauge",
+           [now](const quota::journal_health& h) {
+             const int64_t since = h.unwritten_since_ns.load(std::memory_order_relaxed);
+             return since == 0 || now <= since ? 0.0 : static_cast<double>(now - since) / 1e9;
+           });
+}
+
 http::response_info metrics(const shared_state& s_, const http::request& req, out_buffer& scratch_,
                             out_buffer& out) {
   scratch_.clear();
@@ -63,6 +95,11 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
           &net::core_stats::accept_errors);
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
+    gauge("tollgate_journal_held_responses", "Connections whose answers wait for a usage journal "
+          "write.", "gauge", &net::core_stats::journal_held);
+  }
+  if (s_.quota) {
+    journal_metrics(*s_.quota, scratch_);
   }
   if (s_.search_cache) {
     auto cache_counter = [&](std::string_view name, std::string_view help,
@@ -123,9 +160,14 @@ http::response_info handle_ops(const shared_state& s, route r, const http::reque
     case route::healthz:
       return ops_text(req, 200, "ok\n", "text/plain", out);
     case route::readyz:
-      return s.ready.load(std::memory_order_acquire)
-                 ? ops_text(req, 200, "ready\n", "text/plain", out)
-                 : ops_text(req, 503, "starting\n", "text/plain", out);
+      if (!s.ready.load(std::memory_order_acquire)) {
+        return ops_text(req, 503, "starting\n", "text/plain", out);
+      }
+      // Not ready while billed calls cannot be recorded (they are refused as unavailable).
+      if (s.quota && !s.quota->journals_ok()) {
+        return ops_text(req, 503, "usage journal failing\n", "text/plain", out);
+      }
+      return ops_text(req, 200, "ready\n", "text/plain", out);
     default:
       return metrics(s, req, scratch, out);
   }
@@ -403,10 +445,13 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
   app::route counted = route::not_found;
+  const uint64_t billed_before = quota_.billed_seq();
   http::response_info info = route(req, out, now_ns, counted);
   if (info.deferred) {
     return info;  // counted when it is answered
   }
+  // Only an answer that billed waits for the journal; every other one goes out at once.
+  info.journaled = quota_.billed_seq() != billed_before;
   if (fleet_) {
     fleet_->finish();
   }

@@ -207,6 +207,7 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
   qo.cores = cores;
   qo.reconcile_ms = s.reconcile_ms;
   qo.fsync_ms = s.fsync_ms;
+  qo.accept_usage_loss = s.accept_usage_loss;
   auto q = quota::service::open(std::move(qo), wall_now_ns());
   if (!q) {
     log_error("{}", q.error());

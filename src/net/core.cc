@@ -89,6 +89,7 @@ struct conn {
   bool paused = false;            // parsing paused: too much unsent output
   bool recv_cancelled = false;    // the armed recv was cancelled because input paused
   bool held_listed = false;       // in core::held_ (kept across a slot's reuse until swept)
+  bool journal_wait = false;      // `out` past `ready` holds a journaled (billed) response
   bool deferred = false;          // a deferred request waits at the front of `in`
   bool resume_queued = false;     // in core::resumed_ (resume() accepted, not delivered yet)
   uint32_t saved = UINT32_MAX;    // the deferred request's parsed form (core::saved_)
@@ -790,6 +791,7 @@ http::response_info core::call_handler(conn& c, uint32_t idx, const http::reques
   const size_t out_before = c.out.size();
   http::response_info info = handler_->handle(req, c.out, now_real_);
   cur_idx_ = kNil;
+  c.journal_wait = c.journal_wait || info.journaled;
   if (info.deferred && defer_called_) {
     TOLLGATE_ASSERT(c.out.size() == out_before && "a deferring handle() wrote output");
     c.out.resize(out_before);  // (release builds) half a response must not go out
@@ -1003,16 +1005,31 @@ void core::release_all_held() {
   for (const uint32_t idx : dirty_) {
     conn& c = conns_[idx];
     c.ready = c.out.size();
+    c.journal_wait = false;
   }
   for (const uint32_t idx : held_) {
     conn& c = conns_[idx];
     c.held_listed = false;
     if (c.state == conn_state::open) {
       c.ready = c.out.size();
+      c.journal_wait = false;
       mark_dirty(c, idx);
     }
   }
   held_.clear();
+  stats_.journal_held.store(0, std::memory_order_relaxed);
+}
+
+bool core::hold_if_journaled(conn& c, uint32_t idx) {
+  if (c.out.size() <= c.ready) {
+    return false;
+  }
+  if (c.journal_wait || c.held_listed) {
+    hold(c, idx);
+    return true;
+  }
+  c.ready = c.out.size();  // no billed answer in it: it never waits for the journal
+  return false;
 }
 
 void core::journal_step() {
@@ -1038,11 +1055,9 @@ bool core::journal_step_once() {
       return false;
     }
     for (const uint32_t idx : dirty_) {
-      conn& c = conns_[idx];
-      if (c.out.size() > c.ready) {
-        hold(c, idx);
-      }
+      hold_if_journaled(conns_[idx], idx);
     }
+    stats_.journal_held.store(held_.size(), std::memory_order_relaxed);
     if (b.fd < 0) {
       journal_size_ = b.size;
       journal_inflight_ = true;
@@ -1076,11 +1091,9 @@ bool core::journal_step_once() {
     return false;
   }
   for (const uint32_t idx : dirty_) {  // answered after the write in flight: wait for the next
-    conn& c = conns_[idx];
-    if (c.out.size() > c.ready) {
-      hold(c, idx);
-    }
+    hold_if_journaled(conns_[idx], idx);
   }
+  stats_.journal_held.store(held_.size(), std::memory_order_relaxed);
   return false;
 }
 
@@ -1121,9 +1134,11 @@ void core::on_journal_write(int res) {
       held_[kept++] = idx;  // answered while the write was in flight: the next write covers it
     } else {
       c.held_listed = false;
+      c.journal_wait = false;
     }
   }
   held_.resize(kept);  // shrinking: no allocation
+  stats_.journal_held.store(kept, std::memory_order_relaxed);
 }
 
 void core::on_journal_sync(int res) {
@@ -1207,6 +1222,7 @@ void core::maybe_release(conn& c, uint32_t idx) {
   c.out.clear();
   c.sending.clear();
   c.ready = c.mark = 0;
+  c.journal_wait = false;
   free_saved(c);
   c.deferred = c.resume_queued = false;
   if (c.in.capacity() > kKeepInCapacity) {

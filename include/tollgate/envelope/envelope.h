@@ -38,8 +38,12 @@ bool parse_revision(std::string_view s, revision& out) noexcept;
 inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28; }
 
 /// Tool error codes (DESIGN §2): a tool that ran and could not do the thing.
-enum class tool_error_code : uint8_t { suspended, quota_exceeded, rate_limited, unavailable, not_found };
-inline constexpr size_t num_tool_error_codes = 5;
+/// usage_unavailable is the code `unavailable` with its own message: a billable call that was
+/// not made because its usage could not be recorded (the usage journal cannot be written).
+enum class tool_error_code : uint8_t {
+  suspended, quota_exceeded, rate_limited, unavailable, not_found, usage_unavailable
+};
+inline constexpr size_t num_tool_error_codes = 6;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;

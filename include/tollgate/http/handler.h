@@ -21,6 +21,10 @@ struct response_info {
   int status = 200;
   bool close = false;     ///< close the connection once this response is sent
   bool deferred = false;  ///< handle() called engine_io::defer() and wrote nothing (see below)
+  /// The response depends on a journal record the handler buffered while answering it (a
+  /// billed call): the engine sends it only once journal_pending()'s write covering it has
+  /// completed. Responses without it never wait for the journal.
+  bool journaled = false;
 };
 
 /// A deferred request: its connection slot and a number naming the request (a stale token, whose
@@ -94,8 +98,8 @@ class handler {
   virtual void before_send(int64_t /*now_ns*/) {}
   /// Engine-written journal (optional): called once per pass after before_send() while no
   /// journal write is in flight. A batch with size > 0 makes the engine write it with io_uring
-  /// and hold every response answered since (and the ones not yet covered) until the write
-  /// completes; journal_written() then reports the bytes written (a short count: the rest is
+  /// and hold every `journaled` response answered since (and the ones not yet covered, and
+  /// whatever follows one of them on its connection) until the write completes; journal_written() then reports the bytes written (a short count: the rest is
   /// asked for again) or -errno (nothing counted: the bytes stay with the handler). A handler
   /// that returns an empty batch keeps the default behaviour (responses go out this pass).
   virtual journal_batch journal_pending() { return {}; }

@@ -72,6 +72,7 @@ struct alignas(64) core_stats {
   std::atomic<uint64_t> journal_writes{0};    ///< journal writes completed (handler batches)
   std::atomic<uint64_t> journal_errors{0};    ///< journal writes failed or short (responses held)
   std::atomic<uint64_t> journal_syncs{0};     ///< journal fdatasyncs completed
+  std::atomic<uint64_t> journal_held{0};      ///< connections whose answers wait for the journal
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
