@@ -91,6 +91,7 @@ struct conn {
   bool held_listed = false;       // in core::held_ (kept across a slot's reuse until swept)
   bool deferred = false;          // a deferred request waits at the front of `in`
   bool resume_queued = false;     // in core::resumed_ (resume() accepted, not delivered yet)
+  bool peer_fin = false;          // the peer half-closed: answer what came before, then close
   uint32_t saved = UINT32_MAX;    // the deferred request's parsed form (core::saved_)
   uint32_t req_id = 0;            // the request being handled or deferred (deferral_token::gen)
   size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)
@@ -467,7 +468,7 @@ void core::open_conn(int fd) {
   c.state = conn_state::open;
   c.recv_armed = c.send_inflight = c.close_after_send = false;
   c.head_done = c.continue_sent = c.paused = c.recv_cancelled = false;  // `dirty`: dirty_ member
-  c.deferred = c.resume_queued = false;
+  c.deferred = c.resume_queued = c.peer_fin = false;
   c.sent = 0;
   c.need = 0;
   c.ready = c.mark = 0;
@@ -564,7 +565,12 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
     }
     return;
   }
-  // EOF, reset or cancellation.
+  if (c.state == conn_state::open && res == 0) {
+    c.peer_fin = true;  // a half-close: what came before it is still answered
+    finish_after_fin(c, idx);
+    return;
+  }
+  // Reset or cancellation.
   if (c.state == conn_state::open && c.deferred) {
     if (c.resume_queued) {
       // resume() already said yes: the request is delivered this pass, then the slot closes.
@@ -572,13 +578,6 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
       return;
     }
     hard_close(c, idx);  // the client left while its request was deferred: resume() says no
-    return;
-  }
-  if (c.state == conn_state::open && res == 0 && (c.send_inflight || !c.out.empty())) {
-    // The peer half-closed after its last request: send what is pending, then close.
-    c.close_after_send = true;
-    c.in.clear();
-    c.need = 0;
     return;
   }
   if (c.state == conn_state::closing) {
@@ -600,7 +599,27 @@ void core::pause_input(conn& c, uint32_t idx) {
 }
 
 bool core::wants_input(const conn& c) const noexcept {
-  return c.state == conn_state::lingering || (c.state == conn_state::open && !c.paused);
+  return c.state == conn_state::lingering ||
+         (c.state == conn_state::open && !c.paused && !c.peer_fin);
+}
+
+// After the peer's FIN (a half-close, RFC 9112 §9.6: the client may still read): every complete
+// request received before it is answered, in order, then the connection closes. Called at the
+// FIN and again whenever a request that was waiting gets answered; while a deferred request or
+// input paused behind unsent output is still to be answered, the slot stays open (no receive is
+// armed). What is left in `in` then is at most a partial request, which can never complete.
+void core::finish_after_fin(conn& c, uint32_t idx) {
+  if (!c.peer_fin || c.state != conn_state::open || c.deferred || c.paused) {
+    return;
+  }
+  c.close_after_send = true;
+  c.in.clear();
+  c.need = 0;
+  if (c.send_inflight || !c.out.empty()) {
+    mark_dirty(c, idx);  // sent, then the close (flush_sends / on_send)
+    return;
+  }
+  hard_close(c, idx);  // nothing to send: the FIN came after the last answer went out
 }
 
 void core::append_in(conn& c, const char* p, size_t n) {
@@ -882,6 +901,7 @@ void core::redeliver(uint32_t idx) {
   if (c.close_after_send) {
     c.in.clear();
   }
+  finish_after_fin(c, idx);
   update_timer(c, idx, completed);
   if (!c.recv_armed && wants_input(c) && !c.close_after_send) {
     arm_recv(c, idx);
@@ -962,10 +982,14 @@ void core::on_send(conn& c, uint32_t idx, int res) {
     if (c.close_after_send) {
       c.in.clear();
     }
+    finish_after_fin(c, idx);
     update_timer(c, idx, completed);
     if (!c.recv_armed && wants_input(c)) {
       arm_recv(c, idx);
     }
+  }
+  if (c.state != conn_state::open) {
+    return;
   }
   if (!c.out.empty() || c.close_after_send) {
     mark_dirty(c, idx);  // sent (or closed) at the end of this pass

@@ -27,7 +27,9 @@
 // bytes after it) stay at the front of the slot's reassembly buffer `in`, the parsed request is
 // kept (rebased onto `in`, since a chunked body was decoded in place and cannot be parsed
 // twice), nothing further of the connection is parsed, and it sits on no timer list (the
-// handler resumes it within its own deadline). Its receive stays armed: a peer EOF or error
+// handler resumes it within its own deadline). Its receive stays armed: the peer's FIN (a
+// half-close) keeps it, and it and the complete requests pipelined behind it are answered
+// before the connection closes (see finish_after_fin() in core.cc); a reset or receive error
 // closes it (resume() then returns false) unless a resume is already queued, in which case the
 // request is delivered first and the connection closes after its answer.
 //
@@ -121,6 +123,7 @@ class core final : public http::engine_io {
   void append_in(conn& c, const char* p, size_t n);
   void pause_input(conn& c, uint32_t idx);
   bool wants_input(const conn& c) const noexcept;
+  void finish_after_fin(conn& c, uint32_t idx);
   void update_timer(conn& c, uint32_t idx, bool completed);
 
   void arm_recv(conn& c, uint32_t idx);
