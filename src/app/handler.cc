@@ -414,6 +414,25 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   return info;
 }
 
+http::response_info core_handler::answer_before_body(const http::request& head, out_buffer& out,
+                                                     int64_t now_ns) {
+  // Only refusals that come before route() reads the body: the answer is the one the whole
+  // request would get (handle() below takes the same path, counted once).
+  const http::route_match m = s_.router.match(head.method, head.path);
+  bool refused = m.status != 200;
+  if (!refused) {
+    const auto r = static_cast<app::route>(m.id);
+    const bool keyed = r == route::rest_search || r == route::rest_story ||
+                       r == route::rest_usage || (r == route::mcp && head.method == "POST");
+    refused = keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
+                        (r == route::mcp && !endpoint_.origin_allowed(head)));
+  }
+  if (!refused) {
+    return {0, false, false};  // 100 Continue: the body decides
+  }
+  return handle(head, out, now_ns);
+}
+
 void core_handler::before_send(int64_t now_ns) { quota_.before_send(now_ns); }
 
 http::journal_batch core_handler::journal_pending() {

@@ -697,6 +697,9 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
       c.head_done = r.head_complete;
       c.need = (r.head_complete && !req_.chunked) ? r.head_bytes + req_.content_length : 0;
       if (r.head_complete && req_.expect_continue && !c.continue_sent) {
+        if (answer_before_body(c, idx)) {
+          break;  // answered from its head: the body is never invited
+        }
         c.out.append(http::continue_response);
         c.continue_sent = true;
         mark_dirty(c, idx);
@@ -710,6 +713,28 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
     break;
   }
   return off;
+}
+
+// `Expect: 100-continue` with the body still to come: the handler may answer from the head
+// alone (handler::answer_before_body); the connection then closes after that answer, and the
+// body, if the client sends it anyway, is read and dropped while lingering.
+bool core::answer_before_body(conn& c, uint32_t idx) {
+  const bool keep_alive = req_.keep_alive;
+  req_.body = {};
+  req_.keep_alive = false;  // the answer says "Connection: close"
+  const size_t before = c.out.size();
+  const http::response_info info = handler_->answer_before_body(req_, c.out, now_real_);
+  if (info.status == 0) {
+    c.out.resize(before);
+    req_.keep_alive = keep_alive;
+    return false;
+  }
+  TOLLGATE_ASSERT(!info.deferred && "answer_before_body() deferred");
+  bump(stats_.requests);
+  c.close_after_send = true;
+  c.need = 0;
+  mark_dirty(c, idx);
+  return true;
 }
 
 // Chooses the timer after input: a partial head keeps the deadline set when it began (a trickle

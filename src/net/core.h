@@ -120,6 +120,7 @@ class core final : public http::engine_io {
   void open_conn(int fd);
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
+  bool answer_before_body(conn& c, uint32_t idx);
   void append_in(conn& c, const char* p, size_t n);
   void pause_input(conn& c, uint32_t idx);
   bool wants_input(const conn& c) const noexcept;

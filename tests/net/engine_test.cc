@@ -186,6 +186,52 @@ TEST(net_engine_test, sends_100_continue_before_the_body_arrives) {
   EXPECT_EQ(r->body, "/up|0123456789");
 }
 
+// Refuses "/refuse..." from its head alone (answer_before_body), like a bad key; echoes the rest.
+class refusing_handler : public testing::echo_handler {
+ public:
+  http::response_info answer_before_body(const http::request& head, out_buffer& out,
+                                         int64_t) override {
+    if (head.target.rfind("/refuse", 0) != 0) {
+      return {0, false, false};
+    }
+    out.append("HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n");
+    out.append(head.keep_alive ? "" : "Connection: close\r\n");
+    out.append("\r\nno");
+    return {401, !head.keep_alive};
+  }
+};
+
+TEST(net_engine_test, answers_a_refused_expect_100_continue_without_inviting_the_body) {
+  // Verifies a request the handler refuses from its head gets its final status instead of 100
+  // Continue, with Connection: close; a body the client sends anyway is read and dropped (the
+  // close is a FIN, not a reset), and nothing after it is answered.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options(), [](int) { return std::make_unique<refusing_handler>(); });
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(
+      "POST /refuse HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_TRUE(r->has_header("Connection: close"));
+  EXPECT_EQ(r->body, "no");
+  ASSERT_TRUE(c.send_all("0123456789" + get("/next")));
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.pending(), "");
+  // A request it does not refuse is still invited.
+  client c2(s.srv.port());
+  ASSERT_TRUE(c2.send_all(
+      "POST /ok HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
+  auto interim = c2.read_response();
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(c2.send_all("ok"));
+  auto r2 = c2.read_response();
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->body, "/ok|ok");
+}
+
 TEST(net_engine_test, skips_100_continue_when_the_body_came_with_the_head) {
   // Verifies no interim response is sent when the whole request arrived at once.
   TOLLGATE_SKIP_WITHOUT_RING();
