@@ -57,10 +57,18 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
           &net::core_stats::requests);
     gauge("tollgate_connections_closed_total", "Connections closed (any reason).", "counter",
           &net::core_stats::closed);
-    gauge("tollgate_connections_rejected_total", "Connections closed at once over the cap.",
+    gauge("tollgate_connections_rejected_total",
+          "Connections answered 503 and closed at once: every core at max_connections.",
           "counter", &net::core_stats::rejected);
     gauge("tollgate_accept_errors_total", "accept() failures (EMFILE, ENFILE, ...).", "counter",
           &net::core_stats::accept_errors);
+    gauge("tollgate_connections_handed_off_total",
+          "Connections accepted by a core at max_connections and served by another core.",
+          "counter", &net::core_stats::handed_off);
+    gauge("tollgate_connections_rejected_no_fd_total",
+          "Connections answered 503 and closed to keep descriptors for the admin listener and "
+          "the data files.",
+          "counter", &net::core_stats::rejected_no_fd);
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
   }

@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -109,14 +110,15 @@ struct conn {
 
 core::core(int index, const server_options& opts, const features& feat, int listen_fd,
            std::unique_ptr<http::handler> handler, core_stats& stats,
-           const std::atomic<bool>& stop)
+           const std::atomic<bool>& stop, handoff& hand)
     : index_(index),
       opts_(opts),
       feat_(feat),
       listen_fd_(listen_fd),
       handler_(std::move(handler)),
       stats_(stats),
-      stop_(stop) {
+      stop_(stop),
+      handoff_(hand) {
   // Blocking on purpose: io_uring fails a read of an empty O_NONBLOCK file with EAGAIN at once
   // on some kernels, where a blocking one is polled until server::stop() writes to it.
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -220,6 +222,14 @@ result<void, std::string> core::setup() {
   }
   io_uring_buf_ring_advance(br_, static_cast<int>(count));
 
+  rlimit nofile{};
+  if (opts_.fd_reserve > 0 && ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < rlim_t{INT32_MAX}) {
+    fd_ceiling_ = nofile.rlim_cur > opts_.fd_reserve
+                      ? static_cast<int>(nofile.rlim_cur - opts_.fd_reserve)
+                      : 0;
+  }
+  handed_.reserve(64);
   conns_.resize(opts_.max_connections);
   free_.reserve(opts_.max_connections);
   for (uint32_t i = opts_.max_connections; i > 0; --i) {
@@ -399,7 +409,7 @@ void core::on_cqe(const io_uring_cqe& cqe) {
 
 void core::arm_accept() {
   io_uring_sqe* sqe = get_sqe();
-  if (multishot_accept_) {
+  if (multishot_accept_ && !accept_single_) {
     io_uring_prep_multishot_accept(sqe, listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   } else {
     io_uring_prep_accept(sqe, listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -414,12 +424,12 @@ void core::cancel(uint64_t user_data) {
   io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::cancel)} << 56);
 }
 
-// Accept runs while the core is below its cap, not draining and not backing off after an
-// accept error; otherwise a multishot accept is cancelled and pending connections wait in the
-// listener's backlog (accept back-off).
+// Accept runs while the core is not draining and not backing off after an accept error (then a
+// multishot accept is cancelled and pending connections wait in the listener's backlog until
+// the back-off ends). It runs at the cap too: place_conn() hands a connection this core has no
+// slot for to another core, or refuses it with a 503, rather than leave it in the backlog.
 void core::maybe_arm_accept() {
-  const bool want =
-      !draining_ && open_ < opts_.max_connections && now_mono_ >= accept_resume_at_;
+  const bool want = !draining_ && now_mono_ >= accept_resume_at_;
   if (want && !accept_armed_) {
     arm_accept();
   } else if (!want && accept_armed_ && !accept_cancel_pending_ && listen_fd_ >= 0) {
@@ -436,13 +446,7 @@ void core::on_accept(const io_uring_cqe& cqe) {
   const int res = cqe.res;
   if (res >= 0) {
     accept_backoff_ns_ = 0;
-    if (draining_ || free_.empty()) {
-      // Accepted in the same burst after the cap was reached: there is no slot for it.
-      ::close(res);
-      bump(stats_.rejected);
-      return;
-    }
-    open_conn(res);
+    place_conn(res);
     return;
   }
   if (res == -ECANCELED || res == -ECONNABORTED || res == -EINTR || res == -EAGAIN) {
@@ -457,6 +461,87 @@ void core::on_accept(const io_uring_cqe& cqe) {
     accept_backoff_ns_ *= 2;
   }
   accept_resume_at_ = now_mono_ + accept_backoff_ns_;
+}
+
+// A connection this core accepted: kept when it has a free slot, else handed to the core with
+// the most room (handoff.h), else refused. One inside the descriptor reserve is refused first:
+// the descriptors above fd_ceiling_ belong to the rest of the process.
+void core::place_conn(int fd) {
+  if (draining_) {
+    ::close(fd);  // accepted in the same burst as the stop
+    return;
+  }
+  if (fd >= fd_ceiling_) {
+    bump(stats_.rejected_no_fd);  // (counted first: the client may look right after)
+    refuse_conn(fd);
+    if (!accept_single_) {
+      // A multishot accept takes a descriptor for every connection of a burst before this
+      // loop sees (and closes) them, which would eat the reserve: accept one at a time while
+      // the table is this full.
+      accept_single_ = true;
+      if (accept_armed_ && multishot_accept_ && !accept_cancel_pending_) {
+        cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
+        accept_cancel_pending_ = true;
+      }
+    }
+    return;
+  }
+  if (accept_single_ && fd < fd_ceiling_ / 4 * 3) {
+    accept_single_ = false;  // room again: the next accept armed is multishot
+  }
+  if (handoff_.reserve(index_)) {
+    if (!free_.empty()) {
+      open_conn(fd);
+      return;
+    }
+    handoff_.release(index_);  // (cannot happen: load counts every slot in use)
+  }
+  const int to = handoff_.reserve_elsewhere(index_);
+  if (to >= 0) {
+    bump(stats_.handed_off);
+    handoff_.push(to, fd);
+    return;
+  }
+  bump(stats_.rejected);
+  refuse_conn(fd);
+}
+
+// No core can take the connection: a 503 the client can read, then the close. The socket is
+// fresh, so the send fits its buffer; the request bytes that already came are read first so
+// the close is a FIN rather than a reset that could discard the 503 on the client's side.
+void core::refuse_conn(int fd) {
+  static constexpr std::string_view k503 =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 96\r\n\r\n"
+      "{\"code\":\"unavailable\",\"message\":\"The server has no room for another connection; "
+      "retry shortly.\"}";
+  static_assert(k503.size() - k503.find("\r\n\r\n") - 4 == 96, "Content-Length");
+  [[maybe_unused]] const ssize_t w =
+      ::send(fd, k503.data(), k503.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
+  char sink[2048];
+  for (int i = 0; i < 8 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
+  ::close(fd);
+}
+
+// Connections other cores accepted at their caps and handed here (their slots are reserved).
+void core::take_handoffs() {
+  handoff_.take(index_, handed_);
+  for (const int fd : handed_) {
+    if (draining_ || free_.empty()) {
+      handoff_.release(index_);
+      if (draining_) {
+        ::close(fd);
+      } else {
+        bump(stats_.rejected);
+        refuse_conn(fd);
+      }
+      continue;
+    }
+    open_conn(fd);
+  }
+  handed_.clear();
 }
 
 void core::open_conn(int fd) {
@@ -494,6 +579,7 @@ void core::arm_wake() {
 
 void core::on_wake(const io_uring_cqe& /*cqe*/) {
   wake_armed_ = false;
+  take_handoffs();  // another core's handoff (handoff::push) wakes this one too
   if (!draining_ && !stop_.load(std::memory_order_relaxed)) {
     arm_wake();  // spurious: keep listening
   }
@@ -1268,6 +1354,7 @@ void core::maybe_release(conn& c, uint32_t idx) {
     c.sending = out_buffer();
   }
   free_.push_back(idx);
+  handoff_.release(index_);
   --open_;
   bump(stats_.closed);
   stats_.open_connections.store(open_, std::memory_order_relaxed);
@@ -1353,6 +1440,7 @@ void core::begin_drain() {
   if (wake_armed_) {
     cancel(uint64_t{static_cast<uint8_t>(op::wake)} << 56);
   }
+  take_handoffs();  // closes any handed here meanwhile
   for (uint32_t idx = 0; idx < conns_.size(); ++idx) {
     conn& c = conns_[idx];
     if (c.state != conn_state::open) {

@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "net/handoff.h"
 #include "net/upstream.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/result.h"
@@ -72,7 +73,8 @@ struct conn;
 class core final : public http::engine_io {
  public:
   core(int index, const server_options& opts, const features& feat, int listen_fd,
-       std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop);
+       std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop,
+       handoff& hand);
   ~core();
   core(const core&) = delete;
   core& operator=(const core&) = delete;
@@ -118,6 +120,9 @@ class core final : public http::engine_io {
   void on_send(conn& c, uint32_t idx, int res);
 
   void open_conn(int fd);
+  void place_conn(int fd);
+  void refuse_conn(int fd);
+  void take_handoffs();
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
   bool answer_before_body(conn& c, uint32_t idx);
@@ -194,6 +199,9 @@ class core final : public http::engine_io {
   const std::atomic<bool>& stop_;
   int wake_fd_ = -1;
   uint64_t wake_buf_ = 0;
+  handoff& handoff_;          // connections passed between cores at their caps (handoff.h)
+  std::vector<int> handed_;   // the descriptors taken from it this pass
+  int fd_ceiling_ = INT32_MAX;  // accepted descriptors at or above it: 503 (fd_reserve)
 
   io_uring ring_{};
   bool ring_ok_ = false;
@@ -231,6 +239,7 @@ class core final : public http::engine_io {
   int64_t timeout_ns_[3] = {};
 
   bool accept_armed_ = false;
+  bool accept_single_ = false;  // single-shot accepts while descriptors are near fd_reserve
   bool accept_cancel_pending_ = false;
   int64_t accept_resume_at_ = 0;
   int64_t accept_backoff_ns_ = 0;
