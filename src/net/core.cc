@@ -228,6 +228,9 @@ result<void, std::string> core::setup() {
     fd_ceiling_ = nofile.rlim_cur > opts_.fd_reserve
                       ? static_cast<int>(nofile.rlim_cur - opts_.fd_reserve)
                       : 0;
+    // A multishot burst is at most about a backlog of connections (see place_conn()).
+    fd_single_from_ = fd_ceiling_ - opts_.listen_backlog;
+    accept_single_ = fd_single_from_ <= 0;
   }
   handed_.reserve(64);
   conns_.resize(opts_.max_connections);
@@ -471,23 +474,22 @@ void core::place_conn(int fd) {
     ::close(fd);  // accepted in the same burst as the stop
     return;
   }
+  if (fd >= fd_single_from_ && !accept_single_) {
+    // A multishot accept takes a descriptor for every connection waiting in the backlog before
+    // this loop sees (and closes) any of them, so near the ceiling a burst would run through
+    // the reserve: accept one at a time while the table is this full.
+    accept_single_ = true;
+    if (accept_armed_ && multishot_accept_ && !accept_cancel_pending_) {
+      cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
+      accept_cancel_pending_ = true;
+    }
+  } else if (accept_single_ && fd < fd_single_from_ - opts_.listen_backlog) {
+    accept_single_ = false;  // room again: the next accept armed is multishot
+  }
   if (fd >= fd_ceiling_) {
     bump(stats_.rejected_no_fd);  // (counted first: the client may look right after)
     refuse_conn(fd);
-    if (!accept_single_) {
-      // A multishot accept takes a descriptor for every connection of a burst before this
-      // loop sees (and closes) them, which would eat the reserve: accept one at a time while
-      // the table is this full.
-      accept_single_ = true;
-      if (accept_armed_ && multishot_accept_ && !accept_cancel_pending_) {
-        cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
-        accept_cancel_pending_ = true;
-      }
-    }
     return;
-  }
-  if (accept_single_ && fd < fd_ceiling_ / 4 * 3) {
-    accept_single_ = false;  // room again: the next accept armed is multishot
   }
   if (handoff_.reserve(index_)) {
     if (!free_.empty()) {

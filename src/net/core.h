@@ -202,6 +202,7 @@ class core final : public http::engine_io {
   handoff& handoff_;          // connections passed between cores at their caps (handoff.h)
   std::vector<int> handed_;   // the descriptors taken from it this pass
   int fd_ceiling_ = INT32_MAX;  // accepted descriptors at or above it: 503 (fd_reserve)
+  int fd_single_from_ = INT32_MAX;  // accepted descriptors at or above it: single-shot accepts
 
   io_uring ring_{};
   bool ring_ok_ = false;
