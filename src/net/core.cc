@@ -23,8 +23,10 @@
 //      buffers' capacity kept, so the steady state allocates nothing.
 #include "net/core.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -150,6 +152,9 @@ core::~core() {
     ::close(listen_fd_);
   }
   ::close(wake_fd_);
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+  }
 }
 
 result<void, std::string> core::setup() {
@@ -231,6 +236,7 @@ result<void, std::string> core::setup() {
     // A multishot burst is at most about a backlog of connections (see place_conn()).
     fd_single_from_ = fd_ceiling_ - opts_.listen_backlog;
     accept_single_ = fd_single_from_ <= 0;
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // for refuse_backlog()
   }
   handed_.reserve(64);
   conns_.resize(opts_.max_connections);
@@ -457,6 +463,9 @@ void core::on_accept(const io_uring_cqe& cqe) {
   }
   // EMFILE, ENFILE, ENOBUFS, ENOMEM and anything unexpected: retry on a timer, never in a loop.
   bump(stats_.accept_errors);
+  if (res == -EMFILE || res == -ENFILE) {
+    refuse_backlog();
+  }
   if (accept_backoff_ns_ == 0) {
     log_error("core {}: accept failed: {}; retrying with back-off", index_, std::strerror(-res));
     accept_backoff_ns_ = kBackoffMinNs;
@@ -525,6 +534,31 @@ void core::refuse_conn(int fd) {
   for (int i = 0; i < 8 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
   }
   ::close(fd);
+}
+
+// The descriptor table is full (fd_reserve set): the connections waiting in this core's
+// backlog cannot be served, but each can be told so rather than left waiting out the back-off.
+// The spare descriptor the core keeps for this is closed so that one accept4() can take a
+// connection, which is answered 503 and closed, and the spare is taken back; a bounded number
+// per accept error, so a table that stays full never makes the loop spin. poll() first: the
+// listener is blocking, and only this core accepts from it.
+void core::refuse_backlog() {
+  for (int i = 0; i < 64 && spare_fd_ >= 0 && listen_fd_ >= 0; ++i) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) {
+      return;
+    }
+    ::close(spare_fd_);
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      bump(stats_.rejected_no_fd);
+      refuse_conn(fd);
+    }
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return;  // another thread took the descriptor first
+    }
+  }
 }
 
 // Connections other cores accepted at their caps and handed here (their slots are reserved).

@@ -123,6 +123,7 @@ class core final : public http::engine_io {
   void place_conn(int fd);
   void refuse_conn(int fd);
   void take_handoffs();
+  void refuse_backlog();
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
   bool answer_before_body(conn& c, uint32_t idx);
@@ -203,6 +204,7 @@ class core final : public http::engine_io {
   std::vector<int> handed_;   // the descriptors taken from it this pass
   int fd_ceiling_ = INT32_MAX;  // accepted descriptors at or above it: 503 (fd_reserve)
   int fd_single_from_ = INT32_MAX;  // accepted descriptors at or above it: single-shot accepts
+  int spare_fd_ = -1;  // given up to accept (and refuse) one connection when the table is full
 
   io_uring ring_{};
   bool ring_ok_ = false;

@@ -420,6 +420,67 @@ TEST(net_lifecycle_test, backs_off_accept_on_emfile_without_a_busy_loop) {
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
+TEST(net_lifecycle_test, refuses_the_backlog_with_503_when_the_table_is_full) {
+  // Verifies that with fd_reserve set, a descriptor table filled by someone else (accept fails
+  // with EMFILE) still gets the waiting clients a 503 and the close, from the spare descriptor
+  // the core keeps, without a busy loop; and that clients are served again once descriptors
+  // are free.
+  TOLLGATE_SKIP_WITHOUT_RING();
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "fills the descriptor table, which the sanitizer runtime needs";
+#endif
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = 128;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  {
+    server_options o = test_options();
+    o.fd_reserve = 16;
+    auto s = start(o);
+    ASSERT_TRUE(s);
+    std::vector<std::unique_ptr<client>> waiting;
+    std::vector<int> filler;
+    {
+      std::vector<int> socks;
+      for (int i = 0; i < 3; ++i) {
+        socks.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      }
+      for (int fd; (fd = ::dup(socks[0])) >= 0;) {
+        filler.push_back(fd);
+      }
+      ASSERT_EQ(errno, EMFILE);
+      for (const int fd : socks) {
+        ::close(fd);
+      }
+      for (int i = 0; i < 3; ++i) {
+        waiting.push_back(std::make_unique<client>(s->port()));  // takes the 3 freed numbers
+        ASSERT_TRUE(waiting.back()->connected());
+        ASSERT_TRUE(waiting.back()->send_all(get("/full")));
+      }
+    }
+    for (auto& c : waiting) {
+      expect_503_and_close(*c);
+    }
+    const uint64_t passes0 = s->stats(0).loop_passes.load();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_LT(s->stats(0).loop_passes.load() - passes0, 60u);  // no spin while still full
+    EXPECT_GE(s->stats(0).accept_errors.load(), 1u);
+    EXPECT_EQ(s->stats(0).rejected_no_fd.load(), 3u);
+    EXPECT_EQ(s->stats(0).accepted.load(), 0u);
+    for (const int fd : filler) {
+      ::close(fd);
+    }
+    waiting.clear();
+    client later(s->port());
+    ASSERT_TRUE(later.send_all(get("/later")));
+    auto r = later.read_response(5000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->body, "/later|");
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
 TEST(net_lifecycle_test, serves_1000_concurrent_connections) {
   // Verifies 1,000 connections open at once are all held and all answered.
   TOLLGATE_SKIP_WITHOUT_RING();

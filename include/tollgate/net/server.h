@@ -39,6 +39,9 @@ struct server_options {
   /// descriptor numbers below RLIMIT_NOFILE (read at start()) is answered 503 and closed at once
   /// (core_stats::rejected_no_fd), and an outbound socket there fails with -EMFILE. Descriptors
   /// are allocated lowest first, so the engine then never holds more than the limit minus this.
+  /// Near the reserve accepts are single-shot (a multishot burst could run through it), and
+  /// when accept fails with EMFILE/ENFILE the core's one spare descriptor is used to accept and
+  /// refuse (503) the connections waiting in its backlog. 0: none of this.
   uint32_t fd_reserve = 0;
   uint32_t recv_buffer_size = 16384;   ///< payload bytes per provided receive buffer
   uint32_t recv_buffer_count = 512;    ///< provided buffers per core (power of two, ≤ 32768)
