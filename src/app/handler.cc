@@ -89,10 +89,18 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
           &net::core_stats::requests);
     gauge("tollgate_connections_closed_total", "Connections closed (any reason).", "counter",
           &net::core_stats::closed);
-    gauge("tollgate_connections_rejected_total", "Connections closed at once over the cap.",
+    gauge("tollgate_connections_rejected_total",
+          "Connections answered 503 and closed at once: every core at max_connections.",
           "counter", &net::core_stats::rejected);
     gauge("tollgate_accept_errors_total", "accept() failures (EMFILE, ENFILE, ...).", "counter",
           &net::core_stats::accept_errors);
+    gauge("tollgate_connections_handed_off_total",
+          "Connections accepted by a core at max_connections and served by another core.",
+          "counter", &net::core_stats::handed_off);
+    gauge("tollgate_connections_rejected_no_fd_total",
+          "Connections answered 503 and closed to keep descriptors for the admin listener and "
+          "the data files.",
+          "counter", &net::core_stats::rejected_no_fd);
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
     gauge("tollgate_journal_held_responses", "Connections whose answers wait for a usage journal "
@@ -457,6 +465,25 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   }
   s_.counters->count(core_, counted, info.status);
   return info;
+}
+
+http::response_info core_handler::answer_before_body(const http::request& head, out_buffer& out,
+                                                     int64_t now_ns) {
+  // Only refusals that come before route() reads the body: the answer is the one the whole
+  // request would get (handle() below takes the same path, counted once).
+  const http::route_match m = s_.router.match(head.method, head.path);
+  bool refused = m.status != 200;
+  if (!refused) {
+    const auto r = static_cast<app::route>(m.id);
+    const bool keyed = r == route::rest_search || r == route::rest_story ||
+                       r == route::rest_usage || (r == route::mcp && head.method == "POST");
+    refused = keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
+                        (r == route::mcp && !endpoint_.origin_allowed(head)));
+  }
+  if (!refused) {
+    return {0, false, false};  // 100 Continue: the body decides
+  }
+  return handle(head, out, now_ns);
 }
 
 void core_handler::before_send(int64_t now_ns) { quota_.before_send(now_ns); }

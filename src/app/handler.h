@@ -73,6 +73,10 @@ class core_handler final : public http::handler {
  public:
   core_handler(shared_state& s, int core);
   http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
+  /// `Expect: 100-continue`: a request its head already refuses (no such route, a bad key, a
+  /// forbidden Origin on /mcp) is answered now, as handle() would answer it with its body.
+  http::response_info answer_before_body(const http::request& head, out_buffer& out,
+                                         int64_t now_ns) override;
   void before_send(int64_t now_ns) override;
   /// The usage journal is written by the engine (io_uring), linked to the pass's sends.
   http::journal_batch journal_pending() override;

@@ -949,6 +949,19 @@ struct known_headers {
 
 }  // namespace
 
+bool endpoint::origin_allowed(const http::request& req) const noexcept {
+  const known_headers hd{req};
+  if (!hd.has(h_origin)) {
+    return true;
+  }
+  std::string_view origin = trim(hd.value(h_origin));
+  bool ok = opts_.allow_loopback_origins && origin_is_loopback(origin);
+  for (const auto& allowed : opts_.allowed_origins) {
+    ok = ok || allowed == origin;
+  }
+  return ok;
+}
+
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
   const bool close = !req.keep_alive;
@@ -956,15 +969,8 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
   const known_headers hd{req};
 
   // Origin: DNS-rebinding protection, before anything else.
-  if (hd.has(h_origin)) {
-    std::string_view origin = trim(hd.value(h_origin));
-    bool ok = opts_.allow_loopback_origins && origin_is_loopback(origin);
-    for (const auto& allowed : opts_.allowed_origins) {
-      ok = ok || allowed == origin;
-    }
-    if (!ok) {
-      return transport_error(env_, h, out, 403, "Forbidden: this Origin is not allowed.", close);
-    }
+  if (!origin_allowed(req)) {
+    return transport_error(env_, h, out, 403, "Forbidden: this Origin is not allowed.", close);
   }
 
   if (req.method != "POST") {

@@ -199,6 +199,10 @@ int core::open_up(uint32_t u, uint32_t& idx) {
   if (fd < 0) {
     return -errno;  // EMFILE, ENFILE, ENOBUFS
   }
+  if (fd >= fd_ceiling_) {
+    ::close(fd);
+    return -EMFILE;  // a descriptor reserved for the rest of the process (fd_reserve)
+  }
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (!up_free_.empty()) {

@@ -93,6 +93,20 @@ class handler {
   /// Writes one complete response for `req` to `out` (append only). `now_ns` is CLOCK_REALTIME
   /// read once per loop pass. Must not block.
   virtual response_info handle(const request& req, out_buffer& out, int64_t now_ns) = 0;
+  /// A request whose head carries `Expect: 100-continue` and whose body has not arrived: the
+  /// handler may answer it from the head alone (a refusal the body cannot change: a bad key,
+  /// a forbidden Origin, no such route) by writing one complete response to `out` and returning
+  /// its info, so the client is never invited to send a body that would be refused (RFC 9110
+  /// §10.1.1). Returning status 0 with nothing written lets the engine send 100 Continue and
+  /// wait for the body; handle() then gets the whole request. `head.body` is empty and
+  /// `head.keep_alive` is false: an answered connection closes after the response (the client
+  /// may already be sending the body; the engine reads and drops it until the client's FIN or
+  /// the linger timeout, so the client reads the response rather than a reset). Must not
+  /// defer.
+  virtual response_info answer_before_body(const request& /*head*/, out_buffer& /*out*/,
+                                           int64_t /*now_ns*/) {
+    return {0, false, false};
+  }
   /// Called once per loop pass after all requests of the pass were handled and before the
   /// engine submits their sends: durable state (usage journals) is written here.
   virtual void before_send(int64_t /*now_ns*/) {}

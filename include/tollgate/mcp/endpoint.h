@@ -101,6 +101,10 @@ class endpoint {
   http::response_info handle_http(const http::request& req, host& h, out_buffer& out,
                                   int64_t now_ns = 0);
 
+  /// False when `req` carries an `Origin` header that is neither allowed nor (when allowed)
+  /// loopback: handle_http() answers it 403 before anything else.
+  bool origin_allowed(const http::request& req) const noexcept;
+
   /// HTTP 401 (missing or invalid key): never an OAuth challenge.
   http::response_info render_unauthorized(const http::request& req, out_buffer& out) const;
   /// HTTP 429 for `req`: `Retry-After`, the host's header lines, and a JSON-RPC error (code 429,

@@ -257,9 +257,12 @@ export async function prepare({ keys = {}, plans = DEFAULT_PLANS, quota, extraCo
 export async function start({
   keys = {}, plans = DEFAULT_PLANS, quota, extraConfig = '', threads = 2, prepared,
   startTimeoutMs = 90000, extraArgs = [], corpusArgs = ['--sample'], listen = '127.0.0.1:0',
+  launcher = [],
 } = {}) {
   // corpusArgs: what to serve (e.g. ['--corpus', FILE], or [] for the binary's default);
-  // listen: HOST:PORT (a fixed port to come back on after a restart).
+  // listen: HOST:PORT (a fixed port to come back on after a restart); launcher: a command that
+  // execs the server with its arguments (e.g. ['prlimit', '--nofile=256:256', '--']), so the
+  // pid stays the server's.
   const prep = prepared ?? await prepare({ keys, plans, quota, extraConfig });
   const { dataDir: dir, configPath } = prep;
   const made = prep.keys;
@@ -267,7 +270,9 @@ export async function start({
   const keyAccounts = prep.keyAccounts;
   const args = ['serve', '--config', configPath, '--listen', listen, '--threads', String(threads),
     '--data-dir', dir, ...corpusArgs, ...extraArgs];
-  const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = launcher.length > 0
+    ? spawn(launcher[0], [...launcher.slice(1), BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let err = '';
   let out = '';
@@ -283,7 +288,7 @@ export async function start({
     s.keyAccounts = keyAccounts;
     s.prepared = prep;
     s.stdoutText = () => out;
-    s.startOptions = { threads, startTimeoutMs, extraArgs, corpusArgs };
+    s.startOptions = { threads, startTimeoutMs, extraArgs, corpusArgs, launcher };
     return s;
   } catch (e) {
     try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
