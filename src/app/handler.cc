@@ -354,13 +354,14 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     return keyless_mcp(req, out, now_ns);
   }
   // Authenticated surfaces: key, then rate limit (every request counts), then the call.
-  const quota::key_record* key = quota_.authenticate(presented_key(req));
+  const std::string_view presented = presented_key(req);
+  const quota::key_record* key = quota_.authenticate(presented);
   if (key == nullptr) {
     if (counted == route::mcp) {
-      return endpoint_.render_unauthorized(req, out);
+      return endpoint_.render_unauthorized(req, out, !presented.empty());
     }
     http::response_info info{401, !req.keep_alive};
-    s_.envelopes->unauthorized(out, info.close);
+    s_.envelopes->unauthorized(out, info.close, !presented.empty());
     return info;
   }
   const bool fleet_route = fleet_ && (counted == route::mcp || counted == route::rest_search ||
@@ -379,10 +380,14 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
   }
   if (counted == route::mcp) {
-    host_.begin(*key, now_ns, fig);
     if (limited) {
-      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs);
+      // The endpoint writes the 429's Retry-After; the host's rate headers must not repeat it.
+      quota::figures f = fig;
+      f.retry_after_secs = 0;
+      host_.begin(*key, now_ns, f);
+      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
     }
+    host_.begin(*key, now_ns, fig);
     return endpoint_.handle_http(req, host_, out, now_ns);
   }
   if (limited) {

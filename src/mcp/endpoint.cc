@@ -1098,6 +1098,9 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       decide(c, m, &o, r);
     }
     if (r.k == reply::kind::none) {
+      if (im.rate_charged) {
+        h.refund_rate();  // notifications and responses never count toward the rate limit
+      }
       h.write_headers(im.scratch);
       env_.empty_response(out, 202, im.scratch.view(), close);
       im.scratch.clear();
@@ -1184,6 +1187,9 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
   }
   body.push_back(']');
   if (written == 0) {
+    if (im.rate_charged) {
+      h.refund_rate();  // notifications and responses never count toward the rate limit
+    }
     body.clear();
     h.write_headers(body);
     env_.empty_response(out, 202, body.view(), close);
@@ -1202,15 +1208,16 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
   return {200, close};
 }
 
-http::response_info endpoint::render_unauthorized(const http::request& req,
-                                                  out_buffer& out) const {
+http::response_info endpoint::render_unauthorized(const http::request& req, out_buffer& out,
+                                                  bool key_presented) const {
   const bool close = !req.keep_alive;
-  env_.unauthorized(out, close);
+  env_.unauthorized(out, close, key_presented);
   return {401, close};
 }
 
 http::response_info endpoint::render_rate_limited(const http::request& req, host& h,
-                                                  out_buffer& out, int64_t retry_after_secs) {
+                                                  out_buffer& out, int64_t retry_after_secs,
+                                                  int64_t now_ns) {
   const bool close = !req.keep_alive;
   if (retry_after_secs < 1) {
     retry_after_secs = 1;
@@ -1220,6 +1227,21 @@ http::response_info endpoint::render_rate_limited(const http::request& req, host
     parsed p = parse_body(*impl_, req.body, opts_.max_batch);
     if (p.shape == body_shape::single && p.single.has_id && !p.single.invalid) {
       id = p.single.id;
+    }
+    // Only notifications and responses: they do not count, so they are not refused either;
+    // answered as any POST is (its checks, then 202), with nothing charged to give back.
+    bool exempt = p.shape == body_shape::single || p.shape == body_shape::batch;
+    if (p.shape == body_shape::single) {
+      exempt = !p.single.invalid && !(p.single.has_id && p.single.has_method);
+    }
+    for (const message& m : impl_->batch) {
+      exempt = exempt && !m.invalid && !(m.has_id && m.has_method);
+    }
+    if (exempt) {
+      impl_->rate_charged = false;
+      http::response_info info = handle_http(req, h, out, now_ns);
+      impl_->rate_charged = true;
+      return info;
     }
   }
   env_.head(out, 429, close);

@@ -74,6 +74,9 @@ struct endpoint::impl {
   out_buffer scratch;
   std::string session_header;  ///< "Mcp-Session-Id: ...\r\n" for a minted session
   std::string batch_limit_message;  ///< -32600's message for a batch over max_batch
+  /// The app charged this POST to the rate limit before dispatch (false while a refused one
+  /// that holds only notifications and responses is answered): a 202 gives the charge back.
+  bool rate_charged = true;
 
   explicit impl(size_t max_capacity) : parser(max_capacity) {}
 };
