@@ -86,15 +86,19 @@ class handler_world {
     http::request req;
     http::limits lim;
     out_.clear();
+    last_method_.clear();
     const http::parse_result r = http::parse_request(raw.data(), raw.size() - 64, lim, req);
     if (r.status == http::parse_status::error) {
       http::write_error_response(out_, r.error);
     } else if (r.status == http::parse_status::complete) {
+      last_method_ = std::string(req.method);
       (void)handler_->handle(req, out_, now_ns);
       handler_->before_send(now_ns);
     }
     return std::string(out_.view());
   }
+  /// The method of the request respond() last answered ("" after a parser error).
+  const std::string& last_method() const { return last_method_; }
 
  private:
   static quota::plan plan(std::string name, double rate, int64_t burst, int64_t monthly) {
@@ -122,6 +126,7 @@ class handler_world {
   std::string tight_;
   std::string suspended_;
   out_buffer out_;
+  std::string last_method_;
 };
 
 }  // namespace tollgate::app::test
