@@ -246,6 +246,16 @@ std::string_view find_duplicate(std::vector<member_name>& names) {
   return {};
 }
 
+// Marks `bit` in `seen`; when it was already there, `name` is a repeat (the first one found is
+// kept in `dup`). The members a message's handling reads are tracked by bit (no list, no
+// compares: the hot path); only other names go through find_duplicate.
+inline void once(uint32_t& seen, uint32_t bit, std::string_view name, std::string_view& dup) {
+  if ((seen & bit) != 0 && dup.empty()) {
+    dup = name;
+  }
+  seen |= bit;
+}
+
 // Walks the members of a params object (validating every value) and sets m.params_duplicate
 // when a name appears twice.
 simdjson::error_code scan_params(od::value v, message& m, int depth,
@@ -256,22 +266,33 @@ simdjson::error_code scan_params(od::value v, message& m, int depth,
     return err;
   }
   names.clear();
+  uint32_t seen = 0;
   for (auto fr : o) {
     od::field f;
-    member_name name;
     if ((err = std::move(fr).get(f))) {
       return err;
     }
-    name.raw = f.key().raw();
-    if ((err = f.unescaped_key().get(name.key))) {
+    const char* raw = f.key().raw();
+    std::string_view key;
+    if ((err = f.unescaped_key().get(key))) {
       return err;
     }
-    names.push_back(name);
+    if (key == "name") {
+      once(seen, 1, "name", m.params_duplicate);
+    } else if (key == "arguments") {
+      once(seen, 2, "arguments", m.params_duplicate);
+    } else if (key == "_meta") {
+      once(seen, 4, "_meta", m.params_duplicate);
+    } else {
+      names.push_back(member_name{key, raw});
+    }
     if ((err = walk(f.value(), depth + 1))) {
       return err;
     }
   }
-  m.params_duplicate = find_duplicate(names);
+  if (m.params_duplicate.empty() && names.size() > 1) {
+    m.params_duplicate = find_duplicate(names);
+  }
   return simdjson::SUCCESS;
 }
 
@@ -285,7 +306,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
                                   std::vector<member_name>& params_names) {
   simdjson::error_code err;
   bool jsonrpc_ok = false;
-  int ids = 0;
+  uint32_t seen = 0;  // once() bits of the members read below
   names.clear();
   for (auto fr : o) {
     od::field f;
@@ -297,13 +318,13 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
     if ((err = f.unescaped_key().get(key))) {
       return err;
     }
-    names.push_back(member_name{key, raw});
     od::value v = f.value();
     od::json_type t;
     if ((err = v.type().get(t))) {
       return err;
     }
     if (key == "jsonrpc") {
+      once(seen, 1, "jsonrpc", m.duplicate);
       if (t == od::json_type::string) {
         std::string_view s;
         if ((err = v.get_string().get(s))) {
@@ -314,7 +335,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
       }
       jsonrpc_ok = false;
     } else if (key == "id") {
-      ++ids;
+      once(seen, 2, "id", m.duplicate);
       if (t == od::json_type::string || t == od::json_type::number) {
         m.id = trim(v.raw_json_token());
         m.has_id = true;
@@ -328,6 +349,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
       m.invalid = true;
       m.invalid_reason = "Invalid Request: id must be a string or a number.";
     } else if (key == "method") {
+      once(seen, 4, "method", m.duplicate);
       if (t == od::json_type::string) {
         std::string_view raw = trim(v.raw_json_token());
         m.method = raw.substr(1, raw.size() - 2);
@@ -340,6 +362,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
       m.invalid = true;
       m.invalid_reason = "Invalid Request: method must be a string.";
     } else if (key == "params") {
+      once(seen, 8, "params", m.duplicate);
       m.has_params = true;
       if (t == od::json_type::object) {
         if ((err = scan_params(v, m, depth, params_names))) {
@@ -352,16 +375,21 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
         m.invalid_reason = "Invalid Request: params must be an object.";
       }
     } else if (key == "result" || key == "error") {
+      once(seen, key == "result" ? 16 : 32, key == "result" ? "result" : "error", m.duplicate);
       m.has_result_or_error = true;
+    } else {
+      names.push_back(member_name{key, raw});
     }
     if ((err = walk(v, depth))) {
       return err;
     }
   }
-  m.duplicate = find_duplicate(names);
+  if (m.duplicate.empty() && names.size() > 1) {
+    m.duplicate = find_duplicate(names);
+  }
   if (!m.duplicate.empty()) {
     m.invalid = true;
-    if (ids > 1) {
+    if (m.duplicate == "id") {
       m.id = envelope::null_id;  // which one the client meant is not known
     }
   }
