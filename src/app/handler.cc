@@ -295,17 +295,7 @@ http::response_info core_handler::json_error(const http::request& req, int statu
 http::response_info core_handler::keyless_mcp(const http::request& req, out_buffer& out,
                                               int64_t now_ns) {
   host_.begin_keyless();
-  const size_t start = out.size();
-  http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
-  if (req.method == "HEAD") {
-    // The answer GET would get, without its body (RFC 9110 §9.3.2): a body here would be read
-    // by a keep-alive client as the start of the next response.
-    const std::string_view written(out.data() + start, out.size() - start);
-    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
-      out.resize(start + end + 4);
-    }
-  }
-  return info;
+  return endpoint_.handle_http(req, host_, out, now_ns);  // HEAD: handle() drops the body
 }
 
 http::response_info core_handler::route(const http::request& req, out_buffer& out,
@@ -408,9 +398,19 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
   app::route counted = route::not_found;
+  const size_t start = out.size();
   http::response_info info = route(req, out, now_ns, counted);
   if (info.deferred) {
     return info;  // counted when it is answered
+  }
+  if (req.method == "HEAD") {
+    // The answer GET would get, without its body (RFC 9110 §9.3.2), whichever writer made it
+    // (the 401 and the MCP endpoint's answers are written whole): a body here would be read by
+    // a keep-alive client as the start of the next response.
+    const std::string_view written(out.data() + start, out.size() - start);
+    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
+      out.resize(start + end + 4);
+    }
   }
   if (fleet_) {
     fleet_->finish();

@@ -101,6 +101,10 @@ void check_well_formed(const reply& r, const std::string& what) {
   for (const auto& h : r.headers) {
     EXPECT_EQ(++seen[h.first], 1) << what << ": header " << h.first << " twice:\n" << r.raw;
   }
+  if (std::string_view(what).rfind("HEAD", 0) == 0) {
+    EXPECT_EQ(r.body, "") << what << ": a HEAD answer has no body";
+    return;
+  }
   if (r.status != 204 && r.status != 304) {
     EXPECT_EQ(r.header("content-length"), std::to_string(r.body.size())) << what;
   }
@@ -170,6 +174,9 @@ TEST_F(error_table_test, no_answer_of_any_kind_carries_a_header_twice) {
       {"healthz", rest("", "/healthz"), 200},
       {"metrics", rest("", "/metrics"), 200},
       {"parser error", "GET /x HTTP/1.1\r\nHost: t\r\nBad Header: x\r\n\r\n", 400},
+      {"HEAD without a key", "HEAD /v1/usage HTTP/1.1\r\nHost: t\r\n\r\n", 401},
+      {"HEAD with a key", "HEAD /v1/usage HTTP/1.1\r\nHost: t\r\nX-API-Key: " + k + "\r\n\r\n", 200},
+      {"HEAD /mcp", "HEAD /mcp HTTP/1.1\r\nHost: t\r\n\r\n", 405},
   };
   for (const auto& c : cases) {
     reply r = ask(c.raw, c.what);
