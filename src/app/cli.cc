@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 #include <vector>
@@ -21,9 +22,9 @@ Usage:
                   (key: TOLLGATE_API_KEY)
   tollgate stdio  --remote URL [--cacert FILE] [--timeout-ms N]   (key: TOLLGATE_API_KEY)
                   the bridge from a desktop client to a tollgate server
-  tollgate keys create --account ACCOUNT --plan PLAN [--data-dir DIR]
-  tollgate keys list | revoke KEY_ID [--data-dir DIR]
-  tollgate accounts suspend ACCOUNT | resume ACCOUNT [--data-dir DIR]
+  tollgate keys create --account ACCOUNT --plan PLAN [--config FILE] [--data-dir DIR]
+  tollgate keys list | revoke KEY_ID [--config FILE] [--data-dir DIR]
+  tollgate accounts suspend ACCOUNT | resume ACCOUNT [--config FILE] [--data-dir DIR]
   tollgate corpus generate --count N [--seed S]
   tollgate --version | --help          (every command has --help)
 
@@ -80,6 +81,23 @@ of bridges at once): tollgate stdio --remote URL --help.
 }
 
 namespace {
+// The flags each server command takes: parse_server_args refuses any other, and the command's
+// usage text lists each (tests/app/cli_help_test.cc compares the two).
+constexpr std::string_view k_serve_flags[] = {"--config", "--listen",       "--threads",
+                                              "--data-dir", "--corpus",     "--sample",
+                                              "--admin-listen", "--role",   "--help"};
+constexpr std::string_view k_stdio_flags[] = {"--config", "--data-dir", "--corpus", "--sample",
+                                              "--help"};
+}  // namespace
+
+std::span<const std::string_view> server_flags(std::string_view command) {
+  if (command == "serve") {
+    return k_serve_flags;
+  }
+  return k_stdio_flags;
+}
+
+namespace {
 
 result<int64_t, cli_error> parse_int(std::string_view flag, std::string_view v, int64_t lo,
                                      int64_t hi) {
@@ -124,8 +142,13 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
   }
   bool saw_sample = false;
   bool saw_corpus = false;
+  const std::span<const std::string_view> known = server_flags(command);
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
+    if (std::find(known.begin(), known.end(), a) == known.end()) {
+      return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
+                                              command)});
+    }
     auto value = [&](std::string_view what) -> result<std::string_view, cli_error> {
       if (i + 1 >= argc || argv[i + 1][0] == '\0') {
         return unexpected(cli_error{fmt::format("{}: needs {}", a, what)});
@@ -217,7 +240,7 @@ int run_admin(std::string_view command, std::span<const std::string_view> args, 
     return 2;
   }
   if (command == "keys") {
-    return quota::run_keys_command(args, plans, s.data_dir, out, err);
+    return quota::run_keys_command(args, plans, s.data_dir, out, err, path);
   }
   return quota::run_accounts_command(args, s.data_dir, out, err);
 }

@@ -129,6 +129,13 @@ mcp::admission core_host::rate_extra() {
   return a;
 }
 
+void core_host::refund_rate() {
+  if (stdio_ || collecting() || key_ == nullptr) {
+    return;  // stdio never charged it; a dry run charges nothing (the real run refunds)
+  }
+  quota_.refund_rate(*key_, now_ns_, fig_);
+}
+
 bool core_host::collecting() const noexcept { return fleet_ != nullptr && fleet_->collecting(); }
 
 void core_host::settle(bool success) {

@@ -48,6 +48,9 @@ class core_host final : public mcp::host {
   mcp::admission rate_check() override;
   /// HTTP batches: each request after the first is charged to the key's rate limit.
   mcp::admission rate_extra() override;
+  /// HTTP: gives back the charge the handler made for a POST answered 202 (notifications and
+  /// responses only); a dry run or a keyless request gives nothing back.
+  void refund_rate() override;
   /// Arms the host for a request that carries no key (GET and DELETE /mcp, answered by the
   /// endpoint without one): write_headers() writes nothing, never another request's figures.
   void begin_keyless() noexcept {

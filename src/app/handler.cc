@@ -345,17 +345,7 @@ http::response_info core_handler::json_error(const http::request& req, int statu
 http::response_info core_handler::keyless_mcp(const http::request& req, out_buffer& out,
                                               int64_t now_ns) {
   host_.begin_keyless();
-  const size_t start = out.size();
-  http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
-  if (req.method == "HEAD") {
-    // The answer GET would get, without its body (RFC 9110 §9.3.2): a body here would be read
-    // by a keep-alive client as the start of the next response.
-    const std::string_view written(out.data() + start, out.size() - start);
-    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
-      out.resize(start + end + 4);
-    }
-  }
-  return info;
+  return endpoint_.handle_http(req, host_, out, now_ns);  // HEAD: handle() drops the body
 }
 
 http::response_info core_handler::route(const http::request& req, out_buffer& out,
@@ -404,13 +394,14 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     return keyless_mcp(req, out, now_ns);
   }
   // Authenticated surfaces: key, then rate limit (every request counts), then the call.
-  const quota::key_record* key = quota_.authenticate(presented_key(req));
+  const std::string_view presented = presented_key(req);
+  const quota::key_record* key = quota_.authenticate(presented);
   if (key == nullptr) {
     if (counted == route::mcp) {
-      return endpoint_.render_unauthorized(req, out);
+      return endpoint_.render_unauthorized(req, out, !presented.empty());
     }
     http::response_info info{401, !req.keep_alive};
-    s_.envelopes->unauthorized(out, info.close);
+    s_.envelopes->unauthorized(out, info.close, !presented.empty());
     return info;
   }
   const bool fleet_route = fleet_ && (counted == route::mcp || counted == route::rest_search ||
@@ -429,10 +420,14 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
   }
   if (counted == route::mcp) {
-    host_.begin(*key, now_ns, fig);
     if (limited) {
-      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs);
+      // The endpoint writes the 429's Retry-After; the host's rate headers must not repeat it.
+      quota::figures f = fig;
+      f.retry_after_secs = 0;
+      host_.begin(*key, now_ns, f);
+      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
     }
+    host_.begin(*key, now_ns, fig);
     return endpoint_.handle_http(req, host_, out, now_ns);
   }
   if (limited) {
@@ -454,12 +449,22 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
                                          int64_t now_ns) {
   app::route counted = route::not_found;
   const uint64_t billed_before = quota_.billed_seq();
+  const size_t start = out.size();
   http::response_info info = route(req, out, now_ns, counted);
   if (info.deferred) {
     return info;  // counted when it is answered
   }
   // Only an answer that billed waits for the journal; every other one goes out at once.
   info.journaled = quota_.billed_seq() != billed_before;
+  if (req.method == "HEAD") {
+    // The answer GET would get, without its body (RFC 9110 §9.3.2), whichever writer made it
+    // (the 401 and the MCP endpoint's answers are written whole): a body here would be read by
+    // a keep-alive client as the start of the next response.
+    const std::string_view written(out.data() + start, out.size() - start);
+    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
+      out.resize(start + end + 4);
+    }
+  }
   if (fleet_) {
     fleet_->finish();
   }

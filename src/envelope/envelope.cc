@@ -36,6 +36,12 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
     "after retry_after_secs seconds.",
 };
 
+// The 401 challenges (RFC 6750 §3): no error code when no key was presented.
+constexpr std::string_view k_challenge = "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n";
+constexpr std::string_view k_challenge_invalid_token =
+    "WWW-Authenticate: Bearer realm=\"tollgate\", error=\"invalid_token\", "
+    "error_description=\"The API key is not valid: it is unknown or revoked.\"\r\n";
+
 struct rpc_error_info {
   int code;
   std::string_view message;  // fixed message (or prefix for kinds with a detail)
@@ -49,8 +55,9 @@ constexpr std::array<rpc_error_info, num_rpc_error_kinds> k_rpc_errors = {{
     {-32603, "Internal error."},
     {-32020, "Header mismatch: the HTTP headers do not match the request body."},
     {-32022, "Unsupported protocol version: "},
-    {429,
-     "Rate limit exceeded: wait data.retry_after_secs seconds and send the same request again."},
+    // The number goes into the sentence (clients often show a model only the message):
+    // "Rate limit exceeded: retry in N second(s)." with N = data.retry_after_secs.
+    {429, "Rate limit exceeded: retry in "},
 }};
 
 void append_int(out_buffer& out, int64_t v) {
@@ -339,7 +346,8 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
       return;
     case rpc_error_kind::rate_limited: {
       out.append(k_rpc_errors[k].message);
-      out.append(R"(","data":)");
+      append_int(out, e.retry_after_secs);
+      out.append(R"( second(s).","data":)");
       tool_error te;
       te.code = tool_error_code::rate_limited;
       te.retry_after_secs = e.retry_after_secs;
@@ -363,9 +371,10 @@ void cache::result_response(out_buffer& out, std::string_view id,
   out.push_back('}');
 }
 
-void cache::unauthorized(out_buffer& out, bool close) const {
+void cache::unauthorized(out_buffer& out, bool close, bool key_presented) const {
   head(out, 401, close);
-  out.append("WWW-Authenticate: Bearer realm=\"tollgate\"\r\n");
+  out.append(key_presented ? std::string_view(k_challenge_invalid_token)
+                           : std::string_view(k_challenge));
   const body_mark m = body_start(out);
   out.append(unauthorized_body_);
   body_end(out, m);

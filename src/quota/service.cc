@@ -579,6 +579,19 @@ rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures
   return rate_verdict::limited;
 }
 
+void core_shard::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+  // The admission advanced tat by T from max(tat, now); stepping it back by T leaves the key
+  // where it would be without that request (an earlier tat below now means the same as now).
+  // relaxed: as in check_rate.
+  std::atomic<int64_t>& a = k.state->tat_ns;
+  int64_t tat = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(tat, tat - k.emission_ns, std::memory_order_relaxed)) {
+  }
+  const int64_t ahead = std::max<int64_t>(0, tat - k.emission_ns - now_ns);
+  f.rate_remaining = (k.tolerance_ns - ahead) / k.emission_ns;
+  f.rate_reset_secs = ceil_secs(ahead);
+}
+
 bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
   std::atomic<uint64_t>& pool = k.state->pool;
   // Read before the pool: a rebase between the two leaves this lease tagged with the older

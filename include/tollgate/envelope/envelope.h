@@ -67,7 +67,8 @@ enum class rpc_error_kind : uint8_t {
   internal_error,       ///< -32603, message = detail (or a default)
   header_mismatch,      ///< -32020, message = detail
   unsupported_version,  ///< -32022, detail = requested; data {"requested","supported":[...]}
-  rate_limited,         ///< 429, data = the rate_limited tool-error object (retry_after_secs)
+  rate_limited,         ///< 429, "Rate limit exceeded: retry in N second(s).", data = the
+                        ///< rate_limited tool-error object (retry_after_secs = N)
 };
 inline constexpr size_t num_rpc_error_kinds = 9;
 int code_of(rpc_error_kind k) noexcept;
@@ -132,7 +133,10 @@ class cache {
 
   // --- Whole responses the app sends before dispatch ---
   /// HTTP 401 with `WWW-Authenticate: Bearer realm="tollgate"` and {"code":"invalid_key",...}.
-  void unauthorized(out_buffer& out, bool close) const;
+  /// `key_presented` (a key was sent and is not valid) adds RFC 6750's
+  /// `error="invalid_token", error_description="..."` to the challenge; a request that sent none
+  /// gets no error code (RFC 6750 §3.1). Never `resource_metadata`: this server has no OAuth.
+  void unauthorized(out_buffer& out, bool close, bool key_presented = false) const;
 
   // --- Pre-rendered results ---
   /// The initialize result for a legacy revision (2026-07-28 has no handshake).

@@ -46,6 +46,10 @@ class host {
   /// the JSON-RPC error whose code is 429, as a limited single request's body is. Default:
   /// never limited.
   virtual admission rate_extra() { return {}; }
+  /// HTTP only: the POST the app rated before dispatch held only JSON-RPC notifications and
+  /// responses (answered 202, no work), which never count toward the rate limit (DESIGN §5): the
+  /// host gives that charge back. Called before the 202's write_headers(). Default: nothing.
+  virtual void refund_rate() {}
 };
 
 }  // namespace tollgate::mcp

@@ -162,6 +162,10 @@ class alignas(64) core_shard {
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
+  /// Gives back one request that check_rate() admitted and that turned out not to count (a
+  /// JSON-RPC notification or response, answered 202 with no work), and refreshes the rate part
+  /// of `f` to match. Call only after an ok from check_rate() for the same request.
+  void refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
   /// Admits one billable call against the monthly quota; fills the quota part of `f`, on ok
   /// counting this call as billed (used + 1: the figures its answer reports). On ok, `t` must be
   /// settled later. Suspended accounts are refused before the quota is touched.
