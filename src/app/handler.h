@@ -50,8 +50,10 @@ void register_routes(shared_state& s);
 /// A shard node's routes: the fleet routes and the ops routes.
 void register_shard_routes(shared_state& s);
 
-/// The key presented by a request: `Authorization: Bearer KEY` or `X-API-Key: KEY`; empty when
-/// neither is there (or the Authorization scheme is not Bearer).
+/// The key presented by a request: `Authorization: Bearer KEY` (scheme in any case, blanks
+/// after it skipped) or, only when there is no Authorization field, `X-API-Key: KEY`. Empty
+/// when neither is there, or the Authorization scheme is not Bearer: a request that authorizes
+/// itself some other way (Basic) presents no key, even with an X-API-Key beside it.
 std::string_view presented_key(const http::request& req) noexcept;
 
 /// Answers an ops route (healthz, readyz, metrics). `scratch` is the core's reusable buffer.
