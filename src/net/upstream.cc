@@ -16,8 +16,8 @@
 #include <cstring>
 #include <utility>
 
-#include "http/ascii.h"
 #include "net/core.h"
+#include "tollgate/common/ascii.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
 
@@ -79,8 +79,8 @@ head_status parse_response_head(std::string_view buf, size_t& scan, response_hea
       return head_status::bad;
     }
     const std::string_view name = line.substr(0, colon);
-    const std::string_view value = http::detail::trim_ows(line.substr(colon + 1));
-    if (http::detail::iequals(name, "content-length")) {
+    const std::string_view value = ascii::trim_ows(line.substr(colon + 1));
+    if (ascii::iequals(name, "content-length")) {
       if (value.empty()) {
         return head_status::bad;
       }
@@ -99,12 +99,12 @@ head_status parse_response_head(std::string_view buf, size_t& scan, response_hea
       }
       out.has_length = true;
       out.content_length = n;
-    } else if (http::detail::iequals(name, "transfer-encoding")) {
+    } else if (ascii::iequals(name, "transfer-encoding")) {
       out.chunked = true;
-    } else if (http::detail::iequals(name, "connection")) {
-      http::detail::for_each_list_element(value, [&](std::string_view token) {
-        saw_close = saw_close || http::detail::iequals(token, "close");
-        saw_keep_alive = saw_keep_alive || http::detail::iequals(token, "keep-alive");
+    } else if (ascii::iequals(name, "connection")) {
+      ascii::for_each_list_element(value, [&](std::string_view token) {
+        saw_close = saw_close || ascii::iequals(token, "close");
+        saw_keep_alive = saw_keep_alive || ascii::iequals(token, "keep-alive");
         return true;
       });
     }
