@@ -1,5 +1,5 @@
 // The server's per-core request handler: routing, key check, rate limit, then MCP, REST or the
-// ops routes. One core_handler per core (shard-local); `shared` is read-only after start-up
+// ops routes. One core_handler per core (core-local); `shared` is read-only after start-up
 // apart from its thread-safe members.
 #pragma once
 
@@ -45,7 +45,7 @@ struct shared_state {
   std::atomic<bool> ready{false};
 };
 
-/// Registers the routes of DESIGN §1 on `s.router`.
+/// Registers the routes of design §1 on `s.router`.
 void register_routes(shared_state& s);
 /// A shard node's routes: the fleet routes and the ops routes.
 void register_shard_routes(shared_state& s);

@@ -49,7 +49,7 @@ TEST(handler_test, other_authorization_schemes_present_no_key) {
 }
 
 TEST(handler_test, routes_cover_design_surfaces) {
-  // Verifies the router sends each DESIGN §1 route to its handler, GET /mcp reaches the MCP
+  // Verifies the router sends each design §1 route to its handler, GET /mcp reaches the MCP
   // endpoint (which answers 405 itself), and unknown methods get 405 with Allow.
   shared_state s;
   register_routes(s);

@@ -37,7 +37,7 @@ bool parse_revision(std::string_view s, revision& out) noexcept;
 /// 2026-07-28 and later: stateless, `resultType` on every result.
 inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28; }
 
-/// Tool error codes (DESIGN §2): a tool that ran and could not do the thing.
+/// Tool error codes (design §2): a tool that ran and could not do the thing.
 enum class tool_error_code : uint8_t { suspended, quota_exceeded, rate_limited, unavailable, not_found };
 inline constexpr size_t num_tool_error_codes = 5;
 std::string_view name_of(tool_error_code c) noexcept;
