@@ -8,7 +8,7 @@
 //      and end_response() patches the length in. The field is right-aligned and padded with
 //      leading spaces ("Content-Length:        250"), which is plain OWS after the colon, so
 //      every HTTP parser reads it (tollgate/common/content_length.h, shared with the envelope).
-// Free functions are thread-safe (no shared state); date_cache is shard-local.
+// Free functions are thread-safe (no shared state); date_cache is core-local.
 #pragma once
 
 #include <cstddef>
@@ -97,7 +97,7 @@ void write_simple_response(out_buffer& out, int status, std::string_view content
 /// the reason, and Connection: close (the engine closes after sending it).
 void write_error_response(out_buffer& out, errc e);
 
-/// Caches the IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") of the current second. Shard-local:
+/// Caches the IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") of the current second. Core-local:
 /// one per core; update() once per loop pass reformats only when the second has changed.
 class date_cache {
  public:
