@@ -190,8 +190,7 @@ void cache::head(out_buffer& out, int status, bool close) const {
 
 body_mark cache::body_start(out_buffer& out) const {
   body_mark m;
-  m.gap = reserve_content_length(out, k_field).at;
-  out.append("\r\n\r\n");
+  m.gap = reserve_content_length(out, k_field, "\r\n\r\n").at;
   m.body = out.size();
   return m;
 }

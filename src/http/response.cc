@@ -174,9 +174,7 @@ void append_decimal(out_buffer& out, uint64_t v) {
 pending_response begin_response(out_buffer& out, const response_head& head) {
   write_head_common(out, head);
   pending_response p;
-  p.length_slot = reserve_content_length(out, content_length_width).at;
-  append_raw(out, k_crlf);
-  append_raw(out, k_crlf);
+  p.length_slot = reserve_content_length(out, content_length_width, "\r\n\r\n").at;
   p.body_start = out.size();
   p.omit_body = head.omit_body;
   return p;
