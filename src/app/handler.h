@@ -58,9 +58,11 @@ std::string_view presented_key(const http::request& req) noexcept;
 
 /// The body of every 404 for a path no route takes (or a route this listener does not serve),
 /// on the public, admin and shard-node listeners alike.
-inline constexpr std::string_view k_no_such_route = R"({"code":"not_found","message":"There is no such route."})";
+inline constexpr std::string_view k_no_such_route =
+    R"({"code":"not_found","message":"There is no such route."})";
 /// The body of every 405 for a route that does not take the request's method.
-inline constexpr std::string_view k_method_not_allowed = R"({"code":"method_not_allowed","message":"This route does not support that method."})";
+inline constexpr std::string_view k_method_not_allowed =
+    R"({"code":"method_not_allowed","message":"This route does not support that method."})";
 
 /// Answers an ops route (healthz, readyz, metrics). `scratch` is the core's reusable buffer.
 http::response_info handle_ops(const shared_state& s, route r, const http::request& req,

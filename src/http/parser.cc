@@ -19,9 +19,9 @@
 namespace tollgate::http {
 namespace {
 
-using detail::find_ctl;
 using ascii::iequals_lower;
 using ascii::is_ows;
+using detail::find_ctl;
 using detail::is_target;
 using detail::is_tchar;
 
@@ -461,9 +461,8 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
     // what the request is about (the authority names this server; Host is still required).
     const std::string_view tv = out.target;
     const size_t colon = tv.find("://");
-    if (colon == std::string_view::npos ||
-        !(ascii::iequals(tv.substr(0, colon), "http") ||
-          ascii::iequals(tv.substr(0, colon), "https"))) {
+    if (colon == std::string_view::npos || !(ascii::iequals(tv.substr(0, colon), "http") ||
+                                             ascii::iequals(tv.substr(0, colon), "https"))) {
       return fail(errc::bad_request_line);
     }
     const size_t rest = tv.find_first_of("/?", colon + 3);
