@@ -1,6 +1,6 @@
 // core_host: the app's mcp::host, binding one request to the quota core and the search backend.
 //
-// Shard-local: one per core, re-armed by begin() for each request; the MCP tools reach the
+// Core-local: one per core, re-armed by begin() for each request; the MCP tools reach the
 // core's search scratch and the caller's key through it (call_context::caller).
 #pragma once
 

@@ -215,7 +215,7 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
   }
   auto head = http::head_for(req, 404);
   head.content_type = "application/json";
-  http::write_response(out, head, R"({"code":"not_found","message":"There is no such route."})");
+  http::write_response(out, head, k_no_such_route);
   return {404, head.close};
 }
 
@@ -353,8 +353,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status == 404) {
     counted = route::not_found;
-    return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
-                      {}, out);
+    return json_error(req, 404, k_no_such_route, {}, out);
   }
   if (m.status == 405 && req.path == "/mcp") {
     // Any other method on the MCP endpoint: its own 405 (`Allow: POST`, a JSON-RPC body), as
@@ -368,10 +367,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     scratch_.append("Allow: ");
     scratch_.append(m.allow);
     scratch_.append("\r\n");
-    return json_error(
-        req, 405,
-        R"({"code":"method_not_allowed","message":"This route does not support that method."})",
-        scratch_.view(), out);
+    return json_error(req, 405, k_method_not_allowed, scratch_.view(), out);
   }
   counted = static_cast<app::route>(m.id);
   switch (counted) {
@@ -379,14 +375,12 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     case route::readyz:
     case route::metrics:
       if (!s_.ops_on_main) {
-        return json_error(req, 404,
-                          R"({"code":"not_found","message":"There is no such route."})", {}, out);
+        return json_error(req, 404, k_no_such_route, {}, out);
       }
       return handle_ops(s_, counted, req, scratch_, out);
     case route::well_known:
       // Never an OAuth discovery document: key-only server. Not rated, not billed.
-      return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
-                        {}, out);
+      return json_error(req, 404, k_no_such_route, {}, out);
     default:
       break;
   }

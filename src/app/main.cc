@@ -1,4 +1,4 @@
-// tollgate's entry point: dispatches to the subcommands (DESIGN §10). Wiring only.
+// tollgate's entry point: dispatches to the subcommands (design §10). Wiring only.
 #include <fmt/format.h>
 
 #include <span>

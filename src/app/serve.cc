@@ -453,7 +453,7 @@ int run_stdio(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   // SIGHUP reloads plans, keys and accounts; SIGTERM and SIGINT stop once the lines read so far
-  // are answered, and usage is flushed (DESIGN §5, §10). Blocked before any thread starts (the
+  // are answered, and usage is flushed (design §5, §10). Blocked before any thread starts (the
   // corpus load's) and taken from a signalfd that run_stdio watches next to stdin.
   const sigset_t set = block_control_signals();
   const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

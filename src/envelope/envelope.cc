@@ -6,17 +6,15 @@
 #include <cstring>
 
 #include "tollgate/common/assert.h"
+#include "tollgate/common/content_length.h"
 #include "tollgate/common/json_out.h"
 
 namespace tollgate::envelope {
 namespace {
 
 constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
-// The Content-Length value is written right-aligned in a field of k_field bytes after the
-// colon, so a body of up to k_field - 1 digits (under 10 MB) is framed without moving it: the
-// spaces before the digits are the OWS that RFC 9112 allows after the colon (field-line =
-// field-name ":" OWS field-value OWS), which every HTTP parser skips. A longer body moves once.
-constexpr std::string_view k_content_length = "Content-Length:";
+// The Content-Length field (common/content_length.h): a body of up to k_field - 1 digits (under
+// 10 MB) is framed without moving it; a longer body moves once.
 constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
@@ -201,35 +199,15 @@ void cache::head(out_buffer& out, int status, bool close) const {
 }
 
 body_mark cache::body_start(out_buffer& out) const {
-  out.append(k_content_length);
   body_mark m;
-  m.gap = out.size();
-  char* p = out.prepare(k_field + 4);
-  std::memset(p, ' ', k_field);
-  std::memcpy(p + k_field, "\r\n\r\n", 4);
-  out.commit(k_field + 4);
+  m.gap = reserve_content_length(out, k_field, "\r\n\r\n").at;
   m.body = out.size();
   return m;
 }
 
 void cache::body_end(out_buffer& out, body_mark m) const {
   TOLLGATE_ASSERT(out.size() >= m.body);
-  const size_t len = out.size() - m.body;
-  fmt::format_int f(static_cast<unsigned long long>(len));
-  if (f.size() < k_field) {
-    std::memcpy(out.data() + m.gap + k_field - f.size(), f.data(), f.size());
-    return;
-  }
-  // 10 MB or more: widen the field to " " + the digits, moving "\r\n\r\n" + body right.
-  const size_t extra = f.size() + 1 - k_field;
-  const size_t tail_from = m.gap + k_field;
-  const size_t tail_len = out.size() - tail_from;
-  out.prepare(extra);
-  out.commit(extra);
-  char* base = out.data();
-  std::memmove(base + tail_from + extra, base + tail_from, tail_len);
-  base[m.gap] = ' ';
-  std::memcpy(base + m.gap + 1, f.data(), f.size());
+  patch_content_length(out, content_length_field{m.gap, k_field}, out.size() - m.body);
 }
 
 void cache::empty_response(out_buffer& out, int status, std::string_view extra_headers,

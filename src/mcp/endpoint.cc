@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "http/ascii.h"
 #include "mcp/endpoint_impl.h"
+#include "tollgate/common/ascii.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/json_out.h"
 
@@ -29,20 +29,7 @@ namespace {
 
 constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
 
-std::string_view trim(std::string_view s) {
-  // Most inputs (parsed header values, most JSON tokens) have nothing to trim: one test each end.
-  if (s.empty() || (static_cast<unsigned char>(s.front()) > ' ' &&
-                    static_cast<unsigned char>(s.back()) > ' ')) {
-    return s;
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  return s;
-}
+using ascii::trim;
 
 method_id lookup_method(std::string_view m) {
   if (m == "tools/call") return method_id::tools_call;
@@ -449,9 +436,9 @@ bool origin_is_loopback(std::string_view o) {
 // Accept must admit both application/json and text/event-stream (wildcards count).
 // Header values come from the HTTP parser, which refuses every control byte but HTAB, so the
 // media-type literals (lowercase letters, '/', '*', '-', all with bit 0x20 set) can be compared
-// with http::detail::iequals_lower's word-wise fold.
+// with ascii::iequals_lower's word-wise fold.
 void accept_scan(std::string_view accept, bool& json, bool& sse) {
-  using http::detail::iequals_lower;
+  using ascii::iequals_lower;
   while (!accept.empty()) {
     size_t comma = accept.find(',');
     std::string_view item = accept.substr(0, comma);
@@ -477,7 +464,7 @@ bool accept_ok(const http::request& req, std::string_view first) {
   // RFC 9110 §5.3: several Accept lines are one comma-separated list (rare: looked at only
   // when the first line alone does not admit both).
   for (size_t i = 0; i < req.num_headers; ++i) {
-    if (http::detail::iequals_lower(req.headers[i].name, "accept")) {
+    if (ascii::iequals_lower(req.headers[i].name, "accept")) {
       accept_scan(req.headers[i].value, json, sse);
     }
   }
@@ -485,7 +472,7 @@ bool accept_ok(const http::request& req, std::string_view first) {
 }
 
 bool content_type_ok(std::string_view ct) {
-  return http::detail::iequals_lower(trim(ct.substr(0, ct.find(';'))), "application/json");
+  return ascii::iequals_lower(trim(ct.substr(0, ct.find(';'))), "application/json");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // One core of the engine: its ring, provided buffer ring, connection slot pool, outbound
-// upstream connections and event loop. Shard-local: every member is touched only by the core's
+// upstream connections and event loop. Core-local: every member is touched only by the core's
 // own thread, except wake_fd() (written by server::stop() from any thread) and the stop flag it
 // reads. The core is also its handler's http::engine_io (deferred requests, fetch()).
 //

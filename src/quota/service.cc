@@ -272,38 +272,6 @@ void write_rate_headers(out_buffer& out, const figures& f) {
   out.commit(static_cast<size_t>(p - begin));
 }
 
-std::string_view presented_key(std::string_view authorization,
-                               std::string_view x_api_key) noexcept {
-  auto trim = [](std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
-      v.remove_prefix(1);
-    }
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
-      v.remove_suffix(1);
-    }
-    return v;
-  };
-  authorization = trim(authorization);
-  if (authorization.size() > 7) {
-    static constexpr char kBearer[] = "bearer ";
-    bool match = true;
-    for (size_t i = 0; i < 7; ++i) {
-      char c = authorization[i];
-      if (c >= 'A' && c <= 'Z') {
-        c = static_cast<char>(c - 'A' + 'a');
-      }
-      match &= c == kBearer[i];
-    }
-    if (match) {
-      std::string_view token = trim(authorization.substr(7));
-      if (!token.empty()) {
-        return token;
-      }
-    }
-  }
-  return trim(x_api_key);
-}
-
 // ---------------------------------------------------------------------------------------------
 // core_shard
 

@@ -94,16 +94,6 @@ TEST(quota_service_test, authenticates_known_keys_only) {
   EXPECT_EQ(s.authenticate("tg_live_"), nullptr);
 }
 
-TEST(quota_service_test, presented_key_reads_bearer_or_x_api_key) {
-  // Verifies the key is taken from a Bearer authorization (any case) or X-API-Key, trimmed.
-  EXPECT_EQ(presented_key("Bearer tg_live_abc", ""), "tg_live_abc");
-  EXPECT_EQ(presented_key("bearer   tg_live_abc  ", ""), "tg_live_abc");
-  EXPECT_EQ(presented_key("", " tg_live_x "), "tg_live_x");
-  EXPECT_EQ(presented_key("Basic dXNlcjpwdw==", "tg_live_x"), "tg_live_x");
-  EXPECT_EQ(presented_key("Bearer ", ""), "");
-  EXPECT_EQ(presented_key("", ""), "");
-}
-
 TEST(quota_service_test, gcra_allows_burst_then_limits) {
   // Verifies a fresh key gets exactly `burst` requests at one instant, then 429 with
   // Retry-After >= 1, and remaining counts down from burst - 1.

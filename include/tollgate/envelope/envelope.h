@@ -37,7 +37,7 @@ bool parse_revision(std::string_view s, revision& out) noexcept;
 /// 2026-07-28 and later: stateless, `resultType` on every result.
 inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28; }
 
-/// Tool error codes (DESIGN §2): a tool that ran and could not do the thing.
+/// Tool error codes (design §2): a tool that ran and could not do the thing.
 /// usage_unavailable is the code `unavailable` with its own message: a billable call that was
 /// not made because its usage could not be recorded (the usage journal cannot be written).
 enum class tool_error_code : uint8_t {

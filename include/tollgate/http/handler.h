@@ -2,7 +2,7 @@
 //
 // The engine owns sockets, rings and buffers; for each complete request it calls the core's
 // handler, which writes exactly one complete HTTP/1.1 response (status line, headers, body)
-// into the connection's output buffer. Handlers are shard-local: the engine makes one per core
+// into the connection's output buffer. Handlers are core-local: the engine makes one per core
 // with a factory and calls it only from that core's thread, so a handler may keep per-core
 // state (parsers, scratch buffers, quota shards) without locks.
 #pragma once
@@ -47,7 +47,7 @@ struct upstream_reply {
 
 /// What the engine offers the handler of its core beyond handle(): deferring a request until
 /// outbound work is done, and outbound HTTP/1.1 requests on the core's own ring (no threads).
-/// Shard-local: call only from the core's thread (inside handle(), on_upstream(), on_tick()...).
+/// Core-local: call only from the core's thread (inside handle(), on_upstream(), on_tick()...).
 class engine_io {
  public:
   virtual ~engine_io() = default;

@@ -4,7 +4,7 @@
 //   envelope::cache env(identity);            // shared, immutable
 //   mcp::registry tools; tools.add(...); tools.finish();   // shared, immutable
 //   mcp::session_store sessions(idle_ns);     // only if sessions are on; shared, thread-safe
-//   mcp::endpoint ep(tools, env, options);    // one per core, shard-local
+//   mcp::endpoint ep(tools, env, options);    // one per core, core-local
 // Per request (the app's http::handler for POST/GET/DELETE /mcp, after the key check):
 //   info = ep.handle_http(req, host, out, now_ns);
 // Before dispatch the app may answer with ep.render_unauthorized(...) or ep.render_rate_limited(...).
@@ -87,7 +87,7 @@ struct endpoint_options {
   size_t max_batch = 32;
 };
 
-/// One per core; shard-local (not thread-safe). Holds the core's reused simdjson parser and
+/// One per core; core-local (not thread-safe). Holds the core's reused simdjson parser and
 /// scratch buffers; the registry and envelope cache are shared read-only.
 class endpoint {
  public:

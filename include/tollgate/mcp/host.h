@@ -1,6 +1,6 @@
 // The host: what the MCP endpoint asks of the application per request. Implemented by the app on
 // top of the quota core (and by fakes in tests). Called only from the core that handles the
-// request: implementations are shard-local per core (one host object per core or per request).
+// request: implementations are core-local per core (one host object per core or per request).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@ class host {
   /// Settles the last admitted call: billed only when `success`; a failed call gives its unit back.
   virtual void settle(bool success) = 0;
   /// stdio only: called once per request that admit() does not rate (handshakes, lists, pings
-  /// and calls of free tools such as get_usage count toward the rate limit too, DESIGN §5).
+  /// and calls of free tools such as get_usage count toward the rate limit too, design §5).
   /// Return rate_limited (with retry_after_secs): a free tool call is answered with the
   /// rate_limited tool error, any other request with the JSON-RPC error whose code is 429 and
   /// whose data is the rate_limited object. Over HTTP the app rates every request before

@@ -114,12 +114,6 @@ struct ticket {
 /// retry_after_secs > 0. Allocation-free once `out` has capacity.
 void write_rate_headers(out_buffer& out, const figures& f);
 
-/// The presented key: the token of `Authorization: Bearer KEY` (scheme case-insensitive,
-/// surrounding blanks trimmed), else the trimmed `X-API-Key` value; empty if neither has one.
-/// Pass the raw header values (empty when absent). Returns a view into one of them.
-std::string_view presented_key(std::string_view authorization,
-                               std::string_view x_api_key) noexcept;
-
 class service;
 
 /// What start-up recovery found (also logged).

@@ -1,4 +1,4 @@
-// Verifies each row of the error model (DESIGN §2, seed mcp-errors.txt) over MCP/HTTP and REST,
+// Verifies each row of the error model (design §2, seed mcp-errors.txt) over MCP/HTTP and REST,
 // with raw HTTP requests against the real server: status, headers and body of every answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -37,7 +37,7 @@ export const DEFAULT_PLANS = {
   big: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 100000000, overage: 'bill' },
 };
 
-/** Renders the TOML config of DESIGN §10 from plain objects. */
+/** Renders the TOML config of design §10 from plain objects. */
 export function renderConfig({ plans = DEFAULT_PLANS, quota = { reconcile_ms: 100, fsync_ms: 50 }, extra = '' } = {}) {
   const lines = [];
   if (quota) {
@@ -213,7 +213,7 @@ export class Server {
  *   dataDir: reuse (e.g. restart after a crash); otherwise a fresh temp dir.
  */
 /** Runs an admin command with `--config FILE` (plans live in the config, so `keys create` needs it
- * to know a plan); if that fails, once more in the bare DESIGN §10 form. */
+ * to know a plan); if that fails, once more in the bare design §10 form. */
 async function cliWithConfigFallback(args, configPath) {
   if (!configPath) return runCli(args);
   const r = await runCli([...args, '--config', configPath]);
@@ -418,7 +418,7 @@ export async function findStory(server, key) {
 }
 
 /** Reads the used-units figure the server reports for `key`: the X-Quota-Used header of
- * GET /v1/usage (DESIGN §2: on every authenticated response). Also returns the body. */
+ * GET /v1/usage (design §2: on every authenticated response). Also returns the body. */
 export async function usageOf(server, key) {
   const r = await restGet(server, '/v1/usage', { key });
   if (r.status !== 200) throw new Error(`GET /v1/usage -> ${r.status} ${r.body}`);
