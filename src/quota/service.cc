@@ -143,6 +143,7 @@ struct service::impl {
   size_t loaded_accounts = 0;
 
   std::mutex persist_mu;
+  bool persist_failing = false;  // guarded by persist_mu
 
   key_state* state_for_locked(uint64_t key_id, int64_t quota, uint32_t month) {
     auto it = states.find(key_id);
@@ -1306,8 +1307,18 @@ void service::persist(int64_t /*now_ns*/) {
   }
   auto r = fs::write_file_atomic(impl_->usage_dir + "/snapshot.txt", snap);
   if (!r) {
-    log_error("usage snapshot not written: {}", r.error());
-    return;  // journals stay until a snapshot covers them
+    // Journals stay until a snapshot covers them: nothing is lost, the data dir only grows.
+    // Logged once per episode (this runs every reconcile_ms), counted for /metrics.
+    snapshot_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!impl_->persist_failing) {
+      impl_->persist_failing = true;
+      log_error("usage snapshot not written: {}; journals are kept until one is", r.error());
+    }
+    return;
+  }
+  if (impl_->persist_failing) {
+    impl_->persist_failing = false;
+    log_info("usage snapshot written again");
   }
   for (const auto& [m, text] : exports) {
     auto w = fs::write_file_atomic(impl_->usage_dir + "/month-" + month_label(m) + ".txt", text);

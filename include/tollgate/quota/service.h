@@ -413,6 +413,10 @@ class service {
     }
     return true;
   }
+  /// Usage snapshots that could not be written (journals are kept meanwhile). Any thread.
+  uint64_t snapshot_errors() const noexcept {
+    return snapshot_errors_.load(std::memory_order_relaxed);
+  }
   /// Reconciled usage of a key in a month (current month: as of the last reconciliation).
   usage_totals usage(uint64_t key_id, uint32_t month) const;
   const recovery_report& recovery() const noexcept { return recovery_; }
@@ -435,6 +439,7 @@ class service {
   std::atomic<bool> reload_requested_{false};
   std::atomic<int64_t> next_reload_ns_{0};
   std::atomic<int64_t> next_persist_ns_{0};
+  std::atomic<uint64_t> snapshot_errors_{0};
   std::vector<std::unique_ptr<core_shard>> shards_;
   recovery_report recovery_;
 };
