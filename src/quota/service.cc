@@ -352,7 +352,19 @@ int core_shard::open_journal() noexcept {
   next_reserve_ns_ = 0;
   reserve(room_needed());
   update_failing();
+  recount_room();
   return 0;
+}
+
+void core_shard::recount_room() noexcept {
+  if (write_failed_ || journal_fd_ < 0) {
+    room_calls_ = 0;
+  } else if (reserve_unsupported_) {
+    room_calls_ = INT64_MAX / 2;
+  } else {
+    const uint64_t need = room_needed(0);
+    room_calls_ = reserved_end_ > need ? static_cast<int64_t>((reserved_end_ - need) / 28) : 0;
+  }
 }
 
 bool core_shard::make_room() noexcept {
@@ -370,7 +382,11 @@ bool core_shard::make_room() noexcept {
       return false;
     }
   }
-  return reserve_unsupported_ || reserve(room_needed());
+  if (!reserve_unsupported_) {
+    reserve(room_needed());
+  }
+  recount_room();
+  return room_calls_ >= 2;
 }
 
 bool core_shard::reserve(uint64_t need) noexcept {
@@ -386,6 +402,7 @@ bool core_shard::reserve(uint64_t need) noexcept {
                             static_cast<off_t>(target - journal_size_));
   if (r == 0) {
     reserved_end_ = target;
+    recount_room();
     if (reserve_failed_) {
       reserve_failed_ = false;
       log_info("usage journal on core {}: space reserved again; billed calls are answered",
@@ -397,6 +414,7 @@ bool core_shard::reserve(uint64_t need) noexcept {
   const int e = errno;
   if (e == EOPNOTSUPP || e == ENOSYS) {
     reserve_unsupported_ = true;
+    recount_room();
     log_info("usage journal on core {}: the file system cannot reserve space (fallocate: {}); "
              "a full disk is found by failing writes instead",
              index_, std::strerror(e));
@@ -429,6 +447,7 @@ void core_shard::note_written() noexcept {
     write_failed_ = false;
     log_info("usage journal on core {}: records written again", index_);
     update_failing();
+    recount_room();
   }
   // relaxed: a figure for /metrics. Records settled while a write was in flight are the oldest
   // unwritten ones now.
@@ -442,6 +461,7 @@ void core_shard::note_write_failed() noexcept {
     write_failed_ = true;
     update_failing();
   }
+  room_calls_ = 0;
 }
 
 void core_shard::note_unwritten() noexcept {
@@ -454,6 +474,7 @@ void core_shard::note_unwritten() noexcept {
       reserved_end_ < room_needed() + kReserveStep / 2) {
     reserve(room_needed() + kReserveStep / 2);
   }
+  recount_room();
 }
 
 void core_shard::clear_key_cache() noexcept {
@@ -669,7 +690,6 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   t.slot = k.slot;
   t.month = month_;
   t.overage = over;
-  ++unsettled_;
   // The figures count this call, as X-RateLimit-Remaining counts this request: a response
   // reports the month as it stands once the call it answers is billed, so the answer to the
   // last call a quota allows says 0 remaining. A call that fails after admission is not billed;
@@ -689,12 +709,11 @@ void core_shard::seal_record() noexcept {
   char* dst = journal_buf_.prepare(journal::kRecordSize);
   journal::encode(dst, journal::record{open_month_, open_key_, open_count_, open_overage_});
   journal_buf_.commit(journal::kRecordSize);
+  --room_calls_;
   open_count_ = 0;
 }
 
 void core_shard::settle(const ticket& t, bool success) noexcept {
-  unsettled_ -= unsettled_ > 0 ? 1 : 0;
-  billed_seq_ += success ? 1 : 0;
   if (t.month != month_) {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {
@@ -924,6 +943,7 @@ void core_shard::reconcile(int64_t now_ns) noexcept {
       journal_size_ = old_size;
       reserved_end_ = old_reserved;
       update_failing();
+      recount_room();
     } else {
       unsynced_bytes_ = 0;
     }
