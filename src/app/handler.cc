@@ -58,6 +58,12 @@ void journal_metrics(quota::service& q, out_buffer& out) {
              const int64_t since = h.unwritten_since_ns.load(std::memory_order_relaxed);
              return since == 0 || now <= since ? 0.0 : static_cast<double>(now - since) / 1e9;
            });
+  fmt::format_to(it,
+                 "# HELP tollgate_snapshot_write_errors_total Usage snapshots not written (the "
+                 "journals they would compact are kept).\n"
+                 "# TYPE tollgate_snapshot_write_errors_total counter\n"
+                 "tollgate_snapshot_write_errors_total {}\n",
+                 q.snapshot_errors());
 }
 
 http::response_info metrics(const shared_state& s_, const http::request& req, out_buffer& scratch_,

@@ -143,6 +143,7 @@ struct service::impl {
   size_t loaded_accounts = 0;
 
   std::mutex persist_mu;
+  bool persist_failing = false;  // guarded by persist_mu
 
   key_state* state_for_locked(uint64_t key_id, int64_t quota, uint32_t month) {
     auto it = states.find(key_id);
@@ -319,7 +320,19 @@ int core_shard::open_journal() noexcept {
   next_reserve_ns_ = 0;
   reserve(room_needed());
   update_failing();
+  recount_room();
   return 0;
+}
+
+void core_shard::recount_room() noexcept {
+  if (write_failed_ || journal_fd_ < 0) {
+    room_calls_ = 0;
+  } else if (reserve_unsupported_) {
+    room_calls_ = INT64_MAX / 2;
+  } else {
+    const uint64_t need = room_needed(0);
+    room_calls_ = reserved_end_ > need ? static_cast<int64_t>((reserved_end_ - need) / 28) : 0;
+  }
 }
 
 bool core_shard::make_room() noexcept {
@@ -337,7 +350,11 @@ bool core_shard::make_room() noexcept {
       return false;
     }
   }
-  return reserve_unsupported_ || reserve(room_needed());
+  if (!reserve_unsupported_) {
+    reserve(room_needed());
+  }
+  recount_room();
+  return room_calls_ >= 2;
 }
 
 bool core_shard::reserve(uint64_t need) noexcept {
@@ -353,6 +370,7 @@ bool core_shard::reserve(uint64_t need) noexcept {
                             static_cast<off_t>(target - journal_size_));
   if (r == 0) {
     reserved_end_ = target;
+    recount_room();
     if (reserve_failed_) {
       reserve_failed_ = false;
       log_info("usage journal on core {}: space reserved again; billed calls are answered",
@@ -364,6 +382,7 @@ bool core_shard::reserve(uint64_t need) noexcept {
   const int e = errno;
   if (e == EOPNOTSUPP || e == ENOSYS) {
     reserve_unsupported_ = true;
+    recount_room();
     log_info("usage journal on core {}: the file system cannot reserve space (fallocate: {}); "
              "a full disk is found by failing writes instead",
              index_, std::strerror(e));
@@ -396,6 +415,7 @@ void core_shard::note_written() noexcept {
     write_failed_ = false;
     log_info("usage journal on core {}: records written again", index_);
     update_failing();
+    recount_room();
   }
   // relaxed: a figure for /metrics. Records settled while a write was in flight are the oldest
   // unwritten ones now.
@@ -409,6 +429,7 @@ void core_shard::note_write_failed() noexcept {
     write_failed_ = true;
     update_failing();
   }
+  room_calls_ = 0;
 }
 
 void core_shard::note_unwritten() noexcept {
@@ -421,6 +442,7 @@ void core_shard::note_unwritten() noexcept {
       reserved_end_ < room_needed() + kReserveStep / 2) {
     reserve(room_needed() + kReserveStep / 2);
   }
+  recount_room();
 }
 
 void core_shard::clear_key_cache() noexcept {
@@ -649,7 +671,6 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   t.slot = k.slot;
   t.month = month_;
   t.overage = over;
-  ++unsettled_;
   // The figures count this call, as X-RateLimit-Remaining counts this request: a response
   // reports the month as it stands once the call it answers is billed, so the answer to the
   // last call a quota allows says 0 remaining. A call that fails after admission is not billed;
@@ -669,12 +690,11 @@ void core_shard::seal_record() noexcept {
   char* dst = journal_buf_.prepare(journal::kRecordSize);
   journal::encode(dst, journal::record{open_month_, open_key_, open_count_, open_overage_});
   journal_buf_.commit(journal::kRecordSize);
+  --room_calls_;
   open_count_ = 0;
 }
 
 void core_shard::settle(const ticket& t, bool success) noexcept {
-  unsettled_ -= unsettled_ > 0 ? 1 : 0;
-  billed_seq_ += success ? 1 : 0;
   if (t.month != month_) {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {
@@ -904,6 +924,7 @@ void core_shard::reconcile(int64_t now_ns) noexcept {
       journal_size_ = old_size;
       reserved_end_ = old_reserved;
       update_failing();
+      recount_room();
     } else {
       unsynced_bytes_ = 0;
     }
@@ -1287,8 +1308,18 @@ void service::persist(int64_t /*now_ns*/) {
   }
   auto r = fs::write_file_atomic(impl_->usage_dir + "/snapshot.txt", snap);
   if (!r) {
-    log_error("usage snapshot not written: {}", r.error());
-    return;  // journals stay until a snapshot covers them
+    // Journals stay until a snapshot covers them: nothing is lost, the data dir only grows.
+    // Logged once per episode (this runs every reconcile_ms), counted for /metrics.
+    snapshot_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!impl_->persist_failing) {
+      impl_->persist_failing = true;
+      log_error("usage snapshot not written: {}; journals are kept until one is", r.error());
+    }
+    return;
+  }
+  if (impl_->persist_failing) {
+    impl_->persist_failing = false;
+    log_info("usage snapshot written again");
   }
   for (const auto& [m, text] : exports) {
     auto w = fs::write_file_atomic(impl_->usage_dir + "/month-" + month_label(m) + ".txt", text);

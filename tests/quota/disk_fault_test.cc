@@ -113,9 +113,10 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
   s.journal_done(static_cast<int64_t>(c.bytes.size()));
   s.reconcile(kNow);
   EXPECT_EQ(svc->usage(r->key_id, svc->month()).used, 4);
+  const uint64_t id = r->key_id;  // r lives as long as svc
   svc.reset();
   auto again = test::open_service(test::options(d.path()), kNow);
-  EXPECT_EQ(again->usage(r->key_id, again->month()).used, 4);
+  EXPECT_EQ(again->usage(id, again->month()).used, 4);
 }
 
 TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {

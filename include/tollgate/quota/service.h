@@ -212,9 +212,12 @@ class alignas(64) core_shard {
   uint64_t journal_errors() const noexcept { return journal_errors_; }
   /// Journal health for monitoring; any thread.
   const journal_health& health() const noexcept { return health_; }
-  /// Billed successes settled so far: a handler compares it across a request to learn whether
-  /// that request's answer waits for the journal.
-  uint64_t billed_seq() const noexcept { return billed_seq_; }
+  /// Changes whenever a billed success is recorded (it grows with every record appended until
+  /// the pass's journal write): a handler compares it across one request to learn whether that
+  /// request's answer waits for the journal.
+  uint64_t billed_seq() const noexcept {
+    return (static_cast<uint64_t>(journal_buf_.size()) << 32) | open_count_;
+  }
   /// Space reserved on disk for journal records (fallocate ahead of the file's end) is taken in
   /// steps of this many bytes, so a full disk is found before a call is answered, not after.
   static constexpr uint64_t kReserveStep = 16 * 1024;
@@ -274,16 +277,18 @@ class alignas(64) core_shard {
   void seal_record() noexcept;
   /// Room check of admit(): true when the journal can take one more call's record (space
   /// reserved on disk for it, or reservation unsupported by the file system, and no write
-  /// failing). Cheap when true; else tries to reserve more (at most every 100 ms).
-  bool journal_room() noexcept {
-    return (reserve_unsupported_ || reserved_end_ >= room_needed()) && !write_failed_
-               ? true
-               : make_room();
+  /// failing). room_calls_ counts records, taken at seal_record(): two left cover the open
+  /// record and one this call may open. Else tries to reserve more (at most every 100 ms).
+  bool journal_room() noexcept { return room_calls_ >= 2 || make_room(); }
+  /// Bytes the journal needs on disk for what is buffered, the open record and `calls` more
+  /// records. (Calls admitted and not yet settled hold no bytes yet; at the pass boundaries
+  /// where this is counted an HTTP core has none: admit and settle happen in one handle().)
+  uint64_t room_needed(uint64_t calls = 1) const noexcept {
+    return journal_size_ + journal_out_.size() + journal_buf_.size() + (calls + 1) * 28;
   }
-  uint64_t room_needed() const noexcept {
-    return journal_size_ + journal_out_.size() + journal_buf_.size() +
-           (static_cast<uint64_t>(unsettled_) + 2) * 28;  // the open record, and this call
-  }
+  /// Sets room_calls_ from the reservation: how many more calls may be admitted before the
+  /// reservation must be looked at again.
+  void recount_room() noexcept;
   bool make_room() noexcept;
   /// fallocate(KEEP_SIZE) so the file has room for `need` bytes and one more step. Rate
   /// limited after a failure. Returns whether there is room for `need`.
@@ -355,8 +360,7 @@ class alignas(64) core_shard {
   bool write_failed_ = false;       // the last journal write failed; its bytes are kept
   int64_t next_reserve_ns_ = 0;     // CLOCK_MONOTONIC: no reservation attempt before this
   int64_t pass_now_ns_ = 0;         // CLOCK_REALTIME of the current pass (before_send)
-  uint32_t unsettled_ = 0;          // admitted calls not yet settled
-  uint64_t billed_seq_ = 0;
+  int64_t room_calls_ = 0;          // records the reservation still holds (see journal_room)
   journal_health health_;
 };
 
@@ -411,6 +415,10 @@ class service {
     }
     return true;
   }
+  /// Usage snapshots that could not be written (journals are kept meanwhile). Any thread.
+  uint64_t snapshot_errors() const noexcept {
+    return snapshot_errors_.load(std::memory_order_relaxed);
+  }
   /// Reconciled usage of a key in a month (current month: as of the last reconciliation).
   usage_totals usage(uint64_t key_id, uint32_t month) const;
   const recovery_report& recovery() const noexcept { return recovery_; }
@@ -433,6 +441,7 @@ class service {
   std::atomic<bool> reload_requested_{false};
   std::atomic<int64_t> next_reload_ns_{0};
   std::atomic<int64_t> next_persist_ns_{0};
+  std::atomic<uint64_t> snapshot_errors_{0};
   std::vector<std::unique_ptr<core_shard>> shards_;
   recovery_report recovery_;
 };

@@ -138,6 +138,10 @@ test('a full data dir: billed calls unavailable, the rest flows, recovery is exa
   assert.equal(metric(m, 'tollgate_journal_failing'), 1);
   assert.ok(metric(m, 'tollgate_journal_oldest_unwritten_seconds') >= 0);
   assert.ok(metric(m, 'tollgate_journal_held_responses') >= 0);
+  assert.ok(Number(/^tollgate_snapshot_write_errors_total (\d+)$/m.exec(m)?.[1]) >= 1,
+    'the snapshot written every reconcile_ms fails too, and is counted');
+  assert.ok((server.stderr().match(/usage snapshot not written/g) ?? []).length === 1,
+    'a failing snapshot is logged once, not every reconcile_ms');
   // Refused calls are not billed: usage is exactly the successes.
   await eventually(async () => (await usageOf(server, key)).used === successes, 3000,
     `usage equals the ${successes} successes while full`);
