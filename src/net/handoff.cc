@@ -6,7 +6,9 @@
 namespace tollgate::net::detail {
 
 handoff::handoff(int cores, uint32_t max_per_core)
-    : cores_(cores), max_(max_per_core), slots_(std::make_unique<slot[]>(static_cast<size_t>(cores))) {}
+    : cores_(cores),
+      max_(max_per_core),
+      slots_(std::make_unique<slot[]>(static_cast<size_t>(cores))) {}
 
 handoff::~handoff() {
   for (int i = 0; i < cores_; ++i) {

@@ -509,7 +509,8 @@ TEST(app_server_test, expect_100_continue_gets_a_refusal_without_being_invited) 
   app_server s(0, 1e9, 1000000000, 1000000000);
   ASSERT_TRUE(s.started());
   const std::string body =
-      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"rust"}}})";
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories",)"
+      R"("arguments":{"query":"rust"}}})";
   struct refusal {
     std::string key;
     std::string origin;

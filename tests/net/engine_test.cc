@@ -568,7 +568,8 @@ TEST(net_engine_test, answers_requests_before_a_fin_that_ends_a_partial_one) {
   started s(test_options());
   ASSERT_TRUE(s.ok);
   client c(s.srv.port());
-  ASSERT_TRUE(c.send_all(get("/whole") + "POST /part HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nabc"));
+  ASSERT_TRUE(c.send_all(get("/whole") +
+                         "POST /part HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nabc"));
   ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
   auto r = c.read_response();
   ASSERT_TRUE(r.has_value());

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -439,28 +440,41 @@ TEST(net_lifecycle_test, refuses_the_backlog_with_503_when_the_table_is_full) {
     o.fd_reserve = 16;
     auto s = start(o);
     ASSERT_TRUE(s);
-    std::vector<std::unique_ptr<client>> waiting;
-    std::vector<int> filler;
-    {
-      std::vector<int> socks;
-      for (int i = 0; i < 3; ++i) {
-        socks.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      }
-      for (int fd; (fd = ::dup(socks[0])) >= 0;) {
-        filler.push_back(fd);
-      }
-      ASSERT_EQ(errno, EMFILE);
-      for (const int fd : socks) {
-        ::close(fd);
-      }
-      for (int i = 0; i < 3; ++i) {
-        waiting.push_back(std::make_unique<client>(s->port()));  // takes the 3 freed numbers
-        ASSERT_TRUE(waiting.back()->connected());
-        ASSERT_TRUE(waiting.back()->send_all(get("/full")));
-      }
+    // The clients' sockets exist before the table is filled: their connects need no descriptor.
+    std::vector<int> socks;
+    for (int i = 0; i < 3; ++i) {
+      socks.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      ASSERT_GE(socks.back(), 0);
     }
-    for (auto& c : waiting) {
-      expect_503_and_close(*c);
+    std::vector<int> filler;
+    for (int fd; (fd = ::dup(socks[0])) >= 0;) {
+      filler.push_back(fd);
+    }
+    ASSERT_EQ(errno, EMFILE);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(s->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const std::string req = get("/full");
+    for (const int fd : socks) {
+      ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    }
+    for (const int fd : socks) {  // each: the 503, then EOF (not a wait, not a reset)
+      std::string got;
+      for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 3000), 1) << "a client was left waiting; got: " << got;
+        char buf[512];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        ASSERT_GE(n, 0) << std::strerror(errno);
+        if (n == 0) {
+          break;
+        }
+        got.append(buf, static_cast<size_t>(n));
+      }
+      EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 503") << got;
+      EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
     }
     const uint64_t passes0 = s->stats(0).loop_passes.load();
     std::this_thread::sleep_for(300ms);
@@ -471,7 +485,9 @@ TEST(net_lifecycle_test, refuses_the_backlog_with_503_when_the_table_is_full) {
     for (const int fd : filler) {
       ::close(fd);
     }
-    waiting.clear();
+    for (const int fd : socks) {
+      ::close(fd);
+    }
     client later(s->port());
     ASSERT_TRUE(later.send_all(get("/later")));
     auto r = later.read_response(5000);

@@ -78,7 +78,7 @@ struct alignas(64) core_stats {
   std::atomic<uint64_t> requests{0};          ///< requests handed to the handler
   std::atomic<uint64_t> parse_errors{0};      ///< requests refused by the parser (4xx/5xx + close)
   std::atomic<uint64_t> rejected{0};          ///< answered 503 and closed at once: every core full
-  std::atomic<uint64_t> handed_off{0};        ///< accepted at this core's cap, served by another core
+  std::atomic<uint64_t> handed_off{0};        ///< accepted at this core's cap, served elsewhere
   std::atomic<uint64_t> rejected_no_fd{0};    ///< answered 503 and closed: descriptors reserved
   std::atomic<uint64_t> accept_errors{0};     ///< accept failures (EMFILE, ENFILE, ENOBUFS, ...)
   std::atomic<uint64_t> recv_no_buffer{0};    ///< receives that found no free provided buffer
