@@ -230,24 +230,25 @@ void cache::success_prefix(out_buffer& out, std::string_view id, revision r) con
 void cache::success_suffix(out_buffer& out) const { out.append(R"("}],"isError":false}})"); }
 
 namespace {
-// `,\"name\":N` escaped for inside the text block, when v >= 0.
-void escaped_figure(out_buffer& out, std::string_view name, int64_t v) {
-  if (v < 0) {
-    return;
-  }
-  out.append(",\\\"");
-  out.append(name);
-  out.append("\\\":");
-  append_int(out, v);
-}
-void raw_figure(out_buffer& out, std::string_view name, int64_t v) {
-  if (v < 0) {
-    return;
-  }
-  out.append(",\"");
-  out.append(name);
-  out.append("\":");
-  append_int(out, v);
+// The figures of a tool error that apply (>= 0), `,"name":N` each; Escaped writes the quotes as
+// \" for inside the MCP text block.
+template <bool Escaped>
+void append_figures(out_buffer& out, const tool_error& e) {
+  constexpr std::string_view open = Escaped ? ",\\\"" : ",\"";
+  constexpr std::string_view close = Escaped ? "\\\":" : "\":";
+  const auto figure = [&](std::string_view name, int64_t v) {
+    if (v < 0) {
+      return;
+    }
+    out.append(open);
+    out.append(name);
+    out.append(close);
+    append_int(out, v);
+  };
+  figure("retry_after_secs", e.retry_after_secs);
+  figure("quota_limit", e.quota_limit);
+  figure("quota_used", e.quota_used);
+  figure("quota_remaining", e.quota_remaining);
 }
 }  // namespace
 
@@ -261,10 +262,7 @@ void cache::tool_error_response(out_buffer& out, std::string_view id, revision r
     out.append(R"(,"result":{"isError":true,"content":[{"type":"text","text":")");
   }
   out.append(tool_error_text_[static_cast<size_t>(e.code)]);
-  escaped_figure(out, "retry_after_secs", e.retry_after_secs);
-  escaped_figure(out, "quota_limit", e.quota_limit);
-  escaped_figure(out, "quota_used", e.quota_used);
-  escaped_figure(out, "quota_remaining", e.quota_remaining);
+  append_figures<true>(out, e);
   out.append(R"(}"}]}})");
 }
 
@@ -274,10 +272,7 @@ void cache::tool_error_json(out_buffer& out, const tool_error& e) const {
   out.append(R"(","message":")");
   append_json_escaped(out, k_tool_error_messages[static_cast<size_t>(e.code)]);
   out.push_back('"');
-  raw_figure(out, "retry_after_secs", e.retry_after_secs);
-  raw_figure(out, "quota_limit", e.quota_limit);
-  raw_figure(out, "quota_used", e.quota_used);
-  raw_figure(out, "quota_remaining", e.quota_remaining);
+  append_figures<false>(out, e);
   out.push_back('}');
 }
 
