@@ -18,39 +18,63 @@ const term_info* local_shard::lookup_term(std::string_view t) const noexcept {
   return r >= 0 ? &terms_[static_cast<size_t>(r)] : nullptr;
 }
 
-bool local_shard::add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const {
-  for (size_t i = 0; i < plan.terms.size(); ++i) {
-    if (const term_info* t = lookup_term(plan.terms[i])) {
-      df[i] += t->df;
+// A phrase's stories: the phrase searched on its own (its distinct terms, the phrase, no
+// filters; k = 1 by date, the cheapest ranking), whose total is exact. Sets ws.sub_plan.
+void local_shard::plan_phrase_df(const query_plan& plan, const phrase_span& ph,
+                                 shard_workspace& ws) const {
+  ws.sub_terms.clear();
+  ws.sub_phrase_terms.clear();
+  for (uint32_t j = 0; j < ph.count; ++j) {
+    const std::string_view t = plan.terms[plan.phrase_terms[ph.first + j]];
+    const auto at = std::find(ws.sub_terms.begin(), ws.sub_terms.end(), t);
+    ws.sub_phrase_terms.push_back(static_cast<uint32_t>(at - ws.sub_terms.begin()));
+    if (at == ws.sub_terms.end()) {
+      ws.sub_terms.push_back(t);
     }
   }
-  // A phrase's stories: the phrase searched on its own (its distinct terms, the phrase, no
-  // filters; k = 1 by date, the cheapest ranking), whose total is exact.
-  for (size_t p = 0; p < plan.phrases.size(); ++p) {
-    const phrase_span& ph = plan.phrases[p];
-    ws.sub_terms.clear();
-    ws.sub_phrase_terms.clear();
-    for (uint32_t j = 0; j < ph.count; ++j) {
-      const std::string_view t = plan.terms[plan.phrase_terms[ph.first + j]];
-      const auto at = std::find(ws.sub_terms.begin(), ws.sub_terms.end(), t);
-      ws.sub_phrase_terms.push_back(static_cast<uint32_t>(at - ws.sub_terms.begin()));
-      if (at == ws.sub_terms.end()) {
-        ws.sub_terms.push_back(t);
+  ws.sub_whole = phrase_span{0, ph.count};
+  query_plan& sub = ws.sub_plan;
+  sub = query_plan{};
+  sub.terms = ws.sub_terms;
+  sub.phrases = std::span<const phrase_span>(&ws.sub_whole, 1);
+  sub.phrase_terms = ws.sub_phrase_terms;
+  sub.since = std::numeric_limits<int64_t>::min();
+  sub.until = std::numeric_limits<int64_t>::max();
+  sub.sort = sort_order::date;
+  sub.k = 1;
+}
+
+bool local_shard::add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const {
+  uint64_t unbounded = UINT64_MAX;
+  return doc_freqs_slice(plan, ws, df, true, unbounded) == slice::done;
+}
+
+slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, uint64_t* df,
+                                   bool first, uint64_t& budget) const {
+  if (first) {
+    for (size_t i = 0; i < plan.terms.size(); ++i) {
+      if (const term_info* t = lookup_term(plan.terms[i])) {
+        df[i] += t->df;
       }
     }
-    const phrase_span whole{0, ph.count};
-    query_plan sub{};
-    sub.terms = ws.sub_terms;
-    sub.phrases = std::span<const phrase_span>(&whole, 1);
-    sub.phrase_terms = ws.sub_phrase_terms;
-    sub.since = std::numeric_limits<int64_t>::min();
-    sub.until = std::numeric_limits<int64_t>::max();
-    sub.sort = sort_order::date;
-    sub.k = 1;
-    search(sub, ws, ws.sub_answer);
-    df[plan.terms.size() + p] += ws.sub_answer.total;
+    ws.df_phrase = 0;
+    ws.df_sub_running = false;
   }
-  return true;
+  for (; ws.df_phrase < plan.phrases.size(); ++ws.df_phrase) {
+    if (!ws.df_sub_running) {
+      plan_phrase_df(plan, plan.phrases[ws.df_phrase], ws);
+      ws.df_sub_running = true;
+      if (!begin_search(ws.sub_plan, ws, ws.sub_answer) &&
+          !step(ws.sub_plan, ws, ws.sub_answer, budget)) {
+        return slice::more;
+      }
+    } else if (!step(ws.sub_plan, ws, ws.sub_answer, budget)) {
+      return slice::more;
+    }
+    ws.df_sub_running = false;
+    df[plan.terms.size() + ws.df_phrase] += ws.sub_answer.total;
+  }
+  return slice::done;
 }
 
 double local_shard::length_norm(uint32_t doc, double avgdl) const noexcept {
@@ -67,22 +91,30 @@ void local_shard::finish(shard_answer& out) const {
   }
 }
 
-// One term, no filters: every posting matches, so total = df, and whole blocks whose maximum
-// (score or time) is below the k-th best so far are skipped without decoding.
-void local_shard::single_term(posting_cursor& c, bool by_date, double idf, double avgdl,
-                              double bound_scale, size_t k, shard_answer& out) const {
-  out.total = c.df;
+// One term, no filters: every posting matches, so total = df (set by begin_search), and whole
+// blocks whose maximum (score or time) is below the k-th best so far are skipped without
+// decoding. Stops between blocks once the budget is spent; false: not finished.
+bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                   uint64_t& budget) const {
+  posting_cursor& c = ws.cursors[0];
+  const eval_state& ev = ws.ev;
+  const double idf = plan.idf[0];
+  const size_t k = plan.k;
   std::vector<hit>& heap = out.hits;
   while (true) {
     // c is on the first doc of block c.block
+    if (budget == 0) {
+      return false;
+    }
     if (heap.size() == k) {
       const size_t blk = c.skip_off + c.block;
-      double ub = by_date ? static_cast<double>(block_max_time_[blk])
-                          : idf * (block_max_[blk] * bound_scale);
+      double ub = ev.by_date ? static_cast<double>(block_max_time_[blk])
+                             : idf * (block_max_[blk] * ev.bound_scale);
       if (ub < heap.front().key) {
+        --budget;
         c.skip_block();
         if (!c.next()) {
-          return;
+          return true;
         }
         continue;
       }
@@ -91,11 +123,12 @@ void local_shard::single_term(posting_cursor& c, bool by_date, double idf, doubl
     do {
       hit h{};
       h.doc = c.doc;
-      h.key = by_date ? static_cast<double>(time_[c.doc])
-                      : idf * term_part(c.tf_title, c.tf_text, length_norm(c.doc, avgdl));
+      h.key = ev.by_date ? static_cast<double>(time_[c.doc])
+                         : idf * term_part(c.tf_title, c.tf_text, length_norm(c.doc, ev.avgdl));
       offer(heap, k, h);
+      budget -= budget > 0 ? 1 : 0;
       if (!c.next()) {
-        return;
+        return true;
       }
     } while (c.block == block);
   }
@@ -145,20 +178,16 @@ bool local_shard::single_term_champions(uint32_t term, bool by_date, double idf,
   return true;
 }
 
-bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
-  out.total = 0;
-  out.hits.clear();
-  const size_t nt = plan.terms.size();
-  if (nt == 0 || plan.k == 0) {
-    return true;
-  }
+// Cursors for the plan's terms in ws (rarest first in ws.order) and its tags' ids; false when
+// a term or tag is absent from this shard (nothing here matches) or a cursor is empty.
+bool local_shard::open_cursors(const query_plan& plan, shard_workspace& ws) const {
   ws.cursors.clear();
   ws.order.clear();
   ws.term_ids.clear();
-  for (size_t i = 0; i < nt; ++i) {
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
     const term_info* t = lookup_term(plan.terms[i]);
     if (t == nullptr) {
-      return true;  // a term absent from this shard: nothing here matches
+      return false;
     }
     ws.cursors.push_back(cursor_for(*t));
     ws.order.push_back(static_cast<uint32_t>(i));
@@ -168,7 +197,7 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
   for (std::string_view tag : plan.tags) {
     int64_t id = lookup_tag(tag);
     if (id < 0) {
-      return true;
+      return false;
     }
     ws.tag_ids.push_back(static_cast<uint32_t>(id));
   }
@@ -183,142 +212,208 @@ bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answ
   }
   for (posting_cursor& c : ws.cursors) {
     if (!c.next()) {
-      return true;
+      return false;
     }
   }
-  const bool by_date = plan.sort == sort_order::date;
-  const size_t k = plan.k;
-  std::vector<hit>& heap = out.hits;
+  return true;
+}
+
+bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
+                               shard_answer& out) const {
+  out.total = 0;
+  out.hits.clear();
+  eval_state& ev = ws.ev;
+  ev.mode = eval_state::done;
+  if (plan.terms.empty() || plan.k == 0 || !open_cursors(plan, ws)) {
+    return true;
+  }
+  ev.by_date = plan.sort == sort_order::date;
   // Under another corpus average (a fleet's), norms are computed per doc and the block maxima
   // (made with avgdl_) bound scores only after scaling: every norm shrinks by at most
   // avgdl_ / avgdl, and F (k1+1) / (F + r kn) <= F (k1+1) / (F + kn) / r for r <= 1.
   const bool own_avgdl = plan.avgdl == 0 || plan.avgdl == avgdl_;
-  const double avgdl = own_avgdl ? avgdl_ : plan.avgdl;
-  const double bound_scale = own_avgdl || avgdl < avgdl_ ? 1.0 : avgdl / avgdl_ * (1 + 1e-9);
-  if (nt == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
+  ev.avgdl = own_avgdl ? avgdl_ : plan.avgdl;
+  ev.bound_scale = own_avgdl || ev.avgdl < avgdl_ ? 1.0 : ev.avgdl / avgdl_ * (1 + 1e-9);
+  if (plan.terms.size() == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
       plan.since == std::numeric_limits<int64_t>::min() &&
       plan.until == std::numeric_limits<int64_t>::max()) {
-    if (own_avgdl && single_term_champions(ws.term_ids[0], by_date, plan.idf[0], k, out)) {
+    if (own_avgdl && single_term_champions(ws.term_ids[0], ev.by_date, plan.idf[0], plan.k, out)) {
       return true;
     }
-    single_term(ws.cursors[0], by_date, plan.idf[0], avgdl, bound_scale, k, out);
+    out.total = ws.cursors[0].df;
+    ev.mode = eval_state::single;
+    return false;
+  }
+  ev.mode = eval_state::intersect;
+  return false;
+}
+
+bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                       uint64_t& budget) const {
+  const bool finished = ws.ev.mode == eval_state::single ? single_term_step(plan, ws, out, budget)
+                                                          : intersect_step(plan, ws, out, budget);
+  if (finished) {
+    ws.ev.mode = eval_state::done;
     finish(out);
-    return true;
   }
-  posting_cursor& lead = ws.cursors[ws.order[0]];
-  uint32_t target = lead.doc;
-  while (true) {
-    // leapfrog: bring every cursor to the same doc
-    bool aligned = true;
-    for (size_t oi = 1; oi < nt; ++oi) {
-      posting_cursor& c = ws.cursors[ws.order[oi]];
-      if (!c.seek(target)) {
-        goto done;
-      }
-      if (c.doc > target) {
-        if (!lead.seek(c.doc)) {
-          goto done;
-        }
-        target = lead.doc;
-        aligned = false;
-        break;
-      }
-    }
-    if (!aligned) {
-      continue;
-    }
-    {
-      const uint32_t doc = target;
-      const int64_t t = time_[doc];
-      bool ok = t >= plan.since && t <= plan.until;
-      if (ok && !ws.tag_ids.empty()) {
-        const doc_rec& r = docs_[doc];
-        const uint32_t* dt = doc_tags_.data() + r.tags_off;
-        for (uint32_t want : ws.tag_ids) {
-          if (std::find(dt, dt + r.tag_count, want) == dt + r.tag_count) {
-            ok = false;
-            break;
-          }
-        }
-      }
-      if (ok && !plan.phrases.empty()) {
-        ok = phrase_match(plan, ws);  // stops at each phrase's first occurrence
-      }
-      if (ok) {
-        ++out.total;
-        hit h{};
-        h.doc = doc;
-        if (by_date) {
-          h.key = static_cast<double>(t);
-        } else {
-          if (heap.size() == k) {
-            // skip scoring when the block maxima cannot reach the k-th best score; a phrase's
-            // frequency is at most each of its terms', so its part is bounded by theirs
-            double ub = 0;
-            for (size_t i = 0; i < nt; ++i) {
-              const posting_cursor& c = ws.cursors[i];
-              ub += plan.idf[i] * (block_max_[c.skip_off + c.block] * bound_scale);
-            }
-            for (size_t p = 0; p < plan.phrases.size(); ++p) {
-              const phrase_span& ph = plan.phrases[p];
-              float m = std::numeric_limits<float>::max();
-              for (uint32_t j = 0; j < ph.count; ++j) {
-                const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
-                m = std::min(m, block_max_[c.skip_off + c.block]);
-              }
-              ub += phrase_weight(plan, p) * (m * bound_scale);
-            }
-            if (ub < heap.front().key) {
-              goto next_doc;
-            }
-          }
-          const double kn = length_norm(doc, avgdl);
-          double s = 0;
-          for (size_t i = 0; i < nt; ++i) {
-            if (plan.idf[i] != 0) {  // a phrase-only term adds nothing of its own
-              const posting_cursor& c = ws.cursors[i];
-              s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
-            }
-          }
-          if (!plan.phrases.empty()) {
-            if (heap.size() == k) {
-              // this doc's bound before counting phrase occurrences: a phrase occurs in a field
-              // at most as often as each of its words does there
-              double ub = s;
-              for (size_t p = 0; p < plan.phrases.size(); ++p) {
-                const phrase_span& ph = plan.phrases[p];
-                double f = std::numeric_limits<double>::max();
-                for (uint32_t j = 0; j < ph.count; ++j) {
-                  const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
-                  f = std::min(f, w_title * c.tf_title + w_text * c.tf_text);
-                }
-                ub += phrase_weight(plan, p) * unit_part(f, kn);
-              }
-              if (ub < heap.front().key) {
-                goto next_doc;
-              }
-            }
-            for (size_t p = 0; p < plan.phrases.size(); ++p) {
-              // every occurrence, counted only for the docs that get scored
-              s += phrase_weight(plan, p) *
-                   unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
-            }
-          }
-          h.key = s;
-        }
-        offer(heap, k, h);
-      }
-    }
-  next_doc:
-    if (!lead.next()) {
-      break;
-    }
-    target = lead.doc;
+  return finished;
+}
+
+bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
+  uint64_t unbounded = UINT64_MAX;
+  if (!begin_search(plan, ws, out)) {
+    step(plan, ws, out, unbounded);
   }
-done:
-  finish(out);
   return true;
 }
 
+slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                bool first, uint64_t& budget) const {
+  if (first && begin_search(plan, ws, out)) {
+    return slice::done;
+  }
+  return step(plan, ws, out, budget) ? slice::done : slice::more;
+}
+
+// Moves every cursor to the lead's doc or past it; true when all are on it. False with the
+// lead moved on (not aligned: call again) or with `end` set (a cursor ran out).
+bool local_shard::align(shard_workspace& ws, bool& end) const {
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  const uint32_t target = lead.doc;
+  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    posting_cursor& c = ws.cursors[ws.order[oi]];
+    if (!c.seek(target)) {
+      end = true;
+      return false;
+    }
+    if (c.doc > target) {
+      end = !lead.seek(c.doc);
+      return false;
+    }
+  }
+  return true;
+}
+
+// The filters a posting match must also pass: the time range, the tags, the phrases.
+bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const {
+  const int64_t t = time_[doc];
+  if (t < plan.since || t > plan.until) {
+    return false;
+  }
+  if (!ws.tag_ids.empty()) {
+    const doc_rec& r = docs_[doc];
+    const uint32_t* dt = doc_tags_.data() + r.tags_off;
+    for (uint32_t want : ws.tag_ids) {
+      if (std::find(dt, dt + r.tag_count, want) == dt + r.tag_count) {
+        return false;
+      }
+    }
+  }
+  return plan.phrases.empty() || phrase_match(plan, ws);  // stops at each phrase's first occurrence
+}
+
+// Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
+// phrase's frequency is at most each of its terms', so its part is bounded by theirs.
+bool local_shard::blocks_below(const query_plan& plan, const shard_workspace& ws,
+                               double kth) const {
+  const double bound_scale = ws.ev.bound_scale;
+  double ub = 0;
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    ub += plan.idf[i] * (block_max_[c.skip_off + c.block] * bound_scale);
+  }
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    const phrase_span& ph = plan.phrases[p];
+    float m = std::numeric_limits<float>::max();
+    for (uint32_t j = 0; j < ph.count; ++j) {
+      const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+      m = std::min(m, block_max_[c.skip_off + c.block]);
+    }
+    ub += phrase_weight(plan, p) * (m * bound_scale);
+  }
+  return ub < kth;
+}
+
+// The BM25 score of the cursors' doc, or false when a full heap's k-th best `kth` is out of
+// its reach before the phrases' occurrences are counted (a phrase occurs in a field at most as
+// often as each of its words does there).
+bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full,
+                        double kth, double& s) const {
+  const double kn = length_norm(doc, ws.ev.avgdl);
+  s = 0;
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    if (plan.idf[i] != 0) {  // a phrase-only term adds nothing of its own
+      const posting_cursor& c = ws.cursors[i];
+      s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+    }
+  }
+  if (plan.phrases.empty()) {
+    return true;
+  }
+  if (full) {
+    double ub = s;
+    for (size_t p = 0; p < plan.phrases.size(); ++p) {
+      const phrase_span& ph = plan.phrases[p];
+      double f = std::numeric_limits<double>::max();
+      for (uint32_t j = 0; j < ph.count; ++j) {
+        const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+        f = std::min(f, w_title * c.tf_title + w_text * c.tf_text);
+      }
+      ub += phrase_weight(plan, p) * unit_part(f, kn);
+    }
+    if (ub < kth) {
+      return false;
+    }
+  }
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    // every occurrence, counted only for the docs that get scored
+    s += phrase_weight(plan, p) * unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
+  }
+  return true;
+}
+
+// The leapfrog intersection: the lead (rarest) cursor proposes docs, the others seek to them;
+// a doc on every cursor that passes the filters is counted and, unless the block maxima or its
+// own bound rule it out of a full heap, scored and offered. Stops between docs once the
+// budget is spent (the cursors and the heap hold the state); false: not finished.
+bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                 uint64_t& budget) const {
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  std::vector<hit>& heap = out.hits;
+  const size_t k = plan.k;
+  while (true) {
+    if (budget == 0) {
+      return false;
+    }
+    --budget;
+    bool end = false;
+    if (!align(ws, end)) {
+      if (end) {
+        return true;
+      }
+      continue;
+    }
+    const uint32_t doc = lead.doc;
+    if (accepts(plan, ws, doc)) {
+      ++out.total;
+      hit h{};
+      h.doc = doc;
+      bool keep = true;
+      if (ws.ev.by_date) {
+        h.key = static_cast<double>(time_[doc]);
+      } else {
+        const bool full = heap.size() == k;
+        keep = !(full && blocks_below(plan, ws, heap.front().key)) &&
+               score(plan, ws, doc, full, full ? heap.front().key : 0.0, h.key);
+      }
+      if (keep) {
+        offer(heap, k, h);
+      }
+    }
+    if (!lead.next()) {
+      return true;
+    }
+  }
+}
 
 }  // namespace tollgate::search

@@ -34,6 +34,22 @@ struct wide_doc_keys {
   static double norm_of(const entry& e) noexcept { return e.norm; }
   static int64_t time(const entry& e) noexcept { return e.time; }
 };
+
+// Splits terms into `threads` ranges of about equal postings: range i is [cut[i], cut[i + 1]).
+std::vector<size_t> term_cuts(const std::vector<term_info>& terms, uint64_t postings,
+                              uint32_t threads) {
+  std::vector<size_t> cut(threads + 1, terms.size());
+  cut[0] = 0;
+  uint64_t seen = 0;
+  uint32_t next_cut = 1;
+  for (size_t ti = 0; ti < terms.size() && next_cut < threads; ++ti) {
+    seen += terms[ti].df;
+    if (seen * threads >= postings * next_cut) {
+      cut[next_cut++] = ti + 1;
+    }
+  }
+  return cut;
+}
 }  // namespace
 
 void local_shard::finalize(const shard_stats& global) {
@@ -57,18 +73,7 @@ void local_shard::finalize(const shard_stats& global) {
   const uint32_t threads =
       postings < parallel_finalize_postings ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   std::vector<champ_lists> parts(threads);
-  std::vector<size_t> cut(threads + 1, terms_.size());
-  cut[0] = 0;
-  {
-    uint64_t seen = 0;
-    uint32_t next_cut = 1;
-    for (size_t ti = 0; ti < terms_.size() && next_cut < threads; ++ti) {
-      seen += terms_[ti].df;
-      if (seen * threads >= postings * next_cut) {
-        cut[next_cut++] = ti + 1;
-      }
-    }
-  }
+  const std::vector<size_t> cut = term_cuts(terms_, postings, threads);
   // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are
   // anywhere). Both come from one 8-byte key per doc when they fit (the length, whose norm is
   // looked up in a small table of the same values len_norm_ holds, and the time less the
@@ -116,6 +121,13 @@ void local_shard::finalize(const shard_stats& global) {
     }
     run(keys);
   }
+  join_champs(parts, cut);
+}
+
+// Joins the threads' champion lists in term order, rebasing champ_at_ to the joined lists.
+void local_shard::join_champs(const std::vector<champ_lists>& parts,
+                              const std::vector<size_t>& cut) {
+  const uint32_t threads = static_cast<uint32_t>(parts.size());
   champ_part_.clear();
   champ_doc_.clear();
   champ_date_.clear();
@@ -132,75 +144,103 @@ void local_shard::finalize(const shard_stats& global) {
   }
 }
 
-// Block maxima and champion lists of terms [from, to); champ_at_ gets offsets into `out`.
-template <class DocKeys>
-void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out) {
+namespace {
+// A champion list being built: the best champ_len entries in a heap whose front is the worst
+// (higher key first, then lower doc is better).
+struct champ_heap {
   struct scored {
     double key;
     uint32_t doc;
   };
-  // heap order: the worst entry at the front (higher key first, then lower doc is better)
-  auto worse = [](const scored& a, const scored& b) {
+  static bool worse(const scored& a, const scored& b) noexcept {
     return a.key > b.key || (a.key == b.key && a.doc < b.doc);
-  };
-  std::vector<scored> rel, date;
-  rel.reserve(champ_len);
-  date.reserve(champ_len);
-  auto offer_champ = [&worse](std::vector<scored>& h, const scored& x) {
+  }
+  std::vector<scored> h;
+  champ_heap() { h.reserve(champ_len); }
+  // docs arrive in ascending order, so an equal key never displaces an entry
+  void offer(double key, uint32_t doc) {
     if (h.size() < champ_len) {
-      h.push_back(x);
+      h.push_back({key, doc});
       std::push_heap(h.begin(), h.end(), worse);
-    } else if (worse(x, h.front())) {
+    } else if (key > h.front().key) {
       std::pop_heap(h.begin(), h.end(), worse);
-      h.back() = x;
+      h.back() = {key, doc};
       std::push_heap(h.begin(), h.end(), worse);
     }
-  };
-  // A second reader walks the doc streams of terms [from, to) (laid out one after another in
-  // term order) ahead_docs postings ahead of the cursors and prefetches its docs' keys.
-  constexpr uint32_t ahead_docs = 16;
-  const uint8_t* const stream = doc_stream_.get();
-  auto stream_end_of = [this](size_t ti) {
-    return ti + 1 < terms_.size() ? terms_[ti + 1].doc_off : doc_stream_bytes_ - 16;
-  };
-  size_t ahead_term = from;
-  const uint8_t* ahead = from < to ? stream + terms_[from].doc_off : nullptr;
-  const uint8_t* ahead_end = from < to ? stream + stream_end_of(from) : nullptr;
-  uint32_t ahead_doc = 0;
-  auto step_ahead = [&] {
-    while (ahead == ahead_end) {
-      if (++ahead_term >= to) {
+  }
+  // Best first.
+  void sort() { std::sort_heap(h.begin(), h.end(), worse); }
+};
+
+// A second reader of the doc streams of terms [from, to) (laid out one after another in term
+// order), kept ahead_docs postings ahead of the cursors, that prefetches its docs' keys.
+template <class Keys>
+struct stream_lookahead {
+  static constexpr uint32_t ahead_docs = 16;
+  const std::vector<term_info>& terms;
+  const uint8_t* stream;
+  uint64_t stream_end;  // bytes of doc stream before its padding
+  const Keys& keys;
+  size_t term, to;
+  const uint8_t* at = nullptr;
+  const uint8_t* end = nullptr;
+  uint32_t doc = 0;
+
+  stream_lookahead(const std::vector<term_info>& t, const uint8_t* s, uint64_t s_end,
+                   const Keys& k, size_t from, size_t to_)
+      : terms(t), stream(s), stream_end(s_end), keys(k), term(from), to(to_) {
+    if (from < to) {
+      at = stream + terms[from].doc_off;
+      end = stream + end_of(from);
+    }
+    for (uint32_t i = 0; i < ahead_docs && term < to; ++i) {
+      step();
+    }
+  }
+  uint64_t end_of(size_t ti) const {
+    return ti + 1 < terms.size() ? terms[ti + 1].doc_off : stream_end;
+  }
+  void step() {
+    if (term >= to) {
+      return;
+    }
+    while (at == end) {
+      if (++term >= to) {
         return;
       }
-      ahead_end = stream + stream_end_of(ahead_term);
-      ahead_doc = 0;
+      end = stream + end_of(term);
+      doc = 0;
     }
     uint32_t word;
-    std::memcpy(&word, ahead, 4);  // the stream ends in 16 bytes of padding
+    std::memcpy(&word, at, 4);  // the stream ends in 16 bytes of padding
     if ((word & 0x80808080u) == 0) {
-      ahead_doc += word & 0xFF;
-      ahead += 4;
+      doc += word & 0xFF;
+      at += 4;
     } else {
-      ahead_doc += read_varint(ahead);
-      read_varint(ahead);
-      read_varint(ahead);
-      read_varint(ahead);
+      doc += read_varint(at);
+      read_varint(at);
+      read_varint(at);
+      read_varint(at);
     }
-    __builtin_prefetch(keys.key.data() + ahead_doc);
-  };
-  for (uint32_t i = 0; i < ahead_docs && ahead_term < to; ++i) {
-    step_ahead();
+    __builtin_prefetch(keys.key.data() + doc);
   }
+};
+}  // namespace
+
+// Block maxima and champion lists of terms [from, to); champ_at_ gets offsets into `out`.
+template <class DocKeys>
+void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out) {
+  champ_heap rel, date;
+  stream_lookahead<DocKeys> ahead(terms_, doc_stream_.get(), doc_stream_bytes_ - 16, keys, from,
+                                  to);
   for (size_t ti = from; ti < to; ++ti) {
     const term_info& t = terms_[ti];
     const bool champs = t.df > champ_min_df;
-    rel.clear();
-    date.clear();
+    rel.h.clear();
+    date.h.clear();
     posting_cursor c = cursor_for(t);
     while (c.next()) {
-      if (ahead_term < to) {
-        step_ahead();
-      }
+      ahead.step();
       const auto k = keys.key[c.doc];
       const int64_t doc_time = keys.time(k);
       double v = term_part(c.tf_title, c.tf_text, keys.norm_of(k));
@@ -213,25 +253,19 @@ void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, ch
       int64_t& mt = block_max_time_[t.skip_off + c.block];
       mt = std::max(mt, doc_time);
       if (champs) {
-        // docs arrive in ascending order, so an equal key never displaces an entry
-        if (rel.size() < champ_len || v > rel.front().key) {
-          offer_champ(rel, {v, c.doc});
-        }
-        const double tm = static_cast<double>(doc_time);
-        if (date.size() < champ_len || tm > date.front().key) {
-          offer_champ(date, {tm, c.doc});
-        }
+        rel.offer(v, c.doc);
+        date.offer(static_cast<double>(doc_time), c.doc);
       }
     }
     if (champs) {
-      std::sort_heap(rel.begin(), rel.end(), worse);
-      std::sort_heap(date.begin(), date.end(), worse);
+      rel.sort();
+      date.sort();
       champ_at_[ti] = static_cast<uint32_t>(out.doc.size());
-      for (const scored& x : rel) {
+      for (const auto& x : rel.h) {
         out.part.push_back(x.key);
         out.doc.push_back(x.doc);
       }
-      for (const scored& x : date) {
+      for (const auto& x : date.h) {
         out.date.push_back(x.doc);
       }
     }
