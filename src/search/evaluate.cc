@@ -1,15 +1,95 @@
-// local_shard query evaluation: document frequencies, champion lists, single-term block
-// skipping, the leapfrog intersection with block-max bounds.
+// local_shard query evaluation: the posting cursor's seek, document frequencies, champion lists,
+// single-term block skipping, the leapfrog intersection with block-max bounds, phrase checks.
+// One unit, so that seek() and the phrase checks inline into the evaluation loops.
 #include "search/shard_impl.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 namespace tollgate::search {
 
 using namespace detail;
+
+// ---- posting_cursor (with the evaluation, so that seek() inlines into it) ----
+
+void posting_cursor::skip_block() noexcept {
+  p = doc_base + skips[block].doc_end;
+  pos = pos_base + skips[block].pos_end;
+  doc = skips[block].last_doc;
+  pos_len = 0;
+  left = 0;
+}
+
+[[gnu::always_inline]] inline bool posting_cursor::seek(uint32_t target) noexcept {
+  if (doc >= target) {
+    return doc != UINT32_MAX;
+  }
+  if (skips[block].last_doc < target) {
+    uint32_t lo = block + 1;
+    uint32_t hi = nblocks;
+    // most seeks of a frequent term land in the next block: try it before the binary search
+    if (lo < hi && skips[lo].last_doc >= target) {
+      hi = lo;
+    }
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (skips[mid].last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    block = lo;
+    p = doc_base + skips[lo - 1].doc_end;
+    pos = pos_base + skips[lo - 1].pos_end;
+    doc = skips[lo - 1].last_doc;
+    pos_len = 0;
+    left = std::min(block_docs, df - lo * block_docs);
+  }
+  // The target is in this block (its last doc >= target), so the scan never leaves it: it
+  // follows only the doc number and the positions offset until the doc is reached.
+  const uint8_t* q = p;
+  const uint8_t* ps = pos + pos_len;
+  uint32_t d = doc;
+  uint32_t n = left;
+  while (true) {
+    uint32_t w;
+    std::memcpy(&w, q, 4);
+    uint32_t tt, tx, pl;
+    if ((w & 0x80808080u) == 0) {
+      d += w & 0xFF;
+      tt = (w >> 8) & 0xFF;
+      tx = (w >> 16) & 0xFF;
+      pl = w >> 24;
+      q += 4;
+    } else {
+      d += detail::read_varint(q);
+      tt = detail::read_varint(q);
+      tx = detail::read_varint(q);
+      pl = detail::read_varint(q);
+    }
+    --n;
+    if (d >= target) {
+      p = q;
+      pos = ps;
+      doc = d;
+      tf_title = tt;
+      tf_text = tx;
+      pos_len = pl;
+      left = n;
+      return true;
+    }
+    ps += pl;
+  }
+}
+
 
 // ---- queries ----
 
@@ -94,8 +174,10 @@ void local_shard::finish(shard_answer& out) const {
 // One term, no filters: every posting matches, so total = df (set by begin_search), and whole
 // blocks whose maximum (score or time) is below the k-th best so far are skipped without
 // decoding. Stops between blocks once the budget is spent; false: not finished.
+template <bool Bounded>
 bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                                   uint64_t& budget) const {
+                                   uint64_t& budget_left) const {
+  uint64_t budget = budget_left;  // in a register (writes through the cursor may alias it)
   posting_cursor& c = ws.cursors[0];
   const eval_state& ev = ws.ev;
   const double idf = plan.idf[0];
@@ -103,31 +185,38 @@ bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, 
   std::vector<hit>& heap = out.hits;
   while (true) {
     // c is on the first doc of block c.block
-    if (budget == 0) {
-      return false;
+    if constexpr (Bounded) {
+      if (budget == 0) {
+        budget_left = 0;
+        return false;
+      }
     }
     if (heap.size() == k) {
       const size_t blk = c.skip_off + c.block;
       double ub = ev.by_date ? static_cast<double>(block_max_time_[blk])
                              : idf * (block_max_[blk] * ev.bound_scale);
       if (ub < heap.front().key) {
-        --budget;
+        budget -= Bounded ? 1 : 0;
         c.skip_block();
         if (!c.next()) {
+          budget_left = budget;
           return true;
         }
         continue;
       }
     }
     const uint32_t block = c.block;
+    if constexpr (Bounded) {
+      budget -= std::min<uint64_t>(budget, uint64_t{c.left} + 1);  // the block's docs
+    }
     do {
       hit h{};
       h.doc = c.doc;
       h.key = ev.by_date ? static_cast<double>(time_[c.doc])
                          : idf * term_part(c.tf_title, c.tf_text, length_norm(c.doc, ev.avgdl));
       offer(heap, k, h);
-      budget -= budget > 0 ? 1 : 0;
       if (!c.next()) {
+        budget_left = budget;
         return true;
       }
     } while (c.block == block);
@@ -250,8 +339,16 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
 
 bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                        uint64_t& budget) const {
-  const bool finished = ws.ev.mode == eval_state::single ? single_term_step(plan, ws, out, budget)
-                                                          : intersect_step(plan, ws, out, budget);
+  // an unbounded step (search()) runs the loops without any budget accounting
+  const bool bounded = budget != UINT64_MAX;
+  bool finished;
+  if (ws.ev.mode == eval_state::single) {
+    finished = bounded ? single_term_step<true>(plan, ws, out, budget)
+                       : single_term_step<false>(plan, ws, out, budget);
+  } else {
+    finished = bounded ? intersect_step<true>(plan, ws, out, budget)
+                       : intersect_step<false>(plan, ws, out, budget);
+  }
   if (finished) {
     ws.ev.mode = eval_state::done;
     finish(out);
@@ -277,7 +374,7 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 
 // Moves every cursor to the lead's doc or past it; true when all are on it. False with the
 // lead moved on (not aligned: call again) or with `end` set (a cursor ran out).
-bool local_shard::align(shard_workspace& ws, bool& end) const {
+[[gnu::always_inline]] inline bool local_shard::align(shard_workspace& ws, bool& end) const {
   posting_cursor& lead = ws.cursors[ws.order[0]];
   const uint32_t target = lead.doc;
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
@@ -295,7 +392,7 @@ bool local_shard::align(shard_workspace& ws, bool& end) const {
 }
 
 // The filters a posting match must also pass: the time range, the tags, the phrases.
-bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const {
+[[gnu::always_inline]] inline bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const {
   const int64_t t = time_[doc];
   if (t < plan.since || t > plan.until) {
     return false;
@@ -314,7 +411,7 @@ bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t 
 
 // Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
 // phrase's frequency is at most each of its terms', so its part is bounded by theirs.
-bool local_shard::blocks_below(const query_plan& plan, const shard_workspace& ws,
+[[gnu::always_inline]] inline bool local_shard::blocks_below(const query_plan& plan, const shard_workspace& ws,
                                double kth) const {
   const double bound_scale = ws.ev.bound_scale;
   double ub = 0;
@@ -337,7 +434,7 @@ bool local_shard::blocks_below(const query_plan& plan, const shard_workspace& ws
 // The BM25 score of the cursors' doc, or false when a full heap's k-th best `kth` is out of
 // its reach before the phrases' occurrences are counted (a phrase occurs in a field at most as
 // often as each of its words does there).
-bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full,
+[[gnu::always_inline]] inline bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full,
                         double kth, double& s) const {
   const double kn = length_norm(doc, ws.ev.avgdl);
   s = 0;
@@ -376,19 +473,31 @@ bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t do
 // a doc on every cursor that passes the filters is counted and, unless the block maxima or its
 // own bound rule it out of a full heap, scored and offered. Stops between docs once the
 // budget is spent (the cursors and the heap hold the state); false: not finished.
+namespace {
+constexpr uint64_t phrase_cost = 8;
+}  // namespace
+
+template <bool Bounded>
 bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                                 uint64_t& budget) const {
+                                 uint64_t& budget_left) const {
+  uint64_t budget = budget_left;  // in a register (writes through the cursors may alias it)
+  const uint64_t step_cost = 1 + phrase_cost * plan.phrases.size();
   posting_cursor& lead = ws.cursors[ws.order[0]];
   std::vector<hit>& heap = out.hits;
   const size_t k = plan.k;
   while (true) {
-    if (budget == 0) {
-      return false;
+    if constexpr (Bounded) {
+      if (budget == 0) {
+        budget_left = 0;
+        return false;
+      }
+      // a phrase check reads the words' positions: it counts as phrase_cost units of work
+      budget = budget > step_cost ? budget - step_cost : 0;
     }
-    --budget;
     bool end = false;
     if (!align(ws, end)) {
       if (end) {
+        budget_left = budget;
         return true;
       }
       continue;
@@ -411,9 +520,164 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       }
     }
     if (!lead.next()) {
+      budget_left = budget;
       return true;
     }
   }
+}
+
+
+// ---- phrases: whether a phrase occurs in the cursors' current doc, and how often ----
+
+namespace {
+// Decodes the positions of a cursor's current doc into out.
+void decode_positions(const posting_cursor& c, std::vector<uint32_t>& out) {
+  out.clear();
+  const uint8_t* p = c.pos;
+  const uint8_t* end = p + c.pos_len;
+  uint32_t v = 0;
+  bool first = true;
+  while (p < end) {
+    uint32_t d = read_varint(p);
+    v = first ? d : v + d;
+    first = false;
+    out.push_back(v);
+  }
+}
+}  // namespace
+
+namespace {
+// Two-word phrase: walks both position lists (varint deltas) in step and stops at the first p
+// with p + 1 in the second list, decoding nothing into memory.
+bool adjacent_pair(const posting_cursor& a, const posting_cursor& b) noexcept {
+  const uint8_t* pa = a.pos;
+  const uint8_t* ea = pa + a.pos_len;
+  const uint8_t* pb = b.pos;
+  const uint8_t* eb = pb + b.pos_len;
+  if (pa >= ea || pb >= eb) {
+    return false;
+  }
+  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
+  uint32_t vb = read_varint(pb);
+  while (va != vb) {
+    // advance whichever list is behind until it catches up or passes the other
+    while (va < vb) {
+      if (pa >= ea) {
+        return false;
+      }
+      va += read_varint(pa);
+    }
+    while (vb < va) {
+      if (pb >= eb) {
+        return false;
+      }
+      vb += read_varint(pb);
+    }
+  }
+  return true;
+}
+}  // namespace
+
+bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) const {
+  for (const phrase_span& ph : plan.phrases) {
+    if (ph.count < 2) {
+      continue;
+    }
+    if (ph.count == 2) {
+      if (!adjacent_pair(ws.cursors[plan.phrase_terms[ph.first]],
+                         ws.cursors[plan.phrase_terms[ph.first + 1]])) {
+        return false;
+      }
+      continue;
+    }
+    decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
+    for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
+      decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
+      // keep p in pos_a where p + j is in pos_b (both ascending)
+      size_t w = 0, b = 0;
+      for (size_t a = 0; a < ws.pos_a.size(); ++a) {
+        uint32_t want = ws.pos_a[a] + j;
+        while (b < ws.pos_b.size() && ws.pos_b[b] < want) {
+          ++b;
+        }
+        if (b < ws.pos_b.size() && ws.pos_b[b] == want) {
+          ws.pos_a[w++] = ws.pos_a[a];
+        }
+      }
+      ws.pos_a.resize(w);
+    }
+    if (ws.pos_a.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+// Two-word phrase, every occurrence: like adjacent_pair, without stopping at the first; counts
+// the occurrences starting in the title (positions below tl) and in the text.
+void adjacent_pairs(const posting_cursor& a, const posting_cursor& b, uint32_t tl,
+                    uint32_t& in_title, uint32_t& in_text) noexcept {
+  const uint8_t* pa = a.pos;
+  const uint8_t* ea = pa + a.pos_len;
+  const uint8_t* pb = b.pos;
+  const uint8_t* eb = pb + b.pos_len;
+  if (pa >= ea || pb >= eb) {
+    return;
+  }
+  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
+  uint32_t vb = read_varint(pb);
+  while (true) {
+    if (va == vb) {
+      (va - 1 < tl ? in_title : in_text) += 1;
+      if (pa >= ea || pb >= eb) {
+        return;
+      }
+      va += read_varint(pa);
+      vb += read_varint(pb);
+    } else if (va < vb) {
+      if (pa >= ea) {
+        return;
+      }
+      va += read_varint(pa);
+    } else {
+      if (pb >= eb) {
+        return;
+      }
+      vb += read_varint(pb);
+    }
+  }
+}
+}  // namespace
+
+double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph,
+                                shard_workspace& ws, uint32_t doc) const {
+  const uint32_t tl = title_len_[doc];  // title positions are 0..tl-1, text ones from tl + 1
+  uint32_t in_title = 0, in_text = 0;
+  if (ph.count == 2) {
+    adjacent_pairs(ws.cursors[plan.phrase_terms[ph.first]],
+                   ws.cursors[plan.phrase_terms[ph.first + 1]], tl, in_title, in_text);
+    return w_title * in_title + w_text * in_text;
+  }
+  decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
+  for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
+    decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
+    size_t w = 0, bi = 0;
+    for (size_t a = 0; a < ws.pos_a.size(); ++a) {
+      const uint32_t want = ws.pos_a[a] + j;
+      while (bi < ws.pos_b.size() && ws.pos_b[bi] < want) {
+        ++bi;
+      }
+      if (bi < ws.pos_b.size() && ws.pos_b[bi] == want) {
+        ws.pos_a[w++] = ws.pos_a[a];
+      }
+    }
+    ws.pos_a.resize(w);
+  }
+  for (uint32_t p : ws.pos_a) {
+    (p < tl ? in_title : in_text) += 1;
+  }
+  return w_title * in_title + w_text * in_text;
 }
 
 }  // namespace tollgate::search

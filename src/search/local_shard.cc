@@ -1,7 +1,7 @@
 // local_shard: the storage side of an in-process shard (story arena, tags, the term table,
-// sealing), the stable hashes, the posting cursor's seek, and lookup by id. The index build,
+// sealing), the stable hashes and lookup by id. The index build,
 // finalize, query evaluation, phrase matching, the reference evaluator and rendering live in
-// index_build.cc, finalize.cc, evaluate.cc, phrase.cc, reference.cc and render.cc. See
+// index_build.cc, finalize.cc, evaluate.cc, reference.cc and render.cc. See
 // local_shard.h for the lifecycle and the postings layout.
 #include "search/local_shard.h"
 
@@ -123,83 +123,6 @@ uint64_t hash_bytes(std::string_view s) noexcept {
 
 uint32_t shard_of(std::string_view id, uint32_t shard_count) noexcept {
   return shard_count <= 1 ? 0 : static_cast<uint32_t>(hash_bytes(id) % shard_count);
-}
-
-// ---- posting_cursor ----
-
-void posting_cursor::skip_block() noexcept {
-  p = doc_base + skips[block].doc_end;
-  pos = pos_base + skips[block].pos_end;
-  doc = skips[block].last_doc;
-  pos_len = 0;
-  left = 0;
-}
-
-bool posting_cursor::seek(uint32_t target) noexcept {
-  if (doc >= target) {
-    return doc != UINT32_MAX;
-  }
-  if (skips[block].last_doc < target) {
-    uint32_t lo = block + 1;
-    uint32_t hi = nblocks;
-    // most seeks of a frequent term land in the next block: try it before the binary search
-    if (lo < hi && skips[lo].last_doc >= target) {
-      hi = lo;
-    }
-    while (lo < hi) {
-      uint32_t mid = lo + (hi - lo) / 2;
-      if (skips[mid].last_doc < target) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    if (lo == nblocks) {
-      doc = UINT32_MAX;
-      return false;
-    }
-    block = lo;
-    p = doc_base + skips[lo - 1].doc_end;
-    pos = pos_base + skips[lo - 1].pos_end;
-    doc = skips[lo - 1].last_doc;
-    pos_len = 0;
-    left = std::min(block_docs, df - lo * block_docs);
-  }
-  // The target is in this block (its last doc >= target), so the scan never leaves it: it
-  // follows only the doc number and the positions offset until the doc is reached.
-  const uint8_t* q = p;
-  const uint8_t* ps = pos + pos_len;
-  uint32_t d = doc;
-  uint32_t n = left;
-  while (true) {
-    uint32_t w;
-    std::memcpy(&w, q, 4);
-    uint32_t tt, tx, pl;
-    if ((w & 0x80808080u) == 0) {
-      d += w & 0xFF;
-      tt = (w >> 8) & 0xFF;
-      tx = (w >> 16) & 0xFF;
-      pl = w >> 24;
-      q += 4;
-    } else {
-      d += detail::read_varint(q);
-      tt = detail::read_varint(q);
-      tx = detail::read_varint(q);
-      pl = detail::read_varint(q);
-    }
-    --n;
-    if (d >= target) {
-      p = q;
-      pos = ps;
-      doc = d;
-      tf_title = tt;
-      tf_text = tx;
-      pos_len = pl;
-      left = n;
-      return true;
-    }
-    ps += pl;
-  }
 }
 
 // ---- building ----
@@ -339,37 +262,6 @@ void local_shard::seal(std::vector<load_issue>& dups) {
   build_index();
 }
 
-
-// Term table: open addressing over 16-byte slots {hash high bits | length | term index + 1,
-// first 8 bytes}. Most terms are at most 8 bytes long and are matched from the slot alone, so
-// interning a token costs one cache line instead of three (slot, term_info, name).
-// Returns the term index, or -(slot + 1).
-int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noexcept {
-  if (term_table_.empty()) {
-    return -1;
-  }
-  const size_t mask = term_table_.size() - 1;
-  const uint64_t tag = term_tag(h, t.size());
-  const uint64_t head = term_head(t);
-  size_t i = h & mask;
-  while (true) {
-    const term_slot& v = term_table_[i];
-    if (v.key == 0) {
-      return -static_cast<int64_t>(i) - 1;
-    }
-    if ((v.key >> 32) == tag && v.head == head) {
-      const uint32_t idx = static_cast<uint32_t>(v.key & 0xFFFFFFFFu) - 1;
-      if (t.size() <= 8) {
-        return idx;
-      }
-      const term_info& ti = terms_[idx];
-      if (std::string_view(term_chars_.data() + ti.name_off, ti.name_len) == t) {
-        return idx;
-      }
-    }
-    i = (i + 1) & mask;
-  }
-}
 
 uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
   int64_t r = probe_term(tok, h);

@@ -248,8 +248,10 @@ class local_shard final : public shard_source {
   bool step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
             uint64_t& budget) const;
   bool open_cursors(const query_plan& plan, shard_workspace& ws) const;
+  template <bool Bounded>  // false: no budget accounting at all (search())
   bool single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                         uint64_t& budget) const;
+  template <bool Bounded>
   bool intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                       uint64_t& budget) const;
   bool align(shard_workspace& ws, bool& end) const;

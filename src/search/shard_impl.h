@@ -1,5 +1,5 @@
 // Private helpers shared by the units of local_shard (storage and hashing in local_shard.cc,
-// index_build.cc, finalize.cc, evaluate.cc, phrase.cc, reference.cc, render.cc): the BM25
+// index_build.cc, finalize.cc, evaluate.cc, reference.cc, render.cc): the BM25
 // arithmetic, varint writing, hit order, the term table's hash, a story's field views.
 #pragma once
 
@@ -154,5 +154,36 @@ struct local_shard::field_views {
     text = {p, r.text_len};
   }
 };
+
+// Term table: open addressing over 16-byte slots {hash high bits | length | term index + 1,
+// first 8 bytes}. Most terms are at most 8 bytes long and are matched from the slot alone, so
+// interning a token costs one cache line instead of three (slot, term_info, name).
+// Returns the term index, or -(slot + 1).
+inline int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noexcept {
+  if (term_table_.empty()) {
+    return -1;
+  }
+  const size_t mask = term_table_.size() - 1;
+  const uint64_t tag = detail::term_tag(h, t.size());
+  const uint64_t head = detail::term_head(t);
+  size_t i = h & mask;
+  while (true) {
+    const term_slot& v = term_table_[i];
+    if (v.key == 0) {
+      return -static_cast<int64_t>(i) - 1;
+    }
+    if ((v.key >> 32) == tag && v.head == head) {
+      const uint32_t idx = static_cast<uint32_t>(v.key & 0xFFFFFFFFu) - 1;
+      if (t.size() <= 8) {
+        return idx;
+      }
+      const term_info& ti = terms_[idx];
+      if (std::string_view(term_chars_.data() + ti.name_off, ti.name_len) == t) {
+        return idx;
+      }
+    }
+    i = (i + 1) & mask;
+  }
+}
 
 }  // namespace tollgate::search
