@@ -5,7 +5,13 @@
 //   2. seal(): sorts stories by id (doc handle order == id_less order, so ties within a shard
 //      break by doc), drops duplicate ids, tokenizes titles and texts and builds the postings.
 //   3. finalize(global stats) (by the backend): per-doc BM25 length norms (query_plan's formula).
-//   4. Queries, concurrently from any number of cores, each with its own shard_workspace.
+//   4. Queries, concurrently from any number of cores, each with its own shard_workspace. A
+//      query runs whole (search, add_doc_freqs) or in budgeted slices (search_slice,
+//      doc_freqs_slice) whose state (cursors, heap, phase) stays in the workspace between them.
+//
+// Units: storage, hashing and the term table (local_shard.cc), index_build.cc, finalize.cc,
+// evaluate.cc (cursor seek, evaluation, phrases), reference.cc, render.cc; shared helpers in
+// shard_impl.h.
 //
 // Postings, per term, in three contiguous streams shared by all terms of the shard:
 //   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
