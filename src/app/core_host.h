@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tollgate/common/json_out.h"
 #include "tollgate/mcp/host.h"
@@ -33,6 +34,9 @@ class core_host final : public mcp::host {
     admitted_ = false;
     quota_filled_ = false;
     check_rate_on_admit_ = check_rate_on_admit;
+    job_next_ = 0;
+    yielded_ = false;
+    continuing_ = false;
   }
 
   /// stdio: no engine drives this core, so the host does: each call re-reads the clock, runs
@@ -58,6 +62,30 @@ class core_host final : public mcp::host {
     admitted_ = false;
     quota_filled_ = false;
   }
+
+  // ---- searches in slices (HTTP cores; see core_handler::handle) ----
+
+  /// The search jobs of one request: its n-th search call uses the n-th job, on every delivery.
+  using job_group = std::vector<std::unique_ptr<search::search_job>>;
+  /// Search calls run as jobs of about `postings` postings of work per slice (0: each search
+  /// runs whole, as on stdio and shard nodes).
+  void set_search_slice(uint64_t postings) noexcept { slice_ = postings; }
+  uint64_t search_slice() const noexcept { return slice_; }
+  /// The jobs of the request being handled (set by the handler before each delivery).
+  void use_jobs(job_group* g) noexcept { jobs_ = g; }
+  /// The job of the request's next search call.
+  search::search_job& next_job();
+  /// Search calls made so far in this delivery.
+  size_t jobs_used() const noexcept { return job_next_; }
+  /// A search call ran out of its slice: the request is deferred and delivered again once
+  /// advance_jobs() reports every job done; the rest of this delivery answers nothing.
+  void yield() noexcept { yielded_ = true; }
+  bool yielded() const noexcept { return yielded_; }
+  /// One slice of the first of jobs [0, used) that is not done; true when all of them are.
+  bool advance_jobs(size_t used);
+  /// A re-delivery of a deferred request (set after begin()): its batch entries were charged
+  /// to the rate limit on the first delivery, so rate_extra() charges nothing again.
+  void set_continuing() noexcept { continuing_ = true; }
 
   /// The core's search answer cache (null: off).
   void set_search_cache(search_cache* c) noexcept { cache_ = c; }
@@ -89,6 +117,11 @@ class core_host final : public mcp::host {
   quota::ticket ticket_;
   bool admitted_ = false;
   bool quota_filled_ = false;
+  uint64_t slice_ = 0;
+  job_group* jobs_ = nullptr;
+  size_t job_next_ = 0;
+  bool yielded_ = false;
+  bool continuing_ = false;
   bool check_rate_on_admit_ = false;
   /// stdio, at the start of each call: the clock, the core's tick when due, and the key's
   /// current record (false when it was revoked).

@@ -275,6 +275,7 @@ core_handler::core_handler(shared_state& s, int core)
         &s.search_cache[static_cast<size_t>(core)]);
     host_.set_search_cache(cache_.get());
   }
+  host_.use_jobs(&light_jobs_);
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
     host_.set_fleet(fleet_.get());
@@ -283,6 +284,11 @@ core_handler::core_handler(shared_state& s, int core)
 }
 
 void core_handler::attach(http::engine_io& io) {
+  io_ = &io;
+  // Searches in slices need the engine to park requests: only once attached to one.
+  if (!s_.fleet && s_.backend->remote_count() == 0) {
+    host_.set_search_slice(s_.settings->search_slice_postings);
+  }
   if (fleet_) {
     fleet_->attach(io);
   }
@@ -413,6 +419,9 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     // the first delivery (a 429 never reaches the remotes), and its figures were kept.
     fig = fleet_->figures();
     limited = false;
+  } else if (resuming_ != nullptr) {
+    fig = resuming_->fig;  // charged on its first delivery
+    limited = false;
   } else {
     limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
     if (!limited && fleet_route && fan_out(req, counted, m.rest, *key, now_ns, fig)) {
@@ -429,6 +438,16 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
     host_.begin(*key, now_ns, fig);
     return endpoint_.handle_http(req, host_, out, now_ns);
+    if (resuming_ != nullptr) {
+      host_.set_continuing();
+    }
+    const size_t mark = out.size();
+    http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
+    if (host_.yielded() && io_ != nullptr) {
+      out.resize(mark);  // answered for real once its searches are done
+      return park(resuming_, fig);
+    }
+    return info;
   }
   if (limited) {
     quota_.fill_quota(*key, now_ns, fig);
@@ -445,12 +464,64 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   }
 }
 
+core_handler::parked* core_handler::find_parked() {
+  if (parked_.empty() || io_ == nullptr) {
+    return nullptr;
+  }
+  const http::deferral_token t = io_->current();
+  for (parked& p : parked_) {
+    if (p.token.slot == t.slot && p.token.gen == t.gen) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+http::response_info core_handler::park(parked* p, const quota::figures& fig) {
+  if (p == nullptr) {
+    // First park: the request takes the light jobs (its searches' state) with it.
+    parked_.emplace_back();
+    p = &parked_.back();
+    p->jobs.swap(light_jobs_);
+    if (!spare_.empty()) {
+      light_jobs_.swap(spare_.back());
+      spare_.pop_back();
+    }
+    p->fig = fig;
+  }
+  p->used = host_.jobs_used();
+  p->token = io_->defer();
+  io_->resume(p->token);  // delivered again next pass: one slice each pass
+  return {0, false, true};
+}
+
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
+  resuming_ = find_parked();
+  if (resuming_ != nullptr) {
+    host_.use_jobs(&resuming_->jobs);
+    if (!host_.advance_jobs(resuming_->used)) {
+      resuming_->token = io_->defer();
+      io_->resume(resuming_->token);
+      resuming_ = nullptr;
+      host_.use_jobs(&light_jobs_);
+      return {0, false, true};
+    }
+  }
   app::route counted = route::not_found;
   const uint64_t billed_before = quota_.billed_seq();
   const size_t start = out.size();
   http::response_info info = route(req, out, now_ns, counted);
+  if (resuming_ != nullptr) {
+    if (!info.deferred) {
+      // answered: its job group is free again (index-stable erase: swap with the last)
+      spare_.push_back(std::move(resuming_->jobs));
+      *resuming_ = std::move(parked_.back());
+      parked_.pop_back();
+    }
+    resuming_ = nullptr;
+  }
+  host_.use_jobs(&light_jobs_);
   if (info.deferred) {
     return info;  // counted when it is answered
   }
@@ -503,6 +574,17 @@ void core_handler::journal_written(int64_t res) { quota_.journal_done(res); }
 void core_handler::journal_synced(int res) { quota_.journal_synced(res); }
 
 void core_handler::on_tick(int64_t now_ns) {
+  // A parked request whose connection closed is never delivered again: free its jobs. (A live
+  // one is always queued for delivery, so resume() changes nothing for it.)
+  for (size_t i = 0; i < parked_.size();) {
+    if (io_ != nullptr && !io_->resume(parked_[i].token)) {
+      spare_.push_back(std::move(parked_[i].jobs));
+      parked_[i] = std::move(parked_.back());
+      parked_.pop_back();
+    } else {
+      ++i;
+    }
+  }
   quota_.on_tick(now_ns);
   if (fleet_) {
     fleet_->on_tick();

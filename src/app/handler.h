@@ -108,6 +108,18 @@ class core_handler final : public http::handler {
                const quota::key_record& key, int64_t now_ns, const quota::figures& fig);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
+  /// Searches in slices: a request whose search outlasted its slice is parked (deferred, and
+  /// resumed at once so that it is delivered again next pass); each re-delivery runs one
+  /// slice of its jobs and parks it again, until they are done and the request is answered
+  /// for real (its rate charged once, on the first delivery).
+  struct parked {
+    http::deferral_token token;
+    core_host::job_group jobs;
+    size_t used = 0;  // its search calls (jobs [0, used))
+    quota::figures fig;
+  };
+  parked* find_parked();
+  http::response_info park(parked* p, const quota::figures& fig);
 
   shared_state& s_;
   int core_;
@@ -121,6 +133,11 @@ class core_handler final : public http::handler {
   search::query_string_parser fleet_qs_;  // the dry run's own REST query decoding
   out_buffer dry_out_;                    // a dry run's discarded response
   out_buffer fleet_id_;                   // a dry run's percent-decoded story id
+  http::engine_io* io_ = nullptr;
+  core_host::job_group light_jobs_;          // the jobs of requests not parked (yet)
+  std::vector<parked> parked_;               // requests whose searches are going on
+  std::vector<core_host::job_group> spare_;  // job groups of answered parked requests
+  parked* resuming_ = nullptr;               // the parked request being delivered, if any
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

@@ -25,7 +25,8 @@ const std::initializer_list<section> sections = {
      {"listen", "admin_listen", "threads", "data_dir", "max_connections", "header_timeout_ms",
       "idle_timeout_ms", "max_header_bytes", "max_body_bytes"}},
     {"corpus",
-     {"path", "on_bad_line", "shards", "search_cache_entries", "search_cache_entry_bytes"}},
+     {"path", "on_bad_line", "shards", "search_cache_entries", "search_cache_entry_bytes",
+      "search_slice_postings"}},
     {"mcp", {"allowed_origins", "sessions", "session_idle_secs", "max_sessions"}},
     {"quota", {"reconcile_ms", "fsync_ms", "journal_write", "demo_plan"}},
     {plan_table, {"rate_per_sec", "burst", "monthly_quota", "overage"}},
@@ -336,6 +337,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
     r.integer(*t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
               16 << 20);
+    r.integer(*t, "corpus", "search_slice_postings", s.search_slice_postings, 0, 1 << 30);
     // Each core allocates and zeroes entries x entry_bytes at start-up: the maxima of the two
     // keys together would ask for 16 TiB per core.
     const uint64_t cache_bytes =
