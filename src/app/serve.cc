@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "data_dir_lock.h"
 #include "handler.h"
+#include "observability.h"
 #include "reload.h"
 #include "tollgate/common/log.h"
 #include "tollgate/net/server.h"
@@ -285,7 +286,9 @@ int run_serve(int argc, char** argv) {
     return rc;
   }
   // Signals are taken by sigwait() below, before any thread starts.
-  const sigset_t set = block_control_signals();
+  sigset_t set = block_control_signals();
+  sigaddset(&set, SIGUSR1);  // serve only: reopen the access log (stdio has none)
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // Every connection is a descriptor: lift the soft limit to the hard one before the cores arm
   // their accepts (the kernel reads the limit then). Running out is still handled (EMFILE
@@ -328,6 +331,8 @@ int run_serve(int argc, char** argv) {
     register_shard_routes(st);
   } else if (int rc = build_shared(st, *s, cores, false, lock); rc != 0) {
     return rc;
+  } else if (int orc = setup_observability(st, *s, cores); orc != 0) {
+    return orc;
   }
   bool demo_key = false;
   if (st.quota) {
@@ -397,6 +402,13 @@ int run_serve(int argc, char** argv) {
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) {
+      continue;
+    }
+    if (sig == SIGUSR1) {  // logrotate: every core reopens the access log
+      if (st.access) {
+        st.access->request_reopen();
+        log_info("SIGUSR1: reopening the access log {}", st.access->path());
+      }
       continue;
     }
     if (sig == SIGHUP) {
