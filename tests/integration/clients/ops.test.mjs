@@ -104,3 +104,34 @@ print(repr(s.recv(4096).decode()), flush=True)
   assert.equal(r.status, 200);
   try { process.kill(py.pid, 'SIGKILL'); } catch { /* exited */ }
 });
+
+test('the Grafana dashboard and the alert rules name only metrics /metrics exposes', async () => {
+  const s = await start({ keys: { a: { account: 'acct-a', plan: 'big' } } });
+  servers.push(s);
+  const r = await restGet(s, '/v1/stories?q=rust&limit=1', { key: s.keys.a });
+  assert.equal(r.status, 200, r.body);
+  const m = await restGet(s, '/metrics');
+  assert.equal(m.status, 200);
+  const exposed = new Set();
+  for (const line of m.body.split('\n')) {
+    const t = /^# TYPE (\S+) (\S+)$/.exec(line);
+    if (!t) continue;
+    exposed.add(t[1]);
+    if (t[2] === 'histogram') for (const sfx of ['_bucket', '_sum', '_count']) exposed.add(t[1] + sfx);
+  }
+  assert.ok(exposed.has('tollgate_request_duration_seconds_bucket'), [...exposed].join(' '));
+  const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
+  const dashboard = fs.readFileSync(path.join(root, 'deploy/grafana/tollgate.json'), 'utf8');
+  const alerts = fs.readFileSync(path.join(root, 'deploy/prometheus/alerts.yml'), 'utf8');
+  const panels = JSON.parse(dashboard).panels;
+  assert.ok(panels.length >= 8, 'a dashboard with panels');
+  const exprs = panels.flatMap((p) => p.targets.map((t) => t.expr));
+  assert.ok((alerts.match(/^\s+- alert: /mg) ?? []).length >= 5, 'alert rules');
+  for (const [file, text] of [['tollgate.json', exprs.join('\n') + dashboard], ['alerts.yml', alerts]]) {
+    const named = new Set(text.match(/\btollgate_[a-z0-9_]+/g) ?? []);
+    assert.ok(named.size > 0, `${file} names metrics`);
+    for (const name of named) {
+      assert.ok(exposed.has(name), `${file} names ${name}, which /metrics does not expose`);
+    }
+  }
+});
