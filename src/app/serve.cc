@@ -23,6 +23,7 @@
 #include "reload.h"
 #include "sd_notify.h"
 #include "tollgate/common/log.h"
+#include "tollgate/common/progress.h"
 #include "tollgate/net/server.h"
 #include "tollgate/quota/key_store.h"
 #include "tools.h"
@@ -86,7 +87,17 @@ int load_corpus(shared_state& st, const config::settings& s) {
     lo.remote_slots = remotes;
     lo.skip_bad_lines = s.skip_bad_lines;
     search::load_report report;
-    auto b = search::load_jsonl_file(s.corpus_path, lo, report);
+    std::atomic<uint64_t> stories{0};
+    std::atomic<uint64_t> bytes{0};
+    lo.stories_parsed = &stories;
+    lo.bytes_parsed = &bytes;
+    std::error_code size_error;
+    const auto file_size = std::filesystem::file_size(s.corpus_path, size_error);
+    auto b = [&] {
+      progress_watch progress("loading " + s.corpus_path, "stories", stories, bytes,
+                              size_error ? 0 : static_cast<uint64_t>(file_size));
+      return search::load_jsonl_file(s.corpus_path, lo, report);
+    }();
     for (const auto& issue : report.issues) {
       log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
     }
