@@ -1,11 +1,11 @@
 #include "access_log.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/log.h"
@@ -253,8 +253,8 @@ void access_log_core::on_written(int64_t res) {
       metrics_->log_written(core_, inflight_lines_ - lines);
     }
     if (!failing_) {
-      log_error("access log {}: write failed: {}; dropping lines until it works again",
-                log_.path(), std::strerror(res < 0 ? static_cast<int>(-res) : EIO));
+      log_error("access log {}: write failed: {}; dropping lines until it works again", log_.path(),
+                std::strerror(res < 0 ? static_cast<int>(-res) : EIO));
       failing_ = true;
     }
   } else {

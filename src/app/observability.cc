@@ -19,9 +19,9 @@ int setup_observability(shared_state& st, const config::settings& s, int cores) 
     }
     st.access = std::move(*log);
     log_info("access log: {}{}", s.access_log == "-" ? "stderr" : s.access_log,
-             s.log_sample < 1.0 ? fmt::format(" (sample {} of successful requests; errors all)",
-                                               s.log_sample)
-                                : std::string());
+             s.log_sample < 1.0
+                 ? fmt::format(" (sample {} of successful requests; errors all)", s.log_sample)
+                 : std::string());
   }
   return 0;
 }

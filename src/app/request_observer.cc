@@ -89,10 +89,10 @@ bool request_observer::sampled(outcome o) noexcept {
   return static_cast<double>(rng_ >> 11) * 0x1.0p-53 < p;
 }
 
-void request_observer::answered(const http::request& req, route r,
-                                const http::response_info& info, uint64_t bytes_out,
-                                const quota::key_record* key, const mcp_facts* facts,
-                                bool rate_refused, const quota::core_shard& q, int64_t now_ns) {
+void request_observer::answered(const http::request& req, route r, const http::response_info& info,
+                                uint64_t bytes_out, const quota::key_record* key,
+                                const mcp_facts* facts, bool rate_refused,
+                                const quota::core_shard& q, int64_t now_ns) {
   request_record rec;
   rec.start_mono_ns = start_;
   if (io_ != nullptr && !deferred_.empty()) {

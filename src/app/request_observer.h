@@ -30,8 +30,7 @@ class access_log_core;
 class request_observer {
  public:
   /// `metrics` and `log` may be null (off). `tools`: the registry the tool slots index.
-  request_observer(int core, request_metrics* metrics, access_log* log,
-                   const mcp::registry& tools);
+  request_observer(int core, request_metrics* metrics, access_log* log, const mcp::registry& tools);
   ~request_observer();
 
   void attach(http::engine_io& io) noexcept;

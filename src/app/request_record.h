@@ -26,13 +26,13 @@ struct short_text {
 };
 
 struct request_record {
-  int64_t start_mono_ns = 0;  ///< CLOCK_MONOTONIC of the pass that read the request
-  int64_t time_ns = 0;        ///< CLOCK_REALTIME of that pass
-  uint64_t key_id = 0;        ///< 0: no key was recognised
-  uint64_t billed = 0;        ///< calls billed by this request (a batch may bill several)
-  uint64_t overage = 0;       ///< of them, billed past the quota
-  uint64_t bytes_in = 0;      ///< request head and body
-  uint64_t bytes_out = 0;     ///< response head and body
+  int64_t start_mono_ns = 0;     ///< CLOCK_MONOTONIC of the pass that read the request
+  int64_t time_ns = 0;           ///< CLOCK_REALTIME of that pass
+  uint64_t key_id = 0;           ///< 0: no key was recognised
+  uint64_t billed = 0;           ///< calls billed by this request (a batch may bill several)
+  uint64_t overage = 0;          ///< of them, billed past the quota
+  uint64_t bytes_in = 0;         ///< request head and body
+  uint64_t bytes_out = 0;        ///< response head and body
   uint32_t shards_answered = 0;  ///< a partial search: shards that answered, of shards_total
   uint32_t shards_total = 0;
   uint16_t status = 0;

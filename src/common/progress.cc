@@ -54,8 +54,8 @@ progress_meter::~progress_meter() {
 std::string progress_meter::line(const std::string& what, const std::string& unit, uint64_t done,
                                  double fraction, double secs) {
   const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
-  std::string s = fmt::format("{}: {} {}, {}/s", what, amount(static_cast<double>(done)), unit,
-                              amount(rate));
+  std::string s =
+      fmt::format("{}: {} {}, {}/s", what, amount(static_cast<double>(done)), unit, amount(rate));
   if (fraction >= 0) {
     const double share = std::min(1.0, fraction);
     s += fmt::format(", {:.0f}%", share * 100);
@@ -94,8 +94,8 @@ void progress_meter::print(bool final) {
 }
 
 progress_watch::progress_watch(std::string what, std::string unit,
-                               const std::atomic<uint64_t>& done,
-                               const std::atomic<uint64_t>& part, uint64_t whole, std::FILE* out)
+                               const std::atomic<uint64_t>& done, const std::atomic<uint64_t>& part,
+                               uint64_t whole, std::FILE* out)
     : meter_(std::move(what), std::move(unit), out), done_(done), part_(part), whole_(whole) {
   thread_ = std::thread([this] {
     while (!stop_.load(std::memory_order_relaxed)) {

@@ -26,7 +26,8 @@ TEST(progress_test, a_line_says_rate_share_and_estimate) {
   EXPECT_EQ(progress_meter::line("loading x.jsonl", "stories", 250000, 0.25, 10),
             "loading x.jsonl: 250.0k stories, 25.0k/s, 25%, ~30 s left");
   EXPECT_EQ(progress_meter::line("gen", "stories", 1500000, -1, 2), "gen: 1.50M stories, 750.0k/s");
-  EXPECT_EQ(progress_meter::line("gen", "stories", 10, 0.001, 1), "gen: 10 stories, 10/s, 0%, ~16 min 39 s left");
+  EXPECT_EQ(progress_meter::line("gen", "stories", 10, 0.001, 1),
+            "gen: 10 stories, 10/s, 0%, ~16 min 39 s left");
 }
 
 TEST(progress_test, quick_work_prints_nothing) {
