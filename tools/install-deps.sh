@@ -10,6 +10,7 @@ if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
 pkgs=(
   build-essential cmake ninja-build pkg-config git
   liburing-dev libsimdjson-dev libfmt-dev libmimalloc-dev libtomlplusplus-dev libssl-dev
+  libcurl4-openssl-dev openssl   # stdio --remote: its HTTP(S) client; its tests make a cert
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   valgrind
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate

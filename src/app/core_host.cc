@@ -89,6 +89,10 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
       a.quota_used = fig_.quota_used;
       a.quota_remaining = fig_.quota_remaining;
       break;
+    case quota::admit_verdict::unavailable:
+      a.outcome = mcp::admission::kind::unavailable;
+      a.retry_after_secs = fig_.retry_after_secs;
+      break;
   }
   return a;
 }
@@ -123,6 +127,13 @@ mcp::admission core_host::rate_extra() {
   fig_.rate_remaining = f.rate_remaining;  // 0 when refused
   fig_.rate_reset_secs = f.rate_reset_secs;
   return a;
+}
+
+void core_host::refund_rate() {
+  if (stdio_ || collecting() || key_ == nullptr) {
+    return;  // stdio never charged it; a dry run charges nothing (the real run refunds)
+  }
+  quota_.refund_rate(*key_, now_ns_, fig_);
 }
 
 bool core_host::collecting() const noexcept { return fleet_ != nullptr && fleet_->collecting(); }

@@ -1,6 +1,6 @@
 // core_host: the app's mcp::host, binding one request to the quota core and the search backend.
 //
-// Shard-local: one per core, re-armed by begin() for each request; the MCP tools reach the
+// Core-local: one per core, re-armed by begin() for each request; the MCP tools reach the
 // core's search scratch and the caller's key through it (call_context::caller).
 #pragma once
 
@@ -61,6 +61,9 @@ class core_host final : public mcp::host {
   mcp::admission rate_check() override;
   /// HTTP batches: each request after the first is charged to the key's rate limit.
   mcp::admission rate_extra() override;
+  /// HTTP: gives back the charge the handler made for a POST answered 202 (notifications and
+  /// responses only); a dry run or a keyless request gives nothing back.
+  void refund_rate() override;
   /// Arms the host for a request that carries no key (GET and DELETE /mcp, answered by the
   /// endpoint without one): write_headers() writes nothing, never another request's figures.
   void begin_keyless() noexcept {

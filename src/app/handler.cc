@@ -28,6 +28,38 @@ http::response_info ops_text(const http::request& req, int status,
   return {status, head.close};
 }
 
+// The usage journals' health, per core (DESIGN §6: a billed call that cannot be recorded).
+void journal_metrics(quota::service& q, out_buffer& out) {
+  auto it = std::back_inserter(out);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto per_core = [&](std::string_view name, std::string_view help, std::string_view type,
+                      auto value) {
+    fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (int c = 0; c < q.cores(); ++c) {
+      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c, value(q.shard(c).health()));
+    }
+  };
+  per_core("tollgate_journal_write_errors_total",
+           "Usage journal write, fdatasync, open and space-reservation failures.", "counter",
+           [](const quota::journal_health& h) { return h.errors.load(std::memory_order_relaxed); });
+  per_core("tollgate_journal_refused_total",
+           "Billed calls refused as unavailable because their usage could not be recorded.",
+           "counter",
+           [](const quota::journal_health& h) { return h.refused.load(std::memory_order_relaxed); });
+  per_core("tollgate_journal_failing", "1 while the core's usage journal cannot be written.",
+           "gauge", [](const quota::journal_health& h) {
+             return h.failing.load(std::memory_order_relaxed) ? 1 : 0;
+           });
+  per_core("tollgate_journal_oldest_unwritten_seconds",
+           "Age of the oldest usage record not yet written (0: none).", "gauge",
+           [now](const quota::journal_health& h) {
+             const int64_t since = h.unwritten_since_ns.load(std::memory_order_relaxed);
+             return since == 0 || now <= since ? 0.0 : static_cast<double>(now - since) / 1e9;
+           });
+}
+
 http::response_info metrics(const shared_state& s_, const http::request& req, out_buffer& scratch_,
                             out_buffer& out) {
   scratch_.clear();
@@ -60,12 +92,25 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
           &net::core_stats::requests);
     gauge("tollgate_connections_closed_total", "Connections closed (any reason).", "counter",
           &net::core_stats::closed);
-    gauge("tollgate_connections_rejected_total", "Connections closed at once over the cap.",
+    gauge("tollgate_connections_rejected_total",
+          "Connections answered 503 and closed at once: every core at max_connections.",
           "counter", &net::core_stats::rejected);
     gauge("tollgate_accept_errors_total", "accept() failures (EMFILE, ENFILE, ...).", "counter",
           &net::core_stats::accept_errors);
+    gauge("tollgate_connections_handed_off_total",
+          "Connections accepted by a core at max_connections and served by another core.",
+          "counter", &net::core_stats::handed_off);
+    gauge("tollgate_connections_rejected_no_fd_total",
+          "Connections answered 503 and closed to keep descriptors for the admin listener and "
+          "the data files.",
+          "counter", &net::core_stats::rejected_no_fd);
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
+    gauge("tollgate_journal_held_responses", "Connections whose answers wait for a usage journal "
+          "write.", "gauge", &net::core_stats::journal_held);
+  }
+  if (s_.quota) {
+    journal_metrics(*s_.quota, scratch_);
   }
   if (s_.search_cache) {
     auto cache_counter = [&](std::string_view name, std::string_view help,
@@ -126,9 +171,14 @@ http::response_info handle_ops(const shared_state& s, route r, const http::reque
     case route::healthz:
       return ops_text(req, 200, "ok\n", "text/plain", out);
     case route::readyz:
-      return s.ready.load(std::memory_order_acquire)
-                 ? ops_text(req, 200, "ready\n", "text/plain", out)
-                 : ops_text(req, 503, "starting\n", "text/plain", out);
+      if (!s.ready.load(std::memory_order_acquire)) {
+        return ops_text(req, 503, "starting\n", "text/plain", out);
+      }
+      // Not ready while billed calls cannot be recorded (they are refused as unavailable).
+      if (s.quota && !s.quota->journals_ok()) {
+        return ops_text(req, 503, "usage journal failing\n", "text/plain", out);
+      }
+      return ops_text(req, 200, "ready\n", "text/plain", out);
     default:
       return metrics(s, req, scratch, out);
   }
@@ -168,7 +218,7 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
   }
   auto head = http::head_for(req, 404);
   head.content_type = "application/json";
-  http::write_response(out, head, R"({"code":"not_found","message":"There is no such route."})");
+  http::write_response(out, head, k_no_such_route);
   return {404, head.close};
 }
 
@@ -300,17 +350,7 @@ http::response_info core_handler::json_error(const http::request& req, int statu
 http::response_info core_handler::keyless_mcp(const http::request& req, out_buffer& out,
                                               int64_t now_ns) {
   host_.begin_keyless();
-  const size_t start = out.size();
-  http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
-  if (req.method == "HEAD") {
-    // The answer GET would get, without its body (RFC 9110 §9.3.2): a body here would be read
-    // by a keep-alive client as the start of the next response.
-    const std::string_view written(out.data() + start, out.size() - start);
-    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
-      out.resize(start + end + 4);
-    }
-  }
-  return info;
+  return endpoint_.handle_http(req, host_, out, now_ns);  // HEAD: handle() drops the body
 }
 
 http::response_info core_handler::route(const http::request& req, out_buffer& out,
@@ -318,8 +358,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status == 404) {
     counted = route::not_found;
-    return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
-                      {}, out);
+    return json_error(req, 404, k_no_such_route, {}, out);
   }
   if (m.status == 405 && req.path == "/mcp") {
     // Any other method on the MCP endpoint: its own 405 (`Allow: POST`, a JSON-RPC body), as
@@ -333,10 +372,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     scratch_.append("Allow: ");
     scratch_.append(m.allow);
     scratch_.append("\r\n");
-    return json_error(
-        req, 405,
-        R"({"code":"method_not_allowed","message":"This route does not support that method."})",
-        scratch_.view(), out);
+    return json_error(req, 405, k_method_not_allowed, scratch_.view(), out);
   }
   counted = static_cast<app::route>(m.id);
   switch (counted) {
@@ -344,14 +380,12 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     case route::readyz:
     case route::metrics:
       if (!s_.ops_on_main || (counted == route::metrics && !s_.public_metrics)) {
-        return json_error(req, 404,
-                          R"({"code":"not_found","message":"There is no such route."})", {}, out);
+        return json_error(req, 404, k_no_such_route, {}, out);
       }
       return handle_ops(s_, counted, req, scratch_, out);
     case route::well_known:
       // Never an OAuth discovery document: key-only server. Not rated, not billed.
-      return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
-                        {}, out);
+      return json_error(req, 404, k_no_such_route, {}, out);
     default:
       break;
   }
@@ -359,14 +393,15 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     return keyless_mcp(req, out, now_ns);
   }
   // Authenticated surfaces: key, then rate limit (every request counts), then the call.
-  const quota::key_record* key = quota_.authenticate(presented_key(req));
+  const std::string_view presented = presented_key(req);
+  const quota::key_record* key = quota_.authenticate(presented);
   key_ = key;
   if (key == nullptr) {
     if (counted == route::mcp) {
-      return endpoint_.render_unauthorized(req, out);
+      return endpoint_.render_unauthorized(req, out, !presented.empty());
     }
     http::response_info info{401, !req.keep_alive};
-    s_.envelopes->unauthorized(out, info.close);
+    s_.envelopes->unauthorized(out, info.close, !presented.empty());
     return info;
   }
   const bool fleet_route = fleet_ && (counted == route::mcp || counted == route::rest_search ||
@@ -386,10 +421,14 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
   }
   if (counted == route::mcp) {
-    host_.begin(*key, now_ns, fig);
     if (limited) {
-      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs);
+      // The endpoint writes the 429's Retry-After; the host's rate headers must not repeat it.
+      quota::figures f = fig;
+      f.retry_after_secs = 0;
+      host_.begin(*key, now_ns, f);
+      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
     }
+    host_.begin(*key, now_ns, fig);
     return endpoint_.handle_http(req, host_, out, now_ns);
   }
   if (limited) {
@@ -410,7 +449,8 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
   app::route counted = route::not_found;
-  const size_t out_before = out.size();
+  const uint64_t billed_before = quota_.billed_seq();
+  const size_t start = out.size();
   key_ = nullptr;
   rate_refused_ = false;
   host_.reset_facts();
@@ -424,17 +464,48 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     }
     return info;  // counted when it is answered
   }
+  // Only an answer that billed waits for the journal; every other one goes out at once.
+  info.journaled = quota_.billed_seq() != billed_before;
+  if (req.method == "HEAD") {
+    // The answer GET would get, without its body (RFC 9110 §9.3.2), whichever writer made it
+    // (the 401 and the MCP endpoint's answers are written whole): a body here would be read by
+    // a keep-alive client as the start of the next response.
+    const std::string_view written(out.data() + start, out.size() - start);
+    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
+      out.resize(start + end + 4);
+    }
+  }
   if (fleet_) {
     fleet_->finish();
   }
   s_.counters->count(core_, counted, info.status);
   if (observer_.on()) {
-    observer_.answered(req, counted, info, out.size() - out_before, key_,
+    observer_.answered(req, counted, info, out.size() - start, key_,
                        counted == route::mcp ? &host_.facts() : nullptr, rate_refused_, quota_,
                        now_ns);
   }
   return info;
 }
+
+http::response_info core_handler::answer_before_body(const http::request& head, out_buffer& out,
+                                                     int64_t now_ns) {
+  // Only refusals that come before route() reads the body: the answer is the one the whole
+  // request would get (handle() below takes the same path, counted once).
+  const http::route_match m = s_.router.match(head.method, head.path);
+  bool refused = m.status != 200;
+  if (!refused) {
+    const auto r = static_cast<app::route>(m.id);
+    const bool keyed = r == route::rest_search || r == route::rest_story ||
+                       r == route::rest_usage || (r == route::mcp && head.method == "POST");
+    refused = keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
+                        (r == route::mcp && !endpoint_.origin_allowed(head)));
+  }
+  if (!refused) {
+    return {0, false, false};  // 100 Continue: the body decides
+  }
+  return handle(head, out, now_ns);
+}
+
 
 void core_handler::before_send(int64_t now_ns) {
   quota_.before_send(now_ns);

@@ -1,5 +1,5 @@
 // The server's per-core request handler: routing, key check, rate limit, then MCP, REST or the
-// ops routes. One core_handler per core (shard-local); `shared` is read-only after start-up
+// ops routes. One core_handler per core (core-local); `shared` is read-only after start-up
 // apart from its thread-safe members.
 #pragma once
 
@@ -54,14 +54,24 @@ struct shared_state {
   std::atomic<bool> ready{false};
 };
 
-/// Registers the routes of DESIGN §1 on `s.router`.
+/// Registers the routes of design §1 on `s.router`.
 void register_routes(shared_state& s);
 /// A shard node's routes: the fleet routes and the ops routes.
 void register_shard_routes(shared_state& s);
 
-/// The key presented by a request: `Authorization: Bearer KEY` or `X-API-Key: KEY`; empty when
-/// neither is there (or the Authorization scheme is not Bearer).
+/// The key presented by a request: `Authorization: Bearer KEY` (scheme in any case, blanks
+/// after it skipped) or, only when there is no Authorization field, `X-API-Key: KEY`. Empty
+/// when neither is there, or the Authorization scheme is not Bearer: a request that authorizes
+/// itself some other way (Basic) presents no key, even with an X-API-Key beside it.
 std::string_view presented_key(const http::request& req) noexcept;
+
+/// The body of every 404 for a path no route takes (or a route this listener does not serve),
+/// on the public, admin and shard-node listeners alike.
+inline constexpr std::string_view k_no_such_route =
+    R"({"code":"not_found","message":"There is no such route."})";
+/// The body of every 405 for a route that does not take the request's method.
+inline constexpr std::string_view k_method_not_allowed =
+    R"({"code":"method_not_allowed","message":"This route does not support that method."})";
 
 /// Answers an ops route (healthz, readyz, metrics). `scratch` is the core's reusable buffer.
 http::response_info handle_ops(const shared_state& s, route r, const http::request& req,
@@ -82,6 +92,10 @@ class core_handler final : public http::handler {
  public:
   core_handler(shared_state& s, int core);
   http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
+  /// `Expect: 100-continue`: a request its head already refuses (no such route, a bad key, a
+  /// forbidden Origin on /mcp) is answered now, as handle() would answer it with its body.
+  http::response_info answer_before_body(const http::request& head, out_buffer& out,
+                                         int64_t now_ns) override;
   void before_send(int64_t now_ns) override;
   /// The usage journal is written by the engine (io_uring), linked to the pass's sends.
   http::journal_batch journal_pending() override;

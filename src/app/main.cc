@@ -1,4 +1,4 @@
-// tollgate's entry point: dispatches to the subcommands (DESIGN §10). Wiring only.
+// tollgate's entry point: dispatches to the subcommands (design §10). Wiring only.
 #include <fmt/format.h>
 
 #include <span>
@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "stdio_remote.h"
 #include "tollgate/search/corpus.h"
 
 namespace tollgate::app {
@@ -29,6 +30,9 @@ int run_main(int argc, char** argv) {
     return run_serve(argc - 2, argv + 2);
   }
   if (cmd == "stdio") {
+    if (wants_remote(argc - 2, argv + 2)) {
+      return run_stdio_remote(argc - 2, argv + 2);
+    }
     return run_stdio(argc - 2, argv + 2);
   }
   if (cmd == "keys" || cmd == "accounts") {

@@ -220,6 +220,7 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
   qo.cores = cores;
   qo.reconcile_ms = s.reconcile_ms;
   qo.fsync_ms = s.fsync_ms;
+  qo.accept_usage_loss = s.accept_usage_loss;
   auto q = quota::service::open(std::move(qo), wall_now_ns());
   if (!q) {
     log_error("{}", q.error());
@@ -322,6 +323,13 @@ int run_serve(int argc, char** argv) {
   no.header_timeout_ms = s->header_timeout_ms;
   no.idle_timeout_ms = s->idle_timeout_ms;
   no.max_connections = s->max_connections;
+  // Descriptors the public side leaves to the rest of the process when the table fills up
+  // (1,000s of idle clients under a low `ulimit -n`): half for the admin listener's
+  // connections, half for what the server opens while running (usage snapshots, key and
+  // account reloads, the access log) and already holds (journals are opened before this).
+  // The admin listener, in turn, leaves the second half to the files.
+  const rlim_t fd_limit = getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024;
+  no.fd_reserve = fd_limit >= 1024 ? 128 : static_cast<uint32_t>(fd_limit / 4);
   no.journal_inline = s->journal_inline;
   int cores = s->threads > 0 ? s->threads : net::default_threads();
   if (cores <= 0) {
@@ -380,6 +388,7 @@ int run_serve(int argc, char** argv) {
     ao.port = s->admin_listen->port;
     ao.threads = 1;
     ao.max_connections = 256;
+    ao.fd_reserve = no.fd_reserve / 2;
     admin = std::make_unique<net::server>(ao);
     auto a = admin->start([&st](int) -> std::unique_ptr<http::handler> {
       return std::make_unique<ops_handler>(st);
@@ -478,7 +487,7 @@ int run_stdio(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   // SIGHUP reloads plans, keys and accounts; SIGTERM and SIGINT stop once the lines read so far
-  // are answered, and usage is flushed (DESIGN §5, §10). Blocked before any thread starts (the
+  // are answered, and usage is flushed (design §5, §10). Blocked before any thread starts (the
   // corpus load's) and taken from a signalfd that run_stdio watches next to stdin.
   const sigset_t set = block_control_signals();
   const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -125,7 +125,9 @@ std::string error_response(std::string_view id, const rpc_error& e) {
       data = "{\"argument\":" + str(e.detail) + ",\"rule\":" + str(e.rule) + "}";
       break;
     case rpc_error_kind::unknown_tool: message = "Unknown tool: " + std::string(e.detail); break;
-    case rpc_error_kind::internal_error: message = "Internal error."; break;
+    case rpc_error_kind::internal_error:
+      message = e.detail.empty() ? std::string("Internal error.") : std::string(e.detail);
+      break;
     case rpc_error_kind::header_mismatch:
       message = e.detail.empty()
                     ? std::string("Header mismatch: the HTTP headers do not match the request body.")
@@ -136,8 +138,8 @@ std::string error_response(std::string_view id, const rpc_error& e) {
       data = "{\"requested\":" + str(e.detail) + ",\"supported\":" + supported_versions() + "}";
       break;
     case rpc_error_kind::rate_limited: {
-      message =
-          "Rate limit exceeded: wait data.retry_after_secs seconds and send the same request again.";
+      message = "Rate limit exceeded: retry in " + std::to_string(e.retry_after_secs) +
+                " second(s).";
       tool_error te;
       te.code = tool_error_code::rate_limited;
       te.retry_after_secs = e.retry_after_secs;
@@ -158,12 +160,17 @@ std::string result_response(std::string_view id, std::string_view result_json) {
          std::string(result_json) + "}";
 }
 
-std::string unauthorized(bool close) {
+std::string unauthorized(bool close, bool key_presented) {
   const std::string body =
       "{\"code\":\"invalid_key\",\"message\":" +
       str("A valid API key is required. Send it as Authorization: Bearer KEY or X-API-Key: KEY.") +
       "}";
-  return http(401, close, "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n", body);
+  return http(401, close,
+              key_presented
+                  ? "WWW-Authenticate: Bearer realm=\"tollgate\", error=\"invalid_token\", "
+                    "error_description=\"The API key is not valid: it is unknown or revoked.\"\r\n"
+                  : "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n",
+              body);
 }
 
 }  // namespace tollgate::envelope::reference

@@ -1,5 +1,5 @@
 // One core of the engine: its ring, provided buffer ring, connection slot pool, outbound
-// upstream connections and event loop. Shard-local: every member is touched only by the core's
+// upstream connections and event loop. Core-local: every member is touched only by the core's
 // own thread, except wake_fd() (written by server::stop() from any thread) and the stop flag it
 // reads. The core is also its handler's http::engine_io (deferred requests, fetch()).
 //
@@ -27,7 +27,9 @@
 // bytes after it) stay at the front of the slot's reassembly buffer `in`, the parsed request is
 // kept (rebased onto `in`, since a chunked body was decoded in place and cannot be parsed
 // twice), nothing further of the connection is parsed, and it sits on no timer list (the
-// handler resumes it within its own deadline). Its receive stays armed: a peer EOF or error
+// handler resumes it within its own deadline). Its receive stays armed: the peer's FIN (a
+// half-close) keeps it, and it and the complete requests pipelined behind it are answered
+// before the connection closes (see finish_after_fin() in core.cc); a reset or receive error
 // closes it (resume() then returns false) unless a resume is already queued, in which case the
 // request is delivered first and the connection closes after its answer.
 //
@@ -51,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "net/handoff.h"
 #include "net/upstream.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/result.h"
@@ -70,7 +73,8 @@ struct conn;
 class core final : public http::engine_io {
  public:
   core(int index, const server_options& opts, const features& feat, int listen_fd,
-       std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop);
+       std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop,
+       handoff& hand);
   ~core();
   core(const core&) = delete;
   core& operator=(const core&) = delete;
@@ -122,11 +126,17 @@ class core final : public http::engine_io {
   void on_send(conn& c, uint32_t idx, int res);
 
   void open_conn(int fd);
+  void place_conn(int fd);
+  void refuse_conn(int fd);
+  void take_handoffs();
+  void refuse_backlog();
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
+  bool answer_before_body(conn& c, uint32_t idx);
   void append_in(conn& c, const char* p, size_t n);
   void pause_input(conn& c, uint32_t idx);
   bool wants_input(const conn& c) const noexcept;
+  void finish_after_fin(conn& c, uint32_t idx);
   void update_timer(conn& c, uint32_t idx, bool completed);
 
   void arm_recv(conn& c, uint32_t idx);
@@ -139,6 +149,7 @@ class core final : public http::engine_io {
   void journal_step();
   bool journal_step_once();  // true: an inline write was short but made progress
   void hold(conn& c, uint32_t idx);
+  bool hold_if_journaled(conn& c, uint32_t idx);
   void release_all_held();
   void on_journal_write(int res);
   void on_journal_sync(int res);
@@ -196,6 +207,11 @@ class core final : public http::engine_io {
   const std::atomic<bool>& stop_;
   int wake_fd_ = -1;
   uint64_t wake_buf_ = 0;
+  handoff& handoff_;          // connections passed between cores at their caps (handoff.h)
+  std::vector<int> handed_;   // the descriptors taken from it this pass
+  int fd_ceiling_ = INT32_MAX;  // accepted descriptors at or above it: 503 (fd_reserve)
+  int fd_single_from_ = INT32_MAX;  // accepted descriptors at or above it: single-shot accepts
+  int spare_fd_ = -1;  // given up to accept (and refuse) one connection when the table is full
 
   io_uring ring_{};
   bool ring_ok_ = false;
@@ -233,6 +249,7 @@ class core final : public http::engine_io {
   int64_t timeout_ns_[3] = {};
 
   bool accept_armed_ = false;
+  bool accept_single_ = false;  // single-shot accepts while descriptors are near fd_reserve
   bool accept_cancel_pending_ = false;
   int64_t accept_resume_at_ = 0;
   int64_t accept_backoff_ns_ = 0;

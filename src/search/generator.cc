@@ -323,7 +323,10 @@ constexpr std::string_view corpus_usage =
     "tags, text.\n"
     "\n"
     "  --count N   number of stories (0 to 100000000), required\n"
-    "  --seed S    seed (unsigned 64-bit integer, default 1)\n";
+    "  --seed S    seed (unsigned 64-bit integer, default 1)\n"
+    "  --help      this text\n";
+
+constexpr std::string_view corpus_flags[] = {"--count", "--seed", "--help"};
 
 bool parse_u64(std::string_view s, uint64_t& out) {
   if (s.empty() || s.size() > 20) {
@@ -350,6 +353,9 @@ int usage_error(std::string_view msg) {
 }
 
 }  // namespace
+
+std::span<const std::string_view> corpus_generate_flags() { return corpus_flags; }
+std::string_view corpus_usage_text() { return corpus_usage; }
 
 int run_corpus_command(int argc, char** argv) {
   int i = 1;
@@ -379,7 +385,9 @@ int run_corpus_command(int argc, char** argv) {
       value = a.substr(eq + 1);
       inline_value = true;
     }
-    if (name != "--count" && name != "--seed") {
+    if (std::find(std::begin(corpus_flags), std::end(corpus_flags), name) ==
+            std::end(corpus_flags) ||
+        name == "--help") {
       return usage_error(fmt::format("unknown option \"{}\"", a));
     }
     if (!inline_value) {

@@ -27,12 +27,18 @@ TEST(handler_test, bearer_key_is_taken_from_authorization) {
   // Verifies the Bearer scheme is matched case-insensitively and the key trimmed.
   std::string b = "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: bearer  tg_live_abc\r\n\r\n";
   EXPECT_EQ(presented_key(parse(b)), "tg_live_abc");
+  std::string trailing = "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer tg_live_abc  \r\n\r\n";
+  EXPECT_EQ(presented_key(parse(trailing)), "tg_live_abc");
+  std::string no_token = "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer \r\n\r\n";
+  EXPECT_EQ(presented_key(parse(no_token)), "");
 }
 
 TEST(handler_test, x_api_key_is_accepted) {
   // Verifies the X-API-Key header form.
   std::string b = "GET / HTTP/1.1\r\nHost: t\r\nX-API-Key: tg_live_xyz\r\n\r\n";
   EXPECT_EQ(presented_key(parse(b)), "tg_live_xyz");
+  std::string blanks = "GET / HTTP/1.1\r\nHost: t\r\nX-API-Key:  tg_live_x \r\n\r\n";
+  EXPECT_EQ(presented_key(parse(blanks)), "tg_live_x");
 }
 
 TEST(handler_test, other_authorization_schemes_present_no_key) {
@@ -45,7 +51,7 @@ TEST(handler_test, other_authorization_schemes_present_no_key) {
 }
 
 TEST(handler_test, routes_cover_design_surfaces) {
-  // Verifies the router sends each DESIGN §1 route to its handler, GET /mcp reaches the MCP
+  // Verifies the router sends each design §1 route to its handler, GET /mcp reaches the MCP
   // endpoint (which answers 405 itself), and unknown methods get 405 with Allow.
   shared_state s;
   register_routes(s);

@@ -739,5 +739,56 @@ TEST(app_server_test, access_log_on_a_full_disk_drops_and_counts_lines_and_keeps
   ::umount2(mnt.path().c_str(), MNT_DETACH);
 }
 
+// The head of a POST /mcp tools/call with `Expect: 100-continue` (the body follows later).
+std::string expect_head(std::string_view key, std::string_view origin, size_t body_len) {
+  std::string h = "POST /mcp HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  "Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n";
+  if (!key.empty()) {
+    h += "Authorization: Bearer " + std::string(key) + "\r\n";
+  }
+  if (!origin.empty()) {
+    h += "Origin: " + std::string(origin) + "\r\n";
+  }
+  return h + "Content-Length: " + std::to_string(body_len) + "\r\n\r\n";
+}
+
+TEST(app_server_test, expect_100_continue_gets_a_refusal_without_being_invited) {
+  // Verifies a bad key (401) or a forbidden Origin (403) with Expect: 100-continue is answered
+  // with its final status and Connection: close, never "100 Continue" first; the body sent
+  // anyway is dropped and the connection closes. A good request is still invited and served.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 1e9, 1000000000, 1000000000);
+  ASSERT_TRUE(s.started());
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"rust"}}})";
+  struct refusal {
+    std::string key;
+    std::string origin;
+    int status;
+  };
+  for (const refusal& f : {refusal{"tg_live_wrong", "", 401}, refusal{"", "", 401},
+                           refusal{s.key(), "https://evil.example", 403}}) {
+    client c(s.port());
+    ASSERT_TRUE(c.send_all(expect_head(f.key, f.origin, body.size())));
+    auto r = c.read_response(3000);
+    ASSERT_TRUE(r.has_value()) << f.status;
+    EXPECT_EQ(r->status, f.status) << r->head;
+    EXPECT_TRUE(r->has_header("onnection: close")) << r->head;
+    ASSERT_TRUE(c.send_all(body));
+    EXPECT_TRUE(c.wait_closed()) << f.status;
+    EXPECT_EQ(c.pending(), "") << f.status;
+  }
+  client c(s.port());
+  ASSERT_TRUE(c.send_all(expect_head(s.key(), "http://localhost:3000", body.size())));
+  auto interim = c.read_response(3000);
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(c.send_all(body));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"isError\":false"), std::string::npos) << r->body;
+}
+
 }  // namespace
 }  // namespace tollgate::app

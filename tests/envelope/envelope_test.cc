@@ -231,6 +231,22 @@ TEST(envelope_test, unauthorized_never_advertises_oauth) {
   }
 }
 
+TEST(envelope_test, unauthorized_names_an_invalid_token_only_when_a_key_was_presented) {
+  // Verifies RFC 6750 §3.1: a presented key that is not valid adds error="invalid_token" and an
+  // error_description to the Bearer challenge; no key, no error code; never resource_metadata.
+  out_buffer out;
+  the_cache().unauthorized(out, false, true);
+  EXPECT_EQ(out.view(), reference::unauthorized(false, true));
+  EXPECT_NE(out.view().find("\r\nWWW-Authenticate: Bearer realm=\"tollgate\", "
+                            "error=\"invalid_token\", error_description=\""),
+            std::string_view::npos)
+      << out.view();
+  EXPECT_EQ(out.view().find("resource_metadata"), std::string_view::npos);
+  out.clear();
+  the_cache().unauthorized(out, false, false);
+  EXPECT_EQ(out.view().find("error="), std::string_view::npos);
+}
+
 TEST(envelope_test, result_and_prerendered_results) {
   // Verifies result_response, the initialize results per revision and the discover result.
   out_buffer out;

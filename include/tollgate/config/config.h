@@ -51,6 +51,9 @@ struct settings {
   std::optional<endpoint> admin_listen;
   int threads = 0;  ///< 0 = one per online core
   std::string data_dir = "./tollgate-data";
+  /// --accept-usage-loss (command line only): start although the usage snapshot is missing or
+  /// empty after journals were compacted into it (usage counted there is lost).
+  bool accept_usage_loss = false;
   uint32_t max_connections = 10000;  ///< per core
   uint32_t header_timeout_ms = 10000;
   uint32_t idle_timeout_ms = 60000;

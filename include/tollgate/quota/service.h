@@ -54,6 +54,9 @@ struct service_options {
   int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
   int64_t max_lease = 64;                 ///< largest lease a core takes from a key's budget
   int64_t journal_rotate_bytes = 1 << 20; ///< a core starts a new journal file past this size
+  /// Start although the snapshot is missing or empty while the journals show one was written
+  /// (a journal generation above 0: earlier ones were compacted into it); refused otherwise.
+  bool accept_usage_loss = false;
 };
 
 struct key_state;  // shared per-key atomics; defined in src/quota/state.h
@@ -91,7 +94,9 @@ struct figures {
 };
 
 enum class rate_verdict : uint8_t { ok, limited };
-enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded };
+/// unavailable: the call cannot be recorded (the core's usage journal cannot be written, or has
+/// no room reserved on disk for its record), so it is not made and not billed.
+enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, unavailable };
 
 /// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the shard
 /// that admitted it.
@@ -109,12 +114,6 @@ struct ticket {
 /// retry_after_secs > 0. Allocation-free once `out` has capacity.
 void write_rate_headers(out_buffer& out, const figures& f);
 
-/// The presented key: the token of `Authorization: Bearer KEY` (scheme case-insensitive,
-/// surrounding blanks trimmed), else the trimmed `X-API-Key` value; empty if neither has one.
-/// Pass the raw header values (empty when absent). Returns a view into one of them.
-std::string_view presented_key(std::string_view authorization,
-                               std::string_view x_api_key) noexcept;
-
 class service;
 
 /// What start-up recovery found (also logged).
@@ -125,6 +124,16 @@ struct recovery_report {
   uint64_t corrupt_records = 0;  ///< bad magic/CRC: skipped
   uint64_t torn_bytes = 0;       ///< partial record at a file's end: skipped
   bool snapshot_loaded = false;
+};
+
+/// A core's usage journal as monitoring sees it. Written by the core's thread on state changes
+/// (not per request), read from any thread (/metrics, /readyz); relaxed: figures only.
+struct journal_health {
+  std::atomic<uint64_t> errors{0};    ///< write, fdatasync, open and space-reservation failures
+  std::atomic<uint64_t> refused{0};   ///< billed calls refused as unavailable (not recordable)
+  std::atomic<int64_t> unwritten_since_ns{0};  ///< CLOCK_REALTIME of the oldest record not yet
+                                               ///< written (0: none)
+  std::atomic<bool> failing{false};   ///< the last write, open or reservation failed
 };
 
 /// Shard-local: one per core, used only by that core's thread (created and owned by service).
@@ -151,6 +160,10 @@ class alignas(64) core_shard {
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
+  /// Gives back one request that check_rate() admitted and that turned out not to count (a
+  /// JSON-RPC notification or response, answered 202 with no work), and refreshes the rate part
+  /// of `f` to match. Call only after an ok from check_rate() for the same request.
+  void refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
   /// Admits one billable call against the monthly quota; fills the quota part of `f`, on ok
   /// counting this call as billed (used + 1: the figures its answer reports). On ok, `t` must be
   /// settled later. Suspended accounts are refused before the quota is touched.
@@ -201,6 +214,14 @@ class alignas(64) core_shard {
   uint64_t journal_unsynced() const noexcept { return unsynced_bytes_; }
   /// Journal write failures so far (either path).
   uint64_t journal_errors() const noexcept { return journal_errors_; }
+  /// Journal health for monitoring; any thread.
+  const journal_health& health() const noexcept { return health_; }
+  /// Billed successes settled so far: a handler compares it across a request to learn whether
+  /// that request's answer waits for the journal.
+  uint64_t billed_seq() const noexcept { return billed_seq_; }
+  /// Space reserved on disk for journal records (fallocate ahead of the file's end) is taken in
+  /// steps of this many bytes, so a full disk is found before a call is answered, not after.
+  static constexpr uint64_t kReserveStep = 16 * 1024;
 
   int index() const noexcept { return index_; }
 
@@ -255,7 +276,31 @@ class alignas(64) core_shard {
     open_overage_ = overage ? 1 : 0;
   }
   void seal_record() noexcept;
-  void open_journal() noexcept;
+  /// Room check of admit(): true when the journal can take one more call's record (space
+  /// reserved on disk for it, or reservation unsupported by the file system, and no write
+  /// failing). Cheap when true; else tries to reserve more (at most every 100 ms).
+  bool journal_room() noexcept {
+    return (reserve_unsupported_ || reserved_end_ >= room_needed()) && !write_failed_
+               ? true
+               : make_room();
+  }
+  uint64_t room_needed() const noexcept {
+    return journal_size_ + journal_out_.size() + journal_buf_.size() +
+           (static_cast<uint64_t>(unsettled_) + 2) * 28;  // the open record, and this call
+  }
+  bool make_room() noexcept;
+  /// fallocate(KEEP_SIZE) so the file has room for `need` bytes and one more step. Rate
+  /// limited after a failure. Returns whether there is room for `need`.
+  bool reserve(uint64_t need) noexcept;
+  void count_error() noexcept;
+  void update_failing() noexcept;
+  /// Every byte handed out was written: clears a write failure.
+  void note_written() noexcept;
+  void note_write_failed() noexcept;
+  /// Once per pass with records to write: dates the oldest, tops the reservation up.
+  void note_unwritten() noexcept;
+  /// Opens the journal of the current generation: 0, or the errno of the failure (logged).
+  int open_journal() noexcept;
   bool write_buffer(out_buffer& b) noexcept;
   void publish_locked(bool return_all_leases) noexcept;
   /// Returns lk's unused lease to its key's pool (paying the key's debt first); lease = 0.
@@ -309,6 +354,16 @@ class alignas(64) core_shard {
   uint64_t unsynced_bytes_ = 0;
   int64_t last_reconcile_ns_ = 0;
   int64_t last_fsync_ns_ = 0;
+  // Disk faults (see "Disk faults" in service.cc).
+  uint64_t reserved_end_ = 0;       // file offset up to which space is reserved
+  bool reserve_unsupported_ = false;  // the file system has no fallocate: rely on write errors
+  bool reserve_failed_ = false;     // the last reservation failed (ENOSPC, EROFS, EIO...)
+  bool write_failed_ = false;       // the last journal write failed; its bytes are kept
+  int64_t next_reserve_ns_ = 0;     // CLOCK_MONOTONIC: no reservation attempt before this
+  int64_t pass_now_ns_ = 0;         // CLOCK_REALTIME of the current pass (before_send)
+  uint32_t unsettled_ = 0;          // admitted calls not yet settled
+  uint64_t billed_seq_ = 0;
+  journal_health health_;
 };
 
 /// Usage of one key in one month (tests, /v1/usage admin views, billing).
@@ -352,6 +407,16 @@ class service {
   /// Shutdown: reconciles every shard, then persists. Precondition: no shard is in use.
   void close(int64_t now_ns);
 
+  /// False while any core's usage journal is failing (a write, open or space reservation
+  /// failed and has not succeeded since): /readyz. Any thread.
+  bool journals_ok() const noexcept {
+    for (const auto& s : shards_) {
+      if (s->health().failing.load(std::memory_order_relaxed)) {
+        return false;
+      }
+    }
+    return true;
+  }
   /// Reconciled usage of a key in a month (current month: as of the last reconciliation).
   usage_totals usage(uint64_t key_id, uint32_t month) const;
   const recovery_report& recovery() const noexcept { return recovery_; }

@@ -15,7 +15,7 @@
 
 namespace tollgate::search {
 
-/// Errors of the search tools (DESIGN §2).
+/// Errors of the search tools (design §2).
 enum class errc : uint8_t {
   not_found,    ///< no story has this id (tool error not_found / REST 404)
   unavailable,  ///< no shard answered (tool error unavailable / REST 503 + Retry-After)
