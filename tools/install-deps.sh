@@ -14,6 +14,7 @@ pkgs=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   valgrind
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate
+  dpkg-dev systemd   # packaging.deb: cpack's dpkg-shlibdeps, systemd-analyze verify on the unit
 )
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if [ "${1:-}" = "--perf" ]; then

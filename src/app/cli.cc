@@ -25,6 +25,7 @@ Usage:
   tollgate keys create --account ACCOUNT --plan PLAN [--config FILE] [--data-dir DIR]
   tollgate keys list | revoke KEY_ID [--config FILE] [--data-dir DIR]
   tollgate accounts suspend ACCOUNT | resume ACCOUNT [--config FILE] [--data-dir DIR]
+  tollgate config check --config FILE   (exit 0, or 2 with the start's message)
   tollgate corpus generate --count N [--seed S]
   tollgate --version | --help          (every command has --help)
 

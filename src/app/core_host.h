@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tollgate/common/json_out.h"
+#include "tollgate/common/outcome.h"
 #include "tollgate/mcp/host.h"
 #include "tollgate/quota/service.h"
 #include "tollgate/search/backend.h"
@@ -18,6 +19,17 @@ namespace tollgate::app {
 
 class fleet_client;
 class search_cache;
+
+/// What the MCP endpoint reported about the messages of one request (answered()): the first
+/// message's method and tool, and the first outcome that is not ok.
+struct mcp_facts {
+  std::string_view method;  ///< valid while the request is handled
+  const mcp::tool_def* tool = nullptr;
+  outcome result = outcome::ok;
+  bool any = false;         ///< some message was answered
+  uint32_t shards_answered = 0;  ///< a partial search: shards that answered, of shards_total
+  uint32_t shards_total = 0;
+};
 
 class core_host final : public mcp::host {
  public:
@@ -37,6 +49,7 @@ class core_host final : public mcp::host {
     job_next_ = 0;
     yielded_ = false;
     continuing_ = false;
+    facts_ = {};
   }
 
   /// stdio: no engine drives this core, so the host does: each call re-reads the clock, runs
@@ -61,6 +74,7 @@ class core_host final : public mcp::host {
     key_ = nullptr;
     admitted_ = false;
     quota_filled_ = false;
+    facts_ = {};
   }
 
   // ---- searches in slices (HTTP cores; see core_handler::handle) ----
@@ -86,6 +100,23 @@ class core_host final : public mcp::host {
   /// A re-delivery of a deferred request (set after begin()): its batch entries were charged
   /// to the rate limit on the first delivery, so rate_extra() charges nothing again.
   void set_continuing() noexcept { continuing_ = true; }
+  void answered(const mcp::answer_note& note) override {
+    if (!facts_.any) {
+      facts_.any = true;
+      facts_.method = note.method;
+      facts_.tool = note.tool;
+    }
+    if (facts_.result == outcome::ok) {
+      facts_.result = note.result;
+    }
+  }
+  /// A search answered by some shards only (the access log's partial shards).
+  void note_partial(uint32_t answered, uint32_t total) noexcept {
+    facts_.shards_answered = answered;
+    facts_.shards_total = total;
+  }
+  const mcp_facts& facts() const noexcept { return facts_; }
+  void reset_facts() noexcept { facts_ = {}; }
 
   /// The core's search answer cache (null: off).
   void set_search_cache(search_cache* c) noexcept { cache_ = c; }
@@ -115,6 +146,7 @@ class core_host final : public mcp::host {
   int64_t now_ns_ = 0;
   quota::figures fig_;
   quota::ticket ticket_;
+  mcp_facts facts_;
   bool admitted_ = false;
   bool quota_filled_ = false;
   uint64_t slice_ = 0;

@@ -70,6 +70,9 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
                             out_buffer& out) {
   scratch_.clear();
   s_.counters->render(scratch_);
+  if (s_.metrics) {
+    s_.metrics->render(scratch_);
+  }
   auto it = std::back_inserter(scratch_);
   if (s_.engine != nullptr) {
     const int n = s_.engine->threads();
@@ -264,7 +267,8 @@ core_handler::core_handler(shared_state& s, int core)
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
       host_(quota_, *s.backend),
-      rest_(*s.backend, *s.envelopes) {
+      rest_(*s.backend, *s.envelopes),
+      observer_(core, s.metrics.get(), s.access.get(), s.tools) {
   scratch_.reserve(16384);
   // The cache holds whole in-process answers only: never on a gateway (remote shards answer
   // per request and may be partial).
@@ -289,6 +293,7 @@ void core_handler::attach(http::engine_io& io) {
   if (!s_.fleet && s_.backend->remote_count() == 0) {
     host_.set_search_slice(s_.settings->search_slice_postings);
   }
+  observer_.attach(io);
   if (fleet_) {
     fleet_->attach(io);
   }
@@ -386,7 +391,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     case route::healthz:
     case route::readyz:
     case route::metrics:
-      if (!s_.ops_on_main) {
+      if (!s_.ops_on_main || (counted == route::metrics && !s_.public_metrics)) {
         return json_error(req, 404, k_no_such_route, {}, out);
       }
       return handle_ops(s_, counted, req, scratch_, out);
@@ -402,6 +407,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   // Authenticated surfaces: key, then rate limit (every request counts), then the call.
   const std::string_view presented = presented_key(req);
   const quota::key_record* key = quota_.authenticate(presented);
+  key_ = key;
   if (key == nullptr) {
     if (counted == route::mcp) {
       return endpoint_.render_unauthorized(req, out, !presented.empty());
@@ -424,6 +430,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     limited = false;
   } else {
     limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
+    rate_refused_ = limited;
     if (!limited && fleet_route && fan_out(req, counted, m.rest, *key, now_ns, fig)) {
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
@@ -511,6 +518,12 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   app::route counted = route::not_found;
   const uint64_t billed_before = quota_.billed_seq();
   const size_t start = out.size();
+  key_ = nullptr;
+  rate_refused_ = false;
+  host_.reset_facts();
+  if (observer_.on()) {
+    observer_.begin(quota_);
+  }
   http::response_info info = route(req, out, now_ns, counted);
   if (resuming_ != nullptr) {
     if (!info.deferred) {
@@ -523,6 +536,9 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   }
   host_.use_jobs(&light_jobs_);
   if (info.deferred) {
+    if (observer_.on()) {
+      observer_.deferred();
+    }
     return info;  // counted when it is answered
   }
   // Only an answer that billed waits for the journal; every other one goes out at once.
@@ -540,6 +556,11 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     fleet_->finish();
   }
   s_.counters->count(core_, counted, info.status);
+  if (observer_.on()) {
+    observer_.answered(req, counted, info, out.size() - start, key_,
+                       counted == route::mcp ? &host_.facts() : nullptr, rate_refused_, quota_,
+                       now_ns);
+  }
   return info;
 }
 
@@ -562,7 +583,17 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   return handle(head, out, now_ns);
 }
 
-void core_handler::before_send(int64_t now_ns) { quota_.before_send(now_ns); }
+
+void core_handler::before_send(int64_t now_ns) {
+  quota_.before_send(now_ns);
+  if (observer_.on()) {
+    observer_.end_pass();
+  }
+}
+
+void core_handler::on_file_written(uint32_t /*tag*/, int64_t res) {
+  observer_.on_file_written(res);
+}
 
 http::journal_batch core_handler::journal_pending() {
   const quota::core_shard::journal_chunk c = quota_.take_journal();
@@ -586,6 +617,9 @@ void core_handler::on_tick(int64_t now_ns) {
     }
   }
   quota_.on_tick(now_ns);
+  if (observer_.on()) {
+    observer_.on_tick();
+  }
   if (fleet_) {
     fleet_->on_tick();
   }

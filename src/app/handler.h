@@ -8,7 +8,9 @@
 
 #include "core_host.h"
 #include "fleet_client.h"
+#include "access_log.h"
 #include "metrics.h"
+#include "request_observer.h"
 #include "search_cache.h"
 #include "tollgate/config/config.h"
 #include "tollgate/envelope/envelope.h"
@@ -36,6 +38,13 @@ struct shared_state {
   std::unique_ptr<search::backend> backend;
   std::unique_ptr<quota::service> quota;
   std::unique_ptr<request_counters> counters;
+  /// Answers by outcome, latency histograms, billed calls by plan (null: not kept).
+  std::unique_ptr<request_metrics> metrics;
+  /// [log] access (null: off).
+  std::unique_ptr<access_log> access;
+  /// /metrics on the public listener when no admin listener is configured ([server]
+  /// public_metrics).
+  bool public_metrics = true;
   /// One per core: the search answer cache's counters (/metrics); null when the cache is off.
   std::unique_ptr<search_cache_stats[]> search_cache;
   int cores = 0;
@@ -95,6 +104,7 @@ class core_handler final : public http::handler {
   void on_tick(int64_t now_ns) override;
   void attach(http::engine_io& io) override;
   void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;
+  void on_file_written(uint32_t tag, int64_t res) override;
 
  private:
   // Methods other than POST on /mcp: answered by the endpoint without a key (no rate or quota
@@ -138,6 +148,9 @@ class core_handler final : public http::handler {
   std::vector<parked> parked_;               // requests whose searches are going on
   std::vector<core_host::job_group> spare_;  // job groups of answered parked requests
   parked* resuming_ = nullptr;               // the parked request being delivered, if any
+  request_observer observer_;             // /metrics and the access log
+  const quota::key_record* key_ = nullptr;  // the request's authenticated key
+  bool rate_refused_ = false;               // the request was refused for the rate limit
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

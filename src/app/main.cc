@@ -39,6 +39,9 @@ int run_main(int argc, char** argv) {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     return run_admin(cmd, args, stdout, stderr);
   }
+  if (cmd == "config") {
+    return run_config(argc - 2, argv + 2);
+  }
   if (cmd == "corpus") {
     return search::run_corpus_command(argc - 1, argv + 1);
   }

@@ -19,8 +19,11 @@
 #include "commands.h"
 #include "data_dir_lock.h"
 #include "handler.h"
+#include "observability.h"
 #include "reload.h"
+#include "sd_notify.h"
 #include "tollgate/common/log.h"
+#include "tollgate/common/progress.h"
 #include "tollgate/net/server.h"
 #include "tollgate/quota/key_store.h"
 #include "tools.h"
@@ -84,7 +87,17 @@ int load_corpus(shared_state& st, const config::settings& s) {
     lo.remote_slots = remotes;
     lo.skip_bad_lines = s.skip_bad_lines;
     search::load_report report;
-    auto b = search::load_jsonl_file(s.corpus_path, lo, report);
+    std::atomic<uint64_t> stories{0};
+    std::atomic<uint64_t> bytes{0};
+    lo.stories_parsed = &stories;
+    lo.bytes_parsed = &bytes;
+    std::error_code size_error;
+    const auto file_size = std::filesystem::file_size(s.corpus_path, size_error);
+    auto b = [&] {
+      progress_watch progress("loading " + s.corpus_path, "stories", stories, bytes,
+                              size_error ? 0 : static_cast<uint64_t>(file_size));
+      return search::load_jsonl_file(s.corpus_path, lo, report);
+    }();
     for (const auto& issue : report.issues) {
       log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
     }
@@ -286,7 +299,9 @@ int run_serve(int argc, char** argv) {
     return rc;
   }
   // Signals are taken by sigwait() below, before any thread starts.
-  const sigset_t set = block_control_signals();
+  sigset_t set = block_control_signals();
+  sigaddset(&set, SIGUSR1);  // serve only: reopen the access log (stdio has none)
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // Every connection is a descriptor: lift the soft limit to the hard one before the cores arm
   // their accepts (the kernel reads the limit then). Running out is still handled (EMFILE
@@ -336,6 +351,8 @@ int run_serve(int argc, char** argv) {
     register_shard_routes(st);
   } else if (int rc = build_shared(st, *s, cores, false, lock); rc != 0) {
     return rc;
+  } else if (int orc = setup_observability(st, *s, cores); orc != 0) {
+    return orc;
   }
   bool demo_key = false;
   if (st.quota) {
@@ -402,10 +419,26 @@ int run_serve(int argc, char** argv) {
   st.ready.store(true, std::memory_order_release);
   log_info("listening on http://{}:{} ({} threads){}", s->listen.host, engine.port(),
            engine.threads(), s->role_shard ? " as a shard node" : "");
+  {
+    std::string why;  // systemd Type=notify: ready once listening (no-op elsewhere)
+    if (!sd_notify(fmt::format("READY=1\nSTATUS=listening on {}:{}\nMAINPID={}", s->listen.host,
+                               engine.port(), getpid()),
+                   &why) &&
+        !why.empty()) {
+      log_error("sd_notify READY=1 failed: {}", why);
+    }
+  }
 
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) {
+      continue;
+    }
+    if (sig == SIGUSR1) {  // logrotate: every core reopens the access log
+      if (st.access) {
+        st.access->request_reopen();
+        log_info("SIGUSR1: reopening the access log {}", st.access->path());
+      }
       continue;
     }
     if (sig == SIGHUP) {
@@ -415,6 +448,7 @@ int run_serve(int argc, char** argv) {
       continue;
     }
     log_info("{}: finishing requests in flight, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    (void)sd_notify("STOPPING=1");
     st.ready.store(false, std::memory_order_release);
     engine.stop();
     if (admin) {
@@ -513,6 +547,72 @@ int run_stdio(int argc, char** argv) {
   st.quota->close(wall_now_ns());
   ::close(sfd);
   return rc;
+}
+
+int run_config(int argc, char** argv) {
+  const std::string_view usage =
+      "Usage: tollgate config check --config FILE\n\n"
+      "Checks FILE as `tollgate serve --config FILE` would read it, without starting: exit 0\n"
+      "(\"FILE: ok\" on stdout), or 2 with the message a start would give (FILE:LINE: key: what\n"
+      "is wrong). For ExecStartPre= and CI pipelines.\n";
+  if (argc >= 1 && (std::string_view(argv[0]) == "--help" || std::string_view(argv[0]) == "-h")) {
+    fmt::print("{}", usage);
+    return 0;
+  }
+  if (argc < 1 || std::string_view(argv[0]) != "check") {
+    fmt::print(stderr, "tollgate config: expected `check --config FILE`\n\n{}", usage);
+    return 2;
+  }
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      fmt::print("{}", usage);
+      return 0;
+    }
+    if (a == "--config" && i + 1 < argc) {
+      path = argv[++i];
+    } else if (a.substr(0, 9) == "--config=") {
+      path = std::string(a.substr(9));
+    } else {
+      fmt::print(stderr, "tollgate config check: unknown argument '{}'\n\n{}", a, usage);
+      return 2;
+    }
+  }
+  if (path.empty()) {
+    fmt::print(stderr, "tollgate config check: --config: needs a FILE\n\n{}", usage);
+    return 2;
+  }
+  // The start's own steps, in its order, up to the first that touches the data dir.
+  std::string flag = "--config";
+  char* args[] = {flag.data(), path.data()};
+  int code = 1;
+  auto s = settings_or_exit("serve", 2, args, code);
+  if (!s) {
+    return code;
+  }
+  if (int rc = check_fleet(*s, false); rc != 0) {
+    return rc;
+  }
+  if (!s->corpus_path.empty() && ::access(s->corpus_path.c_str(), R_OK) != 0) {
+    fmt::print(stderr, "tollgate serve: {}: corpus.path: cannot read {}: {}\n", path,
+               s->corpus_path, std::strerror(errno));
+    return 2;
+  }
+  if (!s->access_log.empty() && s->access_log != "-") {
+    // Writable as it is, or creatable in its directory (a check creates nothing).
+    const std::string& f = s->access_log;
+    const size_t slash = f.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : f.substr(0, slash == 0 ? 1 : slash);
+    const bool ok = ::access(f.c_str(), F_OK) == 0 ? ::access(f.c_str(), W_OK) == 0
+                                                    : ::access(dir.c_str(), W_OK) == 0;
+    if (!ok) {
+      log_error("access log {}: {}", f, std::strerror(errno));
+      return 2;
+    }
+  }
+  fmt::print("{}: ok\n", path);
+  return 0;
 }
 
 }  // namespace tollgate::app

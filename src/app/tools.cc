@@ -112,6 +112,9 @@ class search_stories_tool final : public mcp::tool {
     if (!r) {
       return mcp::tool_result::failure(to_tool_error(r.error()));
     }
+    if (r->partial()) {
+      h.note_partial(static_cast<uint32_t>(r->answered), static_cast<uint32_t>(r->shards));
+    }
     const size_t mark = out.buffer().size();
     h.backend().render(*r, out);
     if (cache != nullptr && !r->partial()) {

@@ -23,7 +23,7 @@ constexpr std::string_view plan_table = "plans.NAME";
 const std::initializer_list<section> sections = {
     {"server",
      {"listen", "admin_listen", "threads", "data_dir", "max_connections", "header_timeout_ms",
-      "idle_timeout_ms", "max_header_bytes", "max_body_bytes"}},
+      "idle_timeout_ms", "max_header_bytes", "max_body_bytes", "public_metrics"}},
     {"corpus",
      {"path", "on_bad_line", "shards", "search_cache_entries", "search_cache_entry_bytes",
       "search_slice_postings"}},
@@ -31,6 +31,7 @@ const std::initializer_list<section> sections = {
     {"quota", {"reconcile_ms", "fsync_ms", "journal_write", "demo_plan"}},
     {plan_table, {"rate_per_sec", "burst", "monthly_quota", "overage"}},
     {"fleet", {"role", "secret", "shards", "deadline_ms", "local"}},
+    {"log", {"access", "sample"}},
 };
 
 std::initializer_list<std::string_view> keys_of(std::string_view table) {
@@ -312,7 +313,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   }
   s.config_path = path;
   reader r(path);
-  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet"});
+  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "log"});
   if (const auto* t = r.table(root, "server")) {
     r.only_keys(*t, "server", keys_of("server"));
     r.endpoint_value(*t, "server", "listen", s.listen);
@@ -328,6 +329,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "server", "idle_timeout_ms", s.idle_timeout_ms, 100, 86400000);
     r.integer(*t, "server", "max_header_bytes", s.max_header_bytes, 1024, 1 << 20);
     r.integer(*t, "server", "max_body_bytes", s.max_body_bytes, 1024, 64 << 20);
+    r.boolean(*t, "server", "public_metrics", s.public_metrics);
   }
   if (const auto* t = r.table(root, "corpus")) {
     r.only_keys(*t, "corpus", keys_of("corpus"));
@@ -447,6 +449,11 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     }
     r.integer(*t, "fleet", "deadline_ms", s.shard_deadline_ms, 1, 60000);
     r.boolean(*t, "fleet", "local", s.fleet_local);
+  }
+  if (const auto* t = r.table(root, "log")) {
+    r.only_keys(*t, "log", keys_of("log"));
+    r.string(*t, "log", "access", s.access_log, true);
+    r.number(*t, "log", "sample", s.log_sample, 0.0, 1.0);
   }
   if (!r.failed() && s.plans.find(s.demo_plan) == s.plans.end()) {
     const toml::table* q = root.get("quota") != nullptr ? root.get("quota")->as_table() : nullptr;

@@ -868,12 +868,55 @@ void prepare(reply& r, host& h) {
 // Writes the JSON-RPC body of a decided (and prepared) reply; runs the tool for a tool call.
 // Returns true when an admitted (billable) call failed and so was not billed: the quota figures
 // written before it ran counted it.
-bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
+outcome outcome_of(const envelope::rpc_error& e) noexcept {
+  switch (e.kind) {
+    case rpc_error_kind::parse_error: return outcome::parse_error;
+    case rpc_error_kind::method_not_found: return outcome::method_not_found;
+    case rpc_error_kind::invalid_params: return outcome::invalid_argument;
+    case rpc_error_kind::unknown_tool: return outcome::unknown_tool;
+    case rpc_error_kind::internal_error: return outcome::internal_error;
+    case rpc_error_kind::rate_limited: return outcome::rate_limited;
+    default: return outcome::invalid_request;
+  }
+}
+
+outcome outcome_of(envelope::tool_error_code c) noexcept {
+  switch (c) {
+    case envelope::tool_error_code::suspended: return outcome::suspended;
+    case envelope::tool_error_code::quota_exceeded: return outcome::quota_exceeded;
+    case envelope::tool_error_code::rate_limited: return outcome::rate_limited;
+    case envelope::tool_error_code::unavailable:
+    case envelope::tool_error_code::usage_unavailable: return outcome::unavailable;
+    case envelope::tool_error_code::not_found: return outcome::not_found;
+  }
+  return outcome::internal_error;
+}
+
+bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, outcome& o);
+
+// write_body_of, then tells the host what `method` was answered with.
+bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out,
+                std::string_view method) {
+  outcome o = outcome::ok;
+  const bool unbilled = write_body_of(c, r, h, out, o);
+  if (r.k != reply::kind::none) {
+    h.answered(answer_note{method, r.tool, o});
+  }
+  return unbilled;
+}
+
+bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, outcome& o) {
   switch (r.k) {
     case reply::kind::none: return false;
     case reply::kind::result: c.env.result_response(out, r.id, r.result); return false;
-    case reply::kind::error: c.env.error_response(out, r.id, r.err); return false;
-    case reply::kind::tool_error: c.env.tool_error_response(out, r.id, r.rev, r.terr); return false;
+    case reply::kind::error:
+      o = outcome_of(r.err);
+      c.env.error_response(out, r.id, r.err);
+      return false;
+    case reply::kind::tool_error:
+      o = outcome_of(r.terr.code);
+      c.env.tool_error_response(out, r.id, r.rev, r.terr);
+      return false;
     case reply::kind::tool_call: {
       const size_t mark = out.size();
       c.env.success_prefix(out, r.id, r.rev);
@@ -883,10 +926,12 @@ bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
       if (res.ok) {
         c.env.success_suffix(out);
       } else if (res.invalid) {
+        o = outcome::invalid_argument;
         out.resize(mark);  // roll back whatever the tool wrote
         c.env.error_response(out, r.id,
                              rpc_error{rpc_error_kind::invalid_params, res.argument, res.rule, 0});
       } else {
+        o = outcome_of(res.error.code);
         out.resize(mark);  // roll back whatever the tool wrote
         c.env.tool_error_response(out, r.id, r.rev, res.error);
       }
@@ -1164,6 +1209,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
 
   parsed p = parse_body(im, req.body, opts_.max_batch);
   auto whole_error = [&](int status, rpc_error e, std::string_view id) {
+    h.answered(answer_note{{}, nullptr, outcome_of(e)});
     env_.head(out, status, close);
     h.write_headers(out);
     envelope::body_mark bm = env_.body_start(out);
@@ -1253,7 +1299,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     h.write_headers(out);
     const size_t headers_end = out.size();
     envelope::body_mark bm = env_.body_start(out);
-    const bool unbilled = write_body(c, r, h, out);
+    const bool unbilled = write_body(c, r, h, out, m.method);
     env_.body_end(out, bm);
     if (unbilled) {
       rewrite_headers(h, out, headers_at, headers_end, im.scratch);
@@ -1320,7 +1366,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       body.push_back(',');
     }
     prepare(r, h);
-    write_body(c, r, h, body);
+    write_body(c, r, h, body, m.method);
   }
   body.push_back(']');
   if (written == 0) {
@@ -1448,7 +1494,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
     }
   }
   prepare(r, h);
-  write_body(c, r, h, out);
+  write_body(c, r, h, out, m.method);
 }
 
 }  // namespace tollgate::mcp

@@ -264,6 +264,12 @@ uint64_t core::conn_data(op kind, uint32_t idx) const noexcept {
          (uint64_t{conns_[idx].gen & 0xffffff} << 32) | idx;
 }
 
+uint32_t core::conn_gen(uint32_t idx) const noexcept { return conns_[idx].gen; }
+
+int core::conn_fd(uint32_t idx) const noexcept { return conns_[idx].fd; }
+
+size_t core::conn_slots() const noexcept { return conns_.size(); }
+
 io_uring_sqe* core::get_sqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) {
@@ -365,7 +371,7 @@ void core::run() {
 
 bool core::done() const noexcept {
   return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_ && !journal_inflight_ &&
-         !sync_inflight_;
+         !sync_inflight_ && file_writes_ == 0;
 }
 
 void core::on_cqe(const io_uring_cqe& cqe) {
@@ -390,6 +396,10 @@ void core::on_cqe(const io_uring_cqe& cqe) {
     case op::up_send:
     case op::up_recv:
       on_up_cqe(kind, cqe);
+      return;
+    case op::file_write:
+      --file_writes_;
+      handler_->on_file_written(static_cast<uint32_t>(ud), cqe.res);
       return;
     case op::recv:
     case op::send: {
@@ -1326,7 +1336,8 @@ void core::on_journal_sync(int res) {
 // what is left with write(2)), so wait a bounded time for the last write and sync, and for the
 // cancelled operations of upstream connections (their buffers are ours).
 void core::finish_journal() {
-  for (int i = 0; i < 50 && (journal_inflight_ || sync_inflight_ || up_ops_ > 0); ++i) {
+  for (int i = 0;
+       i < 50 && (journal_inflight_ || sync_inflight_ || up_ops_ > 0 || file_writes_ > 0); ++i) {
     __kernel_timespec ts{};
     ts.tv_nsec = 100 * kMs;
     io_uring_cqe* first = nullptr;
@@ -1340,6 +1351,9 @@ void core::finish_journal() {
         on_journal_write(cqe->res);
       } else if (kind == op::journal_sync) {
         on_journal_sync(cqe->res);
+      } else if (kind == op::file_write) {
+        --file_writes_;
+        handler_->on_file_written(static_cast<uint32_t>(cqe->user_data), cqe->res);
       } else if (kind == op::up_connect || kind == op::up_send || kind == op::up_recv) {
         on_up_cqe(kind, *cqe);  // closing (teardown): releases the connection
       } else if (kind == op::recv && (cqe->flags & IORING_CQE_F_BUFFER) != 0) {

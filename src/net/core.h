@@ -86,6 +86,8 @@ class core final : public http::engine_io {
   uint32_t add_upstream(std::string_view host, uint16_t port) override;
   void fetch(uint32_t u, std::string_view request, uint64_t tag, int64_t deadline_mono_ns) override;
   int64_t now_mono() const override { return now_mono_; }
+  bool write_file(int fd, const char* data, size_t len, uint32_t tag) override;
+  size_t peer_address(char* buf, size_t cap) override;
 
   /// The eventfd that server::stop() writes to wake this core.
   int wake_fd() const noexcept { return wake_fd_; }
@@ -107,11 +109,15 @@ class core final : public http::engine_io {
     up_connect,
     up_send,
     up_recv,  // upstream connection operations (upstream.cc)
+    file_write,  // engine_io::write_file (the access log)
   };
   static constexpr uint32_t kNil = UINT32_MAX;
 
   io_uring_sqe* get_sqe();
   uint64_t conn_data(op kind, uint32_t idx) const noexcept;
+  uint32_t conn_gen(uint32_t idx) const noexcept;
+  int conn_fd(uint32_t idx) const noexcept;
+  size_t conn_slots() const noexcept;
 
   void on_cqe(const io_uring_cqe& cqe);
   void on_accept(const io_uring_cqe& cqe);
@@ -283,6 +289,13 @@ class core final : public http::engine_io {
   std::vector<queued_reply> replies_;  // failures found inside fetch(), delivered later
   std::vector<queued_reply> replies_work_;
   out_buffer retry_req_;       // a request moving to a fresh connection
+  uint32_t file_writes_ = 0;   // engine_io::write_file operations in flight
+  struct peer_text {           // a connection's peer address, read once when first asked
+    uint32_t gen = UINT32_MAX;
+    uint8_t len = 0;
+    char text[55];
+  };
+  std::vector<peer_text> peers_;  // by slot
   uint32_t up_ops_ = 0;        // upstream operations in flight
   bool attached_ = false;      // attach() returned: add_upstream() is closed
   bool tearing_down_ = false;  // the loop ended: fetch() fails with -ECANCELED

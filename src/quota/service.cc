@@ -695,6 +695,10 @@ void core_shard::seal_record() noexcept {
 }
 
 void core_shard::settle(const ticket& t, bool success) noexcept {
+  if (success) {
+    ++billed_calls_;
+    overage_calls_ += t.overage ? 1 : 0;
+  }
   if (t.month != month_) {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {

@@ -11,6 +11,7 @@
 
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/json_out.h"
+#include "tollgate/common/progress.h"
 #include "tollgate/search/corpus.h"
 
 namespace tollgate::search {
@@ -413,10 +414,14 @@ int run_corpus_command(int argc, char** argv) {
     return usage_error("--count is required");
   }
   bool failed = false;
-  generate_corpus(count, seed, [&failed](std::string_view chunk) {
+  uint64_t written = 0;
+  progress_meter progress("corpus generate", "stories");
+  generate_corpus(count, seed, [&](std::string_view chunk) {
     if (!failed && std::fwrite(chunk.data(), 1, chunk.size(), stdout) != chunk.size()) {
       failed = true;
     }
+    written += static_cast<uint64_t>(std::count(chunk.begin(), chunk.end(), '\n'));
+    progress.update(written, count == 0 ? 1.0 : static_cast<double>(written) / count);
   });
   if (std::fflush(stdout) != 0 || failed) {
     std::fputs("tollgate corpus: error writing to stdout\n", stderr);

@@ -59,6 +59,8 @@ struct settings {
   uint32_t idle_timeout_ms = 60000;
   uint32_t max_header_bytes = 16 * 1024;
   uint32_t max_body_bytes = 1024 * 1024;
+  /// /metrics on the public listener when there is no admin listener (false: 404 there).
+  bool public_metrics = true;
 
   // [corpus]
   std::string corpus_path;  ///< JSON Lines; empty = the embedded sample
@@ -96,6 +98,10 @@ struct settings {
   std::vector<endpoint> remote_shards;  ///< gateway: the shard nodes it fans out to
   uint32_t shard_deadline_ms = 250;     ///< gateway: per-query deadline for remote answers
   bool fleet_local = true;              ///< gateway: also serve its own corpus in-process
+
+  // [log]
+  std::string access_log;   ///< JSON Lines access log: a path, "-" for stderr, empty = off
+  double log_sample = 1.0;  ///< share of successful requests logged (errors always are)
 };
 
 struct config_error {

@@ -76,6 +76,17 @@ class engine_io {
                      int64_t deadline_mono_ns) = 0;
   /// CLOCK_MONOTONIC, read once per loop pass.
   virtual int64_t now_mono() const = 0;
+
+  /// Appends `len` bytes at `data` to file `fd` with an io_uring write (at the file's position:
+  /// O_APPEND files, pipes, ttys). `data` must stay valid and unchanged until
+  /// handler::on_file_written(tag, res) reports the bytes written (a short count is possible)
+  /// or -errno. False: not supported here (nothing happens; write it yourself).
+  virtual bool write_file(int /*fd*/, const char* /*data*/, size_t /*len*/, uint32_t /*tag*/) {
+    return false;
+  }
+  /// Only inside handle(): the peer address of the request's connection as text ("1.2.3.4:5",
+  /// "[::1]:5"), written to `buf`; returns its length (0: unknown).
+  virtual size_t peer_address(char* /*buf*/, size_t /*cap*/) { return 0; }
 };
 
 /// Durable bytes a handler wants written before the responses of the pass go out (the core's
@@ -127,6 +138,8 @@ class handler {
   virtual void attach(engine_io& /*io*/) {}
   /// The completion of engine_io::fetch(tag).
   virtual void on_upstream(uint64_t /*tag*/, const upstream_reply& /*reply*/) {}
+  /// The completion of engine_io::write_file(tag): bytes written or -errno.
+  virtual void on_file_written(uint32_t /*tag*/, int64_t /*res*/) {}
 };
 
 }  // namespace tollgate::http

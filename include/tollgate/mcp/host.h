@@ -7,8 +7,11 @@
 #include <string_view>
 
 #include "tollgate/common/buffer.h"
+#include "tollgate/common/outcome.h"
 
 namespace tollgate::mcp {
+
+struct tool_def;
 
 /// The outcome of admitting one billable tools/call.
 struct admission {
@@ -19,6 +22,13 @@ struct admission {
   int64_t quota_limit = -1;       ///< quota_exceeded
   int64_t quota_used = -1;
   int64_t quota_remaining = -1;
+};
+
+/// What one JSON-RPC message was answered with (the access log and /metrics read it).
+struct answer_note {
+  std::string_view method;         ///< the method as sent (raw bytes); empty when unparsed
+  const tool_def* tool = nullptr;  ///< tools/call of a registered tool
+  outcome result = outcome::ok;
 };
 
 class host {
@@ -46,6 +56,9 @@ class host {
   /// the JSON-RPC error whose code is 429, as a limited single request's body is. Default:
   /// never limited.
   virtual admission rate_extra() { return {}; }
+  /// Called once per answered JSON-RPC message (each of a batch; not for notifications and
+  /// responses, which get no answer), after its body is written. Default: nothing.
+  virtual void answered(const answer_note& /*note*/) {}
   /// HTTP only: the POST the app rated before dispatch held only JSON-RPC notifications and
   /// responses (answered 202, no work), which never count toward the rate limit (DESIGN §5): the
   /// host gives that charge back. Called before the 202's write_headers(). Default: nothing.

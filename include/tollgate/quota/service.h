@@ -153,6 +153,10 @@ class alignas(64) core_shard {
   /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
   uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
   uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
+  /// Calls this core has billed so far, and of them those billed as overage (shard-local: the
+  /// app reads the difference around one request for its access log and /metrics).
+  uint64_t billed_calls() const noexcept { return billed_calls_; }
+  uint64_t overage_calls() const noexcept { return overage_calls_; }
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
@@ -328,6 +332,8 @@ class alignas(64) core_shard {
   const key_table* table_ = nullptr;
   key_cache_slot key_cache_[kKeyCacheSlots];
   uint64_t key_cache_hits_ = 0;
+  uint64_t billed_calls_ = 0;
+  uint64_t overage_calls_ = 0;
   uint64_t key_cache_misses_ = 0;
   alignas(64) std::atomic<uint64_t> seen_epoch_{0};  // written here, read by the reclaimer
   std::vector<local_key> locals_;

@@ -13,6 +13,7 @@
 //   auto r = b->search_stories(args, *s, out, /*nested=*/true);  // r.error(): errc
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstddef>
 #include <memory>
@@ -209,6 +210,10 @@ struct load_options {
   uint32_t threads = 0;         ///< index build threads; 0 = hardware concurrency
   uint32_t max_issues = 20;     ///< bad lines kept in the report (all are counted)
   uint32_t remote_slots = 0;    ///< a gateway's remote shard nodes, after the loaded shards
+  /// Progress (optional; advanced by the parsing threads about every MiB): stories parsed and
+  /// bytes of the text parsed.
+  std::atomic<uint64_t>* stories_parsed = nullptr;
+  std::atomic<uint64_t>* bytes_parsed = nullptr;
 };
 
 /// A bad line (line numbers start at 1; 0 = the file itself).
