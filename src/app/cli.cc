@@ -86,9 +86,10 @@ namespace {
 // usage text lists each (tests/app/cli_help_test.cc compares the two).
 constexpr std::string_view k_serve_flags[] = {"--config", "--listen",       "--threads",
                                               "--data-dir", "--corpus",     "--sample",
-                                              "--admin-listen", "--role",   "--help"};
-constexpr std::string_view k_stdio_flags[] = {"--config", "--data-dir", "--corpus", "--sample",
+                                              "--admin-listen", "--role",   "--accept-usage-loss",
                                               "--help"};
+constexpr std::string_view k_stdio_flags[] = {"--config", "--data-dir", "--corpus", "--sample",
+                                              "--accept-usage-loss", "--remote", "--help"};
 }  // namespace
 
 std::span<const std::string_view> server_flags(std::string_view command) {
@@ -176,6 +177,12 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
       s.corpus_path.clear();
     } else if (a == "--accept-usage-loss") {
       s.accept_usage_loss = true;
+    } else if (!serve && a == "--remote") {
+      // main() sends `stdio --remote` to the bridge (stdio_remote.cc) before this parser runs:
+      // reaching here means it was combined in a way the bridge does not take.
+      return unexpected(cli_error{
+          "--remote runs the bridge, which takes only --cacert and --timeout-ms (see tollgate "
+          "stdio --remote URL --help)"});
     } else if (serve && (a == "--listen" || a == "--admin-listen")) {
       auto v = value("HOST:PORT");
       if (!v) {

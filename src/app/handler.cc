@@ -28,7 +28,7 @@ http::response_info ops_text(const http::request& req, int status,
   return {status, head.close};
 }
 
-// The usage journals' health, per core (DESIGN §6: a billed call that cannot be recorded).
+// The usage journals' health, per core (design §6: a billed call that cannot be recorded).
 void journal_metrics(quota::service& q, out_buffer& out) {
   auto it = std::back_inserter(out);
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -444,7 +444,6 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
     }
     host_.begin(*key, now_ns, fig);
-    return endpoint_.handle_http(req, host_, out, now_ns);
     if (resuming_ != nullptr) {
       host_.set_continuing();
     }

@@ -632,7 +632,7 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
     return admit_verdict::suspended;
   }
   if (!journal_room()) {
-    // Not recordable: not made, not billed (DESIGN §6). The figures are the key's as they stand.
+    // Not recordable: not made, not billed (design §6). The figures are the key's as they stand.
     fill_quota(k, now_ns, f);
     f.retry_after_secs = 1;
     health_.refused.store(health_.refused.load(std::memory_order_relaxed) + 1,

@@ -1,4 +1,4 @@
-// The error model's table (DESIGN §2) walked through one real core_handler, MCP and REST: every
+// The error model's table (design §2) walked through one real core_handler, MCP and REST: every
 // answer is well framed, carries no header twice, and has a valid JSON body where it has one.
 // Plus what real MCP clients tripped over: the 429's Retry-After and message, notifications and
 // the rate limit, and the 401's RFC 6750 challenge.

@@ -1,4 +1,4 @@
-// outcome: what one answered request came to, in the words of the error model (DESIGN §2).
+// outcome: what one answered request came to, in the words of the error model (design §2).
 //
 // One table read by every surface: the MCP endpoint reports each JSON-RPC message's outcome to
 // its host, the app derives REST's from the status it answered, and /metrics and the access log

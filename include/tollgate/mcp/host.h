@@ -60,7 +60,7 @@ class host {
   /// responses, which get no answer), after its body is written. Default: nothing.
   virtual void answered(const answer_note& /*note*/) {}
   /// HTTP only: the POST the app rated before dispatch held only JSON-RPC notifications and
-  /// responses (answered 202, no work), which never count toward the rate limit (DESIGN §5): the
+  /// responses (answered 202, no work), which never count toward the rate limit (design §5): the
   /// host gives that charge back. Called before the 202's write_headers(). Default: nothing.
   virtual void refund_rate() {}
 };

@@ -1,4 +1,4 @@
-// Verifies a full data dir does not silence the server (DESIGN §6, issue 14 item 1): the real
+// Verifies a full data dir does not silence the server (design §6, issue 14 item 1): the real
 // server runs with its data dir on a small tmpfs, which the test fills. Billed calls are then
 // refused as `unavailable` (REST 503 + Retry-After, MCP tool error) within a bounded time and
 // not billed; unbilled answers (tools/list, /v1/usage, 401, /healthz) keep flowing; /readyz says
