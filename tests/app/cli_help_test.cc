@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,12 +21,22 @@ namespace tollgate::app {
 namespace {
 
 std::set<std::string> flags_in(std::string_view help) {
+  // Every "--name" (a lower-case letter, then letters and dashes). A hand scan rather than
+  // std::regex: GCC 12's -O2 + ASan build reports a false maybe-uninitialized inside <regex>.
   std::set<std::string> out;
-  const std::string text(help);
-  const std::regex flag("--[a-z][a-z-]*");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag); it != std::sregex_iterator();
-       ++it) {
-    out.insert(it->str());
+  const auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  size_t i = 0;
+  while (i + 2 < help.size()) {
+    if (help[i] == '-' && help[i + 1] == '-' && lower(help[i + 2])) {
+      size_t j = i + 3;
+      while (j < help.size() && (lower(help[j]) || help[j] == '-')) {
+        ++j;
+      }
+      out.insert(std::string(help.substr(i, j - i)));
+      i = j;
+    } else {
+      ++i;
+    }
   }
   return out;
 }
