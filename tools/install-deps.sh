@@ -12,6 +12,7 @@ pkgs=(
   liburing-dev libsimdjson-dev libfmt-dev libmimalloc-dev libtomlplusplus-dev libssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   valgrind
+  libhiredis-dev redis-server   # cluster mode: the Redis client, and the server its tests start
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate
 )
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -89,6 +89,10 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
       a.quota_used = fig_.quota_used;
       a.quota_remaining = fig_.quota_remaining;
       break;
+    case quota::admit_verdict::quota_unreachable:
+      a.outcome = mcp::admission::kind::quota_unreachable;
+      a.retry_after_secs = fig_.retry_after_secs;
+      break;
   }
   return a;
 }

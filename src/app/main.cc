@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "cluster_cli.h"
 #include "commands.h"
 #include "tollgate/search/corpus.h"
 
@@ -34,6 +35,10 @@ int run_main(int argc, char** argv) {
   if (cmd == "keys" || cmd == "accounts") {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     return run_admin(cmd, args, stdout, stderr);
+  }
+  if (cmd == "cluster") {
+    std::vector<std::string_view> args(argv + 2, argv + argc);
+    return run_cluster(args, stdout, stderr);
   }
   if (cmd == "corpus") {
     return search::run_corpus_command(argc - 1, argv + 1);

@@ -20,7 +20,7 @@ constexpr std::string_view k_content_length = "Content-Length:";
 constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
-    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found"};
+    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found", "unavailable"};
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
     "billable call can be made until the account is settled.",
@@ -31,6 +31,8 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
     "The search backend is unavailable: no shard answered in time. This is an outage, not an "
     "empty result; retry shortly.",
     "No story exists with this id. Check the id, for example by searching with search_stories.",
+    "The quota service cannot be reached, so this key's monthly quota cannot be checked. This "
+    "is an outage, not a spent quota; retry after retry_after_secs seconds.",
 };
 
 struct rpc_error_info {

@@ -735,6 +735,10 @@ void prepare(reply& r, host& h) {
       e = {envelope::tool_error_code::quota_exceeded, a.retry_after_secs, a.quota_limit,
            a.quota_used, a.quota_remaining};
       break;
+    case admission::kind::quota_unreachable:
+      e = {envelope::tool_error_code::quota_unreachable,
+           a.retry_after_secs < 1 ? 1 : a.retry_after_secs, -1, -1, -1};
+      break;
     default:
       e = {envelope::tool_error_code::rate_limited, a.retry_after_secs < 1 ? 1 : a.retry_after_secs,
            -1, -1, -1};

@@ -116,7 +116,8 @@ std::string config_option(std::span<const std::string_view> args) {
 }
 
 int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
-                     std::string_view data_dir, std::FILE* out, std::FILE* err) {
+                     std::string_view data_dir, std::FILE* out, std::FILE* err,
+                     key_backend* backend) {
   parsed p = parse(args, data_dir);
   if (p.help) {
     fmt::print(out, "{}", kKeysHelp);
@@ -128,7 +129,8 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
   if (p.positional.empty()) {
     return usage_error(err, "keys needs a subcommand: create, list or revoke", kKeysHelp);
   }
-  key_store store(p.data_dir);
+  key_store local(p.data_dir);
+  key_backend& store = backend != nullptr ? *backend : local;
   const std::string_view cmd = p.positional[0];
   if (cmd == "create") {
     if (p.positional.size() != 1) {
@@ -159,9 +161,9 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
     if (!keys) {
       return report(err, keys.error());
     }
-    if (keys->empty() && ::access(store.data_dir().c_str(), F_OK) != 0) {
+    if (backend == nullptr && keys->empty() && ::access(local.data_dir().c_str(), F_OK) != 0) {
       // A mistyped --data-dir would otherwise look like a store with no keys.
-      fmt::print(err, "tollgate keys: no data dir at {} (no keys yet)\n", store.data_dir());
+      fmt::print(err, "tollgate keys: no data dir at {} (no keys yet)\n", local.data_dir());
     }
     auto accounts = store.load();
     if (!accounts) {
@@ -195,7 +197,7 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
 }
 
 int run_accounts_command(std::span<const std::string_view> args, std::string_view data_dir,
-                         std::FILE* out, std::FILE* err) {
+                         std::FILE* out, std::FILE* err, key_backend* backend) {
   parsed p = parse(args, data_dir);
   if (p.help) {
     fmt::print(out, "{}", kAccountsHelp);
@@ -219,7 +221,8 @@ int run_accounts_command(std::span<const std::string_view> args, std::string_vie
     return usage_error(err, fmt::format("accounts {} needs exactly one ACCOUNT", cmd),
                        kAccountsHelp);
   }
-  key_store store(p.data_dir);
+  key_store local(p.data_dir);
+  key_backend& store = backend != nullptr ? *backend : local;
   auto r = cmd == "suspend" ? store.suspend(p.positional[1]) : store.resume(p.positional[1]);
   if (!r) {
     return report(err, r.error());

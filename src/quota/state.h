@@ -44,6 +44,9 @@ struct key_state {
   /// service::impl::mu at reconciliation; read relaxed for response figures.
   alignas(64) std::atomic<int64_t> used{0};
   std::atomic<int64_t> overage{0};
+  /// Cluster mode: billed this month by the other nodes (as of the last sync with Redis); the
+  /// figures add it to this node's own. Written by the cluster agent, read relaxed; 0 otherwise.
+  std::atomic<int64_t> remote_used{0};
   // Written only under service::impl::mu.
   uint64_t key_id = 0;
   int64_t quota = 0;

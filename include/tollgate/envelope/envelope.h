@@ -38,8 +38,17 @@ bool parse_revision(std::string_view s, revision& out) noexcept;
 inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28; }
 
 /// Tool error codes (DESIGN §2): a tool that ran and could not do the thing.
-enum class tool_error_code : uint8_t { suspended, quota_exceeded, rate_limited, unavailable, not_found };
-inline constexpr size_t num_tool_error_codes = 5;
+/// quota_unreachable is written with the code "unavailable" and its own message: a cluster
+/// node that cannot reach the quota service (Redis) for a stop key whose lease ran out.
+enum class tool_error_code : uint8_t {
+  suspended,
+  quota_exceeded,
+  rate_limited,
+  unavailable,
+  not_found,
+  quota_unreachable
+};
+inline constexpr size_t num_tool_error_codes = 6;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;
