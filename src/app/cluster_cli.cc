@@ -107,6 +107,19 @@ return 1)");
     ++pushed;
   }
   (*svc)->close(now_ns());
+  // A node later started on this dir would push the same usage again under its own name:
+  // serve refuses a dir with this file in cluster mode.
+  {
+    std::FILE* f = std::fopen((s.data_dir + "/cluster-imported.txt").c_str(), "w");
+    if (f == nullptr) {
+      fmt::print(err, "tollgate cluster import: cannot write {}/cluster-imported.txt\n",
+                 s.data_dir);
+      return 1;
+    }
+    fmt::print(f, "this data dir's usage was imported into redis {} as node {}\n", cs.redis,
+               node);
+    std::fclose(f);
+  }
   fmt::print(out,
              "imported {} new key(s) of {} and {} account(s); this month's usage of {} key(s) "
              "({} billed call(s)) as node {}\n",

@@ -225,6 +225,13 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
   qo.cores = cores;
   qo.reconcile_ms = s.reconcile_ms;
   qo.fsync_ms = s.fsync_ms;
+  if (s.cluster && ::access((s.data_dir + "/cluster-imported.txt").c_str(), F_OK) == 0) {
+    log_error("{}: this data dir's usage was imported into redis (`tollgate cluster import`); "
+              "a cluster node started on it would count that usage again: give the node a "
+              "fresh --data-dir",
+              s.data_dir);
+    return 2;
+  }
   if (s.cluster) {
     if (int rc = make_cluster_agent(st, s); rc != 0) {
       return rc;
