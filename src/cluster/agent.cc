@@ -18,6 +18,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include "cluster/redis.h"
@@ -70,6 +73,17 @@ for i = 1, #all, 2 do
 end
 G = G + claim
 local avail = quota - G
+local dm, nowms, D = tonumber(ARGV[8]), tonumber(ARGV[9]), 0
+if dm >= 0 then
+  redis.call('HSET', h, 'd:' .. node, dm .. ' ' .. nowms)
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'd:' and all[i] ~= 'd:' .. node then
+      local d, ts = string.match(all[i + 1], '^(%d+) (%d+)$')
+      if d and nowms - tonumber(ts) < 3000 then D = D + tonumber(d) + 1 end
+    end
+  end
+  D = D + dm + 1
+end
 local n = 0
 if want > 0 and avail > 0 then
   n = math.floor(avail / (2 * N))
@@ -80,7 +94,7 @@ if claim + n > 0 or redis.call('HEXISTS', h, gf) == 1 then
   redis.call('HSET', h, gf, claim + n)
 end
 redis.call('PEXPIRE', h, ARGV[7])
-return {n, U - cu, avail - n})");
+return {n, U - cu, avail - n, D})");
 
 // A month's usage hash lives this long after its last write (100 days): long enough for
 // billing to read a closed month.
@@ -135,6 +149,12 @@ struct agent::key_info {
   int64_t claim = -1;   // units of the month's budget this node claims; -1: not yet known
   int64_t last_used = 0;
   int64_t demand = 0;   // billed per sync interval (decaying maximum)
+  int64_t base_emission = 0;  // the plan's GCRA figures (0: not in a table yet)
+  int64_t base_burst = 0;
+  double share = 0;           // this node's share of the rate; 0: the default
+  double applied = 0;         // the share last put in force
+  int64_t last_tat = 0;       // GCRA tat at the last demand sample
+  int64_t last_rate_ns = 0;   // wall clock of that sample
   bool want = false;        // (mu_) a core waits for units
   bool exhausted = false;   // (mu_) the last lease found the budget spent
   int64_t exhausted_ns = 0; // (mu_)
@@ -274,7 +294,7 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
       auto r = conn_->eval(kSync, {usage_key(s_, k.id, k.month)},
                            {s_.node, std::to_string(k.quota), std::to_string(u.used),
                             std::to_string(u.overage), std::to_string(u.used - u.overage), "0",
-                            kUsageTtlMs});
+                            kUsageTtlMs, "-1", std::to_string(wall_ms())});
       if (!r && r.error().io) {
         return false;
       }
@@ -311,10 +331,34 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
     returned = take_units(st, month, pool - target);
   }
   k.claim -= returned;
+  // Rate demand (periodic syncs only): requests this node admitted per second, from how far the
+  // key's GCRA tat moved; doubled when the bucket is empty now (the node wants more than its
+  // share). -1: nothing to report (the key has not been rated here).
+  int64_t rate_demand = -1;
+  const int64_t wall = wall_ms() * kNsPerMs;
+  const int64_t tat = st.tat_ns.load(std::memory_order_relaxed);
+  if (!lease && !final_push && k.base_emission > 0 && tat != 0) {
+    const double share = k.applied > 0 ? k.applied : 1.0;
+    const int64_t em = std::max<int64_t>(1, static_cast<int64_t>(k.base_emission / share));
+    const int64_t burst = std::max<int64_t>(1, static_cast<int64_t>(k.base_burst * share));
+    double rps = 0;
+    if (k.last_rate_ns > 0 && wall > k.last_rate_ns) {
+      const int64_t from = std::max(k.last_tat, k.last_rate_ns);
+      rps = tat > from ? static_cast<double>(tat - from) / static_cast<double>(em) /
+                             (static_cast<double>(wall - k.last_rate_ns) / 1e9)
+                       : 0.0;
+    }
+    if (tat - wall > em * burst - 2 * em) {
+      rps = std::max(rps, 1e9 / static_cast<double>(em)) * 2;
+    }
+    rate_demand = static_cast<int64_t>(rps);
+    k.last_tat = tat;
+    k.last_rate_ns = wall;
+  }
   auto r = conn_->eval(kSync, {usage_key(s_, k.id, month)},
                        {s_.node, std::to_string(k.quota), std::to_string(used),
                         std::to_string(over), std::to_string(k.claim), std::to_string(want),
-                        kUsageTtlMs});
+                        kUsageTtlMs, std::to_string(rate_demand), std::to_string(wall_ms())});
   commands_.store(conn_->commands(), std::memory_order_relaxed);
   if (!r) {
     if (r.error().io) {
@@ -324,8 +368,11 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
               r.error().message);
     return true;
   }
-  if (r->elements.size() != 3) {
+  if (r->elements.size() != 4) {
     return true;
+  }
+  if (rate_demand >= 0 && r->elements[3].integer > 0) {
+    k.share = static_cast<double>(rate_demand + 1) / static_cast<double>(r->elements[3].integer);
   }
   const int64_t n = r->elements[0].integer;
   const int64_t others = r->elements[1].integer;
@@ -351,10 +398,15 @@ bool agent::sync_all(bool final_push) {
     quota::key_state* st;
     uint64_t id;
     int64_t quota;
+    int64_t emission;
+    int64_t burst;
   };
   std::vector<snap> all;
+  std::vector<std::pair<uint64_t, double>> changed_shares;
   svc_->for_each_state(
-      [&](quota::key_state& s) { all.push_back({&s, s.key_id, s.quota}); });
+      [&](quota::key_state& s) {
+        all.push_back({&s, s.key_id, s.quota, s.base_emission_ns, s.base_burst});
+      });
   for (const snap& s : all) {
     key_info* k;
     {
@@ -368,6 +420,8 @@ bool agent::sync_all(bool final_push) {
     }
     k->id = s.id;
     k->quota = s.quota;
+    k->base_emission = s.emission;
+    k->base_burst = s.burst;
     if (s.st->used.load(std::memory_order_relaxed) == 0 && k->claim <= 0 &&
         pool_of(*s.st, svc_->month()) == 0 && k->month == svc_->month() && final_push) {
       continue;  // nothing of this node's to hand back
@@ -375,6 +429,19 @@ bool agent::sync_all(bool final_push) {
     if (!sync_key(*k, false, final_push)) {
       return false;
     }
+    // A share that moved by more than 5% (or is new) goes into the next table. A share grows
+    // by at most 0.1 a sync (it shrinks at once): the other nodes give up theirs at their own
+    // next sync, and meanwhile the sum of the shares passes 1 by at most 0.1 per growing node.
+    const double from = k->applied > 0 ? k->applied : default_share_;
+    const double next = std::min(k->share, from + 0.1);
+    if (k->share > 0 && (k->applied == 0 || std::abs(next - k->applied) > 0.05 * k->applied)) {
+      k->applied = next;
+      changed_shares.emplace_back(k->id, next);
+    }
+  }
+  if (!changed_shares.empty() || default_share_ != applied_default_) {
+    applied_default_ = default_share_;
+    svc_->set_rate_shares(default_share_, changed_shares);
   }
   std::lock_guard lk(mu_);
   last_push_ns_ = steady_ns();
@@ -383,10 +450,32 @@ bool agent::sync_all(bool final_push) {
 
 void agent::heartbeat() {
   const agent_stats st = stats();
+  const int64_t now = wall_ms();
   auto r = conn_->command({"HSET", nodes_key(s_), s_.node,
-                           fmt::format("{} {} {}", wall_ms(), st.units_held, svc_->key_count())});
+                           fmt::format("{} {} {}", now, st.units_held, svc_->key_count())});
   if (!r && r.error().io) {
     mark_down(r.error().message);
+    return;
+  }
+  // Keys this node has no demand figure for yet get an equal share among the live nodes.
+  auto all = conn_->command({"HGETALL", nodes_key(s_)});
+  if (!all) {
+    if (all.error().io) {
+      mark_down(all.error().message);
+    }
+    return;
+  }
+  int live = 0;
+  for (size_t i = 0; i + 1 < all->elements.size(); i += 2) {
+    long long beat = 0;
+    char state[16] = {};
+    const int got = std::sscanf(all->elements[i + 1].str.c_str(), "%lld %*d %15s", &beat, state);
+    live += got >= 1 && now - beat < 5000 && std::string_view(state) != "stopped" ? 1 : 0;
+  }
+  default_share_ = 1.0 / std::max(1, live);
+  if (default_share_ != applied_default_ && keys_loaded()) {
+    applied_default_ = default_share_;
+    svc_->set_rate_shares(default_share_, {});
   }
 }
 
@@ -415,7 +504,15 @@ void agent::run() {
         next_poll = next_sync = next_beat = 0;  // reload, push everything, heartbeat
       }
     }
+    if (conn_->connected() && now >= next_beat) {
+      heartbeat();  // before the first key load: it sets the default rate share
+      next_beat = now + o_.heartbeat_ms * kNsPerMs;
+    }
     if (conn_->connected() && now >= next_poll) {
+      if (!keys_loaded()) {
+        svc_->set_rate_shares(default_share_, {});
+        applied_default_ = default_share_;
+      }
       poll_keys();
       next_poll = now + o_.version_poll_ms * kNsPerMs;
     }
@@ -464,10 +561,6 @@ void agent::run() {
         mark_down("connection lost during a usage push");
       }
       next_sync = now + o_.sync_ms * kNsPerMs;
-    }
-    if (conn_->connected() && now >= next_beat) {
-      heartbeat();
-      next_beat = now + o_.heartbeat_ms * kNsPerMs;
     }
     commands_.store(conn_->commands(), std::memory_order_relaxed);
     std::unique_lock lk(mu_);

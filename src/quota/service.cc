@@ -106,6 +106,8 @@ struct service::impl {
   const bool cluster;  // pools are filled by a lease_source; keys come from install_keys()
   store_contents installed;  // cluster: the keys and accounts last installed (reload_mu)
   bool installed_new = false;
+  std::unordered_map<uint64_t, double> rate_share;  // cluster: key -> this node's share (reload_mu)
+  double default_share = 1.0;                       // keys without one (reload_mu)
 
   // Guards: states/by_slot (structure and key_state's plain fields), closed, covered,
   // publication into the shared counters, month rollover.
@@ -949,6 +951,20 @@ bool service::reload_if_changed(bool force, std::string* why) {
           r.burst = p.burst;
           r.emission_ns = std::max<int64_t>(1, static_cast<int64_t>(1e9 / p.rate_per_sec));
           r.tolerance_ns = r.emission_ns * p.burst;
+          if (impl_->cluster) {
+            // This node's share of the key's rate and burst (cluster::agent sets it by demand).
+            r.state->base_emission_ns = r.emission_ns;
+            r.state->base_burst = p.burst;
+            auto sit = impl_->rate_share.find(e.id);
+            const double share = sit != impl_->rate_share.end() ? sit->second
+                                                                : impl_->default_share;
+            if (share < 1.0) {
+              r.burst = std::max<int64_t>(1, static_cast<int64_t>(p.burst * share));
+              r.emission_ns = std::max<int64_t>(
+                  1, static_cast<int64_t>(static_cast<double>(r.emission_ns) / share));
+              r.tolerance_ns = r.emission_ns * r.burst;
+            }
+          }
           r.window_secs = std::max<int64_t>(1, ceil_secs(r.tolerance_ns));
           r.account = e.account;
           r.plan = e.plan;
@@ -1025,6 +1041,19 @@ void service::install_keys(store_contents c) {
   {
     std::lock_guard rl(impl_->reload_mu);
     impl_->installed = std::move(c);
+    impl_->installed_new = true;
+  }
+  reload_if_changed(false);
+}
+
+void service::set_rate_shares(double default_share,
+                              const std::vector<std::pair<uint64_t, double>>& shares) {
+  {
+    std::lock_guard rl(impl_->reload_mu);
+    impl_->default_share = std::clamp(default_share, 1e-6, 1.0);
+    for (const auto& [id, s] : shares) {
+      impl_->rate_share[id] = std::clamp(s, 1e-6, 1.0);
+    }
     impl_->installed_new = true;
   }
   reload_if_changed(false);

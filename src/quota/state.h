@@ -55,6 +55,10 @@ struct key_state {
   /// reload below what the pool and the cores' leases held. Leases coming back pay it first,
   /// so the pool never holds more than quota - used - (leases still out).
   int64_t debt = 0;
+  /// Cluster mode: the plan's GCRA figures before this node's share is applied (the agent
+  /// measures the node's demand with them). Written under service::impl::mu.
+  int64_t base_emission_ns = 0;
+  int64_t base_burst = 0;
 };
 
 static_assert(std::atomic<int64_t>::is_always_lock_free);

@@ -112,6 +112,8 @@ class agent final : public quota::lease_source {
   uint64_t lease_grants_ = 0, lease_units_ = 0, lease_waits_ = 0, units_returned_ = 0;
   std::atomic<uint64_t> commands_{0};
   int64_t started_ns_ = 0;
+  double default_share_ = 1.0;   // I/O thread: 1 / live nodes
+  double applied_default_ = 1.0;
 };
 
 }  // namespace tollgate::cluster

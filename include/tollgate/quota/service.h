@@ -353,6 +353,11 @@ class service {
   /// Cluster mode: calls `fn` for every key's shared state under the service's lock (the agent
   /// reads the reconciled usage and feeds the pools). `fn` must not call back into the service.
   void for_each_state(const std::function<void(key_state&)>& fn);
+  /// Cluster mode: this node's share (0..1] of each listed key's rate and burst, and of keys not
+  /// listed; swaps in a table built with them (rate x share, burst x share, at least 1). Any
+  /// thread.
+  void set_rate_shares(double default_share,
+                       const std::vector<std::pair<uint64_t, double>>& shares);
   /// Waits (sleeping 1 ms at a time, at most `timeout_ms`) until every shard has passed a
   /// quiescent point since the current table was made, i.e. a reload is in force for every
   /// request that arrives after it returns true. Shards running on engine cores pass one at

@@ -2,6 +2,7 @@
 // quotas through a real redis-server (started here on a free port with AOF on, ended by PID).
 //   - three nodes hammer one stop key of quota Q at once: exactly Q admitted, every node reports Q
 //   - a suspension and a revocation reach every node within 1 s, with no signal
+//   - one key's rate limit across three nodes: at most burst + rate x t, and within 10% of it
 //   - kill -9 of a node under load, restart: the cluster's usage equals the answered calls
 //   - Redis killed and restarted under load: bill keys served throughout and counted exactly; a
 //     stop key whose lease runs out meanwhile gets 503 `unavailable`, never quota_exceeded
@@ -59,6 +60,7 @@ const PLANS = {
   capped: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 400, overage: 'stop' },
   roomy: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 100000000, overage: 'stop' },
   billed: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 100, overage: 'bill' },
+  paced: { rate_per_sec: 40, burst: 40, monthly_quota: 100000000, overage: 'stop' },
 };
 const QUOTA = { reconcile_ms: 200, fsync_ms: 50 };
 
@@ -160,6 +162,34 @@ test('a suspension and a revocation reach every node within 1 s, with no signal'
   t0 = Date.now();
   await eventually(async () => (await statusEverywhere()).every((s) => s === 401), 2000, 'revocation on every node');
   assert.ok(Date.now() - t0 <= 1000, `revocation took ${Date.now() - t0} ms`);
+});
+
+test('the rate limit holds across three nodes: burst + rate x t at most, and close to it', { skip: !haveRedis && 'redis-server not installed' }, async () => {
+  const [n1, n2, n3] = nodes;
+  const made = await runCli(['keys', 'create', '--account', 'acct-rate', '--plan', 'paced', '--config', n1.configPath]);
+  assert.equal(made.code, 0, made.stderr);
+  const key = made.stdout.trim();
+  await eventually(async () => {
+    const all = await Promise.all([n1, n2, n3].map((n) => restGet(n, '/v1/usage', { key })));
+    return all.every((r) => r.status === 200);
+  }, 2000, 'key known on every node');
+  await new Promise((r) => setTimeout(r, 1500));  // the probes above spent some burst: refill
+  const seconds = 5;
+  const drives = [n1, n2, n3].map((n) => drive(n, key, { conns: 6, path: '/v1/usage' }));
+  const t0 = Date.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  await Promise.all(drives.map((d) => d.stop()));
+  const elapsed = (Date.now() - t0) / 1000;
+  const admitted = drives.reduce((a, d) => a + d.ok, 0);
+  const { rate_per_sec: rate, burst } = PLANS.paced;
+  // README (cluster mode, rate limits): burst + rate x t, + 1 per extra node (each node's burst
+  // is at least 1), + what share moves add while they settle (at most 0.1 per growing node per
+  // sync): allowed 5% here.
+  const bound = (burst + rate * elapsed) * 1.05 + 2;
+  const perNode = drives.map((d) => d.ok);
+  assert.ok(admitted <= bound, `admitted ${admitted} > ${bound.toFixed(0)} (${perNode})`);
+  assert.ok(admitted >= 0.9 * (burst + rate * seconds), `admitted ${admitted} < 90% of ${burst + rate * seconds} (${perNode})`);
+  for (const d of drives) for (const s of Object.keys(d.byStatus)) assert.ok(s === '200' || s === '429', s);
 });
 
 test('kill -9 of a node under load, restart: the cluster usage equals the answered calls', { skip: !haveRedis && 'redis-server not installed' }, async () => {
