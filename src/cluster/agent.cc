@@ -274,6 +274,19 @@ void agent::poll_keys() {
     return;
   }
   const size_t n = c->keys.size();
+  if (n == 0 && loaded_keys_ > 0) {
+    // Keys are never deleted (a revoked one stays, flagged): an empty set means a Redis that
+    // lost its data (restarted without persistence, or flushed). Every key would turn 401;
+    // keep the last ones in force until keys appear again.
+    if (keys_version_ != version) {
+      log_error("cluster: redis {} holds no keys any more (its data was lost?); the {} key(s) "
+                "loaded before stay in force",
+                s_.redis, loaded_keys_);
+    }
+    keys_version_ = version;
+    return;
+  }
+  loaded_keys_ = n;
   svc_->install_keys(std::move(*c));
   keys_version_ = version;
   if (!keys_loaded()) {

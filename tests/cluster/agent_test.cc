@@ -266,5 +266,33 @@ TEST_F(cluster_agent_test, outage_serves_bill_keys_and_answers_stop_keys_unavail
   EXPECT_GT(n.a->stats().outage_secs, 0.0);
 }
 
+TEST_F(cluster_agent_test, a_redis_that_lost_its_data_keeps_keys_and_gets_usage_back) {
+  // Verifies a flushed Redis (data lost) neither turns every key away on a running node (an
+  // empty key set is not installed over a loaded one) nor loses the month's usage: the node
+  // pushes its journal's absolute count again.
+  const settings s = cfg(redis_, "a", "t4:");
+  redis_keys admin(s);
+  auto k = admin.create_key("acme", "bill", plans(), 1764633600);
+  ASSERT_TRUE(k);
+  node n(s, 1);
+  ASSERT_TRUE(n.a->start(*n.svc, 5000));
+  n.tick();
+  quota::core_shard& sh = n.svc->shard(0);
+  for (int i = 0; i < 7; ++i) {
+    const quota::key_record* r = sh.authenticate(k->secret);
+    ASSERT_NE(r, nullptr);
+    quota::figures f;
+    quota::ticket t;
+    ASSERT_EQ(sh.admit(*r, now_ns(), f, t), admit_verdict::ok);
+    sh.settle(t, true);
+  }
+  const uint64_t id = *quota::parse_key_id(k->key_id);
+  EXPECT_TRUE(within_ms(2000, [&] { n.tick(); return redis_used(s, id) == 7; }));
+  ASSERT_TRUE(admin.conn().command({"FLUSHALL"}));
+  EXPECT_TRUE(within_ms(2000, [&] { n.tick(); return redis_used(s, id) == 7; }));
+  n.tick();
+  EXPECT_NE(sh.authenticate(k->secret), nullptr);
+}
+
 }  // namespace
 }  // namespace tollgate::cluster

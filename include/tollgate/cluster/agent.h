@@ -106,6 +106,7 @@ class agent final : public quota::lease_source {
   std::atomic<bool> up_{false};
   std::atomic<bool> keys_loaded_{false};
   int64_t keys_version_ = -2;
+  size_t loaded_keys_ = 0;  // I/O thread: keys in the last set installed
   int64_t down_since_ns_ = 0;   // steady clock; 0 while up
   int64_t outage_ns_ = 0;       // finished outages
   int64_t last_push_ns_ = 0;
