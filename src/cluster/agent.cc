@@ -73,13 +73,16 @@ for i = 1, #all, 2 do
 end
 G = G + claim
 local avail = quota - G
-local dm, nowms, D = tonumber(ARGV[8]), tonumber(ARGV[9]), 0
+local dm, nowms, D, C = tonumber(ARGV[8]), tonumber(ARGV[9]), 0, 1
 if dm >= 0 then
   redis.call('HSET', h, 'd:' .. node, dm .. ' ' .. nowms)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 2) == 'd:' and all[i] ~= 'd:' .. node then
       local d, ts = string.match(all[i + 1], '^(%d+) (%d+)$')
-      if d and nowms - tonumber(ts) < 3000 then D = D + tonumber(d) + 1 end
+      if d and nowms - tonumber(ts) < 3000 then
+        D = D + tonumber(d) + 1
+        C = C + 1
+      end
     end
   end
   D = D + dm + 1
@@ -94,7 +97,7 @@ if claim + n > 0 or redis.call('HEXISTS', h, gf) == 1 then
   redis.call('HSET', h, gf, claim + n)
 end
 redis.call('PEXPIRE', h, ARGV[7])
-return {n, U - cu, avail - n, D})");
+return {n, U - cu, avail - n, D, C})");
 
 // A month's usage hash lives this long after its last write (100 days): long enough for
 // billing to read a closed month.
@@ -344,9 +347,10 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
     returned = take_units(st, month, pool - target);
   }
   k.claim -= returned;
-  // Rate demand (periodic syncs only): requests this node admitted per second, from how far the
-  // key's GCRA tat moved; doubled when the bucket is empty now (the node wants more than its
-  // share). -1: nothing to report (the key has not been rated here).
+  // Rate demand (periodic syncs only), in requests per second at this node's share, from how far
+  // the key's GCRA tat moved since the last sample: tat follows the node's requests, so a node
+  // that served the key reports about the capacity it holds, one whose bucket is empty now twice
+  // that (it wants more), an idle one 0. -1: nothing to report (never rated here).
   int64_t rate_demand = -1;
   const int64_t wall = wall_ms() * kNsPerMs;
   const int64_t tat = st.tat_ns.load(std::memory_order_relaxed);
@@ -381,11 +385,16 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
               r.error().message);
     return true;
   }
-  if (r->elements.size() != 4) {
+  if (r->elements.size() != 5) {
     return true;
   }
   if (rate_demand >= 0 && r->elements[3].integer > 0) {
-    k.share = static_cast<double>(rate_demand + 1) / static_cast<double>(r->elements[3].integer);
+    // Every node reporting keeps a floor of 1/(4C) (an idle node is not starved when its
+    // clients come back); the rest is split by demand. The shares still sum to 1.
+    const double c = static_cast<double>(std::max<long long>(1, r->elements[4].integer));
+    const double floor = 1.0 / (4.0 * c);
+    k.share = floor + (1.0 - c * floor) * static_cast<double>(rate_demand + 1) /
+                          static_cast<double>(r->elements[3].integer);
   }
   const int64_t n = r->elements[0].integer;
   const int64_t others = r->elements[1].integer;
@@ -439,8 +448,8 @@ bool agent::sync_all(bool final_push) {
         pool_of(*s.st, svc_->month()) == 0 && k->month == svc_->month() && final_push) {
       continue;  // nothing of this node's to hand back
     }
-    if (!sync_key(*k, false, final_push)) {
-      return false;
+    if (!sync_key(*k, false, final_push) || (!final_push && !serve_waiters())) {
+      return false;  // a core waiting for units is served between two keys' pushes
     }
     // A share that moved by more than 5% (or is new) goes into the next table. A share grows
     // by at most 0.1 a sync (it shrinks at once): the other nodes give up theirs at their own
@@ -461,14 +470,16 @@ bool agent::sync_all(bool final_push) {
   return true;
 }
 
-void agent::heartbeat() {
+bool agent::heartbeat() {
   const agent_stats st = stats();
   const int64_t now = wall_ms();
   auto r = conn_->command({"HSET", nodes_key(s_), s_.node,
                            fmt::format("{} {} {}", now, st.units_held, svc_->key_count())});
-  if (!r && r.error().io) {
-    mark_down(r.error().message);
-    return;
+  if (!r) {
+    if (r.error().io) {
+      mark_down(r.error().message);
+    }
+    return false;  // e.g. LOADING while Redis reads its AOF: again shortly
   }
   // Keys this node has no demand figure for yet get an equal share among the live nodes.
   auto all = conn_->command({"HGETALL", nodes_key(s_)});
@@ -476,7 +487,7 @@ void agent::heartbeat() {
     if (all.error().io) {
       mark_down(all.error().message);
     }
-    return;
+    return false;
   }
   int live = 0;
   for (size_t i = 0; i + 1 < all->elements.size(); i += 2) {
@@ -490,6 +501,44 @@ void agent::heartbeat() {
     applied_default_ = default_share_;
     svc_->set_rate_shares(default_share_, {});
   }
+  return true;
+}
+
+bool agent::serve_waiters() {
+  std::vector<key_info*> waiting;
+  {
+    std::lock_guard lk(mu_);
+    if (!want_any_) {
+      return true;
+    }
+    want_any_ = false;
+    for (auto& [s, k] : info_) {
+      if (k->want) {
+        k->want = false;
+        waiting.push_back(k.get());
+      }
+    }
+  }
+  svc_->for_each_state([&](quota::key_state& s) {
+    for (key_info* k : waiting) {
+      if (k->st == &s) {
+        k->id = s.key_id;
+        k->quota = s.quota;
+      }
+    }
+  });
+  bool ok = true;
+  for (key_info* k : waiting) {
+    ok = ok && sync_key(*k, true, false);
+  }
+  {
+    std::lock_guard lk(mu_);
+    for (key_info* k : waiting) {
+      ++k->done_seq;
+    }
+  }
+  done_.notify_all();
+  return ok;
 }
 
 void agent::run() {
@@ -518,8 +567,8 @@ void agent::run() {
       }
     }
     if (conn_->connected() && now >= next_beat) {
-      heartbeat();  // before the first key load: it sets the default rate share
-      next_beat = now + o_.heartbeat_ms * kNsPerMs;
+      // Before the first key load: it sets the default rate share.
+      next_beat = now + (heartbeat() ? o_.heartbeat_ms : 100) * kNsPerMs;
     }
     if (conn_->connected() && now >= next_poll) {
       if (!keys_loaded()) {
@@ -529,44 +578,8 @@ void agent::run() {
       poll_keys();
       next_poll = now + o_.version_poll_ms * kNsPerMs;
     }
-    if (conn_->connected() && keys_loaded()) {
-      std::vector<key_info*> waiting;
-      {
-        std::lock_guard lk(mu_);
-        if (want_any_) {
-          want_any_ = false;
-          for (auto& [s, k] : info_) {
-            if (k->want) {
-              k->want = false;
-              waiting.push_back(k.get());
-            }
-          }
-        }
-      }
-      if (!waiting.empty()) {
-        svc_->for_each_state([&](quota::key_state& s) {
-          for (key_info* k : waiting) {
-            if (k->st == &s) {
-              k->id = s.key_id;
-              k->quota = s.quota;
-            }
-          }
-        });
-      }
-      bool ok = true;
-      for (key_info* k : waiting) {
-        ok = ok && sync_key(*k, true, false);
-      }
-      {
-        std::lock_guard lk(mu_);
-        for (key_info* k : waiting) {
-          ++k->done_seq;
-        }
-      }
-      done_.notify_all();
-      if (!ok) {
-        mark_down(conn_->connected() ? "sync failed" : "connection lost");
-      }
+    if (conn_->connected() && keys_loaded() && !serve_waiters()) {
+      mark_down(conn_->connected() ? "sync failed" : "connection lost");
     }
     now = steady_ns();
     if (conn_->connected() && keys_loaded() && now >= next_sync) {

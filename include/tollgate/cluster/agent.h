@@ -55,7 +55,7 @@ struct agent_options {
   int64_t sync_ms = 500;          ///< push usage / read sums / top up pools this often
   int64_t version_poll_ms = 200;  ///< keys and accounts version check
   int64_t heartbeat_ms = 1000;
-  int64_t wait_ms = 300;          ///< longest a core waits for units before `unavailable`
+  int64_t wait_ms = 500;          ///< longest a core waits for units before `unavailable`
   int64_t recheck_ms = 200;       ///< a spent key asks Redis again after this (units come back)
   int64_t max_lease = 1 << 20;    ///< most units a node asks for at once
 };
@@ -88,7 +88,10 @@ class agent final : public quota::lease_source {
   void poll_keys();
   bool sync_all(bool final_push);
   bool sync_key(key_info& k, bool lease, bool final_push);
-  void heartbeat();
+  /// Heartbeat and live-node count; false when Redis refused it (retried soon).
+  bool heartbeat();
+  /// Leases for the keys cores wait on; false on a connection failure.
+  bool serve_waiters();
 
   settings s_;
   agent_options o_;

@@ -264,9 +264,47 @@ test('a node started while redis is down is not ready and answers 503 until it l
   await eventually(async () => (await request(`${n4.url}/readyz`)).status === 200, 5000, 'ready once redis is back');
   r = await restGet(n4, '/v1/usage', { key });
   assert.equal(r.status, 200);
-  const st = await runCli(['cluster', 'status', '--config', n4.configPath, '--json']);
-  assert.equal(st.code, 0, st.stderr);
-  const j = JSON.parse(st.stdout);
-  assert.equal(j.reachable, true);
-  assert.ok(['n1', 'n2', 'n3', 'n4'].every((n) => j.nodes.some((x) => x.node === n)), st.stdout);
+  // Every node heartbeats again within a couple of seconds of Redis coming back.
+  await eventually(async () => {
+    const st = await runCli(['cluster', 'status', '--config', n4.configPath, '--json']);
+    const j = JSON.parse(st.stdout);
+    return st.code === 0 && j.reachable === true &&
+      ['n1', 'n2', 'n3', 'n4'].every((n) => j.nodes.some((x) => x.node === n && x.state === 'up'));
+  }, 5000, 'cluster status listing n1-n4 up');
+});
+
+test('cluster import moves a single node\'s keys and usage into redis, once; its dir is then refused as a node\'s', { skip: !haveRedis && 'redis-server not installed' }, async () => {
+  const solo = await start({ plans: PLANS, quota: QUOTA, keys: { solo: { account: 'acct-solo', plan: 'roomy' } } });
+  nodes.push(solo);
+  const key = solo.keys.solo;
+  for (let i = 0; i < 5; i++) assert.equal((await restGet(solo, '/v1/stories?q=the&limit=1', { key })).status, 200);
+  await solo.stop();
+  const clusterConfig = `${solo.dataDir}-cluster.toml`;
+  fs.writeFileSync(clusterConfig, fs.readFileSync(nodes[1].configPath, 'utf8'));
+  try {
+    let r = await runCli(['cluster', 'import', '--config', clusterConfig, '--data-dir', solo.dataDir]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /imported 1 new key\(s\) of 1 and 1 account\(s\); this month's usage of 1 key\(s\) \(5 billed call\(s\)\)/);
+    const n2 = nodes[1];
+    await eventually(async () => {
+      const res = await restGet(n2, '/v1/usage', { key });
+      return res.status === 200 && Number(res.headers['x-quota-used']) === 5;
+    }, 3000, 'the imported key and its usage on a cluster node');
+    r = await runCli(['cluster', 'import', '--config', clusterConfig, '--data-dir', solo.dataDir]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /imported 0 new key\(s\) of 1/);
+    await new Promise((res) => setTimeout(res, 500));
+    assert.equal((await usageOf(n2, key)).used, 5);
+    const list = await runCli(['keys', 'list', '--config', clusterConfig]);
+    assert.match(list.stdout, /acct-solo\s+roomy/);
+    r = await runCli(['serve', '--config', clusterConfig, '--data-dir', solo.dataDir, '--listen', '127.0.0.1:0', '--sample']);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /imported into redis/);
+    const st = await runCli(['cluster', 'status', '--config', clusterConfig]);
+    assert.equal(st.code, 0, st.stderr);
+    assert.match(st.stdout, /reachable/);
+    assert.match(st.stdout, /NODE\s+LAST HEARTBEAT\s+UNITS HELD\s+STATE/);
+  } finally {
+    fs.rmSync(clusterConfig, { force: true });
+  }
 });
