@@ -20,7 +20,10 @@ constexpr std::string_view kKeysHelp =
     "  create   makes a new API key for ACCOUNT (created if new) on PLAN (a plan from the\n"
     "           config) and prints it once on stdout; only its SHA-256 is stored\n"
     "  list     shows key ids, accounts, plans, creation times and status (never secrets)\n"
-    "  revoke   disables KEY_ID; a running server refuses it after its next reload (<= 1 s)\n";
+    "  revoke   disables KEY_ID; a running server refuses it after its next reload (<= 1 s)\n"
+    "\n"
+    "  With --config FILE holding [cluster], keys and accounts live in that Redis (any host;\n"
+    "  every node applies a change within a second) and --data-dir is not used.\n";
 
 constexpr std::string_view kAccountsHelp =
     "usage: tollgate accounts suspend ACCOUNT [--data-dir DIR]\n"
@@ -28,7 +31,9 @@ constexpr std::string_view kAccountsHelp =
     "\n"
     "  suspend  billable calls of ACCOUNT's keys get a `suspended` error (initialize, tools/list\n"
     "           and ping still work); a running server applies it within a second\n"
-    "  resume   lifts a suspension\n";
+    "  resume   lifts a suspension\n"
+    "\n"
+    "  With --config FILE holding [cluster], the account is changed in that Redis.\n";
 
 struct parsed {
   std::vector<std::string_view> positional;

@@ -534,9 +534,9 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
     std::lock_guard g(svc_.impl_->mu);
     give_back_lease_locked(lk);
   }
-  if (lk.lease == 0 && !take_lease(k, lk)) {
-    const lease_outcome lo = svc_.opt_.leases == nullptr ? lease_outcome::exhausted
-                                                         : refill_from_cluster(k, lk);
+  if (lk.lease == 0 && svc_.opt_.leases != nullptr && !take_lease(k, lk)) {
+    // Cluster mode: the node's pool is filled from Redis; wait (bounded) for units.
+    const lease_outcome lo = refill_from_cluster(k, lk);
     if (lo == lease_outcome::unreachable && k.overage == overage_policy::stop) {
       // An outage is not a bill: the figures stay as they are, the caller retries shortly.
       fill_quota(k, now_ns, f);
