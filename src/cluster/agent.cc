@@ -331,6 +331,12 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
     k.demand = std::max(used - k.last_used, k.demand / 2);
     k.last_used = used;
   }
+  if (lease) {
+    // A core ran dry between syncs: the demand figure (billed calls per sync, as reconciled)
+    // lags the load. Doubling it per wait gets the pool ahead of the load in a few round trips;
+    // Redis still shrinks grants as the budget ends.
+    k.demand = std::max<int64_t>(k.demand * 2, 32);
+  }
   const int64_t target = std::clamp<int64_t>(2 * k.demand, 16, o_.max_lease);
   int64_t want = 0;
   int64_t returned = 0;
