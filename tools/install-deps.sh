@@ -10,10 +10,12 @@ if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
 pkgs=(
   build-essential cmake ninja-build pkg-config git
   liburing-dev libsimdjson-dev libfmt-dev libmimalloc-dev libtomlplusplus-dev libssl-dev
+  libcurl4-openssl-dev openssl   # stdio --remote: its HTTP(S) client; its tests make a cert
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   valgrind
   libhiredis-dev redis-server   # cluster mode: the Redis client, and the server its tests start
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate
+  dpkg-dev systemd   # packaging.deb: cpack's dpkg-shlibdeps, systemd-analyze verify on the unit
 )
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if [ "${1:-}" = "--perf" ]; then

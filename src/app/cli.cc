@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <string_view>
@@ -22,10 +23,13 @@ Usage:
                   [--corpus FILE.jsonl | --sample] [--admin-listen HOST:PORT] [--role gateway|shard]
   tollgate stdio  [--config FILE] [--data-dir DIR] [--corpus FILE.jsonl | --sample]
                   (key: TOLLGATE_API_KEY)
-  tollgate keys create --account ACCOUNT --plan PLAN [--data-dir DIR]
-  tollgate keys list | revoke KEY_ID [--data-dir DIR]
-  tollgate accounts suspend ACCOUNT | resume ACCOUNT [--data-dir DIR]
+  tollgate stdio  --remote URL [--cacert FILE] [--timeout-ms N]   (key: TOLLGATE_API_KEY)
+                  the bridge from a desktop client to a tollgate server
+  tollgate keys create --account ACCOUNT --plan PLAN [--config FILE] [--data-dir DIR]
+  tollgate keys list | revoke KEY_ID [--config FILE] [--data-dir DIR]
+  tollgate accounts suspend ACCOUNT | resume ACCOUNT [--config FILE] [--data-dir DIR]
   tollgate cluster import --config FILE --data-dir DIR | status --config FILE [--json]
+  tollgate config check --config FILE   (exit 0, or 2 with the start's message)
   tollgate corpus generate --count N [--seed S]
   tollgate --version | --help          (every command has --help)
 
@@ -47,6 +51,9 @@ Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metri
   --admin-listen H:P     serve /healthz, /readyz, /metrics and POST /admin/reload on a
                          separate address
   --role gateway|shard   shard: serve this node's slice to gateways (default gateway)
+  --accept-usage-loss    start although usage/snapshot.txt is missing or empty after usage
+                         journals were compacted into it (refused otherwise: the usage it
+                         counted would silently go back to what the remaining journals hold)
   --help                 this text
 
 The first start on an empty data dir creates a demo account and prints its key. Keys and
@@ -69,8 +76,31 @@ server, give it its own (--data-dir) with a key made there (tollgate keys create
   --data-dir DIR         keys, accounts and usage (default ./tollgate-data)
   --corpus FILE.jsonl    stories to serve, JSON Lines
   --sample               serve the embedded sample corpus (default)
+  --accept-usage-loss    start although usage/snapshot.txt is missing or empty after usage
+                         journals were compacted into it (see tollgate serve --help)
   --help                 this text
+
+To forward to a running tollgate server instead (its key, rate limit and quota apply; any number
+of bridges at once): tollgate stdio --remote URL --help.
 )";
+}
+
+namespace {
+// The flags each server command takes: parse_server_args refuses any other, and the command's
+// usage text lists each (tests/app/cli_help_test.cc compares the two).
+constexpr std::string_view k_serve_flags[] = {"--config", "--listen",       "--threads",
+                                              "--data-dir", "--corpus",     "--sample",
+                                              "--admin-listen", "--role",   "--accept-usage-loss",
+                                              "--help"};
+constexpr std::string_view k_stdio_flags[] = {"--config", "--data-dir", "--corpus", "--sample",
+                                              "--accept-usage-loss", "--remote", "--help"};
+}  // namespace
+
+std::span<const std::string_view> server_flags(std::string_view command) {
+  if (command == "serve") {
+    return k_serve_flags;
+  }
+  return k_stdio_flags;
 }
 
 namespace {
@@ -118,8 +148,13 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
   }
   bool saw_sample = false;
   bool saw_corpus = false;
+  const std::span<const std::string_view> known = server_flags(command);
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
+    if (std::find(known.begin(), known.end(), a) == known.end()) {
+      return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
+                                              command)});
+    }
     auto value = [&](std::string_view what) -> result<std::string_view, cli_error> {
       if (i + 1 >= argc || argv[i + 1][0] == '\0') {
         return unexpected(cli_error{fmt::format("{}: needs {}", a, what)});
@@ -144,6 +179,14 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
     } else if (a == "--sample") {
       saw_sample = true;
       s.corpus_path.clear();
+    } else if (a == "--accept-usage-loss") {
+      s.accept_usage_loss = true;
+    } else if (!serve && a == "--remote") {
+      // main() sends `stdio --remote` to the bridge (stdio_remote.cc) before this parser runs:
+      // reaching here means it was combined in a way the bridge does not take.
+      return unexpected(cli_error{
+          "--remote runs the bridge, which takes only --cacert and --timeout-ms (see tollgate "
+          "stdio --remote URL --help)"});
     } else if (serve && (a == "--listen" || a == "--admin-listen")) {
       auto v = value("HOST:PORT");
       if (!v) {
@@ -218,7 +261,7 @@ int run_admin(std::string_view command, std::span<const std::string_view> args, 
     redis = std::make_unique<cluster::redis_keys>(std::move(*cs));
   }
   if (command == "keys") {
-    return quota::run_keys_command(args, plans, s.data_dir, out, err, redis.get());
+    return quota::run_keys_command(args, plans, s.data_dir, out, err, path, redis.get());
   }
   return quota::run_accounts_command(args, s.data_dir, out, err, redis.get());
 }

@@ -33,6 +33,9 @@ int run_admin(std::string_view command, std::span<const std::string_view> args, 
 /// the same conversion).
 quota::plan_map to_plans(const config::settings& s);
 
+/// The flags `serve` or `stdio` (`command`) takes; its usage text lists each.
+std::span<const std::string_view> server_flags(std::string_view command);
+
 /// Usage text of each subcommand.
 std::string_view usage_main();
 std::string_view usage_serve();

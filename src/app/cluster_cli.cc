@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "cli.h"
-#include "cluster/redis.h"
 #include "data_dir_lock.h"
 #include "tollgate/cluster/keys.h"
+#include "tollgate/cluster/redis.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/quota/civil.h"
 #include "tollgate/quota/service.h"
@@ -29,7 +29,16 @@ constexpr std::string_view kClusterHelp =
     "  import   copies a single node's keys, accounts and this month's usage into the Redis of\n"
     "           the config's [cluster]; keys and accounts already there are left as they are,\n"
     "           and running it again changes nothing\n"
-    "  status   whether Redis answers, and the nodes seen (name, last heartbeat, units held)\n";
+    "  status   whether Redis answers, and the nodes seen (name, last heartbeat, units held)\n"
+    "\n"
+    "  --config FILE   the TOML config whose [cluster] names the Redis (both subcommands)\n"
+    "  --data-dir DIR  import: the single node's data dir to copy from\n"
+    "  --json          status: one JSON object instead of the table\n"
+    "  --help          this text\n"
+    "An option takes its value as the next word or after an equals sign.\n";
+
+// The options `cluster` takes: its parser refuses any other, and its help lists each.
+constexpr std::string_view kClusterOptions[] = {"--config", "--data-dir", "--json", "--help"};
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -224,6 +233,9 @@ result<cluster::settings, std::string> cluster_settings(const config::settings& 
   }
   return c;
 }
+
+std::span<const std::string_view> cluster_options() { return kClusterOptions; }
+std::string_view cluster_help() { return kClusterHelp; }
 
 int run_cluster(std::span<const std::string_view> args, std::FILE* out, std::FILE* err) {
   std::string config_path, data_dir;

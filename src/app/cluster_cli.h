@@ -20,5 +20,8 @@ result<cluster::settings, std::string> cluster_settings(const config::settings& 
 
 /// `tollgate cluster import --config FILE --data-dir DIR | status --config FILE [--json]`.
 int run_cluster(std::span<const std::string_view> args, std::FILE* out, std::FILE* err);
+/// The options `cluster` takes (each listed by its help text), and the help text.
+std::span<const std::string_view> cluster_options();
+std::string_view cluster_help();
 
 }  // namespace tollgate::app

@@ -7,5 +7,7 @@ namespace tollgate::app {
 int run_main(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_stdio(int argc, char** argv);
+/// `tollgate config check --config FILE`.
+int run_config(int argc, char** argv);
 
 }  // namespace tollgate::app

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "tollgate/common/assert.h"
+
 namespace tollgate::app {
 namespace {
 int64_t wall_ns() {
@@ -89,6 +91,10 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
       a.quota_used = fig_.quota_used;
       a.quota_remaining = fig_.quota_remaining;
       break;
+    case quota::admit_verdict::unavailable:
+      a.outcome = mcp::admission::kind::unavailable;
+      a.retry_after_secs = fig_.retry_after_secs;
+      break;
     case quota::admit_verdict::quota_unreachable:
       a.outcome = mcp::admission::kind::quota_unreachable;
       a.retry_after_secs = fig_.retry_after_secs;
@@ -115,8 +121,10 @@ mcp::admission core_host::rate_check() {
 
 mcp::admission core_host::rate_extra() {
   mcp::admission a;
-  if (stdio_ || collecting() || key_ == nullptr) {
-    return a;  // stdio has no batches; a dry run charges nothing (the real run does)
+  if (stdio_ || collecting() || key_ == nullptr || continuing_) {
+    // stdio has no batches; a dry run charges nothing (the real run does); a re-delivery was
+    // charged on its first delivery
+    return a;
   }
   // Into a copy: a refusal's retry_after_secs must not put Retry-After on the batch's 200.
   quota::figures f = fig_;
@@ -127,6 +135,36 @@ mcp::admission core_host::rate_extra() {
   fig_.rate_remaining = f.rate_remaining;  // 0 when refused
   fig_.rate_reset_secs = f.rate_reset_secs;
   return a;
+}
+
+void core_host::refund_rate() {
+  if (stdio_ || collecting() || key_ == nullptr) {
+    return;  // stdio never charged it; a dry run charges nothing (the real run refunds)
+  }
+  quota_.refund_rate(*key_, now_ns_, fig_);
+}
+
+search::search_job& core_host::next_job() {
+  TOLLGATE_CHECK(jobs_ != nullptr);
+  while (jobs_->size() <= job_next_) {
+    jobs_->push_back(std::make_unique<search::search_job>(backend_));  // warm-up only
+  }
+  return *(*jobs_)[job_next_++];
+}
+
+bool core_host::advance_jobs(size_t used) {
+  TOLLGATE_CHECK(jobs_ != nullptr && used <= jobs_->size());
+  bool ran = false;  // one slice per pass: the other connections of the core go between
+  for (size_t i = 0; i < used; ++i) {
+    search::search_job& j = *(*jobs_)[i];
+    if (j.started() && !j.done()) {
+      if (ran || !backend_.run(j, slice_)) {
+        return false;
+      }
+      ran = true;
+    }
+  }
+  return true;
 }
 
 bool core_host::collecting() const noexcept { return fleet_ != nullptr && fleet_->collecting(); }

@@ -16,7 +16,7 @@
 //      to for_search() / for_story(), and finish() recycles the slot.
 // The deadline covers both phases: phase 1 may use half of it, phase 2 the rest.
 //
-// Shard-local: one per core; touched only from that core's thread.
+// Core-local: one per core; touched only from that core's thread.
 #pragma once
 
 #include <cstdint>

@@ -28,10 +28,51 @@ http::response_info ops_text(const http::request& req, int status,
   return {status, head.close};
 }
 
+// The usage journals' health, per core (design §6: a billed call that cannot be recorded).
+void journal_metrics(quota::service& q, out_buffer& out) {
+  auto it = std::back_inserter(out);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto per_core = [&](std::string_view name, std::string_view help, std::string_view type,
+                      auto value) {
+    fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (int c = 0; c < q.cores(); ++c) {
+      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c, value(q.shard(c).health()));
+    }
+  };
+  per_core("tollgate_journal_write_errors_total",
+           "Usage journal write, fdatasync, open and space-reservation failures.", "counter",
+           [](const quota::journal_health& h) { return h.errors.load(std::memory_order_relaxed); });
+  per_core("tollgate_journal_refused_total",
+           "Billed calls refused as unavailable because their usage could not be recorded.",
+           "counter",
+           [](const quota::journal_health& h) { return h.refused.load(std::memory_order_relaxed); });
+  per_core("tollgate_journal_failing", "1 while the core's usage journal cannot be written.",
+           "gauge", [](const quota::journal_health& h) {
+             return h.failing.load(std::memory_order_relaxed) ? 1 : 0;
+           });
+  per_core("tollgate_journal_oldest_unwritten_seconds",
+           "Age of the oldest usage record not yet written (0: none).", "gauge",
+           [now](const quota::journal_health& h) {
+             const int64_t since = h.unwritten_since_ns.load(std::memory_order_relaxed);
+             return since == 0 || now <= since ? 0.0 : static_cast<double>(now - since) / 1e9;
+           });
+  fmt::format_to(it,
+                 "# HELP tollgate_snapshot_write_errors_total Usage snapshots not written (the "
+                 "journals they would compact are kept).\n"
+                 "# TYPE tollgate_snapshot_write_errors_total counter\n"
+                 "tollgate_snapshot_write_errors_total {}\n",
+                 q.snapshot_errors());
+}
+
 http::response_info metrics(const shared_state& s_, const http::request& req, out_buffer& scratch_,
                             out_buffer& out) {
   scratch_.clear();
   s_.counters->render(scratch_);
+  if (s_.metrics) {
+    s_.metrics->render(scratch_);
+  }
   auto it = std::back_inserter(scratch_);
   if (s_.engine != nullptr) {
     const int n = s_.engine->threads();
@@ -57,12 +98,25 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
           &net::core_stats::requests);
     gauge("tollgate_connections_closed_total", "Connections closed (any reason).", "counter",
           &net::core_stats::closed);
-    gauge("tollgate_connections_rejected_total", "Connections closed at once over the cap.",
+    gauge("tollgate_connections_rejected_total",
+          "Connections answered 503 and closed at once: every core at max_connections.",
           "counter", &net::core_stats::rejected);
     gauge("tollgate_accept_errors_total", "accept() failures (EMFILE, ENFILE, ...).", "counter",
           &net::core_stats::accept_errors);
+    gauge("tollgate_connections_handed_off_total",
+          "Connections accepted by a core at max_connections and served by another core.",
+          "counter", &net::core_stats::handed_off);
+    gauge("tollgate_connections_rejected_no_fd_total",
+          "Connections answered 503 and closed to keep descriptors for the admin listener and "
+          "the data files.",
+          "counter", &net::core_stats::rejected_no_fd);
     gauge("tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
           &net::core_stats::parse_errors);
+    gauge("tollgate_journal_held_responses", "Connections whose answers wait for a usage journal "
+          "write.", "gauge", &net::core_stats::journal_held);
+  }
+  if (s_.quota) {
+    journal_metrics(*s_.quota, scratch_);
   }
   if (s_.search_cache) {
     auto cache_counter = [&](std::string_view name, std::string_view help,
@@ -153,13 +207,18 @@ http::response_info handle_ops(const shared_state& s, route r, const http::reque
     case route::healthz:
       return ops_text(req, 200, "ok\n", "text/plain", out);
     case route::readyz:
+      if (!s.ready.load(std::memory_order_acquire)) {
+        return ops_text(req, 503, "starting\n", "text/plain", out);
+      }
       if (s.cluster && !s.cluster->keys_loaded()) {
         return ops_text(req, 503, "not ready: keys not loaded from redis yet\n", "text/plain",
                         out);
       }
-      return s.ready.load(std::memory_order_acquire)
-                 ? ops_text(req, 200, "ready\n", "text/plain", out)
-                 : ops_text(req, 503, "starting\n", "text/plain", out);
+      // Not ready while billed calls cannot be recorded (they are refused as unavailable).
+      if (s.quota && !s.quota->journals_ok()) {
+        return ops_text(req, 503, "usage journal failing\n", "text/plain", out);
+      }
+      return ops_text(req, 200, "ready\n", "text/plain", out);
     default:
       return metrics(s, req, scratch, out);
   }
@@ -199,7 +258,7 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
   }
   auto head = http::head_for(req, 404);
   head.content_type = "application/json";
-  http::write_response(out, head, R"({"code":"not_found","message":"There is no such route."})");
+  http::write_response(out, head, k_no_such_route);
   return {404, head.close};
 }
 
@@ -242,7 +301,8 @@ core_handler::core_handler(shared_state& s, int core)
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
       host_(quota_, *s.backend),
-      rest_(*s.backend, *s.envelopes) {
+      rest_(*s.backend, *s.envelopes),
+      observer_(core, s.metrics.get(), s.access.get(), s.tools) {
   scratch_.reserve(16384);
   // The cache holds whole in-process answers only: never on a gateway (remote shards answer
   // per request and may be partial).
@@ -253,6 +313,7 @@ core_handler::core_handler(shared_state& s, int core)
         &s.search_cache[static_cast<size_t>(core)]);
     host_.set_search_cache(cache_.get());
   }
+  host_.use_jobs(&light_jobs_);
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
     host_.set_fleet(fleet_.get());
@@ -261,6 +322,12 @@ core_handler::core_handler(shared_state& s, int core)
 }
 
 void core_handler::attach(http::engine_io& io) {
+  io_ = &io;
+  // Searches in slices need the engine to park requests: only once attached to one.
+  if (!s_.fleet && s_.backend->remote_count() == 0) {
+    host_.set_search_slice(s_.settings->search_slice_postings);
+  }
+  observer_.attach(io);
   if (fleet_) {
     fleet_->attach(io);
   }
@@ -329,17 +396,7 @@ http::response_info core_handler::json_error(const http::request& req, int statu
 http::response_info core_handler::keyless_mcp(const http::request& req, out_buffer& out,
                                               int64_t now_ns) {
   host_.begin_keyless();
-  const size_t start = out.size();
-  http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
-  if (req.method == "HEAD") {
-    // The answer GET would get, without its body (RFC 9110 §9.3.2): a body here would be read
-    // by a keep-alive client as the start of the next response.
-    const std::string_view written(out.data() + start, out.size() - start);
-    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
-      out.resize(start + end + 4);
-    }
-  }
-  return info;
+  return endpoint_.handle_http(req, host_, out, now_ns);  // HEAD: handle() drops the body
 }
 
 http::response_info core_handler::route(const http::request& req, out_buffer& out,
@@ -347,8 +404,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status == 404) {
     counted = route::not_found;
-    return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
-                      {}, out);
+    return json_error(req, 404, k_no_such_route, {}, out);
   }
   if (m.status == 405 && req.path == "/mcp") {
     // Any other method on the MCP endpoint: its own 405 (`Allow: POST`, a JSON-RPC body), as
@@ -362,25 +418,20 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     scratch_.append("Allow: ");
     scratch_.append(m.allow);
     scratch_.append("\r\n");
-    return json_error(
-        req, 405,
-        R"({"code":"method_not_allowed","message":"This route does not support that method."})",
-        scratch_.view(), out);
+    return json_error(req, 405, k_method_not_allowed, scratch_.view(), out);
   }
   counted = static_cast<app::route>(m.id);
   switch (counted) {
     case route::healthz:
     case route::readyz:
     case route::metrics:
-      if (!s_.ops_on_main) {
-        return json_error(req, 404,
-                          R"({"code":"not_found","message":"There is no such route."})", {}, out);
+      if (!s_.ops_on_main || (counted == route::metrics && !s_.public_metrics)) {
+        return json_error(req, 404, k_no_such_route, {}, out);
       }
       return handle_ops(s_, counted, req, scratch_, out);
     case route::well_known:
       // Never an OAuth discovery document: key-only server. Not rated, not billed.
-      return json_error(req, 404, R"({"code":"not_found","message":"There is no such route."})",
-                        {}, out);
+      return json_error(req, 404, k_no_such_route, {}, out);
     default:
       break;
   }
@@ -388,7 +439,9 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     return keyless_mcp(req, out, now_ns);
   }
   // Authenticated surfaces: key, then rate limit (every request counts), then the call.
-  const quota::key_record* key = quota_.authenticate(presented_key(req));
+  const std::string_view presented = presented_key(req);
+  const quota::key_record* key = quota_.authenticate(presented);
+  key_ = key;
   if (key == nullptr) {
     if (s_.cluster && !s_.cluster->keys_loaded()) {  // no key is known yet: not a 401
       return json_error(req, 503,
@@ -398,10 +451,10 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
                         "Retry-After: 1\r\n", out);
     }
     if (counted == route::mcp) {
-      return endpoint_.render_unauthorized(req, out);
+      return endpoint_.render_unauthorized(req, out, !presented.empty());
     }
     http::response_info info{401, !req.keep_alive};
-    s_.envelopes->unauthorized(out, info.close);
+    s_.envelopes->unauthorized(out, info.close, !presented.empty());
     return info;
   }
   const bool fleet_route = fleet_ && (counted == route::mcp || counted == route::rest_search ||
@@ -413,18 +466,35 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     // the first delivery (a 429 never reaches the remotes), and its figures were kept.
     fig = fleet_->figures();
     limited = false;
+  } else if (resuming_ != nullptr) {
+    fig = resuming_->fig;  // charged on its first delivery
+    limited = false;
   } else {
     limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
+    rate_refused_ = limited;
     if (!limited && fleet_route && fan_out(req, counted, m.rest, *key, now_ns, fig)) {
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
   }
   if (counted == route::mcp) {
-    host_.begin(*key, now_ns, fig);
     if (limited) {
-      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs);
+      // The endpoint writes the 429's Retry-After; the host's rate headers must not repeat it.
+      quota::figures f = fig;
+      f.retry_after_secs = 0;
+      host_.begin(*key, now_ns, f);
+      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
     }
-    return endpoint_.handle_http(req, host_, out, now_ns);
+    host_.begin(*key, now_ns, fig);
+    if (resuming_ != nullptr) {
+      host_.set_continuing();
+    }
+    const size_t mark = out.size();
+    http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
+    if (host_.yielded() && io_ != nullptr) {
+      out.resize(mark);  // answered for real once its searches are done
+      return park(resuming_, fig);
+    }
+    return info;
   }
   if (limited) {
     quota_.fill_quota(*key, now_ns, fig);
@@ -441,21 +511,129 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   }
 }
 
+core_handler::parked* core_handler::find_parked() {
+  if (parked_.empty() || io_ == nullptr) {
+    return nullptr;
+  }
+  const http::deferral_token t = io_->current();
+  for (parked& p : parked_) {
+    if (p.token.slot == t.slot && p.token.gen == t.gen) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+http::response_info core_handler::park(parked* p, const quota::figures& fig) {
+  if (p == nullptr) {
+    // First park: the request takes the light jobs (its searches' state) with it.
+    parked_.emplace_back();
+    p = &parked_.back();
+    p->jobs.swap(light_jobs_);
+    if (!spare_.empty()) {
+      light_jobs_.swap(spare_.back());
+      spare_.pop_back();
+    }
+    p->fig = fig;
+  }
+  p->used = host_.jobs_used();
+  p->token = io_->defer();
+  io_->resume(p->token);  // delivered again next pass: one slice each pass
+  return {0, false, true};
+}
+
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
+  resuming_ = find_parked();
+  if (resuming_ != nullptr) {
+    host_.use_jobs(&resuming_->jobs);
+    if (!host_.advance_jobs(resuming_->used)) {
+      resuming_->token = io_->defer();
+      io_->resume(resuming_->token);
+      resuming_ = nullptr;
+      host_.use_jobs(&light_jobs_);
+      return {0, false, true};
+    }
+  }
   app::route counted = route::not_found;
+  const uint64_t billed_before = quota_.billed_seq();
+  const size_t start = out.size();
+  key_ = nullptr;
+  rate_refused_ = false;
+  host_.reset_facts();
+  if (observer_.on()) {
+    observer_.begin(quota_);
+  }
   http::response_info info = route(req, out, now_ns, counted);
+  if (resuming_ != nullptr) {
+    if (!info.deferred) {
+      // answered: its job group is free again (index-stable erase: swap with the last)
+      spare_.push_back(std::move(resuming_->jobs));
+      *resuming_ = std::move(parked_.back());
+      parked_.pop_back();
+    }
+    resuming_ = nullptr;
+  }
+  host_.use_jobs(&light_jobs_);
   if (info.deferred) {
+    if (observer_.on()) {
+      observer_.deferred();
+    }
     return info;  // counted when it is answered
+  }
+  // Only an answer that billed waits for the journal; every other one goes out at once.
+  info.journaled = quota_.billed_seq() != billed_before;
+  if (req.method == "HEAD") {
+    // The answer GET would get, without its body (RFC 9110 §9.3.2), whichever writer made it
+    // (the 401 and the MCP endpoint's answers are written whole): a body here would be read by
+    // a keep-alive client as the start of the next response.
+    const std::string_view written(out.data() + start, out.size() - start);
+    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
+      out.resize(start + end + 4);
+    }
   }
   if (fleet_) {
     fleet_->finish();
   }
   s_.counters->count(core_, counted, info.status);
+  if (observer_.on()) {
+    observer_.answered(req, counted, info, out.size() - start, key_,
+                       counted == route::mcp ? &host_.facts() : nullptr, rate_refused_, quota_,
+                       now_ns);
+  }
   return info;
 }
 
-void core_handler::before_send(int64_t now_ns) { quota_.before_send(now_ns); }
+http::response_info core_handler::answer_before_body(const http::request& head, out_buffer& out,
+                                                     int64_t now_ns) {
+  // Only refusals that come before route() reads the body: the answer is the one the whole
+  // request would get (handle() below takes the same path, counted once).
+  const http::route_match m = s_.router.match(head.method, head.path);
+  bool refused = m.status != 200;
+  if (!refused) {
+    const auto r = static_cast<app::route>(m.id);
+    const bool keyed = r == route::rest_search || r == route::rest_story ||
+                       r == route::rest_usage || (r == route::mcp && head.method == "POST");
+    refused = keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
+                        (r == route::mcp && !endpoint_.origin_allowed(head)));
+  }
+  if (!refused) {
+    return {0, false, false};  // 100 Continue: the body decides
+  }
+  return handle(head, out, now_ns);
+}
+
+
+void core_handler::before_send(int64_t now_ns) {
+  quota_.before_send(now_ns);
+  if (observer_.on()) {
+    observer_.end_pass();
+  }
+}
+
+void core_handler::on_file_written(uint32_t /*tag*/, int64_t res) {
+  observer_.on_file_written(res);
+}
 
 http::journal_batch core_handler::journal_pending() {
   const quota::core_shard::journal_chunk c = quota_.take_journal();
@@ -467,7 +645,21 @@ void core_handler::journal_written(int64_t res) { quota_.journal_done(res); }
 void core_handler::journal_synced(int res) { quota_.journal_synced(res); }
 
 void core_handler::on_tick(int64_t now_ns) {
+  // A parked request whose connection closed is never delivered again: free its jobs. (A live
+  // one is always queued for delivery, so resume() changes nothing for it.)
+  for (size_t i = 0; i < parked_.size();) {
+    if (io_ != nullptr && !io_->resume(parked_[i].token)) {
+      spare_.push_back(std::move(parked_[i].jobs));
+      parked_[i] = std::move(parked_.back());
+      parked_.pop_back();
+    } else {
+      ++i;
+    }
+  }
   quota_.on_tick(now_ns);
+  if (observer_.on()) {
+    observer_.on_tick();
+  }
   if (fleet_) {
     fleet_->on_tick();
   }

@@ -1,5 +1,5 @@
 // The server's per-core request handler: routing, key check, rate limit, then MCP, REST or the
-// ops routes. One core_handler per core (shard-local); `shared` is read-only after start-up
+// ops routes. One core_handler per core (core-local); `shared` is read-only after start-up
 // apart from its thread-safe members.
 #pragma once
 
@@ -8,7 +8,9 @@
 
 #include "core_host.h"
 #include "fleet_client.h"
+#include "access_log.h"
 #include "metrics.h"
+#include "request_observer.h"
 #include "search_cache.h"
 #include "tollgate/cluster/agent.h"
 #include "tollgate/config/config.h"
@@ -37,6 +39,13 @@ struct shared_state {
   std::unique_ptr<search::backend> backend;
   std::unique_ptr<quota::service> quota;
   std::unique_ptr<request_counters> counters;
+  /// Answers by outcome, latency histograms, billed calls by plan (null: not kept).
+  std::unique_ptr<request_metrics> metrics;
+  /// [log] access (null: off).
+  std::unique_ptr<access_log> access;
+  /// /metrics on the public listener when no admin listener is configured ([server]
+  /// public_metrics).
+  bool public_metrics = true;
   /// One per core: the search answer cache's counters (/metrics); null when the cache is off.
   std::unique_ptr<search_cache_stats[]> search_cache;
   int cores = 0;
@@ -49,14 +58,24 @@ struct shared_state {
   std::unique_ptr<cluster::agent> cluster;
 };
 
-/// Registers the routes of DESIGN §1 on `s.router`.
+/// Registers the routes of design §1 on `s.router`.
 void register_routes(shared_state& s);
 /// A shard node's routes: the fleet routes and the ops routes.
 void register_shard_routes(shared_state& s);
 
-/// The key presented by a request: `Authorization: Bearer KEY` or `X-API-Key: KEY`; empty when
-/// neither is there (or the Authorization scheme is not Bearer).
+/// The key presented by a request: `Authorization: Bearer KEY` (scheme in any case, blanks
+/// after it skipped) or, only when there is no Authorization field, `X-API-Key: KEY`. Empty
+/// when neither is there, or the Authorization scheme is not Bearer: a request that authorizes
+/// itself some other way (Basic) presents no key, even with an X-API-Key beside it.
 std::string_view presented_key(const http::request& req) noexcept;
+
+/// The body of every 404 for a path no route takes (or a route this listener does not serve),
+/// on the public, admin and shard-node listeners alike.
+inline constexpr std::string_view k_no_such_route =
+    R"({"code":"not_found","message":"There is no such route."})";
+/// The body of every 405 for a route that does not take the request's method.
+inline constexpr std::string_view k_method_not_allowed =
+    R"({"code":"method_not_allowed","message":"This route does not support that method."})";
 
 /// Answers an ops route (healthz, readyz, metrics). `scratch` is the core's reusable buffer.
 http::response_info handle_ops(const shared_state& s, route r, const http::request& req,
@@ -77,6 +96,10 @@ class core_handler final : public http::handler {
  public:
   core_handler(shared_state& s, int core);
   http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
+  /// `Expect: 100-continue`: a request its head already refuses (no such route, a bad key, a
+  /// forbidden Origin on /mcp) is answered now, as handle() would answer it with its body.
+  http::response_info answer_before_body(const http::request& head, out_buffer& out,
+                                         int64_t now_ns) override;
   void before_send(int64_t now_ns) override;
   /// The usage journal is written by the engine (io_uring), linked to the pass's sends.
   http::journal_batch journal_pending() override;
@@ -85,6 +108,7 @@ class core_handler final : public http::handler {
   void on_tick(int64_t now_ns) override;
   void attach(http::engine_io& io) override;
   void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;
+  void on_file_written(uint32_t tag, int64_t res) override;
 
  private:
   // Methods other than POST on /mcp: answered by the endpoint without a key (no rate or quota
@@ -98,6 +122,18 @@ class core_handler final : public http::handler {
                const quota::key_record& key, int64_t now_ns, const quota::figures& fig);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
+  /// Searches in slices: a request whose search outlasted its slice is parked (deferred, and
+  /// resumed at once so that it is delivered again next pass); each re-delivery runs one
+  /// slice of its jobs and parks it again, until they are done and the request is answered
+  /// for real (its rate charged once, on the first delivery).
+  struct parked {
+    http::deferral_token token;
+    core_host::job_group jobs;
+    size_t used = 0;  // its search calls (jobs [0, used))
+    quota::figures fig;
+  };
+  parked* find_parked();
+  http::response_info park(parked* p, const quota::figures& fig);
 
   shared_state& s_;
   int core_;
@@ -111,6 +147,14 @@ class core_handler final : public http::handler {
   search::query_string_parser fleet_qs_;  // the dry run's own REST query decoding
   out_buffer dry_out_;                    // a dry run's discarded response
   out_buffer fleet_id_;                   // a dry run's percent-decoded story id
+  http::engine_io* io_ = nullptr;
+  core_host::job_group light_jobs_;          // the jobs of requests not parked (yet)
+  std::vector<parked> parked_;               // requests whose searches are going on
+  std::vector<core_host::job_group> spare_;  // job groups of answered parked requests
+  parked* resuming_ = nullptr;               // the parked request being delivered, if any
+  request_observer observer_;             // /metrics and the access log
+  const quota::key_record* key_ = nullptr;  // the request's authenticated key
+  bool rate_refused_ = false;               // the request was refused for the rate limit
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

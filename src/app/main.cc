@@ -1,4 +1,4 @@
-// tollgate's entry point: dispatches to the subcommands (DESIGN §10). Wiring only.
+// tollgate's entry point: dispatches to the subcommands (design §10). Wiring only.
 #include <fmt/format.h>
 
 #include <span>
@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cluster_cli.h"
 #include "commands.h"
+#include "stdio_remote.h"
 #include "tollgate/search/corpus.h"
 
 namespace tollgate::app {
@@ -30,6 +31,9 @@ int run_main(int argc, char** argv) {
     return run_serve(argc - 2, argv + 2);
   }
   if (cmd == "stdio") {
+    if (wants_remote(argc - 2, argv + 2)) {
+      return run_stdio_remote(argc - 2, argv + 2);
+    }
     return run_stdio(argc - 2, argv + 2);
   }
   if (cmd == "keys" || cmd == "accounts") {
@@ -39,6 +43,9 @@ int run_main(int argc, char** argv) {
   if (cmd == "cluster") {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     return run_cluster(args, stdout, stderr);
+  }
+  if (cmd == "config") {
+    return run_config(argc - 2, argv + 2);
   }
   if (cmd == "corpus") {
     return search::run_corpus_command(argc - 1, argv + 1);

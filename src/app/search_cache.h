@@ -19,7 +19,7 @@
 // in sets of 4 (set = hash of the key); a new entry replaces the least recently used of its
 // set. Look-ups and inserts allocate nothing.
 //
-// Shard-local: one per core; its counters are relaxed atomics written only by that core, read
+// Core-local: one per core; its counters are relaxed atomics written only by that core, read
 // by /metrics on any thread.
 #pragma once
 

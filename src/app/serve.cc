@@ -20,8 +20,11 @@
 #include "commands.h"
 #include "data_dir_lock.h"
 #include "handler.h"
+#include "observability.h"
 #include "reload.h"
+#include "sd_notify.h"
 #include "tollgate/common/log.h"
+#include "tollgate/common/progress.h"
 #include "tollgate/net/server.h"
 #include "tollgate/quota/key_store.h"
 #include "tools.h"
@@ -85,7 +88,17 @@ int load_corpus(shared_state& st, const config::settings& s) {
     lo.remote_slots = remotes;
     lo.skip_bad_lines = s.skip_bad_lines;
     search::load_report report;
-    auto b = search::load_jsonl_file(s.corpus_path, lo, report);
+    std::atomic<uint64_t> stories{0};
+    std::atomic<uint64_t> bytes{0};
+    lo.stories_parsed = &stories;
+    lo.bytes_parsed = &bytes;
+    std::error_code size_error;
+    const auto file_size = std::filesystem::file_size(s.corpus_path, size_error);
+    auto b = [&] {
+      progress_watch progress("loading " + s.corpus_path, "stories", stories, bytes,
+                              size_error ? 0 : static_cast<uint64_t>(file_size));
+      return search::load_jsonl_file(s.corpus_path, lo, report);
+    }();
     for (const auto& issue : report.issues) {
       log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
     }
@@ -225,6 +238,7 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
   qo.cores = cores;
   qo.reconcile_ms = s.reconcile_ms;
   qo.fsync_ms = s.fsync_ms;
+  qo.accept_usage_loss = s.accept_usage_loss;
   if (s.cluster && ::access((s.data_dir + "/cluster-imported.txt").c_str(), F_OK) == 0) {
     log_error("{}: this data dir's usage was imported into redis (`tollgate cluster import`); "
               "a cluster node started on it would count that usage again: give the node a "
@@ -321,7 +335,9 @@ int run_serve(int argc, char** argv) {
     return rc;
   }
   // Signals are taken by sigwait() below, before any thread starts.
-  const sigset_t set = block_control_signals();
+  sigset_t set = block_control_signals();
+  sigaddset(&set, SIGUSR1);  // serve only: reopen the access log (stdio has none)
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // Every connection is a descriptor: lift the soft limit to the hard one before the cores arm
   // their accepts (the kernel reads the limit then). Running out is still handled (EMFILE
@@ -343,6 +359,13 @@ int run_serve(int argc, char** argv) {
   no.header_timeout_ms = s->header_timeout_ms;
   no.idle_timeout_ms = s->idle_timeout_ms;
   no.max_connections = s->max_connections;
+  // Descriptors the public side leaves to the rest of the process when the table fills up
+  // (1,000s of idle clients under a low `ulimit -n`): half for the admin listener's
+  // connections, half for what the server opens while running (usage snapshots, key and
+  // account reloads, the access log) and already holds (journals are opened before this).
+  // The admin listener, in turn, leaves the second half to the files.
+  const rlim_t fd_limit = getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024;
+  no.fd_reserve = fd_limit >= 1024 ? 128 : static_cast<uint32_t>(fd_limit / 4);
   no.journal_inline = s->journal_inline;
   int cores = s->threads > 0 ? s->threads : net::default_threads();
   if (cores <= 0) {
@@ -364,6 +387,8 @@ int run_serve(int argc, char** argv) {
     register_shard_routes(st);
   } else if (int rc = build_shared(st, *s, cores, false, lock); rc != 0) {
     return rc;
+  } else if (int orc = setup_observability(st, *s, cores); orc != 0) {
+    return orc;
   }
   bool demo_key = false;
   if (st.quota && !s->cluster) {  // cluster: keys are made with `tollgate keys --config`
@@ -399,6 +424,7 @@ int run_serve(int argc, char** argv) {
     ao.port = s->admin_listen->port;
     ao.threads = 1;
     ao.max_connections = 256;
+    ao.fd_reserve = no.fd_reserve / 2;
     admin = std::make_unique<net::server>(ao);
     auto a = admin->start([&st](int) -> std::unique_ptr<http::handler> {
       return std::make_unique<ops_handler>(st);
@@ -429,10 +455,26 @@ int run_serve(int argc, char** argv) {
   st.ready.store(true, std::memory_order_release);
   log_info("listening on http://{}:{} ({} threads){}", s->listen.host, engine.port(),
            engine.threads(), s->role_shard ? " as a shard node" : "");
+  {
+    std::string why;  // systemd Type=notify: ready once listening (no-op elsewhere)
+    if (!sd_notify(fmt::format("READY=1\nSTATUS=listening on {}:{}\nMAINPID={}", s->listen.host,
+                               engine.port(), getpid()),
+                   &why) &&
+        !why.empty()) {
+      log_error("sd_notify READY=1 failed: {}", why);
+    }
+  }
 
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) {
+      continue;
+    }
+    if (sig == SIGUSR1) {  // logrotate: every core reopens the access log
+      if (st.access) {
+        st.access->request_reopen();
+        log_info("SIGUSR1: reopening the access log {}", st.access->path());
+      }
       continue;
     }
     if (sig == SIGHUP) {
@@ -442,6 +484,7 @@ int run_serve(int argc, char** argv) {
       continue;
     }
     log_info("{}: finishing requests in flight, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    (void)sd_notify("STOPPING=1");
     st.ready.store(false, std::memory_order_release);
     engine.stop();
     if (admin) {
@@ -489,7 +532,7 @@ int run_stdio(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   // SIGHUP reloads plans, keys and accounts; SIGTERM and SIGINT stop once the lines read so far
-  // are answered, and usage is flushed (DESIGN §5, §10). Blocked before any thread starts (the
+  // are answered, and usage is flushed (design §5, §10). Blocked before any thread starts (the
   // corpus load's) and taken from a signalfd that run_stdio watches next to stdin.
   const sigset_t set = block_control_signals();
   const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -549,6 +592,72 @@ int run_stdio(int argc, char** argv) {
   st.quota->close(wall_now_ns());
   ::close(sfd);
   return rc;
+}
+
+int run_config(int argc, char** argv) {
+  const std::string_view usage =
+      "Usage: tollgate config check --config FILE\n\n"
+      "Checks FILE as `tollgate serve --config FILE` would read it, without starting: exit 0\n"
+      "(\"FILE: ok\" on stdout), or 2 with the message a start would give (FILE:LINE: key: what\n"
+      "is wrong). For ExecStartPre= and CI pipelines.\n";
+  if (argc >= 1 && (std::string_view(argv[0]) == "--help" || std::string_view(argv[0]) == "-h")) {
+    fmt::print("{}", usage);
+    return 0;
+  }
+  if (argc < 1 || std::string_view(argv[0]) != "check") {
+    fmt::print(stderr, "tollgate config: expected `check --config FILE`\n\n{}", usage);
+    return 2;
+  }
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      fmt::print("{}", usage);
+      return 0;
+    }
+    if (a == "--config" && i + 1 < argc) {
+      path = argv[++i];
+    } else if (a.substr(0, 9) == "--config=") {
+      path = std::string(a.substr(9));
+    } else {
+      fmt::print(stderr, "tollgate config check: unknown argument '{}'\n\n{}", a, usage);
+      return 2;
+    }
+  }
+  if (path.empty()) {
+    fmt::print(stderr, "tollgate config check: --config: needs a FILE\n\n{}", usage);
+    return 2;
+  }
+  // The start's own steps, in its order, up to the first that touches the data dir.
+  std::string flag = "--config";
+  char* args[] = {flag.data(), path.data()};
+  int code = 1;
+  auto s = settings_or_exit("serve", 2, args, code);
+  if (!s) {
+    return code;
+  }
+  if (int rc = check_fleet(*s, false); rc != 0) {
+    return rc;
+  }
+  if (!s->corpus_path.empty() && ::access(s->corpus_path.c_str(), R_OK) != 0) {
+    fmt::print(stderr, "tollgate serve: {}: corpus.path: cannot read {}: {}\n", path,
+               s->corpus_path, std::strerror(errno));
+    return 2;
+  }
+  if (!s->access_log.empty() && s->access_log != "-") {
+    // Writable as it is, or creatable in its directory (a check creates nothing).
+    const std::string& f = s->access_log;
+    const size_t slash = f.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : f.substr(0, slash == 0 ? 1 : slash);
+    const bool ok = ::access(f.c_str(), F_OK) == 0 ? ::access(f.c_str(), W_OK) == 0
+                                                    : ::access(dir.c_str(), W_OK) == 0;
+    if (!ok) {
+      log_error("access log {}: {}", f, std::strerror(errno));
+      return 2;
+    }
+  }
+  fmt::print("{}: ok\n", path);
+  return 0;
 }
 
 }  // namespace tollgate::app

@@ -90,9 +90,30 @@ class search_stories_tool final : public mcp::tool {
     } else {
       cache = nullptr;
     }
-    auto r = h.backend().search(q, h.scratch(), remote);
+    result<search::search_result, search::errc> r = unexpected(search::errc::unavailable);
+    if (remote == nullptr && h.search_slice() > 0) {
+      // In slices (core_handler::handle): a search that outlasts its slice defers the request,
+      // and its job goes on between the core's other requests until the answer is complete.
+      if (h.yielded()) {
+        return mcp::tool_result::failure(to_tool_error(search::errc::unavailable));
+      }
+      search::search_job& job = h.next_job();
+      if (!job.matches(q)) {
+        h.backend().start(q, job);
+      }
+      if (!job.done() && !h.backend().run(job, h.search_slice())) {
+        h.yield();  // this delivery's answer is discarded; nothing is billed
+        return mcp::tool_result::failure(to_tool_error(search::errc::unavailable));
+      }
+      r = job.outcome();
+    } else {
+      r = h.backend().search(q, h.scratch(), remote);
+    }
     if (!r) {
       return mcp::tool_result::failure(to_tool_error(r.error()));
+    }
+    if (r->partial()) {
+      h.note_partial(static_cast<uint32_t>(r->answered), static_cast<uint32_t>(r->shards));
     }
     const size_t mark = out.buffer().size();
     h.backend().render(*r, out);

@@ -1,4 +1,4 @@
-// The MCP tools of DESIGN §4 (search_stories, get_story, get_usage), adapters from validated
+// The MCP tools of design §4 (search_stories, get_story, get_usage), adapters from validated
 // MCP arguments to the search backend and the quota figures. Their payloads are written by the
 // same renderers as the REST bodies, so the text block equals the REST body byte for byte.
 #pragma once

@@ -23,10 +23,10 @@
 #include <string_view>
 #include <vector>
 
-#include "cluster/redis.h"
-#include "quota/state.h"
 #include "tollgate/cluster/keys.h"
+#include "tollgate/cluster/redis.h"
 #include "tollgate/common/log.h"
+#include "tollgate/quota/key_state.h"
 #include "tollgate/quota/service.h"
 
 namespace tollgate::cluster {

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <charconv>
 
-#include "cluster/redis.h"
-#include "quota/fs.h"
+#include "tollgate/cluster/redis.h"
 #include "tollgate/quota/civil.h"
+#include "tollgate/quota/fs.h"
 
 namespace tollgate::cluster {
 

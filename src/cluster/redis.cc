@@ -1,4 +1,4 @@
-#include "cluster/redis.h"
+#include "tollgate/cluster/redis.h"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>

@@ -69,42 +69,107 @@ inline char* put_escaped(char* dst, unsigned char c) {
   return dst;
 }
 
-// Writes s escaped `Levels` times (1 or 2) at dst (room for the worst case is the caller's) and
-// returns the new end: plain 8-byte words are copied whole, the rest byte by byte.
+// The length of the well-formed UTF-8 sequence (RFC 3629 table 3.7: no overlong forms, no
+// surrogates, nothing past U+10FFFF) that starts at p, or 0 when the bytes there are not one.
+size_t utf8_sequence(const unsigned char* p, const unsigned char* end) {
+  const unsigned char c = p[0];
+  size_t n;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    lo = c == 0xE0 ? 0xA0 : 0x80;
+    hi = c == 0xED ? 0x9F : 0xBF;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    lo = c == 0xF0 ? 0x90 : 0x80;
+    hi = c == 0xF4 ? 0x8F : 0xBF;
+  } else {
+    return 0;
+  }
+  if (static_cast<size_t>(end - p) < n || p[1] < lo || p[1] > hi) {
+    return 0;
+  }
+  for (size_t i = 2; i < n; ++i) {
+    if (p[i] < 0x80 || p[i] > 0xBF) {
+      return 0;
+    }
+  }
+  return n;
+}
+
+// U+FFFD as a JSON escape, escaped `Levels` times.
 template <int Levels>
+inline char* put_replacement(char* dst) {
+  constexpr std::string_view once = "\\ufffd";
+  constexpr std::string_view twice = "\\\\ufffd";
+  const std::string_view r = Levels == 2 ? twice : once;
+  std::memcpy(dst, r.data(), r.size());
+  return dst + r.size();
+}
+
+// Writes s escaped `Levels` times (1 or 2) at dst (room for the worst case is the caller's) and
+// returns the new end: plain 8-byte words are copied whole, the rest byte by byte. `Utf8`: bytes
+// that are not part of well-formed UTF-8 become U+FFFD (each such byte one replacement), so the
+// output is valid JSON whatever `s` holds; without it bytes >= 0x80 are copied as they are (the
+// caller knows `s` is UTF-8).
+template <int Levels, bool Utf8 = false>
 char* escape_to(char* dst, std::string_view s) {
+  constexpr uint64_t highs = 0x8080808080808080ULL;
   const char* p = s.data();
   const char* end = p + s.size();
   while (end - p >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
-    if (!word_needs_escape(w)) {
+    if (!word_needs_escape(w) && !(Utf8 && (w & highs) != 0)) {
       std::memcpy(dst, &w, 8);
       dst += 8;
-    } else {
+      p += 8;
+      continue;
+    }
+    if constexpr (!Utf8) {
       for (int i = 0; i < 8; ++i) {
         dst = put_escaped<Levels>(dst, static_cast<unsigned char>(p[i]));
       }
+      p += 8;
+      continue;
     }
-    p += 8;
+    break;  // Utf8: the byte loop below takes over (a sequence may cross the word's end)
   }
   while (p < end) {
-    dst = put_escaped<Levels>(dst, static_cast<unsigned char>(*p++));
+    const auto c = static_cast<unsigned char>(*p);
+    if (Utf8 && c >= 0x80) {
+      const size_t n = utf8_sequence(reinterpret_cast<const unsigned char*>(p),
+                                     reinterpret_cast<const unsigned char*>(end));
+      if (n == 0) {
+        dst = put_replacement<Levels>(dst);
+        ++p;
+      } else {
+        std::memcpy(dst, p, n);
+        dst += n;
+        p += n;
+      }
+      continue;
+    }
+    dst = put_escaped<Levels>(dst, c);
+    ++p;
   }
   return dst;
 }
 
 // Appends s escaped `Levels` times (1 or 2) in one pass straight into the buffer: space for the
 // worst case is reserved once.
-template <int Levels>
+template <int Levels, bool Utf8 = false>
 void append_escaped(out_buffer& out, std::string_view s) {
   char* const base = out.prepare(s.size() * k_worst[Levels]);
-  out.commit(static_cast<size_t>(escape_to<Levels>(base, s) - base));
+  out.commit(static_cast<size_t>(escape_to<Levels, Utf8>(base, s) - base));
 }
 
 }  // namespace
 
-void append_json_escaped(out_buffer& out, std::string_view s) { append_escaped<1>(out, s); }
+void append_json_escaped(out_buffer& out, std::string_view s) { append_escaped<1, true>(out, s); }
 
 void json_out::raw(std::string_view s) {
   if (!nested_) {

@@ -23,13 +23,15 @@ constexpr std::string_view plan_table = "plans.NAME";
 const std::initializer_list<section> sections = {
     {"server",
      {"listen", "admin_listen", "threads", "data_dir", "max_connections", "header_timeout_ms",
-      "idle_timeout_ms", "max_header_bytes", "max_body_bytes"}},
+      "idle_timeout_ms", "max_header_bytes", "max_body_bytes", "public_metrics"}},
     {"corpus",
-     {"path", "on_bad_line", "shards", "search_cache_entries", "search_cache_entry_bytes"}},
+     {"path", "on_bad_line", "shards", "search_cache_entries", "search_cache_entry_bytes",
+      "search_slice_postings"}},
     {"mcp", {"allowed_origins", "sessions", "session_idle_secs", "max_sessions"}},
     {"quota", {"reconcile_ms", "fsync_ms", "journal_write", "demo_plan"}},
     {plan_table, {"rate_per_sec", "burst", "monthly_quota", "overage"}},
     {"fleet", {"role", "secret", "shards", "deadline_ms", "local"}},
+    {"log", {"access", "sample"}},
     {"cluster", {"redis", "node", "password_env", "prefix"}},
 };
 
@@ -312,7 +314,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   }
   s.config_path = path;
   reader r(path);
-  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "cluster"});
+  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster"});
   if (const auto* t = r.table(root, "server")) {
     r.only_keys(*t, "server", keys_of("server"));
     r.endpoint_value(*t, "server", "listen", s.listen);
@@ -328,6 +330,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "server", "idle_timeout_ms", s.idle_timeout_ms, 100, 86400000);
     r.integer(*t, "server", "max_header_bytes", s.max_header_bytes, 1024, 1 << 20);
     r.integer(*t, "server", "max_body_bytes", s.max_body_bytes, 1024, 64 << 20);
+    r.boolean(*t, "server", "public_metrics", s.public_metrics);
   }
   if (const auto* t = r.table(root, "corpus")) {
     r.only_keys(*t, "corpus", keys_of("corpus"));
@@ -337,6 +340,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.integer(*t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
     r.integer(*t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
               16 << 20);
+    r.integer(*t, "corpus", "search_slice_postings", s.search_slice_postings, 0, 1 << 30);
     // Each core allocates and zeroes entries x entry_bytes at start-up: the maxima of the two
     // keys together would ask for 16 TiB per core.
     const uint64_t cache_bytes =
@@ -446,6 +450,11 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     }
     r.integer(*t, "fleet", "deadline_ms", s.shard_deadline_ms, 1, 60000);
     r.boolean(*t, "fleet", "local", s.fleet_local);
+  }
+  if (const auto* t = r.table(root, "log")) {
+    r.only_keys(*t, "log", keys_of("log"));
+    r.string(*t, "log", "access", s.access_log, true);
+    r.number(*t, "log", "sample", s.log_sample, 0.0, 1.0);
   }
   if (const auto* t = r.table(root, "cluster")) {
     r.only_keys(*t, "cluster", keys_of("cluster"));

@@ -6,21 +6,20 @@
 #include <cstring>
 
 #include "tollgate/common/assert.h"
+#include "tollgate/common/content_length.h"
 #include "tollgate/common/json_out.h"
 
 namespace tollgate::envelope {
 namespace {
 
 constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
-// The Content-Length value is written right-aligned in a field of k_field bytes after the
-// colon, so a body of up to k_field - 1 digits (under 10 MB) is framed without moving it: the
-// spaces before the digits are the OWS that RFC 9112 allows after the colon (field-line =
-// field-name ":" OWS field-value OWS), which every HTTP parser skips. A longer body moves once.
-constexpr std::string_view k_content_length = "Content-Length:";
+// The Content-Length field (common/content_length.h): a body of up to k_field - 1 digits (under
+// 10 MB) is framed without moving it; a longer body moves once.
 constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
-    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found", "unavailable"};
+    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found", "unavailable",
+    "unavailable"};
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
     "billable call can be made until the account is settled.",
@@ -31,9 +30,18 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
     "The search backend is unavailable: no shard answered in time. This is an outage, not an "
     "empty result; retry shortly.",
     "No story exists with this id. Check the id, for example by searching with search_stories.",
+    "Usage cannot be recorded right now (the server cannot write its usage journal), so this "
+    "billable call was not run and not billed. This is an outage, not an empty result; retry "
+    "after retry_after_secs seconds.",
     "The quota service cannot be reached, so this key's monthly quota cannot be checked. This "
     "is an outage, not a spent quota; retry after retry_after_secs seconds.",
 };
+
+// The 401 challenges (RFC 6750 §3): no error code when no key was presented.
+constexpr std::string_view k_challenge = "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n";
+constexpr std::string_view k_challenge_invalid_token =
+    "WWW-Authenticate: Bearer realm=\"tollgate\", error=\"invalid_token\", "
+    "error_description=\"The API key is not valid: it is unknown or revoked.\"\r\n";
 
 struct rpc_error_info {
   int code;
@@ -48,8 +56,9 @@ constexpr std::array<rpc_error_info, num_rpc_error_kinds> k_rpc_errors = {{
     {-32603, "Internal error."},
     {-32020, "Header mismatch: the HTTP headers do not match the request body."},
     {-32022, "Unsupported protocol version: "},
-    {429,
-     "Rate limit exceeded: wait data.retry_after_secs seconds and send the same request again."},
+    // The number goes into the sentence (clients often show a model only the message):
+    // "Rate limit exceeded: retry in N second(s)." with N = data.retry_after_secs.
+    {429, "Rate limit exceeded: retry in "},
 }};
 
 void append_int(out_buffer& out, int64_t v) {
@@ -193,35 +202,15 @@ void cache::head(out_buffer& out, int status, bool close) const {
 }
 
 body_mark cache::body_start(out_buffer& out) const {
-  out.append(k_content_length);
   body_mark m;
-  m.gap = out.size();
-  char* p = out.prepare(k_field + 4);
-  std::memset(p, ' ', k_field);
-  std::memcpy(p + k_field, "\r\n\r\n", 4);
-  out.commit(k_field + 4);
+  m.gap = reserve_content_length(out, k_field, "\r\n\r\n").at;
   m.body = out.size();
   return m;
 }
 
 void cache::body_end(out_buffer& out, body_mark m) const {
   TOLLGATE_ASSERT(out.size() >= m.body);
-  const size_t len = out.size() - m.body;
-  fmt::format_int f(static_cast<unsigned long long>(len));
-  if (f.size() < k_field) {
-    std::memcpy(out.data() + m.gap + k_field - f.size(), f.data(), f.size());
-    return;
-  }
-  // 10 MB or more: widen the field to " " + the digits, moving "\r\n\r\n" + body right.
-  const size_t extra = f.size() + 1 - k_field;
-  const size_t tail_from = m.gap + k_field;
-  const size_t tail_len = out.size() - tail_from;
-  out.prepare(extra);
-  out.commit(extra);
-  char* base = out.data();
-  std::memmove(base + tail_from + extra, base + tail_from, tail_len);
-  base[m.gap] = ' ';
-  std::memcpy(base + m.gap + 1, f.data(), f.size());
+  patch_content_length(out, content_length_field{m.gap, k_field}, out.size() - m.body);
 }
 
 void cache::empty_response(out_buffer& out, int status, std::string_view extra_headers,
@@ -244,24 +233,25 @@ void cache::success_prefix(out_buffer& out, std::string_view id, revision r) con
 void cache::success_suffix(out_buffer& out) const { out.append(R"("}],"isError":false}})"); }
 
 namespace {
-// `,\"name\":N` escaped for inside the text block, when v >= 0.
-void escaped_figure(out_buffer& out, std::string_view name, int64_t v) {
-  if (v < 0) {
-    return;
-  }
-  out.append(",\\\"");
-  out.append(name);
-  out.append("\\\":");
-  append_int(out, v);
-}
-void raw_figure(out_buffer& out, std::string_view name, int64_t v) {
-  if (v < 0) {
-    return;
-  }
-  out.append(",\"");
-  out.append(name);
-  out.append("\":");
-  append_int(out, v);
+// The figures of a tool error that apply (>= 0), `,"name":N` each; Escaped writes the quotes as
+// \" for inside the MCP text block.
+template <bool Escaped>
+void append_figures(out_buffer& out, const tool_error& e) {
+  constexpr std::string_view open = Escaped ? ",\\\"" : ",\"";
+  constexpr std::string_view close = Escaped ? "\\\":" : "\":";
+  const auto figure = [&](std::string_view name, int64_t v) {
+    if (v < 0) {
+      return;
+    }
+    out.append(open);
+    out.append(name);
+    out.append(close);
+    append_int(out, v);
+  };
+  figure("retry_after_secs", e.retry_after_secs);
+  figure("quota_limit", e.quota_limit);
+  figure("quota_used", e.quota_used);
+  figure("quota_remaining", e.quota_remaining);
 }
 }  // namespace
 
@@ -275,10 +265,7 @@ void cache::tool_error_response(out_buffer& out, std::string_view id, revision r
     out.append(R"(,"result":{"isError":true,"content":[{"type":"text","text":")");
   }
   out.append(tool_error_text_[static_cast<size_t>(e.code)]);
-  escaped_figure(out, "retry_after_secs", e.retry_after_secs);
-  escaped_figure(out, "quota_limit", e.quota_limit);
-  escaped_figure(out, "quota_used", e.quota_used);
-  escaped_figure(out, "quota_remaining", e.quota_remaining);
+  append_figures<true>(out, e);
   out.append(R"(}"}]}})");
 }
 
@@ -288,10 +275,7 @@ void cache::tool_error_json(out_buffer& out, const tool_error& e) const {
   out.append(R"(","message":")");
   append_json_escaped(out, k_tool_error_messages[static_cast<size_t>(e.code)]);
   out.push_back('"');
-  raw_figure(out, "retry_after_secs", e.retry_after_secs);
-  raw_figure(out, "quota_limit", e.quota_limit);
-  raw_figure(out, "quota_used", e.quota_used);
-  raw_figure(out, "quota_remaining", e.quota_remaining);
+  append_figures<false>(out, e);
   out.push_back('}');
 }
 
@@ -303,6 +287,7 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
   switch (e.kind) {
     case rpc_error_kind::invalid_request:
     case rpc_error_kind::header_mismatch:
+    case rpc_error_kind::internal_error:
       if (e.detail.empty()) {
         out.append(k_rpc_errors[k].message);
       } else {
@@ -337,7 +322,8 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
       return;
     case rpc_error_kind::rate_limited: {
       out.append(k_rpc_errors[k].message);
-      out.append(R"(","data":)");
+      append_int(out, e.retry_after_secs);
+      out.append(R"( second(s).","data":)");
       tool_error te;
       te.code = tool_error_code::rate_limited;
       te.retry_after_secs = e.retry_after_secs;
@@ -361,9 +347,10 @@ void cache::result_response(out_buffer& out, std::string_view id,
   out.push_back('}');
 }
 
-void cache::unauthorized(out_buffer& out, bool close) const {
+void cache::unauthorized(out_buffer& out, bool close, bool key_presented) const {
   head(out, 401, close);
-  out.append("WWW-Authenticate: Bearer realm=\"tollgate\"\r\n");
+  out.append(key_presented ? std::string_view(k_challenge_invalid_token)
+                           : std::string_view(k_challenge));
   const body_mark m = body_start(out);
   out.append(unauthorized_body_);
   body_end(out, m);

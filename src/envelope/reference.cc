@@ -2,15 +2,54 @@
 // response shape rather than from the fast path's pieces.
 #include "tollgate/envelope/reference.h"
 
+#include <cstdint>
 #include <cstdio>
 
 namespace tollgate::envelope::reference {
 
-std::string escape(std::string_view s) {
+namespace {
+// The number of bytes of the well-formed UTF-8 character at s[i], or 0: decodes the code point
+// and checks it against RFC 3629 (shortest form, not a surrogate, at most U+10FFFF).
+size_t utf8_char(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+  if (n == 0 || c >= 0xF8 || i + n > s.size()) {
+    return 0;
+  }
+  uint32_t cp = c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) {
+      return 0;
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+    return 0;
+  }
+  return n;
+}
+}  // namespace
+
+namespace {
+// `s` escaped; bytes >= 0x80 that are not well-formed UTF-8 become U+FFFD when `text` (a
+// client's bytes in an error body), else are copied (a payload, UTF-8 by construction).
+std::string escape_as(std::string_view s, bool text) {
   std::string r;
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
-    if (c == '"') {
+    if (c >= 0x80 && text) {
+      // Not UTF-8: U+FFFD for the byte; UTF-8: the character as it is.
+      const size_t n = utf8_char(s, i);
+      if (n == 0) {
+        r += "\\ufffd";
+      } else {
+        r.append(s.substr(i, n));
+        i += n - 1;
+      }
+    } else if (c == '"') {
       r += "\\\"";
     } else if (c == '\\') {
       r += "\\\\";
@@ -34,9 +73,14 @@ std::string escape(std::string_view s) {
   }
   return r;
 }
+}  // namespace
+
+std::string escape(std::string_view s) { return escape_as(s, false); }
 
 namespace {
 std::string str(std::string_view s) { return "\"" + escape(s) + "\""; }
+// An error body's strings: written by append_json_escaped, which replaces what is not UTF-8.
+std::string text(std::string_view s) { return "\"" + escape_as(s, true) + "\""; }
 }  // namespace
 
 std::string http(int status, bool close, std::string_view extra_headers, std::string_view body) {
@@ -122,10 +166,12 @@ std::string error_response(std::string_view id, const rpc_error& e) {
     case rpc_error_kind::method_not_found: message = "Method not found."; break;
     case rpc_error_kind::invalid_params:
       message = "Invalid params: " + std::string(e.detail) + ": " + std::string(e.rule);
-      data = "{\"argument\":" + str(e.detail) + ",\"rule\":" + str(e.rule) + "}";
+      data = "{\"argument\":" + text(e.detail) + ",\"rule\":" + text(e.rule) + "}";
       break;
     case rpc_error_kind::unknown_tool: message = "Unknown tool: " + std::string(e.detail); break;
-    case rpc_error_kind::internal_error: message = "Internal error."; break;
+    case rpc_error_kind::internal_error:
+      message = e.detail.empty() ? std::string("Internal error.") : std::string(e.detail);
+      break;
     case rpc_error_kind::header_mismatch:
       message = e.detail.empty()
                     ? std::string("Header mismatch: the HTTP headers do not match the request body.")
@@ -133,11 +179,11 @@ std::string error_response(std::string_view id, const rpc_error& e) {
       break;
     case rpc_error_kind::unsupported_version:
       message = "Unsupported protocol version: " + std::string(e.detail);
-      data = "{\"requested\":" + str(e.detail) + ",\"supported\":" + supported_versions() + "}";
+      data = "{\"requested\":" + text(e.detail) + ",\"supported\":" + supported_versions() + "}";
       break;
     case rpc_error_kind::rate_limited: {
-      message =
-          "Rate limit exceeded: wait data.retry_after_secs seconds and send the same request again.";
+      message = "Rate limit exceeded: retry in " + std::to_string(e.retry_after_secs) +
+                " second(s).";
       tool_error te;
       te.code = tool_error_code::rate_limited;
       te.retry_after_secs = e.retry_after_secs;
@@ -145,7 +191,7 @@ std::string error_response(std::string_view id, const rpc_error& e) {
       break;
     }
   }
-  std::string err = "{\"code\":" + std::to_string(code_of(e.kind)) + ",\"message\":" + str(message);
+  std::string err = "{\"code\":" + std::to_string(code_of(e.kind)) + ",\"message\":" + text(message);
   if (!data.empty()) {
     err += ",\"data\":" + data;
   }
@@ -158,12 +204,17 @@ std::string result_response(std::string_view id, std::string_view result_json) {
          std::string(result_json) + "}";
 }
 
-std::string unauthorized(bool close) {
+std::string unauthorized(bool close, bool key_presented) {
   const std::string body =
       "{\"code\":\"invalid_key\",\"message\":" +
       str("A valid API key is required. Send it as Authorization: Bearer KEY or X-API-Key: KEY.") +
       "}";
-  return http(401, close, "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n", body);
+  return http(401, close,
+              key_presented
+                  ? "WWW-Authenticate: Bearer realm=\"tollgate\", error=\"invalid_token\", "
+                    "error_description=\"The API key is not valid: it is unknown or revoked.\"\r\n"
+                  : "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n",
+              body);
 }
 
 }  // namespace tollgate::envelope::reference

@@ -1,7 +1,7 @@
-// Private ASCII helpers shared by the HTTP parser, request lookups and the router: character
-// class tables (RFC 9110 tchar, request-target bytes), case-insensitive comparison, and an SSE2
+// The HTTP grammar's byte classes, private to the parser and request lookups: character class
+// tables (RFC 9110 tchar, request-target bytes), an SSE2 skip over field-name bytes and an SSE2
 // scan for the first control byte of a field value. Nothing here allocates or reads outside the
-// ranges it is given.
+// ranges it is given. Case-insensitive comparison and trimming are tollgate/common/ascii.h.
 #pragma once
 
 #include <array>
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+
+#include "tollgate/common/ascii.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -60,58 +62,6 @@ inline constexpr std::array<bool, 256> target_table = make_table<target_slow>();
 
 inline bool is_tchar(char c) noexcept { return tchar_table[static_cast<unsigned char>(c)]; }
 inline bool is_target(char c) noexcept { return target_table[static_cast<unsigned char>(c)]; }
-
-constexpr char to_lower(char c) noexcept {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
-}
-
-/// Case-insensitive equality of two arbitrary byte strings (ASCII letters fold).
-inline bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (to_lower(a[i]) != to_lower(b[i])) {
-      return false;
-    }
-  }
-  return true;
-}
-
-/// Fast case-insensitive equality against `lower`, a literal made only of lowercase letters,
-/// digits and '-', '.', '/', '*'. Valid when `s` holds no control byte other than HTAB (true of
-/// validated names and values): then `c | 0x20` equals such a literal byte only for that byte
-/// or its uppercase letter (the other byte that folds onto a digit or one of those four marks is
-/// a control byte, and HTAB folds onto ')').
-inline bool iequals_lower(std::string_view s, std::string_view lower) noexcept {
-  if (s.size() != lower.size()) {
-    return false;
-  }
-  if (s.size() >= 8) {
-    // Eight bytes at a time (the last word overlaps the one before it): every byte of such a
-    // literal has bit 0x20 set, so OR-ing 0x20 into each byte of `s` is the same fold.
-    constexpr uint64_t k_fold = 0x2020202020202020ull;
-    const size_t n = s.size();
-    uint64_t diff = 0;
-    uint64_t a;
-    uint64_t b;
-    for (size_t i = 0; i + 8 < n; i += 8) {
-      std::memcpy(&a, s.data() + i, 8);
-      std::memcpy(&b, lower.data() + i, 8);
-      diff |= (a | k_fold) ^ b;
-    }
-    std::memcpy(&a, s.data() + n - 8, 8);
-    std::memcpy(&b, lower.data() + n - 8, 8);
-    diff |= (a | k_fold) ^ b;
-    return diff == 0;
-  }
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (static_cast<char>(s[i] | 0x20) != lower[i]) {
-      return false;
-    }
-  }
-  return true;
-}
 
 /// First byte in [p, end) that is not an ASCII letter, digit or '-' (the bytes of nearly every
 /// real field name; all are tchars), else a position at most 15 bytes before end: the caller
@@ -171,39 +121,6 @@ inline const char* find_ctl(const char* p, const char* end) noexcept {
     ++p;
   }
   return end;
-}
-
-inline bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
-
-inline std::string_view trim_ows(std::string_view s) noexcept {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && is_ows(s[b])) {
-    ++b;
-  }
-  while (e > b && is_ows(s[e - 1])) {
-    --e;
-  }
-  return s.substr(b, e - b);
-}
-
-/// Calls f(element) for each non-empty, OWS-trimmed element of a comma-separated list; stops
-/// early and returns false when f returns false.
-template <class F>
-bool for_each_list_element(std::string_view v, F&& f) {
-  size_t start = 0;
-  while (start <= v.size()) {
-    size_t comma = v.find(',', start);
-    if (comma == std::string_view::npos) {
-      comma = v.size();
-    }
-    const std::string_view el = trim_ows(v.substr(start, comma - start));
-    if (!el.empty() && !f(el)) {
-      return false;
-    }
-    start = comma + 1;
-  }
-  return true;
 }
 
 }  // namespace tollgate::http::detail

@@ -19,9 +19,9 @@
 namespace tollgate::http {
 namespace {
 
+using ascii::iequals_lower;
+using ascii::is_ows;
 using detail::find_ctl;
-using detail::iequals_lower;
-using detail::is_ows;
 using detail::is_target;
 using detail::is_tchar;
 
@@ -148,7 +148,7 @@ errc on_transfer_encoding(std::string_view v, head_state& st) noexcept {
   }
   int chunked = 0;
   errc e = errc::ok;
-  detail::for_each_list_element(v, [&](std::string_view el) {
+  ascii::for_each_list_element(v, [&](std::string_view el) {
     if (!iequals_lower(el, "chunked")) {
       e = errc::unsupported_encoding;
       return false;
@@ -170,7 +170,7 @@ errc on_transfer_encoding(std::string_view v, head_state& st) noexcept {
 }
 
 void on_connection(std::string_view v, head_state& st) noexcept {
-  detail::for_each_list_element(v, [&](std::string_view el) {
+  ascii::for_each_list_element(v, [&](std::string_view el) {
     if (iequals_lower(el, "close")) {
       st.conn_close = true;
     } else if (iequals_lower(el, "keep-alive")) {
@@ -461,9 +461,8 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
     // what the request is about (the authority names this server; Host is still required).
     const std::string_view tv = out.target;
     const size_t colon = tv.find("://");
-    if (colon == std::string_view::npos ||
-        !(detail::iequals(tv.substr(0, colon), "http") ||
-          detail::iequals(tv.substr(0, colon), "https"))) {
+    if (colon == std::string_view::npos || !(ascii::iequals(tv.substr(0, colon), "http") ||
+                                             ascii::iequals(tv.substr(0, colon), "https"))) {
       return fail(errc::bad_request_line);
     }
     const size_t rest = tv.find_first_of("/?", colon + 3);

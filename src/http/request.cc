@@ -1,7 +1,7 @@
 // http::errc descriptions and request header lookups.
 #include "tollgate/http/request.h"
 
-#include "http/ascii.h"
+#include "tollgate/common/ascii.h"
 
 namespace tollgate::http {
 
@@ -58,7 +58,7 @@ std::string_view message(errc e) noexcept {
 
 std::string_view request::header_value(std::string_view name) const noexcept {
   for (size_t i = 0; i < num_headers; ++i) {
-    if (detail::iequals(headers[i].name, name)) {
+    if (ascii::iequals(headers[i].name, name)) {
       return headers[i].value;
     }
   }
@@ -67,7 +67,7 @@ std::string_view request::header_value(std::string_view name) const noexcept {
 
 bool request::has_header(std::string_view name) const noexcept {
   for (size_t i = 0; i < num_headers; ++i) {
-    if (detail::iequals(headers[i].name, name)) {
+    if (ascii::iequals(headers[i].name, name)) {
       return true;
     }
   }

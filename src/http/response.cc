@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "tollgate/common/assert.h"
+#include "tollgate/common/content_length.h"
 
 namespace tollgate::http {
 namespace {
@@ -170,43 +171,18 @@ void append_decimal(out_buffer& out, uint64_t v) {
   out.append(first, static_cast<size_t>(digits + sizeof digits - first));
 }
 
-size_t reserve_content_length(out_buffer& out) {
-  constexpr std::string_view name = "Content-Length:";
-  char* p = out.prepare(name.size() + content_length_width + 2);
-  std::memcpy(p, name.data(), name.size());
-  std::memset(p + name.size(), ' ', content_length_width);
-  std::memcpy(p + name.size() + content_length_width, "\r\n", 2);
-  const size_t slot = out.size() + name.size();
-  out.commit(name.size() + content_length_width + 2);
-  return slot;
-}
-
-void patch_content_length(out_buffer& out, size_t slot, size_t length) noexcept {
-  TOLLGATE_CHECK(slot + content_length_width <= out.size());
-  char field[content_length_width];
-  std::memset(field, ' ', sizeof field);
-  uint64_t v = length;
-  char* p = field + sizeof field;
-  do {
-    TOLLGATE_CHECK(p > field);  // the body outgrew the reserved width
-    *--p = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  std::memcpy(out.data() + slot, field, sizeof field);
-}
-
 pending_response begin_response(out_buffer& out, const response_head& head) {
   write_head_common(out, head);
   pending_response p;
-  p.length_slot = reserve_content_length(out);
-  append_raw(out, k_crlf);
+  p.length_slot = reserve_content_length(out, content_length_width, "\r\n\r\n").at;
   p.body_start = out.size();
   p.omit_body = head.omit_body;
   return p;
 }
 
 void end_response(out_buffer& out, const pending_response& p) noexcept {
-  patch_content_length(out, p.length_slot, out.size() - p.body_start);
+  patch_content_length(out, content_length_field{p.length_slot, content_length_width},
+                       out.size() - p.body_start);
   if (p.omit_body) {
     out.resize(p.body_start);  // shrinking never allocates
   }

@@ -10,10 +10,11 @@
 // response buffer.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
-#include "http/ascii.h"
 #include "mcp/endpoint_impl.h"
+#include "tollgate/common/ascii.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/json_out.h"
 
@@ -28,20 +29,7 @@ namespace {
 
 constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
 
-std::string_view trim(std::string_view s) {
-  // Most inputs (parsed header values, most JSON tokens) have nothing to trim: one test each end.
-  if (s.empty() || (static_cast<unsigned char>(s.front()) > ' ' &&
-                    static_cast<unsigned char>(s.back()) > ' ')) {
-    return s;
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  return s;
-}
+using ascii::trim;
 
 method_id lookup_method(std::string_view m) {
   if (m == "tools/call") return method_id::tools_call;
@@ -210,16 +198,109 @@ simdjson::error_code walk(od::value v, int depth) {
   return simdjson::TAPE_ERROR;
 }
 
-// Pass 1 over one message object: validates it and fills `m`. `depth`: the arrays and objects
-// its members are inside of (1 for a single message, 2 in a batch).
-simdjson::error_code scan_message(od::object o, message& m, int depth) {
+// A member name as written in the body, from just after its opening quote to its closing one
+// (the text is valid JSON: every quote inside is escaped).
+std::string_view written_name(const char* raw) {
+  size_t n = 0;
+  while (raw[n] != '"') {
+    n += raw[n] == '\\' ? 2 : 1;
+  }
+  return {raw, n};
+}
+
+// The name (as written) of a member that `names` holds twice, or empty. Reorders `names`.
+// Objects of a few members (every real message) are compared pairwise; larger ones are sorted,
+// so a body of 100,000 members costs n log n, not n^2.
+std::string_view find_duplicate(std::vector<member_name>& names) {
+  const size_t n = names.size();
+  if (n <= 16) {
+    for (size_t i = 1; i < n; ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (names[i].key == names[j].key) {
+          return written_name(names[i].raw);
+        }
+      }
+    }
+    return {};
+  }
+  std::sort(names.begin(), names.end(),
+            [](const member_name& a, const member_name& b) { return a.key < b.key; });
+  for (size_t i = 1; i < n; ++i) {
+    if (names[i].key == names[i - 1].key) {
+      return written_name(names[i].raw);
+    }
+  }
+  return {};
+}
+
+// Marks `bit` in `seen`; when it was already there, `name` is a repeat (the first one found is
+// kept in `dup`). The members a message's handling reads are tracked by bit (no list, no
+// compares: the hot path); only other names go through find_duplicate.
+inline void once(uint32_t& seen, uint32_t bit, std::string_view name, std::string_view& dup) {
+  if ((seen & bit) != 0 && dup.empty()) {
+    dup = name;
+  }
+  seen |= bit;
+}
+
+// Walks the members of a params object (validating every value) and sets m.params_duplicate
+// when a name appears twice.
+simdjson::error_code scan_params(od::value v, message& m, int depth,
+                                 std::vector<member_name>& names) {
+  od::object o;
   simdjson::error_code err;
-  bool jsonrpc_ok = false;
+  if ((err = v.get_object().get(o))) {
+    return err;
+  }
+  names.clear();
+  uint32_t seen = 0;
   for (auto fr : o) {
     od::field f;
     if ((err = std::move(fr).get(f))) {
       return err;
     }
+    const char* raw = f.key().raw();
+    std::string_view key;
+    if ((err = f.unescaped_key().get(key))) {
+      return err;
+    }
+    if (key == "name") {
+      once(seen, 1, "name", m.params_duplicate);
+    } else if (key == "arguments") {
+      once(seen, 2, "arguments", m.params_duplicate);
+    } else if (key == "_meta") {
+      once(seen, 4, "_meta", m.params_duplicate);
+    } else {
+      names.push_back(member_name{key, raw});
+    }
+    if ((err = walk(f.value(), depth + 1))) {
+      return err;
+    }
+  }
+  if (m.params_duplicate.empty() && names.size() > 1) {
+    m.params_duplicate = find_duplicate(names);
+  }
+  return simdjson::SUCCESS;
+}
+
+// Pass 1 over one message object: validates it and fills `m`. `depth`: the arrays and objects
+// its members are inside of (1 for a single message, 2 in a batch). A member name given twice
+// (e.g. two ids or two methods: which one counts would depend on the reader, and a proxy in
+// front that reads the other would see a different request) makes the message invalid.
+// `names`, `params_names`: scratch (the endpoint's, reserved: no allocation for real messages).
+simdjson::error_code scan_message(od::object o, message& m, int depth,
+                                  std::vector<member_name>& names,
+                                  std::vector<member_name>& params_names) {
+  simdjson::error_code err;
+  bool jsonrpc_ok = false;
+  uint32_t seen = 0;  // once() bits of the members read below
+  names.clear();
+  for (auto fr : o) {
+    od::field f;
+    if ((err = std::move(fr).get(f))) {
+      return err;
+    }
+    const char* raw = f.key().raw();
     std::string_view key;
     if ((err = f.unescaped_key().get(key))) {
       return err;
@@ -230,6 +311,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth) {
       return err;
     }
     if (key == "jsonrpc") {
+      once(seen, 1, "jsonrpc", m.duplicate);
       if (t == od::json_type::string) {
         std::string_view s;
         if ((err = v.get_string().get(s))) {
@@ -240,6 +322,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth) {
       }
       jsonrpc_ok = false;
     } else if (key == "id") {
+      once(seen, 2, "id", m.duplicate);
       if (t == od::json_type::string || t == od::json_type::number) {
         m.id = trim(v.raw_json_token());
         m.has_id = true;
@@ -253,6 +336,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth) {
       m.invalid = true;
       m.invalid_reason = "Invalid Request: id must be a string or a number.";
     } else if (key == "method") {
+      once(seen, 4, "method", m.duplicate);
       if (t == od::json_type::string) {
         std::string_view raw = trim(v.raw_json_token());
         m.method = raw.substr(1, raw.size() - 2);
@@ -265,16 +349,35 @@ simdjson::error_code scan_message(od::object o, message& m, int depth) {
       m.invalid = true;
       m.invalid_reason = "Invalid Request: method must be a string.";
     } else if (key == "params") {
+      once(seen, 8, "params", m.duplicate);
       m.has_params = true;
-      if (t != od::json_type::object && t != od::json_type::array) {
+      if (t == od::json_type::object) {
+        if ((err = scan_params(v, m, depth, params_names))) {
+          return err;
+        }
+        continue;
+      }
+      if (t != od::json_type::array) {
         m.invalid = true;
         m.invalid_reason = "Invalid Request: params must be an object.";
       }
     } else if (key == "result" || key == "error") {
+      once(seen, key == "result" ? 16 : 32, key == "result" ? "result" : "error", m.duplicate);
       m.has_result_or_error = true;
+    } else {
+      names.push_back(member_name{key, raw});
     }
     if ((err = walk(v, depth))) {
       return err;
+    }
+  }
+  if (m.duplicate.empty() && names.size() > 1) {
+    m.duplicate = find_duplicate(names);
+  }
+  if (!m.duplicate.empty()) {
+    m.invalid = true;
+    if (m.duplicate == "id") {
+      m.id = envelope::null_id;  // which one the client meant is not known
     }
   }
   if (!jsonrpc_ok && !m.invalid) {
@@ -333,9 +436,9 @@ bool origin_is_loopback(std::string_view o) {
 // Accept must admit both application/json and text/event-stream (wildcards count).
 // Header values come from the HTTP parser, which refuses every control byte but HTAB, so the
 // media-type literals (lowercase letters, '/', '*', '-', all with bit 0x20 set) can be compared
-// with http::detail::iequals_lower's word-wise fold.
+// with ascii::iequals_lower's word-wise fold.
 void accept_scan(std::string_view accept, bool& json, bool& sse) {
-  using http::detail::iequals_lower;
+  using ascii::iequals_lower;
   while (!accept.empty()) {
     size_t comma = accept.find(',');
     std::string_view item = accept.substr(0, comma);
@@ -361,7 +464,7 @@ bool accept_ok(const http::request& req, std::string_view first) {
   // RFC 9110 §5.3: several Accept lines are one comma-separated list (rare: looked at only
   // when the first line alone does not admit both).
   for (size_t i = 0; i < req.num_headers; ++i) {
-    if (http::detail::iequals_lower(req.headers[i].name, "accept")) {
+    if (ascii::iequals_lower(req.headers[i].name, "accept")) {
       accept_scan(req.headers[i].value, json, sse);
     }
   }
@@ -369,7 +472,7 @@ bool accept_ok(const http::request& req, std::string_view first) {
 }
 
 bool content_type_ok(std::string_view ct) {
-  return http::detail::iequals_lower(trim(ct.substr(0, ct.find(';'))), "application/json");
+  return ascii::iequals_lower(trim(ct.substr(0, ct.find(';'))), "application/json");
 }
 
 }  // namespace
@@ -380,6 +483,8 @@ endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_o
   // Size everything for the largest body and batch now: the steady state allocates nothing.
   TOLLGATE_CHECK(impl_->parser.allocate(opts_.max_body_bytes) == simdjson::SUCCESS);
   impl_->batch.reserve(opts_.max_batch);
+  impl_->names.reserve(64);
+  impl_->params_names.reserve(64);
   impl_->batch_limit_message =
       fmt::format("Invalid Request: a batch may hold at most {} messages.", opts_.max_batch);
   impl_->scratch.reserve(16 * 1024);
@@ -448,6 +553,11 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
       }
       const arg_spec& spec = t.args[idx];
       arg_value& out = a.values[idx];
+      if (out.present) {
+        // Given twice: refused rather than resolved (a reader taking the other one would run
+        // a different call).
+        return bad(spec.name, "must not appear more than once in arguments");
+      }
       od::value v = f.value();
       od::json_type jt;
       if (v.type().get(jt)) {
@@ -589,6 +699,15 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
           400);
       return;
     }
+  }
+
+  // A params member given twice (name, arguments, _meta...): refused, naming it.
+  if (!m.params_duplicate.empty() && m.mid != method_id::unknown) {
+    r = error_reply(id,
+                    rpc_error{rpc_error_kind::invalid_params, m.params_duplicate,
+                              "must not appear more than once in params", 0},
+                    200);
+    return;
   }
 
   // params: _meta protocol version (modern), then what the method needs.
@@ -735,6 +854,10 @@ void prepare(reply& r, host& h) {
       e = {envelope::tool_error_code::quota_exceeded, a.retry_after_secs, a.quota_limit,
            a.quota_used, a.quota_remaining};
       break;
+    case admission::kind::unavailable:
+      e = {envelope::tool_error_code::usage_unavailable,
+           a.retry_after_secs < 1 ? 1 : a.retry_after_secs, -1, -1, -1};
+      break;
     case admission::kind::quota_unreachable:
       e = {envelope::tool_error_code::quota_unreachable,
            a.retry_after_secs < 1 ? 1 : a.retry_after_secs, -1, -1, -1};
@@ -749,12 +872,56 @@ void prepare(reply& r, host& h) {
 // Writes the JSON-RPC body of a decided (and prepared) reply; runs the tool for a tool call.
 // Returns true when an admitted (billable) call failed and so was not billed: the quota figures
 // written before it ran counted it.
-bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
+outcome outcome_of(const envelope::rpc_error& e) noexcept {
+  switch (e.kind) {
+    case rpc_error_kind::parse_error: return outcome::parse_error;
+    case rpc_error_kind::method_not_found: return outcome::method_not_found;
+    case rpc_error_kind::invalid_params: return outcome::invalid_argument;
+    case rpc_error_kind::unknown_tool: return outcome::unknown_tool;
+    case rpc_error_kind::internal_error: return outcome::internal_error;
+    case rpc_error_kind::rate_limited: return outcome::rate_limited;
+    default: return outcome::invalid_request;
+  }
+}
+
+outcome outcome_of(envelope::tool_error_code c) noexcept {
+  switch (c) {
+    case envelope::tool_error_code::suspended: return outcome::suspended;
+    case envelope::tool_error_code::quota_exceeded: return outcome::quota_exceeded;
+    case envelope::tool_error_code::rate_limited: return outcome::rate_limited;
+    case envelope::tool_error_code::unavailable:
+    case envelope::tool_error_code::usage_unavailable:
+    case envelope::tool_error_code::quota_unreachable: return outcome::unavailable;
+    case envelope::tool_error_code::not_found: return outcome::not_found;
+  }
+  return outcome::internal_error;
+}
+
+bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, outcome& o);
+
+// write_body_of, then tells the host what `method` was answered with.
+bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out,
+                std::string_view method) {
+  outcome o = outcome::ok;
+  const bool unbilled = write_body_of(c, r, h, out, o);
+  if (r.k != reply::kind::none) {
+    h.answered(answer_note{method, r.tool, o});
+  }
+  return unbilled;
+}
+
+bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, outcome& o) {
   switch (r.k) {
     case reply::kind::none: return false;
     case reply::kind::result: c.env.result_response(out, r.id, r.result); return false;
-    case reply::kind::error: c.env.error_response(out, r.id, r.err); return false;
-    case reply::kind::tool_error: c.env.tool_error_response(out, r.id, r.rev, r.terr); return false;
+    case reply::kind::error:
+      o = outcome_of(r.err);
+      c.env.error_response(out, r.id, r.err);
+      return false;
+    case reply::kind::tool_error:
+      o = outcome_of(r.terr.code);
+      c.env.tool_error_response(out, r.id, r.rev, r.terr);
+      return false;
     case reply::kind::tool_call: {
       const size_t mark = out.size();
       c.env.success_prefix(out, r.id, r.rev);
@@ -764,10 +931,12 @@ bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out) {
       if (res.ok) {
         c.env.success_suffix(out);
       } else if (res.invalid) {
+        o = outcome::invalid_argument;
         out.resize(mark);  // roll back whatever the tool wrote
         c.env.error_response(out, r.id,
                              rpc_error{rpc_error_kind::invalid_params, res.argument, res.rule, 0});
       } else {
+        o = outcome_of(res.error.code);
         out.resize(mark);  // roll back whatever the tool wrote
         c.env.tool_error_response(out, r.id, r.rev, res.error);
       }
@@ -824,7 +993,7 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
   }
   if (t == od::json_type::object) {
     od::object o;
-    if (im.doc.get_object().get(o) || scan_message(o, p.single, 1)) {
+    if (im.doc.get_object().get(o) || scan_message(o, p.single, 1, im.names, im.params_names)) {
       return p;
     }
     p.shape = body_shape::single;
@@ -843,7 +1012,7 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
       message m;
       if (et == od::json_type::object) {
         od::object o;
-        if (v.get_object().get(o) || scan_message(o, m, 2)) {
+        if (v.get_object().get(o) || scan_message(o, m, 2, im.names, im.params_names)) {
           return p;
         }
       } else {
@@ -896,10 +1065,18 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
 
 // The reply for a message pass 1 already classified (invalid / notification / response), or
 // kind::none with `needs_decide` when it is a request.
-bool classify(const message& m, reply& r) {
+// `scratch` holds the message naming a duplicated member until the reply is written.
+bool classify(const message& m, reply& r, std::string& scratch) {
   if (m.invalid) {
+    std::string_view reason = m.invalid_reason;
+    if (!m.duplicate.empty()) {
+      scratch.assign("Invalid Request: the member \"");
+      scratch.append(m.duplicate);
+      scratch.append("\" appears more than once in the message.");
+      reason = scratch;
+    }
     r = error_reply(m.has_id ? m.id : envelope::null_id,
-                    rpc_error{rpc_error_kind::invalid_request, m.invalid_reason, {}, 0}, 400);
+                    rpc_error{rpc_error_kind::invalid_request, reason, {}, 0}, 400);
     return true;
   }
   if (!m.has_method || !m.has_id) {
@@ -949,6 +1126,19 @@ struct known_headers {
 
 }  // namespace
 
+bool endpoint::origin_allowed(const http::request& req) const noexcept {
+  const known_headers hd{req};
+  if (!hd.has(h_origin)) {
+    return true;
+  }
+  std::string_view origin = trim(hd.value(h_origin));
+  bool ok = opts_.allow_loopback_origins && origin_is_loopback(origin);
+  for (const auto& allowed : opts_.allowed_origins) {
+    ok = ok || allowed == origin;
+  }
+  return ok;
+}
+
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
   const bool close = !req.keep_alive;
@@ -956,15 +1146,8 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
   const known_headers hd{req};
 
   // Origin: DNS-rebinding protection, before anything else.
-  if (hd.has(h_origin)) {
-    std::string_view origin = trim(hd.value(h_origin));
-    bool ok = opts_.allow_loopback_origins && origin_is_loopback(origin);
-    for (const auto& allowed : opts_.allowed_origins) {
-      ok = ok || allowed == origin;
-    }
-    if (!ok) {
-      return transport_error(env_, h, out, 403, "Forbidden: this Origin is not allowed.", close);
-    }
+  if (!origin_allowed(req)) {
+    return transport_error(env_, h, out, 403, "Forbidden: this Origin is not allowed.", close);
   }
 
   if (req.method != "POST") {
@@ -1031,6 +1214,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
 
   parsed p = parse_body(im, req.body, opts_.max_batch);
   auto whole_error = [&](int status, rpc_error e, std::string_view id) {
+    h.answered(answer_note{{}, nullptr, outcome_of(e)});
     env_.head(out, status, close);
     h.write_headers(out);
     envelope::body_mark bm = env_.body_start(out);
@@ -1093,7 +1277,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     if (int st = session_gate(m.mid == method_id::initialize); st != 0) {
       return {st, close};
     }
-    if (!classify(m, r)) {
+    if (!classify(m, r, im.duplicate_message)) {
       im.doc.rewind();
       od::object o;
       if (im.doc.get_object().get(o)) {
@@ -1102,6 +1286,9 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       decide(c, m, &o, r);
     }
     if (r.k == reply::kind::none) {
+      if (im.rate_charged) {
+        h.refund_rate();  // notifications and responses never count toward the rate limit
+      }
       h.write_headers(im.scratch);
       env_.empty_response(out, 202, im.scratch.view(), close);
       im.scratch.clear();
@@ -1117,7 +1304,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     h.write_headers(out);
     const size_t headers_end = out.size();
     envelope::body_mark bm = env_.body_start(out);
-    const bool unbilled = write_body(c, r, h, out);
+    const bool unbilled = write_body(c, r, h, out, m.method);
     env_.body_end(out, bm);
     if (unbilled) {
       rewrite_headers(h, out, headers_at, headers_end, im.scratch);
@@ -1164,7 +1351,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       }
       rated = true;
     }
-    if (!limited && !classify(m, r)) {
+    if (!limited && !classify(m, r, im.duplicate_message)) {
       od::value v;
       od::object o;
       if (er.get(v) || v.get_object().get(o)) {
@@ -1184,10 +1371,13 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
       body.push_back(',');
     }
     prepare(r, h);
-    write_body(c, r, h, body);
+    write_body(c, r, h, body, m.method);
   }
   body.push_back(']');
   if (written == 0) {
+    if (im.rate_charged) {
+      h.refund_rate();  // notifications and responses never count toward the rate limit
+    }
     body.clear();
     h.write_headers(body);
     env_.empty_response(out, 202, body.view(), close);
@@ -1206,15 +1396,16 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
   return {200, close};
 }
 
-http::response_info endpoint::render_unauthorized(const http::request& req,
-                                                  out_buffer& out) const {
+http::response_info endpoint::render_unauthorized(const http::request& req, out_buffer& out,
+                                                  bool key_presented) const {
   const bool close = !req.keep_alive;
-  env_.unauthorized(out, close);
+  env_.unauthorized(out, close, key_presented);
   return {401, close};
 }
 
 http::response_info endpoint::render_rate_limited(const http::request& req, host& h,
-                                                  out_buffer& out, int64_t retry_after_secs) {
+                                                  out_buffer& out, int64_t retry_after_secs,
+                                                  int64_t now_ns) {
   const bool close = !req.keep_alive;
   if (retry_after_secs < 1) {
     retry_after_secs = 1;
@@ -1224,6 +1415,21 @@ http::response_info endpoint::render_rate_limited(const http::request& req, host
     parsed p = parse_body(*impl_, req.body, opts_.max_batch);
     if (p.shape == body_shape::single && p.single.has_id && !p.single.invalid) {
       id = p.single.id;
+    }
+    // Only notifications and responses: they do not count, so they are not refused either;
+    // answered as any POST is (its checks, then 202), with nothing charged to give back.
+    bool exempt = p.shape == body_shape::single || p.shape == body_shape::batch;
+    if (p.shape == body_shape::single) {
+      exempt = !p.single.invalid && !(p.single.has_id && p.single.has_method);
+    }
+    for (const message& m : impl_->batch) {
+      exempt = exempt && !m.invalid && !(m.has_id && m.has_method);
+    }
+    if (exempt) {
+      impl_->rate_charged = false;
+      http::response_info info = handle_http(req, h, out, now_ns);
+      impl_->rate_charged = true;
+      return info;
     }
   }
   env_.head(out, 429, close);
@@ -1271,7 +1477,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
   }
   const message& m = p.single;
   reply r;
-  if (!classify(m, r)) {
+  if (!classify(m, r, im.duplicate_message)) {
     im.doc.rewind();
     od::object o;
     if (im.doc.get_object().get(o)) {
@@ -1293,7 +1499,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
     }
   }
   prepare(r, h);
-  write_body(c, r, h, out);
+  write_body(c, r, h, out, m.method);
 }
 
 }  // namespace tollgate::mcp

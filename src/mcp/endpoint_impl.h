@@ -25,6 +25,14 @@ enum class method_id : uint8_t {
   cancelled,
 };
 
+/// One member name of an object pass 1 walked: as compared (unescaped; valid until the
+/// document is rewound) and where it is written in the body (after its opening quote; to name it
+/// in an error).
+struct member_name {
+  std::string_view key;
+  const char* raw = nullptr;
+};
+
 /// What pass 1 learned about one message object (views point into the request body).
 struct message {
   bool has_id = false;
@@ -33,6 +41,10 @@ struct message {
   bool has_result_or_error = false;
   bool invalid = false;              ///< not a JSON-RPC request/notification/response
   std::string_view invalid_reason;   ///< message for -32600
+  /// A member name given twice in the message object (as written; empty: none). -32600.
+  std::string_view duplicate;
+  /// A member name given twice in the params object (as written; empty: none). -32602.
+  std::string_view params_duplicate;
   std::string_view id = envelope::null_id;  ///< raw JSON token
   std::string_view method;           ///< raw contents between the quotes
   method_id mid = method_id::unknown;
@@ -69,11 +81,17 @@ struct endpoint::impl {
   /// look-ups must compare unescaped names (see member() in endpoint.cc).
   bool body_has_escape = false;
   std::vector<message> batch;
+  std::vector<member_name> names;         ///< pass 1's member names of a message object
+  std::vector<member_name> params_names;  ///< and of its params object
+  std::string duplicate_message;   ///< -32600's message naming a duplicated member
   std::vector<reply> replies;
   arguments args;
   out_buffer scratch;
   std::string session_header;  ///< "Mcp-Session-Id: ...\r\n" for a minted session
   std::string batch_limit_message;  ///< -32600's message for a batch over max_batch
+  /// The app charged this POST to the rate limit before dispatch (false while a refused one
+  /// that holds only notifications and responses is answered): a 202 gives the charge back.
+  bool rate_charged = true;
 
   explicit impl(size_t max_capacity) : parser(max_capacity) {}
 };

@@ -14,6 +14,11 @@ std::string quoted(std::string_view s) {
   return std::string(b.view());
 }
 
+// Schemas use only what every major model provider's function calling accepts (the subset
+// tests/app/schema_subset_test.cc checks): one "type" per property (never an array of types,
+// never oneOf/anyOf), and no "additionalProperties" or "default" (Gemini's schema refuses
+// them): unknown arguments are still refused by the server, and a default is said in the
+// description.
 std::string arg_schema(const arg_spec& a) {
   std::string s = "{";
   switch (a.type) {
@@ -21,10 +26,19 @@ std::string arg_schema(const arg_spec& a) {
     case arg_type::enumeration: s += R"("type":"string")"; break;
     case arg_type::integer: s += R"("type":"integer")"; break;
     case arg_type::string_array: s += R"("type":"array","items":{"type":"string"})"; break;
-    case arg_type::timestamp: s += R"("type":["integer","string"])"; break;
+    // Declared as a string (its description says: unix seconds or RFC 3339); a JSON integer
+    // is accepted as well.
+    case arg_type::timestamp: s += R"("type":"string")"; break;
   }
-  if (!a.description.empty()) {
-    s += R"(,"description":)" + quoted(a.description);
+  std::string description = a.description;
+  if (a.has_default) {
+    description += (description.empty() ? "" : " ") + std::string("Default: ") +
+                   (a.type == arg_type::integer ? std::to_string(a.default_int)
+                                                : a.default_string) +
+                   ".";
+  }
+  if (!description.empty()) {
+    s += R"(,"description":)" + quoted(description);
   }
   if (a.type == arg_type::enumeration) {
     s += R"(,"enum":[)";
@@ -47,10 +61,6 @@ std::string arg_schema(const arg_spec& a) {
   if (max_key != nullptr && a.has_max) {
     s += fmt::format(R"(,"{}":{})", max_key, a.max);
   }
-  if (a.has_default) {
-    s += R"(,"default":)";
-    s += a.type == arg_type::integer ? std::to_string(a.default_int) : quoted(a.default_string);
-  }
   return s + "}";
 }
 
@@ -67,7 +77,7 @@ std::string input_schema(const tool_def& t) {
   if (!required.empty()) {
     s += R"(,"required":[)" + required + "]";
   }
-  return s + R"(,"additionalProperties":false})";
+  return s + "}";
 }
 
 registry::rules make_rules(const tool_def& t) {

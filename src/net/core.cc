@@ -23,10 +23,13 @@
 //      buffers' capacity kept, so the steady state allocates nothing.
 #include "net/core.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,8 +92,10 @@ struct conn {
   bool paused = false;            // parsing paused: too much unsent output
   bool recv_cancelled = false;    // the armed recv was cancelled because input paused
   bool held_listed = false;       // in core::held_ (kept across a slot's reuse until swept)
+  bool journal_wait = false;      // `out` past `ready` holds a journaled (billed) response
   bool deferred = false;          // a deferred request waits at the front of `in`
   bool resume_queued = false;     // in core::resumed_ (resume() accepted, not delivered yet)
+  bool peer_fin = false;          // the peer half-closed: answer what came before, then close
   uint32_t saved = UINT32_MAX;    // the deferred request's parsed form (core::saved_)
   uint32_t req_id = 0;            // the request being handled or deferred (deferral_token::gen)
   size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)
@@ -108,14 +113,15 @@ struct conn {
 
 core::core(int index, const server_options& opts, const features& feat, int listen_fd,
            std::unique_ptr<http::handler> handler, core_stats& stats,
-           const std::atomic<bool>& stop)
+           const std::atomic<bool>& stop, handoff& hand)
     : index_(index),
       opts_(opts),
       feat_(feat),
       listen_fd_(listen_fd),
       handler_(std::move(handler)),
       stats_(stats),
-      stop_(stop) {
+      stop_(stop),
+      handoff_(hand) {
   // Blocking on purpose: io_uring fails a read of an empty O_NONBLOCK file with EAGAIN at once
   // on some kernels, where a blocking one is polled until server::stop() writes to it.
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -147,6 +153,9 @@ core::~core() {
     ::close(listen_fd_);
   }
   ::close(wake_fd_);
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+  }
 }
 
 result<void, std::string> core::setup() {
@@ -219,6 +228,18 @@ result<void, std::string> core::setup() {
   }
   io_uring_buf_ring_advance(br_, static_cast<int>(count));
 
+  rlimit nofile{};
+  if (opts_.fd_reserve > 0 && ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < rlim_t{INT32_MAX}) {
+    fd_ceiling_ = nofile.rlim_cur > opts_.fd_reserve
+                      ? static_cast<int>(nofile.rlim_cur - opts_.fd_reserve)
+                      : 0;
+    // A multishot burst is at most about a backlog of connections (see place_conn()).
+    fd_single_from_ = fd_ceiling_ - opts_.listen_backlog;
+    accept_single_ = fd_single_from_ <= 0;
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // for refuse_backlog()
+  }
+  handed_.reserve(64);
   conns_.resize(opts_.max_connections);
   free_.reserve(opts_.max_connections);
   for (uint32_t i = opts_.max_connections; i > 0; --i) {
@@ -242,6 +263,12 @@ uint64_t core::conn_data(op kind, uint32_t idx) const noexcept {
   return (uint64_t{static_cast<uint8_t>(kind)} << 56) |
          (uint64_t{conns_[idx].gen & 0xffffff} << 32) | idx;
 }
+
+uint32_t core::conn_gen(uint32_t idx) const noexcept { return conns_[idx].gen; }
+
+int core::conn_fd(uint32_t idx) const noexcept { return conns_[idx].fd; }
+
+size_t core::conn_slots() const noexcept { return conns_.size(); }
 
 io_uring_sqe* core::get_sqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -344,7 +371,7 @@ void core::run() {
 
 bool core::done() const noexcept {
   return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_ && !journal_inflight_ &&
-         !sync_inflight_;
+         !sync_inflight_ && file_writes_ == 0;
 }
 
 void core::on_cqe(const io_uring_cqe& cqe) {
@@ -369,6 +396,10 @@ void core::on_cqe(const io_uring_cqe& cqe) {
     case op::up_send:
     case op::up_recv:
       on_up_cqe(kind, cqe);
+      return;
+    case op::file_write:
+      --file_writes_;
+      handler_->on_file_written(static_cast<uint32_t>(ud), cqe.res);
       return;
     case op::recv:
     case op::send: {
@@ -398,7 +429,7 @@ void core::on_cqe(const io_uring_cqe& cqe) {
 
 void core::arm_accept() {
   io_uring_sqe* sqe = get_sqe();
-  if (multishot_accept_) {
+  if (multishot_accept_ && !accept_single_) {
     io_uring_prep_multishot_accept(sqe, listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   } else {
     io_uring_prep_accept(sqe, listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -413,12 +444,12 @@ void core::cancel(uint64_t user_data) {
   io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::cancel)} << 56);
 }
 
-// Accept runs while the core is below its cap, not draining and not backing off after an
-// accept error; otherwise a multishot accept is cancelled and pending connections wait in the
-// listener's backlog (accept back-off).
+// Accept runs while the core is not draining and not backing off after an accept error (then a
+// multishot accept is cancelled and pending connections wait in the listener's backlog until
+// the back-off ends). It runs at the cap too: place_conn() hands a connection this core has no
+// slot for to another core, or refuses it with a 503, rather than leave it in the backlog.
 void core::maybe_arm_accept() {
-  const bool want =
-      !draining_ && open_ < opts_.max_connections && now_mono_ >= accept_resume_at_;
+  const bool want = !draining_ && now_mono_ >= accept_resume_at_;
   if (want && !accept_armed_) {
     arm_accept();
   } else if (!want && accept_armed_ && !accept_cancel_pending_ && listen_fd_ >= 0) {
@@ -435,13 +466,7 @@ void core::on_accept(const io_uring_cqe& cqe) {
   const int res = cqe.res;
   if (res >= 0) {
     accept_backoff_ns_ = 0;
-    if (draining_ || free_.empty()) {
-      // Accepted in the same burst after the cap was reached: there is no slot for it.
-      ::close(res);
-      bump(stats_.rejected);
-      return;
-    }
-    open_conn(res);
+    place_conn(res);
     return;
   }
   if (res == -ECANCELED || res == -ECONNABORTED || res == -EINTR || res == -EAGAIN) {
@@ -449,6 +474,9 @@ void core::on_accept(const io_uring_cqe& cqe) {
   }
   // EMFILE, ENFILE, ENOBUFS, ENOMEM and anything unexpected: retry on a timer, never in a loop.
   bump(stats_.accept_errors);
+  if (res == -EMFILE || res == -ENFILE) {
+    refuse_backlog();
+  }
   if (accept_backoff_ns_ == 0) {
     log_error("core {}: accept failed: {}; retrying with back-off", index_, std::strerror(-res));
     accept_backoff_ns_ = kBackoffMinNs;
@@ -456,6 +484,111 @@ void core::on_accept(const io_uring_cqe& cqe) {
     accept_backoff_ns_ *= 2;
   }
   accept_resume_at_ = now_mono_ + accept_backoff_ns_;
+}
+
+// A connection this core accepted: kept when it has a free slot, else handed to the core with
+// the most room (handoff.h), else refused. One inside the descriptor reserve is refused first:
+// the descriptors above fd_ceiling_ belong to the rest of the process.
+void core::place_conn(int fd) {
+  if (draining_) {
+    ::close(fd);  // accepted in the same burst as the stop
+    return;
+  }
+  if (fd >= fd_single_from_ && !accept_single_) {
+    // A multishot accept takes a descriptor for every connection waiting in the backlog before
+    // this loop sees (and closes) any of them, so near the ceiling a burst would run through
+    // the reserve: accept one at a time while the table is this full.
+    accept_single_ = true;
+    if (accept_armed_ && multishot_accept_ && !accept_cancel_pending_) {
+      cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
+      accept_cancel_pending_ = true;
+    }
+  } else if (accept_single_ && fd < fd_single_from_ - opts_.listen_backlog) {
+    accept_single_ = false;  // room again: the next accept armed is multishot
+  }
+  if (fd >= fd_ceiling_) {
+    bump(stats_.rejected_no_fd);  // (counted first: the client may look right after)
+    refuse_conn(fd);
+    return;
+  }
+  if (handoff_.reserve(index_)) {
+    if (!free_.empty()) {
+      open_conn(fd);
+      return;
+    }
+    handoff_.release(index_);  // (cannot happen: load counts every slot in use)
+  }
+  const int to = handoff_.reserve_elsewhere(index_);
+  if (to >= 0) {
+    bump(stats_.handed_off);
+    handoff_.push(to, fd);
+    return;
+  }
+  bump(stats_.rejected);
+  refuse_conn(fd);
+}
+
+// No core can take the connection: a 503 the client can read, then the close. The socket is
+// fresh, so the send fits its buffer; the request bytes that already came are read first so
+// the close is a FIN rather than a reset that could discard the 503 on the client's side.
+void core::refuse_conn(int fd) {
+  static constexpr std::string_view k503 =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 96\r\n\r\n"
+      "{\"code\":\"unavailable\",\"message\":\"The server has no room for another connection; "
+      "retry shortly.\"}";
+  static_assert(k503.size() - k503.find("\r\n\r\n") - 4 == 96, "Content-Length");
+  [[maybe_unused]] const ssize_t w =
+      ::send(fd, k503.data(), k503.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
+  char sink[2048];
+  for (int i = 0; i < 8 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
+  ::close(fd);
+}
+
+// The descriptor table is full (fd_reserve set): the connections waiting in this core's
+// backlog cannot be served, but each can be told so rather than left waiting out the back-off.
+// The spare descriptor the core keeps for this is closed so that one accept4() can take a
+// connection, which is answered 503 and closed, and the spare is taken back; a bounded number
+// per accept error, so a table that stays full never makes the loop spin. poll() first: the
+// listener is blocking, and only this core accepts from it.
+void core::refuse_backlog() {
+  for (int i = 0; i < 64 && spare_fd_ >= 0 && listen_fd_ >= 0; ++i) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) {
+      return;
+    }
+    ::close(spare_fd_);
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      bump(stats_.rejected_no_fd);
+      refuse_conn(fd);
+    }
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return;  // another thread took the descriptor first
+    }
+  }
+}
+
+// Connections other cores accepted at their caps and handed here (their slots are reserved).
+void core::take_handoffs() {
+  handoff_.take(index_, handed_);
+  for (const int fd : handed_) {
+    if (draining_ || free_.empty()) {
+      handoff_.release(index_);
+      if (draining_) {
+        ::close(fd);
+      } else {
+        bump(stats_.rejected);
+        refuse_conn(fd);
+      }
+      continue;
+    }
+    open_conn(fd);
+  }
+  handed_.clear();
 }
 
 void core::open_conn(int fd) {
@@ -467,7 +600,7 @@ void core::open_conn(int fd) {
   c.state = conn_state::open;
   c.recv_armed = c.send_inflight = c.close_after_send = false;
   c.head_done = c.continue_sent = c.paused = c.recv_cancelled = false;  // `dirty`: dirty_ member
-  c.deferred = c.resume_queued = false;
+  c.deferred = c.resume_queued = c.peer_fin = false;
   c.sent = 0;
   c.need = 0;
   c.ready = c.mark = 0;
@@ -493,6 +626,7 @@ void core::arm_wake() {
 
 void core::on_wake(const io_uring_cqe& /*cqe*/) {
   wake_armed_ = false;
+  take_handoffs();  // another core's handoff (handoff::push) wakes this one too
   if (!draining_ && !stop_.load(std::memory_order_relaxed)) {
     arm_wake();  // spurious: keep listening
   }
@@ -564,7 +698,12 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
     }
     return;
   }
-  // EOF, reset or cancellation.
+  if (c.state == conn_state::open && res == 0) {
+    c.peer_fin = true;  // a half-close: what came before it is still answered
+    finish_after_fin(c, idx);
+    return;
+  }
+  // Reset or cancellation.
   if (c.state == conn_state::open && c.deferred) {
     if (c.resume_queued) {
       // resume() already said yes: the request is delivered this pass, then the slot closes.
@@ -572,13 +711,6 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
       return;
     }
     hard_close(c, idx);  // the client left while its request was deferred: resume() says no
-    return;
-  }
-  if (c.state == conn_state::open && res == 0 && (c.send_inflight || !c.out.empty())) {
-    // The peer half-closed after its last request: send what is pending, then close.
-    c.close_after_send = true;
-    c.in.clear();
-    c.need = 0;
     return;
   }
   if (c.state == conn_state::closing) {
@@ -600,7 +732,27 @@ void core::pause_input(conn& c, uint32_t idx) {
 }
 
 bool core::wants_input(const conn& c) const noexcept {
-  return c.state == conn_state::lingering || (c.state == conn_state::open && !c.paused);
+  return c.state == conn_state::lingering ||
+         (c.state == conn_state::open && !c.paused && !c.peer_fin);
+}
+
+// After the peer's FIN (a half-close, RFC 9112 §9.6: the client may still read): every complete
+// request received before it is answered, in order, then the connection closes. Called at the
+// FIN and again whenever a request that was waiting gets answered; while a deferred request or
+// input paused behind unsent output is still to be answered, the slot stays open (no receive is
+// armed). What is left in `in` then is at most a partial request, which can never complete.
+void core::finish_after_fin(conn& c, uint32_t idx) {
+  if (!c.peer_fin || c.state != conn_state::open || c.deferred || c.paused) {
+    return;
+  }
+  c.close_after_send = true;
+  c.in.clear();
+  c.need = 0;
+  if (c.send_inflight || !c.out.empty()) {
+    mark_dirty(c, idx);  // sent, then the close (flush_sends / on_send)
+    return;
+  }
+  hard_close(c, idx);  // nothing to send: the FIN came after the last answer went out
 }
 
 void core::append_in(conn& c, const char* p, size_t n) {
@@ -678,6 +830,9 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
       c.head_done = r.head_complete;
       c.need = (r.head_complete && !req_.chunked) ? r.head_bytes + req_.content_length : 0;
       if (r.head_complete && req_.expect_continue && !c.continue_sent) {
+        if (answer_before_body(c, idx)) {
+          break;  // answered from its head: the body is never invited
+        }
         c.out.append(http::continue_response);
         c.continue_sent = true;
         mark_dirty(c, idx);
@@ -691,6 +846,28 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
     break;
   }
   return off;
+}
+
+// `Expect: 100-continue` with the body still to come: the handler may answer from the head
+// alone (handler::answer_before_body); the connection then closes after that answer, and the
+// body, if the client sends it anyway, is read and dropped while lingering.
+bool core::answer_before_body(conn& c, uint32_t idx) {
+  const bool keep_alive = req_.keep_alive;
+  req_.body = {};
+  req_.keep_alive = false;  // the answer says "Connection: close"
+  const size_t before = c.out.size();
+  const http::response_info info = handler_->answer_before_body(req_, c.out, now_real_);
+  if (info.status == 0) {
+    c.out.resize(before);
+    req_.keep_alive = keep_alive;
+    return false;
+  }
+  TOLLGATE_ASSERT(!info.deferred && "answer_before_body() deferred");
+  bump(stats_.requests);
+  c.close_after_send = true;
+  c.need = 0;
+  mark_dirty(c, idx);
+  return true;
 }
 
 // Chooses the timer after input: a partial head keeps the deadline set when it began (a trickle
@@ -790,6 +967,7 @@ http::response_info core::call_handler(conn& c, uint32_t idx, const http::reques
   const size_t out_before = c.out.size();
   http::response_info info = handler_->handle(req, c.out, now_real_);
   cur_idx_ = kNil;
+  c.journal_wait = c.journal_wait || info.journaled;
   if (info.deferred && defer_called_) {
     TOLLGATE_ASSERT(c.out.size() == out_before && "a deferring handle() wrote output");
     c.out.resize(out_before);  // (release builds) half a response must not go out
@@ -882,6 +1060,7 @@ void core::redeliver(uint32_t idx) {
   if (c.close_after_send) {
     c.in.clear();
   }
+  finish_after_fin(c, idx);
   update_timer(c, idx, completed);
   if (!c.recv_armed && wants_input(c) && !c.close_after_send) {
     arm_recv(c, idx);
@@ -962,10 +1141,14 @@ void core::on_send(conn& c, uint32_t idx, int res) {
     if (c.close_after_send) {
       c.in.clear();
     }
+    finish_after_fin(c, idx);
     update_timer(c, idx, completed);
     if (!c.recv_armed && wants_input(c)) {
       arm_recv(c, idx);
     }
+  }
+  if (c.state != conn_state::open) {
+    return;
   }
   if (!c.out.empty() || c.close_after_send) {
     mark_dirty(c, idx);  // sent (or closed) at the end of this pass
@@ -1003,16 +1186,31 @@ void core::release_all_held() {
   for (const uint32_t idx : dirty_) {
     conn& c = conns_[idx];
     c.ready = c.out.size();
+    c.journal_wait = false;
   }
   for (const uint32_t idx : held_) {
     conn& c = conns_[idx];
     c.held_listed = false;
     if (c.state == conn_state::open) {
       c.ready = c.out.size();
+      c.journal_wait = false;
       mark_dirty(c, idx);
     }
   }
   held_.clear();
+  stats_.journal_held.store(0, std::memory_order_relaxed);
+}
+
+bool core::hold_if_journaled(conn& c, uint32_t idx) {
+  if (c.out.size() <= c.ready) {
+    return false;
+  }
+  if (c.journal_wait || c.held_listed) {
+    hold(c, idx);
+    return true;
+  }
+  c.ready = c.out.size();  // no billed answer in it: it never waits for the journal
+  return false;
 }
 
 void core::journal_step() {
@@ -1038,11 +1236,9 @@ bool core::journal_step_once() {
       return false;
     }
     for (const uint32_t idx : dirty_) {
-      conn& c = conns_[idx];
-      if (c.out.size() > c.ready) {
-        hold(c, idx);
-      }
+      hold_if_journaled(conns_[idx], idx);
     }
+    stats_.journal_held.store(held_.size(), std::memory_order_relaxed);
     if (b.fd < 0) {
       journal_size_ = b.size;
       journal_inflight_ = true;
@@ -1076,11 +1272,9 @@ bool core::journal_step_once() {
     return false;
   }
   for (const uint32_t idx : dirty_) {  // answered after the write in flight: wait for the next
-    conn& c = conns_[idx];
-    if (c.out.size() > c.ready) {
-      hold(c, idx);
-    }
+    hold_if_journaled(conns_[idx], idx);
   }
+  stats_.journal_held.store(held_.size(), std::memory_order_relaxed);
   return false;
 }
 
@@ -1121,9 +1315,11 @@ void core::on_journal_write(int res) {
       held_[kept++] = idx;  // answered while the write was in flight: the next write covers it
     } else {
       c.held_listed = false;
+      c.journal_wait = false;
     }
   }
   held_.resize(kept);  // shrinking: no allocation
+  stats_.journal_held.store(kept, std::memory_order_relaxed);
 }
 
 void core::on_journal_sync(int res) {
@@ -1140,7 +1336,8 @@ void core::on_journal_sync(int res) {
 // what is left with write(2)), so wait a bounded time for the last write and sync, and for the
 // cancelled operations of upstream connections (their buffers are ours).
 void core::finish_journal() {
-  for (int i = 0; i < 50 && (journal_inflight_ || sync_inflight_ || up_ops_ > 0); ++i) {
+  for (int i = 0;
+       i < 50 && (journal_inflight_ || sync_inflight_ || up_ops_ > 0 || file_writes_ > 0); ++i) {
     __kernel_timespec ts{};
     ts.tv_nsec = 100 * kMs;
     io_uring_cqe* first = nullptr;
@@ -1154,6 +1351,9 @@ void core::finish_journal() {
         on_journal_write(cqe->res);
       } else if (kind == op::journal_sync) {
         on_journal_sync(cqe->res);
+      } else if (kind == op::file_write) {
+        --file_writes_;
+        handler_->on_file_written(static_cast<uint32_t>(cqe->user_data), cqe->res);
       } else if (kind == op::up_connect || kind == op::up_send || kind == op::up_recv) {
         on_up_cqe(kind, *cqe);  // closing (teardown): releases the connection
       } else if (kind == op::recv && (cqe->flags & IORING_CQE_F_BUFFER) != 0) {
@@ -1207,6 +1407,7 @@ void core::maybe_release(conn& c, uint32_t idx) {
   c.out.clear();
   c.sending.clear();
   c.ready = c.mark = 0;
+  c.journal_wait = false;
   free_saved(c);
   c.deferred = c.resume_queued = false;
   if (c.in.capacity() > kKeepInCapacity) {
@@ -1219,6 +1420,7 @@ void core::maybe_release(conn& c, uint32_t idx) {
     c.sending = out_buffer();
   }
   free_.push_back(idx);
+  handoff_.release(index_);
   --open_;
   bump(stats_.closed);
   stats_.open_connections.store(open_, std::memory_order_relaxed);
@@ -1304,6 +1506,7 @@ void core::begin_drain() {
   if (wake_armed_) {
     cancel(uint64_t{static_cast<uint8_t>(op::wake)} << 56);
   }
+  take_handoffs();  // closes any handed here meanwhile
   for (uint32_t idx = 0; idx < conns_.size(); ++idx) {
     conn& c = conns_[idx];
     if (c.state != conn_state::open) {

@@ -1,5 +1,5 @@
 // One core of the engine: its ring, provided buffer ring, connection slot pool, outbound
-// upstream connections and event loop. Shard-local: every member is touched only by the core's
+// upstream connections and event loop. Core-local: every member is touched only by the core's
 // own thread, except wake_fd() (written by server::stop() from any thread) and the stop flag it
 // reads. The core is also its handler's http::engine_io (deferred requests, fetch()).
 //
@@ -27,7 +27,9 @@
 // bytes after it) stay at the front of the slot's reassembly buffer `in`, the parsed request is
 // kept (rebased onto `in`, since a chunked body was decoded in place and cannot be parsed
 // twice), nothing further of the connection is parsed, and it sits on no timer list (the
-// handler resumes it within its own deadline). Its receive stays armed: a peer EOF or error
+// handler resumes it within its own deadline). Its receive stays armed: the peer's FIN (a
+// half-close) keeps it, and it and the complete requests pipelined behind it are answered
+// before the connection closes (see finish_after_fin() in core.cc); a reset or receive error
 // closes it (resume() then returns false) unless a resume is already queued, in which case the
 // request is delivered first and the connection closes after its answer.
 //
@@ -51,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "net/handoff.h"
 #include "net/upstream.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/result.h"
@@ -70,7 +73,8 @@ struct conn;
 class core final : public http::engine_io {
  public:
   core(int index, const server_options& opts, const features& feat, int listen_fd,
-       std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop);
+       std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop,
+       handoff& hand);
   ~core();
   core(const core&) = delete;
   core& operator=(const core&) = delete;
@@ -82,6 +86,8 @@ class core final : public http::engine_io {
   uint32_t add_upstream(std::string_view host, uint16_t port) override;
   void fetch(uint32_t u, std::string_view request, uint64_t tag, int64_t deadline_mono_ns) override;
   int64_t now_mono() const override { return now_mono_; }
+  bool write_file(int fd, const char* data, size_t len, uint32_t tag) override;
+  size_t peer_address(char* buf, size_t cap) override;
 
   /// The eventfd that server::stop() writes to wake this core.
   int wake_fd() const noexcept { return wake_fd_; }
@@ -103,11 +109,15 @@ class core final : public http::engine_io {
     up_connect,
     up_send,
     up_recv,  // upstream connection operations (upstream.cc)
+    file_write,  // engine_io::write_file (the access log)
   };
   static constexpr uint32_t kNil = UINT32_MAX;
 
   io_uring_sqe* get_sqe();
   uint64_t conn_data(op kind, uint32_t idx) const noexcept;
+  uint32_t conn_gen(uint32_t idx) const noexcept;
+  int conn_fd(uint32_t idx) const noexcept;
+  size_t conn_slots() const noexcept;
 
   void on_cqe(const io_uring_cqe& cqe);
   void on_accept(const io_uring_cqe& cqe);
@@ -116,11 +126,17 @@ class core final : public http::engine_io {
   void on_send(conn& c, uint32_t idx, int res);
 
   void open_conn(int fd);
+  void place_conn(int fd);
+  void refuse_conn(int fd);
+  void take_handoffs();
+  void refuse_backlog();
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
+  bool answer_before_body(conn& c, uint32_t idx);
   void append_in(conn& c, const char* p, size_t n);
   void pause_input(conn& c, uint32_t idx);
   bool wants_input(const conn& c) const noexcept;
+  void finish_after_fin(conn& c, uint32_t idx);
   void update_timer(conn& c, uint32_t idx, bool completed);
 
   void arm_recv(conn& c, uint32_t idx);
@@ -133,6 +149,7 @@ class core final : public http::engine_io {
   void journal_step();
   bool journal_step_once();  // true: an inline write was short but made progress
   void hold(conn& c, uint32_t idx);
+  bool hold_if_journaled(conn& c, uint32_t idx);
   void release_all_held();
   void on_journal_write(int res);
   void on_journal_sync(int res);
@@ -190,6 +207,11 @@ class core final : public http::engine_io {
   const std::atomic<bool>& stop_;
   int wake_fd_ = -1;
   uint64_t wake_buf_ = 0;
+  handoff& handoff_;          // connections passed between cores at their caps (handoff.h)
+  std::vector<int> handed_;   // the descriptors taken from it this pass
+  int fd_ceiling_ = INT32_MAX;  // accepted descriptors at or above it: 503 (fd_reserve)
+  int fd_single_from_ = INT32_MAX;  // accepted descriptors at or above it: single-shot accepts
+  int spare_fd_ = -1;  // given up to accept (and refuse) one connection when the table is full
 
   io_uring ring_{};
   bool ring_ok_ = false;
@@ -227,6 +249,7 @@ class core final : public http::engine_io {
   int64_t timeout_ns_[3] = {};
 
   bool accept_armed_ = false;
+  bool accept_single_ = false;  // single-shot accepts while descriptors are near fd_reserve
   bool accept_cancel_pending_ = false;
   int64_t accept_resume_at_ = 0;
   int64_t accept_backoff_ns_ = 0;
@@ -266,6 +289,13 @@ class core final : public http::engine_io {
   std::vector<queued_reply> replies_;  // failures found inside fetch(), delivered later
   std::vector<queued_reply> replies_work_;
   out_buffer retry_req_;       // a request moving to a fresh connection
+  uint32_t file_writes_ = 0;   // engine_io::write_file operations in flight
+  struct peer_text {           // a connection's peer address, read once when first asked
+    uint32_t gen = UINT32_MAX;
+    uint8_t len = 0;
+    char text[55];
+  };
+  std::vector<peer_text> peers_;  // by slot
   uint32_t up_ops_ = 0;        // upstream operations in flight
   bool attached_ = false;      // attach() returned: add_upstream() is closed
   bool tearing_down_ = false;  // the loop ended: fetch() fails with -ECANCELED

@@ -138,6 +138,7 @@ struct server::impl {
   int wake_fds[kMaxCores] = {};
   std::atomic<int> wake_count{0};
   std::unique_ptr<core_stats[]> stats;
+  std::unique_ptr<detail::handoff> handoff;  // outlives the cores (declared before them)
   std::vector<std::unique_ptr<detail::core>> cores;
   std::vector<std::thread> threads;
   int nthreads = 0;
@@ -253,10 +254,12 @@ result<void, std::string> server::start(handler_factory factory) {
   }
 
   s.stats = std::make_unique<core_stats[]>(static_cast<size_t>(n));
+  s.handoff = std::make_unique<detail::handoff>(n, o.max_connections);
   for (int i = 0; i < n; ++i) {
     s.cores.push_back(std::make_unique<detail::core>(i, o, f, listeners[i], std::move(handlers[i]),
-                                                     s.stats[i], s.stop));
+                                                     s.stats[i], s.stop, *s.handoff));
     s.wake_fds[i] = s.cores.back()->wake_fd();
+    s.handoff->set_wake_fd(i, s.wake_fds[i]);
   }
   s.wake_count.store(n, std::memory_order_release);
   s.nthreads = n;

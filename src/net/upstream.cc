@@ -16,10 +16,10 @@
 #include <cstring>
 #include <utility>
 
-#include "http/ascii.h"
 #include "net/core.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
+#include "tollgate/http/response_head.h"
 
 namespace tollgate::net::detail {
 namespace {
@@ -28,8 +28,6 @@ constexpr size_t kRecvChunk = 16 * 1024;
 constexpr size_t kRecvMax = 4 * 1024 * 1024;
 /// Buffers of an idle or released connection above this are freed (a rare huge response).
 constexpr size_t kKeepUpCapacity = 4 * 1024 * 1024;
-
-bool digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
 void shrink(out_buffer& b) {
   b.clear();
@@ -58,58 +56,18 @@ head_status parse_response_head(std::string_view buf, size_t& scan, response_hea
   }
   out = response_head{};
   out.head_len = head_len;
-  const std::string_view head = buf.substr(0, head_len - 2);  // every line ends in CRLF
-  // "HTTP/1.x SSS" then SP or the line's end.
-  if (head.size() < 14 || head.substr(0, 7) != "HTTP/1." || !digit(head[7]) || head[8] != ' ' ||
-      !digit(head[9]) || !digit(head[10]) || !digit(head[11]) ||
-      (head[12] != ' ' && head[12] != '\r')) {
+  http::response_fields f;
+  // Every line of the head ends in CRLF: the block is the head without its empty line.
+  if (http::parse_response_fields(buf.substr(0, head_len - 2), f) !=
+          http::response_head_error::none ||
+      (f.has_length && f.content_length > kMaxUpstreamBody)) {
     return head_status::bad;
   }
-  const bool http10 = head[7] == '0';
-  out.status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
-  bool saw_close = false;
-  bool saw_keep_alive = false;
-  size_t pos = head.find("\r\n") + 2;
-  while (pos < head.size()) {
-    const size_t end = head.find("\r\n", pos);
-    const std::string_view line = head.substr(pos, end - pos);
-    pos = end + 2;
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      return head_status::bad;
-    }
-    const std::string_view name = line.substr(0, colon);
-    const std::string_view value = http::detail::trim_ows(line.substr(colon + 1));
-    if (http::detail::iequals(name, "content-length")) {
-      if (value.empty()) {
-        return head_status::bad;
-      }
-      size_t n = 0;
-      for (const char c : value) {
-        if (!digit(c)) {
-          return head_status::bad;
-        }
-        n = n * 10 + static_cast<size_t>(c - '0');
-        if (n > kMaxUpstreamBody) {
-          return head_status::bad;  // over the body cap (and no overflow past it)
-        }
-      }
-      if (out.has_length && out.content_length != n) {
-        return head_status::bad;
-      }
-      out.has_length = true;
-      out.content_length = n;
-    } else if (http::detail::iequals(name, "transfer-encoding")) {
-      out.chunked = true;
-    } else if (http::detail::iequals(name, "connection")) {
-      http::detail::for_each_list_element(value, [&](std::string_view token) {
-        saw_close = saw_close || http::detail::iequals(token, "close");
-        saw_keep_alive = saw_keep_alive || http::detail::iequals(token, "keep-alive");
-        return true;
-      });
-    }
-  }
-  out.close = saw_close || (http10 && !saw_keep_alive);
+  out.status = f.status;
+  out.has_length = f.has_length;
+  out.content_length = static_cast<size_t>(f.content_length);
+  out.chunked = f.chunked || f.other_coding;
+  out.close = f.close;
   return head_status::complete;
 }
 
@@ -198,6 +156,10 @@ int core::open_up(uint32_t u, uint32_t& idx) {
   const int fd = ::socket(up.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return -errno;  // EMFILE, ENFILE, ENOBUFS
+  }
+  if (fd >= fd_ceiling_) {
+    ::close(fd);
+    return -EMFILE;  // a descriptor reserved for the rest of the process (fd_reserve)
   }
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

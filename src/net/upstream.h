@@ -15,7 +15,7 @@
 //      reused idle connection that ends by EOF, ECONNRESET or EPIPE before any response byte is
 //      sent once more on a fresh connection (the peer closed an idle keep-alive connection).
 //   5. Idle connections unused for kUpstreamIdleNs are closed on a tick.
-// Shard-local: owned by one core.
+// Core-local: owned by one core.
 #pragma once
 
 #include <sys/socket.h>

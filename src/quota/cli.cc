@@ -13,27 +13,42 @@ namespace tollgate::quota {
 namespace {
 
 constexpr std::string_view kKeysHelp =
-    "usage: tollgate keys create --account ACCOUNT --plan PLAN [--data-dir DIR]\n"
-    "       tollgate keys list [--data-dir DIR]\n"
-    "       tollgate keys revoke KEY_ID [--data-dir DIR]\n"
+    "usage: tollgate keys create --account ACCOUNT --plan PLAN [--config FILE] [--data-dir DIR]\n"
+    "       tollgate keys list [--config FILE] [--data-dir DIR]\n"
+    "       tollgate keys revoke KEY_ID [--config FILE] [--data-dir DIR]\n"
     "\n"
-    "  create   makes a new API key for ACCOUNT (created if new) on PLAN (a plan from the\n"
-    "           config) and prints it once on stdout; only its SHA-256 is stored\n"
+    "  create   makes a new API key for ACCOUNT (created if new) on PLAN and prints it once on\n"
+    "           stdout; only its SHA-256 is stored\n"
     "  list     shows key ids, accounts, plans, creation times and status (never secrets)\n"
     "  revoke   disables KEY_ID; a running server refuses it after its next reload (<= 1 s)\n"
     "\n"
-    "  With --config FILE holding [cluster], keys and accounts live in that Redis (any host;\n"
-    "  every node applies a change within a second) and --data-dir is not used.\n";
+    "  --account ACCOUNT  the account the new key belongs to (create)\n"
+    "  --plan PLAN        the new key's plan: free, pro, or a [plans.NAME] of --config (create)\n"
+    "  --config FILE      the TOML config whose [plans] (and server.data_dir) to use, as serve\n"
+    "                     is given it; without it only the built-in free and pro exist\n"
+    "  --data-dir DIR     the data dir holding keys and accounts (default ./tollgate-data)\n"
+    "  --help             this text\n"
+    "An option takes its value as the next word or after an equals sign.\n"
+    "With --config FILE holding [cluster], keys and accounts live in that Redis (any host;\n"
+    "every node applies a change within a second) and --data-dir is not used.\n";
 
 constexpr std::string_view kAccountsHelp =
-    "usage: tollgate accounts suspend ACCOUNT [--data-dir DIR]\n"
-    "       tollgate accounts resume ACCOUNT [--data-dir DIR]\n"
+    "usage: tollgate accounts suspend ACCOUNT [--config FILE] [--data-dir DIR]\n"
+    "       tollgate accounts resume ACCOUNT [--config FILE] [--data-dir DIR]\n"
     "\n"
     "  suspend  billable calls of ACCOUNT's keys get a `suspended` error (initialize, tools/list\n"
     "           and ping still work); a running server applies it within a second\n"
     "  resume   lifts a suspension\n"
     "\n"
-    "  With --config FILE holding [cluster], the account is changed in that Redis.\n";
+    "  --config FILE      the TOML config (its server.data_dir is used)\n"
+    "  --data-dir DIR     the data dir holding keys and accounts (default ./tollgate-data)\n"
+    "  --help             this text\n"
+    "With --config FILE holding [cluster], the account is changed in that Redis.\n";
+
+// The options each command takes: its parser refuses any other, and its help lists each.
+constexpr std::string_view kKeysOptions[] = {"--account", "--plan", "--config", "--data-dir",
+                                             "--help"};
+constexpr std::string_view kAccountsOptions[] = {"--config", "--data-dir", "--help"};
 
 struct parsed {
   std::vector<std::string_view> positional;
@@ -63,6 +78,8 @@ parsed parse(std::span<const std::string_view> args, std::string_view data_dir) 
         value = a.substr(eq + 1);
         has_value = true;
       }
+      // The union of the commands' value options: `accounts` refuses --account and --plan
+      // itself, with a message saying how it takes the account.
       if (name != "--account" && name != "--plan" && name != "--data-dir" && name != "--config") {
         p.error = fmt::format("unknown option {}", name);
         return p;
@@ -115,6 +132,11 @@ std::string utc_time(int64_t unix) {
 
 }  // namespace
 
+std::span<const std::string_view> keys_options() { return kKeysOptions; }
+std::span<const std::string_view> accounts_options() { return kAccountsOptions; }
+std::string_view keys_help() { return kKeysHelp; }
+std::string_view accounts_help() { return kAccountsHelp; }
+
 std::string config_option(std::span<const std::string_view> args) {
   parsed p = parse(args, "");
   return p.error.empty() ? std::string(p.config) : std::string();
@@ -122,7 +144,7 @@ std::string config_option(std::span<const std::string_view> args) {
 
 int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
                      std::string_view data_dir, std::FILE* out, std::FILE* err,
-                     key_backend* backend) {
+                     std::string_view config_path, key_backend* backend) {
   parsed p = parse(args, data_dir);
   if (p.help) {
     fmt::print(out, "{}", kKeysHelp);
@@ -146,6 +168,16 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
     }
     auto r = store.create_key(p.account, p.plan, plans, static_cast<int64_t>(std::time(nullptr)));
     if (!r) {
+      if (r.error().usage && plans.find(std::string(p.plan)) == plans.end()) {
+        // Say where the plans were looked for: a plan of a config file needs --config.
+        fmt::print(err, "tollgate: {}; {}\n", r.error().message,
+                   config_path.empty()
+                       ? std::string("no --config FILE was given, so only the built-in plans "
+                                     "exist (pass the config that defines [plans." +
+                                     std::string(p.plan) + "])")
+                       : fmt::format("looked in the [plans] of {}", config_path));
+        return 2;
+      }
       return report(err, r.error());
     }
     fmt::print(out, "{}\n", r->secret);

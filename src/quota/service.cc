@@ -24,10 +24,22 @@
 //     lock, so recovery = snapshot + journal bytes after `covered`, exactly once.
 //   - a journal past journal_rotate_bytes is rotated to generation gen+1 at reconcile; persist()
 //     deletes generations that a durable snapshot covers (compaction).
+//
+// Disk faults (a full, read-only or failing data dir):
+//   1. Space for records is reserved ahead of the journal's end with fallocate(KEEP_SIZE), a
+//      step (kReserveStep) at a time, topped up once per pass when half a step is left. A full
+//      disk therefore fails a reservation, not a write: admit() sees there is no room for one
+//      more record and refuses the call as `unavailable` before it runs (not billed, no unit
+//      taken). File systems without fallocate skip this and rely on 2.
+//   2. A write that fails (EIO, EROFS...) keeps its bytes; the engine (or the next pass) retries
+//      them, and admit() refuses billed calls until they are written.
+//   3. Failed reservations are retried at most every 100 ms (on_tick too, so recovery needs no
+//      traffic); health() tells /readyz and /metrics, and every episode is logged once.
 #include "tollgate/quota/service.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <time.h>
 // The low-level SHA256_* calls are deprecated in OpenSSL 3 but allocation-free (see
 // authenticate); this file opts out of the deprecation warnings for them.
 #define OPENSSL_SUPPRESS_DEPRECATED
@@ -49,7 +61,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "quota/fs.h"
 #include "quota/journal.h"
 #include "quota/state.h"
 #include "tollgate/common/assert.h"
@@ -57,6 +68,7 @@
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/log.h"
 #include "tollgate/quota/civil.h"
+#include "tollgate/quota/fs.h"
 
 namespace tollgate::quota {
 
@@ -65,6 +77,15 @@ constexpr int64_t kNsPerSec = 1000000000;
 constexpr int64_t kNsPerMs = 1000000;
 
 int64_t ceil_secs(int64_t ns) noexcept { return ns <= 0 ? 0 : (ns + kNsPerSec - 1) / kNsPerSec; }
+
+// Cold paths only (reservations): the hot path uses the engine's clock.
+int64_t mono_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+constexpr int64_t kReserveRetryNs = 100 * kNsPerMs;
+static_assert(journal::kRecordSize == 28, "core_shard::room_needed() counts 28-byte records");
 
 struct covered_pos {
   uint64_t gen = 0;
@@ -124,8 +145,11 @@ struct service::impl {
   std::vector<std::unique_ptr<key_table>> retired;
   fs::file_stamp keys_stamp, accounts_stamp;
   uint64_t next_epoch = 1;
+  size_t loaded_keys = 0;  // entries of the files the table in force was built from
+  size_t loaded_accounts = 0;
 
   std::mutex persist_mu;
+  bool persist_failing = false;  // guarded by persist_mu
 
   key_state* state_for_locked(uint64_t key_id, int64_t quota, uint32_t month) {
     auto it = states.find(key_id);
@@ -261,38 +285,6 @@ void write_rate_headers(out_buffer& out, const figures& f) {
   out.commit(static_cast<size_t>(p - begin));
 }
 
-std::string_view presented_key(std::string_view authorization,
-                               std::string_view x_api_key) noexcept {
-  auto trim = [](std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
-      v.remove_prefix(1);
-    }
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
-      v.remove_suffix(1);
-    }
-    return v;
-  };
-  authorization = trim(authorization);
-  if (authorization.size() > 7) {
-    static constexpr char kBearer[] = "bearer ";
-    bool match = true;
-    for (size_t i = 0; i < 7; ++i) {
-      char c = authorization[i];
-      if (c >= 'A' && c <= 'Z') {
-        c = static_cast<char>(c - 'A' + 'a');
-      }
-      match &= c == kBearer[i];
-    }
-    if (match) {
-      std::string_view token = trim(authorization.substr(7));
-      if (!token.empty()) {
-        return token;
-      }
-    }
-  }
-  return trim(x_api_key);
-}
-
 // ---------------------------------------------------------------------------------------------
 // core_shard
 
@@ -326,15 +318,143 @@ void core_shard::refresh_table() noexcept {
   seen_epoch_.store(t->epoch, std::memory_order_release);
 }
 
-void core_shard::open_journal() noexcept {
+int core_shard::open_journal() noexcept {
   const std::string path = svc_.impl_->usage_dir + "/" + journal_name(index_, journal_gen_);
   journal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (journal_fd_ < 0) {
-    log_error("cannot open usage journal {}: {}", path, std::strerror(errno));
-    return;
+    const int e = errno;
+    log_error("cannot open usage journal {}: {}", path, std::strerror(e));
+    return e;
   }
   off_t end = ::lseek(journal_fd_, 0, SEEK_END);
   journal_size_ = end > 0 ? static_cast<uint64_t>(end) : 0;
+  reserved_end_ = journal_size_;
+  next_reserve_ns_ = 0;
+  reserve(room_needed());
+  update_failing();
+  recount_room();
+  return 0;
+}
+
+void core_shard::recount_room() noexcept {
+  if (write_failed_ || journal_fd_ < 0) {
+    room_calls_ = 0;
+  } else if (reserve_unsupported_) {
+    room_calls_ = INT64_MAX / 2;
+  } else {
+    const uint64_t need = room_needed(0);
+    room_calls_ = reserved_end_ > need ? static_cast<int64_t>((reserved_end_ - need) / 28) : 0;
+  }
+}
+
+bool core_shard::make_room() noexcept {
+  if (write_failed_) {
+    return false;  // records are waiting to be written: nothing new until they are
+  }
+  if (journal_fd_ < 0) {
+    const int64_t now = mono_ns();
+    if (now < next_reserve_ns_) {
+      return false;
+    }
+    if (open_journal() != 0) {
+      next_reserve_ns_ = now + kReserveRetryNs;
+      update_failing();
+      return false;
+    }
+  }
+  if (!reserve_unsupported_) {
+    reserve(room_needed());
+  }
+  recount_room();
+  return room_calls_ >= 2;
+}
+
+bool core_shard::reserve(uint64_t need) noexcept {
+  if (reserve_unsupported_ || journal_fd_ < 0) {
+    return reserve_unsupported_;
+  }
+  const int64_t now = mono_ns();
+  if (now < next_reserve_ns_) {
+    return reserved_end_ >= need;
+  }
+  const uint64_t target = need + kReserveStep;
+  const int r = ::fallocate(journal_fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(journal_size_),
+                            static_cast<off_t>(target - journal_size_));
+  if (r == 0) {
+    reserved_end_ = target;
+    recount_room();
+    if (reserve_failed_) {
+      reserve_failed_ = false;
+      log_info("usage journal on core {}: space reserved again; billed calls are answered",
+               index_);
+      update_failing();
+    }
+    return true;
+  }
+  const int e = errno;
+  if (e == EOPNOTSUPP || e == ENOSYS) {
+    reserve_unsupported_ = true;
+    recount_room();
+    log_info("usage journal on core {}: the file system cannot reserve space (fallocate: {}); "
+             "a full disk is found by failing writes instead",
+             index_, std::strerror(e));
+    return true;
+  }
+  count_error();
+  next_reserve_ns_ = now + kReserveRetryNs;
+  if (!reserve_failed_) {
+    reserve_failed_ = true;
+    log_error("usage journal on core {}: cannot reserve space: {}; billed calls are refused as "
+              "unavailable once the {} byte(s) still reserved are used, until space returns",
+              index_, std::strerror(e), reserved_end_ > need ? reserved_end_ - need : 0);
+    update_failing();
+  }
+  return reserved_end_ >= need;
+}
+
+void core_shard::count_error() noexcept {
+  ++journal_errors_;
+  health_.errors.store(journal_errors_, std::memory_order_relaxed);
+}
+
+void core_shard::update_failing() noexcept {
+  health_.failing.store(write_failed_ || reserve_failed_ || journal_fd_ < 0,
+                        std::memory_order_relaxed);
+}
+
+void core_shard::note_written() noexcept {
+  if (write_failed_) {
+    write_failed_ = false;
+    log_info("usage journal on core {}: records written again", index_);
+    update_failing();
+    recount_room();
+  }
+  // relaxed: a figure for /metrics. Records settled while a write was in flight are the oldest
+  // unwritten ones now.
+  const bool left = !journal_buf_.empty() || !journal_out_.empty() || open_count_ != 0;
+  health_.unwritten_since_ns.store(left ? pass_now_ns_ : 0, std::memory_order_relaxed);
+}
+
+void core_shard::note_write_failed() noexcept {
+  count_error();
+  if (!write_failed_) {
+    write_failed_ = true;
+    update_failing();
+  }
+  room_calls_ = 0;
+}
+
+void core_shard::note_unwritten() noexcept {
+  if (health_.unwritten_since_ns.load(std::memory_order_relaxed) == 0) {
+    health_.unwritten_since_ns.store(pass_now_ns_ == 0 ? 1 : pass_now_ns_,
+                                     std::memory_order_relaxed);
+  }
+  // Top the reservation up once half a step is left (one compare per pass when there is room).
+  if (!reserve_unsupported_ && journal_fd_ >= 0 &&
+      reserved_end_ < room_needed() + kReserveStep / 2) {
+    reserve(room_needed() + kReserveStep / 2);
+  }
+  recount_room();
 }
 
 void core_shard::clear_key_cache() noexcept {
@@ -461,6 +581,19 @@ rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures
   return rate_verdict::limited;
 }
 
+void core_shard::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+  // The admission advanced tat by T from max(tat, now); stepping it back by T leaves the key
+  // where it would be without that request (an earlier tat below now means the same as now).
+  // relaxed: as in check_rate.
+  std::atomic<int64_t>& a = k.state->tat_ns;
+  int64_t tat = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(tat, tat - k.emission_ns, std::memory_order_relaxed)) {
+  }
+  const int64_t ahead = std::max<int64_t>(0, tat - k.emission_ns - now_ns);
+  f.rate_remaining = (k.tolerance_ns - ahead) / k.emission_ns;
+  f.rate_reset_secs = ceil_secs(ahead);
+}
+
 bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
   std::atomic<uint64_t>& pool = k.state->pool;
   // Read before the pool: a rebase between the two leaves this lease tagged with the older
@@ -525,6 +658,14 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
     fill_quota(k, now_ns, f);
     return admit_verdict::suspended;
   }
+  if (!journal_room()) {
+    // Not recordable: not made, not billed (design §6). The figures are the key's as they stand.
+    fill_quota(k, now_ns, f);
+    f.retry_after_secs = 1;
+    health_.refused.store(health_.refused.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+    return admit_verdict::unavailable;
+  }
   local_key& lk = locals_[k.slot];
   bool over = false;
   if (lk.lease > 0 &&
@@ -546,8 +687,13 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   }
   if (lk.lease == 0 && !take_lease(k, lk)) {
     if (k.overage == overage_policy::stop) {
-      // Every unit is spent or leased to a core that is spending it: report the quota as used.
-      f.quota_used = k.monthly_quota;
+      // Every unit is spent or leased to a core that is spending it. Used is what was used
+      // (more than the limit after a reload cut the quota below it, as /v1/usage says), and at
+      // least the limit: the units leased out are committed to calls in flight on other cores.
+      // Cluster mode adds what the other nodes billed (0 on a single node).
+      const int64_t used = k.state->used.load(std::memory_order_relaxed) +
+                           k.state->remote_used.load(std::memory_order_relaxed) + lk.used_delta;
+      f.quota_used = std::max(used, k.monthly_quota);
       f.quota_remaining = 0;
       f.retry_after_secs = reset;
       return admit_verdict::quota_exceeded;
@@ -583,10 +729,15 @@ void core_shard::seal_record() noexcept {
   char* dst = journal_buf_.prepare(journal::kRecordSize);
   journal::encode(dst, journal::record{open_month_, open_key_, open_count_, open_overage_});
   journal_buf_.commit(journal::kRecordSize);
+  --room_calls_;
   open_count_ = 0;
 }
 
 void core_shard::settle(const ticket& t, bool success) noexcept {
+  if (success) {
+    ++billed_calls_;
+    overage_calls_ += t.overage ? 1 : 0;
+  }
   if (t.month != month_) {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {
@@ -632,7 +783,7 @@ bool core_shard::write_buffer(out_buffer& b) noexcept {
   if (done != b.size()) {
     const int e = errno;
     b.consume(done);
-    ++journal_errors_;
+    note_write_failed();
     log_error("usage journal write failed on core {}: {}", index_, std::strerror(e));
     return false;
   }
@@ -648,6 +799,7 @@ bool core_shard::flush_journal() noexcept {
   if (journal_buf_.empty() && journal_out_.empty()) {
     return true;
   }
+  note_unwritten();
   if (journal_fd_ < 0) {
     open_journal();
     if (journal_fd_ < 0) {
@@ -655,7 +807,11 @@ bool core_shard::flush_journal() noexcept {
     }
   }
   // A taken chunk's unwritten rest goes first: it holds whole records only from its start.
-  return write_buffer(journal_out_) && write_buffer(journal_buf_);
+  if (write_buffer(journal_out_) && write_buffer(journal_buf_)) {
+    note_written();
+    return true;
+  }
+  return false;
 }
 
 core_shard::journal_chunk core_shard::take_journal() noexcept {
@@ -667,6 +823,9 @@ core_shard::journal_chunk core_shard::take_journal() noexcept {
   if (journal_out_.empty()) {
     seal_record();
     std::swap(journal_buf_, journal_out_);  // both keep their capacity: no allocation
+  }
+  if (!journal_out_.empty()) {
+    note_unwritten();
   }
   if (!journal_out_.empty() && journal_fd_ < 0) {
     open_journal();
@@ -690,7 +849,7 @@ core_shard::journal_chunk core_shard::take_journal() noexcept {
 void core_shard::journal_done(int64_t res) noexcept {
   journal_busy_ = false;
   if (res < 0) {
-    ++journal_errors_;
+    note_write_failed();
     log_error("usage journal write failed on core {}: {}; {} byte(s) kept for a retry", index_,
               std::strerror(static_cast<int>(-res)), journal_out_.size());
     return;
@@ -699,12 +858,15 @@ void core_shard::journal_done(int64_t res) noexcept {
   journal_out_.consume(n);  // a short write keeps the rest (moved to the front) for next time
   journal_size_ += n;
   unsynced_bytes_ += n;
+  if (journal_out_.empty()) {
+    note_written();
+  }
 }
 
 void core_shard::journal_synced(int res) noexcept {
   sync_inflight_ = false;
   if (res < 0) {
-    ++journal_errors_;
+    count_error();
     log_error("usage journal fdatasync failed on core {}: {}", index_, std::strerror(-res));
     sync_requested_ = true;
     return;
@@ -784,17 +946,29 @@ void core_shard::reconcile(int64_t now_ns) noexcept {
   if (!flush_journal()) {
     return;  // publishing now would let replay count the still-buffered records twice
   }
-  const bool rotate = journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes);
+  // No rotation while space is short: the new file could not reserve any, and the old one
+  // still has what it reserved.
+  const bool rotate = journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes) &&
+                      !reserve_failed_;
   int old_fd = -1;
   if (rotate && journal_fd_ >= 0) {
     ::fdatasync(journal_fd_);
     old_fd = journal_fd_;
+    const uint64_t old_size = journal_size_;
+    const uint64_t old_reserved = reserved_end_;
     ++journal_gen_;
     open_journal();
-    if (journal_fd_ < 0) {  // could not rotate: keep the old file
+    if (journal_fd_ < 0 || reserve_failed_) {  // could not rotate: keep the old file
+      if (journal_fd_ >= 0) {
+        ::close(journal_fd_);  // the new file stays empty; a later rotation appends to it
+      }
       --journal_gen_;
       journal_fd_ = old_fd;
       old_fd = -1;
+      journal_size_ = old_size;
+      reserved_end_ = old_reserved;
+      update_failing();
+      recount_room();
     } else {
       unsynced_bytes_ = 0;
     }
@@ -834,7 +1008,8 @@ void core_shard::roll_month(uint32_t month) noexcept {
   }
 }
 
-void core_shard::before_send(int64_t /*now_ns*/) noexcept {
+void core_shard::before_send(int64_t now_ns) noexcept {
+  pass_now_ns_ = now_ns;
   if (!engine_journal_) {
     flush_journal();  // else the engine writes the pass's bytes (take_journal)
   }
@@ -842,7 +1017,11 @@ void core_shard::before_send(int64_t /*now_ns*/) noexcept {
 }
 
 void core_shard::on_tick(int64_t now_ns) noexcept {
+  pass_now_ns_ = now_ns;
   refresh_table();
+  if ((reserve_failed_ || journal_fd_ < 0) && !write_failed_) {
+    make_room();  // recovery needs no traffic: /readyz turns ready once space returns
+  }
   if (now_ns >= month_end_ns_) {
     roll_month(month_index_of_ns(now_ns));
   }
@@ -899,6 +1078,54 @@ void service::ensure_month_locked(uint32_t month) {
   log_info("usage month {} closed; now counting {}", month_label(cur), month_label(month));
 }
 
+namespace {
+// "N what (a, b, c, ...)": at most 8 names listed.
+std::string counted(const std::vector<std::string>& names, std::string_view what) {
+  std::string s = fmt::format("{} {}", names.size(), what);
+  for (size_t i = 0; i < names.size() && i < 8; ++i) {
+    s += i == 0 ? " (" : ", ";
+    s += names[i];
+  }
+  if (!names.empty()) {
+    s += names.size() > 8 ? ", ...)" : ")";
+  }
+  return s;
+}
+
+// Logs what a new table changes against the one in force (none: the first load).
+void log_reload_effect(const key_table* old, const key_table& now) {
+  if (old == nullptr) {
+    log_info("keys loaded: {} key(s) in force", now.records.size());
+    return;
+  }
+  std::unordered_map<uint64_t, const key_record*> before;
+  for (const key_record& r : old->records) {
+    before.emplace(r.key_id, &r);
+  }
+  std::vector<std::string> added, revoked, suspended, resumed;
+  size_t unchanged = 0;
+  for (const key_record& r : now.records) {
+    auto it = before.find(r.key_id);
+    if (it == before.end()) {
+      added.push_back(key_id_string(r.key_id));
+      continue;
+    }
+    if (r.suspended != it->second->suspended) {
+      (r.suspended ? suspended : resumed).push_back(key_id_string(r.key_id));
+    } else {
+      ++unchanged;
+    }
+    before.erase(it);
+  }
+  for (const auto& [id, r] : before) {
+    revoked.push_back(key_id_string(id));
+  }
+  log_info("keys reloaded: {}, {}, {}, {}, {} unchanged", counted(added, "added"),
+           counted(revoked, "revoked"), counted(suspended, "suspended"),
+           counted(resumed, "resumed"), unchanged);
+}
+}  // namespace
+
 bool service::reload_if_changed(bool force, std::string* why) {
   std::lock_guard rl(impl_->reload_mu);
   const bool external = impl_->cluster;
@@ -910,15 +1137,39 @@ bool service::reload_if_changed(bool force, std::string* why) {
     impl_->installed_new = false;
     auto contents = external ? result<store_contents, store_error>(impl_->installed)
                              : impl_->store.load();
-    if (!contents) {
-      log_error("keys not reloaded (the previous table stays in force): {}",
-                contents.error().message);
+    // The CLI rewrites these files whole (temp file + rename) and never drops an entry (revoked
+    // keys stay, flagged), so a file that held entries and now is gone or holds none was not
+    // written by tollgate: a deletion, a truncation, a restore gone wrong. Revoking every key
+    // (or resuming every account) on that is refused; the table in force stays. (Cluster mode:
+    // the agent guards the key set it installs from Redis.)
+    std::string suspect;
+    if (!external && contents && impl_->loaded_keys > 0 && contents->keys.empty()) {
+      suspect = fmt::format("{} {} (it held {} key(s))", impl_->store.keys_path(),
+                            ks.ino == 0 ? "is gone" : "holds no key", impl_->loaded_keys);
+    } else if (!external && contents && impl_->loaded_accounts > 0 &&
+               contents->accounts.empty()) {
+      suspect = fmt::format("{} {} (it held {} account(s))", impl_->store.accounts_path(),
+                            as.ino == 0 ? "is gone" : "holds no account",
+                            impl_->loaded_accounts);
+    }
+    if (!contents || !suspect.empty()) {
+      std::string msg = contents ? suspect + "; the tollgate CLI never writes that, so it is "
+                                             "taken as damage. Restore the file (or revoke keys "
+                                             "with `tollgate keys revoke`)"
+                                 : contents.error().message;
+      log_error("keys not reloaded (the previous table stays in force): {}", msg);
+      if (!suspect.empty()) {
+        impl_->keys_stamp = ks;  // logged once per change of the files, not every second
+        impl_->accounts_stamp = as;
+      }
       if (why != nullptr) {
-        *why = contents.error().message;
+        *why = std::move(msg);
       }
     } else {
       impl_->keys_stamp = ks;
       impl_->accounts_stamp = as;
+      impl_->loaded_keys = contents->keys.size();
+      impl_->loaded_accounts = contents->accounts.size();
       auto t = std::make_unique<key_table>();
       t->epoch = impl_->next_epoch++;
       std::unordered_map<std::string_view, bool> suspended;
@@ -987,6 +1238,7 @@ bool service::reload_if_changed(bool force, std::string* why) {
         }
         t->index[j] = static_cast<int32_t>(i);
       }
+      log_reload_effect(impl_->current.get(), *t);
       if (impl_->current) {
         impl_->retired.push_back(std::move(impl_->current));
       }
@@ -1151,8 +1403,18 @@ void service::persist(int64_t /*now_ns*/) {
   }
   auto r = fs::write_file_atomic(impl_->usage_dir + "/snapshot.txt", snap);
   if (!r) {
-    log_error("usage snapshot not written: {}", r.error());
-    return;  // journals stay until a snapshot covers them
+    // Journals stay until a snapshot covers them: nothing is lost, the data dir only grows.
+    // Logged once per episode (this runs every reconcile_ms), counted for /metrics.
+    snapshot_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!impl_->persist_failing) {
+      impl_->persist_failing = true;
+      log_error("usage snapshot not written: {}; journals are kept until one is", r.error());
+    }
+    return;
+  }
+  if (impl_->persist_failing) {
+    impl_->persist_failing = false;
+    log_info("usage snapshot written again");
   }
   for (const auto& [m, text] : exports) {
     auto w = fs::write_file_atomic(impl_->usage_dir + "/month-" + month_label(m) + ".txt", text);
@@ -1235,6 +1497,9 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     return unexpected(snap.error());
   }
   std::vector<covered_pos> covered;
+  // Empty: nothing but blanks (persist() always writes its header line).
+  const bool snap_empty =
+      !missing && snap->find_first_not_of(" \t\r\n") == std::string::npos;
   if (!missing) {
     svc->recovery_.snapshot_loaded = true;
     size_t pos = 0;
@@ -1289,6 +1554,25 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     }
     ::closedir(d);
     std::sort(files.begin(), files.end());
+    // Generation 0 is every core's first journal; a later one exists only once a snapshot
+    // covered the earlier ones (they were compacted into it). Without that snapshot, usage
+    // would silently go back to what the remaining journals hold.
+    auto compacted = std::find_if(files.begin(), files.end(),
+                                  [](const auto& f) { return f.second > 0; });
+    if ((missing || snap_empty) && compacted != files.end()) {
+      const std::string what = fmt::format(
+          "usage snapshot {} is {} but the usage journals show one was written ({} is "
+          "generation {}: earlier journals were compacted into a snapshot)",
+          snap_path, missing ? "missing" : "empty",
+          journal_name(compacted->first, compacted->second), compacted->second);
+      if (!svc->opt_.accept_usage_loss) {
+        return unexpected(fmt::format(
+            "{}; starting would reset the usage it counted. Restore the snapshot from a backup, "
+            "or start with --accept-usage-loss to count only what the remaining journals hold",
+            what));
+      }
+      log_error("{}; --accept-usage-loss: counting only what the remaining journals hold", what);
+    }
     for (auto [core, gen] : files) {
       const size_t c = static_cast<size_t>(core);
       if (c >= next.size()) {
@@ -1377,7 +1661,13 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
       ::close(s->journal_fd_);
       s->journal_fd_ = -1;
     }
-    s->open_journal();
+    if (const int e = s->open_journal(); e != 0) {
+      // A server that cannot record a billed call must not start answering (it would refuse
+      // every one of them): refuse the start instead, as for a data dir another process holds.
+      return unexpected(fmt::format(
+          "cannot open usage journal {}/{}: {} (errno {}); the data dir must be writable",
+          im.usage_dir, journal_name(s->index_, s->journal_gen_), std::strerror(e), e));
+    }
     s->month_ = month;
     s->month_end_ns_ = month_end_secs(month) * kNsPerSec;
     s->last_reconcile_ns_ = now_ns;

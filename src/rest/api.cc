@@ -123,6 +123,13 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
       e.quota_remaining = c.fig.quota_remaining;
       return finish_error(req, 429, e, c.fig, out);
     }
+    case quota::admit_verdict::unavailable: {
+      // Usage cannot be recorded: not run, not billed; 503 + Retry-After (admit set it to 1).
+      envelope::tool_error e;
+      e.code = envelope::tool_error_code::usage_unavailable;
+      e.retry_after_secs = c.fig.retry_after_secs;
+      return finish_error(req, 503, e, c.fig, out);
+    }
     case quota::admit_verdict::quota_unreachable: {
       envelope::tool_error e;
       e.code = envelope::tool_error_code::quota_unreachable;

@@ -285,6 +285,13 @@ result<search_result, errc> backend::fan_out(const query_plan& plan, uint32_t of
     r.total += a.total;
     s.lists_[i] = a.hits;
   }
+  return merge(plan, offset, s, remote, r);
+}
+
+result<search_result, errc> backend::merge(const query_plan& plan, uint32_t offset, scratch& s,
+                                           const remote_query* remote, search_result r) const {
+  const uint32_t nl = static_cast<uint32_t>(shards_.size());
+  const uint32_t n = nl + remote_;
   for (uint32_t j = 0; j < remote_; ++j) {
     const uint32_t i = nl + j;
     s.lists_[i] = {};
@@ -330,6 +337,136 @@ result<search_result, errc> backend::fan_out(const query_plan& plan, uint32_t of
   size_t from = std::min<size_t>(offset, s.merged_.size());
   r.stories = std::span<const hit>(s.merged_.data() + from, s.merged_.size() - from);
   return r;
+}
+
+search_job::search_job(const backend& b) : s_(b.make_scratch()) {}
+search_job::~search_job() = default;
+
+bool search_job::matches(const query_args& a) const noexcept {
+  if (phase_ == phase::idle || a.query != args_.query || a.limit != args_.limit ||
+      a.offset != args_.offset || a.since != args_.since || a.until != args_.until ||
+      a.sort != args_.sort || a.tag_count != args_.tag_count) {
+    return false;
+  }
+  for (uint32_t i = 0; i < a.tag_count; ++i) {
+    if (a.tags[i] != args_.tags[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void backend::start(const query_args& args, search_job& job) const {
+  // the arguments' bytes, owned: the request they came from may be parsed again meanwhile
+  job.chars_.clear();
+  job.chars_.append(args.query);
+  for (uint32_t i = 0; i < args.tag_count; ++i) {
+    job.chars_.append(args.tags[i]);
+  }
+  job.args_ = args;
+  size_t at = 0;
+  job.args_.query = std::string_view(job.chars_).substr(at, args.query.size());
+  at += args.query.size();
+  for (uint32_t i = 0; i < args.tag_count; ++i) {
+    job.args_.tags[i] = std::string_view(job.chars_).substr(at, args.tags[i].size());
+    at += args.tags[i].size();
+  }
+  // the plan and the document-frequency plan, as search() makes them
+  scratch& s = *job.s_;
+  const query_args& a = job.args_;
+  query_plan& plan = job.plan_;
+  plan = query_plan{};
+  plan.tags = std::span<const std::string_view>(a.tags.data(), a.tag_count);
+  plan.since = a.since;
+  plan.until = a.until;
+  plan.sort = a.sort;
+  plan.k = std::min<uint32_t>(a.offset + a.limit, max_k);
+  plan_terms(a.query, s.token_chars_, s.terms_, s.phrases_, s.phrase_terms_, s.alone_);
+  plan.terms = s.terms_;
+  plan.phrases = s.phrases_;
+  plan.phrase_terms = s.phrase_terms_;
+  job.phrase_df_ = needs_phrase_df(s.alone_, s.phrases_.size(), a.sort);
+  s.df_.assign(s.terms_.size() + (job.phrase_df_ ? s.phrases_.size() : 0), 0);
+  job.df_plan_ = query_plan{};
+  job.df_plan_.terms = s.terms_;
+  if (job.phrase_df_) {
+    job.df_plan_.phrases = s.phrases_;
+    job.df_plan_.phrase_terms = s.phrase_terms_;
+  }
+  job.phase_ = search_job::phase::doc_freqs;
+  job.shard_ = 0;
+  job.first_ = true;
+  job.result_ = unexpected(errc::unavailable);
+}
+
+bool backend::run_doc_freqs(search_job& job, uint64_t& budget) const {
+  scratch& s = *job.s_;
+  for (; job.shard_ < shards_.size(); ++job.shard_, job.first_ = true) {
+    const slice r = shards_[job.shard_]->doc_freqs_slice(job.df_plan_, *s.ws_, s.df_.data(),
+                                                         job.first_, budget);
+    job.first_ = false;
+    if (r == slice::more) {
+      return false;
+    }
+    s.answered_[job.shard_] = r == slice::done ? 1 : 0;
+  }
+  score_weights(global_.docs, s.alone_, s.df_, s.phrases_.size(), job.phrase_df_, s.idf_,
+                s.phrase_idf_);
+  job.plan_.idf = s.idf_;
+  job.plan_.phrase_idf = s.phrase_idf_;
+  return true;
+}
+
+bool backend::run_evaluate(search_job& job, uint64_t& budget) const {
+  scratch& s = *job.s_;
+  for (; job.shard_ < shards_.size(); ++job.shard_, job.first_ = true) {
+    shard_answer& a = s.answers_[job.shard_];
+    if (s.answered_[job.shard_] == 0) {
+      continue;
+    }
+    const slice r = shards_[job.shard_]->search_slice(job.plan_, *s.ws_, a, job.first_, budget);
+    job.first_ = false;
+    if (r == slice::more) {
+      return false;
+    }
+    s.answered_[job.shard_] = r == slice::done ? 1 : 0;
+  }
+  return true;
+}
+
+bool backend::run(search_job& job, uint64_t budget) const {
+  TOLLGATE_CHECK(job.started());
+  budget = std::max<uint64_t>(budget, 1);
+  if (job.phase_ == search_job::phase::doc_freqs) {
+    if (!run_doc_freqs(job, budget)) {
+      return false;
+    }
+    job.phase_ = search_job::phase::evaluate;
+    job.shard_ = 0;
+    job.first_ = true;
+  }
+  if (job.phase_ == search_job::phase::evaluate) {
+    if (!run_evaluate(job, budget)) {
+      return false;
+    }
+    scratch& s = *job.s_;
+    search_result r;
+    r.shards = static_cast<uint32_t>(shards_.size()) + remote_;
+    for (uint32_t i = 0; i < shards_.size(); ++i) {
+      s.lists_[i] = {};
+      if (s.answered_[i] != 0) {
+        ++r.answered;
+        r.total += s.answers_[i].total;
+        s.lists_[i] = s.answers_[i].hits;
+      } else {
+        s.answers_[i].total = 0;
+        s.answers_[i].hits.clear();
+      }
+    }
+    job.result_ = merge(job.plan_, job.args_.offset, s, nullptr, r);
+    job.phase_ = search_job::phase::done;
+  }
+  return true;
 }
 
 void backend::render_hit(const hit& h, json_out& out, const remote_query* remote) const {

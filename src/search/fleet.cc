@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "search/fleet_impl.h"
+#include "tollgate/common/ascii.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/json_out.h"
 
@@ -43,18 +44,6 @@ void append_int(out_buffer& out, int64_t v) {
 void append_uint(out_buffer& out, uint64_t v) {
   fmt::format_int f(v);
   out.append(f.data(), f.size());
-}
-
-std::string_view trim_ws(std::string_view s) noexcept {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' ||
-                        s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' ||
-                        s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  return s;
 }
 
 // Parses a padded body as one JSON object.
@@ -772,7 +761,7 @@ bool remote_query::on_search(uint32_t r, int status, std::string_view body) {
         story.raw_json().get(raw) || a.spans.size() >= a.hits.size()) {
       return fail();
     }
-    raw = trim_ws(raw);
+    raw = ascii::trim(raw);
     const size_t at = a.chars.size();
     TOLLGATE_ASSERT(at + raw.size() <= a.chars.capacity());
     a.chars.append(raw);
@@ -804,7 +793,7 @@ bool remote_query::on_story(uint32_t r, int status, std::string_view body) {
       id != story_id_) {
     return false;
   }
-  const std::string_view raw = trim_ws(body);
+  const std::string_view raw = ascii::trim(body);
   a.chars.clear();
   a.chars.append(raw);
   a.spans.clear();

@@ -11,6 +11,7 @@
 
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/json_out.h"
+#include "tollgate/common/progress.h"
 #include "tollgate/search/corpus.h"
 
 namespace tollgate::search {
@@ -322,7 +323,10 @@ constexpr std::string_view corpus_usage =
     "tags, text.\n"
     "\n"
     "  --count N   number of stories (0 to 100000000), required\n"
-    "  --seed S    seed (unsigned 64-bit integer, default 1)\n";
+    "  --seed S    seed (unsigned 64-bit integer, default 1)\n"
+    "  --help      this text\n";
+
+constexpr std::string_view corpus_flags[] = {"--count", "--seed", "--help"};
 
 bool parse_u64(std::string_view s, uint64_t& out) {
   if (s.empty() || s.size() > 20) {
@@ -349,6 +353,9 @@ int usage_error(std::string_view msg) {
 }
 
 }  // namespace
+
+std::span<const std::string_view> corpus_generate_flags() { return corpus_flags; }
+std::string_view corpus_usage_text() { return corpus_usage; }
 
 int run_corpus_command(int argc, char** argv) {
   int i = 1;
@@ -378,7 +385,9 @@ int run_corpus_command(int argc, char** argv) {
       value = a.substr(eq + 1);
       inline_value = true;
     }
-    if (name != "--count" && name != "--seed") {
+    if (std::find(std::begin(corpus_flags), std::end(corpus_flags), name) ==
+            std::end(corpus_flags) ||
+        name == "--help") {
       return usage_error(fmt::format("unknown option \"{}\"", a));
     }
     if (!inline_value) {
@@ -405,10 +414,14 @@ int run_corpus_command(int argc, char** argv) {
     return usage_error("--count is required");
   }
   bool failed = false;
-  generate_corpus(count, seed, [&failed](std::string_view chunk) {
+  uint64_t written = 0;
+  progress_meter progress("corpus generate", "stories");
+  generate_corpus(count, seed, [&](std::string_view chunk) {
     if (!failed && std::fwrite(chunk.data(), 1, chunk.size(), stdout) != chunk.size()) {
       failed = true;
     }
+    written += static_cast<uint64_t>(std::count(chunk.begin(), chunk.end(), '\n'));
+    progress.update(written, count == 0 ? 1.0 : static_cast<double>(written) / count);
   });
   if (std::fflush(stdout) != 0 || failed) {
     std::fputs("tollgate corpus: error writing to stdout\n", stderr);

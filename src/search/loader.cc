@@ -187,7 +187,23 @@ void parse_piece(std::string_view data, const char* readable_end, const load_opt
   std::string reason;
   uint64_t line_no = 0;
   size_t at = 0;
+  size_t reported_at = 0;  // progress: bytes and stories told so far
+  uint64_t reported_loaded = 0;
+  auto report_progress = [&] {
+    if (opts.bytes_parsed != nullptr) {
+      opts.bytes_parsed->fetch_add(std::min(at, data.size()) - reported_at,
+                                   std::memory_order_relaxed);
+    }
+    if (opts.stories_parsed != nullptr) {
+      opts.stories_parsed->fetch_add(pr.loaded - reported_loaded, std::memory_order_relaxed);
+    }
+    reported_at = std::min(at, data.size());
+    reported_loaded = pr.loaded;
+  };
   while (at < data.size()) {
+    if (at - reported_at >= (size_t{1} << 20)) {
+      report_progress();
+    }
     size_t nl = data.find('\n', at);
     size_t end = nl == std::string_view::npos ? data.size() : nl;
     std::string_view line = data.substr(at, end - at);
@@ -215,6 +231,7 @@ void parse_piece(std::string_view data, const char* readable_end, const load_opt
     pr.shards[shard_of(s.id, n)]->add(s, line_no);
     ++pr.loaded;
   }
+  report_progress();
   pr.lines = line_no;
 }
 

@@ -5,7 +5,13 @@
 //   2. seal(): sorts stories by id (doc handle order == id_less order, so ties within a shard
 //      break by doc), drops duplicate ids, tokenizes titles and texts and builds the postings.
 //   3. finalize(global stats) (by the backend): per-doc BM25 length norms (query_plan's formula).
-//   4. Queries, concurrently from any number of cores, each with its own shard_workspace.
+//   4. Queries, concurrently from any number of cores, each with its own shard_workspace. A
+//      query runs whole (search, add_doc_freqs) or in budgeted slices (search_slice,
+//      doc_freqs_slice) whose state (cursors, heap, phase) stays in the workspace between them.
+//
+// Units: storage, hashing and the term table (local_shard.cc), index_build.cc, finalize.cc,
+// evaluate.cc (cursor seek, evaluation, phrases), reference.cc, render.cc; shared helpers in
+// shard_impl.h.
 //
 // Postings, per term, in three contiguous streams shared by all terms of the shard:
 //   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
@@ -135,8 +141,17 @@ inline bool posting_cursor::next() noexcept {
   return true;
 }
 
+/// Where a local shard's evaluation stands between slices (search_slice).
+struct eval_state {
+  enum mode_t : uint8_t { done, single, intersect } mode = done;
+  bool by_date = false;
+  double avgdl = 0;       ///< the average D the norms use
+  double bound_scale = 1;  ///< block maxima scale under another corpus average
+};
+
 /// Per-core evaluation state for local shards.
 struct shard_workspace {
+  eval_state ev;
   std::vector<posting_cursor> cursors;  // in term order
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
@@ -146,6 +161,10 @@ struct shard_workspace {
   std::vector<std::string_view> sub_terms;
   std::vector<uint32_t> sub_phrase_terms;
   shard_answer sub_answer;
+  query_plan sub_plan{};
+  phrase_span sub_whole{};
+  uint32_t df_phrase = 0;       // doc_freqs_slice: the phrase being counted
+  bool df_sub_running = false;  // ... and whether its sub-search has begun
   shard_workspace() {
     sub_terms.reserve(64);
     sub_phrase_terms.reserve(64);
@@ -178,6 +197,10 @@ class local_shard final : public shard_source {
   void finalize(const shard_stats& global) override;
   bool add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const override;
   bool search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const override;
+  slice search_slice(const query_plan& plan, shard_workspace& ws, shard_answer& out, bool first,
+                     uint64_t& budget) const override;
+  slice doc_freqs_slice(const query_plan& plan, shard_workspace& ws, uint64_t* df, bool first,
+                        uint64_t& budget) const override;
   result<uint32_t, errc> find(std::string_view id) const override;
   void render_story(uint32_t doc, bool with_text, json_out& out) const override;
 
@@ -208,11 +231,13 @@ class local_shard final : public shard_source {
   int64_t lookup_tag(std::string_view t) const noexcept;
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
+  struct index_builder;  // index_build.cc
   void build_index();
   struct champ_lists {
     std::vector<double> part;
     std::vector<uint32_t> doc, date;
   };
+  void join_champs(const std::vector<champ_lists>& parts, const std::vector<size_t>& cut);
   template <class DocKeys>
   void finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out);
   bool phrase_match(const query_plan& plan, shard_workspace& ws) const;
@@ -223,8 +248,24 @@ class local_shard final : public shard_source {
   double length_norm(uint32_t doc, double avgdl) const noexcept;
   posting_cursor cursor_for(const term_info& t) const noexcept;
   void finish(shard_answer& out) const;
-  void single_term(posting_cursor& c, bool by_date, double idf, double avgdl, double bound_scale,
-                   size_t k, shard_answer& out) const;
+  // Evaluation (evaluate.cc): begin_search() opens the cursors and answers what needs no
+  // postings walk (true: `out` is final); step() walks until done (true) or out of budget.
+  bool begin_search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
+  bool step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+            uint64_t& budget) const;
+  bool open_cursors(const query_plan& plan, shard_workspace& ws) const;
+  template <bool Bounded>  // false: no budget accounting at all (search())
+  bool single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                        uint64_t& budget) const;
+  template <bool Bounded>
+  bool intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                      uint64_t& budget) const;
+  bool align(shard_workspace& ws, bool& end) const;
+  bool accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const;
+  bool blocks_below(const query_plan& plan, const shard_workspace& ws, double kth) const;
+  bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
+             double& s) const;
+  void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
   bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
                              shard_answer& out) const;
 

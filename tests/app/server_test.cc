@@ -4,12 +4,20 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "app/handler.h"
+#include "app/observability.h"
 #include "app/tools.h"
 #include "net/net_test_util.h"
 #include "quota/test_util.h"
@@ -32,10 +40,15 @@ int64_t wall_ns() {
 class app_server {
  public:
   // `plan`: the key's plan (rate per second, burst, monthly quota; stop at the quota).
-  app_server(uint32_t cache_entries, double rate, int64_t burst, int64_t quota) {
+  // `tweak` edits the settings before anything is built (the access log, public_metrics...).
+  app_server(uint32_t cache_entries, double rate, int64_t burst, int64_t quota,
+             const std::function<void(config::settings&)>& tweak = {}) {
     settings_ = config::defaults();
     settings_.data_dir = dir_.path();
     settings_.search_cache_entries = cache_entries;
+    if (tweak) {
+      tweak(settings_);
+    }
     st_.settings = &settings_;
     quota::plan_map plans;
     plans["t"] = quota::test::make_plan("t", rate, burst, quota, quota::overage_policy::stop);
@@ -62,6 +75,7 @@ class app_server {
     if (cache_entries > 0) {
       st_.search_cache = std::make_unique<search_cache_stats[]>(1);
     }
+    EXPECT_EQ(setup_observability(st_, settings_, 1), 0);
     register_routes(st_);
     srv_ = std::make_unique<net::server>(net::testing::test_options());
     st_.engine = srv_.get();
@@ -82,6 +96,7 @@ class app_server {
   const std::string& data_dir() const { return dir_.path(); }
   const search_cache_stats* cache_stats() const { return st_.search_cache.get(); }
   quota::service& quota() { return *st_.quota; }
+  shared_state& state() { return st_; }
 
  private:
   quota::test::temp_dir dir_;
@@ -486,6 +501,294 @@ TEST(app_server_test, a_suspended_account_gets_its_tool_error_with_a_cached_answ
   }
   EXPECT_NE(body.find("suspended"), std::string::npos) << body;
   EXPECT_NE(body.find("\"isError\":true"), std::string::npos) << body;
+}
+
+// ---- /metrics and the access log -----------------------------------------------------------
+
+std::string metrics_text(client& c) {
+  auto r = ask(c, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+  return r ? r->body : "";
+}
+
+// The value of the series `name_and_labels` in a /metrics text, or -1 when absent.
+double series(const std::string& text, const std::string& name_and_labels) {
+  const std::string key = "\n" + name_and_labels + " ";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) {
+    return -1;
+  }
+  return std::stod(text.substr(at + key.size()));
+}
+
+std::string read_file(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+      out.append(buf, n);
+    }
+    std::fclose(f);
+  }
+  return out;
+}
+
+size_t count_lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// Polls `path` until it holds `lines` lines (the cores flush on their ~100 ms tick).
+std::string wait_for_lines(const std::string& path, size_t lines) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string text = read_file(path);
+  while (count_lines(text) < lines && net::testing::ms_since(t0) < 5000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    text = read_file(path);
+  }
+  return text;
+}
+
+TEST(app_server_test, metrics_count_answers_by_outcome_latency_by_tool_and_billed_by_plan) {
+  // Verifies /metrics' tollgate_answers_total names the error model's outcome of each request
+  // on each route (REST's 429s told apart: quota vs rate), the latency histogram has one
+  // observation per request under its route and tool with a cumulative +Inf bucket, and the
+  // billed calls are counted under the key's plan.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 0.001, 6, 2);  // 6 requests at once, then 429; 2 billed calls, then stop
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  auto r = rest_get(c, s.key(), "/v1/stories?q=rust&limit=1");
+  ASSERT_TRUE(r && r->status == 200);
+  r = ask(c, tool_request(s.key(), "get_story", R"({"id":"no-such-story"})", 2));
+  ASSERT_TRUE(r && r->body.find("not_found") != std::string::npos);
+  r = ask(c, call_request(s.key(), R"({"query":"linux","limit":1})"));
+  ASSERT_TRUE(r && r->body.find("\"isError\":false") != std::string::npos);
+  r = ask(c, call_request(s.key(), R"({"query":"memory","limit":1})"));
+  ASSERT_TRUE(r && r->body.find("quota_exceeded") != std::string::npos) << (r ? r->body : "");
+  r = ask(c, tool_request(s.key(), "no_such_tool", "{}", 3));
+  ASSERT_TRUE(r && r->body.find("Unknown tool") != std::string::npos);
+  r = rest_get(c, "tg_live_not_a_key", "/v1/usage");
+  ASSERT_TRUE(r && r->status == 401);
+  r = rest_get(c, s.key(), "/v1/stories?q=kernel&limit=1");  // 6th: quota used up
+  ASSERT_TRUE(r && r->status == 429);
+  r = rest_get(c, s.key(), "/v1/stories?q=kernel&limit=1");  // 7th: past the burst
+  ASSERT_TRUE(r && r->status == 429);
+  const std::string m = metrics_text(c);
+  auto answers = [&](std::string_view route, std::string_view outcome) {
+    return series(m, fmt::format("tollgate_answers_total{{route=\"{}\",outcome=\"{}\"}}",
+                                 route, outcome));
+  };
+  EXPECT_EQ(answers("v1_stories", "ok"), 1) << m;
+  EXPECT_EQ(answers("v1_stories", "quota_exceeded"), 1) << m;
+  EXPECT_EQ(answers("v1_stories", "rate_limited"), 1) << m;
+  EXPECT_EQ(answers("mcp", "ok"), 1) << m;
+  EXPECT_EQ(answers("mcp", "quota_exceeded"), 1) << m;
+  EXPECT_EQ(answers("mcp", "not_found"), 1) << m;
+  EXPECT_EQ(answers("mcp", "unknown_tool"), 1) << m;
+  EXPECT_EQ(answers("v1_usage", "invalid_key"), 1) << m;
+  const std::string search = R"(route="mcp",tool="search_stories")";
+  EXPECT_EQ(series(m, "tollgate_request_duration_seconds_count{" + search + "}"), 2) << m;
+  EXPECT_EQ(series(m, "tollgate_request_duration_seconds_bucket{" + search + ",le=\"+Inf\"}"), 2)
+      << m;
+  EXPECT_GT(series(m, "tollgate_request_duration_seconds_sum{" + search + "}"), 0) << m;
+  EXPECT_EQ(series(m, R"(tollgate_request_duration_seconds_count{route="mcp",tool="get_story"})"),
+            1)
+      << m;
+  EXPECT_EQ(series(m, R"(tollgate_request_duration_seconds_count{route="mcp",tool=""})"), 1) << m;
+  EXPECT_EQ(series(m, R"(tollgate_request_duration_seconds_count{route="v1_stories",tool=""})"),
+            3)
+      << m;
+  EXPECT_EQ(series(m, R"(tollgate_billed_calls_total{plan="t"})"), 2) << m;
+  EXPECT_EQ(series(m, R"(tollgate_overage_calls_total{plan="t"})"), 0) << m;
+  // What existed stays.
+  EXPECT_EQ(series(m, R"(tollgate_requests_total{route="v1_stories",status="429"})"), 2) << m;
+}
+
+TEST(app_server_test, public_metrics_false_hides_metrics_on_the_public_listener) {
+  // Verifies [server] public_metrics = false answers /metrics 404 on the public listener while
+  // /healthz still answers.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 1e9, 1000000000, 1000, [](config::settings& st) { st.public_metrics = false; });
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  auto r = ask(c, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(r->body.find("tollgate_"), std::string::npos);
+  r = ask(c, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST(app_server_test, access_log_writes_one_json_line_per_answer_and_reopens) {
+  // Verifies the access log's lines (fields, the key id and never the key itself), that the
+  // lines counted on /metrics match, and that a reopen (SIGUSR1's action) moves later lines to
+  // a new file at the same path while the renamed one keeps the earlier ones.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  quota::test::temp_dir logs;
+  const std::string path = logs.path() + "/access.log";
+  app_server s(0, 1e9, 1000000000, 1000, [&](config::settings& st) { st.access_log = path; });
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(rest_get(c, s.key(), "/v1/stories?q=rust&limit=1"));
+  ASSERT_TRUE(ask(c, tool_request(s.key(), "get_story", R"({"id":"no-such-story"})", 2)));
+  ASSERT_TRUE(rest_get(c, "tg_live_not_a_key", "/v1/usage"));
+  const std::string text = wait_for_lines(path, 3);
+  ASSERT_EQ(count_lines(text), 3u) << text;
+  EXPECT_EQ(text.find(s.key()), std::string::npos) << "the key itself was logged";
+  EXPECT_EQ(text.find("tg_live_not_a_key"), std::string::npos);
+  std::vector<std::string> lines;
+  for (size_t b = 0, e; (e = text.find('\n', b)) != std::string::npos; b = e + 1) {
+    lines.push_back(text.substr(b, e - b));
+  }
+  EXPECT_EQ(lines[0].rfind("{\"time\":\"20", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[0].back(), '}');
+  EXPECT_NE(lines[0].find(R"("core":0,"remote":"127.0.0.1:)"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(R"("method":"GET","route":"v1_stories")"), std::string::npos);
+  EXPECT_NE(lines[0].find(R"("key_id":")" + s.key_id() + R"(","account":"acme")"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find(R"("status":200,"outcome":"ok","billed":true,"overage":false)"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find(R"("latency_us":)"), std::string::npos);
+  EXPECT_NE(lines[1].find(R"("route":"mcp","mcp_method":"tools/call","tool":"get_story")"),
+            std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[1].find(R"("outcome":"not_found","billed":false)"), std::string::npos);
+  EXPECT_NE(lines[2].find(R"("status":401,"outcome":"invalid_key")"), std::string::npos)
+      << lines[2];
+  EXPECT_EQ(lines[2].find("key_id"), std::string::npos) << lines[2];
+
+  ASSERT_EQ(std::rename(path.c_str(), (path + ".1").c_str()), 0);
+  s.state().access->request_reopen();
+  // The reopen happens at the core's next flush; lines answered before it may still land in
+  // the renamed file, so ask until one reaches the new one.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (read_file(path).empty() && net::testing::ms_since(t0) < 5000) {
+    ASSERT_TRUE(rest_get(c, s.key(), "/v1/usage"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  const std::string fresh = read_file(path);
+  EXPECT_NE(fresh.find(R"("route":"v1_usage")"), std::string::npos) << fresh;
+  const std::string old = read_file(path + ".1");
+  EXPECT_EQ(old.substr(0, text.size()), text);
+  const std::string m = metrics_text(c);
+  EXPECT_GE(series(m, "tollgate_access_log_lines_total"), 4) << m;
+  EXPECT_EQ(series(m, "tollgate_access_log_dropped_lines_total"), 0) << m;
+}
+
+TEST(app_server_test, access_log_sampling_keeps_every_error) {
+  // Verifies [log] sample = 0 logs no successful request and still every error.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  quota::test::temp_dir logs;
+  const std::string path = logs.path() + "/access.log";
+  app_server s(0, 1e9, 1000000000, 1000, [&](config::settings& st) {
+    st.access_log = path;
+    st.log_sample = 0;
+  });
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(rest_get(c, s.key(), "/v1/stories?q=rust&limit=1"));
+  }
+  ASSERT_TRUE(rest_get(c, s.key(), "/v1/stories/no-such-story"));
+  ASSERT_TRUE(rest_get(c, s.key(), "/v1/stories?q=rust&limit=1"));
+  const std::string text = wait_for_lines(path, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // two more ticks
+  const std::string later = read_file(path);
+  EXPECT_EQ(count_lines(later), 1u) << later;
+  EXPECT_NE(later.find(R"("status":404,"outcome":"not_found")"), std::string::npos) << later;
+}
+
+TEST(app_server_test, access_log_on_a_full_disk_drops_and_counts_lines_and_keeps_serving) {
+  // Verifies that when the log's file system is full (a real 16 KiB tmpfs) the lines that
+  // cannot be written are counted on /metrics as dropped and every request is still answered.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  quota::test::temp_dir mnt;
+  if (::mount("tmpfs", mnt.path().c_str(), "tmpfs", 0, "size=16k") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  }
+  const std::string path = mnt.path() + "/access.log";
+  {
+    app_server s(0, 1e9, 1000000000, 1000000, [&](config::settings& st) { st.access_log = path; });
+    ASSERT_TRUE(s.started());
+    client c(s.port());
+    ASSERT_TRUE(c.connected());
+    double dropped = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (dropped <= 0 && net::testing::ms_since(t0) < 10000) {
+      for (int i = 0; i < 50; ++i) {
+        auto r = rest_get(c, s.key(), "/v1/stories?q=rust&limit=1");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      dropped = series(metrics_text(c), "tollgate_access_log_dropped_lines_total");
+    }
+    EXPECT_GT(dropped, 0);
+    EXPECT_GT(series(metrics_text(c), "tollgate_access_log_lines_total"), 0);
+    auto r = rest_get(c, s.key(), "/v1/usage");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+  ::umount2(mnt.path().c_str(), MNT_DETACH);
+}
+
+// The head of a POST /mcp tools/call with `Expect: 100-continue` (the body follows later).
+std::string expect_head(std::string_view key, std::string_view origin, size_t body_len) {
+  std::string h = "POST /mcp HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                  "Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n";
+  if (!key.empty()) {
+    h += "Authorization: Bearer " + std::string(key) + "\r\n";
+  }
+  if (!origin.empty()) {
+    h += "Origin: " + std::string(origin) + "\r\n";
+  }
+  return h + "Content-Length: " + std::to_string(body_len) + "\r\n\r\n";
+}
+
+TEST(app_server_test, expect_100_continue_gets_a_refusal_without_being_invited) {
+  // Verifies a bad key (401) or a forbidden Origin (403) with Expect: 100-continue is answered
+  // with its final status and Connection: close, never "100 Continue" first; the body sent
+  // anyway is dropped and the connection closes. A good request is still invited and served.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  app_server s(0, 1e9, 1000000000, 1000000000);
+  ASSERT_TRUE(s.started());
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories",)"
+      R"("arguments":{"query":"rust"}}})";
+  struct refusal {
+    std::string key;
+    std::string origin;
+    int status;
+  };
+  for (const refusal& f : {refusal{"tg_live_wrong", "", 401}, refusal{"", "", 401},
+                           refusal{s.key(), "https://evil.example", 403}}) {
+    client c(s.port());
+    ASSERT_TRUE(c.send_all(expect_head(f.key, f.origin, body.size())));
+    auto r = c.read_response(3000);
+    ASSERT_TRUE(r.has_value()) << f.status;
+    EXPECT_EQ(r->status, f.status) << r->head;
+    EXPECT_TRUE(r->has_header("onnection: close")) << r->head;
+    ASSERT_TRUE(c.send_all(body));
+    EXPECT_TRUE(c.wait_closed()) << f.status;
+    EXPECT_EQ(c.pending(), "") << f.status;
+  }
+  client c(s.port());
+  ASSERT_TRUE(c.send_all(expect_head(s.key(), "http://localhost:3000", body.size())));
+  auto interim = c.read_response(3000);
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(c.send_all(body));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"isError\":false"), std::string::npos) << r->body;
 }
 
 }  // namespace

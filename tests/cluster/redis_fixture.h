@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "cluster/redis.h"
 #include "quota/test_util.h"
+#include "tollgate/cluster/redis.h"
 
 namespace tollgate::cluster::test {
 

@@ -57,7 +57,8 @@ namespace {
 
 TEST(json_out_test, word_scan_agrees_with_bytewise_escaping) {
   // Verifies the 8-bytes-at-a-time scan finds every byte needing escape at every position and
-  // alignment, and never escapes a plain byte (compared with a bytewise reference).
+  // alignment, and never escapes a plain byte (compared with a bytewise reference); a lone byte
+  // >= 0x80 is not UTF-8 and becomes U+FFFD.
   for (int special : {0x00, 0x01, 0x1f, 0x22, 0x5c, 0x20, 0x21, 0x7f, 0x80, 0xff, 0x5b, 0x5d}) {
     for (size_t len = 1; len <= 40; ++len) {
       for (size_t pos = 0; pos < len; ++pos) {
@@ -81,6 +82,8 @@ TEST(json_out_test, word_scan_agrees_with_bytewise_escaping) {
               case '\f': want += "\\f"; break;
               default: want += "\\u00"; want += hex[c >> 4]; want += hex[c & 15];
             }
+          } else if (c >= 0x80) {
+            want += "\\ufffd";
           } else {
             want += static_cast<char>(c);
           }
@@ -224,6 +227,40 @@ TEST(json_out_test, put_number_writes_exactly_its_digits_at_every_length) {
     EXPECT_EQ(std::string(buf, static_cast<size_t>(end - buf)), want) << v;
     for (char* q = end; q < buf + sizeof buf; ++q) {
       ASSERT_EQ(*q, '#') << "wrote past the number " << v;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+TEST(json_out_test, escaping_replaces_bytes_that_are_not_utf8) {
+  // Verifies append_json_escaped (the writer of every client-supplied detail in an error body)
+  // keeps well-formed UTF-8 and turns each byte of an ill-formed sequence (stray continuation,
+  // truncated, overlong, surrogate, past U+10FFFF) into U+FFFD, at every alignment.
+  struct c {
+    std::string in;
+    std::string want;
+  };
+  const c cases[] = {
+      {"\xc3\xa9t\xc3\xa9", "\xc3\xa9t\xc3\xa9"},                 // é: kept
+      {"\xe2\x82\xac \xf0\x9f\x98\x80", "\xe2\x82\xac \xf0\x9f\x98\x80"},  // €, emoji: kept
+      {"\xff", "\\ufffd"},
+      {"a\x80" "b", "a\\ufffdb"},
+      {"\xc3", "\\ufffd"},                                  // truncated at the end
+      {"\xc0\xaf", "\\ufffd\\ufffd"},                      // overlong '/'
+      {"\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd"},           // a surrogate
+      {"\xf4\x90\x80\x80", "\\ufffd\\ufffd\\ufffd\\ufffd"},  // past U+10FFFF
+      {"\xe2\x82\"", "\\ufffd\\ufffd\\\""},                 // cut by a quote
+  };
+  for (const auto& k : cases) {
+    for (size_t pad = 0; pad < 9; ++pad) {
+      out_buffer got;
+      append_json_escaped(got, std::string(pad, 'x') + k.in);
+      EXPECT_EQ(std::string(got.view()), std::string(pad, 'x') + k.want) << pad;
     }
   }
 }

@@ -107,8 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(out.view(), reference::result_response(id, parts[3]));
       break;
     default:
-      env.unauthorized(out, (sel & 1) != 0);
-      check(out.view(), reference::unauthorized((sel & 1) != 0));
+      env.unauthorized(out, (sel & 1) != 0, (sel & 2) != 0);
+      check(out.view(), reference::unauthorized((sel & 1) != 0, (sel & 2) != 0));
       break;
   }
   return 0;

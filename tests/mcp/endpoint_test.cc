@@ -98,7 +98,7 @@ TEST_F(endpoint_test, ping_per_revision) {
 
 TEST_F(endpoint_test, tools_list_renders_schema_without_output_schema) {
   // Verifies tools/list carries name, title, description and inputSchema (types, bounds,
-  // defaults, enum, required, additionalProperties false) and never outputSchema.
+  // defaults said in the description, enum, required) and never outputSchema.
   auto r = post(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})");
   ASSERT_EQ(r.status, 200);
   json_doc d(r.body);
@@ -109,11 +109,12 @@ TEST_F(endpoint_test, tools_list_renders_schema_without_output_schema) {
   EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/query/minLength"), 1);
   EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/query/maxLength"), 500);
   EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/limit/maximum"), 50);
-  EXPECT_EQ(d.num("/result/tools/0/inputSchema/properties/limit/default"), 10);
+  EXPECT_EQ(d.str("/result/tools/0/inputSchema/properties/limit/description"),
+            "How many results. Default: 10.");
   EXPECT_EQ(d.str("/result/tools/0/inputSchema/properties/sort/enum/1"), "date");
   EXPECT_EQ(d.str("/result/tools/0/inputSchema/properties/tags/items/type"), "string");
   EXPECT_EQ(d.raw("/result/tools/0/inputSchema/required"), R"(["query"])");
-  EXPECT_EQ(d.raw("/result/tools/0/inputSchema/additionalProperties"), "false");
+  EXPECT_FALSE(d.has("/result/tools/0/inputSchema/additionalProperties"));
   EXPECT_EQ(d.str("/result/tools/1/name"), "get_usage");
   EXPECT_EQ(r.body.find("outputSchema"), std::string::npos);
   EXPECT_FALSE(d.has("/result/resultType"));

@@ -62,10 +62,13 @@ struct timestamp_test : ::testing::Test {
   }
 };
 
-TEST_F(timestamp_test, schema_allows_integer_or_string) {
-  // Verifies the rendered inputSchema declares both JSON types.
-  EXPECT_NE(std::string(tools.input_schema(0)).find(R"("type":["integer","string"])"),
+TEST_F(timestamp_test, schema_declares_one_type) {
+  // Verifies the rendered inputSchema declares a single type, a string (providers refuse type
+  // arrays); integers are still accepted (next test).
+  EXPECT_NE(std::string(tools.input_schema(0)).find(R"("since":{"type":"string",)"),
             std::string::npos)
+      << tools.input_schema(0);
+  EXPECT_EQ(std::string(tools.input_schema(0)).find("["), std::string::npos)
       << tools.input_schema(0);
 }
 

@@ -186,6 +186,52 @@ TEST(net_engine_test, sends_100_continue_before_the_body_arrives) {
   EXPECT_EQ(r->body, "/up|0123456789");
 }
 
+// Refuses "/refuse..." from its head alone (answer_before_body), like a bad key; echoes the rest.
+class refusing_handler : public testing::echo_handler {
+ public:
+  http::response_info answer_before_body(const http::request& head, out_buffer& out,
+                                         int64_t) override {
+    if (head.target.rfind("/refuse", 0) != 0) {
+      return {0, false, false};
+    }
+    out.append("HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n");
+    out.append(head.keep_alive ? "" : "Connection: close\r\n");
+    out.append("\r\nno");
+    return {401, !head.keep_alive};
+  }
+};
+
+TEST(net_engine_test, answers_a_refused_expect_100_continue_without_inviting_the_body) {
+  // Verifies a request the handler refuses from its head gets its final status instead of 100
+  // Continue, with Connection: close; a body the client sends anyway is read and dropped (the
+  // close is a FIN, not a reset), and nothing after it is answered.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options(), [](int) { return std::make_unique<refusing_handler>(); });
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(
+      "POST /refuse HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_TRUE(r->has_header("Connection: close"));
+  EXPECT_EQ(r->body, "no");
+  ASSERT_TRUE(c.send_all("0123456789" + get("/next")));
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.pending(), "");
+  // A request it does not refuse is still invited.
+  client c2(s.srv.port());
+  ASSERT_TRUE(c2.send_all(
+      "POST /ok HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
+  auto interim = c2.read_response();
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(c2.send_all("ok"));
+  auto r2 = c2.read_response();
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->body, "/ok|ok");
+}
+
 TEST(net_engine_test, skips_100_continue_when_the_body_came_with_the_head) {
   // Verifies no interim response is sent when the whole request arrived at once.
   TOLLGATE_SKIP_WITHOUT_RING();
@@ -436,6 +482,34 @@ void pipeline_without_reading(const server_options& o, int n) {
   EXPECT_EQ(r->body, "/after|");
 }
 
+TEST(net_engine_test, finishes_a_large_response_and_queued_requests_after_a_half_close) {
+  // Verifies a FIN that arrives while input is paused behind unsent output (a client that
+  // pipelined 200 requests with 16 KiB answers, then half-closed, then reads) loses nothing:
+  // every answer arrives in order, then the close.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options(), [](int) { return std::make_unique<big_handler>(); });
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  constexpr int kN = 200;
+  std::string batch = get("/big/" + std::to_string(4u << 20));  // still being sent at the FIN
+  for (int i = 0; i < kN; ++i) {
+    batch += get("/big/" + std::to_string(16384 + i));
+  }
+  ASSERT_TRUE(c.send_all(batch));
+  ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the server fill up
+  auto first = c.read_response(20000);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(is_pattern(first->body, 4u << 20));
+  for (int i = 0; i < kN; ++i) {
+    auto r = c.read_response(10000);
+    ASSERT_TRUE(r.has_value()) << "response " << i;
+    ASSERT_TRUE(is_pattern(r->body, 16384 + static_cast<size_t>(i))) << "response " << i;
+  }
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.pending(), "");
+}
+
 TEST(net_engine_test, keeps_order_when_a_client_pipelines_without_reading) {
   // Verifies that 1,000 pipelined requests with 16 KiB answers, sent before reading anything,
   // are all answered in order once the client reads (input pauses while output is backed up).
@@ -463,6 +537,45 @@ TEST(net_engine_test, answers_then_closes_when_the_client_half_closes) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->body, "/fin|");
   EXPECT_TRUE(c.wait_closed());
+}
+
+TEST(net_engine_test, answers_every_pipelined_request_sent_before_a_half_close) {
+  // Verifies five pipelined requests followed by shutdown(SHUT_WR) all get their answers, in
+  // order, and the server closes after the last.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  std::string batch;
+  for (int i = 0; i < 5; ++i) {
+    batch += get("/h" + std::to_string(i));
+  }
+  ASSERT_TRUE(c.send_all(batch));
+  ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.read_response();
+    ASSERT_TRUE(r.has_value()) << "response " << i;
+    EXPECT_EQ(r->body, "/h" + std::to_string(i) + "|");
+  }
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.pending(), "");
+}
+
+TEST(net_engine_test, answers_requests_before_a_fin_that_ends_a_partial_one) {
+  // Verifies a FIN in the middle of a request: the complete one before it is answered, the
+  // partial one is dropped and the connection closes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  started s(test_options());
+  ASSERT_TRUE(s.ok);
+  client c(s.srv.port());
+  ASSERT_TRUE(c.send_all(get("/whole") +
+                         "POST /part HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nabc"));
+  ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+  auto r = c.read_response();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->body, "/whole|");
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(c.pending(), "");
 }
 
 TEST(net_engine_test, serves_with_single_shot_fallbacks) {

@@ -41,7 +41,8 @@ struct journal_counters {
 
 /// Journals one 16-byte record per request and answers with the file offset just past that
 /// record ("<end offset>"), so a client can check the record is in the file when it sees the
-/// answer. Double-buffered like the quota shard: bytes handed to the engine never move.
+/// answer; GET /free journals nothing and answers "free" (an unbilled answer). Double-buffered
+/// like the quota shard: bytes handed to the engine never move.
 class journal_handler : public http::handler {
  public:
   journal_handler(std::atomic<int>* fd, journal_counters* n) : fd_(fd), n_(n) {
@@ -49,6 +50,10 @@ class journal_handler : public http::handler {
     taken_.reserve(1 << 16);
   }
   http::response_info handle(const http::request& req, out_buffer& out, int64_t) override {
+    if (req.path == "/free") {
+      out.append("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfree");
+      return {200, false};
+    }
     char rec[kRecord + 1];
     std::snprintf(rec, sizeof rec, "rec%012llu\n", static_cast<unsigned long long>(count_));
     pending_.append(rec, kRecord);
@@ -62,7 +67,9 @@ class journal_handler : public http::handler {
     out.append(cl, static_cast<size_t>(ce - cl));
     out.append(req.keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
     out.append(end, len);
-    return {200, !req.keep_alive};
+    http::response_info info{200, !req.keep_alive};
+    info.journaled = true;
+    return info;
   }
   http::journal_batch journal_pending() override {
     if (taken_.empty()) {
@@ -288,6 +295,41 @@ TEST_P(net_journal_test, reports_a_full_disk_without_sending_or_crashing) {
     // Closed at the drain deadline without the unbilled response.
     EXPECT_TRUE(c.wait_closed(5000));
     EXPECT_EQ(c.pending().find("HTTP/1.1 200"), std::string::npos);
+  }
+  ::close(ffd);
+}
+
+TEST_P(net_journal_test, unbilled_answers_never_wait_for_a_failing_journal) {
+  // Verifies that while the journal fails (/dev/full: ENOSPC) and a billed answer is held, an
+  // answer that journaled nothing is sent at once on every other connection, and the held count
+  // is exported; the billed answer stays unsent.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const int ffd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (ffd < 0) {
+    GTEST_SKIP() << "no /dev/full";
+  }
+  std::atomic<int> fd{ffd};
+  journal_counters n;
+  {
+    server_options o = options();
+    o.shutdown_timeout_ms = 300;
+    started s(o, &fd, &n);
+    ASSERT_TRUE(s.ok);
+    client billed(s.srv.port());
+    send_and_expect_held(billed, n, 1, ENOSPC);
+    EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_held; }),
+              1u);
+    for (int i = 0; i < 3; ++i) {
+      client c(s.srv.port());
+      ASSERT_TRUE(c.send_all(get("/free")));
+      auto r = c.read_response(2000);
+      ASSERT_TRUE(r.has_value()) << i;
+      EXPECT_EQ(r->body, "free");
+    }
+    EXPECT_EQ(billed.read_some(100), -1);
+    EXPECT_TRUE(billed.pending().empty());
+    s.srv.stop();
+    s.srv.wait();
   }
   ::close(ffd);
 }

@@ -2,12 +2,14 @@
 // idle), graceful stop, the per-core connection cap, EMFILE back-off, 1,000 concurrent
 // connections, and the no-allocation steady state.
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -212,9 +214,30 @@ TEST(net_lifecycle_test, stop_is_idempotent_and_wait_returns_on_an_idle_server) 
   SUCCEED();
 }
 
-TEST(net_lifecycle_test, caps_connections_per_core_and_resumes_accept_after_a_close) {
-  // Verifies that at max_connections the core stops accepting (the next client waits in the
-  // backlog, unanswered) and accepts it once a connection closes.
+uint64_t sum(const server& s, std::atomic<uint64_t> core_stats::*field) {
+  uint64_t n = 0;
+  for (int i = 0; i < s.threads(); ++i) {
+    n += (s.stats(i).*field).load();
+  }
+  return n;
+}
+
+// Expects the 503 a connection over every cap gets, then the server's close.
+void expect_503_and_close(client& c) {
+  ASSERT_TRUE(c.connected());
+  auto r = c.read_response(3000);  // sent at accept: the client need not even ask
+  ASSERT_TRUE(r.has_value()) << "an over-cap connection was left waiting";
+  EXPECT_EQ(r->status, 503);
+  EXPECT_TRUE(r->has_header("Retry-After: 1"));
+  EXPECT_TRUE(r->has_header("Connection: close"));
+  EXPECT_NE(r->body.find("\"code\":\"unavailable\""), std::string::npos) << r->body;
+  EXPECT_TRUE(c.wait_closed());
+}
+
+TEST(net_lifecycle_test, answers_503_over_the_cap_and_serves_again_after_a_close) {
+  // Verifies that at max_connections (one core: no other core has room) the next client gets a
+  // 503 and the close at once, counted in `rejected`, instead of waiting in the backlog; and
+  // that a slot freed by a close is used by the next client.
   TOLLGATE_SKIP_WITHOUT_RING();
   server_options o = test_options();
   o.max_connections = 2;
@@ -227,16 +250,112 @@ TEST(net_lifecycle_test, caps_connections_per_core_and_resumes_accept_after_a_cl
   ASSERT_TRUE(c2.send_all(get("/2")));
   ASSERT_TRUE(c2.read_response().has_value());
   client c3(s->port());
-  ASSERT_TRUE(c3.connected());  // completed by the kernel's backlog
   ASSERT_TRUE(c3.send_all(get("/3")));
-  EXPECT_FALSE(c3.read_response(300).has_value());
+  expect_503_and_close(c3);
+  client c4(s->port());  // refused before it sends anything
+  expect_503_and_close(c4);
+  EXPECT_EQ(s->stats(0).rejected.load(), 2u);
   EXPECT_EQ(open_conns(*s), 2u);
   c1.close();
-  auto r = c3.read_response(5000);
+  ASSERT_TRUE(eventually([&] { return open_conns(*s) == 1; }));
+  client c5(s->port());
+  ASSERT_TRUE(c5.send_all(get("/5")));
+  auto r = c5.read_response();
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->body, "/3|");
-  EXPECT_EQ(s->stats(0).rejected.load(), 0u);
-  EXPECT_LE(open_conns(*s), 2u);
+  EXPECT_EQ(r->body, "/5|");
+}
+
+TEST(net_lifecycle_test, a_full_core_hands_connections_to_a_core_with_room) {
+  // Verifies that with SO_REUSEPORT spreading connections by hash, a core at its cap hands its
+  // new connections to the other core instead of stranding them: 2 cores x 8 slots serve 16
+  // connections however the kernel split them, and the 17th gets 503. Repeated with fresh
+  // source ports until an uneven split made a handoff happen.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.threads = 2;
+  o.max_connections = 8;
+  auto s = start(o);
+  ASSERT_TRUE(s);
+  for (int round = 0; round < 30 && sum(*s, &core_stats::handed_off) == 0; ++round) {
+    std::vector<std::unique_ptr<client>> cs;
+    for (int i = 0; i < 16; ++i) {
+      cs.push_back(std::make_unique<client>(s->port()));
+      ASSERT_TRUE(cs.back()->send_all(get("/c" + std::to_string(i))));
+      auto r = cs.back()->read_response(3000);
+      ASSERT_TRUE(r.has_value()) << "round " << round << ", connection " << i << " stranded";
+      EXPECT_EQ(r->body, "/c" + std::to_string(i) + "|");
+    }
+    EXPECT_EQ(open_conns(*s), 16u);
+    EXPECT_EQ(s->stats(0).open_connections.load(), 8u);
+    client over(s->port());
+    expect_503_and_close(over);
+    cs.clear();
+    ASSERT_TRUE(eventually([&] { return open_conns(*s) == 0; }));
+  }
+  EXPECT_GT(sum(*s, &core_stats::handed_off), 0u);
+  EXPECT_GT(sum(*s, &core_stats::rejected), 0u);
+}
+
+TEST(net_lifecycle_test, leaves_reserved_descriptors_to_the_rest_of_the_process) {
+  // Verifies fd_reserve under a real RLIMIT_NOFILE: once accepted descriptors reach the
+  // reserve, clients get 503 (rejected_no_fd) instead of taking the last descriptors, so a
+  // second engine (the admin listener) still accepts and the process can still open files.
+  TOLLGATE_SKIP_WITHOUT_RING();
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "fills the descriptor table, which the sanitizer runtime needs";
+#endif
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = 192;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  {
+    server_options po = test_options();
+    po.max_connections = 1000;
+    po.fd_reserve = 48;
+    auto pub = start(po);
+    ASSERT_TRUE(pub);
+    server_options ao = test_options();
+    ao.fd_reserve = 16;
+    auto adm = start(ao);
+    ASSERT_TRUE(adm);
+    // Clients share this process's table: each connection is 2 descriptors. Connect until the
+    // public engine refuses.
+    std::vector<std::unique_ptr<client>> cs;
+    bool refused = false;
+    while (!refused && cs.size() < 150) {
+      cs.push_back(std::make_unique<client>(pub->port()));
+      ASSERT_TRUE(cs.back()->connected()) << cs.size();
+      ASSERT_TRUE(cs.back()->send_all(get("/p")));
+      auto r = cs.back()->read_response(3000);
+      ASSERT_TRUE(r.has_value()) << "connection " << cs.size() << " left waiting";
+      refused = r->status == 503;
+    }
+    EXPECT_TRUE(refused);
+    EXPECT_GE(sum(*pub, &core_stats::rejected_no_fd), 1u);
+    client again(pub->port());  // still refused, never stalled
+    expect_503_and_close(again);
+    // The reserve is there for the rest: the admin engine serves, files open.
+    client a(adm->port());
+    ASSERT_TRUE(a.send_all(get("/metrics")));
+    auto ar = a.read_response(3000);
+    ASSERT_TRUE(ar.has_value());
+    EXPECT_EQ(ar->body, "/metrics|");
+    std::vector<int> files;
+    for (int i = 0; i < 8; ++i) {
+      files.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      EXPECT_GE(files.back(), 0) << i;
+    }
+    for (const int fd : files) {
+      ::close(fd);
+    }
+    // Earlier connections still work.
+    ASSERT_TRUE(cs.front()->send_all(get("/still")));
+    auto sr = cs.front()->read_response(3000);
+    ASSERT_TRUE(sr.has_value());
+    EXPECT_EQ(sr->body, "/still|");
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
 TEST(net_lifecycle_test, backs_off_accept_on_emfile_without_a_busy_loop) {
@@ -299,6 +418,82 @@ TEST(net_lifecycle_test, backs_off_accept_on_emfile_without_a_busy_loop) {
     ::close(fd);
   }
   s.reset();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
+TEST(net_lifecycle_test, refuses_the_backlog_with_503_when_the_table_is_full) {
+  // Verifies that with fd_reserve set, a descriptor table filled by someone else (accept fails
+  // with EMFILE) still gets the waiting clients a 503 and the close, from the spare descriptor
+  // the core keeps, without a busy loop; and that clients are served again once descriptors
+  // are free.
+  TOLLGATE_SKIP_WITHOUT_RING();
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "fills the descriptor table, which the sanitizer runtime needs";
+#endif
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = 128;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  {
+    server_options o = test_options();
+    o.fd_reserve = 16;
+    auto s = start(o);
+    ASSERT_TRUE(s);
+    // The clients' sockets exist before the table is filled: their connects need no descriptor.
+    std::vector<int> socks;
+    for (int i = 0; i < 3; ++i) {
+      socks.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      ASSERT_GE(socks.back(), 0);
+    }
+    std::vector<int> filler;
+    for (int fd; (fd = ::dup(socks[0])) >= 0;) {
+      filler.push_back(fd);
+    }
+    ASSERT_EQ(errno, EMFILE);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(s->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const std::string req = get("/full");
+    for (const int fd : socks) {
+      ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    }
+    for (const int fd : socks) {  // each: the 503, then EOF (not a wait, not a reset)
+      std::string got;
+      for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 3000), 1) << "a client was left waiting; got: " << got;
+        char buf[512];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        ASSERT_GE(n, 0) << std::strerror(errno);
+        if (n == 0) {
+          break;
+        }
+        got.append(buf, static_cast<size_t>(n));
+      }
+      EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 503") << got;
+      EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+    }
+    const uint64_t passes0 = s->stats(0).loop_passes.load();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_LT(s->stats(0).loop_passes.load() - passes0, 60u);  // no spin while still full
+    EXPECT_GE(s->stats(0).accept_errors.load(), 1u);
+    EXPECT_EQ(s->stats(0).rejected_no_fd.load(), 3u);
+    EXPECT_EQ(s->stats(0).accepted.load(), 0u);
+    for (const int fd : filler) {
+      ::close(fd);
+    }
+    for (const int fd : socks) {
+      ::close(fd);
+    }
+    client later(s->port());
+    ASSERT_TRUE(later.send_all(get("/later")));
+    auto r = later.read_response(5000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->body, "/later|");
+  }
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 

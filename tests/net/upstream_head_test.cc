@@ -65,8 +65,8 @@ TEST(net_upstream_head_test, flags_transfer_encoding) {
 }
 
 TEST(net_upstream_head_test, refuses_malformed_heads) {
-  // Verifies bad status lines, bad or conflicting lengths, lengths over the cap and field lines
-  // without a colon are refused.
+  // Verifies bad status lines (only HTTP/1.0 and 1.1), bad or conflicting lengths, lengths over
+  // the cap, field lines without a colon and bare CR or LF inside a field line are refused.
   response_head h;
   for (const char* bad : {
            "HTTP/2 200 OK\r\n\r\n",
@@ -77,6 +77,9 @@ TEST(net_upstream_head_test, refuses_malformed_heads) {
            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
            "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
            "HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+           "HTTP/1.2 200 OK\r\n\r\n",
+           "HTTP/1.1 200 OK\r\nX-A: 1\nX-B: 2\r\n\r\n",
+           "HTTP/1.1 200 OK\r\nX-A: 1\rX-B: 2\r\n\r\n",
        }) {
     EXPECT_EQ(parse(bad, h), head_status::bad) << bad;
   }

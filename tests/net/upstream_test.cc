@@ -613,7 +613,7 @@ TEST(net_upstream_test, retries_once_when_the_upstream_closed_its_idle_connectio
 }
 
 TEST(net_upstream_test, resume_says_no_once_the_client_left) {
-  // Verifies a client that closes while its request is deferred closes the slot (no timer, no
+  // Verifies a client that resets while its request is deferred closes the slot (no timer, no
   // leak) and a later resume() of its token returns false without a crash.
   TOLLGATE_SKIP_WITHOUT_RING();
   gw_shared g;
@@ -623,6 +623,8 @@ TEST(net_upstream_test, resume_says_no_once_the_client_left) {
     client c(gw->port());
     ASSERT_TRUE(c.send_all(get("/hold")));
     ASSERT_TRUE(eventually([&] { return g.held.load() == 1; }));
+    const linger reset{1, 0};  // close() sends RST, not FIN
+    ASSERT_EQ(::setsockopt(c.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset), 0);
   }
   ASSERT_TRUE(eventually([&] { return open_conns(*gw) == 0; }));
   g.resume_now.store(true);
@@ -633,6 +635,31 @@ TEST(net_upstream_test, resume_says_no_once_the_client_left) {
   auto r = again.read_response();
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->body, "/after|");
+}
+
+TEST(net_upstream_test, answers_a_deferred_request_and_those_behind_it_after_a_half_close) {
+  // Verifies a FIN while a request is deferred keeps the connection: the deferred request and
+  // the one pipelined behind it are answered in order, then the server closes.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  gw_shared g;
+  auto gw = start_gateway(g);
+  ASSERT_TRUE(gw);
+  client c(gw->port());
+  ASSERT_TRUE(c.send_all(get("/hold") + get("/behind")));
+  ASSERT_TRUE(eventually([&] { return g.held.load() == 1; }));
+  ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+  std::this_thread::sleep_for(100ms);  // the FIN reaches the core before the resume
+  g.resume_now.store(true);
+  ASSERT_TRUE(eventually([&] { return g.resume_result.load() != -1; }));
+  EXPECT_EQ(g.resume_result.load(), 1);
+  auto r1 = c.read_response();
+  ASSERT_TRUE(r1.has_value());
+  EXPECT_EQ(r1->body, "held");
+  auto r2 = c.read_response();
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->body, "/behind|");
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_TRUE(eventually([&] { return open_conns(*gw) == 0; }));
 }
 
 TEST(net_upstream_test, stop_waits_for_a_deferred_request_and_answers_it) {

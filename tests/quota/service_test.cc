@@ -94,16 +94,6 @@ TEST(quota_service_test, authenticates_known_keys_only) {
   EXPECT_EQ(s.authenticate("tg_live_"), nullptr);
 }
 
-TEST(quota_service_test, presented_key_reads_bearer_or_x_api_key) {
-  // Verifies the key is taken from a Bearer authorization (any case) or X-API-Key, trimmed.
-  EXPECT_EQ(presented_key("Bearer tg_live_abc", ""), "tg_live_abc");
-  EXPECT_EQ(presented_key("bearer   tg_live_abc  ", ""), "tg_live_abc");
-  EXPECT_EQ(presented_key("", " tg_live_x "), "tg_live_x");
-  EXPECT_EQ(presented_key("Basic dXNlcjpwdw==", "tg_live_x"), "tg_live_x");
-  EXPECT_EQ(presented_key("Bearer ", ""), "");
-  EXPECT_EQ(presented_key("", ""), "");
-}
-
 TEST(quota_service_test, gcra_allows_burst_then_limits) {
   // Verifies a fresh key gets exactly `burst` requests at one instant, then 429 with
   // Retry-After >= 1, and remaining counts down from burst - 1.
@@ -513,6 +503,36 @@ TEST(quota_service_test, a_quota_lowered_by_a_reload_is_never_overrun_by_leases_
   // Raised again: the budget grows by the difference, the debt already paid.
   ASSERT_TRUE(reload(15));
   EXPECT_EQ(attempts(), 5);
+}
+
+TEST(quota_service_test, a_quota_lowered_below_usage_reports_the_true_usage_when_refused) {
+  // Verifies that once a reload cuts a stop key's quota below what it already used, the
+  // quota_exceeded figures say what was used (not the new limit), with remaining 0, the same
+  // numbers fill_quota (/v1/usage, get_usage) gives: one truth on every surface.
+  plan_map plans;
+  plans["p"] = test::make_plan("p", 1e9, 1000000000, 100, overage_policy::stop);
+  fixture f(plans);
+  auto k = f.key("acme", "p");
+  f.open();
+  core_shard& s = f.svc->shard(0);
+  ASSERT_EQ(bill(s, *s.authenticate(k.secret), f.now, 30), 30);
+  s.reconcile(f.now);
+  plans["p"] = test::make_plan("p", 1e9, 1000000000, 10, overage_policy::stop);
+  ASSERT_TRUE(f.svc->replace_plans(plans).has_value());
+  s.before_send(f.now);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  figures fig;
+  ticket t;
+  ASSERT_EQ(s.admit(*r, f.now, fig, t), admit_verdict::quota_exceeded);
+  EXPECT_EQ(fig.quota_limit, 10);
+  EXPECT_EQ(fig.quota_used, 30);
+  EXPECT_EQ(fig.quota_remaining, 0);
+  figures usage;
+  s.fill_quota(*r, f.now, usage);
+  EXPECT_EQ(usage.quota_used, fig.quota_used);
+  EXPECT_EQ(usage.quota_remaining, fig.quota_remaining);
+  EXPECT_EQ(usage.quota_limit, fig.quota_limit);
 }
 
 TEST(quota_service_test, replacing_plans_changes_nothing_when_the_keys_file_cannot_be_read) {

@@ -304,6 +304,54 @@ std::vector<std::string> page(const backend& b, scratch& s, std::string_view q, 
   return out;
 }
 
+TEST(index_test, search_job_in_slices_equals_search) {
+  // Verifies a search_job run in small slices (interleaved with other searches on the core's
+  // own scratch) renders exactly what backend::search renders, for terms, phrases, filters,
+  // date sort and deep offsets, and that heavy queries take many slices.
+  auto b = load_sample(3);
+  auto s = b->make_scratch();
+  search_job job(*b);
+  uint32_t most_slices = 0;
+  for (std::string_view q : {"the", "rust", "of the", "\"of the\"", "\"the a\" linux",
+                             "linux kernel", "nothingmatcheshere", "new the a"}) {
+    for (sort_order so : {sort_order::relevance, sort_order::date}) {
+      for (uint32_t off : {0u, 40u, 1000u}) {
+        query_args a;
+        a.query = q;
+        a.sort = so;
+        a.offset = off;
+        a.limit = 10;
+        if (off == 40) {
+          a.since = 1600000000;
+          a.add_tag("rust");
+        }
+        out_buffer want, got;
+        ASSERT_TRUE(b->search_stories(a, *s, want, false).has_value());
+        b->start(a, job);
+        EXPECT_TRUE(job.matches(a));
+        uint32_t slices = 1;
+        while (!b->run(job, 37)) {
+          ++slices;
+          query_args other;  // another search on the core between slices
+          other.query = "kernel";
+          out_buffer scratch_out;
+          ASSERT_TRUE(b->search_stories(other, *s, scratch_out, false).has_value());
+        }
+        most_slices = std::max(most_slices, slices);
+        ASSERT_TRUE(job.done());
+        ASSERT_TRUE(job.outcome().has_value());
+        json_out j(got, false);
+        b->render(*job.outcome(), j);
+        EXPECT_EQ(got.view(), want.view()) << q << " offset " << off;
+      }
+    }
+  }
+  EXPECT_GT(most_slices, 100u);
+  query_args other;
+  other.query = "the";
+  EXPECT_FALSE(job.matches(other));
+}
+
 TEST(index_test, block_skipping_never_changes_results) {
   // Verifies pruned evaluation (single-term block skipping, multi-term bound checks) returns
   // exactly the pages of the unpruned ranking: any page equals the matching slice of a deeper
@@ -554,6 +602,64 @@ TEST(differential_test, equal_on_another_corpus_and_shard_count) {
   parallel_finalize_postings = 0;
   run_differential(2000, 23, 1, 150);
   parallel_finalize_postings = saved;
+}
+
+TEST(differential_test, sliced_evaluation_equals_whole) {
+  // Verifies search_slice and doc_freqs_slice, stopped every few postings and continued (two
+  // evaluations interleaved slice by slice on separate workspaces), give exactly search()'s
+  // and add_doc_freqs()'s answers, and that long evaluations do take several slices.
+  corpus_fixture fx(2400, 31, 2);
+  shard_workspace ws, ws_a, ws_b;
+  shard_answer whole, a, b;
+  whole.hits.reserve(1050);
+  std::mt19937_64 rng(4242);
+  uint64_t multi_slice = 0;
+  for (int q = 0; q < 200; ++q) {
+    random_plan rp, rq;
+    make_plan(fx, rng, rp);
+    make_plan(fx, rng, rq);
+    const uint64_t budget = 1 + rng() % 64;
+    for (local_shard* s : fx.shards) {
+      bool first = true;
+      slice sa = slice::more, sb = slice::more;
+      uint64_t slices = 0;
+      while (sa == slice::more || sb == slice::more) {
+        uint64_t left = budget;
+        if (sa == slice::more) {
+          sa = s->search_slice(rp.plan, ws_a, a, first, left);
+          ++slices;
+        }
+        left = budget;
+        if (sb == slice::more) {
+          sb = s->search_slice(rq.plan, ws_b, b, first, left);
+        }
+        first = false;
+      }
+      ASSERT_EQ(sa, slice::done);
+      ASSERT_EQ(sb, slice::done);
+      multi_slice += slices > 1;
+      ASSERT_TRUE(s->search(rp.plan, ws, whole));
+      expect_same(a, whole, "query " + std::to_string(q) + ": " + rp.text);
+      ASSERT_TRUE(s->search(rq.plan, ws, whole));
+      expect_same(b, whole, "query " + std::to_string(q) + "': " + rq.text);
+      std::vector<uint64_t> df_whole(rp.terms.size() + rp.phrases.size(), 0);
+      std::vector<uint64_t> df_sliced(df_whole.size(), 0);
+      ASSERT_TRUE(s->add_doc_freqs(rp.plan, ws, df_whole.data()));
+      first = true;
+      slice sd = slice::more;
+      while (sd == slice::more) {
+        uint64_t left = budget;
+        sd = s->doc_freqs_slice(rp.plan, ws_a, df_sliced.data(), first, left);
+        first = false;
+      }
+      ASSERT_EQ(sd, slice::done);
+      EXPECT_EQ(df_sliced, df_whole) << rp.text;
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
+    }
+  }
+  EXPECT_GT(multi_slice, 50u);
 }
 
 TEST(differential_test, equal_under_heavy_score_ties) {

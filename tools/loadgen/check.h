@@ -3,7 +3,7 @@
 // or a transport error). Anything the checks cannot positively recognise as a success is an
 // error: a wrong id, an unparseable body or a missing field never counts as success.
 //
-// Shard-local: one checker per load thread (it owns two reused simdjson parsers).
+// Core-local: one checker per load thread (it owns two reused simdjson parsers).
 #pragma once
 
 #include <cstdint>
@@ -53,7 +53,7 @@ struct expectation {
   int expect_status = 200; ///< for req_kind::get
 };
 
-/// Classifies responses. Shard-local; allocation-free once its buffers have grown.
+/// Classifies responses. Core-local; allocation-free once its buffers have grown.
 class response_checker {
  public:
   outcome check(const response_head& head, std::string_view body, const expectation& want,

@@ -107,7 +107,7 @@ struct pending_req {
   std::uint32_t spec = 0;
 };
 
-/// One client connection. Shard-local.
+/// One client connection. Core-local.
 struct connection {
   enum class state : std::uint8_t { down, connecting, open, closing };
   int fd = -1;

@@ -13,7 +13,7 @@
 
 namespace tollgate::loadgen {
 
-/// Log-linear histogram of non-negative 64-bit values (nanoseconds here). Shard-local.
+/// Log-linear histogram of non-negative 64-bit values (nanoseconds here). Core-local.
 class histogram {
  public:
   static constexpr unsigned sub_bits = 8;                      ///< exact range is [0, 2^sub_bits)

@@ -3,65 +3,10 @@
 
 #include <cstring>
 
+#include "tollgate/http/response_head.h"
+
 namespace tollgate::loadgen {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.size(); i++) {
-    char x = a[i];
-    char y = b[i];
-    if (x >= 'A' && x <= 'Z') {
-      x = static_cast<char>(x - 'A' + 'a');
-    }
-    if (y >= 'A' && y <= 'Z') {
-      y = static_cast<char>(y - 'A' + 'a');
-    }
-    if (x != y) {
-      return false;
-    }
-  }
-  return true;
-}
-
-/// True when the comma-separated header value `v` holds token `t` (case-insensitive).
-bool has_token(std::string_view v, std::string_view t) noexcept {
-  while (!v.empty()) {
-    std::size_t comma = v.find(',');
-    std::string_view item = v.substr(0, comma);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) {
-      item.remove_prefix(1);
-    }
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) {
-      item.remove_suffix(1);
-    }
-    if (iequals(item, t)) {
-      return true;
-    }
-    if (comma == std::string_view::npos) {
-      break;
-    }
-    v.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
-bool parse_decimal(std::string_view s, std::uint64_t& out) noexcept {
-  if (s.empty() || s.size() > 18) {
-    return false;
-  }
-  std::uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') {
-      return false;
-    }
-    v = v * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  out = v;
-  return true;
-}
 
 int hex_digit(char c) noexcept {
   if (c >= '0' && c <= '9') {
@@ -138,111 +83,32 @@ frame_result response_parser::parse_head(const char* in, std::size_t n) {
     std::size_t end = static_cast<std::size_t>(p - in) + 4;
     std::string_view block(in + start_, end - start_ - 2);  // keeps the last header's CRLF
 
-    // 2. Status line: HTTP/1.x SP 3DIGIT [SP reason] CRLF.
-    std::size_t eol = block.find("\r\n");
-    std::string_view line = block.substr(0, eol);
-    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || line[8] != ' ' ||
-        (line.size() > 12 && line[12] != ' ')) {
-      return fail(frame_errc::bad_status_line);
-    }
-    if (line[7] != '0' && line[7] != '1') {
-      return fail(frame_errc::bad_status_line);
-    }
-    int status = 0;
-    for (int i = 9; i < 12; i++) {
-      char c = line[static_cast<std::size_t>(i)];
-      if (c < '0' || c > '9') {
+    // 2. Status line and fields (one parser with the server's outbound client).
+    tollgate::http::response_fields f;
+    switch (tollgate::http::parse_response_fields(block, f)) {
+      case tollgate::http::response_head_error::none:
+        break;
+      case tollgate::http::response_head_error::status_line:
         return fail(frame_errc::bad_status_line);
-      }
-      status = status * 10 + (c - '0');
+      case tollgate::http::response_head_error::field_line:
+        return fail(frame_errc::bad_header);
+      case tollgate::http::response_head_error::content_length:
+        return fail(frame_errc::bad_content_length);
     }
+    const int status = f.status;
     head_ = response_head{};
-    ct_off_ = 0;
-    ct_len_ = 0;
     head_.status = status;
-    head_.minor_version = line[7] - '0';
-    bool keep_alive = head_.minor_version == 1;
-    bool have_length = false;
-    bool chunked = false;
-    bool other_te = false;
-    std::uint64_t length = 0;
+    head_.minor_version = f.minor_version;
+    head_.has_retry_after = f.has_retry_after;
+    head_.close = f.close;
+    ct_off_ = f.content_type.empty() ? 0 : static_cast<std::size_t>(f.content_type.data() - in);
+    ct_len_ = f.content_type.size();
+    const bool have_length = f.has_length;
+    const bool chunked = f.chunked;
+    const bool other_te = f.other_coding;
+    const std::uint64_t length = f.content_length;
 
-    // 3. Header fields: one memchr per line for its LF, one for a stray CR inside it (the
-    //    block ends with the last header's CRLF, so every line has one).
-    std::size_t pos = eol + 2;
-    while (pos < block.size()) {
-      const char* line_begin = block.data() + pos;
-      const auto* lf =
-          static_cast<const char*>(std::memchr(line_begin, '\n', block.size() - pos));
-      if (lf == nullptr || lf == line_begin || lf[-1] != '\r') {
-        return fail(frame_errc::bad_header);
-      }
-      std::size_t len = static_cast<std::size_t>(lf - line_begin) - 1;
-      std::string_view field(line_begin, len);
-      pos += len + 2;
-      if (std::memchr(line_begin, '\r', len) != nullptr) {
-        return fail(frame_errc::bad_header);
-      }
-      std::size_t colon = field.find(':');
-      if (colon == std::string_view::npos || colon == 0) {
-        return fail(frame_errc::bad_header);
-      }
-      std::string_view name = field.substr(0, colon);
-      std::string_view value = field.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-        value.remove_prefix(1);
-      }
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
-        value.remove_suffix(1);
-      }
-      // Only five names matter; the length rules out most fields before any comparison.
-      switch (name.size()) {
-        case 14:
-          if (iequals(name, "content-length")) {
-            std::uint64_t v = 0;
-            if (!parse_decimal(value, v) || (have_length && v != length)) {
-              return fail(frame_errc::bad_content_length);
-            }
-            have_length = true;
-            length = v;
-          }
-          break;
-        case 17:
-          if (iequals(name, "transfer-encoding")) {
-            if (has_token(value, "chunked")) {
-              chunked = true;
-            } else {
-              other_te = true;
-            }
-          }
-          break;
-        case 10:
-          if (iequals(name, "connection")) {
-            if (has_token(value, "close")) {
-              keep_alive = false;
-            } else if (has_token(value, "keep-alive")) {
-              keep_alive = true;
-            }
-          }
-          break;
-        case 12:
-          if (iequals(name, "content-type")) {
-            ct_off_ = static_cast<std::size_t>(value.data() - in);
-            ct_len_ = value.size();
-          }
-          break;
-        case 11:
-          if (iequals(name, "retry-after")) {
-            head_.has_retry_after = !value.empty();
-          }
-          break;
-        default:
-          break;
-      }
-    }
-    head_.close = !keep_alive;
-
-    // 4. Interim responses (100 Continue, 103 Early Hints) carry no body: skip them.
+    // 3. Interim responses (100 Continue, 103 Early Hints) carry no body: skip them.
     if (status >= 100 && status < 200 && status != 101) {
       start_ = end;
       scanned_ = end;

@@ -4,7 +4,7 @@
 // with the same buffer grown by the next read; work already done is not repeated for the
 // header block and chunked bodies.
 //
-// Shard-local: one parser per connection.
+// Core-local: one parser per connection.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +42,7 @@ struct response_head {
   std::string_view content_type;  ///< empty when absent
 };
 
-/// Frames one response at a time. Shard-local.
+/// Frames one response at a time. Core-local.
 class response_parser {
  public:
   static constexpr std::size_t max_head = 64 * 1024;

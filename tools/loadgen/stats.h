@@ -1,7 +1,7 @@
 // Per-thread results of a load run: the latency histogram and the outcome counts, mergeable
 // after the run.
 //
-// Shard-local: each load thread owns one; the main thread merges them after join.
+// Core-local: each load thread owns one; the main thread merges them after join.
 #pragma once
 
 #include <cstdint>

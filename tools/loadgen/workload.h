@@ -2,7 +2,7 @@
 // how each is rendered into HTTP/1.1 bytes. Everything variable (keys, queries, header block)
 // is pre-rendered once; rendering a request then only copies pieces and writes the id.
 //
-// `workload` is immutable after build() and shared by all threads; `picker` is shard-local.
+// `workload` is immutable after build() and shared by all threads; `picker` is core-local.
 #pragma once
 
 #include <cstdint>
@@ -80,7 +80,7 @@ class workload {
   bool fixed_id_ = false;
 };
 
-/// Random choices for one thread: which spec, key and query. Shard-local.
+/// Random choices for one thread: which spec, key and query. Core-local.
 class picker {
  public:
   picker(const workload& w, std::uint64_t seed) : w_(&w), state_(seed ? seed : 0x9e3779b97f4a7c15) {}

@@ -1,4 +1,4 @@
-// Cluster mode (DESIGN §6, issue 15): several tollgate nodes share keys, accounts, rate limits
+// Cluster mode (design §6, issue 15): several tollgate nodes share keys, accounts, rate limits
 // and monthly quotas through Redis (or Redis Cluster: every script touches one hash slot).
 //
 // Redis keys (P = [cluster] prefix, default "tollgate:"):

@@ -1,7 +1,7 @@
 // out_buffer: a contiguous, growable byte buffer that keeps its capacity across clear().
 //
 // Responses, journal records and payloads are written into out_buffers owned by a core; after
-// warm-up the capacity has reached its working size and writing allocates nothing. Shard-local:
+// warm-up the capacity has reached its working size and writing allocates nothing. Core-local:
 // not thread-safe.
 #pragma once
 

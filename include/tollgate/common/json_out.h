@@ -2,7 +2,7 @@
 // as the contents of a JSON string (level 1: the text of an MCP text block). Both come out of the
 // same single pass, so a payload is never rendered twice and never re-escaped.
 //
-// Shard-local (wraps a caller-owned buffer). Strings are taken as UTF-8 and passed through;
+// Core-local (wraps a caller-owned buffer). Strings are taken as UTF-8 and passed through;
 // control characters, quotes and backslashes are escaped as JSON requires.
 #pragma once
 

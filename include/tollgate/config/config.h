@@ -51,11 +51,16 @@ struct settings {
   std::optional<endpoint> admin_listen;
   int threads = 0;  ///< 0 = one per online core
   std::string data_dir = "./tollgate-data";
+  /// --accept-usage-loss (command line only): start although the usage snapshot is missing or
+  /// empty after journals were compacted into it (usage counted there is lost).
+  bool accept_usage_loss = false;
   uint32_t max_connections = 10000;  ///< per core
   uint32_t header_timeout_ms = 10000;
   uint32_t idle_timeout_ms = 60000;
   uint32_t max_header_bytes = 16 * 1024;
   uint32_t max_body_bytes = 1024 * 1024;
+  /// /metrics on the public listener when there is no admin listener (false: 404 there).
+  bool public_metrics = true;
 
   // [corpus]
   std::string corpus_path;  ///< JSON Lines; empty = the embedded sample
@@ -65,6 +70,9 @@ struct settings {
   /// serving): entries per core (0 turns it off) and the bytes of one entry (key + payload).
   uint32_t search_cache_entries = 64;
   uint32_t search_cache_entry_bytes = 16384;
+  /// search_stories over MCP runs in slices of about this many postings of work, one per loop
+  /// pass, so a long search never holds its core (0: each search runs whole).
+  uint32_t search_slice_postings = 32768;
 
   // [mcp]
   std::vector<std::string> allowed_origins;  ///< in addition to loopback origins
@@ -90,6 +98,10 @@ struct settings {
   std::vector<endpoint> remote_shards;  ///< gateway: the shard nodes it fans out to
   uint32_t shard_deadline_ms = 250;     ///< gateway: per-query deadline for remote answers
   bool fleet_local = true;              ///< gateway: also serve its own corpus in-process
+
+  // [log]
+  std::string access_log;   ///< JSON Lines access log: a path, "-" for stderr, empty = off
+  double log_sample = 1.0;  ///< share of successful requests logged (errors always are)
 
   // [cluster] (its presence turns cluster mode on: keys, accounts and usage live in Redis)
   bool cluster = false;

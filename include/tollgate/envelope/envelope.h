@@ -37,18 +37,16 @@ bool parse_revision(std::string_view s, revision& out) noexcept;
 /// 2026-07-28 and later: stateless, `resultType` on every result.
 inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28; }
 
-/// Tool error codes (DESIGN §2): a tool that ran and could not do the thing.
-/// quota_unreachable is written with the code "unavailable" and its own message: a cluster
+/// Tool error codes (design §2): a tool that ran and could not do the thing.
+/// usage_unavailable is the code `unavailable` with its own message: a billable call that was
+/// not made because its usage could not be recorded (the usage journal cannot be written).
+/// quota_unreachable is also written with the code `unavailable` and its own message: a cluster
 /// node that cannot reach the quota service (Redis) for a stop key whose lease ran out.
 enum class tool_error_code : uint8_t {
-  suspended,
-  quota_exceeded,
-  rate_limited,
-  unavailable,
-  not_found,
+  suspended, quota_exceeded, rate_limited, unavailable, not_found, usage_unavailable,
   quota_unreachable
 };
-inline constexpr size_t num_tool_error_codes = 6;
+inline constexpr size_t num_tool_error_codes = 7;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;
@@ -69,10 +67,11 @@ enum class rpc_error_kind : uint8_t {
   method_not_found,     ///< -32601
   invalid_params,       ///< -32602, detail = argument, rule = the rule; data {"argument","rule"}
   unknown_tool,         ///< -32602, message "Unknown tool: " + detail
-  internal_error,       ///< -32603
+  internal_error,       ///< -32603, message = detail (or a default)
   header_mismatch,      ///< -32020, message = detail
   unsupported_version,  ///< -32022, detail = requested; data {"requested","supported":[...]}
-  rate_limited,         ///< 429, data = the rate_limited tool-error object (retry_after_secs)
+  rate_limited,         ///< 429, "Rate limit exceeded: retry in N second(s).", data = the
+                        ///< rate_limited tool-error object (retry_after_secs = N)
 };
 inline constexpr size_t num_rpc_error_kinds = 9;
 int code_of(rpc_error_kind k) noexcept;
@@ -137,7 +136,10 @@ class cache {
 
   // --- Whole responses the app sends before dispatch ---
   /// HTTP 401 with `WWW-Authenticate: Bearer realm="tollgate"` and {"code":"invalid_key",...}.
-  void unauthorized(out_buffer& out, bool close) const;
+  /// `key_presented` (a key was sent and is not valid) adds RFC 6750's
+  /// `error="invalid_token", error_description="..."` to the challenge; a request that sent none
+  /// gets no error code (RFC 6750 §3.1). Never `resource_metadata`: this server has no OAuth.
+  void unauthorized(out_buffer& out, bool close, bool key_presented = false) const;
 
   // --- Pre-rendered results ---
   /// The initialize result for a legacy revision (2026-07-28 has no handshake).

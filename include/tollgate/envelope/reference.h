@@ -22,7 +22,7 @@ std::string tool_error_json(const tool_error& e);
 std::string tool_error_response(std::string_view id, revision r, const tool_error& e);
 std::string error_response(std::string_view id, const rpc_error& e);
 std::string result_response(std::string_view id, std::string_view result_json);
-std::string unauthorized(bool close);
+std::string unauthorized(bool close, bool key_presented = false);
 /// The supported revisions as a JSON array.
 std::string supported_versions();
 

@@ -2,7 +2,7 @@
 //
 // The engine owns sockets, rings and buffers; for each complete request it calls the core's
 // handler, which writes exactly one complete HTTP/1.1 response (status line, headers, body)
-// into the connection's output buffer. Handlers are shard-local: the engine makes one per core
+// into the connection's output buffer. Handlers are core-local: the engine makes one per core
 // with a factory and calls it only from that core's thread, so a handler may keep per-core
 // state (parsers, scratch buffers, quota shards) without locks.
 #pragma once
@@ -21,6 +21,10 @@ struct response_info {
   int status = 200;
   bool close = false;     ///< close the connection once this response is sent
   bool deferred = false;  ///< handle() called engine_io::defer() and wrote nothing (see below)
+  /// The response depends on a journal record the handler buffered while answering it (a
+  /// billed call): the engine sends it only once journal_pending()'s write covering it has
+  /// completed. Responses without it never wait for the journal.
+  bool journaled = false;
 };
 
 /// A deferred request: its connection slot and a number naming the request (a stale token, whose
@@ -43,7 +47,7 @@ struct upstream_reply {
 
 /// What the engine offers the handler of its core beyond handle(): deferring a request until
 /// outbound work is done, and outbound HTTP/1.1 requests on the core's own ring (no threads).
-/// Shard-local: call only from the core's thread (inside handle(), on_upstream(), on_tick()...).
+/// Core-local: call only from the core's thread (inside handle(), on_upstream(), on_tick()...).
 class engine_io {
  public:
   virtual ~engine_io() = default;
@@ -72,6 +76,17 @@ class engine_io {
                      int64_t deadline_mono_ns) = 0;
   /// CLOCK_MONOTONIC, read once per loop pass.
   virtual int64_t now_mono() const = 0;
+
+  /// Appends `len` bytes at `data` to file `fd` with an io_uring write (at the file's position:
+  /// O_APPEND files, pipes, ttys). `data` must stay valid and unchanged until
+  /// handler::on_file_written(tag, res) reports the bytes written (a short count is possible)
+  /// or -errno. False: not supported here (nothing happens; write it yourself).
+  virtual bool write_file(int /*fd*/, const char* /*data*/, size_t /*len*/, uint32_t /*tag*/) {
+    return false;
+  }
+  /// Only inside handle(): the peer address of the request's connection as text ("1.2.3.4:5",
+  /// "[::1]:5"), written to `buf`; returns its length (0: unknown).
+  virtual size_t peer_address(char* /*buf*/, size_t /*cap*/) { return 0; }
 };
 
 /// Durable bytes a handler wants written before the responses of the pass go out (the core's
@@ -89,13 +104,27 @@ class handler {
   /// Writes one complete response for `req` to `out` (append only). `now_ns` is CLOCK_REALTIME
   /// read once per loop pass. Must not block.
   virtual response_info handle(const request& req, out_buffer& out, int64_t now_ns) = 0;
+  /// A request whose head carries `Expect: 100-continue` and whose body has not arrived: the
+  /// handler may answer it from the head alone (a refusal the body cannot change: a bad key,
+  /// a forbidden Origin, no such route) by writing one complete response to `out` and returning
+  /// its info, so the client is never invited to send a body that would be refused (RFC 9110
+  /// §10.1.1). Returning status 0 with nothing written lets the engine send 100 Continue and
+  /// wait for the body; handle() then gets the whole request. `head.body` is empty and
+  /// `head.keep_alive` is false: an answered connection closes after the response (the client
+  /// may already be sending the body; the engine reads and drops it until the client's FIN or
+  /// the linger timeout, so the client reads the response rather than a reset). Must not
+  /// defer.
+  virtual response_info answer_before_body(const request& /*head*/, out_buffer& /*out*/,
+                                           int64_t /*now_ns*/) {
+    return {0, false, false};
+  }
   /// Called once per loop pass after all requests of the pass were handled and before the
   /// engine submits their sends: durable state (usage journals) is written here.
   virtual void before_send(int64_t /*now_ns*/) {}
   /// Engine-written journal (optional): called once per pass after before_send() while no
   /// journal write is in flight. A batch with size > 0 makes the engine write it with io_uring
-  /// and hold every response answered since (and the ones not yet covered) until the write
-  /// completes; journal_written() then reports the bytes written (a short count: the rest is
+  /// and hold every `journaled` response answered since (and the ones not yet covered, and
+  /// whatever follows one of them on its connection) until the write completes; journal_written() then reports the bytes written (a short count: the rest is
   /// asked for again) or -errno (nothing counted: the bytes stay with the handler). A handler
   /// that returns an empty batch keeps the default behaviour (responses go out this pass).
   virtual journal_batch journal_pending() { return {}; }
@@ -109,6 +138,8 @@ class handler {
   virtual void attach(engine_io& /*io*/) {}
   /// The completion of engine_io::fetch(tag).
   virtual void on_upstream(uint64_t /*tag*/, const upstream_reply& /*reply*/) {}
+  /// The completion of engine_io::write_file(tag): bytes written or -errno.
+  virtual void on_file_written(uint32_t /*tag*/, int64_t /*res*/) {}
 };
 
 }  // namespace tollgate::http

@@ -7,8 +7,8 @@
 //      field, the caller then appends the body to the same buffer (e.g. JSON rendered in place),
 //      and end_response() patches the length in. The field is right-aligned and padded with
 //      leading spaces ("Content-Length:        250"), which is plain OWS after the colon, so
-//      every HTTP parser reads it.
-// Free functions are thread-safe (no shared state); date_cache is shard-local.
+//      every HTTP parser reads it (tollgate/common/content_length.h, shared with the envelope).
+// Free functions are thread-safe (no shared state); date_cache is core-local.
 #pragma once
 
 #include <cstddef>
@@ -37,15 +37,9 @@ void write_header(out_buffer& out, std::string_view name, uint64_t value);
 /// Appends the decimal digits of v.
 void append_decimal(out_buffer& out, uint64_t v);
 
-/// Width of the patchable Content-Length value (leading-space padded); bodies written through
-/// begin_response() must be shorter than 10^content_length_width bytes.
+/// Width of the patchable Content-Length value (leading-space padded, common/content_length.h);
+/// a body of 10^(content_length_width - 1) bytes or more widens it.
 inline constexpr size_t content_length_width = 10;
-
-/// Appends "Content-Length:" plus a blank fixed-width value and CRLF; returns the value's offset
-/// in `out` for patch_content_length(). Offsets stay valid across buffer growth.
-size_t reserve_content_length(out_buffer& out);
-/// Writes `length` right-aligned into the field reserved at `slot`.
-void patch_content_length(out_buffer& out, size_t slot, size_t length) noexcept;
 
 /// What a response head carries besides its status.
 struct response_head {
@@ -103,7 +97,7 @@ void write_simple_response(out_buffer& out, int status, std::string_view content
 /// the reason, and Connection: close (the engine closes after sending it).
 void write_error_response(out_buffer& out, errc e);
 
-/// Caches the IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") of the current second. Shard-local:
+/// Caches the IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") of the current second. Core-local:
 /// one per core; update() once per loop pass reformats only when the second has changed.
 class date_cache {
  public:

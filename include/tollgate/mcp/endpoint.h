@@ -4,7 +4,7 @@
 //   envelope::cache env(identity);            // shared, immutable
 //   mcp::registry tools; tools.add(...); tools.finish();   // shared, immutable
 //   mcp::session_store sessions(idle_ns);     // only if sessions are on; shared, thread-safe
-//   mcp::endpoint ep(tools, env, options);    // one per core, shard-local
+//   mcp::endpoint ep(tools, env, options);    // one per core, core-local
 // Per request (the app's http::handler for POST/GET/DELETE /mcp, after the key check):
 //   info = ep.handle_http(req, host, out, now_ns);
 // Before dispatch the app may answer with ep.render_unauthorized(...) or ep.render_rate_limited(...).
@@ -87,7 +87,7 @@ struct endpoint_options {
   size_t max_batch = 32;
 };
 
-/// One per core; shard-local (not thread-safe). Holds the core's reused simdjson parser and
+/// One per core; core-local (not thread-safe). Holds the core's reused simdjson parser and
 /// scratch buffers; the registry and envelope cache are shared read-only.
 class endpoint {
  public:
@@ -101,12 +101,20 @@ class endpoint {
   http::response_info handle_http(const http::request& req, host& h, out_buffer& out,
                                   int64_t now_ns = 0);
 
-  /// HTTP 401 (missing or invalid key): never an OAuth challenge.
-  http::response_info render_unauthorized(const http::request& req, out_buffer& out) const;
-  /// HTTP 429 for `req`: `Retry-After`, the host's header lines, and a JSON-RPC error (code 429,
-  /// data = the rate_limited object) echoing the request's id when the body parses, else null.
+  /// False when `req` carries an `Origin` header that is neither allowed nor (when allowed)
+  /// loopback: handle_http() answers it 403 before anything else.
+  bool origin_allowed(const http::request& req) const noexcept;
+
+  /// HTTP 401 (missing or invalid key): never an OAuth challenge. `key_presented`: a key was
+  /// sent (RFC 6750's error="invalid_token" joins the challenge).
+  http::response_info render_unauthorized(const http::request& req, out_buffer& out,
+                                          bool key_presented = false) const;
+  /// HTTP 429 for `req`: `Retry-After`, the host's header lines (which must not carry another
+  /// Retry-After), and a JSON-RPC error (code 429, data = the rate_limited object) echoing the
+  /// request's id when the body parses, else null. A body of only notifications and responses
+  /// does not count toward the rate limit: it is answered by handle_http (202) instead.
   http::response_info render_rate_limited(const http::request& req, host& h, out_buffer& out,
-                                          int64_t retry_after_secs);
+                                          int64_t retry_after_secs, int64_t now_ns = 0);
 
   /// Answers one JSON-RPC message (stdio): appends the response body (no HTTP) to `out`, or
   /// nothing for notifications and responses. `msg` must be followed by body_padding readable

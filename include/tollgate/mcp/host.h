@@ -1,25 +1,38 @@
 // The host: what the MCP endpoint asks of the application per request. Implemented by the app on
 // top of the quota core (and by fakes in tests). Called only from the core that handles the
-// request: implementations are shard-local per core (one host object per core or per request).
+// request: implementations are core-local per core (one host object per core or per request).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
 #include "tollgate/common/buffer.h"
+#include "tollgate/common/outcome.h"
 
 namespace tollgate::mcp {
 
+struct tool_def;
+
 /// The outcome of admitting one billable tools/call.
 struct admission {
+  /// unavailable: the call cannot be recorded (usage journal not writable): not made, not billed.
   /// quota_unreachable: cluster mode, the quota service cannot be reached (tool error
   /// `unavailable` with retry_after_secs).
-  enum class kind : uint8_t { ok, suspended, quota_exceeded, rate_limited, quota_unreachable };
+  enum class kind : uint8_t {
+    ok, suspended, quota_exceeded, rate_limited, unavailable, quota_unreachable
+  };
   kind outcome = kind::ok;
-  int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited, quota_unreachable
+  int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited, unavailable, quota_unreachable
   int64_t quota_limit = -1;       ///< quota_exceeded
   int64_t quota_used = -1;
   int64_t quota_remaining = -1;
+};
+
+/// What one JSON-RPC message was answered with (the access log and /metrics read it).
+struct answer_note {
+  std::string_view method;         ///< the method as sent (raw bytes); empty when unparsed
+  const tool_def* tool = nullptr;  ///< tools/call of a registered tool
+  outcome result = outcome::ok;
 };
 
 class host {
@@ -35,7 +48,7 @@ class host {
   /// Settles the last admitted call: billed only when `success`; a failed call gives its unit back.
   virtual void settle(bool success) = 0;
   /// stdio only: called once per request that admit() does not rate (handshakes, lists, pings
-  /// and calls of free tools such as get_usage count toward the rate limit too, DESIGN §5).
+  /// and calls of free tools such as get_usage count toward the rate limit too, design §5).
   /// Return rate_limited (with retry_after_secs): a free tool call is answered with the
   /// rate_limited tool error, any other request with the JSON-RPC error whose code is 429 and
   /// whose data is the rate_limited object. Over HTTP the app rates every request before
@@ -47,6 +60,13 @@ class host {
   /// the JSON-RPC error whose code is 429, as a limited single request's body is. Default:
   /// never limited.
   virtual admission rate_extra() { return {}; }
+  /// Called once per answered JSON-RPC message (each of a batch; not for notifications and
+  /// responses, which get no answer), after its body is written. Default: nothing.
+  virtual void answered(const answer_note& /*note*/) {}
+  /// HTTP only: the POST the app rated before dispatch held only JSON-RPC notifications and
+  /// responses (answered 202, no work), which never count toward the rate limit (design §5): the
+  /// host gives that charge back. Called before the 202's write_headers(). Default: nothing.
+  virtual void refund_rate() {}
 };
 
 }  // namespace tollgate::mcp

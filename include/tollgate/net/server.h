@@ -30,7 +30,19 @@ struct server_options {
   uint32_t idle_timeout_ms = 60000;    ///< a keep-alive connection may sit idle this long
   uint32_t linger_timeout_ms = 2000;   ///< after a final response: wait this long for the peer's FIN
   uint32_t shutdown_timeout_ms = 10000;  ///< stop(): in-flight requests get this long, then close
-  uint32_t max_connections = 10000;    ///< per core; accept pauses at this many open connections
+  /// Per core. A core at its cap keeps accepting: it hands the connection to another core
+  /// with a free slot, or, when every core is full, answers 503 and closes it (counted in
+  /// core_stats::handed_off / rejected), so no client waits unanswered in the backlog.
+  uint32_t max_connections = 10000;
+  /// Descriptors this engine leaves to the rest of the process (an admin listener, journal and
+  /// snapshot files, key reloads): a connection accepted into one of the top `fd_reserve`
+  /// descriptor numbers below RLIMIT_NOFILE (read at start()) is answered 503 and closed at once
+  /// (core_stats::rejected_no_fd), and an outbound socket there fails with -EMFILE. Descriptors
+  /// are allocated lowest first, so the engine then never holds more than the limit minus this.
+  /// Near the reserve accepts are single-shot (a multishot burst could run through it), and
+  /// when accept fails with EMFILE/ENFILE the core's one spare descriptor is used to accept and
+  /// refuse (503) the connections waiting in its backlog. 0: none of this.
+  uint32_t fd_reserve = 0;
   uint32_t recv_buffer_size = 16384;   ///< payload bytes per provided receive buffer
   uint32_t recv_buffer_count = 512;    ///< provided buffers per core (power of two, ≤ 32768)
   uint32_t ring_entries = 2048;        ///< SQ entries per core (CQ gets 4×)
@@ -65,13 +77,16 @@ struct alignas(64) core_stats {
   std::atomic<uint64_t> timeouts{0};          ///< closed by the header, idle or linger timeout
   std::atomic<uint64_t> requests{0};          ///< requests handed to the handler
   std::atomic<uint64_t> parse_errors{0};      ///< requests refused by the parser (4xx/5xx + close)
-  std::atomic<uint64_t> rejected{0};          ///< accepted over the cap in a burst and closed at once
+  std::atomic<uint64_t> rejected{0};          ///< answered 503 and closed at once: every core full
+  std::atomic<uint64_t> handed_off{0};        ///< accepted at this core's cap, served elsewhere
+  std::atomic<uint64_t> rejected_no_fd{0};    ///< answered 503 and closed: descriptors reserved
   std::atomic<uint64_t> accept_errors{0};     ///< accept failures (EMFILE, ENFILE, ENOBUFS, ...)
   std::atomic<uint64_t> recv_no_buffer{0};    ///< receives that found no free provided buffer
                                               ///< (often: raise recv_buffer_count)
   std::atomic<uint64_t> journal_writes{0};    ///< journal writes completed (handler batches)
   std::atomic<uint64_t> journal_errors{0};    ///< journal writes failed or short (responses held)
   std::atomic<uint64_t> journal_syncs{0};     ///< journal fdatasyncs completed
+  std::atomic<uint64_t> journal_held{0};      ///< connections whose answers wait for the journal
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
@@ -90,7 +105,8 @@ class server {
   /// Probes io_uring, binds the listeners, makes the handlers and starts the core threads.
   /// The core threads inherit the caller's signal mask (block SIGTERM/SIGINT/SIGHUP first when
   /// sigwait() handles them) and RLIMIT_NOFILE as read when each accept is armed (raise it
-  /// before start(); at the limit accept backs off on a timer and retries).
+  /// before start(); fd_reserve is reckoned from it; at the limit accept backs off on a timer
+  /// and retries).
   /// Returns once every core is set up and accepting, or an error message (missing kernel
   /// feature with the version that has it, bind failure, ...) with nothing left running.
   /// Call at most once.

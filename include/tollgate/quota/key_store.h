@@ -126,10 +126,16 @@ class key_store final : public key_backend {
 /// ignored (the app loads `plans` from config_option(args)). Prints to `out` (the key, listings)
 /// and `err` (messages). Returns the exit code: 0 ok, 2 bad usage (message names the problem),
 /// 1 other.
+/// `config_path`: the --config file `plans` came from ("" when none), named when PLAN is unknown.
 /// `backend` (cluster mode: Redis) replaces the data dir's store when given.
 int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
                      std::string_view data_dir, std::FILE* out, std::FILE* err,
-                     key_backend* backend = nullptr);
+                     std::string_view config_path = {}, key_backend* backend = nullptr);
+/// The options `keys` and `accounts` take (each listed by its help text), and the help texts.
+std::span<const std::string_view> keys_options();
+std::span<const std::string_view> accounts_options();
+std::string_view keys_help();
+std::string_view accounts_help();
 /// The FILE of `--config FILE` or `--config=FILE` (the last one given) in keys/accounts
 /// arguments, found by the same parser the two commands use, so the app loads exactly the file
 /// they were given. Empty when there is none or the arguments are bad usage (the command then

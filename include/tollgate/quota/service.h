@@ -56,6 +56,9 @@ struct service_options {
   int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
   int64_t max_lease = 64;                 ///< largest lease a core takes from a key's budget
   int64_t journal_rotate_bytes = 1 << 20; ///< a core starts a new journal file past this size
+  /// Start although the snapshot is missing or empty while the journals show one was written
+  /// (a journal generation above 0: earlier ones were compacted into it); refused otherwise.
+  bool accept_usage_loss = false;
   /// Cluster mode (null: single node). Key pools start empty and are filled by `leases`; keys
   /// and accounts come from install_keys() instead of the data dir's files (the data dir keeps
   /// the usage journals). Must outlive the service.
@@ -97,9 +100,12 @@ struct figures {
 };
 
 enum class rate_verdict : uint8_t { ok, limited };
+/// unavailable: the call cannot be recorded (the core's usage journal cannot be written, or has
+/// no room reserved on disk for its record), so it is not made and not billed.
 /// quota_unreachable: cluster mode only, a stop key whose node holds no units while the quota
-/// service cannot be reached (tool error `unavailable`, REST 503 + Retry-After).
-enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, quota_unreachable };
+/// service cannot be reached (tool error `unavailable` with its own message, REST 503 +
+/// Retry-After).
+enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, unavailable, quota_unreachable };
 
 /// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the shard
 /// that admitted it.
@@ -117,12 +123,6 @@ struct ticket {
 /// retry_after_secs > 0. Allocation-free once `out` has capacity.
 void write_rate_headers(out_buffer& out, const figures& f);
 
-/// The presented key: the token of `Authorization: Bearer KEY` (scheme case-insensitive,
-/// surrounding blanks trimmed), else the trimmed `X-API-Key` value; empty if neither has one.
-/// Pass the raw header values (empty when absent). Returns a view into one of them.
-std::string_view presented_key(std::string_view authorization,
-                               std::string_view x_api_key) noexcept;
-
 class service;
 
 /// What start-up recovery found (also logged).
@@ -133,6 +133,16 @@ struct recovery_report {
   uint64_t corrupt_records = 0;  ///< bad magic/CRC: skipped
   uint64_t torn_bytes = 0;       ///< partial record at a file's end: skipped
   bool snapshot_loaded = false;
+};
+
+/// A core's usage journal as monitoring sees it. Written by the core's thread on state changes
+/// (not per request), read from any thread (/metrics, /readyz); relaxed: figures only.
+struct journal_health {
+  std::atomic<uint64_t> errors{0};    ///< write, fdatasync, open and space-reservation failures
+  std::atomic<uint64_t> refused{0};   ///< billed calls refused as unavailable (not recordable)
+  std::atomic<int64_t> unwritten_since_ns{0};  ///< CLOCK_REALTIME of the oldest record not yet
+                                               ///< written (0: none)
+  std::atomic<bool> failing{false};   ///< the last write, open or reservation failed
 };
 
 /// Shard-local: one per core, used only by that core's thread (created and owned by service).
@@ -152,9 +162,17 @@ class alignas(64) core_shard {
   /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
   uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
   uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
+  /// Calls this core has billed so far, and of them those billed as overage (shard-local: the
+  /// app reads the difference around one request for its access log and /metrics).
+  uint64_t billed_calls() const noexcept { return billed_calls_; }
+  uint64_t overage_calls() const noexcept { return overage_calls_; }
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
+  /// Gives back one request that check_rate() admitted and that turned out not to count (a
+  /// JSON-RPC notification or response, answered 202 with no work), and refreshes the rate part
+  /// of `f` to match. Call only after an ok from check_rate() for the same request.
+  void refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
   /// Admits one billable call against the monthly quota; fills the quota part of `f`, on ok
   /// counting this call as billed (used + 1: the figures its answer reports). On ok, `t` must be
   /// settled later. Suspended accounts are refused before the quota is touched.
@@ -205,6 +223,17 @@ class alignas(64) core_shard {
   uint64_t journal_unsynced() const noexcept { return unsynced_bytes_; }
   /// Journal write failures so far (either path).
   uint64_t journal_errors() const noexcept { return journal_errors_; }
+  /// Journal health for monitoring; any thread.
+  const journal_health& health() const noexcept { return health_; }
+  /// Changes whenever a billed success is recorded (it grows with every record appended until
+  /// the pass's journal write): a handler compares it across one request to learn whether that
+  /// request's answer waits for the journal.
+  uint64_t billed_seq() const noexcept {
+    return (static_cast<uint64_t>(journal_buf_.size()) << 32) | open_count_;
+  }
+  /// Space reserved on disk for journal records (fallocate ahead of the file's end) is taken in
+  /// steps of this many bytes, so a full disk is found before a call is answered, not after.
+  static constexpr uint64_t kReserveStep = 16 * 1024;
 
   int index() const noexcept { return index_; }
 
@@ -262,7 +291,33 @@ class alignas(64) core_shard {
     open_overage_ = overage ? 1 : 0;
   }
   void seal_record() noexcept;
-  void open_journal() noexcept;
+  /// Room check of admit(): true when the journal can take one more call's record (space
+  /// reserved on disk for it, or reservation unsupported by the file system, and no write
+  /// failing). room_calls_ counts records, taken at seal_record(): two left cover the open
+  /// record and one this call may open. Else tries to reserve more (at most every 100 ms).
+  bool journal_room() noexcept { return room_calls_ >= 2 || make_room(); }
+  /// Bytes the journal needs on disk for what is buffered, the open record and `calls` more
+  /// records. (Calls admitted and not yet settled hold no bytes yet; at the pass boundaries
+  /// where this is counted an HTTP core has none: admit and settle happen in one handle().)
+  uint64_t room_needed(uint64_t calls = 1) const noexcept {
+    return journal_size_ + journal_out_.size() + journal_buf_.size() + (calls + 1) * 28;
+  }
+  /// Sets room_calls_ from the reservation: how many more calls may be admitted before the
+  /// reservation must be looked at again.
+  void recount_room() noexcept;
+  bool make_room() noexcept;
+  /// fallocate(KEEP_SIZE) so the file has room for `need` bytes and one more step. Rate
+  /// limited after a failure. Returns whether there is room for `need`.
+  bool reserve(uint64_t need) noexcept;
+  void count_error() noexcept;
+  void update_failing() noexcept;
+  /// Every byte handed out was written: clears a write failure.
+  void note_written() noexcept;
+  void note_write_failed() noexcept;
+  /// Once per pass with records to write: dates the oldest, tops the reservation up.
+  void note_unwritten() noexcept;
+  /// Opens the journal of the current generation: 0, or the errno of the failure (logged).
+  int open_journal() noexcept;
   bool write_buffer(out_buffer& b) noexcept;
   void publish_locked(bool return_all_leases) noexcept;
   /// Returns lk's unused lease to its key's pool (paying the key's debt first); lease = 0.
@@ -289,6 +344,8 @@ class alignas(64) core_shard {
   const key_table* table_ = nullptr;
   key_cache_slot key_cache_[kKeyCacheSlots];
   uint64_t key_cache_hits_ = 0;
+  uint64_t billed_calls_ = 0;
+  uint64_t overage_calls_ = 0;
   uint64_t key_cache_misses_ = 0;
   alignas(64) std::atomic<uint64_t> seen_epoch_{0};  // written here, read by the reclaimer
   std::vector<local_key> locals_;
@@ -314,6 +371,15 @@ class alignas(64) core_shard {
   uint64_t unsynced_bytes_ = 0;
   int64_t last_reconcile_ns_ = 0;
   int64_t last_fsync_ns_ = 0;
+  // Disk faults (see "Disk faults" in service.cc).
+  uint64_t reserved_end_ = 0;       // file offset up to which space is reserved
+  bool reserve_unsupported_ = false;  // the file system has no fallocate: rely on write errors
+  bool reserve_failed_ = false;     // the last reservation failed (ENOSPC, EROFS, EIO...)
+  bool write_failed_ = false;       // the last journal write failed; its bytes are kept
+  int64_t next_reserve_ns_ = 0;     // CLOCK_MONOTONIC: no reservation attempt before this
+  int64_t pass_now_ns_ = 0;         // CLOCK_REALTIME of the current pass (before_send)
+  int64_t room_calls_ = 0;          // records the reservation still holds (see journal_room)
+  journal_health health_;
 };
 
 /// Usage of one key in one month (tests, /v1/usage admin views, billing).
@@ -368,6 +434,20 @@ class service {
   /// Shutdown: reconciles every shard, then persists. Precondition: no shard is in use.
   void close(int64_t now_ns);
 
+  /// False while any core's usage journal is failing (a write, open or space reservation
+  /// failed and has not succeeded since): /readyz. Any thread.
+  bool journals_ok() const noexcept {
+    for (const auto& s : shards_) {
+      if (s->health().failing.load(std::memory_order_relaxed)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  /// Usage snapshots that could not be written (journals are kept meanwhile). Any thread.
+  uint64_t snapshot_errors() const noexcept {
+    return snapshot_errors_.load(std::memory_order_relaxed);
+  }
   /// Reconciled usage of a key in a month (current month: as of the last reconciliation).
   usage_totals usage(uint64_t key_id, uint32_t month) const;
   const recovery_report& recovery() const noexcept { return recovery_; }
@@ -390,6 +470,7 @@ class service {
   std::atomic<bool> reload_requested_{false};
   std::atomic<int64_t> next_reload_ns_{0};
   std::atomic<int64_t> next_persist_ns_{0};
+  std::atomic<uint64_t> snapshot_errors_{0};
   std::vector<std::unique_ptr<core_shard>> shards_;
   recovery_report recovery_;
 };

@@ -1,8 +1,8 @@
-// The REST surface (DESIGN §1, §2): GET /v1/stories?q=…, GET /v1/stories/{id}, GET /v1/usage.
+// The REST surface (design §1, §2): GET /v1/stories?q=…, GET /v1/stories/{id}, GET /v1/usage.
 // Bodies are exactly the MCP tool payloads (same renderers, raw instead of escaped); errors are
-// the same JSON objects as the MCP tool errors, with the statuses of DESIGN §2's REST column.
+// the same JSON objects as the MCP tool errors, with the statuses of design §2's REST column.
 //
-// Shard-local: one api per core (it owns the core's query-string decode buffer). The caller
+// Core-local: one api per core (it owns the core's query-string decode buffer). The caller
 // has authenticated the key and charged the rate limit (quota::core_shard::check_rate) first.
 #pragma once
 

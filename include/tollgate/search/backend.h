@@ -13,6 +13,7 @@
 //   auto r = b->search_stories(args, *s, out, /*nested=*/true);  // r.error(): errc
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstddef>
 #include <memory>
@@ -75,6 +76,41 @@ struct search_result {
   bool partial() const noexcept { return answered < shards; }
 };
 
+/// A search evaluated in bounded slices, so that a long one (a phrase of common words, a deep
+/// offset, a date sort over a huge match set) never holds its core: backend::start() copies the
+/// arguments and plans, each backend::run() does about `budget` postings of work and returns
+/// whether the answer is complete. The answer is exactly backend::search()'s. In-process
+/// shards only (no remote slots). Owns its own scratch, so other searches of the core run in
+/// between. Shard-local.
+class search_job {
+ public:
+  explicit search_job(const backend& b);
+  ~search_job();
+  search_job(const search_job&) = delete;
+  search_job& operator=(const search_job&) = delete;
+
+  /// Whether this job was started with exactly these arguments.
+  bool matches(const query_args& a) const noexcept;
+  bool started() const noexcept { return phase_ != phase::idle; }
+  bool done() const noexcept { return phase_ == phase::done; }
+  /// Once done(): the outcome; its views stay valid until the job is started again.
+  const result<search_result, errc>& outcome() const noexcept { return result_; }
+
+ private:
+  friend class backend;
+  enum class phase : uint8_t { idle, doc_freqs, evaluate, done };
+  std::unique_ptr<scratch> s_;
+  std::string chars_;  // the arguments' query and tags (args_ views into it)
+  query_args args_;
+  query_plan plan_{};
+  query_plan df_plan_{};
+  bool phrase_df_ = false;
+  phase phase_ = phase::idle;
+  uint32_t shard_ = 0;  // the shard being worked on
+  bool first_ = true;   // its slice has not begun yet
+  result<search_result, errc> result_ = unexpected(errc::unavailable);
+};
+
 /// Identifies a story for rendering: slot and shard-local handle (for a remote slot L + r, the
 /// story is the one remote r sent in the remote_query).
 struct story_ref {
@@ -121,6 +157,12 @@ class backend {
   /// as received from `remote`, which must be the one passed to find_story).
   void render_story(story_ref ref, json_out& out, const remote_query* remote = nullptr) const;
 
+  /// Starts `job` on `args` (precondition: validate(args) passed); nothing is evaluated yet.
+  void start(const query_args& args, search_job& job) const;
+  /// Advances a started job by about `budget` postings of work (at least one step); true when
+  /// it is done (see search_job::outcome()).
+  bool run(search_job& job, uint64_t budget) const;
+
   /// search() + render() into `out` (nothing written on error).
   result<void, errc> search_stories(const query_args& args, scratch& s, out_buffer& out,
                                     bool nested, const remote_query* remote = nullptr) const;
@@ -147,6 +189,13 @@ class backend {
   // answered phase 2 of `remote`, then merges the best plan.k; the page starts at `offset`.
   result<search_result, errc> fan_out(const query_plan& plan, uint32_t offset, scratch& s,
                                       const remote_query* remote) const;
+  // The rest of fan_out once the local answers are in s.answers_ (r: their count and total):
+  // the remotes' lists, then the merge.
+  result<search_result, errc> merge(const query_plan& plan, uint32_t offset, scratch& s,
+                                    const remote_query* remote, search_result r) const;
+  // One phase of a job; true when the phase is complete.
+  bool run_doc_freqs(search_job& job, uint64_t& budget) const;
+  bool run_evaluate(search_job& job, uint64_t& budget) const;
 
   std::vector<std::unique_ptr<shard_source>> shards_;
   uint32_t remote_ = 0;
@@ -161,6 +210,10 @@ struct load_options {
   uint32_t threads = 0;         ///< index build threads; 0 = hardware concurrency
   uint32_t max_issues = 20;     ///< bad lines kept in the report (all are counted)
   uint32_t remote_slots = 0;    ///< a gateway's remote shard nodes, after the loaded shards
+  /// Progress (optional; advanced by the parsing threads about every MiB): stories parsed and
+  /// bytes of the text parsed.
+  std::atomic<uint64_t>* stories_parsed = nullptr;
+  std::atomic<uint64_t>* bytes_parsed = nullptr;
 };
 
 /// A bad line (line numbers start at 1; 0 = the file itself).

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 
 namespace tollgate::search {
@@ -20,5 +21,9 @@ void generate_corpus(uint64_t count, uint64_t seed,
 /// `tollgate corpus generate --count N [--seed S]` (argv[0] is "corpus"). JSON Lines on stdout;
 /// --help prints usage (exit 0); bad usage prints a message on stderr and returns 2.
 int run_corpus_command(int argc, char** argv);
+/// The flags `corpus generate` takes (its parser refuses any other) and its usage text, which
+/// lists each.
+std::span<const std::string_view> corpus_generate_flags();
+std::string_view corpus_usage_text();
 
 }  // namespace tollgate::search

@@ -28,7 +28,7 @@ inline constexpr uint32_t max_tag_chars = 64;
 /// of common words would hold a core for a long time; real queries hold one or two.
 inline constexpr uint32_t max_phrases = 8;
 
-/// The arguments of search_stories (DESIGN §4). String views point into caller-owned memory
+/// The arguments of search_stories (design §4). String views point into caller-owned memory
 /// (the request buffer or the parser's decode buffer) and must outlive the search call.
 struct query_args {
   std::string_view query;  ///< 1..500 code points of valid UTF-8

@@ -15,7 +15,7 @@
 
 namespace tollgate::search {
 
-/// Errors of the search tools (DESIGN §2).
+/// Errors of the search tools (design §2).
 enum class errc : uint8_t {
   not_found,    ///< no story has this id (tool error not_found / REST 404)
   unavailable,  ///< no shard answered (tool error unavailable / REST 503 + Retry-After)
@@ -91,6 +91,13 @@ uint32_t shard_of(std::string_view id, uint32_t shard_count) noexcept;
 
 struct shard_workspace;  // per-core evaluation state of in-process shards (opaque here)
 
+/// How far one resumable step got (shard_source::search_slice, doc_freqs_slice).
+enum class slice : uint8_t {
+  done,    ///< the answer (or the frequencies) are final
+  more,    ///< the budget ran out first: call again with first = false and the same workspace
+  failed,  ///< the shard did not answer
+};
+
 /// Thread-safe for concurrent calls once constructed and finalized (read-only); each core
 /// passes its own workspace and answer.
 class shard_source {
@@ -105,6 +112,28 @@ class shard_source {
   virtual bool add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const = 0;
   /// Answers the plan into `out` (cleared first). False: the shard did not answer.
   virtual bool search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const = 0;
+  /// Resumable search(): `first` starts it (clears `out`), later calls continue the evaluation
+  /// `ws` holds for the same plan (the plan's views must stay valid in between, and `ws` must
+  /// not evaluate anything else meanwhile). Spends about `budget` units of work (postings
+  /// visited), subtracting what it spent. The answer is the one search() gives, bit for bit.
+  /// The default answers whole in the first call.
+  virtual slice search_slice(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                             bool first, uint64_t& budget) const {
+    (void)budget;
+    if (!first) {
+      return slice::done;
+    }
+    return search(plan, ws, out) ? slice::done : slice::failed;
+  }
+  /// Resumable add_doc_freqs() (the same contract as search_slice; adds into df as it goes).
+  virtual slice doc_freqs_slice(const query_plan& plan, shard_workspace& ws, uint64_t* df,
+                                bool first, uint64_t& budget) const {
+    (void)budget;
+    if (!first) {
+      return slice::done;
+    }
+    return add_doc_freqs(plan, ws, df) ? slice::done : slice::failed;
+  }
   /// Finds a story: its doc handle, not_found, or unavailable.
   virtual result<uint32_t, errc> find(std::string_view id) const = 0;
   /// Writes story `doc` as a JSON object (with "text" when asked) through `out`.

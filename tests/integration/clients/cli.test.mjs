@@ -1,7 +1,7 @@
-// Verifies the command-line contract scripts rely on (DESIGN §10): the first serve on an empty data
+// Verifies the command-line contract scripts rely on (design §10): the first serve on an empty data
 // dir prints a working demo key, keys are shown once and listed by id only, a bad plan is exit 2
 // naming it, a running server sees keys/accounts changes within a second without SIGHUP, plans
-// reload on SIGHUP and POST /admin/reload (DESIGN §5), and SIGTERM exits 0; `tollgate stdio` too.
+// reload on SIGHUP and POST /admin/reload (design §5), and SIGTERM exits 0; `tollgate stdio` too.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -136,7 +136,7 @@ test('SIGTERM with connections open: exit 0', async () => {
 });
 
 test('tollgate stdio: SIGHUP reloads plans; SIGTERM answers what was read, flushes usage, exits 0', async () => {
-  // DESIGN §5 (reload on SIGHUP) and §10 (SIGTERM: finish, flush usage, exit 0) for stdio,
+  // design §5 (reload on SIGHUP) and §10 (SIGTERM: finish, flush usage, exit 0) for stdio,
   // which used to die of either signal's default action.
   const std = { rate_per_sec: 1000, burst: 200, monthly_quota: 5000, overage: 'stop' };
   const p = await prepare({ keys: { a: { account: 'acct-stdio-hup', plan: 'std' } }, plans: { std } });

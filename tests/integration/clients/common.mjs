@@ -6,7 +6,7 @@ import { restGet, findStory, parseToolText } from './harness.mjs';
 export const TOOL_NAMES = ['get_story', 'get_usage', 'search_stories'];
 
 /** tools/list as a client sees it: exactly the three tools, each described for a model, each with
- * an object inputSchema, none with an outputSchema (DESIGN §3). */
+ * an object inputSchema, none with an outputSchema (design §3). */
 export function checkToolList(tools) {
   assert.deepEqual(tools.map((t) => t.name).sort(), TOOL_NAMES);
   for (const t of tools) {
@@ -79,7 +79,7 @@ export async function checkEachToolAgainstRest(server, key, call, { usageSamePro
   }
   // get_usage is never billed, but its rate-state figures may move between two requests: accept
   // equality with the REST body taken just before or just after. Cores see each other's billing
-  // only after a reconcile (DESIGN §6: figures lag by at most one interval, 100 ms in these
+  // only after a reconcile (design §6: figures lag by at most one interval, 100 ms in these
   // tests), so let one pass first.
   let ok = false;
   let last;

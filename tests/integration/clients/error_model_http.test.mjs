@@ -1,4 +1,4 @@
-// Verifies each row of the error model (DESIGN §2, seed mcp-errors.txt) over MCP/HTTP and REST,
+// Verifies each row of the error model (design §2, seed mcp-errors.txt) over MCP/HTTP and REST,
 // with raw HTTP requests against the real server: status, headers and body of every answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -96,9 +96,15 @@ const RATE_QUOTA_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-rat
 
 // ------------------------------------------------------------------------------------------- 401
 
-function check401(r) {
+// `keySent`: a key was presented (RFC 6750: error="invalid_token" then, no error code without).
+function check401(r, keySent = false) {
   assert.equal(r.status, 401, r.body);
-  assert.equal(r.headers['www-authenticate'], 'Bearer realm="tollgate"');
+  if (keySent) {
+    assert.match(r.headers['www-authenticate'] ?? '',
+      /^Bearer realm="tollgate", error="invalid_token", error_description="[^"]+"$/);
+  } else {
+    assert.equal(r.headers['www-authenticate'], 'Bearer realm="tollgate"');
+  }
   assert.doesNotMatch(r.headers['www-authenticate'], /resource_metadata/, 'never advertise OAuth');
   const j = json(r);
   assert.equal(j.code, 'invalid_key', r.body);
@@ -112,8 +118,8 @@ test('401: no key on /mcp', async () => {
 
 for (const keyHeader of ['bearer', 'x-api-key']) {
   test(`401: unknown key (${keyHeader}) on /mcp and REST`, async () => {
-    check401(await mcpPost(server, init(), { key: 'tg_0000000000000000000000000000000000', keyHeader }));
-    check401(await restGet(server, `/v1/stories?q=${story.query}`, { key: 'tg_0000000000000000000000000000000000', keyHeader }));
+    check401(await mcpPost(server, init(), { key: 'tg_0000000000000000000000000000000000', keyHeader }), true);
+    check401(await restGet(server, `/v1/stories?q=${story.query}`, { key: 'tg_0000000000000000000000000000000000', keyHeader }), true);
   });
 }
 
@@ -128,9 +134,9 @@ test('401: a revoked key, both header forms, after the server reloads', async ()
   const id = await keyIdOf(server.dataDir, 'acct-revoked', server.keyOutputs.revoked);
   await admin(server, ['keys', 'revoke', id]);
   await eventually(async () => (await mcpPost(server, init(), { key })).status === 401, 3000, 'revoked key refused');
-  check401(await mcpPost(server, init(), { key }));
-  check401(await mcpPost(server, init(), { key, keyHeader: 'x-api-key' }));
-  check401(await restGet(server, `/v1/stories?q=${story.query}`, { key }));
+  check401(await mcpPost(server, init(), { key }), true);
+  check401(await mcpPost(server, init(), { key, keyHeader: 'x-api-key' }), true);
+  check401(await restGet(server, `/v1/stories?q=${story.query}`, { key }), true);
 });
 
 test('/.well-known/oauth-protected-resource is 404, with or without a key (no OAuth)', async () => {
@@ -161,6 +167,9 @@ test('429 on /mcp: Retry-After and a JSON-RPC error body, code 429, id echoed', 
   assert.ok(j.error.code < -32768 || j.error.code > -32000, 'outside the reserved range');
   assert.equal(j.error.data?.code, 'rate_limited', r.body);
   assert.equal(typeof j.error.data.message, 'string');
+  // The wait is in the sentence too (clients often show only the message), and is the header's.
+  assert.equal(j.error.message, `Rate limit exceeded: retry in ${ra} second(s).`, r.body);
+  assert.equal(String(j.error.data.retry_after_secs), ra, r.body);
   // a body that did not parse: id null
   const bad = await request(server.mcpUrl, { method: 'POST', headers: mcpHeaders(key), body: '{"jsonrpc":' });
   if (bad.status === 429) assert.equal(json(bad).id, null, bad.body);

@@ -1,4 +1,4 @@
-// Verifies each row of the error model (DESIGN §2) over MCP/stdio: raw newline-delimited
+// Verifies each row of the error model (design §2) over MCP/stdio: raw newline-delimited
 // JSON-RPC against `tollgate stdio` (rate limit as a rate_limited tool error, suspended,
 // quota_exceeded, bill overage, JSON-RPC errors). Missing/invalid key (exit 2) is in
 // mcp_stdio_v1.test.mjs.

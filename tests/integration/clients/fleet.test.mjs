@@ -12,9 +12,6 @@
 //     unavailable.
 // Every process listens on 127.0.0.1 (port 0, or its old port on restart), is ended by its PID,
 // every wait is bounded.
-//
-// Until the fleet is in the binary (`serve --role shard` says "not available in this build"),
-// the fleet cases report skipped; TOLLGATE_FLEET_TESTS=1 runs them regardless.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -25,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
-  start, restart, prepare, cleanup, runCli, request, restGet, usageOf, eventually, tempDir, requireBin,
+  start, restart, prepare, cleanup, runCli, request, restGet, usageOf, eventually, tempDir,
 } from './harness.mjs';
 import { toolError, successText } from './common.mjs';
 
@@ -52,29 +49,6 @@ const FAULT_KEYS = {
   partial: { account: 'acct-partial', plan: 'big' },
   unavail: { account: 'acct-unavail', plan: 'big' },
 };
-
-// ----------------------------------------------------------------------- is the fleet there?
-
-async function fleetSkipReason() {
-  if (process.env.TOLLGATE_FLEET_TESTS === '1') return false;
-  requireBin();
-  const dir = tempDir('tollgate-fleet-probe-');
-  const cfg = `${dir}.toml`;
-  fs.writeFileSync(cfg, '[fleet]\nrole = "shard"\n');
-  try {
-    const r = await runCli(['serve', '--role', 'shard', '--config', cfg, '--listen', '127.0.0.1:0',
-      '--threads', '1', '--data-dir', dir, '--sample'], { timeoutMs: 20000 });
-    if (/not available in this build/.test(r.stderr)) return `fleet not landed yet (${r.stderr.trim()})`;
-    return false;
-  } catch {
-    return false;  // it started (and was killed): the fleet is there; the secret test will say more
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-    fs.rmSync(cfg, { force: true });
-  }
-}
-
-const SKIP = await fleetSkipReason();
 
 // ------------------------------------------------------------------------------------ helpers
 
@@ -319,7 +293,7 @@ async function compareStories(node, key) {
 
 // --------------------------------------------------------------- equivalence, mixed, secret
 
-describe('a gateway over three shard nodes', { skip: SKIP }, () => {
+describe('a gateway over three shard nodes', () => {
   let shards = [];
   let gw;
   let mixed;
@@ -402,7 +376,7 @@ describe('a gateway over three shard nodes', { skip: SKIP }, () => {
   });
 });
 
-describe('fleet config', { skip: SKIP }, () => {
+describe('fleet config', () => {
   async function exitsNamingSecret(extraConfig, args, what) {
     const dir = tempDir('tollgate-fleet-cfg-');
     const cfg = `${dir}.toml`;
@@ -430,7 +404,7 @@ describe('fleet config', { skip: SKIP }, () => {
 
 // --------------------------------------------------------------------------- kill and restart
 
-describe('faults: kill one shard, kill all, restart', { skip: SKIP }, () => {
+describe('faults: kill one shard, kill all, restart', () => {
   let shards = [];
   let gw;       // local = false over the three shards
   let mixed;    // local part 0 + remote shards 1 and 2
@@ -622,7 +596,7 @@ function garbageServer(body, contentType) {
   });
 }
 
-describe('a shard that hangs past the deadline, shards that answer garbage', { skip: SKIP }, () => {
+describe('a shard that hangs past the deadline, shards that answer garbage', () => {
   let shards = [];
   let hang;
   let notJson;

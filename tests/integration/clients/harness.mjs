@@ -37,7 +37,7 @@ export const DEFAULT_PLANS = {
   big: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 100000000, overage: 'bill' },
 };
 
-/** Renders the TOML config of DESIGN §10 from plain objects. */
+/** Renders the TOML config of design §10 from plain objects. */
 export function renderConfig({ plans = DEFAULT_PLANS, quota = { reconcile_ms: 100, fsync_ms: 50 }, extra = '' } = {}) {
   const lines = [];
   if (quota) {
@@ -213,7 +213,7 @@ export class Server {
  *   dataDir: reuse (e.g. restart after a crash); otherwise a fresh temp dir.
  */
 /** Runs an admin command with `--config FILE` (plans live in the config, so `keys create` needs it
- * to know a plan); if that fails, once more in the bare DESIGN §10 form. */
+ * to know a plan); if that fails, once more in the bare design §10 form. */
 async function cliWithConfigFallback(args, configPath) {
   if (!configPath) return runCli(args);
   const r = await runCli([...args, '--config', configPath]);
@@ -257,9 +257,12 @@ export async function prepare({ keys = {}, plans = DEFAULT_PLANS, quota, extraCo
 export async function start({
   keys = {}, plans = DEFAULT_PLANS, quota, extraConfig = '', threads = 2, prepared,
   startTimeoutMs = 90000, extraArgs = [], corpusArgs = ['--sample'], listen = '127.0.0.1:0',
+  launcher = [],
 } = {}) {
   // corpusArgs: what to serve (e.g. ['--corpus', FILE], or [] for the binary's default);
-  // listen: HOST:PORT (a fixed port to come back on after a restart).
+  // listen: HOST:PORT (a fixed port to come back on after a restart); launcher: a command that
+  // execs the server with its arguments (e.g. ['prlimit', '--nofile=256:256', '--']), so the
+  // pid stays the server's.
   const prep = prepared ?? await prepare({ keys, plans, quota, extraConfig });
   const { dataDir: dir, configPath } = prep;
   const made = prep.keys;
@@ -267,7 +270,9 @@ export async function start({
   const keyAccounts = prep.keyAccounts;
   const args = ['serve', '--config', configPath, '--listen', listen, '--threads', String(threads),
     '--data-dir', dir, ...corpusArgs, ...extraArgs];
-  const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = launcher.length > 0
+    ? spawn(launcher[0], [...launcher.slice(1), BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let err = '';
   let out = '';
@@ -283,7 +288,7 @@ export async function start({
     s.keyAccounts = keyAccounts;
     s.prepared = prep;
     s.stdoutText = () => out;
-    s.startOptions = { threads, startTimeoutMs, extraArgs, corpusArgs };
+    s.startOptions = { threads, startTimeoutMs, extraArgs, corpusArgs, launcher };
     return s;
   } catch (e) {
     try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
@@ -413,7 +418,7 @@ export async function findStory(server, key) {
 }
 
 /** Reads the used-units figure the server reports for `key`: the X-Quota-Used header of
- * GET /v1/usage (DESIGN §2: on every authenticated response). Also returns the body. */
+ * GET /v1/usage (design §2: on every authenticated response). Also returns the body. */
 export async function usageOf(server, key) {
   const r = await restGet(server, '/v1/usage', { key });
   if (r.status !== 200) throw new Error(`GET /v1/usage -> ${r.status} ${r.body}`);
@@ -468,9 +473,10 @@ export function authProxy(server, key) {
  * carrying msg's id (bounded); close() ends stdin and waits for the exit (SIGKILL after a timeout).
  */
 export class StdioSession {
-  constructor(prepared, key, { extraArgs = [] } = {}) {
+  constructor(prepared, key, { extraArgs = [], args } = {}) {
+    // args: the whole command line instead (e.g. `stdio --remote URL`; prepared is then unused)
     requireBin();
-    this.child = spawn(BIN, ['stdio', '--config', prepared.configPath, '--data-dir', prepared.dataDir, '--sample', ...extraArgs],
+    this.child = spawn(BIN, args ?? ['stdio', '--config', prepared.configPath, '--data-dir', prepared.dataDir, '--sample', ...extraArgs],
       { env: { ...process.env, TOLLGATE_API_KEY: key }, stdio: ['pipe', 'pipe', 'pipe'] });
     live.add(this.child);
     this.pending = new Map();

@@ -1,0 +1,62 @@
+// progress_meter: progress of long start-up or batch work on stderr (loading a large corpus,
+// `corpus generate`). On a terminal one line updated in place about 5 times a second; otherwise
+// (a log file, journald) a plain line every 5 s. Items per second and, when the total is known,
+// the share done and an estimate to the end.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+namespace tollgate {
+
+class progress_meter {
+ public:
+  /// `what`: the work ("loading corpus.jsonl"); `unit`: what is counted ("stories"). `tty`
+  /// decides the style (default: whether `out` is a terminal).
+  progress_meter(std::string what, std::string unit, std::FILE* out = stderr, int tty = -1);
+  /// Prints the final line (on a terminal: replaces the updating one) unless nothing was shown.
+  ~progress_meter();
+  /// The work's own thread: `done` items so far and the share of the work done (0-1; < 0:
+  /// unknown). Cheap: prints at most once an interval.
+  void update(uint64_t done, double fraction = -1);
+  /// The text of one report (for tests): "what: 1234 stories, 567/s, 12%, ~3 s left".
+  static std::string line(const std::string& what, const std::string& unit, uint64_t done,
+                          double fraction, double secs);
+
+ private:
+  void print(bool final);
+  std::string what_;
+  std::string unit_;
+  std::FILE* out_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point next_;
+  uint64_t last_ = 0;
+  double fraction_ = -1;
+  bool shown_ = false;
+};
+
+/// Reports counters other threads advance (`done` items; `part` of `whole` for the share done,
+/// e.g. bytes of a file) from a thread of its own until it is destroyed (then a final line).
+/// For work that cannot call update() itself (a parallel parse).
+class progress_watch {
+ public:
+  progress_watch(std::string what, std::string unit, const std::atomic<uint64_t>& done,
+                 const std::atomic<uint64_t>& part, uint64_t whole, std::FILE* out = stderr);
+  ~progress_watch();
+
+ private:
+  void tick();
+  progress_meter meter_;
+  const std::atomic<uint64_t>& done_;
+  const std::atomic<uint64_t>& part_;
+  uint64_t whole_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace tollgate

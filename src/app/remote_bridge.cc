@@ -1,0 +1,524 @@
+// The protocol half of the stdio bridge (see remote_bridge.h).
+#include "remote_bridge.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+namespace tollgate::app::remote {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+// One bridge per process, one thread: the parsers are kept, so their buffers are allocated once
+// (grown to the largest message seen) rather than per message.
+od::parser& line_parser() {
+  static thread_local od::parser p;
+  return p;
+}
+simdjson::dom::parser& answer_parser() {
+  static thread_local simdjson::dom::parser p;
+  return p;
+}
+
+constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
+
+// retry_after_secs when nothing better is known: "retry shortly" (as the server's own
+// `unavailable`), and the least a 429 can mean.
+constexpr int64_t k_default_retry_secs = 1;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// params of a request: name (tools/call) and the _meta protocol version.
+void read_params(od::value v, message_facts& m) {
+  od::object o;
+  if (v.get_object().get(o)) {
+    return;
+  }
+  for (auto fr : o) {
+    od::field f;
+    std::string_view key;
+    if (std::move(fr).get(f) || f.unescaped_key().get(key)) {
+      return;
+    }
+    if (key == "name") {
+      std::string_view s;
+      if (!f.value().get_string().get(s)) {
+        m.tool = s;
+      }
+    } else if (key == "_meta") {
+      od::object meta;
+      if (f.value().get_object().get(meta)) {
+        continue;
+      }
+      for (auto mr : meta) {
+        od::field mf;
+        std::string_view mk;
+        if (std::move(mr).get(mf) || mf.unescaped_key().get(mk)) {
+          return;
+        }
+        if (mk == k_meta_version_key) {
+          std::string_view s;
+          if (!mf.value().get_string().get(s)) {
+            m.meta_version = s;
+          }
+        }
+      }
+    }
+  }
+}
+
+bool read_message(od::value v, message_facts& m) {
+  od::object o;
+  if (v.get_object().get(o)) {
+    return false;
+  }
+  std::string id;
+  for (auto fr : o) {
+    od::field f;
+    std::string_view key;
+    if (std::move(fr).get(f) || f.unescaped_key().get(key)) {
+      return false;
+    }
+    od::value fv = f.value();
+    od::json_type t;
+    if (fv.type().get(t)) {
+      return false;
+    }
+    if (key == "id") {
+      if (t == od::json_type::string || t == od::json_type::number) {
+        id = trim(fv.raw_json_token());
+      }
+    } else if (key == "method") {
+      std::string_view s;
+      if (t == od::json_type::string && !fv.get_string().get(s)) {
+        m.method = s;
+      }
+    } else if (key == "params") {
+      read_params(fv, m);
+    }
+  }
+  if (!m.method.empty()) {
+    m.id = std::move(id);
+  }
+  return true;
+}
+
+// Each message a JSON answer body carries, as complete JSON texts: the body itself (a message or
+// a batch's array), or the data of each event of a text/event-stream body.
+bool is_event_stream(std::string_view content_type) {
+  constexpr std::string_view k = "text/event-stream";
+  if (content_type.size() < k.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(content_type[i])) != k[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The data of each event of an SSE body (WHATWG HTML §9.2.6): lines end in CRLF, LF or CR; a
+// `data:` field appends its value (one leading space dropped) and a newline; a blank line
+// dispatches the event. Comments and other fields are ignored.
+std::vector<std::string> sse_events(std::string_view body) {
+  std::vector<std::string> events;
+  std::string data;
+  bool have_data = false;
+  size_t i = 0;
+  auto dispatch = [&] {
+    if (have_data) {
+      if (!data.empty() && data.back() == '\n') {
+        data.pop_back();
+      }
+      events.push_back(std::move(data));
+      data.clear();
+      have_data = false;
+    }
+  };
+  while (i < body.size()) {
+    size_t e = i;
+    while (e < body.size() && body[e] != '\n' && body[e] != '\r') {
+      ++e;
+    }
+    std::string_view line = body.substr(i, e - i);
+    if (e < body.size() && body[e] == '\r' && e + 1 < body.size() && body[e + 1] == '\n') {
+      ++e;
+    }
+    i = e + 1;
+    if (line.empty()) {
+      dispatch();
+      continue;
+    }
+    std::string_view field = line;
+    std::string_view value;
+    if (const size_t colon = line.find(':'); colon != std::string_view::npos) {
+      field = line.substr(0, colon);
+      value = line.substr(colon + 1);
+      if (!value.empty() && value.front() == ' ') {
+        value.remove_prefix(1);
+      }
+    }
+    if (field == "data") {
+      data.append(value);
+      data.push_back('\n');
+      have_data = true;
+    }
+  }
+  dispatch();
+  return events;
+}
+
+// True when `text` is a JSON-RPC message (an object with "jsonrpc") or a non-empty array of
+// them. Parsed whole, so a truncated or otherwise malformed answer is never forwarded.
+bool is_jsonrpc(simdjson::dom::parser& parser, std::string_view text) {
+  simdjson::dom::element doc;
+  if (parser.parse(text.data(), text.size()).get(doc)) {
+    return false;
+  }
+  auto is_message = [](simdjson::dom::element e) {
+    simdjson::dom::object o;
+    return !e.get_object().get(o) && !o["jsonrpc"].error();
+  };
+  simdjson::dom::array a;
+  if (!doc.get_array().get(a)) {
+    if (a.size() == 0) {
+      return false;
+    }
+    for (simdjson::dom::element e : a) {
+      if (!is_message(e)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  return is_message(doc);
+}
+
+// The messages of a body, or false when it holds none that is well-formed JSON-RPC.
+bool answer_messages(const http_answer& a, std::vector<std::string>& out) {
+  simdjson::dom::parser& parser = answer_parser();
+  if (is_event_stream(a.content_type)) {
+    for (std::string& e : sse_events(a.body)) {
+      if (!is_jsonrpc(parser, e)) {
+        return false;
+      }
+      out.push_back(std::move(e));
+    }
+    return !out.empty();
+  }
+  const std::string_view body = trim(a.body);
+  if (!is_jsonrpc(parser, body)) {
+    return false;
+  }
+  out.emplace_back(body);
+  return true;
+}
+
+// Appends one message and its line end. JSON text never holds a raw CR or LF inside a string,
+// so one outside a string is whitespace and becomes a space: the line stays one message.
+void put_line(out_buffer& out, std::string_view msg) {
+  const size_t at = out.size();
+  out.append(msg);
+  for (const char c : {'\n', '\r'}) {
+    char* p = out.data() + at;
+    char* const end = out.data() + out.size();
+    while ((p = static_cast<char*>(std::memchr(p, c, static_cast<size_t>(end - p)))) != nullptr) {
+      *p++ = ' ';
+    }
+  }
+  out.push_back('\n');
+}
+
+envelope::revision revision_of(const message_facts& m, const bridge_view& v) {
+  envelope::revision r;
+  if (!m.meta_version.empty() && envelope::parse_revision(m.meta_version, r)) {
+    return r;
+  }
+  return v.negotiated;
+}
+
+// The quota figures of a 429 body's error.data (the rate_limited object), when there.
+void read_figures(std::string_view body, envelope::tool_error& te) {
+  simdjson::dom::parser& parser = answer_parser();
+  simdjson::dom::element doc;
+  if (parser.parse(body.data(), body.size()).get(doc)) {
+    return;
+  }
+  simdjson::dom::object data;
+  if (doc["error"]["data"].get_object().get(data)) {
+    return;
+  }
+  auto figure = [&](const char* name, int64_t& into) {
+    int64_t n;
+    if (!data[name].get_int64().get(n) && n >= 0) {
+      into = n;
+    }
+  };
+  figure("retry_after_secs", te.retry_after_secs);
+  figure("quota_limit", te.quota_limit);
+  figure("quota_used", te.quota_used);
+  figure("quota_remaining", te.quota_remaining);
+}
+
+// Writes, for each request of `line`, the bridge's own answer (a batch as one array), produced
+// by `one(message, out)`.
+template <class Fn>
+void answer_each_request(const line_facts& line, out_buffer& out, Fn one) {
+  if (!line.batch) {
+    if (!line.messages.empty() && line.messages[0].is_request()) {
+      one(line.messages[0], out);
+      out.push_back('\n');
+    }
+    return;
+  }
+  bool first = true;
+  for (const message_facts& m : line.messages) {
+    if (!m.is_request()) {
+      continue;
+    }
+    out.push_back(first ? '[' : ',');
+    first = false;
+    one(m, out);
+  }
+  if (!first) {
+    out.append("]\n");
+  }
+}
+
+// A transport-level refusal (400, 403, 404, 413, 415...) answers with a JSON-RPC error whose id
+// is null, as the server has not read the request's; a stdio client would wait for its id
+// forever. For a single request, that error is written under the request's id: its code,
+// message and data unchanged. False (nothing written) when `msg` is not such an error.
+bool put_rekeyed(out_buffer& out, std::string_view msg, std::string_view id) {
+  simdjson::dom::parser& parser = answer_parser();
+  simdjson::dom::element doc;
+  simdjson::dom::element err;
+  if (parser.parse(msg.data(), msg.size()).get(doc) || !doc["id"].is_null() ||
+      doc["error"].get(err) || !err.is_object()) {
+    return false;
+  }
+  out.append(R"({"jsonrpc":"2.0","id":)");
+  out.append(id);
+  out.append(R"(,"error":)");
+  out.append(simdjson::minify(err));
+  out.append("}\n");
+  return true;
+}
+
+}  // namespace
+
+bool line_facts::any_request() const noexcept {
+  return std::any_of(messages.begin(), messages.end(),
+                     [](const message_facts& m) { return m.is_request(); });
+}
+
+line_facts inspect(std::string_view line) {
+  line_facts lf;
+  od::parser& parser = line_parser();
+  od::document doc;
+  if (parser.iterate(line.data(), line.size(), line.size() + simdjson::SIMDJSON_PADDING).get(doc)) {
+    return lf;
+  }
+  od::json_type t;
+  if (doc.type().get(t)) {
+    return lf;
+  }
+  if (t == od::json_type::array) {
+    od::array a;
+    if (doc.get_array().get(a)) {
+      return lf;
+    }
+    lf.batch = true;
+    for (auto er : a) {
+      od::value v;
+      if (er.get(v)) {
+        return lf;
+      }
+      message_facts m;
+      if (read_message(v, m)) {
+        lf.messages.push_back(std::move(m));
+      }
+    }
+    lf.parsed = true;
+    return lf;
+  }
+  od::value v;
+  if (doc.get_value().get(v)) {
+    return lf;
+  }
+  message_facts m;
+  lf.parsed = read_message(v, m);
+  if (lf.parsed) {
+    lf.messages.push_back(std::move(m));
+  }
+  return lf;
+}
+
+verdict translate(const line_facts& line, const http_answer& a, const bridge_view& view,
+                  out_buffer& out, std::string& reason) {
+  int64_t retry = k_default_retry_secs;
+  auto fail = [&](std::string why) {
+    reason = std::move(why);
+    const std::string message = fmt::format(
+        "Internal error: the tollgate server at {} could not answer ({}); retry shortly.", view.url,
+        reason);
+    answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
+      if (m.is_tools_call()) {
+        envelope::tool_error te;
+        te.code = envelope::tool_error_code::unavailable;
+        te.retry_after_secs = retry;
+        view.env.tool_error_response(o, m.id, revision_of(m, view), te);
+      } else {
+        view.env.error_response(
+            o, m.id, envelope::rpc_error{envelope::rpc_error_kind::internal_error, message, {}, 0});
+      }
+    });
+    return verdict::failed;
+  };
+
+  if (a.transport_failed) {
+    return fail(std::string(a.failure));
+  }
+  if (a.status == 401) {
+    return verdict::unauthorized;
+  }
+  if (a.retry_after_secs >= 1) {
+    retry = a.retry_after_secs;
+  }
+  if (a.status >= 500) {
+    return fail(fmt::format("HTTP {}", a.status));
+  }
+  if (a.status == 429) {
+    std::vector<std::string> msgs;
+    const bool has_body = answer_messages(a, msgs);
+    // The one case that passes through: a single request other than tools/call, whose answer
+    // is the JSON-RPC error the server wrote.
+    if (!line.batch && has_body && !line.messages.empty() && line.messages[0].is_request() &&
+        !line.messages[0].is_tools_call()) {
+      for (const std::string& m : msgs) {
+        put_line(out, m);
+      }
+      return verdict::answered;
+    }
+    envelope::tool_error te;
+    te.code = envelope::tool_error_code::rate_limited;
+    if (has_body && !msgs.empty()) {
+      read_figures(msgs.front(), te);
+    }
+    if (a.retry_after_secs >= 1) {
+      te.retry_after_secs = a.retry_after_secs;  // the header is the figure of record
+    }
+    if (te.retry_after_secs < 1) {
+      te.retry_after_secs = k_default_retry_secs;
+    }
+    answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
+      if (m.is_tools_call()) {
+        view.env.tool_error_response(o, m.id, revision_of(m, view), te);
+      } else {
+        view.env.error_response(
+            o, m.id,
+            envelope::rpc_error{
+                envelope::rpc_error_kind::rate_limited, {}, {}, te.retry_after_secs});
+      }
+    });
+    return verdict::answered;
+  }
+  if (a.status >= 200 && a.status < 300 && trim(a.body).empty()) {
+    // 202 (or any bodiless success): right for notifications and responses, which get no
+    // answer; a request left unanswered would hang its client, so it is an error.
+    if (line.any_request()) {
+      return fail(fmt::format("HTTP {} with no body to a request", a.status));
+    }
+    return verdict::answered;
+  }
+  std::vector<std::string> msgs;
+  if (!answer_messages(a, msgs)) {
+    return fail(fmt::format("HTTP {} with a body that is not JSON-RPC", a.status));
+  }
+  if (a.status >= 400 && !line.batch && msgs.size() == 1 && line.messages.size() == 1 &&
+      line.messages[0].is_request() && put_rekeyed(out, msgs[0], line.messages[0].id)) {
+    return verdict::answered;
+  }
+  for (const std::string& m : msgs) {
+    put_line(out, m);
+  }
+  return verdict::answered;
+}
+
+std::string negotiated_version(const http_answer& a) {
+  if (a.transport_failed || a.status != 200) {
+    return {};
+  }
+  std::vector<std::string> msgs;
+  if (!answer_messages(a, msgs)) {
+    return {};
+  }
+  simdjson::dom::parser& parser = answer_parser();
+  for (const std::string& m : msgs) {
+    simdjson::dom::element doc;
+    std::string_view v;
+    if (!parser.parse(m).get(doc) && !doc["result"]["protocolVersion"].get_string().get(v)) {
+      return std::string(v);
+    }
+  }
+  return {};
+}
+
+std::string header_value(std::string_view v) {
+  constexpr std::string_view prefix = "=?base64?";
+  constexpr std::string_view suffix = "?=";
+  bool plain = !v.empty() && v.front() != ' ' && v.front() != '\t' && v.back() != ' ' &&
+               v.back() != '\t' && !(v.starts_with(prefix) && v.ends_with(suffix));
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!(u == '\t' || (u >= 0x20 && u <= 0x7e))) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) {
+    return std::string(v);
+  }
+  static constexpr char k_b64[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string s(prefix);
+  size_t i = 0;
+  for (; i + 3 <= v.size(); i += 3) {
+    const uint32_t n = static_cast<uint32_t>(static_cast<unsigned char>(v[i])) << 16 |
+                       static_cast<uint32_t>(static_cast<unsigned char>(v[i + 1])) << 8 |
+                       static_cast<unsigned char>(v[i + 2]);
+    s += k_b64[n >> 18];
+    s += k_b64[(n >> 12) & 63];
+    s += k_b64[(n >> 6) & 63];
+    s += k_b64[n & 63];
+  }
+  if (const size_t rest = v.size() - i; rest > 0) {
+    uint32_t n = static_cast<uint32_t>(static_cast<unsigned char>(v[i])) << 16;
+    if (rest == 2) {
+      n |= static_cast<uint32_t>(static_cast<unsigned char>(v[i + 1])) << 8;
+    }
+    s += k_b64[n >> 18];
+    s += k_b64[(n >> 12) & 63];
+    s += rest == 2 ? k_b64[(n >> 6) & 63] : '=';
+    s += '=';
+  }
+  s += suffix;
+  return s;
+}
+
+}  // namespace tollgate::app::remote

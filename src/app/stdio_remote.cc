@@ -1,0 +1,760 @@
+// The transport half of `tollgate stdio --remote URL` (remote_bridge.h holds what is written
+// back). One thread, one libcurl multi handle:
+//   1. At start, before stdin is read, one `ping` is POSTed with the key: a 401 ends the bridge
+//      (exit 2, nothing on stdout); a server that cannot be reached is logged, and the bridge
+//      starts anyway (reachability is not a credential: the key is checked at the first answer).
+//   2. The loop waits in curl_multi_poll on libcurl's sockets, stdin and a signalfd. Each
+//      complete line read is POSTed as it is, up to k_max_in_flight at once; libcurl keeps the
+//      connections alive (a dead one is replaced on the next POST: that is the reconnect), and
+//      does TLS, proxies (HTTPS_PROXY, NO_PROXY) and HTTP/2 where the server offers it.
+//   3. Each finished POST is translated (remote::translate) and written to stdout, one message a
+//      line, in the order answers arrive (JSON-RPC ids pair them). Logs go to stderr only.
+//   4. Sessions (a server with [mcp] sessions on): the id minted at initialize goes on every later
+//      POST; when the server answers 404 to one (it restarted, or the session expired), the
+//      bridge runs the client's initialize and notifications/initialized again itself and sends
+//      the message once more, so the client never sees its session end.
+//   5. EOF on stdin, SIGTERM or SIGINT: nothing more is read; the POSTs in flight finish and are
+//      written; exit 0. A 401 at any time: exit 2. Nothing is written to disk.
+#include "stdio_remote.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "remote_bridge.h"
+#include "tollgate/common/fd_io.h"
+#include "tollgate/common/log.h"
+
+namespace tollgate::app {
+namespace {
+
+constexpr size_t k_max_in_flight = 64;
+// A line longer than this is answered with a parse error and skipped (a server takes 64 MiB at
+// most: server.max_body_bytes).
+constexpr size_t k_max_line = 64u << 20;
+constexpr size_t k_max_answer = 256u << 20;
+constexpr int64_t k_probe_timeout_ms = 5000;
+constexpr std::string_view k_probe_body =
+    R"({"jsonrpc":"2.0","id":"tollgate-stdio-key-check","method":"ping"})";
+
+std::string_view usage_remote() {
+  return R"(Usage: TOLLGATE_API_KEY=KEY tollgate stdio --remote URL [--cacert FILE] [--timeout-ms N]
+
+Bridges a desktop MCP client that launches stdio servers to a tollgate server: each
+newline-delimited JSON-RPC message read on stdin is POSTed to URL (the server's /mcp endpoint)
+with the key, and the answers are written to stdout, one message a line; logs go to stderr.
+The server enforces the key's rate limit and quota, so any number of bridges may run at once.
+
+  --remote URL       http:// or https:// address of the server's MCP endpoint
+  --cacert FILE      PEM certificates to verify the server with (default: the system's store)
+  --timeout-ms N     longest wait for one answer, connecting included (default 30000)
+  --help             this text
+
+A key the server refuses (401) ends the bridge with exit 2. A server that cannot be reached,
+a 5xx or a malformed answer is reported per message (tools/call: tool error `unavailable`;
+other requests: JSON-RPC error -32603) and the next message tries again. A 429 on tools/call
+becomes the tool error `rate_limited`. HTTPS_PROXY and NO_PROXY are honoured. EOF on stdin,
+SIGTERM or SIGINT: the messages in flight are answered, then exit 0.
+)";
+}
+
+// The digits of a Retry-After header (an HTTP-date is left to the default).
+int64_t parse_retry_after(std::string_view v) {
+  while (!v.empty() && v.front() == ' ') {
+    v.remove_prefix(1);
+  }
+  int64_t n = -1;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || n < 0) {
+    return -1;
+  }
+  (void)p;
+  return n;
+}
+
+// Printable ASCII without blanks: what a header may carry verbatim.
+bool header_safe(std::string_view v) {
+  return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+    return static_cast<unsigned char>(c) > 0x20 && static_cast<unsigned char>(c) < 0x7f;
+  });
+}
+
+struct transfer {
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;  ///< this POST's own list; nullptr: the bridge's base list
+  std::string body;               ///< the client's line; capacity keeps simdjson's padding
+  remote::line_facts facts;
+  std::string answer;
+  char error[CURL_ERROR_SIZE] = {};
+  bool probe = false;
+  bool initialize = false;
+  bool sent_session = false;  ///< the POST carried the session id
+  bool retried = false;       ///< sent again after a new handshake (once at most)
+};
+
+class bridge {
+ public:
+  bridge(remote_options o, std::string key, int signal_fd)
+      : o_(std::move(o)),
+        key_(std::move(key)),
+        sfd_(signal_fd),
+        env_(envelope::server_identity{}) {}
+  ~bridge();
+  bridge(const bridge&) = delete;
+  bridge& operator=(const bridge&) = delete;
+
+  /// Returns the exit code.
+  int run();
+
+ private:
+  transfer* acquire();
+  void configure(CURL* e);
+  void post(std::string_view line, bool probe);
+  /// Adds `t` (its body and facts set) to the multi handle with this moment's headers.
+  void send(transfer& t);
+  /// Runs the client's handshake again for a new session (blocking; rare). True when it got one.
+  bool rehandshake();
+  curl_slist* headers_for(const transfer& t);
+  /// Reads what stdin has; false at EOF (or a read error, then `io_failed_`).
+  bool read_input();
+  /// Writes the answers of every finished POST; false when the bridge must stop (401, stdout).
+  bool drain();
+  enum class next : uint8_t { done, resent, stop };
+  next finish(transfer& t, CURLcode rc);
+  bool flush();
+
+  remote_options o_;
+  std::string key_;
+  int sfd_;
+  envelope::cache env_;
+  CURLM* multi_ = nullptr;
+  curl_slist* base_headers_ = nullptr;
+  std::vector<std::unique_ptr<transfer>> pool_;
+  std::vector<transfer*> idle_;
+  size_t in_flight_ = 0;
+  std::string in_;           ///< bytes read, not yet a whole line
+  bool discarding_ = false;  ///< skipping the rest of an over-long line
+  out_buffer out_;
+  std::string version_;  ///< MCP-Protocol-Version negotiated at initialize
+  envelope::revision negotiated_ = envelope::revision::v2025_03_26;
+  std::string session_;           ///< Mcp-Session-Id the server gave at initialize
+  std::string init_line_;         ///< the client's last initialize, to open a new session with
+  std::string initialized_line_;  ///< and its notifications/initialized
+  bool down_ = false;             ///< the last POST failed (logged once until one succeeds)
+  int exit_code_ = 0;
+};
+
+bridge::~bridge() {
+  for (auto& t : pool_) {
+    if (t->easy != nullptr) {
+      if (multi_ != nullptr) {
+        curl_multi_remove_handle(multi_, t->easy);
+      }
+      curl_easy_cleanup(t->easy);
+    }
+    curl_slist_free_all(t->headers);
+  }
+  if (multi_ != nullptr) {
+    curl_multi_cleanup(multi_);
+  }
+  curl_slist_free_all(base_headers_);
+}
+
+size_t on_data(char* p, size_t size, size_t n, void* user) {
+  auto* t = static_cast<transfer*>(user);
+  const size_t len = size * n;
+  if (t->answer.size() + len > k_max_answer) {
+    return 0;  // CURLE_WRITE_ERROR: reported as a malformed answer
+  }
+  t->answer.append(p, len);
+  return len;
+}
+
+transfer* bridge::acquire() {
+  if (!idle_.empty()) {
+    transfer* t = idle_.back();
+    idle_.pop_back();
+    return t;
+  }
+  auto t = std::make_unique<transfer>();
+  CURL* e = curl_easy_init();
+  if (e == nullptr) {
+    return nullptr;
+  }
+  t->easy = e;
+  configure(e);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
+  pool_.push_back(std::move(t));
+  return pool_.back().get();
+}
+
+void bridge::configure(CURL* e) {
+  curl_easy_setopt(e, CURLOPT_URL, o_.url.c_str());
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(o_.timeout_ms));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(std::min<int64_t>(o_.timeout_ms, 10000)));
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "tollgate-stdio/" TOLLGATE_VERSION);
+  if (!o_.cacert.empty()) {
+    curl_easy_setopt(e, CURLOPT_CAINFO, o_.cacert.c_str());
+  }
+}
+
+curl_slist* bridge::headers_for(const transfer& t) {
+  std::vector<std::string> extra;
+  const remote::message_facts* single =
+      !t.facts.batch && t.facts.messages.size() == 1 ? &t.facts.messages[0] : nullptr;
+  envelope::revision meta_rev;
+  if (single != nullptr && !single->meta_version.empty() &&
+      envelope::parse_revision(single->meta_version, meta_rev) && envelope::is_modern(meta_rev)) {
+    // 2026-07-28: every request names its revision, method and tool in headers too.
+    extra.push_back("MCP-Protocol-Version: " + single->meta_version);
+    extra.push_back("Mcp-Method: " + remote::header_value(single->method));
+    if (single->method == "tools/call") {
+      extra.push_back("Mcp-Name: " + remote::header_value(single->tool));
+    }
+  } else if (!t.initialize && !version_.empty()) {
+    extra.push_back("MCP-Protocol-Version: " + version_);
+  }
+  if (!t.initialize && !session_.empty()) {
+    extra.push_back("Mcp-Session-Id: " + session_);
+  }
+  if (extra.empty()) {
+    return nullptr;
+  }
+  curl_slist* list = nullptr;
+  for (const curl_slist* h = base_headers_; h != nullptr; h = h->next) {
+    list = curl_slist_append(list, h->data);
+  }
+  for (const std::string& h : extra) {
+    list = curl_slist_append(list, h.c_str());
+  }
+  return list;
+}
+
+void bridge::post(std::string_view line, bool probe) {
+  transfer* t = acquire();
+  if (t == nullptr) {
+    log_error("stdio --remote: libcurl could not make a handle (out of memory)");
+    std::abort();  // ENOMEM is fatal
+  }
+  t->body.clear();
+  t->body.reserve(line.size() + 64);  // simdjson reads up to 64 bytes past the end
+  t->body.assign(line);
+  t->probe = probe;
+  t->facts = probe ? remote::line_facts{} : remote::inspect(t->body);
+  t->initialize = !t->facts.batch && t->facts.messages.size() == 1 &&
+                  t->facts.messages[0].is_request() && t->facts.messages[0].method == "initialize";
+  t->retried = false;
+  if (t->initialize) {
+    // A new handshake: what the last one negotiated no longer holds.
+    version_.clear();
+    session_.clear();
+    negotiated_ = envelope::revision::v2025_03_26;
+    init_line_ = line;
+  } else if (!t->facts.batch && t->facts.messages.size() == 1 &&
+             t->facts.messages[0].method == "notifications/initialized") {
+    initialized_line_ = line;
+  }
+  curl_easy_setopt(
+      t->easy, CURLOPT_TIMEOUT_MS,
+      static_cast<long>(probe ? std::min(o_.timeout_ms, k_probe_timeout_ms) : o_.timeout_ms));
+  send(*t);
+}
+
+void bridge::send(transfer& t) {
+  curl_slist_free_all(t.headers);
+  t.headers = headers_for(t);
+  t.sent_session = !t.initialize && !session_.empty();
+  t.answer.clear();
+  t.error[0] = '\0';
+  curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, t.headers != nullptr ? t.headers : base_headers_);
+  curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t.body.size()));
+  curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, t.body.data());
+  curl_multi_add_handle(multi_, t.easy);
+  ++in_flight_;
+}
+
+bool bridge::rehandshake() {
+  if (init_line_.empty()) {
+    return false;
+  }
+  CURL* e = curl_easy_init();
+  if (e == nullptr) {
+    return false;
+  }
+  configure(e);
+  std::string answer;
+  curl_easy_setopt(
+      e, CURLOPT_WRITEFUNCTION, +[](char* p, size_t size, size_t n, void* user) {
+        static_cast<std::string*>(user)->append(p, size * n);
+        return size * n;
+      });
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &answer);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, base_headers_);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(init_line_.size()));
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, init_line_.data());
+  bool ok = false;
+  long status = 0;
+  if (curl_easy_perform(e) == CURLE_OK &&
+      curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
+    char* ct = nullptr;
+    curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ct);
+    remote::http_answer a;
+    a.status = status;
+    a.content_type = ct != nullptr ? std::string_view(ct) : std::string_view();
+    a.body = answer;
+    const std::string v = remote::negotiated_version(a);
+    curl_header* h = nullptr;
+    if (curl_easy_header(e, "Mcp-Session-Id", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
+        header_safe(h->value) && header_safe(v)) {
+      session_ = h->value;
+      version_ = v;
+      envelope::revision r;
+      negotiated_ = envelope::parse_revision(v, r) ? r : envelope::revision::v2025_03_26;
+      ok = true;
+    }
+  }
+  if (ok && !initialized_line_.empty()) {
+    transfer probe;  // only for its headers: the new version and session
+    curl_slist* list = headers_for(probe);
+    answer.clear();
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, list != nullptr ? list : base_headers_);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(initialized_line_.size()));
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, initialized_line_.data());
+    (void)curl_easy_perform(e);  // a notification: its answer (202) changes nothing
+    curl_slist_free_all(list);
+  }
+  curl_easy_cleanup(e);
+  if (ok) {
+    log_info("stdio --remote: {} had ended the session; opened a new one", o_.url);
+  }
+  return ok;
+}
+
+bool bridge::flush() {
+  if (out_.empty()) {
+    return true;
+  }
+  if (write_all(STDOUT_FILENO, out_.view()) != out_.size()) {
+    log_error("stdio --remote: writing to stdout failed: {}", std::strerror(errno));
+    exit_code_ = 1;
+    return false;
+  }
+  out_.clear();
+  return true;
+}
+
+bridge::next bridge::finish(transfer& t, CURLcode rc) {
+  remote::http_answer a;
+  std::string failure;
+  if (rc != CURLE_OK) {
+    a.transport_failed = true;
+    const char* detail = t.error[0] != '\0' ? t.error : curl_easy_strerror(rc);
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+      failure = fmt::format("no answer within {} ms: {}", o_.timeout_ms, detail);
+    } else if (rc == CURLE_PEER_FAILED_VERIFICATION) {
+      failure = fmt::format(
+          "TLS: the server's certificate could not be verified ({}); give its "
+          "CA with --cacert FILE",
+          detail);
+    } else if (rc == CURLE_SSL_CONNECT_ERROR) {
+      failure = fmt::format("TLS handshake failed ({}); does the server speak HTTPS?", detail);
+    } else if (rc == CURLE_WRITE_ERROR) {
+      failure = "the answer is larger than 256 MiB";
+    } else {
+      failure = detail;
+    }
+    a.failure = failure;
+  } else {
+    long status = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+    a.status = status;
+    char* ct = nullptr;
+    curl_easy_getinfo(t.easy, CURLINFO_CONTENT_TYPE, &ct);
+    a.content_type = ct != nullptr ? std::string_view(ct) : std::string_view();
+    a.body = t.answer;
+    curl_header* h = nullptr;
+    if ((status == 429 || status >= 500) &&
+        curl_easy_header(t.easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK) {
+      a.retry_after_secs = parse_retry_after(h->value);
+    }
+  }
+
+  if (t.probe) {
+    if (a.transport_failed) {
+      log_error(
+          "stdio --remote: {} cannot be reached ({}); starting anyway: messages are "
+          "answered with errors until it answers, and the key is checked then",
+          o_.url, a.failure);
+      down_ = true;
+    } else if (a.status == 401) {
+      log_error(
+          "stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
+          "unknown or revoked)",
+          o_.url);
+      exit_code_ = 2;
+      return next::stop;
+    } else {
+      if (a.status >= 500) {
+        log_error("stdio --remote: {} answered HTTP {} at start; starting anyway", o_.url,
+                  a.status);
+        down_ = true;
+      } else if ((a.status >= 300 && a.status < 400) || a.status == 404 || a.status == 405) {
+        log_error(
+            "stdio --remote: {} answered HTTP {} to a ping; is it the server's MCP "
+            "endpoint (https://HOST/mcp)?",
+            o_.url, a.status);
+      } else {
+        log_info("stdio --remote: forwarding to {}", o_.url);
+      }
+    }
+    return next::done;
+  }
+
+  if (!a.transport_failed && a.status == 404 && t.sent_session && !t.retried && rehandshake()) {
+    t.retried = true;
+    send(t);
+    return next::resent;
+  }
+
+  if (t.initialize && !a.transport_failed && a.status == 200) {
+    const std::string v = remote::negotiated_version(a);
+    if (header_safe(v)) {
+      version_ = v;
+      envelope::revision r;
+      negotiated_ = envelope::parse_revision(v, r) ? r : envelope::revision::v2025_03_26;
+    }
+    curl_header* h = nullptr;
+    if (curl_easy_header(t.easy, "Mcp-Session-Id", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
+        header_safe(h->value)) {
+      session_ = h->value;
+    }
+  }
+
+  std::string reason;
+  const remote::bridge_view view{env_, o_.url, negotiated_};
+  switch (remote::translate(t.facts, a, view, out_, reason)) {
+    case remote::verdict::unauthorized:
+      log_error(
+          "stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
+          "unknown or was revoked); exiting",
+          o_.url);
+      out_.clear();
+      exit_code_ = 2;
+      return next::stop;
+    case remote::verdict::failed:
+      if (!down_) {
+        log_error(
+            "stdio --remote: {} could not answer ({}); answering with errors until it "
+            "does",
+            o_.url, reason);
+      }
+      down_ = true;
+      break;
+    case remote::verdict::answered:
+      if (down_) {
+        log_info("stdio --remote: {} answers again", o_.url);
+      }
+      down_ = false;
+      break;
+  }
+  return flush() ? next::done : next::stop;
+}
+
+bool bridge::drain() {
+  int left = 0;
+  while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
+    if (m->msg != CURLMSG_DONE) {
+      continue;
+    }
+    transfer* t = nullptr;
+    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &t);
+    const CURLcode rc = m->data.result;
+    curl_multi_remove_handle(multi_, t->easy);
+    --in_flight_;
+    const next n = finish(*t, rc);
+    if (n == next::resent) {
+      continue;
+    }
+    curl_slist_free_all(t->headers);
+    t->headers = nullptr;
+    idle_.push_back(t);
+    if (n == next::stop) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool bridge::read_input() {
+  char buf[64 * 1024];
+  const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) {
+      return true;
+    }
+    log_error("stdio --remote: reading stdin failed: {}", std::strerror(errno));
+    exit_code_ = 1;
+    return false;
+  }
+  const bool eof = n == 0;
+  std::string_view chunk(buf, static_cast<size_t>(n));
+  if (eof && !in_.empty()) {
+    chunk = "\n";  // a last line without its newline still counts
+  }
+  while (!chunk.empty()) {
+    const size_t nl = chunk.find('\n');
+    if (nl == std::string_view::npos) {
+      if (!discarding_) {
+        in_.append(chunk);
+      }
+      break;
+    }
+    if (!discarding_) {
+      in_.append(chunk.substr(0, nl));
+      std::string_view line(in_);
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+        line.remove_suffix(1);
+      }
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
+        line.remove_prefix(1);
+      }
+      if (!line.empty()) {
+        post(line, false);
+      }
+    }
+    discarding_ = false;
+    in_.clear();
+    chunk.remove_prefix(nl + 1);
+  }
+  if (in_.size() > k_max_line) {
+    log_error("stdio --remote: a line of more than {} bytes was skipped", k_max_line);
+    env_.error_response(out_, envelope::null_id,
+                        envelope::rpc_error{envelope::rpc_error_kind::parse_error, {}, {}, 0});
+    out_.push_back('\n');
+    in_.clear();
+    discarding_ = true;
+    if (!flush()) {
+      return false;
+    }
+  }
+  return !eof;
+}
+
+int bridge::run() {
+  multi_ = curl_multi_init();
+  if (multi_ == nullptr) {
+    log_error("stdio --remote: libcurl could not start");
+    return 1;
+  }
+  curl_multi_setopt(multi_, CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_MULTIPLEX));
+  base_headers_ = curl_slist_append(base_headers_, ("Authorization: Bearer " + key_).c_str());
+  base_headers_ = curl_slist_append(base_headers_, "Content-Type: application/json");
+  base_headers_ = curl_slist_append(base_headers_, "Accept: application/json, text/event-stream");
+  base_headers_ = curl_slist_append(base_headers_, "Expect:");  // no 100-continue round trip
+
+  // 1. The key check, before stdin is read.
+  post(k_probe_body, true);
+  while (in_flight_ > 0) {
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    if (!drain()) {
+      return exit_code_;
+    }
+    if (in_flight_ > 0) {
+      curl_multi_poll(multi_, nullptr, 0, 100, nullptr);
+    }
+  }
+
+  // 2-4. Forward until stdin ends (or a signal), then finish what is in flight.
+  bool reading = true;
+  while (reading || in_flight_ > 0) {
+    curl_waitfd fds[2];
+    unsigned nfds = 0;
+    const bool want_input = reading && in_flight_ < k_max_in_flight;
+    if (want_input) {
+      fds[nfds++] = curl_waitfd{STDIN_FILENO, CURL_WAIT_POLLIN, 0};
+    }
+    const unsigned sig_at = nfds;
+    if (reading && sfd_ >= 0) {
+      fds[nfds++] = curl_waitfd{sfd_, CURL_WAIT_POLLIN, 0};
+    }
+    if (curl_multi_poll(multi_, fds, nfds, 1000, nullptr) != CURLM_OK) {
+      log_error("stdio --remote: waiting failed");
+      return 1;
+    }
+    if (reading && sfd_ >= 0 && fds[sig_at].revents != 0) {
+      signalfd_siginfo si{};
+      if (::read(sfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        log_info("{}: reading no more; answering what is in flight ({} POSTs), then exiting",
+                 si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT", in_flight_);
+        reading = false;
+      }
+    }
+    if (want_input && reading && fds[0].revents != 0) {
+      if (!read_input()) {
+        reading = false;
+        if (exit_code_ != 0) {
+          return exit_code_;
+        }
+      }
+    }
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    if (!drain()) {
+      return exit_code_;
+    }
+  }
+  return exit_code_;
+}
+
+}  // namespace
+
+bool wants_remote(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--remote") {
+      return true;
+    }
+  }
+  return false;
+}
+
+result<remote_options, cli_error> parse_remote_args(int argc, char** argv) {
+  remote_options o;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&](std::string_view what) -> result<std::string_view, cli_error> {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+        return unexpected(cli_error{fmt::format("{}: needs {}", a, what)});
+      }
+      return std::string_view(argv[++i]);
+    };
+    if (a == "--help" || a == "-h") {
+      return unexpected(cli_error{"", true});
+    }
+    if (a == "--remote") {
+      auto v = value("a URL (http://HOST:PORT/mcp or https://...)");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      o.url = std::string(*v);
+    } else if (a == "--cacert") {
+      auto v = value("a FILE of PEM certificates");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      o.cacert = std::string(*v);
+    } else if (a == "--timeout-ms") {
+      auto v = value("a number of milliseconds");
+      if (!v) {
+        return unexpected(v.error());
+      }
+      int64_t n = 0;
+      auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (ec != std::errc() || p != v->data() + v->size() || n < 1 || n > 3600000) {
+        return unexpected(cli_error{
+            fmt::format("--timeout-ms: '{}' is not a whole number between 1 and 3600000", *v)});
+      }
+      o.timeout_ms = n;
+    } else if (a == "--config" || a == "--data-dir" || a == "--corpus" || a == "--sample") {
+      return unexpected(cli_error{fmt::format(
+          "{}: not with --remote (the server at the URL has its own corpus, keys and quota)", a)});
+    } else {
+      return unexpected(cli_error{
+          fmt::format("unknown option '{}' (see tollgate stdio --remote URL --help)", a)});
+    }
+  }
+  // The URL: libcurl's own parser, and only the two schemes the bridge speaks.
+  CURLU* u = curl_url();
+  const CURLUcode uc = curl_url_set(u, CURLUPART_URL, o.url.c_str(), 0);
+  char* scheme = nullptr;
+  const bool scheme_ok =
+      uc == CURLUE_OK && curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      (std::string_view(scheme) == "http" || std::string_view(scheme) == "https");
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  if (!scheme_ok) {
+    return unexpected(
+        cli_error{fmt::format("--remote: '{}' is not an http:// or https:// URL (for example "
+                              "https://api.example.com/mcp)",
+                              o.url)});
+  }
+  if (!o.cacert.empty() && ::access(o.cacert.c_str(), R_OK) != 0) {
+    return unexpected(
+        cli_error{fmt::format("--cacert: cannot read '{}': {}", o.cacert, std::strerror(errno))});
+  }
+  return o;
+}
+
+int run_stdio_remote(int argc, char** argv) {
+  auto o = parse_remote_args(argc, argv);
+  if (!o) {
+    if (o.error().help) {
+      fmt::print("{}", usage_remote());
+      return 0;
+    }
+    fmt::print(stderr, "tollgate stdio: {}\n", o.error().message);
+    return 2;
+  }
+  const char* key = std::getenv("TOLLGATE_API_KEY");
+  if (key == nullptr || *key == '\0') {
+    fmt::print(stderr,
+               "tollgate stdio: set TOLLGATE_API_KEY to an API key of the server at {} (its "
+               "operator makes one with `tollgate keys create`)\n",
+               o->url);
+    return 2;
+  }
+  if (!header_safe(key)) {
+    fmt::print(stderr,
+               "tollgate stdio: TOLLGATE_API_KEY holds a space or a character outside printable "
+               "ASCII, which no key has\n");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  // SIGTERM and SIGINT end the bridge once the messages in flight are answered. Blocked before
+  // libcurl starts any thread (its resolver), so only the signalfd takes them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    log_error("stdio --remote: signalfd: {}", std::strerror(errno));
+    return 1;
+  }
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    log_error("stdio --remote: libcurl could not start");
+    ::close(sfd);
+    return 1;
+  }
+  int rc;
+  {
+    bridge b(std::move(*o), key, sfd);
+    rc = b.run();
+  }
+  curl_global_cleanup();
+  ::close(sfd);
+  return rc;
+}
+
+}  // namespace tollgate::app

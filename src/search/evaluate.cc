@@ -1,0 +1,683 @@
+// local_shard query evaluation: the posting cursor's seek, document frequencies, champion lists,
+// single-term block skipping, the leapfrog intersection with block-max bounds, phrase checks.
+// One unit, so that seek() and the phrase checks inline into the evaluation loops.
+#include "search/shard_impl.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace tollgate::search {
+
+using namespace detail;
+
+// ---- posting_cursor (with the evaluation, so that seek() inlines into it) ----
+
+void posting_cursor::skip_block() noexcept {
+  p = doc_base + skips[block].doc_end;
+  pos = pos_base + skips[block].pos_end;
+  doc = skips[block].last_doc;
+  pos_len = 0;
+  left = 0;
+}
+
+[[gnu::always_inline]] inline bool posting_cursor::seek(uint32_t target) noexcept {
+  if (doc >= target) {
+    return doc != UINT32_MAX;
+  }
+  if (skips[block].last_doc < target) {
+    uint32_t lo = block + 1;
+    uint32_t hi = nblocks;
+    // most seeks of a frequent term land in the next block: try it before the binary search
+    if (lo < hi && skips[lo].last_doc >= target) {
+      hi = lo;
+    }
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (skips[mid].last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    block = lo;
+    p = doc_base + skips[lo - 1].doc_end;
+    pos = pos_base + skips[lo - 1].pos_end;
+    doc = skips[lo - 1].last_doc;
+    pos_len = 0;
+    left = std::min(block_docs, df - lo * block_docs);
+  }
+  // The target is in this block (its last doc >= target), so the scan never leaves it: it
+  // follows only the doc number and the positions offset until the doc is reached.
+  const uint8_t* q = p;
+  const uint8_t* ps = pos + pos_len;
+  uint32_t d = doc;
+  uint32_t n = left;
+  while (true) {
+    uint32_t w;
+    std::memcpy(&w, q, 4);
+    uint32_t tt, tx, pl;
+    if ((w & 0x80808080u) == 0) {
+      d += w & 0xFF;
+      tt = (w >> 8) & 0xFF;
+      tx = (w >> 16) & 0xFF;
+      pl = w >> 24;
+      q += 4;
+    } else {
+      d += detail::read_varint(q);
+      tt = detail::read_varint(q);
+      tx = detail::read_varint(q);
+      pl = detail::read_varint(q);
+    }
+    --n;
+    if (d >= target) {
+      p = q;
+      pos = ps;
+      doc = d;
+      tf_title = tt;
+      tf_text = tx;
+      pos_len = pl;
+      left = n;
+      return true;
+    }
+    ps += pl;
+  }
+}
+
+
+// ---- queries ----
+
+const term_info* local_shard::lookup_term(std::string_view t) const noexcept {
+  int64_t r = probe_term(t, term_hash(t));
+  return r >= 0 ? &terms_[static_cast<size_t>(r)] : nullptr;
+}
+
+// A phrase's stories: the phrase searched on its own (its distinct terms, the phrase, no
+// filters; k = 1 by date, the cheapest ranking), whose total is exact. Sets ws.sub_plan.
+void local_shard::plan_phrase_df(const query_plan& plan, const phrase_span& ph,
+                                 shard_workspace& ws) const {
+  ws.sub_terms.clear();
+  ws.sub_phrase_terms.clear();
+  for (uint32_t j = 0; j < ph.count; ++j) {
+    const std::string_view t = plan.terms[plan.phrase_terms[ph.first + j]];
+    const auto at = std::find(ws.sub_terms.begin(), ws.sub_terms.end(), t);
+    ws.sub_phrase_terms.push_back(static_cast<uint32_t>(at - ws.sub_terms.begin()));
+    if (at == ws.sub_terms.end()) {
+      ws.sub_terms.push_back(t);
+    }
+  }
+  ws.sub_whole = phrase_span{0, ph.count};
+  query_plan& sub = ws.sub_plan;
+  sub = query_plan{};
+  sub.terms = ws.sub_terms;
+  sub.phrases = std::span<const phrase_span>(&ws.sub_whole, 1);
+  sub.phrase_terms = ws.sub_phrase_terms;
+  sub.since = std::numeric_limits<int64_t>::min();
+  sub.until = std::numeric_limits<int64_t>::max();
+  sub.sort = sort_order::date;
+  sub.k = 1;
+}
+
+bool local_shard::add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const {
+  uint64_t unbounded = UINT64_MAX;
+  return doc_freqs_slice(plan, ws, df, true, unbounded) == slice::done;
+}
+
+slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, uint64_t* df,
+                                   bool first, uint64_t& budget) const {
+  if (first) {
+    for (size_t i = 0; i < plan.terms.size(); ++i) {
+      if (const term_info* t = lookup_term(plan.terms[i])) {
+        df[i] += t->df;
+      }
+    }
+    ws.df_phrase = 0;
+    ws.df_sub_running = false;
+  }
+  for (; ws.df_phrase < plan.phrases.size(); ++ws.df_phrase) {
+    if (!ws.df_sub_running) {
+      plan_phrase_df(plan, plan.phrases[ws.df_phrase], ws);
+      ws.df_sub_running = true;
+      if (!begin_search(ws.sub_plan, ws, ws.sub_answer) &&
+          !step(ws.sub_plan, ws, ws.sub_answer, budget)) {
+        return slice::more;
+      }
+    } else if (!step(ws.sub_plan, ws, ws.sub_answer, budget)) {
+      return slice::more;
+    }
+    ws.df_sub_running = false;
+    df[plan.terms.size() + ws.df_phrase] += ws.sub_answer.total;
+  }
+  return slice::done;
+}
+
+double local_shard::length_norm(uint32_t doc, double avgdl) const noexcept {
+  return avgdl == 0 || avgdl == avgdl_ ? len_norm_[doc]
+                                       : length_norm_of(title_len_[doc] + text_len_[doc], avgdl);
+}
+
+
+// Orders the heap best first and fills in the ids.
+void local_shard::finish(shard_answer& out) const {
+  std::sort_heap(out.hits.begin(), out.hits.end(), better);
+  for (hit& h : out.hits) {
+    h.id = id(h.doc);
+  }
+}
+
+// One term, no filters: every posting matches, so total = df (set by begin_search), and whole
+// blocks whose maximum (score or time) is below the k-th best so far are skipped without
+// decoding. Stops between blocks once the budget is spent; false: not finished.
+template <bool Bounded>
+bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                   uint64_t& budget_left) const {
+  uint64_t budget = budget_left;  // in a register (writes through the cursor may alias it)
+  posting_cursor& c = ws.cursors[0];
+  const eval_state& ev = ws.ev;
+  const double idf = plan.idf[0];
+  const size_t k = plan.k;
+  std::vector<hit>& heap = out.hits;
+  while (true) {
+    // c is on the first doc of block c.block
+    if constexpr (Bounded) {
+      if (budget == 0) {
+        budget_left = 0;
+        return false;
+      }
+    }
+    if (heap.size() == k) {
+      const size_t blk = c.skip_off + c.block;
+      double ub = ev.by_date ? static_cast<double>(block_max_time_[blk])
+                             : idf * (block_max_[blk] * ev.bound_scale);
+      if (ub < heap.front().key) {
+        budget -= Bounded ? 1 : 0;
+        c.skip_block();
+        if (!c.next()) {
+          budget_left = budget;
+          return true;
+        }
+        continue;
+      }
+    }
+    const uint32_t block = c.block;
+    if constexpr (Bounded) {
+      budget -= std::min<uint64_t>(budget, uint64_t{c.left} + 1);  // the block's docs
+    }
+    do {
+      hit h{};
+      h.doc = c.doc;
+      h.key = ev.by_date ? static_cast<double>(time_[c.doc])
+                         : idf * term_part(c.tf_title, c.tf_text, length_norm(c.doc, ev.avgdl));
+      offer(heap, k, h);
+      if (!c.next()) {
+        budget_left = budget;
+        return true;
+      }
+    } while (c.block == block);
+  }
+}
+
+// One term, no filters, k < champ_len: the answer comes from the term's champion list. Every
+// doc outside the list has a key <= the list's last key (term_part and time order the list, and
+// multiplying by idf > 0 keeps the order), so when the k-th key is strictly above the last one,
+// every doc that ranks at or above the k-th is in the list; those are sorted by the hit order.
+// Otherwise (ties reaching the end of the list) returns false and the postings are walked.
+bool local_shard::single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
+                                        shard_answer& out) const {
+  const uint32_t at = champ_at_[term];
+  if (at == UINT32_MAX || k >= champ_len || (!by_date && !(idf > 0))) {
+    return false;
+  }
+  auto key_of = [&](size_t i) {
+    return by_date ? static_cast<double>(time_[champ_date_[at + i]]) : idf * champ_part_[at + i];
+  };
+  const double kth = key_of(k - 1);
+  if (!(kth > key_of(champ_len - 1))) {
+    return false;
+  }
+  size_t j = k;
+  while (key_of(j) == kth) {
+    ++j;
+  }
+  std::vector<hit>& hits = out.hits;
+  for (size_t i = 0; i < j; ++i) {
+    hit h{};
+    h.key = key_of(i);
+    h.doc = by_date ? champ_date_[at + i] : champ_doc_[at + i];
+    // insertion into the sorted prefix: keys arrive non-increasing, so only ties move
+    size_t p = hits.size();
+    hits.push_back(h);
+    while (p > 0 && better(h, hits[p - 1])) {
+      hits[p] = hits[p - 1];
+      --p;
+    }
+    hits[p] = h;
+  }
+  hits.resize(k);
+  for (hit& h : hits) {
+    h.id = id(h.doc);
+  }
+  out.total = terms_[term].df;
+  return true;
+}
+
+// Cursors for the plan's terms in ws (rarest first in ws.order) and its tags' ids; false when
+// a term or tag is absent from this shard (nothing here matches) or a cursor is empty.
+bool local_shard::open_cursors(const query_plan& plan, shard_workspace& ws) const {
+  ws.cursors.clear();
+  ws.order.clear();
+  ws.term_ids.clear();
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    const term_info* t = lookup_term(plan.terms[i]);
+    if (t == nullptr) {
+      return false;
+    }
+    ws.cursors.push_back(cursor_for(*t));
+    ws.order.push_back(static_cast<uint32_t>(i));
+    ws.term_ids.push_back(static_cast<uint32_t>(t - terms_.data()));
+  }
+  ws.tag_ids.clear();
+  for (std::string_view tag : plan.tags) {
+    int64_t id = lookup_tag(tag);
+    if (id < 0) {
+      return false;
+    }
+    ws.tag_ids.push_back(static_cast<uint32_t>(id));
+  }
+  // rarest term leads the intersection; insertion sort: few terms, stable, allocation-free
+  for (size_t i = 1; i < ws.order.size(); ++i) {
+    uint32_t v = ws.order[i];
+    size_t j = i;
+    for (; j > 0 && ws.cursors[ws.order[j - 1]].df > ws.cursors[v].df; --j) {
+      ws.order[j] = ws.order[j - 1];
+    }
+    ws.order[j] = v;
+  }
+  for (posting_cursor& c : ws.cursors) {
+    if (!c.next()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
+                               shard_answer& out) const {
+  out.total = 0;
+  out.hits.clear();
+  eval_state& ev = ws.ev;
+  ev.mode = eval_state::done;
+  if (plan.terms.empty() || plan.k == 0 || !open_cursors(plan, ws)) {
+    return true;
+  }
+  ev.by_date = plan.sort == sort_order::date;
+  // Under another corpus average (a fleet's), norms are computed per doc and the block maxima
+  // (made with avgdl_) bound scores only after scaling: every norm shrinks by at most
+  // avgdl_ / avgdl, and F (k1+1) / (F + r kn) <= F (k1+1) / (F + kn) / r for r <= 1.
+  const bool own_avgdl = plan.avgdl == 0 || plan.avgdl == avgdl_;
+  ev.avgdl = own_avgdl ? avgdl_ : plan.avgdl;
+  ev.bound_scale = own_avgdl || ev.avgdl < avgdl_ ? 1.0 : ev.avgdl / avgdl_ * (1 + 1e-9);
+  if (plan.terms.size() == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
+      plan.since == std::numeric_limits<int64_t>::min() &&
+      plan.until == std::numeric_limits<int64_t>::max()) {
+    if (own_avgdl && single_term_champions(ws.term_ids[0], ev.by_date, plan.idf[0], plan.k, out)) {
+      return true;
+    }
+    out.total = ws.cursors[0].df;
+    ev.mode = eval_state::single;
+    return false;
+  }
+  ev.mode = eval_state::intersect;
+  return false;
+}
+
+bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                       uint64_t& budget) const {
+  // an unbounded step (search()) runs the loops without any budget accounting
+  const bool bounded = budget != UINT64_MAX;
+  bool finished;
+  if (ws.ev.mode == eval_state::single) {
+    finished = bounded ? single_term_step<true>(plan, ws, out, budget)
+                       : single_term_step<false>(plan, ws, out, budget);
+  } else {
+    finished = bounded ? intersect_step<true>(plan, ws, out, budget)
+                       : intersect_step<false>(plan, ws, out, budget);
+  }
+  if (finished) {
+    ws.ev.mode = eval_state::done;
+    finish(out);
+  }
+  return finished;
+}
+
+bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
+  uint64_t unbounded = UINT64_MAX;
+  if (!begin_search(plan, ws, out)) {
+    step(plan, ws, out, unbounded);
+  }
+  return true;
+}
+
+slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                bool first, uint64_t& budget) const {
+  if (first && begin_search(plan, ws, out)) {
+    return slice::done;
+  }
+  return step(plan, ws, out, budget) ? slice::done : slice::more;
+}
+
+// Moves every cursor to the lead's doc or past it; true when all are on it. False with the
+// lead moved on (not aligned: call again) or with `end` set (a cursor ran out).
+[[gnu::always_inline]] inline bool local_shard::align(shard_workspace& ws, bool& end) const {
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  const uint32_t target = lead.doc;
+  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    posting_cursor& c = ws.cursors[ws.order[oi]];
+    if (!c.seek(target)) {
+      end = true;
+      return false;
+    }
+    if (c.doc > target) {
+      end = !lead.seek(c.doc);
+      return false;
+    }
+  }
+  return true;
+}
+
+// The filters a posting match must also pass: the time range, the tags, the phrases.
+[[gnu::always_inline]] inline bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const {
+  const int64_t t = time_[doc];
+  if (t < plan.since || t > plan.until) {
+    return false;
+  }
+  if (!ws.tag_ids.empty()) {
+    const doc_rec& r = docs_[doc];
+    const uint32_t* dt = doc_tags_.data() + r.tags_off;
+    for (uint32_t want : ws.tag_ids) {
+      if (std::find(dt, dt + r.tag_count, want) == dt + r.tag_count) {
+        return false;
+      }
+    }
+  }
+  return plan.phrases.empty() || phrase_match(plan, ws);  // stops at each phrase's first occurrence
+}
+
+// Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
+// phrase's frequency is at most each of its terms', so its part is bounded by theirs.
+[[gnu::always_inline]] inline bool local_shard::blocks_below(const query_plan& plan, const shard_workspace& ws,
+                               double kth) const {
+  const double bound_scale = ws.ev.bound_scale;
+  double ub = 0;
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    ub += plan.idf[i] * (block_max_[c.skip_off + c.block] * bound_scale);
+  }
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    const phrase_span& ph = plan.phrases[p];
+    float m = std::numeric_limits<float>::max();
+    for (uint32_t j = 0; j < ph.count; ++j) {
+      const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+      m = std::min(m, block_max_[c.skip_off + c.block]);
+    }
+    ub += phrase_weight(plan, p) * (m * bound_scale);
+  }
+  return ub < kth;
+}
+
+// The BM25 score of the cursors' doc, or false when a full heap's k-th best `kth` is out of
+// its reach before the phrases' occurrences are counted (a phrase occurs in a field at most as
+// often as each of its words does there).
+[[gnu::always_inline]] inline bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full,
+                        double kth, double& s) const {
+  const double kn = length_norm(doc, ws.ev.avgdl);
+  s = 0;
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    if (plan.idf[i] != 0) {  // a phrase-only term adds nothing of its own
+      const posting_cursor& c = ws.cursors[i];
+      s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+    }
+  }
+  if (plan.phrases.empty()) {
+    return true;
+  }
+  if (full) {
+    double ub = s;
+    for (size_t p = 0; p < plan.phrases.size(); ++p) {
+      const phrase_span& ph = plan.phrases[p];
+      double f = std::numeric_limits<double>::max();
+      for (uint32_t j = 0; j < ph.count; ++j) {
+        const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+        f = std::min(f, w_title * c.tf_title + w_text * c.tf_text);
+      }
+      ub += phrase_weight(plan, p) * unit_part(f, kn);
+    }
+    if (ub < kth) {
+      return false;
+    }
+  }
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    // every occurrence, counted only for the docs that get scored
+    s += phrase_weight(plan, p) * unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
+  }
+  return true;
+}
+
+// The leapfrog intersection: the lead (rarest) cursor proposes docs, the others seek to them;
+// a doc on every cursor that passes the filters is counted and, unless the block maxima or its
+// own bound rule it out of a full heap, scored and offered. Stops between docs once the
+// budget is spent (the cursors and the heap hold the state); false: not finished.
+namespace {
+constexpr uint64_t phrase_cost = 8;
+}  // namespace
+
+template <bool Bounded>
+bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                 uint64_t& budget_left) const {
+  uint64_t budget = budget_left;  // in a register (writes through the cursors may alias it)
+  const uint64_t step_cost = 1 + phrase_cost * plan.phrases.size();
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  std::vector<hit>& heap = out.hits;
+  const size_t k = plan.k;
+  while (true) {
+    if constexpr (Bounded) {
+      if (budget == 0) {
+        budget_left = 0;
+        return false;
+      }
+      // a phrase check reads the words' positions: it counts as phrase_cost units of work
+      budget = budget > step_cost ? budget - step_cost : 0;
+    }
+    bool end = false;
+    if (!align(ws, end)) {
+      if (end) {
+        budget_left = budget;
+        return true;
+      }
+      continue;
+    }
+    const uint32_t doc = lead.doc;
+    if (accepts(plan, ws, doc)) {
+      ++out.total;
+      hit h{};
+      h.doc = doc;
+      bool keep = true;
+      if (ws.ev.by_date) {
+        h.key = static_cast<double>(time_[doc]);
+      } else {
+        const bool full = heap.size() == k;
+        keep = !(full && blocks_below(plan, ws, heap.front().key)) &&
+               score(plan, ws, doc, full, full ? heap.front().key : 0.0, h.key);
+      }
+      if (keep) {
+        offer(heap, k, h);
+      }
+    }
+    if (!lead.next()) {
+      budget_left = budget;
+      return true;
+    }
+  }
+}
+
+
+// ---- phrases: whether a phrase occurs in the cursors' current doc, and how often ----
+
+namespace {
+// Decodes the positions of a cursor's current doc into out.
+void decode_positions(const posting_cursor& c, std::vector<uint32_t>& out) {
+  out.clear();
+  const uint8_t* p = c.pos;
+  const uint8_t* end = p + c.pos_len;
+  uint32_t v = 0;
+  bool first = true;
+  while (p < end) {
+    uint32_t d = read_varint(p);
+    v = first ? d : v + d;
+    first = false;
+    out.push_back(v);
+  }
+}
+}  // namespace
+
+namespace {
+// Two-word phrase: walks both position lists (varint deltas) in step and stops at the first p
+// with p + 1 in the second list, decoding nothing into memory.
+bool adjacent_pair(const posting_cursor& a, const posting_cursor& b) noexcept {
+  const uint8_t* pa = a.pos;
+  const uint8_t* ea = pa + a.pos_len;
+  const uint8_t* pb = b.pos;
+  const uint8_t* eb = pb + b.pos_len;
+  if (pa >= ea || pb >= eb) {
+    return false;
+  }
+  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
+  uint32_t vb = read_varint(pb);
+  while (va != vb) {
+    // advance whichever list is behind until it catches up or passes the other
+    while (va < vb) {
+      if (pa >= ea) {
+        return false;
+      }
+      va += read_varint(pa);
+    }
+    while (vb < va) {
+      if (pb >= eb) {
+        return false;
+      }
+      vb += read_varint(pb);
+    }
+  }
+  return true;
+}
+}  // namespace
+
+bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) const {
+  for (const phrase_span& ph : plan.phrases) {
+    if (ph.count < 2) {
+      continue;
+    }
+    if (ph.count == 2) {
+      if (!adjacent_pair(ws.cursors[plan.phrase_terms[ph.first]],
+                         ws.cursors[plan.phrase_terms[ph.first + 1]])) {
+        return false;
+      }
+      continue;
+    }
+    decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
+    for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
+      decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
+      // keep p in pos_a where p + j is in pos_b (both ascending)
+      size_t w = 0, b = 0;
+      for (size_t a = 0; a < ws.pos_a.size(); ++a) {
+        uint32_t want = ws.pos_a[a] + j;
+        while (b < ws.pos_b.size() && ws.pos_b[b] < want) {
+          ++b;
+        }
+        if (b < ws.pos_b.size() && ws.pos_b[b] == want) {
+          ws.pos_a[w++] = ws.pos_a[a];
+        }
+      }
+      ws.pos_a.resize(w);
+    }
+    if (ws.pos_a.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+// Two-word phrase, every occurrence: like adjacent_pair, without stopping at the first; counts
+// the occurrences starting in the title (positions below tl) and in the text.
+void adjacent_pairs(const posting_cursor& a, const posting_cursor& b, uint32_t tl,
+                    uint32_t& in_title, uint32_t& in_text) noexcept {
+  const uint8_t* pa = a.pos;
+  const uint8_t* ea = pa + a.pos_len;
+  const uint8_t* pb = b.pos;
+  const uint8_t* eb = pb + b.pos_len;
+  if (pa >= ea || pb >= eb) {
+    return;
+  }
+  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
+  uint32_t vb = read_varint(pb);
+  while (true) {
+    if (va == vb) {
+      (va - 1 < tl ? in_title : in_text) += 1;
+      if (pa >= ea || pb >= eb) {
+        return;
+      }
+      va += read_varint(pa);
+      vb += read_varint(pb);
+    } else if (va < vb) {
+      if (pa >= ea) {
+        return;
+      }
+      va += read_varint(pa);
+    } else {
+      if (pb >= eb) {
+        return;
+      }
+      vb += read_varint(pb);
+    }
+  }
+}
+}  // namespace
+
+double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph,
+                                shard_workspace& ws, uint32_t doc) const {
+  const uint32_t tl = title_len_[doc];  // title positions are 0..tl-1, text ones from tl + 1
+  uint32_t in_title = 0, in_text = 0;
+  if (ph.count == 2) {
+    adjacent_pairs(ws.cursors[plan.phrase_terms[ph.first]],
+                   ws.cursors[plan.phrase_terms[ph.first + 1]], tl, in_title, in_text);
+    return w_title * in_title + w_text * in_text;
+  }
+  decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
+  for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
+    decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
+    size_t w = 0, bi = 0;
+    for (size_t a = 0; a < ws.pos_a.size(); ++a) {
+      const uint32_t want = ws.pos_a[a] + j;
+      while (bi < ws.pos_b.size() && ws.pos_b[bi] < want) {
+        ++bi;
+      }
+      if (bi < ws.pos_b.size() && ws.pos_b[bi] == want) {
+        ws.pos_a[w++] = ws.pos_a[a];
+      }
+    }
+    ws.pos_a.resize(w);
+  }
+  for (uint32_t p : ws.pos_a) {
+    (p < tl ? in_title : in_text) += 1;
+  }
+  return w_title * in_title + w_text * in_text;
+}
+
+}  // namespace tollgate::search

@@ -1,0 +1,289 @@
+// local_shard::finalize: per-doc length norms, per-block score and time maxima, champion lists.
+#include "search/shard_impl.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <vector>
+
+namespace tollgate::search {
+
+using namespace detail;
+
+namespace {
+// A doc's BM25 length norm and time as finalize_terms reads them (see finalize).
+struct packed_doc_keys {
+  static constexpr uint32_t max_len = 1u << 16;
+  std::vector<uint64_t> key;  // time - base_time << 32 | length
+  std::vector<double> norm;   // per length: length_norm_of(length, avgdl_)
+  int64_t base_time = 0;
+  double norm_of(uint64_t k) const noexcept { return norm[static_cast<uint32_t>(k)]; }
+  int64_t time(uint64_t k) const noexcept {
+    return static_cast<int64_t>(static_cast<uint64_t>(base_time) + (k >> 32));
+  }
+};
+struct wide_doc_keys {
+  struct entry {
+    double norm;
+    int64_t time;
+  };
+  std::vector<entry> key;
+  static double norm_of(const entry& e) noexcept { return e.norm; }
+  static int64_t time(const entry& e) noexcept { return e.time; }
+};
+
+// Splits terms into `threads` ranges of about equal postings: range i is [cut[i], cut[i + 1]).
+std::vector<size_t> term_cuts(const std::vector<term_info>& terms, uint64_t postings,
+                              uint32_t threads) {
+  std::vector<size_t> cut(threads + 1, terms.size());
+  cut[0] = 0;
+  uint64_t seen = 0;
+  uint32_t next_cut = 1;
+  for (size_t ti = 0; ti < terms.size() && next_cut < threads; ++ti) {
+    seen += terms[ti].df;
+    if (seen * threads >= postings * next_cut) {
+      cut[next_cut++] = ti + 1;
+    }
+  }
+  return cut;
+}
+}  // namespace
+
+void local_shard::finalize(const shard_stats& global) {
+  avgdl_ = average_length(global);
+  len_norm_.resize(docs_.size());
+  for (size_t d = 0; d < docs_.size(); ++d) {
+    len_norm_[d] = length_norm_of(title_len_[d] + text_len_[d], avgdl_);
+  }
+  // Per block: the largest term_part and the latest time of its docs, for skipping blocks and
+  // scoring that cannot reach the current top k. Per frequent term: its champion lists. The
+  // backend finalizes shards one after another, so a large shard splits its terms over threads
+  // (ranges of about equal postings; each writes its own blocks and its own champion lists,
+  // which are then joined in term order).
+  block_max_.assign(skips_.size(), 0.0f);
+  block_max_time_.assign(skips_.size(), std::numeric_limits<int64_t>::min());
+  champ_at_.assign(terms_.size(), UINT32_MAX);
+  uint64_t postings = 0;
+  for (const term_info& t : terms_) {
+    postings += t.df;
+  }
+  const uint32_t threads =
+      postings < parallel_finalize_postings ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<champ_lists> parts(threads);
+  const std::vector<size_t> cut = term_cuts(terms_, postings, threads);
+  // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are
+  // anywhere). Both come from one 8-byte key per doc when they fit (the length, whose norm is
+  // looked up in a small table of the same values len_norm_ holds, and the time less the
+  // shard's earliest), else from one 16-byte pair: one miss per posting instead of two.
+  auto run = [&](const auto& keys) {
+    if (threads == 1) {
+      finalize_terms(0, terms_.size(), keys, parts[0]);
+    } else {
+      std::vector<std::thread> pool;
+      for (uint32_t i = 0; i < threads; ++i) {
+        pool.emplace_back(
+            [this, &parts, &cut, &keys, i] { finalize_terms(cut[i], cut[i + 1], keys, parts[i]); });
+      }
+      for (std::thread& th : pool) {
+        th.join();
+      }
+    }
+  };
+  uint32_t max_len = 0;
+  int64_t min_time = std::numeric_limits<int64_t>::max(), max_time = min_time;
+  for (size_t d = 0; d < docs_.size(); ++d) {
+    max_len = std::max(max_len, title_len_[d] + text_len_[d]);
+    min_time = std::min(min_time, time_[d]);
+    max_time = d == 0 ? time_[d] : std::max(max_time, time_[d]);
+  }
+  if (!docs_.empty() && max_len <= packed_doc_keys::max_len &&
+      static_cast<uint64_t>(max_time) - static_cast<uint64_t>(min_time) <= UINT32_MAX) {
+    packed_doc_keys keys;
+    keys.norm.resize(max_len + 1);
+    for (uint32_t l = 0; l <= max_len; ++l) {
+      keys.norm[l] = length_norm_of(l, avgdl_);
+    }
+    keys.base_time = min_time;
+    keys.key.resize(docs_.size());
+    for (size_t d = 0; d < docs_.size(); ++d) {
+      keys.key[d] = (static_cast<uint64_t>(time_[d]) - static_cast<uint64_t>(min_time)) << 32 |
+                    (title_len_[d] + text_len_[d]);
+    }
+    run(keys);
+  } else {
+    wide_doc_keys keys;
+    keys.key.resize(docs_.size());
+    for (size_t d = 0; d < docs_.size(); ++d) {
+      keys.key[d] = {len_norm_[d], time_[d]};
+    }
+    run(keys);
+  }
+  join_champs(parts, cut);
+}
+
+// Joins the threads' champion lists in term order, rebasing champ_at_ to the joined lists.
+void local_shard::join_champs(const std::vector<champ_lists>& parts,
+                              const std::vector<size_t>& cut) {
+  const uint32_t threads = static_cast<uint32_t>(parts.size());
+  champ_part_.clear();
+  champ_doc_.clear();
+  champ_date_.clear();
+  for (uint32_t i = 0; i < threads; ++i) {
+    const uint32_t base = static_cast<uint32_t>(champ_doc_.size());
+    for (size_t ti = cut[i]; ti < cut[i + 1]; ++ti) {
+      if (champ_at_[ti] != UINT32_MAX) {
+        champ_at_[ti] += base;
+      }
+    }
+    champ_part_.insert(champ_part_.end(), parts[i].part.begin(), parts[i].part.end());
+    champ_doc_.insert(champ_doc_.end(), parts[i].doc.begin(), parts[i].doc.end());
+    champ_date_.insert(champ_date_.end(), parts[i].date.begin(), parts[i].date.end());
+  }
+}
+
+namespace {
+// A champion list being built: the best champ_len entries in a heap whose front is the worst
+// (higher key first, then lower doc is better).
+struct champ_heap {
+  struct scored {
+    double key;
+    uint32_t doc;
+  };
+  static bool worse(const scored& a, const scored& b) noexcept {
+    return a.key > b.key || (a.key == b.key && a.doc < b.doc);
+  }
+  std::vector<scored> h;
+  champ_heap() { h.reserve(champ_len); }
+  // docs arrive in ascending order, so an equal key never displaces an entry
+  void offer(double key, uint32_t doc) {
+    if (h.size() < champ_len) {
+      h.push_back({key, doc});
+      std::push_heap(h.begin(), h.end(), worse);
+    } else if (key > h.front().key) {
+      std::pop_heap(h.begin(), h.end(), worse);
+      h.back() = {key, doc};
+      std::push_heap(h.begin(), h.end(), worse);
+    }
+  }
+  // Best first.
+  void sort() { std::sort_heap(h.begin(), h.end(), worse); }
+};
+
+// A second reader of the doc streams of terms [from, to) (laid out one after another in term
+// order), kept ahead_docs postings ahead of the cursors, that prefetches its docs' keys.
+template <class Keys>
+struct stream_lookahead {
+  static constexpr uint32_t ahead_docs = 16;
+  const std::vector<term_info>& terms;
+  const uint8_t* stream;
+  uint64_t stream_end;  // bytes of doc stream before its padding
+  const Keys& keys;
+  size_t term, to;
+  const uint8_t* at = nullptr;
+  const uint8_t* end = nullptr;
+  uint32_t doc = 0;
+
+  stream_lookahead(const std::vector<term_info>& t, const uint8_t* s, uint64_t s_end,
+                   const Keys& k, size_t from, size_t to_)
+      : terms(t), stream(s), stream_end(s_end), keys(k), term(from), to(to_) {
+    if (from < to) {
+      at = stream + terms[from].doc_off;
+      end = stream + end_of(from);
+    }
+    for (uint32_t i = 0; i < ahead_docs && term < to; ++i) {
+      step();
+    }
+  }
+  uint64_t end_of(size_t ti) const {
+    return ti + 1 < terms.size() ? terms[ti + 1].doc_off : stream_end;
+  }
+  void step() {
+    if (term >= to) {
+      return;
+    }
+    while (at == end) {
+      if (++term >= to) {
+        return;
+      }
+      end = stream + end_of(term);
+      doc = 0;
+    }
+    uint32_t word;
+    std::memcpy(&word, at, 4);  // the stream ends in 16 bytes of padding
+    if ((word & 0x80808080u) == 0) {
+      doc += word & 0xFF;
+      at += 4;
+    } else {
+      doc += read_varint(at);
+      read_varint(at);
+      read_varint(at);
+      read_varint(at);
+    }
+    __builtin_prefetch(keys.key.data() + doc);
+  }
+};
+}  // namespace
+
+// Block maxima and champion lists of terms [from, to); champ_at_ gets offsets into `out`.
+template <class DocKeys>
+void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out) {
+  champ_heap rel, date;
+  stream_lookahead<DocKeys> ahead(terms_, doc_stream_.get(), doc_stream_bytes_ - 16, keys, from,
+                                  to);
+  for (size_t ti = from; ti < to; ++ti) {
+    const term_info& t = terms_[ti];
+    const bool champs = t.df > champ_min_df;
+    rel.h.clear();
+    date.h.clear();
+    posting_cursor c = cursor_for(t);
+    while (c.next()) {
+      ahead.step();
+      const auto k = keys.key[c.doc];
+      const int64_t doc_time = keys.time(k);
+      double v = term_part(c.tf_title, c.tf_text, keys.norm_of(k));
+      float& m = block_max_[t.skip_off + c.block];
+      float f = static_cast<float>(v);
+      if (f < v) {  // round up: v >= 0, so the next float is the next bit pattern
+        f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) + 1);
+      }
+      m = std::max(m, f);
+      int64_t& mt = block_max_time_[t.skip_off + c.block];
+      mt = std::max(mt, doc_time);
+      if (champs) {
+        rel.offer(v, c.doc);
+        date.offer(static_cast<double>(doc_time), c.doc);
+      }
+    }
+    if (champs) {
+      rel.sort();
+      date.sort();
+      champ_at_[ti] = static_cast<uint32_t>(out.doc.size());
+      for (const auto& x : rel.h) {
+        out.part.push_back(x.key);
+        out.doc.push_back(x.doc);
+      }
+      for (const auto& x : date.h) {
+        out.date.push_back(x.doc);
+      }
+    }
+  }
+}
+
+posting_cursor local_shard::cursor_for(const term_info& t) const noexcept {
+  posting_cursor c{};
+  c.doc_base = doc_stream_.get() + t.doc_off;
+  c.p = c.doc_base;
+  c.pos_base = pos_stream_.get() + t.pos_off;
+  c.pos = c.pos_base;
+  c.skips = skips_.data() + t.skip_off;
+  c.df = t.df;
+  c.nblocks = (t.df + block_docs - 1) / block_docs;
+  c.left = std::min(block_docs, t.df);
+  c.skip_off = t.skip_off;
+  return c;
+}
+
+}  // namespace tollgate::search

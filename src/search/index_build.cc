@@ -1,0 +1,325 @@
+// local_shard::build_index: turns a sealed shard's stories into its posting streams.
+//
+// Two passes, so the per-term work touches small arrays instead of one growing vector per term
+// (which made every (doc, term) pair a cache miss):
+//   1. per doc: tokenize, group occurrences by term, append one record per (term, doc) to a
+//      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
+//      count each term's df and exact byte sizes;
+//   2. lay the terms out with prefix sums, then copy every record to its term's place.
+#include "search/shard_impl.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "tollgate/common/buffer.h"
+#include "tollgate/search/tokenizer.h"
+
+namespace tollgate::search {
+
+using namespace detail;
+
+// The build's working state; lives for one build_index() call.
+struct local_shard::index_builder {
+  struct term_count {
+    uint64_t doc_bytes = 0;
+    uint64_t pos_bytes = 0;
+    uint32_t df = 0;
+    uint32_t last_doc = 0;
+  };
+  // The grouping's per-term mark, apart from the counts so that it is 8 bytes a term (a rare
+  // term's mark is a cache miss; it is prefetched as soon as the token is interned).
+  struct term_mark {
+    uint32_t seen = 0;   // d + 1 when the term occurs in doc d being grouped
+    uint32_t group = 0;  // its group in that doc
+  };
+  struct tok_ref {
+    uint32_t off, len;
+    uint64_t hash;
+  };
+
+  local_shard& s;
+  std::vector<term_count> counts;
+  std::vector<term_mark> marks;
+  out_buffer rec_buf;  // the record stream (realloc growth, no zero-filling)
+  out_buffer tok_chars;
+  std::vector<tok_ref> toks;
+  std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
+  std::vector<uint8_t> pbuf = std::vector<uint8_t>(256);
+
+  explicit index_builder(local_shard& shard) : s(shard) {}
+  void reserve_records();
+  uint32_t tokenize(uint32_t d);
+  void intern_tokens();
+  void group(uint32_t d, uint32_t tl);
+  void emit(uint32_t d, uint32_t tl);
+  void layout();
+  void scatter();
+};
+
+void local_shard::build_index() {
+  const uint32_t n = static_cast<uint32_t>(docs_.size());
+  title_len_.assign(n, 0);
+  text_len_.assign(n, 0);
+  stats_ = {};
+  stats_.docs = n;
+  index_builder b(*this);
+  b.reserve_records();
+  for (uint32_t d = 0; d < n; ++d) {
+    const uint32_t tl = b.tokenize(d);
+    b.intern_tokens();
+    const uint32_t xl = static_cast<uint32_t>(b.toks.size()) - tl;
+    title_len_[d] = tl;
+    text_len_[d] = xl;
+    stats_.title_tokens += tl;
+    stats_.text_tokens += xl;
+    if (b.counts.size() < terms_.size()) {
+      b.counts.resize(terms_.size() + terms_.size() / 2);
+      b.marks.resize(b.counts.size());
+    }
+    b.group(d, tl);
+    b.emit(d, tl);
+  }
+  b.layout();
+  b.scatter();
+  term_chars_.shrink_to_fit();
+  terms_.shrink_to_fit();
+  doc_tags_.shrink_to_fit();
+}
+
+void local_shard::index_builder::reserve_records() {
+  size_t text_bytes = 0;
+  for (const doc_rec& r : s.docs_) {
+    text_bytes += r.title_len + r.text_len;
+  }
+  rec_buf.reserve(text_bytes / 2 + text_bytes / 8 + 1024);
+  advise_huge(rec_buf.data(), rec_buf.capacity());
+}
+
+// Per doc: the tokens (copied: a token_stream's view lasts until its next call) with their
+// hashes, whose term-table slots are prefetched before any is probed (the probes of rare terms
+// were cache misses one after another). Returns the title's token count.
+uint32_t local_shard::index_builder::tokenize(uint32_t d) {
+  field_views f(s.docs_[d]);
+  tok_chars.clear();
+  toks.clear();
+  auto add_field = [this](std::string_view field) {
+    std::string_view tok;
+    token_stream ts(field);
+    while (ts.next(tok)) {
+      toks.push_back({static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
+      copy_small(reinterpret_cast<uint8_t*>(tok_chars.prepare(tok.size())),
+                 reinterpret_cast<const uint8_t*>(tok.data()), tok.size());
+      tok_chars.commit(tok.size());
+    }
+  };
+  add_field(f.title);
+  const uint32_t tl = static_cast<uint32_t>(toks.size());
+  add_field(f.text);
+  for (tok_ref& t : toks) {
+    t.hash = term_hash(std::string_view(tok_chars.data() + t.off, t.len));
+    if (!s.term_table_.empty()) {
+      __builtin_prefetch(&s.term_table_[t.hash & (s.term_table_.size() - 1)]);
+    }
+  }
+  return tl;
+}
+
+void local_shard::index_builder::intern_tokens() {
+  const uint32_t nocc = static_cast<uint32_t>(toks.size());
+  occ_term.resize(nocc);
+  for (uint32_t k = 0; k < nocc; ++k) {
+    const uint32_t t = s.intern_term(
+        std::string_view(tok_chars.data() + toks[k].off, toks[k].len), toks[k].hash);
+    occ_term[k] = t;
+    if (t < marks.size()) {  // a term new to this doc's batch has no mark yet: nothing to fetch
+      __builtin_prefetch(&marks[t], 1);
+    }
+  }
+}
+
+// Groups the doc's occurrences by term in first-seen order through a per-term mark instead of
+// sorting (term, position) pairs: group g's positions end up in
+// sorted_pos[group_start[g], group_start[g + 1]). Occurrence k has position k (title) or k + 1
+// (text, after the title's gap). The order of a doc's records in the stream does not matter:
+// pass 2 scatters them per term.
+void local_shard::index_builder::group(uint32_t d, uint32_t tl) {
+  const uint32_t nocc = static_cast<uint32_t>(toks.size());
+  group_term.clear();
+  group_start.clear();
+  occ_group.resize(nocc);
+  for (uint32_t k = 0; k < nocc; ++k) {
+    term_mark& c = marks[occ_term[k]];
+    if (c.seen != d + 1) {
+      c.seen = d + 1;
+      c.group = static_cast<uint32_t>(group_term.size());
+      group_term.push_back(occ_term[k]);
+      __builtin_prefetch(&counts[occ_term[k]], 1);  // written once the group's record is made
+      group_start.push_back(0);
+    }
+    ++group_start[c.group];
+    occ_group[k] = c.group;
+  }
+  const uint32_t ng = static_cast<uint32_t>(group_term.size());
+  uint32_t sum = 0;
+  for (uint32_t g = 0; g < ng; ++g) {
+    const uint32_t cnt = group_start[g];
+    group_start[g] = sum;
+    sum += cnt;
+  }
+  group_start.push_back(sum);
+  sorted_pos.resize(nocc);
+  for (uint32_t k = 0; k < nocc; ++k) {
+    // group_start[g] advances to the group's end while filling; restored below
+    sorted_pos[group_start[occ_group[k]]++] = k < tl ? k : k + 1;
+  }
+  for (uint32_t g = ng; g > 0; --g) {
+    group_start[g] = group_start[g - 1];
+  }
+  group_start[0] = 0;
+}
+
+// Appends one record per group (term) of doc d to the record stream and counts its bytes.
+void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
+  const uint32_t ng = static_cast<uint32_t>(group_term.size());
+  for (uint32_t g = 0; g < ng; ++g) {
+    const uint32_t t = group_term[g];
+    const uint32_t i = group_start[g], j = group_start[g + 1];
+    uint32_t tft = 0;
+    for (uint32_t k = i; k < j && sorted_pos[k] < tl; ++k) {
+      ++tft;
+    }
+    const uint32_t tfx = (j - i) - tft;
+    pbuf.resize(std::max<size_t>(pbuf.size(), size_t{j - i} * 5));
+    size_t pos_len = 0;
+    uint32_t prev = 0;
+    for (uint32_t k = i; k < j; ++k) {
+      const uint32_t p = sorted_pos[k];
+      pos_len += put_varint(pbuf.data() + pos_len, k == i ? p : p - prev);
+      prev = p;
+    }
+    term_count& c = counts[t];
+    uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25 + pos_len));
+    size_t h = put_varint(out, t);
+    const size_t entry_at = h;
+    h += put_varint(out + h, d - c.last_doc);
+    h += put_varint(out + h, tft);
+    h += put_varint(out + h, tfx);
+    h += put_varint(out + h, static_cast<uint32_t>(pos_len));
+    copy_small(out + h, pbuf.data(), pos_len);
+    rec_buf.commit(h + pos_len);
+    c.doc_bytes += h - entry_at;
+    c.pos_bytes += pos_len;
+    c.last_doc = d;
+    ++c.df;
+  }
+}
+
+// Pass 2, layout: each term's offsets in the streams and skips by prefix sums; the streams
+// allocated (every byte is written by scatter(), plus 16 zeroed bytes for over-reading loads).
+void local_shard::index_builder::layout() {
+  uint64_t doc_total = 0, pos_total = 0;
+  uint32_t skip_total = 0;
+  for (size_t t = 0; t < s.terms_.size(); ++t) {
+    const term_count& c = counts[t];
+    term_info& ti = s.terms_[t];
+    ti.doc_off = doc_total;
+    ti.pos_off = pos_total;
+    ti.skip_off = skip_total;
+    ti.df = c.df;
+    doc_total += c.doc_bytes;
+    pos_total += c.pos_bytes;
+    skip_total += (c.df + block_docs - 1) / block_docs;
+  }
+  std::vector<term_count>().swap(counts);
+  std::vector<term_mark>().swap(marks);
+  s.doc_stream_bytes_ = doc_total + 16;
+  s.pos_stream_bytes_ = pos_total + 16;
+  s.doc_stream_.reset(static_cast<uint8_t*>(alloc_build(s.doc_stream_bytes_)));
+  s.pos_stream_.reset(static_cast<uint8_t*>(alloc_build(s.pos_stream_bytes_)));
+  std::memset(s.doc_stream_.get() + doc_total, 0, 16);
+  std::memset(s.pos_stream_.get() + pos_total, 0, 16);
+  s.skips_.assign(skip_total, skip_entry{});
+}
+
+// Pass 2, scatter: every record copied to its term's place, skip entries written as blocks
+// fill. Software-pipelined: a record is decoded (and its w[t] prefetched) ring_size records
+// before it is copied, and its destinations are prefetched half-way, from w[t] as it is then (a
+// later record of the same term moves them by a few bytes: still the right lines, mostly). The
+// scattered w[t] loads and destination writes were most of this pass.
+void local_shard::index_builder::scatter() {
+  struct term_write {
+    uint64_t doc_w;
+    uint64_t pos_w;
+    uint32_t skip_w;
+    uint32_t cur;
+    uint32_t cnt;
+    uint32_t df;
+  };
+  std::vector<term_write> w(s.terms_.size());
+  for (size_t t = 0; t < s.terms_.size(); ++t) {
+    const term_info& ti = s.terms_[t];
+    w[t] = {ti.doc_off, ti.pos_off, ti.skip_off, 0, 0, ti.df};
+  }
+  struct pending {
+    const uint8_t* entry;  // doc delta, tf title, tf text, positions length
+    uint32_t t;
+    uint32_t delta;
+    uint32_t entry_len;
+    uint32_t pos_len;
+  };
+  constexpr uint32_t ring_size = 16;  // a power of two
+  constexpr uint32_t dest_lead = ring_size / 2;
+  pending ring[ring_size];
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(rec_buf.data());
+  const uint8_t* end = p + rec_buf.size();
+  auto decode = [&p, &w](pending& r) {
+    r.t = read_varint(p);
+    r.entry = p;
+    r.delta = read_varint(p);
+    read_varint(p);
+    read_varint(p);
+    r.pos_len = read_varint(p);
+    r.entry_len = static_cast<uint32_t>(p - r.entry);
+    p += r.pos_len;
+    __builtin_prefetch(&w[r.t], 1);
+  };
+  uint8_t* const doc_stream = s.doc_stream_.get();
+  uint8_t* const pos_stream = s.pos_stream_.get();
+  uint32_t head = 0;  // records decoded
+  uint32_t tail = 0;  // records copied
+  while (head - tail < ring_size && p < end) {
+    decode(ring[head++ % ring_size]);
+  }
+  while (tail != head) {
+    if (head - tail > dest_lead) {
+      const pending& a = ring[(tail + dest_lead) % ring_size];
+      const term_write& aw = w[a.t];
+      __builtin_prefetch(doc_stream + aw.doc_w, 1);
+      __builtin_prefetch(pos_stream + aw.pos_w, 1);
+      if (aw.df - aw.cnt <= ring_size) {  // likely its last record: the skip reads terms_[t]
+        __builtin_prefetch(&s.terms_[a.t]);
+      }
+    }
+    const pending r = ring[tail++ % ring_size];
+    if (p < end) {
+      decode(ring[head++ % ring_size]);
+    }
+    term_write& tw = w[r.t];
+    copy_small(doc_stream + tw.doc_w, r.entry, r.entry_len);
+    copy_small(pos_stream + tw.pos_w, r.entry + r.entry_len, r.pos_len);
+    tw.doc_w += r.entry_len;
+    tw.pos_w += r.pos_len;
+    tw.cur += r.delta;
+    ++tw.cnt;
+    if (tw.cnt % block_docs == 0 || tw.cnt == tw.df) {
+      const term_info& ti = s.terms_[r.t];
+      s.skips_[tw.skip_w++] = {tw.cur, static_cast<uint32_t>(tw.doc_w - ti.doc_off),
+                               tw.pos_w - ti.pos_off};
+    }
+  }
+  rec_buf = out_buffer();
+}
+
+}  // namespace tollgate::search

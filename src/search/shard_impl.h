@@ -1,0 +1,189 @@
+// Private helpers shared by the units of local_shard (storage and hashing in local_shard.cc,
+// index_build.cc, finalize.cc, evaluate.cc, reference.cc, render.cc): the BM25
+// arithmetic, varint writing, hit order, the term table's hash, a story's field views.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "search/local_shard.h"
+
+namespace tollgate::search {
+namespace detail {
+
+// Build memory that is large and written once front to back (the story arena, the record stream,
+// the posting streams): on 4 KB pages it costs a page fault per 4 KB, a sizeable share of the
+// 1M-story load. Blocks of at least 4 MB are 2 MB-aligned and advised for transparent huge pages
+// (the kernel's "madvise" THP mode; only a hint), which cuts those faults up to 512-fold. Not
+// zeroed: callers write every byte they later read. Aborts on ENOMEM.
+void* alloc_build(size_t n);
+// The 2 MB-aligned middle of [p, p + n) advised for huge pages (for memory already allocated).
+void advise_huge(void* p, size_t n);
+
+// BM25 as SQLite FTS5's bm25(t, 3.0, 1.0) computes it (see query_plan): a title occurrence
+// counts 3, a text one 1; every expression below is evaluated in the same order as FTS5's, so
+// scores are bit-identical to its for the same corpus statistics.
+constexpr double k1 = 1.2;
+constexpr double b = 0.75;
+constexpr double w_title = 3.0;
+constexpr double w_text = 1.0;
+
+// One unit's contribution before idf, for frequency f (weighted) and length norm kn
+// (k1 (1 - b + b D / avgdl)). Increasing in f, decreasing in kn.
+inline double unit_part(double f, double kn) noexcept { return f * (k1 + 1.0) / (f + kn); }
+inline double term_part(uint32_t tf_title, uint32_t tf_text, double kn) noexcept {
+  return unit_part(w_title * tf_title + w_text * tf_text, kn);
+}
+inline double phrase_weight(const query_plan& plan, size_t p) noexcept {
+  return plan.phrase_idf.empty() ? 1.0 : plan.phrase_idf[p];
+}
+inline double length_norm_of(uint32_t len, double avgdl) noexcept {
+  const double d = static_cast<double>(len);
+  return k1 * (1 - b + b * d / avgdl);
+}
+
+
+// Writes v as a LEB128 varint at out (room for 5 bytes); returns the bytes written.
+inline size_t put_varint(uint8_t* out, uint32_t v) noexcept {
+  size_t n = 0;
+  while (v >= 0x80) {
+    out[n++] = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  out[n++] = static_cast<uint8_t>(v);
+  return n;
+}
+
+// Copies n bytes exactly (no byte outside [d, d + n) is written); inline for the few-byte
+// records of the index build, where a libc memcpy call per record was a tenth of the build.
+inline void copy_small(uint8_t* d, const uint8_t* s, size_t n) noexcept {
+  if (n > 16) {
+    std::memcpy(d, s, n);
+  } else if (n >= 8) {
+    uint64_t a, b;
+    std::memcpy(&a, s, 8);
+    std::memcpy(&b, s + n - 8, 8);
+    std::memcpy(d, &a, 8);
+    std::memcpy(d + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, s, 4);
+    std::memcpy(&b, s + n - 4, 4);
+    std::memcpy(d, &a, 4);
+    std::memcpy(d + n - 4, &b, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      d[i] = s[i];
+    }
+  }
+}
+
+// Hit order: higher key first, then lower doc (== lower id within a shard).
+inline bool better(const hit& a, const hit& b) noexcept {
+  return a.key > b.key || (a.key == b.key && a.doc < b.doc);
+}
+
+// Keeps the best k hits seen in a heap whose front is the worst of them.
+inline void offer(std::vector<hit>& heap, size_t k, const hit& h) {
+  if (heap.size() < k) {
+    heap.push_back(h);
+    std::push_heap(heap.begin(), heap.end(), better);
+  } else if (better(h, heap.front())) {
+    std::pop_heap(heap.begin(), heap.end(), better);
+    heap.back() = h;
+    std::push_heap(heap.begin(), heap.end(), better);
+  }
+}
+
+// The first 8 bytes of a term, zero padded: with the length, identifies terms of <= 8 bytes.
+// Reads only the term's bytes (overlapping loads instead of a variable-size copy).
+inline uint64_t term_head(std::string_view t) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(t.data());
+  const size_t n = t.size();
+  if (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  if (n >= 4) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + n - 4, 4);
+    return lo | static_cast<uint64_t>(hi) << (8 * (n - 4));
+  }
+  if (n == 0) {
+    return 0;
+  }
+  return p[0] | static_cast<uint64_t>(p[n / 2]) << (8 * (n / 2)) |
+         static_cast<uint64_t>(p[n - 1]) << (8 * (n - 1));
+}
+// Hash of the term table (shard-internal, never sent): terms of <= 8 bytes, most of
+// them, hash their head with one multiply-mix instead of the general byte hash.
+inline uint64_t term_hash(std::string_view t) noexcept {
+  if (t.size() > 8) {
+    return hash_bytes(t);
+  }
+  uint64_t h = (term_head(t) ^ (t.size() << 59)) * 0x9E3779B97F4A7C15ULL;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 32;
+  return h;
+}
+inline uint64_t term_tag(uint64_t h, size_t len) noexcept {
+  return (h >> 40) << 8 | std::min<size_t>(len, 255);
+}
+
+}  // namespace detail
+
+struct local_shard::field_views {
+  std::string_view id, title, url, by, text;
+  explicit field_views(const doc_rec& r) {
+    const char* p = r.base;
+    id = {p, r.id_len};
+    p += r.id_len;
+    title = {p, r.title_len};
+    p += r.title_len;
+    url = {p, r.url_len};
+    p += r.url_len;
+    by = {p, r.by_len};
+    p += r.by_len;
+    text = {p, r.text_len};
+  }
+};
+
+// Term table: open addressing over 16-byte slots {hash high bits | length | term index + 1,
+// first 8 bytes}. Most terms are at most 8 bytes long and are matched from the slot alone, so
+// interning a token costs one cache line instead of three (slot, term_info, name).
+// Returns the term index, or -(slot + 1).
+inline int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noexcept {
+  if (term_table_.empty()) {
+    return -1;
+  }
+  const size_t mask = term_table_.size() - 1;
+  const uint64_t tag = detail::term_tag(h, t.size());
+  const uint64_t head = detail::term_head(t);
+  size_t i = h & mask;
+  while (true) {
+    const term_slot& v = term_table_[i];
+    if (v.key == 0) {
+      return -static_cast<int64_t>(i) - 1;
+    }
+    if ((v.key >> 32) == tag && v.head == head) {
+      const uint32_t idx = static_cast<uint32_t>(v.key & 0xFFFFFFFFu) - 1;
+      if (t.size() <= 8) {
+        return idx;
+      }
+      const term_info& ti = terms_[idx];
+      if (std::string_view(term_chars_.data() + ti.name_off, ti.name_len) == t) {
+        return idx;
+      }
+    }
+    i = (i + 1) & mask;
+  }
+}
+
+}  // namespace tollgate::search

@@ -1,0 +1,104 @@
+// Verifies that a long search does not hold its core ([corpus] search_slice_postings): on a
+// one-core server, heavy search_stories calls (common words, a filter, date sort, a deep offset)
+// run in slices between the core's other requests, so light requests sent after them are
+// answered first (order of completion, not time); the heavy answers are exactly the unsliced
+// ones (REST runs every search whole), each call is billed once, and a client that leaves
+// mid-search leaves the server healthy.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { start, cleanup, mcpPost, restGet, toolCall, findStory, usageOf } from './harness.mjs';
+
+let server;
+let story;
+
+before(async () => {
+  server = await start({
+    threads: 1,
+    keys: { main: { account: 'acct-main', plan: 'big' } },
+    // one posting of work per loop pass, and no answer cache: the heavy calls take thousands of
+    // passes however fast the machine is
+    extraConfig: '[corpus]\nsearch_slice_postings = 1\nsearch_cache_entries = 0\n',
+  });
+  story = await findStory(server, server.keys.main);
+});
+
+after(async () => {
+  const r = await server?.stop();
+  cleanup(server);
+  if (r) assert.equal(r.code, 0, `SIGTERM exits 0 (got ${JSON.stringify(r)})`);
+});
+
+const HEAVY = [
+  { query: 'the a', sort: 'date', offset: 1000, limit: 10, since: 1 },
+  { query: '"of the"', sort: 'relevance', offset: 990, limit: 10 },
+  { query: 'the to', sort: 'relevance', offset: 500, limit: 50, since: 1 },
+];
+
+function restPath(a) {
+  const p = new URLSearchParams({ q: a.query, sort: a.sort, offset: String(a.offset), limit: String(a.limit) });
+  if (a.since !== undefined) p.set('since', String(a.since));
+  return `/v1/stories?${p}`;
+}
+
+/** The text payload of a successful tools/call answer. */
+function payloadOf(r) {
+  assert.equal(r.status, 200, r.body);
+  const j = JSON.parse(r.body);
+  assert.equal(j.result?.isError, false, r.body);
+  return j.result.content[0].text;
+}
+
+test('light requests sent after heavy searches on the same core are answered first', async () => {
+  const key = server.keys.main;
+  const done = [];
+  const agent = () => new http.Agent({ keepAlive: false });
+  const heavy = HEAVY.map((a, i) => mcpPost(server, toolCall(10 + i, 'search_stories', a), { key, agent: agent() })
+    .then((r) => { done.push(`heavy${i}`); return r; }));
+  // The heavy requests are on the server first; then light ones, one after another, each on
+  // its own connection of the same (only) core.
+  await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 3; ++i) {
+    const r = await mcpPost(server, toolCall(20 + i, 'get_story', { id: story.id }), { key, agent: agent() });
+    payloadOf(r);
+    done.push(`light${i}`);
+  }
+  const light = await mcpPost(server, toolCall(30, 'search_stories', { query: 'zzqqxxnomatch' }), { key, agent: agent() });
+  assert.equal(JSON.parse(payloadOf(light)).total, 0);
+  done.push('light-search');
+  const answers = await Promise.all(heavy);
+  assert.deepEqual(done.slice(0, 4), ['light0', 'light1', 'light2', 'light-search'],
+    `completion order: ${done.join(', ')}`);
+  // exactness: each heavy answer is the whole (REST, unsliced) answer, byte for byte
+  for (let i = 0; i < HEAVY.length; ++i) {
+    const rest = await restGet(server, restPath(HEAVY[i]), { key });
+    assert.equal(rest.status, 200, rest.body);
+    assert.equal(payloadOf(answers[i]), rest.body, `heavy ${i} sliced == whole`);
+    assert.ok(JSON.parse(rest.body).total > 1000, `heavy ${i} matches many stories`);
+  }
+});
+
+test('a sliced search is billed once', async () => {
+  const key = server.keys.main;
+  const before = (await usageOf(server, key)).used;
+  payloadOf(await mcpPost(server, toolCall(40, 'search_stories', HEAVY[0]), { key }));
+  const afterOne = (await usageOf(server, key)).used;
+  assert.equal(afterOne - before, 1, 'one unit for one call, however many slices it took');
+});
+
+test('a client leaving mid-search leaves the core serving', async () => {
+  const key = server.keys.main;
+  const body = JSON.stringify(toolCall(50, 'search_stories', HEAVY[1]));
+  await new Promise((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port: server.port, path: '/mcp', method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+        Authorization: `Bearer ${key}` } });
+    req.on('error', () => resolve());
+    req.end(body);
+    setTimeout(() => { req.destroy(); resolve(); }, 5);
+  });
+  for (let i = 0; i < 3; ++i) {
+    payloadOf(await mcpPost(server, toolCall(60 + i, 'search_stories', HEAVY[2]), { key }));
+  }
+  payloadOf(await mcpPost(server, toolCall(70, 'get_story', { id: story.id }), { key }));
+});
