@@ -13,6 +13,7 @@ pkgs=(
   libcurl4-openssl-dev openssl   # stdio --remote: its HTTP(S) client; its tests make a cert
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   valgrind
+  libhiredis-dev redis-server   # cluster mode: the Redis client, and the server its tests start
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate
   dpkg-dev systemd   # packaging.deb: cpack's dpkg-shlibdeps, systemd-analyze verify on the unit
 )

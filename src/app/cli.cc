@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <memory>
 #include <string_view>
 #include <vector>
 
+#include "cluster_cli.h"
+#include "tollgate/cluster/keys.h"
 #include "tollgate/quota/key_store.h"
 
 namespace tollgate::app {
@@ -25,6 +28,7 @@ Usage:
   tollgate keys create --account ACCOUNT --plan PLAN [--config FILE] [--data-dir DIR]
   tollgate keys list | revoke KEY_ID [--config FILE] [--data-dir DIR]
   tollgate accounts suspend ACCOUNT | resume ACCOUNT [--config FILE] [--data-dir DIR]
+  tollgate cluster import --config FILE --data-dir DIR | status --config FILE [--json]
   tollgate config check --config FILE   (exit 0, or 2 with the start's message)
   tollgate corpus generate --count N [--seed S]
   tollgate --version | --help          (every command has --help)
@@ -247,10 +251,19 @@ int run_admin(std::string_view command, std::span<const std::string_view> args, 
     fmt::print(err, "tollgate {}: {}{}\n", command, path.empty() ? "" : path + ": ", v.error());
     return 2;
   }
-  if (command == "keys") {
-    return quota::run_keys_command(args, plans, s.data_dir, out, err, path);
+  std::unique_ptr<cluster::redis_keys> redis;
+  if (s.cluster) {  // [cluster]: keys and accounts live in Redis, from any host
+    auto cs = cluster_settings(s, "cli");
+    if (!cs) {
+      fmt::print(err, "tollgate {}: {}\n", command, cs.error());
+      return 2;
+    }
+    redis = std::make_unique<cluster::redis_keys>(std::move(*cs));
   }
-  return quota::run_accounts_command(args, s.data_dir, out, err);
+  if (command == "keys") {
+    return quota::run_keys_command(args, plans, s.data_dir, out, err, path, redis.get());
+  }
+  return quota::run_accounts_command(args, s.data_dir, out, err, redis.get());
 }
 
 quota::plan_map to_plans(const config::settings& s) {

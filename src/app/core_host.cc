@@ -95,6 +95,10 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
       a.outcome = mcp::admission::kind::unavailable;
       a.retry_after_secs = fig_.retry_after_secs;
       break;
+    case quota::admit_verdict::quota_unreachable:
+      a.outcome = mcp::admission::kind::quota_unreachable;
+      a.retry_after_secs = fig_.retry_after_secs;
+      break;
   }
   return a;
 }

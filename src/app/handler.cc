@@ -166,6 +166,36 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
                      s_.fleet->health->is_down(r, now) ? 0 : 1);
     }
   }
+  if (s_.cluster) {
+    const cluster::agent_stats c = s_.cluster->stats();
+    const std::string node = s_.cluster->config().node;
+    auto one = [&](std::string_view name, std::string_view help, std::string_view type,
+                   auto value) {
+      fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n{}{{node=\"{}\"}} {}\n", name, help, name,
+                     type, name, node, value);
+    };
+    one("tollgate_cluster_redis_up", "Whether the node reaches Redis now.", "gauge",
+        c.redis_up ? 1 : 0);
+    one("tollgate_cluster_keys_loaded", "Whether keys were loaded from Redis at least once.",
+        "gauge", c.keys_loaded ? 1 : 0);
+    one("tollgate_cluster_lease_grants_total", "Leases of quota units granted by Redis.",
+        "counter", c.lease_grants);
+    one("tollgate_cluster_lease_units_total", "Quota units leased from Redis.", "counter",
+        c.lease_units);
+    one("tollgate_cluster_lease_waits_total",
+        "Times a core waited for a lease (its node's pool of the key was empty).", "counter",
+        c.lease_waits);
+    one("tollgate_cluster_units_returned_total", "Unused quota units handed back to Redis.",
+        "counter", c.units_returned);
+    one("tollgate_cluster_units_held", "Quota units leased to this node and not yet used.",
+        "gauge", c.units_held);
+    one("tollgate_cluster_push_lag_seconds",
+        "Seconds since every key's usage was last pushed to Redis.", "gauge", c.push_lag_secs);
+    one("tollgate_cluster_outage_seconds_total", "Seconds Redis could not be reached.",
+        "counter", c.outage_secs);
+    one("tollgate_cluster_redis_commands_total", "Commands this node sent to Redis.", "counter",
+        c.redis_commands);
+  }
   return ops_text(req, 200, scratch_.view(), "text/plain; version=0.0.4", out);
 }
 
@@ -179,6 +209,10 @@ http::response_info handle_ops(const shared_state& s, route r, const http::reque
     case route::readyz:
       if (!s.ready.load(std::memory_order_acquire)) {
         return ops_text(req, 503, "starting\n", "text/plain", out);
+      }
+      if (s.cluster && !s.cluster->keys_loaded()) {
+        return ops_text(req, 503, "not ready: keys not loaded from redis yet\n", "text/plain",
+                        out);
       }
       // Not ready while billed calls cannot be recorded (they are refused as unavailable).
       if (s.quota && !s.quota->journals_ok()) {
@@ -409,6 +443,13 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   const quota::key_record* key = quota_.authenticate(presented);
   key_ = key;
   if (key == nullptr) {
+    if (s_.cluster && !s_.cluster->keys_loaded()) {  // no key is known yet: not a 401
+      return json_error(req, 503,
+                        R"({"code":"unavailable","message":"This node has not loaded its keys )"
+                        R"(from the quota service yet (Redis cannot be reached). Retry shortly )"
+                        R"(or use another node."})",
+                        "Retry-After: 1\r\n", out);
+    }
     if (counted == route::mcp) {
       return endpoint_.render_unauthorized(req, out, !presented.empty());
     }

@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "request_observer.h"
 #include "search_cache.h"
+#include "tollgate/cluster/agent.h"
 #include "tollgate/config/config.h"
 #include "tollgate/envelope/envelope.h"
 #include "tollgate/http/handler.h"
@@ -52,6 +53,9 @@ struct shared_state {
   const net::server* engine = nullptr;  ///< for /metrics; set once the engine exists
   bool ops_on_main = true;  ///< false when --admin-listen moved the ops routes there
   std::atomic<bool> ready{false};
+  /// Cluster mode: the node's Redis agent (null: single node). Until it has loaded keys once,
+  /// /readyz says not ready and keyed requests get 503.
+  std::unique_ptr<cluster::agent> cluster;
 };
 
 /// Registers the routes of design §1 on `s.router`.

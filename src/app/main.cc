@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "cluster_cli.h"
 #include "commands.h"
 #include "stdio_remote.h"
 #include "tollgate/search/corpus.h"
@@ -38,6 +39,10 @@ int run_main(int argc, char** argv) {
   if (cmd == "keys" || cmd == "accounts") {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     return run_admin(cmd, args, stdout, stderr);
+  }
+  if (cmd == "cluster") {
+    std::vector<std::string_view> args(argv + 2, argv + argc);
+    return run_cluster(args, stdout, stderr);
   }
   if (cmd == "config") {
     return run_config(argc - 2, argv + 2);

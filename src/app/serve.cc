@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "cluster_cli.h"
 #include "commands.h"
 #include "data_dir_lock.h"
 #include "handler.h"
@@ -190,6 +191,23 @@ int make_demo_key(shared_state& st, const config::settings& s) {
   return 0;
 }
 
+// Cluster mode: the node's Redis agent (started once the quota service is open).
+int make_cluster_agent(shared_state& st, const config::settings& s) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) {
+    std::strcpy(host, "localhost");
+  }
+  auto cs = cluster_settings(s, fmt::format("{}:{}", host, s.listen.port));
+  if (!cs) {
+    log_error("{}", cs.error());
+    return 2;
+  }
+  cluster::agent_options ao;
+  ao.sync_ms = std::max<int64_t>(10, s.reconcile_ms / 2);  // figures lag at most one interval
+  st.cluster = std::make_unique<cluster::agent>(std::move(*cs), ao);
+  return 0;
+}
+
 int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio,
                  std::optional<data_dir_lock>& lock) {
   st.settings = &s;
@@ -221,12 +239,30 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
   qo.reconcile_ms = s.reconcile_ms;
   qo.fsync_ms = s.fsync_ms;
   qo.accept_usage_loss = s.accept_usage_loss;
+  if (s.cluster && ::access((s.data_dir + "/cluster-imported.txt").c_str(), F_OK) == 0) {
+    log_error("{}: this data dir's usage was imported into redis (`tollgate cluster import`); "
+              "a cluster node started on it would count that usage again: give the node a "
+              "fresh --data-dir",
+              s.data_dir);
+    return 2;
+  }
+  if (s.cluster) {
+    if (int rc = make_cluster_agent(st, s); rc != 0) {
+      return rc;
+    }
+    qo.leases = st.cluster.get();
+  }
   auto q = quota::service::open(std::move(qo), wall_now_ns());
   if (!q) {
     log_error("{}", q.error());
     return 1;
   }
   st.quota = std::move(*q);
+  if (st.cluster && !st.cluster->start(*st.quota, 3000)) {
+    log_error("cluster: keys not loaded from redis {} yet: not ready (/readyz 503, requests 503) "
+              "until they are; retrying",
+              s.cluster_redis);
+  }
 
   if (int rc = load_corpus(st, s); rc != 0) {
     return rc;
@@ -355,7 +391,7 @@ int run_serve(int argc, char** argv) {
     return orc;
   }
   bool demo_key = false;
-  if (st.quota) {
+  if (st.quota && !s->cluster) {  // cluster: keys are made with `tollgate keys --config`
     if (int rc = demo_key_needed(*s, demo_key); rc != 0) {
       return rc;
     }
@@ -462,6 +498,9 @@ int run_serve(int argc, char** argv) {
   }
   if (st.quota) {
     st.quota->close(wall_now_ns());
+    if (st.cluster) {
+      st.cluster->stop();  // pushes the final usage and hands the node's units back
+    }
     log_info("stopped; usage flushed");
   } else {
     log_info("stopped");
@@ -477,6 +516,12 @@ int run_stdio(int argc, char** argv) {
   }
   if (int rc = check_fleet(*s, true); rc != 0) {
     return rc;
+  }
+  if (s->cluster) {
+    fmt::print(stderr, "tollgate stdio: {}: [cluster]: stdio serves one local data dir; run it "
+               "with a config without [cluster], or bridge to a cluster node with --remote URL\n",
+               s->config_path);
+    return 2;
   }
   const char* key_env = std::getenv("TOLLGATE_API_KEY");
   if (key_env == nullptr || *key_env == '\0') {

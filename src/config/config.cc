@@ -32,6 +32,7 @@ const std::initializer_list<section> sections = {
     {plan_table, {"rate_per_sec", "burst", "monthly_quota", "overage"}},
     {"fleet", {"role", "secret", "shards", "deadline_ms", "local"}},
     {"log", {"access", "sample"}},
+    {"cluster", {"redis", "node", "password_env", "prefix"}},
 };
 
 std::initializer_list<std::string_view> keys_of(std::string_view table) {
@@ -313,7 +314,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   }
   s.config_path = path;
   reader r(path);
-  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "log"});
+  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster"});
   if (const auto* t = r.table(root, "server")) {
     r.only_keys(*t, "server", keys_of("server"));
     r.endpoint_value(*t, "server", "listen", s.listen);
@@ -455,6 +456,43 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     r.string(*t, "log", "access", s.access_log, true);
     r.number(*t, "log", "sample", s.log_sample, 0.0, 1.0);
   }
+  if (const auto* t = r.table(root, "cluster")) {
+    r.only_keys(*t, "cluster", keys_of("cluster"));
+    if (t->get("redis") == nullptr) {
+      r.fail(t, "cluster.redis", "required: \"HOST:PORT\" or \"unix:PATH\" of the Redis server");
+    }
+    r.string(*t, "cluster", "redis", s.cluster_redis);
+    if (auto a = check_redis_address(s.cluster_redis); !a && !r.failed()) {
+      r.fail(t->get("redis"), "cluster.redis", a.error());
+    }
+    r.string(*t, "cluster", "node", s.cluster_node);
+    if (t->get("node") != nullptr && !r.failed()) {
+      bool ok = !s.cluster_node.empty() && s.cluster_node.size() <= 64;
+      for (char c : s.cluster_node) {
+        ok = ok && c > ' ' && c != 0x7f && c != '"' && c != '\\';
+      }
+      if (!ok) {
+        r.fail(t->get("node"), "cluster.node",
+               "1-64 printable characters without spaces, quotes or backslashes");
+      }
+    }
+    r.string(*t, "cluster", "password_env", s.cluster_password_env);
+    if (t->get("password_env") != nullptr && s.cluster_password_env.empty() && !r.failed()) {
+      r.fail(t->get("password_env"), "cluster.password_env", "names no environment variable");
+    }
+    r.string(*t, "cluster", "prefix", s.cluster_prefix);
+    if (t->get("prefix") != nullptr && !r.failed()) {
+      bool ok = s.cluster_prefix.size() <= 64;
+      for (char c : s.cluster_prefix) {
+        ok = ok && c > ' ' && c != 0x7f && c != '{' && c != '}';
+      }
+      if (!ok) {
+        r.fail(t->get("prefix"), "cluster.prefix",
+               "at most 64 printable characters without spaces or braces (braces are hash tags)");
+      }
+    }
+    s.cluster = true;
+  }
   if (!r.failed() && s.plans.find(s.demo_plan) == s.plans.end()) {
     const toml::table* q = root.get("quota") != nullptr ? root.get("quota")->as_table() : nullptr;
     const toml::node* at = q != nullptr && q->get("demo_plan") != nullptr ? q->get("demo_plan")
@@ -465,6 +503,33 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     return unexpected(config_error{r.error()});
   }
   return s;
+}
+
+result<void, std::string> check_redis_address(std::string_view a) {
+  if (a.substr(0, 5) == "unix:") {
+    if (a.size() < 7 || a[5] != '/') {
+      return unexpected(fmt::format("'{}': a unix socket is written unix:/ABSOLUTE/PATH", a));
+    }
+    return {};
+  }
+  const size_t colon = a.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return unexpected(fmt::format("'{}': expected \"HOST:PORT\" or \"unix:PATH\"", a));
+  }
+  for (char c : a.substr(0, colon)) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '.' || c == '-')) {
+      return unexpected(fmt::format("'{}': the host is a name or an IPv4 address", a));
+    }
+  }
+  const std::string_view port = a.substr(colon + 1);
+  unsigned p = 0;
+  auto r = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || r.ec != std::errc() || r.ptr != port.data() + port.size() || p < 1 ||
+      p > 65535) {
+    return unexpected(fmt::format("'{}': the port must be 1-65535", a));
+  }
+  return {};
 }
 
 std::vector<std::string> known_keys() {

@@ -18,7 +18,8 @@ constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
 constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
-    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found", "unavailable"};
+    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found", "unavailable",
+    "unavailable"};
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
     "billable call can be made until the account is settled.",
@@ -32,6 +33,8 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
     "Usage cannot be recorded right now (the server cannot write its usage journal), so this "
     "billable call was not run and not billed. This is an outage, not an empty result; retry "
     "after retry_after_secs seconds.",
+    "The quota service cannot be reached, so this key's monthly quota cannot be checked. This "
+    "is an outage, not a spent quota; retry after retry_after_secs seconds.",
 };
 
 // The 401 challenges (RFC 6750 §3): no error code when no key was presented.

@@ -858,6 +858,10 @@ void prepare(reply& r, host& h) {
       e = {envelope::tool_error_code::usage_unavailable,
            a.retry_after_secs < 1 ? 1 : a.retry_after_secs, -1, -1, -1};
       break;
+    case admission::kind::quota_unreachable:
+      e = {envelope::tool_error_code::quota_unreachable,
+           a.retry_after_secs < 1 ? 1 : a.retry_after_secs, -1, -1, -1};
+      break;
     default:
       e = {envelope::tool_error_code::rate_limited, a.retry_after_secs < 1 ? 1 : a.retry_after_secs,
            -1, -1, -1};
@@ -886,7 +890,8 @@ outcome outcome_of(envelope::tool_error_code c) noexcept {
     case envelope::tool_error_code::quota_exceeded: return outcome::quota_exceeded;
     case envelope::tool_error_code::rate_limited: return outcome::rate_limited;
     case envelope::tool_error_code::unavailable:
-    case envelope::tool_error_code::usage_unavailable: return outcome::unavailable;
+    case envelope::tool_error_code::usage_unavailable:
+    case envelope::tool_error_code::quota_unreachable: return outcome::unavailable;
     case envelope::tool_error_code::not_found: return outcome::not_found;
   }
   return outcome::internal_error;

@@ -28,7 +28,9 @@ constexpr std::string_view kKeysHelp =
     "                     is given it; without it only the built-in free and pro exist\n"
     "  --data-dir DIR     the data dir holding keys and accounts (default ./tollgate-data)\n"
     "  --help             this text\n"
-    "An option takes its value as the next word or after an equals sign.\n";
+    "An option takes its value as the next word or after an equals sign.\n"
+    "With --config FILE holding [cluster], keys and accounts live in that Redis (any host;\n"
+    "every node applies a change within a second) and --data-dir is not used.\n";
 
 constexpr std::string_view kAccountsHelp =
     "usage: tollgate accounts suspend ACCOUNT [--config FILE] [--data-dir DIR]\n"
@@ -40,7 +42,8 @@ constexpr std::string_view kAccountsHelp =
     "\n"
     "  --config FILE      the TOML config (its server.data_dir is used)\n"
     "  --data-dir DIR     the data dir holding keys and accounts (default ./tollgate-data)\n"
-    "  --help             this text\n";
+    "  --help             this text\n"
+    "With --config FILE holding [cluster], the account is changed in that Redis.\n";
 
 // The options each command takes: its parser refuses any other, and its help lists each.
 constexpr std::string_view kKeysOptions[] = {"--account", "--plan", "--config", "--data-dir",
@@ -141,7 +144,7 @@ std::string config_option(std::span<const std::string_view> args) {
 
 int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
                      std::string_view data_dir, std::FILE* out, std::FILE* err,
-                     std::string_view config_path) {
+                     std::string_view config_path, key_backend* backend) {
   parsed p = parse(args, data_dir);
   if (p.help) {
     fmt::print(out, "{}", kKeysHelp);
@@ -153,7 +156,8 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
   if (p.positional.empty()) {
     return usage_error(err, "keys needs a subcommand: create, list or revoke", kKeysHelp);
   }
-  key_store store(p.data_dir);
+  key_store local(p.data_dir);
+  key_backend& store = backend != nullptr ? *backend : local;
   const std::string_view cmd = p.positional[0];
   if (cmd == "create") {
     if (p.positional.size() != 1) {
@@ -194,9 +198,9 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
     if (!keys) {
       return report(err, keys.error());
     }
-    if (keys->empty() && ::access(store.data_dir().c_str(), F_OK) != 0) {
+    if (backend == nullptr && keys->empty() && ::access(local.data_dir().c_str(), F_OK) != 0) {
       // A mistyped --data-dir would otherwise look like a store with no keys.
-      fmt::print(err, "tollgate keys: no data dir at {} (no keys yet)\n", store.data_dir());
+      fmt::print(err, "tollgate keys: no data dir at {} (no keys yet)\n", local.data_dir());
     }
     auto accounts = store.load();
     if (!accounts) {
@@ -230,7 +234,7 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
 }
 
 int run_accounts_command(std::span<const std::string_view> args, std::string_view data_dir,
-                         std::FILE* out, std::FILE* err) {
+                         std::FILE* out, std::FILE* err, key_backend* backend) {
   parsed p = parse(args, data_dir);
   if (p.help) {
     fmt::print(out, "{}", kAccountsHelp);
@@ -254,7 +258,8 @@ int run_accounts_command(std::span<const std::string_view> args, std::string_vie
     return usage_error(err, fmt::format("accounts {} needs exactly one ACCOUNT", cmd),
                        kAccountsHelp);
   }
-  key_store store(p.data_dir);
+  key_store local(p.data_dir);
+  key_backend& store = backend != nullptr ? *backend : local;
   auto r = cmd == "suspend" ? store.suspend(p.positional[1]) : store.resume(p.positional[1]);
   if (!r) {
     return report(err, r.error());

@@ -1,4 +1,4 @@
-#include "quota/fs.h"
+#include "tollgate/quota/fs.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

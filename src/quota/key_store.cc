@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "quota/fs.h"
+#include "tollgate/quota/fs.h"
 
 namespace tollgate::quota {
 

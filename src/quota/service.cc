@@ -61,7 +61,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "quota/fs.h"
 #include "quota/journal.h"
 #include "quota/state.h"
 #include "tollgate/common/assert.h"
@@ -69,6 +68,7 @@
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/log.h"
 #include "tollgate/quota/civil.h"
+#include "tollgate/quota/fs.h"
 
 namespace tollgate::quota {
 
@@ -119,10 +119,16 @@ std::string month_label(uint32_t m) {
 }  // namespace
 
 struct service::impl {
-  explicit impl(const std::string& dir) : store(dir), usage_dir(dir + "/usage") {}
+  impl(const std::string& dir, bool cluster)
+      : store(dir), usage_dir(dir + "/usage"), cluster(cluster) {}
 
   key_store store;
   std::string usage_dir;
+  const bool cluster;  // pools are filled by a lease_source; keys come from install_keys()
+  store_contents installed;  // cluster: the keys and accounts last installed (reload_mu)
+  bool installed_new = false;
+  std::unordered_map<uint64_t, double> rate_share;  // cluster: key -> this node's share (reload_mu)
+  double default_share = 1.0;                       // keys without one (reload_mu)
 
   // Guards: states/by_slot (structure and key_state's plain fields), closed, covered,
   // publication into the shared counters, month rollover.
@@ -149,6 +155,12 @@ struct service::impl {
     auto it = states.find(key_id);
     if (it != states.end()) {
       key_state* s = it->second.get();
+      if (quota != s->quota && cluster) {
+        // The budget is Redis's: the next lease is judged against the new quota there. Leases
+        // taken under the old one go back to the node's pool at their core's next admit.
+        s->quota = quota;
+        s->plan_epoch.fetch_add(1, std::memory_order_relaxed);
+      }
       if (quota != s->quota) {  // plan changed: shift the remaining budget by the difference
         // pool - debt + leases out + used == quota holds before and after. A cut below what
         // the pool holds becomes debt, paid by the leases the cores hand back (at their next
@@ -178,7 +190,7 @@ struct service::impl {
     s->key_id = key_id;
     s->quota = quota;
     s->slot = static_cast<uint32_t>(by_slot.size());
-    s->pool.store(make_pool(month, quota), std::memory_order_relaxed);
+    s->pool.store(make_pool(month, cluster ? 0 : quota), std::memory_order_relaxed);
     by_slot.push_back(s.get());
     key_state* raw = s.get();
     states.emplace(key_id, std::move(s));
@@ -619,6 +631,21 @@ bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
   }
 }
 
+lease_outcome core_shard::refill_from_cluster(const key_record& k, local_key& lk) noexcept {
+  // Other cores may take the fresh units first; a few rounds settle it. Still empty after
+  // them: reported as out of reach (never as a spent quota, which it may not be).
+  for (int round = 0; round < 8; ++round) {
+    const lease_outcome o = svc_.opt_.leases->refill(*k.state, month_);
+    if (o != lease_outcome::refilled) {
+      return o;
+    }
+    if (take_lease(k, lk)) {
+      return o;
+    }
+  }
+  return lease_outcome::unreachable;
+}
+
 admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
                                 ticket& t) noexcept {
   if (now_ns >= month_end_ns_) {
@@ -648,12 +675,24 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
     std::lock_guard g(svc_.impl_->mu);
     give_back_lease_locked(lk);
   }
+  if (lk.lease == 0 && svc_.opt_.leases != nullptr && !take_lease(k, lk)) {
+    // Cluster mode: the node's pool is filled from Redis; wait (bounded) for units.
+    const lease_outcome lo = refill_from_cluster(k, lk);
+    if (lo == lease_outcome::unreachable && k.overage == overage_policy::stop) {
+      // An outage is not a bill: the figures stay as they are, the caller retries shortly.
+      fill_quota(k, now_ns, f);
+      f.retry_after_secs = 1;
+      return admit_verdict::quota_unreachable;
+    }
+  }
   if (lk.lease == 0 && !take_lease(k, lk)) {
     if (k.overage == overage_policy::stop) {
       // Every unit is spent or leased to a core that is spending it. Used is what was used
       // (more than the limit after a reload cut the quota below it, as /v1/usage says), and at
       // least the limit: the units leased out are committed to calls in flight on other cores.
-      const int64_t used = k.state->used.load(std::memory_order_relaxed) + lk.used_delta;
+      // Cluster mode adds what the other nodes billed (0 on a single node).
+      const int64_t used = k.state->used.load(std::memory_order_relaxed) +
+                           k.state->remote_used.load(std::memory_order_relaxed) + lk.used_delta;
       f.quota_used = std::max(used, k.monthly_quota);
       f.quota_remaining = 0;
       f.retry_after_secs = reset;
@@ -676,8 +715,8 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   // last call a quota allows says 0 remaining. A call that fails after admission is not billed;
   // REST re-reads the figures for its error, MCP's headers are written before the tool runs and
   // count it until the next response.
-  const int64_t used =
-      k.state->used.load(std::memory_order_relaxed) + lk.used_delta + 1;
+  const int64_t used = k.state->used.load(std::memory_order_relaxed) +
+                       k.state->remote_used.load(std::memory_order_relaxed) + lk.used_delta + 1;
   f.quota_used = used;
   f.quota_remaining = std::max<int64_t>(0, k.monthly_quota - used);
   return admit_verdict::ok;
@@ -723,7 +762,8 @@ void core_shard::settle(const ticket& t, bool success) noexcept {
 
 void core_shard::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
   int64_t end_ns = month_end_ns_;
-  int64_t used = k.state->used.load(std::memory_order_relaxed);
+  int64_t used = k.state->used.load(std::memory_order_relaxed) +
+                 k.state->remote_used.load(std::memory_order_relaxed);
   if (now_ns >= end_ns) {  // month ended but this core has not rolled yet
     end_ns = month_end_secs(month_index_of_ns(now_ns)) * kNsPerSec;
     used = 0;
@@ -1008,7 +1048,8 @@ void core_shard::on_tick(int64_t now_ns) noexcept {
 // ---------------------------------------------------------------------------------------------
 // service
 
-service::service(service_options opt) : opt_(std::move(opt)), impl_(new impl(opt_.data_dir)) {}
+service::service(service_options opt)
+    : opt_(std::move(opt)), impl_(new impl(opt_.data_dir, opt_.leases != nullptr)) {}
 
 service::~service() { shards_.clear(); }
 
@@ -1027,7 +1068,8 @@ void service::ensure_month_locked(uint32_t month) {
     }
     s->used.store(0, std::memory_order_relaxed);
     s->overage.store(0, std::memory_order_relaxed);
-    s->pool.store(make_pool(month, s->quota), std::memory_order_relaxed);
+    s->remote_used.store(0, std::memory_order_relaxed);
+    s->pool.store(make_pool(month, impl_->cluster ? 0 : s->quota), std::memory_order_relaxed);
     s->debt = 0;  // a cut applied to the old month's budget
   }
   impl_->closed_dirty.push_back(cur);
@@ -1086,20 +1128,26 @@ void log_reload_effect(const key_table* old, const key_table& now) {
 
 bool service::reload_if_changed(bool force, std::string* why) {
   std::lock_guard rl(impl_->reload_mu);
-  const fs::file_stamp ks = fs::stamp(impl_->store.keys_path());
-  const fs::file_stamp as = fs::stamp(impl_->store.accounts_path());
+  const bool external = impl_->cluster;
+  const fs::file_stamp ks = external ? fs::file_stamp{} : fs::stamp(impl_->store.keys_path());
+  const fs::file_stamp as = external ? fs::file_stamp{} : fs::stamp(impl_->store.accounts_path());
   bool made = false;
-  if (force || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
-    auto contents = impl_->store.load();
+  if (external ? force || impl_->installed_new
+               : force || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
+    impl_->installed_new = false;
+    auto contents = external ? result<store_contents, store_error>(impl_->installed)
+                             : impl_->store.load();
     // The CLI rewrites these files whole (temp file + rename) and never drops an entry (revoked
     // keys stay, flagged), so a file that held entries and now is gone or holds none was not
     // written by tollgate: a deletion, a truncation, a restore gone wrong. Revoking every key
-    // (or resuming every account) on that is refused; the table in force stays.
+    // (or resuming every account) on that is refused; the table in force stays. (Cluster mode:
+    // the agent guards the key set it installs from Redis.)
     std::string suspect;
-    if (contents && impl_->loaded_keys > 0 && contents->keys.empty()) {
+    if (!external && contents && impl_->loaded_keys > 0 && contents->keys.empty()) {
       suspect = fmt::format("{} {} (it held {} key(s))", impl_->store.keys_path(),
                             ks.ino == 0 ? "is gone" : "holds no key", impl_->loaded_keys);
-    } else if (contents && impl_->loaded_accounts > 0 && contents->accounts.empty()) {
+    } else if (!external && contents && impl_->loaded_accounts > 0 &&
+               contents->accounts.empty()) {
       suspect = fmt::format("{} {} (it held {} account(s))", impl_->store.accounts_path(),
                             as.ino == 0 ? "is gone" : "holds no account",
                             impl_->loaded_accounts);
@@ -1154,6 +1202,20 @@ bool service::reload_if_changed(bool force, std::string* why) {
           r.burst = p.burst;
           r.emission_ns = std::max<int64_t>(1, static_cast<int64_t>(1e9 / p.rate_per_sec));
           r.tolerance_ns = r.emission_ns * p.burst;
+          if (impl_->cluster) {
+            // This node's share of the key's rate and burst (cluster::agent sets it by demand).
+            r.state->base_emission_ns = r.emission_ns;
+            r.state->base_burst = p.burst;
+            auto sit = impl_->rate_share.find(e.id);
+            const double share = sit != impl_->rate_share.end() ? sit->second
+                                                                : impl_->default_share;
+            if (share < 1.0) {
+              r.burst = std::max<int64_t>(1, static_cast<int64_t>(p.burst * share));
+              r.emission_ns = std::max<int64_t>(
+                  1, static_cast<int64_t>(static_cast<double>(r.emission_ns) / share));
+              r.tolerance_ns = r.emission_ns * r.burst;
+            }
+          }
           r.window_secs = std::max<int64_t>(1, ceil_secs(r.tolerance_ns));
           r.account = e.account;
           r.plan = e.plan;
@@ -1225,6 +1287,35 @@ result<void, std::string> service::replace_plans(plan_map plans) {
     return unexpected(why);
   }
   return {};
+}
+
+void service::install_keys(store_contents c) {
+  {
+    std::lock_guard rl(impl_->reload_mu);
+    impl_->installed = std::move(c);
+    impl_->installed_new = true;
+  }
+  reload_if_changed(false);
+}
+
+void service::set_rate_shares(double default_share,
+                              const std::vector<std::pair<uint64_t, double>>& shares) {
+  {
+    std::lock_guard rl(impl_->reload_mu);
+    impl_->default_share = std::clamp(default_share, 1e-6, 1.0);
+    for (const auto& [id, s] : shares) {
+      impl_->rate_share[id] = std::clamp(s, 1e-6, 1.0);
+    }
+    impl_->installed_new = true;
+  }
+  reload_if_changed(false);
+}
+
+void service::for_each_state(const std::function<void(key_state&)>& fn) {
+  std::lock_guard g(impl_->mu);
+  for (key_state* s : impl_->by_slot) {
+    fn(*s);
+  }
 }
 
 size_t service::key_count() const {
@@ -1538,7 +1629,7 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     std::lock_guard g(im.mu);
     for (key_state* s : im.by_slot) {
       const int64_t used = s->used.load(std::memory_order_relaxed);
-      s->pool.store(make_pool(month, s->quota - used), std::memory_order_relaxed);
+      s->pool.store(make_pool(month, im.cluster ? 0 : s->quota - used), std::memory_order_relaxed);
       if (overage_unrecorded.count(s->key_id) == 0) {
         continue;
       }

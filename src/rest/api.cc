@@ -130,6 +130,12 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
       e.retry_after_secs = c.fig.retry_after_secs;
       return finish_error(req, 503, e, c.fig, out);
     }
+    case quota::admit_verdict::quota_unreachable: {
+      envelope::tool_error e;
+      e.code = envelope::tool_error_code::quota_unreachable;
+      e.retry_after_secs = c.fig.retry_after_secs;
+      return finish_error(req, 503, e, c.fig, out);
+    }
   }
   // Admitted: write the body straight after the head; an error rolls back to `mark`.
   const size_t mark = out.size();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app/cli.h"
+#include "app/cluster_cli.h"
 #include "quota/test_util.h"
 #include "tollgate/quota/key_store.h"
 #include "tollgate/search/corpus.h"
@@ -63,6 +64,14 @@ std::string admin_probe(const char* command, const char* sub, const std::string&
   return r.err;
 }
 
+std::string cluster_probe(const std::string& flag) {
+  std::vector<std::string> args = {"status", flag, "x"};
+  std::vector<std::string_view> words(args.begin(), args.end());
+  auto r = quota::test::capture_cli(
+      [&](std::FILE* out, std::FILE* err) { return run_cluster(words, out, err); });
+  return r.err;
+}
+
 // corpus writes to the process's stderr: captured through a temp file on fd 2.
 std::string corpus_probe(const std::string& flag) {
   std::vector<std::string> args = {"corpus", "generate", flag, "0"};
@@ -97,7 +106,7 @@ bool refused_as_unknown(const std::string& said, const std::string& flag) {
 }
 
 TEST(cli_help_test, every_command_help_lists_exactly_the_flags_it_takes) {
-  // Verifies, for serve, stdio, keys, accounts and corpus generate: the flags the help text
+  // Verifies, for serve, stdio, keys, accounts, cluster and corpus generate: the flags the help text
   // names are the flags the command's parser takes (both ways), each of them is taken (not
   // refused as unknown), and a made-up one is refused.
   struct command {
@@ -115,6 +124,7 @@ TEST(cli_help_test, every_command_help_lists_exactly_the_flags_it_takes) {
        [](const std::string& f) { return admin_probe("keys", "list", f); }},
       {"accounts", quota::accounts_help(), quota::accounts_options(),
        [](const std::string& f) { return admin_probe("accounts", "suspend", f); }},
+      {"cluster", cluster_help(), cluster_options(), cluster_probe},
       {"corpus generate", search::corpus_usage_text(), search::corpus_generate_flags(),
        corpus_probe},
   };

@@ -392,3 +392,52 @@ TEST(config_test, parse_endpoint_validates_host_and_port) {
 
 }  // namespace
 }  // namespace tollgate::config
+
+namespace tollgate::config {
+namespace {
+
+TEST(config_test, cluster_table_turns_cluster_mode_on_and_is_checked) {
+  // Verifies [cluster] is read (redis, node, password_env, prefix; its presence turns cluster
+  // mode on), that a config without it stays single-node, and that bad values are named with
+  // their file, line and key.
+  auto none = load_file(temp_toml("[server]\nthreads = 1\n").path(), defaults());
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->cluster);
+  temp_toml f(
+      "[cluster]\nredis = \"10.0.0.5:6379\"\nnode = \"gw-1\"\npassword_env = \"REDIS_PW\"\n"
+      "prefix = \"tg:\"\n");
+  auto s = load_file(f.path(), defaults());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE(s->cluster);
+  EXPECT_EQ(s->cluster_redis, "10.0.0.5:6379");
+  EXPECT_EQ(s->cluster_node, "gw-1");
+  EXPECT_EQ(s->cluster_password_env, "REDIS_PW");
+  EXPECT_EQ(s->cluster_prefix, "tg:");
+  auto u = load_file(temp_toml("[cluster]\nredis = \"unix:/run/redis.sock\"\n").path(), defaults());
+  ASSERT_TRUE(u) << u.error().message;
+  EXPECT_EQ(u->cluster_prefix, "tollgate:");
+  struct bad_case {
+    const char* text;
+    const char* message;
+  };
+  const bad_case cases[] = {
+      {"[cluster]\nnode = \"a\"\n", ":1: cluster.redis: required"},
+      {"[cluster]\nredis = \"localhost\"\n", ":2: cluster.redis: 'localhost': expected"},
+      {"[cluster]\nredis = \"h:0\"\n", ":2: cluster.redis: 'h:0': the port must be 1-65535"},
+      {"[cluster]\nredis = \"unix:relative\"\n", ":2: cluster.redis: 'unix:relative'"},
+      {"[cluster]\nredis = \"h:1\"\nnode = \"a b\"\n", ":3: cluster.node: 1-64 printable"},
+      {"[cluster]\nredis = \"h:1\"\nprefix = \"{x}\"\n", ":3: cluster.prefix: at most 64"},
+      {"[cluster]\nredis = \"h:1\"\npassword_env = \"\"\n", ":3: cluster.password_env:"},
+      {"[cluster]\nredis = \"h:1\"\nnodes = 3\n", ":3: cluster.nodes: unknown key"},
+  };
+  for (const bad_case& c : cases) {
+    temp_toml t(c.text);
+    auto r = load_file(t.path(), defaults());
+    ASSERT_FALSE(r) << c.text;
+    EXPECT_NE(r.error().message.find(c.message), std::string::npos)
+        << c.text << " -> " << r.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::config

@@ -143,6 +143,26 @@ TEST(envelope_test, seed_quota_exceeded_shape) {
   EXPECT_EQ(out.view(), expect);
 }
 
+TEST(envelope_test, the_three_unavailable_codes_share_a_name_and_differ_in_message) {
+  // Verifies the usage journal's and the cluster quota service's outages are written with the
+  // code `unavailable` (what clients branch on), each with its own message, and that every
+  // code has a name and a message.
+  EXPECT_EQ(name_of(tool_error_code::usage_unavailable), "unavailable");
+  EXPECT_EQ(name_of(tool_error_code::quota_unreachable), "unavailable");
+  const std::string_view shard = message_of(tool_error_code::unavailable);
+  const std::string_view journal = message_of(tool_error_code::usage_unavailable);
+  const std::string_view redis = message_of(tool_error_code::quota_unreachable);
+  EXPECT_NE(shard, journal);
+  EXPECT_NE(shard, redis);
+  EXPECT_NE(journal, redis);
+  EXPECT_NE(journal.find("usage journal"), std::string_view::npos);
+  EXPECT_NE(redis.find("quota service cannot be reached"), std::string_view::npos);
+  for (size_t c = 0; c < num_tool_error_codes; ++c) {
+    EXPECT_FALSE(name_of(static_cast<tool_error_code>(c)).empty()) << c;
+    EXPECT_FALSE(message_of(static_cast<tool_error_code>(c)).empty()) << c;
+  }
+}
+
 TEST(envelope_test, rpc_errors_match_reference) {
   // Verifies every JSON-RPC error kind, with random details, equals the reference rendering.
   std::mt19937 rng(3);

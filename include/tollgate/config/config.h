@@ -102,6 +102,13 @@ struct settings {
   // [log]
   std::string access_log;   ///< JSON Lines access log: a path, "-" for stderr, empty = off
   double log_sample = 1.0;  ///< share of successful requests logged (errors always are)
+
+  // [cluster] (its presence turns cluster mode on: keys, accounts and usage live in Redis)
+  bool cluster = false;
+  std::string cluster_redis;         ///< "HOST:PORT" or "unix:PATH"
+  std::string cluster_node;          ///< unique node name; empty: hostname:port of the listener
+  std::string cluster_password_env;  ///< AUTH password read from this environment variable
+  std::string cluster_prefix = "tollgate:";  ///< namespace of every Redis key
 };
 
 struct config_error {
@@ -122,6 +129,10 @@ std::vector<std::string> known_keys();
 /// quota::valid_name (mirrored; config_test holds the two together). Plan names are written
 /// into keys.txt as words, so a space or a newline must never get that far.
 bool valid_plan_name(std::string_view name) noexcept;
+
+/// Checks a [cluster] redis address: "HOST:PORT" (PORT 1-65535, HOST a name or IPv4 address) or
+/// "unix:PATH" (an absolute path). Returns the reason when it is not one.
+result<void, std::string> check_redis_address(std::string_view s);
 
 /// Parses "HOST:PORT" (PORT 0–65535; HOST an IPv4 address or "localhost").
 result<endpoint, std::string> parse_endpoint(const std::string& s);

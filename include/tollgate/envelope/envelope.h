@@ -40,10 +40,13 @@ inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28;
 /// Tool error codes (design §2): a tool that ran and could not do the thing.
 /// usage_unavailable is the code `unavailable` with its own message: a billable call that was
 /// not made because its usage could not be recorded (the usage journal cannot be written).
+/// quota_unreachable is also written with the code `unavailable` and its own message: a cluster
+/// node that cannot reach the quota service (Redis) for a stop key whose lease ran out.
 enum class tool_error_code : uint8_t {
-  suspended, quota_exceeded, rate_limited, unavailable, not_found, usage_unavailable
+  suspended, quota_exceeded, rate_limited, unavailable, not_found, usage_unavailable,
+  quota_unreachable
 };
-inline constexpr size_t num_tool_error_codes = 6;
+inline constexpr size_t num_tool_error_codes = 7;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;

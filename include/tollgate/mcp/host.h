@@ -16,9 +16,13 @@ struct tool_def;
 /// The outcome of admitting one billable tools/call.
 struct admission {
   /// unavailable: the call cannot be recorded (usage journal not writable): not made, not billed.
-  enum class kind : uint8_t { ok, suspended, quota_exceeded, rate_limited, unavailable };
+  /// quota_unreachable: cluster mode, the quota service cannot be reached (tool error
+  /// `unavailable` with retry_after_secs).
+  enum class kind : uint8_t {
+    ok, suspended, quota_exceeded, rate_limited, unavailable, quota_unreachable
+  };
   kind outcome = kind::ok;
-  int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited, unavailable
+  int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited, unavailable, quota_unreachable
   int64_t quota_limit = -1;       ///< quota_exceeded
   int64_t quota_used = -1;
   int64_t quota_remaining = -1;

@@ -72,24 +72,41 @@ result<uint64_t, std::string> parse_key_id(std::string_view s);
 /// SHA-256 (OpenSSL EVP, one-shot; allocates a context: use core_shard's on the request path).
 digest sha256(std::string_view data);
 
-class key_store {
+/// Where keys and accounts live: the data dir's files (key_store) or, in cluster mode, Redis
+/// (cluster::redis_keys). The `keys` and `accounts` commands act on either.
+class key_backend {
+ public:
+  virtual ~key_backend() = default;
+  /// Creates a key for `account` (created active if new) on `plan`, which must be in `plans`.
+  virtual result<created_key, store_error> create_key(std::string_view account,
+                                                      std::string_view plan,
+                                                      const plan_map& plans,
+                                                      int64_t now_unix) = 0;
+  /// Every key ever created (revoked ones flagged), oldest first.
+  virtual result<std::vector<key_entry>, store_error> list_keys() = 0;
+  /// Marks a key revoked (kept for audit). Unknown id: usage error.
+  virtual result<void, store_error> revoke(std::string_view key_id) = 0;
+  /// Suspends / resumes an account. Unknown account: usage error.
+  virtual result<void, store_error> suspend(std::string_view account) = 0;
+  virtual result<void, store_error> resume(std::string_view account) = 0;
+  /// Every key and account.
+  virtual result<store_contents, store_error> load() = 0;
+};
+
+class key_store final : public key_backend {
  public:
   /// The store lives in `data_dir` (created on first write).
   explicit key_store(std::string data_dir);
 
-  /// Creates a key for `account` (created active if new) on `plan`, which must be in `plans`.
   result<created_key, store_error> create_key(std::string_view account, std::string_view plan,
-                                              const plan_map& plans, int64_t now_unix);
-  /// Every key ever created (revoked ones flagged), oldest first.
-  result<std::vector<key_entry>, store_error> list_keys();
-  /// Marks a key revoked (kept in the file for audit). Unknown id: usage error.
-  result<void, store_error> revoke(std::string_view key_id);
-  /// Suspends / resumes an account. Unknown account: usage error.
-  result<void, store_error> suspend(std::string_view account);
-  result<void, store_error> resume(std::string_view account);
+                                              const plan_map& plans, int64_t now_unix) override;
+  result<std::vector<key_entry>, store_error> list_keys() override;
+  result<void, store_error> revoke(std::string_view key_id) override;
+  result<void, store_error> suspend(std::string_view account) override;
+  result<void, store_error> resume(std::string_view account) override;
   /// Reads both files (missing files read as empty). Malformed lines are errors naming the file
   /// and line.
-  result<store_contents, store_error> load();
+  result<store_contents, store_error> load() override;
 
   const std::string& data_dir() const noexcept { return dir_; }
   std::string keys_path() const { return dir_ + "/keys.txt"; }
@@ -110,9 +127,10 @@ class key_store {
 /// and `err` (messages). Returns the exit code: 0 ok, 2 bad usage (message names the problem),
 /// 1 other.
 /// `config_path`: the --config file `plans` came from ("" when none), named when PLAN is unknown.
+/// `backend` (cluster mode: Redis) replaces the data dir's store when given.
 int run_keys_command(std::span<const std::string_view> args, const plan_map& plans,
                      std::string_view data_dir, std::FILE* out, std::FILE* err,
-                     std::string_view config_path = {});
+                     std::string_view config_path = {}, key_backend* backend = nullptr);
 /// The options `keys` and `accounts` take (each listed by its help text), and the help texts.
 std::span<const std::string_view> keys_options();
 std::span<const std::string_view> accounts_options();
@@ -125,6 +143,6 @@ std::string_view accounts_help();
 std::string config_option(std::span<const std::string_view> args);
 /// `tollgate accounts suspend|resume ACCOUNT`; same conventions as run_keys_command.
 int run_accounts_command(std::span<const std::string_view> args, std::string_view data_dir,
-                         std::FILE* out, std::FILE* err);
+                         std::FILE* out, std::FILE* err, key_backend* backend = nullptr);
 
 }  // namespace tollgate::quota

@@ -33,6 +33,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,6 +42,7 @@
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/result.h"
 #include "tollgate/quota/key_store.h"
+#include "tollgate/quota/lease_source.h"
 #include "tollgate/quota/plan.h"
 
 namespace tollgate::quota {
@@ -57,6 +59,10 @@ struct service_options {
   /// Start although the snapshot is missing or empty while the journals show one was written
   /// (a journal generation above 0: earlier ones were compacted into it); refused otherwise.
   bool accept_usage_loss = false;
+  /// Cluster mode (null: single node). Key pools start empty and are filled by `leases`; keys
+  /// and accounts come from install_keys() instead of the data dir's files (the data dir keeps
+  /// the usage journals). Must outlive the service.
+  lease_source* leases = nullptr;
 };
 
 struct key_state;  // shared per-key atomics; defined in src/quota/state.h
@@ -96,7 +102,10 @@ struct figures {
 enum class rate_verdict : uint8_t { ok, limited };
 /// unavailable: the call cannot be recorded (the core's usage journal cannot be written, or has
 /// no room reserved on disk for its record), so it is not made and not billed.
-enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, unavailable };
+/// quota_unreachable: cluster mode only, a stop key whose node holds no units while the quota
+/// service cannot be reached (tool error `unavailable` with its own message, REST 503 +
+/// Retry-After).
+enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, unavailable, quota_unreachable };
 
 /// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the shard
 /// that admitted it.
@@ -262,6 +271,9 @@ class alignas(64) core_shard {
   void refresh_table() noexcept;
   void roll_month(uint32_t month) noexcept;
   bool take_lease(const key_record& k, local_key& lk) noexcept;
+  /// Cluster mode: asks the lease_source for units until this core holds a lease (refilled)
+  /// or it says the budget is spent or out of reach.
+  lease_outcome refill_from_cluster(const key_record& k, local_key& lk) noexcept;
   /// Counts one billed success (and whether it was overage) in the open (not yet encoded)
   /// record, sealing the previous one when the key or month differs: consecutive successes of a
   /// key cost an increment, and the CRC is computed once per record, not per call.
@@ -401,6 +413,17 @@ class service {
   result<void, std::string> replace_plans(plan_map plans);
   /// Keys in the current lookup table: live keys whose plan exists.
   size_t key_count() const;
+  /// Cluster mode: replaces the keys and accounts (read from Redis) and swaps in a new lookup
+  /// table built from them and the plans. Any thread.
+  void install_keys(store_contents c);
+  /// Cluster mode: calls `fn` for every key's shared state under the service's lock (the agent
+  /// reads the reconciled usage and feeds the pools). `fn` must not call back into the service.
+  void for_each_state(const std::function<void(key_state&)>& fn);
+  /// Cluster mode: this node's share (0..1] of each listed key's rate and burst, and of keys not
+  /// listed; swaps in a table built with them (rate x share, burst x share, at least 1). Any
+  /// thread.
+  void set_rate_shares(double default_share,
+                       const std::vector<std::pair<uint64_t, double>>& shares);
   /// Waits (sleeping 1 ms at a time, at most `timeout_ms`) until every shard has passed a
   /// quiescent point since the current table was made, i.e. a reload is in force for every
   /// request that arrives after it returns true. Shards running on engine cores pass one at

@@ -1,4 +1,5 @@
-// Small file helpers for the quota module's data dir (start-up, CLI and timer paths only).
+// Small file helpers of the data dir (start-up, CLI and timer paths only), used by the quota
+// module and by the cluster key store (hex, random bytes).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,123 @@
+// The cluster agent: a node's one Redis I/O thread (no thread per request, no Redis round trip
+// per request in the steady state). It
+//   1. loads keys and accounts from Redis into the quota service, and polls their version every
+//      200 ms, so a change reaches the node's requests within a second with no signal;
+//   2. feeds the node's key pools with units leased from Redis (one script per lease; the cores
+//      lease from the pool as in single-node mode), sized by demand and shrinking as the key's
+//      budget nears its end; an idle node's unused units go back;
+//   3. pushes, every sync interval, each key's usage as the node's journal has it (absolute
+//      counts: a retry or a replay never counts twice) and reads back the other nodes' sum,
+//      which the figures add to the node's own;
+//   4. keeps serving through an outage: keys and accounts keep their last-known state, bill keys
+//      are admitted (counted locally, pushed when Redis returns), a stop key is admitted while
+//      its node holds units and is then answered `unavailable`, never `quota_exceeded`;
+//   5. heartbeats into P{nodes} (cluster status).
+//
+// Thread-safe. refill() is called by cores (quota::lease_source); the rest by the app.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "tollgate/cluster/cluster.h"
+#include "tollgate/quota/lease_source.h"
+
+namespace tollgate::quota {
+class service;
+}
+
+namespace tollgate::cluster {
+
+class redis_conn;
+class redis_keys;
+
+/// Counters for /metrics (and tests).
+struct agent_stats {
+  bool redis_up = false;
+  bool keys_loaded = false;
+  uint64_t lease_grants = 0;   ///< lease scripts that granted units
+  uint64_t lease_units = 0;    ///< units granted in all
+  uint64_t lease_waits = 0;    ///< times a core waited for units
+  uint64_t units_returned = 0; ///< units handed back to Redis
+  uint64_t redis_commands = 0; ///< commands sent by the agent
+  double push_lag_secs = 0;    ///< since the last complete push of every key's usage
+  double outage_secs = 0;      ///< Redis unreachable, in all (including now)
+  int64_t units_held = 0;      ///< units leased to this node and not used
+};
+
+struct agent_options {
+  int64_t sync_ms = 500;          ///< push usage / read sums / top up pools this often
+  int64_t version_poll_ms = 200;  ///< keys and accounts version check
+  int64_t heartbeat_ms = 1000;
+  int64_t wait_ms = 500;          ///< longest a core waits for units before `unavailable`
+  int64_t recheck_ms = 200;       ///< a spent key asks Redis again after this (units come back)
+  int64_t max_lease = 1 << 20;    ///< most units a node asks for at once
+};
+
+class agent final : public quota::lease_source {
+ public:
+  agent(settings s, agent_options o = {});
+  ~agent() override;
+
+  /// Starts the I/O thread for `svc` (opened with this agent as its lease source) and waits up
+  /// to `first_load_ms` for keys to load. Returns whether they did (else the node is not ready
+  /// until they do).
+  bool start(quota::service& svc, int64_t first_load_ms);
+  /// Final push (all units of the node handed back) when Redis is up, then joins the thread.
+  /// Call after the service's close().
+  void stop();
+
+  bool keys_loaded() const noexcept { return keys_loaded_.load(std::memory_order_acquire); }
+  bool redis_up() const noexcept { return up_.load(std::memory_order_acquire); }
+  agent_stats stats() const;
+  const settings& config() const noexcept { return s_; }
+
+  quota::lease_outcome refill(quota::key_state& s, uint32_t month) noexcept override;
+
+ private:
+  struct key_info;
+  void run();
+  bool connect_locked_out();
+  void mark_down(const std::string& why);
+  void poll_keys();
+  bool sync_all(bool final_push);
+  bool sync_key(key_info& k, bool lease, bool final_push);
+  /// Heartbeat and live-node count; false when Redis refused it (retried soon).
+  bool heartbeat();
+  /// Leases for the keys cores wait on; false on a connection failure.
+  bool serve_waiters();
+
+  settings s_;
+  agent_options o_;
+  quota::service* svc_ = nullptr;
+  std::unique_ptr<redis_keys> keys_;  // owns the connection the agent uses
+  redis_conn* conn_ = nullptr;
+  std::thread thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_;   // the I/O thread waits here
+  std::condition_variable done_;   // cores wait here for a lease
+  std::unordered_map<quota::key_state*, std::unique_ptr<key_info>> info_;
+  bool stop_ = false;
+  bool want_any_ = false;
+  std::atomic<bool> up_{false};
+  std::atomic<bool> keys_loaded_{false};
+  int64_t keys_version_ = -2;
+  size_t loaded_keys_ = 0;  // I/O thread: keys in the last set installed
+  int64_t down_since_ns_ = 0;   // steady clock; 0 while up
+  int64_t outage_ns_ = 0;       // finished outages
+  int64_t last_push_ns_ = 0;
+  uint64_t lease_grants_ = 0, lease_units_ = 0, lease_waits_ = 0, units_returned_ = 0;
+  std::atomic<uint64_t> commands_{0};
+  int64_t started_ns_ = 0;
+  double default_share_ = 1.0;   // I/O thread: 1 / live nodes
+  double applied_default_ = 1.0;
+};
+
+}  // namespace tollgate::cluster

@@ -1,0 +1,48 @@
+// Keys and accounts in Redis: what `tollgate keys` and `tollgate accounts` act on given a config
+// with [cluster], and what every node loads its lookup table from.
+//
+// Thread-safe only in the sense that each instance has its own connection: use one per thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "tollgate/cluster/cluster.h"
+#include "tollgate/quota/key_store.h"
+
+namespace tollgate::cluster {
+
+class redis_conn;
+
+class redis_keys final : public quota::key_backend {
+ public:
+  explicit redis_keys(settings s);
+  ~redis_keys() override;
+
+  result<quota::created_key, quota::store_error> create_key(std::string_view account,
+                                                            std::string_view plan,
+                                                            const quota::plan_map& plans,
+                                                            int64_t now_unix) override;
+  result<std::vector<quota::key_entry>, quota::store_error> list_keys() override;
+  result<void, quota::store_error> revoke(std::string_view key_id) override;
+  result<void, quota::store_error> suspend(std::string_view account) override;
+  result<void, quota::store_error> resume(std::string_view account) override;
+  result<quota::store_contents, quota::store_error> load() override;
+  /// load() and the version it is of, read atomically (one script).
+  result<quota::store_contents, quota::store_error> load_versioned(int64_t& version);
+  /// The version counter alone (nodes poll it); -1 when never set.
+  result<int64_t, quota::store_error> version();
+  /// Adds keys and accounts that are not there yet, leaving existing ones as they are
+  /// (`cluster import`). Returns how many keys were added.
+  result<int, quota::store_error> import(const quota::store_contents& c);
+  redis_conn& conn() noexcept { return *conn_; }
+
+ private:
+  result<void, quota::store_error> ready();
+  result<void, quota::store_error> set_account(std::string_view account, bool suspended);
+
+  settings s_;
+  std::unique_ptr<redis_conn> conn_;
+};
+
+}  // namespace tollgate::cluster

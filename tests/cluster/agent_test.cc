@@ -1,0 +1,298 @@
+// The cluster agent against a real redis-server: leases across nodes and cores conserve a stop
+// key's budget exactly (also run under TSan: the tsan preset), key and account changes reach a
+// node within a second, and an outage serves bill keys and answers stop keys `unavailable`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "cluster/redis_fixture.h"
+#include "tollgate/cluster/agent.h"
+#include "tollgate/cluster/keys.h"
+#include "tollgate/quota/civil.h"
+#include "tollgate/quota/service.h"
+
+namespace tollgate::cluster {
+namespace {
+
+using quota::admit_verdict;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+quota::plan_map plans() {
+  quota::plan_map m;
+  m["stop"] = quota::test::make_plan("stop", 1e9, 1000000000, 3000, quota::overage_policy::stop);
+  m["bill"] = quota::test::make_plan("bill", 1e9, 1000000000, 50, quota::overage_policy::bill);
+  return m;
+}
+
+settings cfg(const test::redis_server& r, std::string node, std::string prefix) {
+  settings s;
+  s.redis = r.address();
+  s.node = std::move(node);
+  s.prefix = std::move(prefix);
+  s.timeout_ms = 500;
+  return s;
+}
+
+// One node: a quota service in cluster mode and its agent.
+struct node {
+  quota::test::temp_dir dir;
+  std::unique_ptr<agent> a;
+  std::unique_ptr<quota::service> svc;
+
+  node(const settings& s, int cores, agent_options o = fast()) {
+    a = std::make_unique<agent>(s, o);
+    quota::service_options so;
+    so.data_dir = dir.path();
+    so.plans = plans();
+    so.cores = cores;
+    so.reconcile_ms = 20;
+    so.leases = a.get();
+    svc = quota::test::open_service(so, now_ns());
+  }
+  ~node() {
+    a->stop();
+    a.reset();  // before the service it feeds
+  }
+  static agent_options fast() {
+    agent_options o;
+    o.sync_ms = 20;
+    o.version_poll_ms = 50;
+    return o;
+  }
+  // A tick and a quiescent point on every core (picks up a new key table).
+  void tick() {
+    for (int c = 0; c < svc->cores(); ++c) {
+      svc->shard(c).on_tick(now_ns());
+      svc->shard(c).before_send(now_ns());
+    }
+  }
+};
+
+// Sum of u:* in a key's usage hash this month.
+int64_t redis_used(const settings& s, uint64_t key_id) {
+  redis_conn c(*parse_redis_address(s.redis), "", 500);
+  EXPECT_TRUE(c.connect());
+  auto r = c.command({"HGETALL", usage_key(s, key_id, quota::month_index_of_ns(now_ns()))});
+  int64_t sum = 0;
+  if (r) {
+    for (size_t i = 0; i + 1 < r->elements.size(); i += 2) {
+      if (r->elements[i].str.rfind("u:", 0) == 0) {
+        sum += std::stoll(r->elements[i + 1].str);
+      }
+    }
+  }
+  return sum;
+}
+
+template <class F>
+bool within_ms(int64_t ms, F&& f) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return f();
+}
+
+class cluster_agent_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::have_redis_server()) {
+      GTEST_SKIP() << "redis-server not installed (tools/install-deps.sh installs it)";
+    }
+    ASSERT_TRUE(redis_.start());
+  }
+  test::redis_server redis_;
+};
+
+TEST_F(cluster_agent_test, two_nodes_and_four_cores_admit_a_stop_budget_exactly) {
+  // Verifies leases from Redis into node pools into core leases never admit past the quota and
+  // leave nothing stranded: 2 nodes x 2 cores on 4 threads spend a 3000-unit stop key exactly.
+  const settings sa = cfg(redis_, "a", "t1:");
+  redis_keys admin(sa);
+  auto k = admin.create_key("acme", "stop", plans(), 1764633600);
+  ASSERT_TRUE(k) << k.error().message;
+  node na(sa, 2);
+  node nb(cfg(redis_, "b", "t1:"), 2);
+  ASSERT_TRUE(na.a->start(*na.svc, 5000));
+  ASSERT_TRUE(nb.a->start(*nb.svc, 5000));
+  na.tick();
+  nb.tick();
+
+  std::atomic<int64_t> admitted{0}, unreachable{0};
+  std::atomic<int64_t> last_ok_ms{0};
+  std::atomic<bool> done{false};
+  auto steady_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  last_ok_ms = steady_ms();
+  auto spend = [&](quota::service& svc, int core) {
+    quota::core_shard& sh = svc.shard(core);
+    uint64_t n = 0;
+    while (!done.load()) {
+      const int64_t now = now_ns();
+      if (++n % 8 == 0) {
+        sh.on_tick(now);
+      }
+      sh.before_send(now);
+      const quota::key_record* rec = sh.authenticate(k->secret);
+      ASSERT_NE(rec, nullptr);
+      quota::figures f;
+      quota::ticket t;
+      switch (sh.admit(*rec, now, f, t)) {
+        case admit_verdict::ok:
+          sh.settle(t, true);
+          admitted.fetch_add(1);
+          last_ok_ms = steady_ms();
+          break;
+        case admit_verdict::quota_unreachable:
+          unreachable.fetch_add(1);
+          break;
+        default:
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          break;
+      }
+    }
+    sh.reconcile(now_ns());
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back(spend, std::ref(*na.svc), 0);
+  threads.emplace_back(spend, std::ref(*na.svc), 1);
+  threads.emplace_back(spend, std::ref(*nb.svc), 0);
+  threads.emplace_back(spend, std::ref(*nb.svc), 1);
+  // Every thread keeps asking until no call was admitted anywhere for a second (idle core
+  // leases and node pools go back within that), bounded at 60 s.
+  const int64_t give_up = steady_ms() + 60000;
+  while (steady_ms() - last_ok_ms.load() < 1000 && steady_ms() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  done = true;
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(admitted.load(), 3000);
+  EXPECT_EQ(unreachable.load(), 0);
+  // Both nodes push their journals' counts; the cluster's sum is the quota.
+  EXPECT_TRUE(within_ms(2000, [&] { return redis_used(sa, *quota::parse_key_id(k->key_id)) == 3000; }))
+      << redis_used(sa, *quota::parse_key_id(k->key_id));
+}
+
+TEST_F(cluster_agent_test, key_and_account_changes_reach_a_node_within_a_second) {
+  // Verifies a key made, an account suspended and a key revoked in Redis are in force on a
+  // running node within 1 s, with no signal.
+  const settings s = cfg(redis_, "a", "t2:");
+  redis_keys admin(s);
+  node n(s, 1);
+  ASSERT_TRUE(n.a->start(*n.svc, 5000));
+  auto k = admin.create_key("acme", "stop", plans(), 1764633600);
+  ASSERT_TRUE(k);
+  quota::core_shard& sh = n.svc->shard(0);
+  auto known = [&] {
+    n.tick();
+    return sh.authenticate(k->secret) != nullptr;
+  };
+  EXPECT_TRUE(within_ms(1000, known));
+  ASSERT_TRUE(admin.suspend("acme"));
+  EXPECT_TRUE(within_ms(1000, [&] {
+    n.tick();
+    const quota::key_record* r = sh.authenticate(k->secret);
+    quota::figures f;
+    quota::ticket t;
+    return r != nullptr && sh.admit(*r, now_ns(), f, t) == admit_verdict::suspended;
+  }));
+  ASSERT_TRUE(admin.revoke(k->key_id));
+  EXPECT_TRUE(within_ms(1000, [&] { return !known(); }));
+}
+
+TEST_F(cluster_agent_test, outage_serves_bill_keys_and_answers_stop_keys_unavailable) {
+  // Verifies that with Redis gone a stop key is admitted while its node holds units, then gets
+  // quota_unreachable (never quota_exceeded, never past its quota), a bill key is admitted
+  // throughout, and once Redis is back the bill key's usage there equals what was admitted.
+  const settings s = cfg(redis_, "a", "t3:");
+  redis_keys admin(s);
+  auto ks = admin.create_key("acme", "stop", plans(), 1764633600);
+  auto kb = admin.create_key("beta", "bill", plans(), 1764633600);
+  ASSERT_TRUE(ks && kb);
+  node n(s, 1);
+  ASSERT_TRUE(n.a->start(*n.svc, 5000));
+  n.tick();
+  quota::core_shard& sh = n.svc->shard(0);
+  auto call = [&](const std::string& secret) {
+    const quota::key_record* r = sh.authenticate(secret);
+    EXPECT_NE(r, nullptr);
+    quota::figures f;
+    quota::ticket t;
+    const admit_verdict v = sh.admit(*r, now_ns(), f, t);
+    if (v == admit_verdict::ok) {
+      sh.settle(t, true);
+    }
+    return v;
+  };
+  ASSERT_EQ(call(ks->secret), admit_verdict::ok);  // the node now holds a lease of the stop key
+  int64_t bill_ok = call(kb->secret) == admit_verdict::ok ? 1 : 0;
+  redis_.stop(/*hard=*/true);
+  EXPECT_TRUE(within_ms(3000, [&] { n.tick(); return !n.a->redis_up(); }));
+  int64_t stop_ok = 1;
+  admit_verdict last = admit_verdict::ok;
+  for (int i = 0; i < 5000 && last == admit_verdict::ok; ++i) {
+    last = call(ks->secret);
+    stop_ok += last == admit_verdict::ok ? 1 : 0;
+  }
+  EXPECT_EQ(last, admit_verdict::quota_unreachable);
+  EXPECT_LE(stop_ok, 3000);
+  for (int i = 0; i < 200; ++i) {  // past the bill key's quota of 50 too
+    bill_ok += call(kb->secret) == admit_verdict::ok ? 1 : 0;
+  }
+  EXPECT_EQ(bill_ok, 201);
+  ASSERT_TRUE(redis_.start());
+  const uint64_t bill_id = *quota::parse_key_id(kb->key_id);
+  EXPECT_TRUE(within_ms(5000, [&] {
+    n.tick();
+    return redis_used(s, bill_id) == bill_ok;
+  })) << redis_used(s, bill_id);
+  EXPECT_GT(n.a->stats().outage_secs, 0.0);
+}
+
+TEST_F(cluster_agent_test, a_redis_that_lost_its_data_keeps_keys_and_gets_usage_back) {
+  // Verifies a flushed Redis (data lost) neither turns every key away on a running node (an
+  // empty key set is not installed over a loaded one) nor loses the month's usage: the node
+  // pushes its journal's absolute count again.
+  const settings s = cfg(redis_, "a", "t4:");
+  redis_keys admin(s);
+  auto k = admin.create_key("acme", "bill", plans(), 1764633600);
+  ASSERT_TRUE(k);
+  node n(s, 1);
+  ASSERT_TRUE(n.a->start(*n.svc, 5000));
+  n.tick();
+  quota::core_shard& sh = n.svc->shard(0);
+  for (int i = 0; i < 7; ++i) {
+    const quota::key_record* r = sh.authenticate(k->secret);
+    ASSERT_NE(r, nullptr);
+    quota::figures f;
+    quota::ticket t;
+    ASSERT_EQ(sh.admit(*r, now_ns(), f, t), admit_verdict::ok);
+    sh.settle(t, true);
+  }
+  const uint64_t id = *quota::parse_key_id(k->key_id);
+  EXPECT_TRUE(within_ms(2000, [&] { n.tick(); return redis_used(s, id) == 7; }));
+  ASSERT_TRUE(admin.conn().command({"FLUSHALL"}));
+  EXPECT_TRUE(within_ms(2000, [&] { n.tick(); return redis_used(s, id) == 7; }));
+  n.tick();
+  EXPECT_NE(sh.authenticate(k->secret), nullptr);
+}
+
+}  // namespace
+}  // namespace tollgate::cluster
