@@ -15,6 +15,7 @@ import net from 'node:net';
 import {
   prepare, start, restart, runCli, restGet, usageOf, eventually, loadAgent, cleanup, tempDir, request,
 } from './harness.mjs';
+import { exposedMetrics, deployFiles, isClusterMetric } from './deploy_metrics.mjs';
 
 const REDIS_BIN = '/usr/bin/redis-server';
 const haveRedis = fs.existsSync(REDIS_BIN);
@@ -306,5 +307,20 @@ test('cluster import moves a single node\'s keys and usage into redis, once; its
     assert.match(st.stdout, /NODE\s+LAST HEARTBEAT\s+UNITS HELD\s+STATE/);
   } finally {
     fs.rmSync(clusterConfig, { force: true });
+  }
+});
+
+test('the Grafana dashboard and the alert rules name only cluster metrics a node exposes', { skip: !haveRedis && 'redis-server not installed' }, async () => {
+  if (!redis?.child) { redis = new Redis(await freePort()); await redis.start(); }
+  const n = await startNode('metrics-node', 'tgmetrics:');
+  const m = await restGet(n, '/metrics');
+  assert.equal(m.status, 200);
+  const exposed = exposedMetrics(m.body);
+  assert.ok(exposed.has('tollgate_cluster_redis_up'), [...exposed].join(' '));
+  for (const { file, names } of deployFiles().files) {
+    assert.ok(names.has('tollgate_cluster_redis_up'), `${file} watches Redis`);
+    for (const name of [...names].filter(isClusterMetric)) {
+      assert.ok(exposed.has(name), `${file} names ${name}, which a cluster node's /metrics does not expose`);
+    }
   }
 });

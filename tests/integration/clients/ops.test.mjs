@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { start, cleanup, runCli, restGet, eventually, tempDir } from './harness.mjs';
+import { exposedMetrics, deployFiles, isClusterMetric } from './deploy_metrics.mjs';
 
 const servers = [];
 const dirs = [];
@@ -112,25 +113,18 @@ test('the Grafana dashboard and the alert rules name only metrics /metrics expos
   assert.equal(r.status, 200, r.body);
   const m = await restGet(s, '/metrics');
   assert.equal(m.status, 200);
-  const exposed = new Set();
-  for (const line of m.body.split('\n')) {
-    const t = /^# TYPE (\S+) (\S+)$/.exec(line);
-    if (!t) continue;
-    exposed.add(t[1]);
-    if (t[2] === 'histogram') for (const sfx of ['_bucket', '_sum', '_count']) exposed.add(t[1] + sfx);
-  }
+  const exposed = exposedMetrics(m.body);
   assert.ok(exposed.has('tollgate_request_duration_seconds_bucket'), [...exposed].join(' '));
-  const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
-  const dashboard = fs.readFileSync(path.join(root, 'deploy/grafana/tollgate.json'), 'utf8');
-  const alerts = fs.readFileSync(path.join(root, 'deploy/prometheus/alerts.yml'), 'utf8');
-  const panels = JSON.parse(dashboard).panels;
-  assert.ok(panels.length >= 8, 'a dashboard with panels');
-  const exprs = panels.flatMap((p) => p.targets.map((t) => t.expr));
-  assert.ok((alerts.match(/^\s+- alert: /mg) ?? []).length >= 5, 'alert rules');
-  for (const [file, text] of [['tollgate.json', exprs.join('\n') + dashboard], ['alerts.yml', alerts]]) {
-    const named = new Set(text.match(/\btollgate_[a-z0-9_]+/g) ?? []);
-    assert.ok(named.size > 0, `${file} names metrics`);
-    for (const name of named) {
+  const deploy = deployFiles();
+  assert.ok(deploy.panels >= 8, 'a dashboard with panels');
+  assert.ok(deploy.alerts >= 5, 'alert rules');
+  for (const { file, names } of deploy.files) {
+    assert.ok(names.size > 0, `${file} names metrics`);
+    for (const want of ['tollgate_journal_failing', 'tollgate_journal_write_errors_total']) {
+      assert.ok(names.has(want), `${file} watches the usage journal (${want})`);
+    }
+    // Cluster metrics are checked against a cluster node in cluster.test.mjs.
+    for (const name of [...names].filter((n) => !isClusterMetric(n))) {
       assert.ok(exposed.has(name), `${file} names ${name}, which /metrics does not expose`);
     }
   }
