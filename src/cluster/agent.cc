@@ -395,10 +395,11 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
     return true;
   }
   if (rate_demand >= 0 && r->elements[3].integer > 0) {
-    // Every node reporting keeps a floor of 1/(4C) (an idle node is not starved when its
-    // clients come back); the rest is split by demand. The shares still sum to 1.
+    // Every node reporting keeps a floor of 1/(10C) (an idle node is not starved when its
+    // clients come back); the rest is split by demand. The shares still sum to 1, and a node
+    // that alone serves a key (sticky sessions) gets 1 - (C-1)/(10C) > 0.9 of its rate.
     const double c = static_cast<double>(std::max<long long>(1, r->elements[4].integer));
-    const double floor = 1.0 / (4.0 * c);
+    const double floor = 1.0 / (10.0 * c);
     k.share = floor + (1.0 - c * floor) * static_cast<double>(rate_demand + 1) /
                           static_cast<double>(r->elements[3].integer);
   }
