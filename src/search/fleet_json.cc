@@ -47,19 +47,9 @@ bool get_uint(simdjson::dom::element e, uint64_t max, uint64_t& out) {
 
 bool get_strings(simdjson::dom::element e, size_t max, size_t max_bytes,
                  std::vector<std::string_view>& out) {
-  simdjson::dom::array arr;
-  if (e.get_array().get(arr) || arr.size() > max) {
-    return false;
-  }
-  out.clear();
-  for (simdjson::dom::element v : arr) {
-    std::string_view s;
-    if (v.get_string().get(s) || s.empty() || s.size() > max_bytes) {
-      return false;
-    }
-    out.push_back(s);
-  }
-  return true;
+  return get_array(e, max, out, [max_bytes](simdjson::dom::element v, std::string_view& s) {
+    return !v.get_string().get(s) && !s.empty() && s.size() <= max_bytes;
+  });
 }
 
 template <typename T>
@@ -107,28 +97,13 @@ void write_phrases(out_buffer& out, std::span<const phrase_span> phrases,
 }
 
 bool get_weights(simdjson::dom::element e, size_t max, std::vector<double>& out) {
-  simdjson::dom::array arr;
-  if (e.get_array().get(arr) || arr.size() > max) {
-    return false;
-  }
-  out.clear();
-  for (simdjson::dom::element v : arr) {
-    double d;
-    if (v.get_double().get(d) || !std::isfinite(d) || d < 0) {
-      return false;
-    }
-    out.push_back(d);
-  }
-  return true;
+  return get_array(e, max, out, [](simdjson::dom::element v, double& d) {
+    return !v.get_double().get(d) && std::isfinite(d) && d >= 0;
+  });
 }
 
 bool get_phrases(simdjson::dom::element e, std::vector<phrase_span>& out) {
-  simdjson::dom::array arr;
-  if (e.get_array().get(arr) || arr.size() > max_fleet_terms / 2) {
-    return false;
-  }
-  out.clear();
-  for (simdjson::dom::element v : arr) {
+  return get_array(e, max_fleet_terms / 2, out, [](simdjson::dom::element v, phrase_span& p) {
     simdjson::dom::array pair;
     uint64_t first = 0, count = 0;
     if (v.get_array().get(pair) || pair.size() != 2 ||
@@ -136,25 +111,20 @@ bool get_phrases(simdjson::dom::element e, std::vector<phrase_span>& out) {
         !get_uint(pair.at(1).value_unsafe(), max_fleet_terms, count) || count < 2) {
       return false;
     }
-    out.push_back({static_cast<uint32_t>(first), static_cast<uint32_t>(count)});
-  }
-  return true;
+    p = {static_cast<uint32_t>(first), static_cast<uint32_t>(count)};
+    return true;
+  });
 }
 
 bool get_indices(simdjson::dom::element e, std::vector<uint32_t>& out) {
-  simdjson::dom::array arr;
-  if (e.get_array().get(arr) || arr.size() > max_fleet_terms) {
-    return false;
-  }
-  out.clear();
-  for (simdjson::dom::element v : arr) {
+  return get_array(e, max_fleet_terms, out, [](simdjson::dom::element v, uint32_t& i) {
     uint64_t t;
     if (!get_uint(v, max_fleet_terms, t)) {
       return false;
     }
-    out.push_back(static_cast<uint32_t>(t));
-  }
-  return true;
+    i = static_cast<uint32_t>(t);
+    return true;
+  });
 }
 
 }  // namespace fleet_json

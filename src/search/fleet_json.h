@@ -31,6 +31,56 @@ void append_list(out_buffer& out, std::span<const uint64_t> v);
 void append_list(out_buffer& out, std::span<const uint32_t> v);
 void append_list(out_buffer& out, std::span<const double> v);
 
+/// An array of at most `max` elements, each read by `one(element, T&)` (false: refused), into
+/// `out` (cleared first).
+template <typename T, typename One>
+bool get_array(simdjson::dom::element e, size_t max, std::vector<T>& out, One one) {
+  simdjson::dom::array arr;
+  if (e.get_array().get(arr) || arr.size() > max) {
+    return false;
+  }
+  out.clear();
+  for (simdjson::dom::element v : arr) {
+    T x;
+    if (!one(v, x)) {
+      return false;
+    }
+    out.push_back(x);
+  }
+  return true;
+}
+
+/// How reading an object's fields went: every known field once with a good value, or the first
+/// that was not (its key and why).
+struct fields_read {
+  enum class problem : uint8_t { none, bad_value, twice };
+  problem why = problem::none;
+  std::string_view key;
+  explicit operator bool() const noexcept { return why == problem::none; }
+};
+
+/// Reads the fields of `obj` in order with `read(key, value, ok)`, which returns the field's bit
+/// (0: an unknown field, skipped) and clears `ok` for a bad value; `seen` gets the bits read.
+template <typename Read>
+fields_read read_fields(simdjson::dom::object obj, unsigned& seen, Read read) {
+  seen = 0;
+  for (simdjson::dom::key_value_pair kv : obj) {
+    bool ok = true;
+    const unsigned bit = read(kv.key, kv.value, ok);
+    if (bit == 0) {
+      continue;
+    }
+    if (!ok) {
+      return {fields_read::problem::bad_value, kv.key};
+    }
+    if ((seen & bit) != 0) {
+      return {fields_read::problem::twice, kv.key};
+    }
+    seen |= bit;
+  }
+  return {};
+}
+
 /// Parses a padded body as one JSON object.
 bool parse_object(simdjson::dom::parser& p, std::string_view body, simdjson::dom::object& obj);
 /// An unsigned integer of at most `max`.

@@ -194,40 +194,35 @@ bool remote_query::on_df(uint32_t r, int status, std::string_view body) {
   unsigned seen = 0;
   shard_stats stats;
   a.df.clear();
-  for (simdjson::dom::key_value_pair kv : obj) {
-    unsigned bit = 0;
-    bool ok = true;
-    if (kv.key == "docs") {
-      bit = 1;
-      ok = get_uint(kv.value, max_docs, stats.docs);
-    } else if (kv.key == "title_tokens") {
-      bit = 2;
-      ok = get_uint(kv.value, max_tokens, stats.title_tokens);
-    } else if (kv.key == "text_tokens") {
-      bit = 4;
-      ok = get_uint(kv.value, max_tokens, stats.text_tokens);
-    } else if (kv.key == "df") {
-      bit = 8;
-      simdjson::dom::array arr;
-      ok = !kv.value.get_array().get(arr) && arr.size() == st_->local_df.size();
-      if (ok) {
-        for (simdjson::dom::element e : arr) {
-          uint64_t v;
-          if (!get_uint(e, max_docs, v)) {
-            ok = false;
-            break;
-          }
-          a.df.push_back(v);
+  const size_t want_df = st_->local_df.size();
+  const fields_read read = read_fields(
+      obj, seen,
+      [&a, &stats, want_df](std::string_view key, simdjson::dom::element v, bool& ok) -> unsigned {
+        if (key == "docs") {
+          ok = get_uint(v, max_docs, stats.docs);
+          return 1;
         }
-      }
-    } else {
-      continue;
-    }
-    if (!ok || (seen & bit) != 0) {
-      a.df.clear();
-      return false;
-    }
-    seen |= bit;
+        if (key == "title_tokens") {
+          ok = get_uint(v, max_tokens, stats.title_tokens);
+          return 2;
+        }
+        if (key == "text_tokens") {
+          ok = get_uint(v, max_tokens, stats.text_tokens);
+          return 4;
+        }
+        if (key == "df") {
+          ok = get_array(v, want_df, a.df,
+                         [](simdjson::dom::element e, uint64_t& n) {
+                           return get_uint(e, max_docs, n);
+                         }) &&
+               a.df.size() == want_df;
+          return 8;
+        }
+        return 0;
+      });
+  if (!read) {
+    a.df.clear();
+    return false;
   }
   if (seen != 15) {
     a.df.clear();

@@ -36,6 +36,13 @@ int bad_request(out_buffer& out, std::string_view message) {
   return write_error(out, 400, "invalid_request", message);
 }
 
+// The 400 for a field read_fields() refused.
+int bad_field(out_buffer& out, const fields_read& r) {
+  return bad_request(out, r.why == fields_read::problem::twice
+                              ? fmt::format("{} appears twice.", r.key)
+                              : fmt::format("{} has a wrong type or value.", r.key));
+}
+
 int not_found(out_buffer& out) { return write_error(out, 404, "not_found", {}); }
 
 int unavailable(out_buffer& out) {
@@ -79,28 +86,24 @@ int serve_df(const backend& b, scratch& s, fleet_scratch& f, std::string_view bo
   f.terms.clear();
   f.phrases.clear();
   f.phrase_terms.clear();
-  for (simdjson::dom::key_value_pair kv : obj) {
-    unsigned bit = 0;
-    bool ok = true;
-    if (kv.key == "terms") {
-      bit = 1;
-      ok = get_strings(kv.value, max_fleet_terms, max_term_bytes, f.terms);
-    } else if (kv.key == "phrases") {
-      bit = 2;
-      ok = get_phrases(kv.value, f.phrases);
-    } else if (kv.key == "phrase_terms") {
-      bit = 4;
-      ok = get_indices(kv.value, f.phrase_terms);
-    } else {
-      continue;
-    }
-    if (!ok) {
-      return bad_request(out, fmt::format("{} has a wrong type or value.", kv.key));
-    }
-    if ((seen & bit) != 0) {
-      return bad_request(out, fmt::format("{} appears twice.", kv.key));
-    }
-    seen |= bit;
+  const fields_read read = read_fields(
+      obj, seen, [&f](std::string_view key, simdjson::dom::element v, bool& ok) -> unsigned {
+        if (key == "terms") {
+          ok = get_strings(v, max_fleet_terms, max_term_bytes, f.terms);
+          return 1;
+        }
+        if (key == "phrases") {
+          ok = get_phrases(v, f.phrases);
+          return 2;
+        }
+        if (key == "phrase_terms") {
+          ok = get_indices(v, f.phrase_terms);
+          return 4;
+        }
+        return 0;
+      });
+  if (!read) {
+    return bad_field(out, read);
   }
   if ((seen & 1) == 0) {
     return bad_request(out, "terms is required.");
@@ -227,19 +230,12 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
   f.phrase_terms.clear();
   f.phrase_idf.clear();
   f.tags.clear();
-  for (simdjson::dom::key_value_pair kv : obj) {
-    bool ok = true;
-    const unsigned bit = read_search_field(kv.key, kv.value, f, plan, ok);
-    if (bit == 0) {
-      continue;
-    }
-    if (!ok) {
-      return bad_request(out, fmt::format("{} has a wrong type or value.", kv.key));
-    }
-    if ((seen & bit) != 0) {
-      return bad_request(out, fmt::format("{} appears twice.", kv.key));
-    }
-    seen |= bit;
+  const fields_read read =
+      read_fields(obj, seen, [&f, &plan](std::string_view key, simdjson::dom::element v, bool& ok) {
+        return read_search_field(key, v, f, plan, ok);
+      });
+  if (!read) {
+    return bad_field(out, read);
   }
   constexpr unsigned required = f_terms | f_idf | f_sort | f_k;
   if ((seen & required) != required) {
