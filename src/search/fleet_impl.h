@@ -105,7 +105,7 @@ struct remote_query::state : plan_lists {
   // phase 1
   bool phrase_df = false;          ///< the phrases' frequencies are asked for too
   std::vector<uint64_t> local_df;  ///< per term, then per phrase when phrase_df
-  std::vector<uint8_t> local_ok;   ///< per local shard: answered its document frequencies
+  std::vector<uint8_t> local_ok;   ///< per in-process slice: answered its document frequencies
   shard_stats local_stats;
   std::unique_ptr<scratch> local_scratch;  ///< for the local phrase frequencies
   bool df_done = false;

@@ -1,4 +1,4 @@
-// The fleet: remote shards. A gateway's backend has its in-process index slices (slots 0..L-1)
+// The fleet: shard nodes. A gateway's backend has its in-process index slices (slots 0..L-1)
 // and R remote shard nodes (slots L..L+R-1): other tollgate processes started with --role shard,
 // reached over HTTP/1.1. What is protocol and search logic lives in src/search, free of sockets;
 // the app moves the bytes with the engine's outbound client (http::engine_io::fetch). One header

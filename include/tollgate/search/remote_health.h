@@ -8,7 +8,7 @@
 
 namespace tollgate::search {
 
-/// Down-marking of the remote shards, shared by all cores of a gateway. Thread-safe
+/// Down-marking of the shard nodes, shared by all cores of a gateway. Thread-safe
 /// (lock-free). A remote that failed `failures_to_down` queries in a row is down for
 /// `down_ns`; then one query at a time probes it (should_ask() lets one caller through per
 /// down period) until a success brings it back.

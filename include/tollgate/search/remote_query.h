@@ -16,8 +16,8 @@
 
 namespace tollgate::search {
 
-/// Gateway side: one query's fan-out over the remote shards, and once done, the remote part of
-/// its result. Shard-local (one core); reusable (start_* resets it, keeping capacity).
+/// Gateway side: one query's fan-out over the shard nodes, and once done, the remote part of
+/// its result. Core-local (one core); reusable (start_* resets it, keeping capacity).
 ///
 /// Search: start_search() -> write_df_body() to every remote asked -> on_df() for each (or
 /// on_df(r, 0, {}) when it failed) -> finish_df() -> write_search_body() to each remote with
@@ -42,8 +42,8 @@ class remote_query {
 
   uint32_t remotes() const noexcept { return remotes_; }
 
-  /// Copies `args` (validated) and plans the query with the gateway's local shards' document
-  /// frequencies and story count; every remote starts as not answered.
+  /// Copies `args` (validated) and plans the query with the document frequencies and story
+  /// count of the gateway's in-process slices; every remote starts as not answered.
   void start_search(const backend& b, const query_args& args);
   void start_story(std::string_view id);
   bool is_story() const noexcept { return story_; }
