@@ -30,7 +30,8 @@
 #include "tollgate/http/handler.h"
 #include "tollgate/quota/service.h"
 #include "tollgate/search/backend.h"
-#include "tollgate/search/fleet.h"
+#include "tollgate/search/remote_health.h"
+#include "tollgate/search/remote_query.h"
 #include "tollgate/search/query.h"
 
 namespace tollgate::app {

@@ -4,7 +4,7 @@
 
 #include "handler.h"
 #include "tollgate/common/percent.h"
-#include "tollgate/search/fleet.h"
+#include "tollgate/search/shard_node.h"
 
 namespace tollgate::app {
 namespace {

@@ -209,11 +209,7 @@ result<search_result, errc> backend::search(const query_args& args, scratch& s,
   if (remote != nullptr) {
     // the plan and the global idf of the fan-out (the idf the remotes searched with)
     const remote_query::state& st = *remote->st_;
-    plan.terms = st.terms;
-    plan.phrases = st.phrases;
-    plan.phrase_terms = st.phrase_terms;
-    plan.idf = st.idf;
-    plan.phrase_idf = st.phrase_idf;
+    st.point(plan);
     plan.avgdl = st.avgdl;
     for (uint32_t i = 0; i < nl; ++i) {
       s.answered_[i] = st.local_ok[i];

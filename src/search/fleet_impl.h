@@ -12,7 +12,7 @@
 
 #include "tollgate/common/buffer.h"
 #include "tollgate/search/backend.h"
-#include "tollgate/search/fleet.h"
+#include "tollgate/search/remote_query.h"
 #include "tollgate/search/shard.h"
 
 namespace tollgate::search {
@@ -49,6 +49,25 @@ inline bool hit_better(const hit& a, const hit& b) noexcept {
   return a.key > b.key || (a.key == b.key && id_less(a.id, b.id));
 }
 
+/// The weighted parts of a plan as both fleet ends hold them: a shard node as read from a
+/// search request, a gateway as planned and weighed for its fan-out.
+struct plan_lists {
+  std::vector<std::string_view> terms;
+  std::vector<double> idf;
+  std::vector<phrase_span> phrases;
+  std::vector<uint32_t> phrase_terms;
+  std::vector<double> phrase_idf;
+
+  /// Points the plan's terms, idf, phrases, phrase_terms and phrase_idf at these lists.
+  void point(query_plan& plan) const noexcept {
+    plan.terms = terms;
+    plan.idf = idf;
+    plan.phrases = phrases;
+    plan.phrase_terms = phrase_terms;
+    plan.phrase_idf = phrase_idf;
+  }
+};
+
 /// One remote's answers within a remote_query.
 struct remote_query::answer {
   enum class story_state : uint8_t { unanswered, found, absent };
@@ -77,24 +96,21 @@ struct remote_query::answer {
   }
 };
 
-struct remote_query::state {
-  // the plan (views into term_chars)
+/// The plan (plan_lists: terms are views into term_chars; idf and phrase_idf are global, set by
+/// finish_df), the figures behind the global idf, and the per-remote answers.
+struct remote_query::state : plan_lists {
   out_buffer term_chars;
-  std::vector<std::string_view> terms;
-  std::vector<phrase_span> phrases;
-  std::vector<uint32_t> phrase_terms;
   std::vector<uint8_t> alone;  ///< per term: stands on its own in the query
   uint32_t k = 0;
   // phase 1
   bool phrase_df = false;          ///< the phrases' frequencies are asked for too
   std::vector<uint64_t> local_df;  ///< per term, then per phrase when phrase_df
-  std::vector<uint8_t> local_ok;   ///< per local shard: answered its document frequencies
+  std::vector<uint8_t> local_ok;   ///< per in-process slice: answered its document frequencies
   shard_stats local_stats;
   std::unique_ptr<scratch> local_scratch;  ///< for the local phrase frequencies
   bool df_done = false;
   std::vector<uint64_t> df;         ///< global, after finish_df
-  std::vector<double> idf;          ///< global, after finish_df
-  std::vector<double> phrase_idf;   ///< global, after finish_df (empty: weight 1)
+  // idf, phrase_idf (empty: weight 1): global, after finish_df
   double avgdl = 0;                 ///< global average length, after finish_df (0: each node's)
   uint64_t docs = 0;                ///< N of the idf
   std::vector<answer> answers;
@@ -103,15 +119,10 @@ struct remote_query::state {
 };
 
 /// The shard node's per-core parsing state (views into the DOM parser's strings).
-struct fleet_scratch {
+struct fleet_scratch : plan_lists {
   simdjson::dom::parser dom;
-  std::vector<std::string_view> terms;
   std::vector<std::string_view> tags;
-  std::vector<double> idf;
-  std::vector<double> phrase_idf;
   std::vector<uint64_t> df;
-  std::vector<phrase_span> phrases;
-  std::vector<uint32_t> phrase_terms;
   fleet_scratch() {
     phrase_idf.reserve(max_fleet_terms / 2);
     terms.reserve(max_fleet_terms);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "search/decimal.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/progress.h"
@@ -328,25 +329,6 @@ constexpr std::string_view corpus_usage =
 
 constexpr std::string_view corpus_flags[] = {"--count", "--seed", "--help"};
 
-bool parse_u64(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 20) {
-    return false;
-  }
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') {
-      return false;
-    }
-    uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) {
-      return false;
-    }
-    v = v * 10 + d;
-  }
-  out = v;
-  return true;
-}
-
 int usage_error(std::string_view msg) {
   fmt::print(stderr, "tollgate corpus: {}\n{}", msg, corpus_usage);
   return 2;
@@ -397,7 +379,7 @@ int run_corpus_command(int argc, char** argv) {
       value = argv[++i];
     }
     uint64_t v;
-    if (!parse_u64(value, v)) {
+    if (!parse_decimal(value, UINT64_MAX, v)) {
       return usage_error(fmt::format("{} must be an unsigned integer, got \"{}\"", name, value));
     }
     if (name == "--count") {

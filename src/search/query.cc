@@ -1,28 +1,16 @@
 // query_args validation, time parsing and the REST query-string parser.
 #include "tollgate/search/query.h"
 
+#include "search/decimal.h"
 #include "tollgate/common/percent.h"
 #include "tollgate/search/tokenizer.h"
 
 namespace tollgate::search {
 namespace {
 
+// At most 19 digits: no REST argument needs more.
 bool parse_uint(std::string_view s, uint64_t max, uint64_t& out) noexcept {
-  if (s.empty() || s.size() > 19) {
-    return false;
-  }
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') {
-      return false;
-    }
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (v > max) {
-    return false;
-  }
-  out = v;
-  return true;
+  return s.size() <= 19 && parse_decimal(s, max, out);
 }
 
 // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
@@ -191,12 +179,95 @@ result<void, arg_error> validate(const query_args& a) noexcept {
   return {};
 }
 
+namespace {
+
+// The REST parameters: each but tags at most once (its bit in `seen`; 0: may repeat).
+enum qs_bit : unsigned { qs_q = 1, qs_limit = 2, qs_offset = 4, qs_since = 8, qs_until = 16,
+                         qs_sort = 32 };
+
+struct qs_param {
+  std::string_view name;
+  unsigned bit;
+  std::string_view arg;  // canonical argument name
+};
+
+constexpr qs_param qs_params[] = {
+    {"q", qs_q, "q"},           {"limit", qs_limit, "limit"}, {"offset", qs_offset, "offset"},
+    {"since", qs_since, "since"}, {"until", qs_until, "until"}, {"sort", qs_sort, "sort"},
+    {"tags", 0, "tags"},        {"tag", 0, "tags"},
+};
+
+const qs_param* find_param(std::string_view name) noexcept {
+  for (const qs_param& p : qs_params) {
+    if (p.name == name) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+// Sets parameter `p`'s argument in `out` from its decoded value (views into the parser's
+// buffer).
+result<void, arg_error> apply_param(const qs_param& p, std::string_view value, query_args& out) {
+  const std::string_view arg = p.arg;
+  uint64_t v;
+  switch (p.bit) {
+    case qs_q:
+      out.query = value;
+      break;
+    case qs_limit:
+      if (!parse_uint(value, max_limit, v) || v < 1) {
+        return unexpected(arg_error{arg, rules::limit});
+      }
+      out.limit = static_cast<uint32_t>(v);
+      break;
+    case qs_offset:
+      if (!parse_uint(value, max_offset, v)) {
+        return unexpected(arg_error{arg, rules::offset});
+      }
+      out.offset = static_cast<uint32_t>(v);
+      break;
+    case qs_since:
+    case qs_until: {
+      auto t = parse_time(value);
+      if (!t) {
+        return unexpected(arg_error{arg, rules::time});
+      }
+      (p.bit == qs_since ? out.since : out.until) = *t;
+      break;
+    }
+    case qs_sort: {
+      auto s = parse_sort(value);
+      if (!s) {
+        return unexpected(arg_error{arg, rules::sort});
+      }
+      out.sort = *s;
+      break;
+    }
+    default:  // tags: repeated and/or comma-separated
+      while (true) {
+        size_t comma = value.find(',');
+        std::string_view tag = value.substr(0, comma);
+        if (tag.empty() || !out.add_tag(tag)) {
+          return unexpected(arg_error{arg, rules::tags});
+        }
+        if (comma == std::string_view::npos) {
+          break;
+        }
+        value.remove_prefix(comma + 1);
+      }
+      break;
+  }
+  return {};
+}
+
+}  // namespace
+
 result<void, arg_error> query_string_parser::parse(std::string_view qs, query_args& out) {
   out = query_args{};
   decoded_.clear();
   // Decoded text never outgrows its source, so reserving once keeps every view valid.
   decoded_.reserve(qs.size() + 1);
-  enum seen_bit : unsigned { q = 1, limit = 2, offset = 4, since = 8, until = 16, sort = 32 };
   unsigned seen = 0;
   while (!qs.empty()) {
     size_t amp = qs.find('&');
@@ -213,93 +284,27 @@ result<void, arg_error> query_string_parser::parse(std::string_view qs, query_ar
       return unexpected(arg_error{"query string", rules::encoding});
     }
     std::string_view name(decoded_.data() + at, decoded_.size() - at);
-    unsigned bit = 0;
-    std::string_view arg;  // canonical argument name (static)
-    if (name == "q") {
-      bit = q;
-      arg = "q";
-    } else if (name == "limit") {
-      bit = limit;
-      arg = "limit";
-    } else if (name == "offset") {
-      bit = offset;
-      arg = "offset";
-    } else if (name == "since") {
-      bit = since;
-      arg = "since";
-    } else if (name == "until") {
-      bit = until;
-      arg = "until";
-    } else if (name == "sort") {
-      bit = sort;
-      arg = "sort";
-    } else if (name == "tags" || name == "tag") {
-      arg = "tags";
-    } else {
+    const qs_param* p = find_param(name);
+    if (p == nullptr) {
       return unexpected(
           arg_error{utf8_length(name) < 0 ? rules::unknown_name_not_utf8 : name, rules::unknown});
     }
-    if (bit != 0) {
-      if ((seen & bit) != 0) {
-        return unexpected(arg_error{arg, rules::repeated});
+    if (p->bit != 0) {
+      if ((seen & p->bit) != 0) {
+        return unexpected(arg_error{p->arg, rules::repeated});
       }
-      seen |= bit;
+      seen |= p->bit;
     }
     at = decoded_.size();
     if (!percent_decode(raw_value, decoded_, /*plus_is_space=*/true)) {
-      return unexpected(arg_error{arg, rules::encoding});
+      return unexpected(arg_error{p->arg, rules::encoding});
     }
-    std::string_view value(decoded_.data() + at, decoded_.size() - at);
-    uint64_t v;
-    switch (bit) {
-      case q:
-        out.query = value;
-        break;
-      case limit:
-        if (!parse_uint(value, max_limit, v) || v < 1) {
-          return unexpected(arg_error{arg, rules::limit});
-        }
-        out.limit = static_cast<uint32_t>(v);
-        break;
-      case offset:
-        if (!parse_uint(value, max_offset, v)) {
-          return unexpected(arg_error{arg, rules::offset});
-        }
-        out.offset = static_cast<uint32_t>(v);
-        break;
-      case since:
-      case until: {
-        auto t = parse_time(value);
-        if (!t) {
-          return unexpected(arg_error{arg, rules::time});
-        }
-        (bit == since ? out.since : out.until) = *t;
-        break;
-      }
-      case sort: {
-        auto s = parse_sort(value);
-        if (!s) {
-          return unexpected(arg_error{arg, rules::sort});
-        }
-        out.sort = *s;
-        break;
-      }
-      default:  // tags: repeated and/or comma-separated
-        while (true) {
-          size_t comma = value.find(',');
-          std::string_view tag = value.substr(0, comma);
-          if (tag.empty() || !out.add_tag(tag)) {
-            return unexpected(arg_error{arg, rules::tags});
-          }
-          if (comma == std::string_view::npos) {
-            break;
-          }
-          value.remove_prefix(comma + 1);
-        }
-        break;
+    if (auto r = apply_param(*p, std::string_view(decoded_.data() + at, decoded_.size() - at), out);
+        !r) {
+      return r;
     }
   }
-  if ((seen & q) == 0) {
+  if ((seen & qs_q) == 0) {
     return unexpected(arg_error{"q", rules::required});
   }
   auto r = validate(out);

@@ -11,6 +11,8 @@ namespace tollgate::search {
 
 using namespace detail;
 
+// One function on purpose: the reference is read top to bottom against the plan's definition
+// (match, score, order), with no helper shared with search() that could carry a bug into both.
 void local_shard::reference_search(const query_plan& plan, shard_answer& out) const {
   out.total = 0;
   out.hits.clear();

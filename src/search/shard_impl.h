@@ -58,23 +58,25 @@ inline size_t put_varint(uint8_t* out, uint32_t v) noexcept {
   return n;
 }
 
+// Copies n bytes, sizeof(Word) <= n <= 2 * sizeof(Word), as two word moves that may overlap.
+template <typename Word>
+inline void copy_two_words(uint8_t* d, const uint8_t* s, size_t n) noexcept {
+  Word a, b;
+  std::memcpy(&a, s, sizeof(Word));
+  std::memcpy(&b, s + n - sizeof(Word), sizeof(Word));
+  std::memcpy(d, &a, sizeof(Word));
+  std::memcpy(d + n - sizeof(Word), &b, sizeof(Word));
+}
+
 // Copies n bytes exactly (no byte outside [d, d + n) is written); inline for the few-byte
 // records of the index build, where a libc memcpy call per record was a tenth of the build.
 inline void copy_small(uint8_t* d, const uint8_t* s, size_t n) noexcept {
   if (n > 16) {
     std::memcpy(d, s, n);
   } else if (n >= 8) {
-    uint64_t a, b;
-    std::memcpy(&a, s, 8);
-    std::memcpy(&b, s + n - 8, 8);
-    std::memcpy(d, &a, 8);
-    std::memcpy(d + n - 8, &b, 8);
+    copy_two_words<uint64_t>(d, s, n);
   } else if (n >= 4) {
-    uint32_t a, b;
-    std::memcpy(&a, s, 4);
-    std::memcpy(&b, s + n - 4, 4);
-    std::memcpy(d, &a, 4);
-    std::memcpy(d + n - 4, &b, 4);
+    copy_two_words<uint32_t>(d, s, n);
   } else {
     for (size_t i = 0; i < n; ++i) {
       d[i] = s[i];

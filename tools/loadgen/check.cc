@@ -239,6 +239,11 @@ outcome response_checker::check_mcp(const response_head& head, std::string_view 
   if (msg["result"].get_object().get(result) != simdjson::SUCCESS) {
     return bad("neither result nor error");
   }
+  return check_result(result, want);
+}
+
+outcome response_checker::check_result(simdjson::dom::object result,
+                                       const expectation& want) {
   switch (want.kind) {
     case req_kind::mcp_init: {
       std::string_view pv;

@@ -70,6 +70,9 @@ class response_checker {
   outcome check_full(const response_head& head, std::string_view body, const expectation& want);
   outcome check_mcp(const response_head& head, std::string_view body, const expectation& want);
   outcome check_rest(const response_head& head, std::string_view body);
+  /// The `result` of a 200 JSON-RPC answer: initialize and tools/list by their key field, a
+  /// tools/call by its first content block (a tool error's code, or a search payload).
+  outcome check_result(simdjson::dom::object result, const expectation& want);
   /// Copies `s` into `buf` with simdjson padding and parses it with `p`.
   simdjson::error_code parse_padded(simdjson::dom::parser& p, std::vector<char>& buf,
                                     std::string_view s, simdjson::dom::element& out);

@@ -139,6 +139,29 @@ frame_result response_parser::parse_head(const char* in, std::size_t n) {
   }
 }
 
+namespace {
+
+// A chunk-size line without its CRLF: 1..15 hex digits, then nothing, a chunk extension
+// (";...") or whitespace.
+bool chunk_size(const char* line, std::size_t len, std::uint64_t& size) {
+  size = 0;
+  std::size_t i = 0;
+  for (; i < len; i++) {
+    int d = hex_digit(line[i]);
+    if (d < 0) {
+      break;
+    }
+    if (i + 1 > 15) {
+      return false;
+    }
+    size = size * 16 + static_cast<std::uint64_t>(d);
+  }
+  return i > 0 && (i == len || line[i] == ';' || line[i] == ' ' || line[i] == '\t');
+}
+
+}  // namespace
+
+// A state machine over the chunk framing: one case per state, kept together to be read as one.
 frame_result response_parser::parse_chunked(const char* in, std::size_t n) {
   for (;;) {
     switch (cstate_) {
@@ -156,20 +179,7 @@ frame_result response_parser::parse_chunked(const char* in, std::size_t n) {
           return fail(frame_errc::bad_chunk);
         }
         std::uint64_t size = 0;
-        std::size_t i = cpos_;
-        std::size_t digits = 0;
-        for (; i < lf - 1; i++) {
-          int d = hex_digit(in[i]);
-          if (d < 0) {
-            break;
-          }
-          if (++digits > 15) {
-            return fail(frame_errc::bad_chunk);
-          }
-          size = size * 16 + static_cast<std::uint64_t>(d);
-        }
-        // Anything after the digits must be a chunk extension (";...") or whitespace.
-        if (digits == 0 || (i < lf - 1 && in[i] != ';' && in[i] != ' ' && in[i] != '\t')) {
+        if (!chunk_size(in + cpos_, lf - 1 - cpos_, size)) {
           return fail(frame_errc::bad_chunk);
         }
         cpos_ = lf + 1;

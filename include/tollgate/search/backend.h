@@ -170,7 +170,7 @@ class backend {
   result<void, errc> get_story(std::string_view id, out_buffer& out, bool nested,
                                const remote_query* remote = nullptr) const;
 
-  // ---- pieces for the fleet (fleet.cc) ----
+  // ---- pieces for the fleet (shard_node.cc, remote_query.cc) ----
 
   /// Adds the in-process shards' document frequencies of each plan term into df[i], then of
   /// each plan phrase into df[terms + p]; answered[i] (when given, one per local shard) says
