@@ -55,7 +55,7 @@ struct conn {
   bool paused = false;            // parsing paused: too much unsent output
   bool recv_cancelled = false;    // the armed recv was cancelled because input paused
   bool held_listed = false;       // in core::held_ (kept across a slot's reuse until swept)
-  bool journal_wait = false;      // `out` past `ready` holds a journaled (billed) response
+  bool durable_wait = false;      // `out` past `ready` holds a `durable` (billed) response
   bool deferred = false;          // a deferred request waits at the front of `in`
   bool resume_queued = false;     // in core::resumed_ (resume() accepted, not delivered yet)
   bool peer_fin = false;          // the peer half-closed: answer what came before, then close
@@ -67,8 +67,8 @@ struct conn {
   uint32_t next = UINT32_MAX;
   int64_t ts = 0;      // when the current timer started (monotonic ns)
   size_t sent = 0;     // bytes of `sending` already sent
-  size_t ready = 0;    // bytes at the front of `out` the journal released (may be sent)
-  size_t mark = 0;     // bytes at the front of `out` the in-flight journal write covers
+  size_t ready = 0;    // bytes at the front of `out` the durable step released (may be sent)
+  size_t mark = 0;     // bytes at the front of `out` the in-flight durable write covers
   out_buffer in;       // unparsed bytes of a request that spans receives (+ kPadding spare)
   out_buffer out;      // responses written this pass (or while a send was in flight)
   out_buffer sending;  // the bytes of the send in flight

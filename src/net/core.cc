@@ -1,7 +1,7 @@
 // The per-core io_uring event loop: ring set-up, the loop pass and completion dispatch (see
 // core.h for the pass structure). The rest of the core, by concern: core_accept.cc (accept,
 // handoff, open and close), core_recv.cc (receive, parse, answer), core_deferred.cc (deferred
-// requests), core_send.cc, core_journal.cc (the journal step), core_timers.cc (timers, wake,
+// requests), core_send.cc, core_durable.cc (the durable step), core_timers.cc (timers, wake,
 // drain), core_files.cc (file writes, peer address) and upstream.cc (fetch).
 //
 // Kernel features: provided buffer rings (5.19) are required; multishot accept (5.19) and
@@ -13,7 +13,7 @@
 //   2. open: received bytes are parsed in the provided buffer itself while no partial request
 //      is pending; only an unparsed tail is copied to the slot's reassembly buffer `in`.
 //      Each complete request is answered into `out`; at the end of the pass the part of `out`
-//      the journal step released (`ready`: all of it when the handler journals nothing) moves
+//      the durable step released (`ready`: all of it when the handler writes nothing durable) moves
 //      to `sending` and is sent (one send in flight per connection; short sends are resumed).
 //      A request the handler defers (engine_io::defer) stays at the front of `in` with what
 //      follows it; parsing stops until resume(), and the re-delivered request's answer lets the
@@ -287,7 +287,7 @@ void core::run() {
       next_tick_ = now_mono_ + kTickNs;
     }
     handler_->before_send(now_real_);
-    journal_step();
+    durable_step();
     // Accept is re-armed or cancelled before the sends are queued, so a peer that reacts to a
     // response by connecting cannot be accepted past the cap; and again after, since a send
     // may have closed a connection.
@@ -301,11 +301,11 @@ void core::run() {
     bump(stats_.loop_passes);
   }
   teardown_upstreams();
-  finish_journal();
+  finish_durable();
 }
 
 bool core::done() const noexcept {
-  return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_ && !journal_inflight_ &&
+  return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_ && !durable_inflight_ &&
          !sync_inflight_ && file_writes_ == 0;
 }
 
@@ -321,11 +321,11 @@ void core::on_cqe(const io_uring_cqe& cqe) {
       return;
     case op::cancel:
       return;
-    case op::journal_write:
-      on_journal_write(cqe.res);
+    case op::durable_write:
+      on_durable_write(cqe.res);
       return;
-    case op::journal_sync:
-      on_journal_sync(cqe.res);
+    case op::durable_sync:
+      on_durable_sync(cqe.res);
       return;
     case op::up_connect:
     case op::up_send:

@@ -247,7 +247,7 @@ void core::maybe_release(conn& c, uint32_t idx) {
   c.out.clear();
   c.sending.clear();
   c.ready = c.mark = 0;
-  c.journal_wait = false;
+  c.durable_wait = false;
   free_saved(c);
   c.deferred = c.resume_queued = false;
   if (c.in.capacity() > kKeepInCapacity) {

@@ -82,7 +82,7 @@ http::response_info core::call_handler(conn& c, uint32_t idx, const http::reques
   const size_t out_before = c.out.size();
   http::response_info info = handler_->handle(req, c.out, now_real_);
   cur_idx_ = kNil;
-  c.journal_wait = c.journal_wait || info.journaled;
+  c.durable_wait = c.durable_wait || info.durable;
   if (info.deferred && defer_called_) {
     TOLLGATE_ASSERT(c.out.size() == out_before && "a deferring handle() wrote output");
     c.out.resize(out_before);  // (release builds) half a response must not go out

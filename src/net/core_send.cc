@@ -30,7 +30,7 @@ void core::flush_sends() {
       if (c.out.empty() && c.close_after_send) {
         graceful_close(c, idx);
       }
-      continue;  // nothing yet, or output still held for the journal
+      continue;  // nothing yet, or output still held for a durable write
     }
     if (c.ready == c.out.size()) {
       std::swap(c.out, c.sending);
