@@ -94,6 +94,18 @@ core::~core() {
 }
 
 result<void, std::string> core::setup() {
+  if (auto r = setup_ring(); !r) {
+    return r;
+  }
+  if (auto r = setup_buffer_ring(); !r) {
+    return r;
+  }
+  setup_slots();
+  return {};
+}
+
+// The ring with the flags the probe found (a kernel that refuses them gets a plain ring).
+result<void, std::string> core::setup_ring() {
   const unsigned entries = opts_.ring_entries;
   io_uring_params p{};
   p.flags = IORING_SETUP_CQSIZE;
@@ -126,8 +138,11 @@ result<void, std::string> core::setup() {
   ring_ok_ = true;
   multishot_accept_ = feat_.multishot_accept && !opts_.disable_multishot;
   multishot_recv_ = feat_.multishot_recv && !opts_.disable_multishot;
+  return {};
+}
 
-  // Provided buffer ring, mapped by hand (liburing 2.3 has no io_uring_setup_buf_ring).
+// Provided buffer ring, mapped by hand (liburing 2.3 has no io_uring_setup_buf_ring).
+result<void, std::string> core::setup_buffer_ring() {
   const unsigned count = opts_.recv_buffer_count;
   br_bytes_ = count * sizeof(io_uring_buf);
   void* m = ::mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -148,7 +163,7 @@ result<void, std::string> core::setup() {
   reg.ring_addr = reinterpret_cast<uintptr_t>(br_);
   reg.ring_entries = count;
   reg.bgid = 0;
-  rc = io_uring_register_buf_ring(&ring_, &reg, 0);
+  const int rc = io_uring_register_buf_ring(&ring_, &reg, 0);
   if (rc < 0) {
     return unexpected(fmt::format(
         "core {}: io_uring_register_buf_ring: {} (provided buffer rings need Linux 5.19)", index_,
@@ -162,7 +177,12 @@ result<void, std::string> core::setup() {
                           static_cast<unsigned short>(i), br_mask_, static_cast<int>(i));
   }
   io_uring_buf_ring_advance(br_, static_cast<int>(count));
+  return {};
+}
 
+// The descriptor reserve, the slot pool and every list sized for max_connections, and the
+// timeouts, so the steady state allocates nothing.
+void core::setup_slots() {
   rlimit nofile{};
   if (opts_.fd_reserve > 0 && ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
       nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < rlim_t{INT32_MAX}) {
@@ -191,7 +211,6 @@ result<void, std::string> core::setup() {
   // pipelining without reading while parsing is paused.
   max_in_ = 2 * opts_.limits.max_header_bytes + opts_.limits.max_body_bytes +
             opts_.recv_buffer_size + kOutHighWater;
-  return {};
 }
 
 uint64_t core::conn_data(op kind, uint32_t idx) const noexcept {
@@ -237,25 +256,7 @@ void core::run() {
   arm_wake();
   maybe_arm_accept();
   while (!done()) {
-    int64_t wake_at = next_tick_;
-    if (!heap_.empty() && up_conns_[heap_[0]].deadline < wake_at) {
-      wake_at = up_conns_[heap_[0]].deadline;
-    }
-    if (!resumed_.empty() || !replies_.empty()) {
-      wake_at = now_mono_;  // work queued for the next pass: do not sleep
-    }
-    int64_t wait_ns = wake_at - now_mono_;
-    if (wait_ns < 0) {
-      wait_ns = 0;
-    }
-    __kernel_timespec ts{};
-    ts.tv_sec = wait_ns / 1000000000;
-    ts.tv_nsec = wait_ns % 1000000000;
-    io_uring_cqe* first = nullptr;
-    const int rc = io_uring_submit_and_wait_timeout(&ring_, &first, 1, &ts, nullptr);
-    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-      log_error("core {}: io_uring wait failed: {}; stopping this core", index_,
-                std::strerror(-rc));
+    if (!wait()) {
       break;
     }
     read_clocks();
@@ -265,17 +266,7 @@ void core::run() {
       log_error("core {}: {} connection(s) did not finish closing; exiting anyway", index_, open_);
       break;
     }
-
-    unsigned head = 0;
-    unsigned n = 0;
-    io_uring_cqe* cqe = nullptr;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      on_cqe(*cqe);
-      ++n;
-    }
-    io_uring_cq_advance(&ring_, n);
-    bump(stats_.completions, n);
-
+    reap();
     deliver_queued_replies();
     expire_fetches();
     if (!draining_ && stop_.load(std::memory_order_relaxed)) {
@@ -302,6 +293,46 @@ void core::run() {
   }
   teardown_upstreams();
   finish_durable();
+}
+
+// Loop step 1: this pass's one submit, and the wait for a CQE, the next tick or the earliest
+// fetch deadline (no wait while resumes or replies are queued).
+bool core::wait() {
+  int64_t wake_at = next_tick_;
+  if (!heap_.empty() && up_conns_[heap_[0]].deadline < wake_at) {
+    wake_at = up_conns_[heap_[0]].deadline;
+  }
+  if (!resumed_.empty() || !replies_.empty()) {
+    wake_at = now_mono_;  // work queued for the next pass: do not sleep
+  }
+  int64_t wait_ns = wake_at - now_mono_;
+  if (wait_ns < 0) {
+    wait_ns = 0;
+  }
+  __kernel_timespec ts{};
+  ts.tv_sec = wait_ns / 1000000000;
+  ts.tv_nsec = wait_ns % 1000000000;
+  io_uring_cqe* first = nullptr;
+  const int rc = io_uring_submit_and_wait_timeout(&ring_, &first, 1, &ts, nullptr);
+  if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+    log_error("core {}: io_uring wait failed: {}; stopping this core", index_,
+              std::strerror(-rc));
+    return false;
+  }
+  return true;
+}
+
+// Loop step 2: every CQE that has come.
+void core::reap() {
+  unsigned head = 0;
+  unsigned n = 0;
+  io_uring_cqe* cqe = nullptr;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    on_cqe(*cqe);
+    ++n;
+  }
+  io_uring_cq_advance(&ring_, n);
+  bump(stats_.completions, n);
 }
 
 bool core::done() const noexcept {

@@ -113,6 +113,12 @@ class core final : public http::engine_io {
   };
   static constexpr uint32_t kNil = UINT32_MAX;
 
+  result<void, std::string> setup_ring();
+  result<void, std::string> setup_buffer_ring();
+  void setup_slots();
+  bool wait();  // the pass's submit and wait (loop step 1); false: the ring failed
+  void reap();  // loop step 2
+
   io_uring_sqe* get_sqe();
   uint64_t conn_data(op kind, uint32_t idx) const noexcept;
   uint32_t conn_gen(uint32_t idx) const noexcept;
@@ -132,6 +138,8 @@ class core final : public http::engine_io {
   void refuse_backlog();
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
+  void process_in(conn& c, uint32_t idx, bool& completed);
+  void after_input(conn& c, uint32_t idx, bool completed);
   bool answer_before_body(conn& c, uint32_t idx);
   void append_in(conn& c, const char* p, size_t n);
   void pause_input(conn& c, uint32_t idx);

@@ -168,15 +168,9 @@ void core::redeliver(uint32_t idx) {
   } else if (c.out.size() >= kOutHighWater) {
     pause_input(c, idx);
   } else if (!c.in.empty()) {
-    // The requests pipelined behind it, in order (one of them may defer in turn).
-    const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
-    c.in.consume(used);
+    process_in(c, idx, completed);  // the requests pipelined behind it (one may defer in turn)
   }
-  if (c.close_after_send) {
-    c.in.clear();
-  }
-  finish_after_fin(c, idx);
-  update_timer(c, idx, completed);
+  after_input(c, idx, completed);
   if (!c.recv_armed && wants_input(c) && !c.close_after_send) {
     arm_recv(c, idx);
   }

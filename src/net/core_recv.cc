@@ -156,8 +156,7 @@ void core::on_data(conn& c, uint32_t idx, char* data, size_t n) {
     append_in(c, data, n);
     // Else the known-length body is still arriving, or a deferred request blocks the rest.
     if (!c.paused && !c.deferred && c.in.size() >= c.need) {
-      const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
-      c.in.consume(used);
+      process_in(c, idx, completed);
     }
   }
   if (c.close_after_send) {
@@ -224,6 +223,23 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
     break;
   }
   return off;
+}
+
+// Parses and answers the complete requests at the front of `in` and drops them from it.
+void core::process_in(conn& c, uint32_t idx, bool& completed) {
+  const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
+  c.in.consume(used);
+}
+
+// After requests in `in` were answered outside a receive (a re-delivery, drained output): a
+// final answer drops the rest of `in`, a FIN seen earlier may now close, the timer is chosen
+// again. The caller re-arms the receive.
+void core::after_input(conn& c, uint32_t idx, bool completed) {
+  if (c.close_after_send) {
+    c.in.clear();
+  }
+  finish_after_fin(c, idx);
+  update_timer(c, idx, completed);
 }
 
 // `Expect: 100-continue` with the body still to come: the handler may answer from the head

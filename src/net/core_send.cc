@@ -79,13 +79,8 @@ void core::on_send(conn& c, uint32_t idx, int res) {
   if (c.paused && c.out.size() < kOutHighWater) {
     c.paused = false;
     bool completed = false;
-    const size_t used = process(c, idx, c.in.data(), c.in.size(), completed);
-    c.in.consume(used);
-    if (c.close_after_send) {
-      c.in.clear();
-    }
-    finish_after_fin(c, idx);
-    update_timer(c, idx, completed);
+    process_in(c, idx, completed);
+    after_input(c, idx, completed);
     if (!c.recv_armed && wants_input(c)) {
       arm_recv(c, idx);
     }
