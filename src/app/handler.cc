@@ -582,7 +582,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     return info;  // counted when it is answered
   }
   // Only an answer that billed waits for the journal; every other one goes out at once.
-  info.journaled = quota_.billed_seq() != billed_before;
+  info.durable = quota_.billed_seq() != billed_before;
   if (req.method == "HEAD") {
     // The answer GET would get, without its body (RFC 9110 §9.3.2), whichever writer made it
     // (the 401 and the MCP endpoint's answers are written whole): a body here would be read by
@@ -635,14 +635,14 @@ void core_handler::on_file_written(uint32_t /*tag*/, int64_t res) {
   observer_.on_file_written(res);
 }
 
-http::journal_batch core_handler::journal_pending() {
+http::durable_batch core_handler::durable_pending() {
   const quota::core_shard::journal_chunk c = quota_.take_journal();
   return {c.fd, c.bytes.data(), c.bytes.size(), c.sync_due};
 }
 
-void core_handler::journal_written(int64_t res) { quota_.journal_done(res); }
+void core_handler::durable_written(int64_t res) { quota_.journal_done(res); }
 
-void core_handler::journal_synced(int res) { quota_.journal_synced(res); }
+void core_handler::durable_synced(int res) { quota_.journal_synced(res); }
 
 void core_handler::on_tick(int64_t now_ns) {
   // A parked request whose connection closed is never delivered again: free its jobs. (A live

@@ -101,10 +101,10 @@ class core_handler final : public http::handler {
   http::response_info answer_before_body(const http::request& head, out_buffer& out,
                                          int64_t now_ns) override;
   void before_send(int64_t now_ns) override;
-  /// The usage journal is written by the engine (io_uring), linked to the pass's sends.
-  http::journal_batch journal_pending() override;
-  void journal_written(int64_t res) override;
-  void journal_synced(int res) override;
+  /// The usage journal is the engine's durable write (http::durable_batch), made before the pass's sends.
+  http::durable_batch durable_pending() override;
+  void durable_written(int64_t res) override;
+  void durable_synced(int res) override;
   void on_tick(int64_t now_ns) override;
   void attach(http::engine_io& io) override;
   void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;

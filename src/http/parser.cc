@@ -221,17 +221,12 @@ inline parse_result need_more(bool head_complete) noexcept {
   return r;
 }
 
-/// Validates the chunked body starting at buf[head_len] and, when it is complete, decodes it in
-/// place right after the head.
-parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits& lim,
-                           request& out) noexcept {
-  // Walk 1: validate framing without writing, so an incomplete body stays re-parseable.
-  const size_t cap = sat_add(head_len, sat_add(lim.max_body_bytes, lim.max_header_bytes));
-  const bool capped = len >= cap;
-  const char* const end = buf + (capped ? cap : len);
-  auto more = [&]() noexcept { return capped ? fail(errc::body_too_large) : need_more(true); };
-  const char* q = buf + head_len;
-  size_t total = 0;
+/// Walk 1 over a chunked body from q: each chunk's size line (extensions skipped) and CRLFs,
+/// hopping over chunk data, up to and including the last chunk's line. On ok, q is past it and
+/// `total` is the body's size; on bad, `e` says why.
+inline line_status scan_chunks(const char*& q, const char* end, const limits& lim, size_t& total,
+                               errc& e) noexcept {
+  e = errc::bad_chunk;
   for (;;) {
     const char* s = q;
     size_t size = 0;
@@ -242,87 +237,92 @@ parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits&
         break;
       }
       if (size > (remaining >> 4)) {
-        return fail(errc::body_too_large);
+        e = errc::body_too_large;
+        return line_status::bad;
       }
       size = size * 16 + static_cast<size_t>(d);
       if (size > remaining) {
-        return fail(errc::body_too_large);
+        e = errc::body_too_large;
+        return line_status::bad;
       }
       ++q;
     }
     if (q == end) {
-      return more();
+      return line_status::more;
     }
     if (q == s) {
-      return fail(errc::bad_chunk);
+      return line_status::bad;
     }
     if (*q == ';' || is_ows(*q)) {  // chunk extensions (and BWS before them) are skipped
       for (;;) {
         if (q == end) {
-          return more();
+          return line_status::more;
         }
         const auto c = static_cast<unsigned char>(*q);
         if (c == '\r') {
           break;
         }
         if ((c < 0x20 && c != '\t') || c == 0x7f) {
-          return fail(errc::bad_chunk);
+          return line_status::bad;
         }
         ++q;
       }
     }
     if (*q != '\r') {
-      return fail(errc::bad_chunk);
+      return line_status::bad;
     }
     if (q + 1 == end) {
-      return more();
+      return line_status::more;
     }
     if (q[1] != '\n') {
-      return fail(errc::bad_chunk);
+      return line_status::bad;
     }
     q += 2;
     if (size == 0) {
-      break;
+      return line_status::ok;
     }
     if (static_cast<size_t>(end - q) < size + 2) {
-      return more();
+      return line_status::more;
     }
     if (q[size] != '\r' || q[size + 1] != '\n') {
-      return fail(errc::bad_chunk);
+      return line_status::bad;
     }
     total += size;
     q += size + 2;
   }
-  // Trailer section: validated like header lines, then dropped.
+}
+
+/// The trailer section after the last chunk, from q: validated like header lines, then
+/// dropped. On ok, q is past its final CRLF.
+inline line_status skip_trailers(const char*& q, const char* end) noexcept {
   for (;;) {
     if (q == end) {
-      return more();
+      return line_status::more;
     }
     if (*q == '\r') {
       if (q + 1 == end) {
-        return more();
+        return line_status::more;
       }
       if (q[1] != '\n') {
-        return fail(errc::bad_header);
+        return line_status::bad;
       }
       q += 2;
-      break;
+      return line_status::ok;
     }
     std::string_view name;
     std::string_view value;
     const line_status ls = scan_field_line(q, end, name, value);
-    if (ls == line_status::more) {
-      return more();
-    }
-    if (ls == line_status::bad) {
-      return fail(errc::bad_header);
+    if (ls != line_status::ok) {
+      return ls;
     }
   }
-  const size_t consumed = static_cast<size_t>(q - buf);
+}
 
-  // Walk 2: the framing is known good; move each chunk's data down next to the previous one.
-  char* dst = buf + head_len;
-  const char* r = buf + head_len;
+/// Walk 2: the framing from `body` on is known good; moves each chunk's data down next to the
+/// previous one, so the decoded body starts at `body`.
+inline void decode_chunks(char* body, const char* end) noexcept {
+  char* dst = body;
+  const char* r = body;
   for (;;) {
     size_t size = 0;
     for (int d = hex_value(*r); d >= 0; d = hex_value(*++r)) {
@@ -338,6 +338,33 @@ parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits&
     dst += size;
     r += size + 2;
   }
+}
+
+/// Validates the chunked body starting at buf[head_len] and, when it is complete, decodes it in
+/// place right after the head.
+parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits& lim,
+                           request& out) noexcept {
+  // Walk 1: validate framing without writing, so an incomplete body stays re-parseable.
+  const size_t cap = sat_add(head_len, sat_add(lim.max_body_bytes, lim.max_header_bytes));
+  const bool capped = len >= cap;
+  const char* const end = buf + (capped ? cap : len);
+  auto more = [&]() noexcept { return capped ? fail(errc::body_too_large) : need_more(true); };
+  const char* q = buf + head_len;
+  size_t total = 0;
+  errc e = errc::ok;
+  line_status ls = scan_chunks(q, end, lim, total, e);
+  if (ls == line_status::ok) {
+    ls = skip_trailers(q, end);
+    e = errc::bad_header;
+  }
+  if (ls == line_status::more) {
+    return more();
+  }
+  if (ls == line_status::bad) {
+    return fail(e);
+  }
+  const size_t consumed = static_cast<size_t>(q - buf);
+  decode_chunks(buf + head_len, end);
   out.body = std::string_view(buf + head_len, total);
   out.content_length = total;
   parse_result res;
@@ -350,7 +377,8 @@ parse_result parse_chunked(char* buf, size_t len, size_t head_len, const limits&
 
 // Here rather than in request.cc so that the parser's per-line call inlines.
 field classify(std::string_view name) noexcept {
-  // By length first: most names are then told apart by one compare, usually of one word.
+  // By length first: most names are then told apart by one compare, usually of one word. A
+  // flat table written as a switch, so each compare is against a constant.
   switch (name.size()) {
     case 4:
       return iequals_lower(name, "host") ? field::host : field::other;
@@ -390,6 +418,184 @@ field classify(std::string_view name) noexcept {
   }
 }
 
+namespace {
+
+/// RFC 9112 §2.2: skips empty lines before the request line.
+inline line_status skip_empty_lines(const char*& p, const char* end) noexcept {
+  for (;;) {
+    if (p == end) {
+      return line_status::more;
+    }
+    if (*p != '\r') {
+      return line_status::ok;
+    }
+    if (p + 1 == end) {
+      return line_status::more;
+    }
+    if (p[1] != '\n') {
+      return line_status::bad;
+    }
+    p += 2;
+  }
+}
+
+/// An absolute-form target: "http" or "https", "://", a non-empty authority, then the
+/// origin-form's path and query, to which `target` is cut (what the request is about: the
+/// authority names this server; Host is still required). False: malformed.
+inline bool to_origin_form(std::string_view& target) noexcept {
+  const std::string_view tv = target;
+  const size_t colon = tv.find("://");
+  if (colon == std::string_view::npos || !(ascii::iequals(tv.substr(0, colon), "http") ||
+                                           ascii::iequals(tv.substr(0, colon), "https"))) {
+    return false;
+  }
+  const size_t rest = tv.find_first_of("/?", colon + 3);
+  if (rest == colon + 3 || tv.size() == colon + 3) {
+    return false;  // no authority
+  }
+  if (rest == std::string_view::npos || tv[rest] != '/') {
+    // No path ("http://host", "http://host?q"): clients send "/" (RFC 9112 §3.2.1), and a
+    // target that is not a view of the request's own bytes is not worth its exceptions.
+    return false;
+  }
+  target = tv.substr(rest);
+  return true;
+}
+
+/// `method SP request-target SP HTTP-version CRLF` from p; on ok, p is past the CRLF. On bad,
+/// `e` says why.
+inline line_status scan_request_line(const char*& p, const char* end, request& out,
+                                     errc& e) noexcept {
+  e = errc::bad_request_line;
+  // method SP
+  const char* m = p;
+  while (p < end && is_tchar(*p)) {
+    ++p;
+  }
+  if (p == end) {
+    return line_status::more;
+  }
+  if (*p != ' ' || p == m) {
+    return line_status::bad;
+  }
+  out.method = std::string_view(m, static_cast<size_t>(p - m));
+  ++p;
+
+  // request-target SP: origin-form ("/..."), asterisk-form ("*", OPTIONS only) or
+  // absolute-form ("http://host/...", which RFC 9112 §3.2.2 says a server MUST accept).
+  const char* t = p;
+  const bool absolute = p < end && (*p == 'h' || *p == 'H');
+  if (p < end && *p != '/' && *p != '*' && !absolute) {
+    return line_status::bad;
+  }
+  while (p < end && is_target(*p)) {
+    ++p;
+  }
+  if (p == end) {
+    return line_status::more;
+  }
+  if (*p != ' ' || p == t) {
+    return line_status::bad;
+  }
+  out.target = std::string_view(t, static_cast<size_t>(p - t));
+  if (absolute && !to_origin_form(out.target)) {
+    return line_status::bad;
+  }
+  ++p;
+
+  // HTTP-version CRLF
+  if (end - p < 10) {
+    return line_status::more;
+  }
+  if (std::memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' ||
+      p[7] > '9' || p[8] != '\r' || p[9] != '\n') {
+    return line_status::bad;
+  }
+  if (p[5] != '1') {
+    e = errc::unsupported_version;
+    return line_status::bad;
+  }
+  // Checked after the version so an HTTP/2 preface ("PRI * HTTP/2.0") answers 505.
+  if (*t == '*' && (out.target.size() != 1 || out.method != "OPTIONS")) {
+    return line_status::bad;
+  }
+  // RFC 9110 §2.5: a higher minor version of a major we speak is handled as our highest, 1.1.
+  out.version_minor = p[7] == '0' ? 0 : 1;
+  p += 10;
+  return line_status::ok;
+}
+
+/// The header fields from p up to and including the empty line; on ok, p is past it. Each
+/// field is stored in `out` and the framing ones interpreted into `st`. On bad, `e` says why.
+inline line_status scan_header_fields(const char*& p, const char* end, const limits& lim,
+                                      request& out, head_state& st, errc& e) noexcept {
+  e = errc::bad_header;
+  const size_t max_count = lim.max_header_count < max_headers ? lim.max_header_count : max_headers;
+  for (;;) {
+    if (p == end) {
+      return line_status::more;
+    }
+    if (*p == '\r') {
+      if (p + 1 == end) {
+        return line_status::more;
+      }
+      if (p[1] != '\n') {
+        return line_status::bad;
+      }
+      p += 2;
+      return line_status::ok;
+    }
+    if (out.num_headers == max_count) {
+      e = errc::too_many_headers;
+      return line_status::bad;
+    }
+    header& h = out.headers[out.num_headers];
+    const line_status ls = scan_field_line(p, end, h.name, h.value);
+    if (ls != line_status::ok) {
+      return ls;
+    }
+    const field f = classify(h.name);
+    ++out.num_headers;
+    if (f != field::other) {
+      uint8_t& first = out.first_line[static_cast<size_t>(f)];
+      if (first == 0) {
+        first = static_cast<uint8_t>(out.num_headers);
+      }
+    }
+    e = on_header(f, h.value, lim, st);
+    if (e != errc::ok) {
+      return line_status::bad;
+    }
+    e = errc::bad_header;
+  }
+}
+
+/// Checks that need the whole head, then what it says about the connection, the framing and
+/// the target's path and query.
+inline errc apply_head(const head_state& st, const limits& lim, request& out) noexcept {
+  if (out.version_minor == 1 && lim.require_host && st.host_count != 1) {
+    return errc::bad_header;
+  }
+  if (out.version_minor == 0 && st.have_te) {
+    // RFC 9112 §6.1: HTTP/1.0 with Transfer-Encoding has faulty framing.
+    return errc::bad_header;
+  }
+  out.keep_alive = !st.conn_close && (out.version_minor == 1 || st.conn_keep_alive);
+  out.expect_continue = st.expect_continue && out.version_minor == 1;  // 1.0: must ignore
+  out.chunked = st.have_te;
+  out.content_length = st.content_length;
+  const size_t qmark = out.target.find('?');
+  if (qmark == std::string_view::npos) {
+    out.path = out.target;
+  } else {
+    out.path = out.target.substr(0, qmark);
+    out.query = out.target.substr(qmark + 1);
+  }
+  return errc::ok;
+}
+
+}  // namespace
+
 parse_result parse_request(char* buf, size_t len, const limits& lim, request& out) noexcept {
   out.method = out.target = out.path = out.query = out.body = std::string_view();
   out.version_minor = 1;
@@ -403,161 +609,25 @@ parse_result parse_request(char* buf, size_t len, const limits& lim, request& ou
   // The head is scanned only inside this window; running out of it means 431.
   const bool capped = len >= lim.max_header_bytes;
   const char* const end = buf + (capped ? lim.max_header_bytes : len);
-  const auto more = [capped]() noexcept {
-    return capped ? fail(errc::header_too_large) : need_more(false);
-  };
   const char* p = buf;
-
-  // RFC 9112 §2.2: ignore empty lines before the request line.
-  for (;;) {
-    if (p == end) {
-      return more();
-    }
-    if (*p != '\r') {
-      break;
-    }
-    if (p + 1 == end) {
-      return more();
-    }
-    if (p[1] != '\n') {
-      return fail(errc::bad_request_line);
-    }
-    p += 2;
-  }
-
-  // method SP
-  const char* m = p;
-  while (p < end && is_tchar(*p)) {
-    ++p;
-  }
-  if (p == end) {
-    return more();
-  }
-  if (*p != ' ' || p == m) {
-    return fail(errc::bad_request_line);
-  }
-  out.method = std::string_view(m, static_cast<size_t>(p - m));
-  ++p;
-
-  // request-target SP: origin-form ("/..."), asterisk-form ("*", OPTIONS only) or
-  // absolute-form ("http://host/...", which RFC 9112 §3.2.2 says a server MUST accept).
-  const char* t = p;
-  const bool absolute = p < end && (*p == 'h' || *p == 'H');
-  if (p < end && *p != '/' && *p != '*' && !absolute) {
-    return fail(errc::bad_request_line);
-  }
-  while (p < end && is_target(*p)) {
-    ++p;
-  }
-  if (p == end) {
-    return more();
-  }
-  if (*p != ' ' || p == t) {
-    return fail(errc::bad_request_line);
-  }
-  out.target = std::string_view(t, static_cast<size_t>(p - t));
-  if (absolute) {
-    // "http" or "https", "://", a non-empty authority, then the origin-form's path and query:
-    // what the request is about (the authority names this server; Host is still required).
-    const std::string_view tv = out.target;
-    const size_t colon = tv.find("://");
-    if (colon == std::string_view::npos || !(ascii::iequals(tv.substr(0, colon), "http") ||
-                                             ascii::iequals(tv.substr(0, colon), "https"))) {
-      return fail(errc::bad_request_line);
-    }
-    const size_t rest = tv.find_first_of("/?", colon + 3);
-    if (rest == colon + 3 || tv.size() == colon + 3) {
-      return fail(errc::bad_request_line);  // no authority
-    }
-    if (rest == std::string_view::npos || tv[rest] != '/') {
-      // No path ("http://host", "http://host?q"): clients send "/" (RFC 9112 §3.2.1), and a
-      // target that is not a view of the request's own bytes is not worth its exceptions.
-      return fail(errc::bad_request_line);
-    }
-    out.target = tv.substr(rest);
-  }
-  ++p;
-
-  // HTTP-version CRLF
-  if (end - p < 10) {
-    return more();
-  }
-  if (std::memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' ||
-      p[7] > '9' || p[8] != '\r' || p[9] != '\n') {
-    return fail(errc::bad_request_line);
-  }
-  if (p[5] != '1') {
-    return fail(errc::unsupported_version);
-  }
-  // Checked after the version so an HTTP/2 preface ("PRI * HTTP/2.0") answers 505.
-  if (*t == '*' && (out.target.size() != 1 || out.method != "OPTIONS")) {
-    return fail(errc::bad_request_line);
-  }
-  // RFC 9110 §2.5: a higher minor version of a major we speak is handled as our highest, 1.1.
-  out.version_minor = p[7] == '0' ? 0 : 1;
-  p += 10;
-
-  // header fields
   head_state st;
-  const size_t max_count = lim.max_header_count < max_headers ? lim.max_header_count : max_headers;
-  for (;;) {
-    if (p == end) {
-      return more();
-    }
-    if (*p == '\r') {
-      if (p + 1 == end) {
-        return more();
-      }
-      if (p[1] != '\n') {
-        return fail(errc::bad_header);
-      }
-      p += 2;
-      break;
-    }
-    if (out.num_headers == max_count) {
-      return fail(errc::too_many_headers);
-    }
-    header& h = out.headers[out.num_headers];
-    const line_status ls = scan_field_line(p, end, h.name, h.value);
-    if (ls == line_status::more) {
-      return more();
-    }
-    if (ls == line_status::bad) {
-      return fail(errc::bad_header);
-    }
-    const field f = classify(h.name);
-    ++out.num_headers;
-    if (f != field::other) {
-      uint8_t& first = out.first_line[static_cast<size_t>(f)];
-      if (first == 0) {
-        first = static_cast<uint8_t>(out.num_headers);
-      }
-    }
-    const errc e = on_header(f, h.value, lim, st);
-    if (e != errc::ok) {
-      return fail(e);
-    }
+  errc e = errc::bad_request_line;
+  line_status ls = skip_empty_lines(p, end);
+  if (ls == line_status::ok) {
+    ls = scan_request_line(p, end, out, e);
+  }
+  if (ls == line_status::ok) {
+    ls = scan_header_fields(p, end, lim, out, st, e);
+  }
+  if (ls == line_status::more) {
+    return capped ? fail(errc::header_too_large) : need_more(false);
+  }
+  if (ls == line_status::bad) {
+    return fail(e);
   }
   const auto head_len = static_cast<size_t>(p - buf);
-
-  // Checks that need the whole head.
-  if (out.version_minor == 1 && lim.require_host && st.host_count != 1) {
-    return fail(errc::bad_header);
-  }
-  if (out.version_minor == 0 && st.have_te) {
-    // RFC 9112 §6.1: HTTP/1.0 with Transfer-Encoding has faulty framing.
-    return fail(errc::bad_header);
-  }
-  out.keep_alive = !st.conn_close && (out.version_minor == 1 || st.conn_keep_alive);
-  out.expect_continue = st.expect_continue && out.version_minor == 1;  // 1.0: must ignore
-  out.chunked = st.have_te;
-  out.content_length = st.content_length;
-  const size_t qmark = out.target.find('?');
-  if (qmark == std::string_view::npos) {
-    out.path = out.target;
-  } else {
-    out.path = out.target.substr(0, qmark);
-    out.query = out.target.substr(qmark + 1);
+  if (e = apply_head(st, lim, out); e != errc::ok) {
+    return fail(e);
   }
 
   parse_result r;

@@ -1,77 +1,64 @@
 // http::errc descriptions and request header lookups.
 #include "tollgate/http/request.h"
 
+#include <iterator>
+
 #include "tollgate/common/ascii.h"
 
 namespace tollgate::http {
+namespace {
+
+/// What each errc means to a client: its status and its message. One row per errc, in the
+/// order errc declares them.
+struct errc_row {
+  int status;
+  std::string_view message;
+};
+constexpr errc_row kErrcRows[] = {
+    {200, "ok"},                                            // ok
+    {400, "malformed request line"},                        // bad_request_line
+    {400, "malformed header field"},                        // bad_header
+    {431, "too many header fields"},                        // too_many_headers
+    {431, "request header section too large"},              // header_too_large
+    {413, "request body too large"},                        // body_too_large
+    {400, "conflicting Content-Length or Transfer-Encoding"},  // conflicting_length
+    {400, "malformed Content-Length"},                      // bad_content_length
+    {400, "malformed chunked body"},                        // bad_chunk
+    {501, "unsupported Transfer-Encoding"},                 // unsupported_encoding
+    {505, "HTTP version not supported"},                    // unsupported_version
+};
+static_assert(std::size(kErrcRows) == static_cast<size_t>(errc::unsupported_version) + 1,
+              "one row per errc");
+
+// The first field named `name` (any case), or null.
+const header* find_header(const request& r, std::string_view name) noexcept {
+  for (size_t i = 0; i < r.num_headers; ++i) {
+    if (ascii::iequals(r.headers[i].name, name)) {
+      return &r.headers[i];
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 int status_of(errc e) noexcept {
-  switch (e) {
-    case errc::ok:
-      return 200;
-    case errc::bad_request_line:
-    case errc::bad_header:
-    case errc::conflicting_length:
-    case errc::bad_content_length:
-    case errc::bad_chunk:
-      return 400;
-    case errc::too_many_headers:
-    case errc::header_too_large:
-      return 431;
-    case errc::body_too_large:
-      return 413;
-    case errc::unsupported_encoding:
-      return 501;
-    case errc::unsupported_version:
-      return 505;
-  }
-  return 400;
+  const auto i = static_cast<size_t>(e);
+  return i < std::size(kErrcRows) ? kErrcRows[i].status : 400;
 }
 
 std::string_view message(errc e) noexcept {
-  switch (e) {
-    case errc::ok:
-      return "ok";
-    case errc::bad_request_line:
-      return "malformed request line";
-    case errc::bad_header:
-      return "malformed header field";
-    case errc::too_many_headers:
-      return "too many header fields";
-    case errc::header_too_large:
-      return "request header section too large";
-    case errc::body_too_large:
-      return "request body too large";
-    case errc::conflicting_length:
-      return "conflicting Content-Length or Transfer-Encoding";
-    case errc::bad_content_length:
-      return "malformed Content-Length";
-    case errc::bad_chunk:
-      return "malformed chunked body";
-    case errc::unsupported_encoding:
-      return "unsupported Transfer-Encoding";
-    case errc::unsupported_version:
-      return "HTTP version not supported";
-  }
-  return "unknown error";
+  const auto i = static_cast<size_t>(e);
+  return i < std::size(kErrcRows) ? kErrcRows[i].message : "unknown error";
 }
 
 std::string_view request::header_value(std::string_view name) const noexcept {
-  for (size_t i = 0; i < num_headers; ++i) {
-    if (ascii::iequals(headers[i].name, name)) {
-      return headers[i].value;
-    }
-  }
-  return {};
+  const header* h = find_header(*this, name);
+  return h != nullptr ? h->value : std::string_view();
 }
 
 bool request::has_header(std::string_view name) const noexcept {
-  for (size_t i = 0; i < num_headers; ++i) {
-    if (ascii::iequals(headers[i].name, name)) {
-      return true;
-    }
-  }
-  return false;
+  return find_header(*this, name) != nullptr;
 }
 
 bool request::add_header(std::string_view name, std::string_view value) noexcept {

@@ -43,6 +43,7 @@ void write_head_common(out_buffer& out, const response_head& h) {
 
 }  // namespace
 
+// A flat table, one case per status we may send (hence over 80 lines); unknown ones get "".
 std::string_view reason_phrase(int status) noexcept {
   switch (status) {
     case 100:

@@ -18,8 +18,8 @@
 //      pass. After an answered re-delivery the connection's later pipelined requests go on.
 //   5. On a tick: handler::on_tick(), then expire the header, idle and linger timer lists, and
 //      close upstream connections idle for 30 s.
-//   6. handler::before_send(), then the journal step (below), then queue one send per
-//      connection with output the journal step released.
+//   6. handler::before_send(), then the durable step (below), then queue one send per
+//      connection with output the durable step released.
 //   7. Re-arm or cancel accept (cap, back-off, drain) and hand consumed buffers back.
 // After the loop (every client connection closed): fetches still in flight get -ECANCELED.
 //
@@ -29,19 +29,19 @@
 // twice), nothing further of the connection is parsed, and it sits on no timer list (the
 // handler resumes it within its own deadline). Its receive stays armed: the peer's FIN (a
 // half-close) keeps it, and it and the complete requests pipelined behind it are answered
-// before the connection closes (see finish_after_fin() in core.cc); a reset or receive error
+// before the connection closes (see finish_after_fin() in core_recv.cc); a reset or receive error
 // closes it (resume() then returns false) unless a resume is already queued, in which case the
 // request is delivered first and the connection closes after its answer.
 //
-// Journal step (durability before sending): when no journal write is in flight, the handler's
-// journal_pending() batch (the bytes billed so far) is written, and every response answered so
+// Durable step (durability before sending): when no durable write is in flight, the handler's
+// durable_pending() batch (for the app: the usage records billed so far) is written, and every response answered so
 // far and not yet sent is held: each held connection records how much of its output the write
 // covers (`mark`). A successful write releases exactly those bytes (`ready`). Inline
 // (server_options::journal_inline, the default) the batch is written with write(2) in the
 // step itself, so the bytes go out in this pass's submit; otherwise it is one IORING_OP_WRITE
 // in this pass's submit, and its CQE releases the bytes into that pass's. An empty batch releases
-// everything at once (nothing answered is unbilled on disk), so handlers that journal nothing
-// cost nothing. See journal_step() in core.cc for why the sends are held instead of linked.
+// everything at once (nothing answered waits for bytes not yet on disk), so handlers that write
+// nothing durable cost nothing. See core_durable.cc for why the sends are held, not linked.
 #pragma once
 
 #include <liburing.h>
@@ -104,14 +104,20 @@ class core final : public http::engine_io {
     send,
     wake,
     cancel,
-    journal_write,
-    journal_sync,
+    durable_write,
+    durable_sync,
     up_connect,
     up_send,
     up_recv,  // upstream connection operations (upstream.cc)
     file_write,  // engine_io::write_file (the access log)
   };
   static constexpr uint32_t kNil = UINT32_MAX;
+
+  result<void, std::string> setup_ring();
+  result<void, std::string> setup_buffer_ring();
+  void setup_slots();
+  bool wait();  // the pass's submit and wait (loop step 1); false: the ring failed
+  void reap();  // loop step 2
 
   io_uring_sqe* get_sqe();
   uint64_t conn_data(op kind, uint32_t idx) const noexcept;
@@ -132,6 +138,8 @@ class core final : public http::engine_io {
   void refuse_backlog();
   void on_data(conn& c, uint32_t idx, char* data, size_t n);
   size_t process(conn& c, uint32_t idx, char* buf, size_t len, bool& completed);
+  void process_in(conn& c, uint32_t idx, bool& completed);
+  void after_input(conn& c, uint32_t idx, bool completed);
   bool answer_before_body(conn& c, uint32_t idx);
   void append_in(conn& c, const char* p, size_t n);
   void pause_input(conn& c, uint32_t idx);
@@ -146,14 +154,14 @@ class core final : public http::engine_io {
   void maybe_arm_accept();
   void mark_dirty(conn& c, uint32_t idx);
   void flush_sends();
-  void journal_step();
-  bool journal_step_once();  // true: an inline write was short but made progress
+  void durable_step();
+  bool durable_step_once();  // true: an inline write was short but made progress
   void hold(conn& c, uint32_t idx);
-  bool hold_if_journaled(conn& c, uint32_t idx);
+  bool hold_if_durable(conn& c, uint32_t idx);
   void release_all_held();
-  void on_journal_write(int res);
-  void on_journal_sync(int res);
-  void finish_journal();
+  void on_durable_write(int res);
+  void on_durable_sync(int res);
+  void finish_durable();
   void submit_send(conn& c, uint32_t idx);
   void return_buffer(uint16_t bid);
 
@@ -232,13 +240,13 @@ class core final : public http::engine_io {
   std::vector<conn> conns_;        // the slot pool, sized max_connections at setup
   std::vector<uint32_t> free_;     // free slot indices (stack)
   std::vector<uint32_t> dirty_;    // slots with output to send at the end of this pass
-  std::vector<uint32_t> held_;     // slots with output waiting for the journal (held_listed)
-  bool journal_inflight_ = false;  // an IORING_OP_WRITE of a handler batch is in flight
-  size_t journal_size_ = 0;        // bytes of that batch
-  bool journal_partial_ = false;   // the last write was short or failed: its rest comes next
+  std::vector<uint32_t> held_;     // slots with output waiting for a durable write (held_listed)
+  bool durable_inflight_ = false;  // an IORING_OP_WRITE of a handler batch is in flight
+  size_t durable_size_ = 0;        // bytes of that batch
+  bool durable_partial_ = false;   // the last write was short or failed: its rest comes next
   bool sync_inflight_ = false;     // an IORING_OP_FSYNC (datasync) is in flight
-  int64_t journal_retry_at_ = 0;   // after a failed write: no new write before this (monotonic)
-  int64_t journal_backoff_ns_ = 0;
+  int64_t durable_retry_at_ = 0;   // after a failed write: no new write before this (monotonic)
+  int64_t durable_backoff_ns_ = 0;
   uint32_t open_ = 0;
 
   struct list {

@@ -44,25 +44,24 @@ std::vector<int> allowed_cpus() {
 }
 
 void log_missing_flags(const features& f) {
-  if (!f.coop_taskrun) {
-    log_info("io_uring: IORING_SETUP_COOP_TASKRUN unavailable (needs Linux 5.19; kernel {}); "
-             "running without it", f.kernel);
-  }
-  if (!f.single_issuer) {
-    log_info("io_uring: IORING_SETUP_SINGLE_ISSUER unavailable (needs Linux 6.0; kernel {}); "
-             "running without it", f.kernel);
-  }
-  if (!f.defer_taskrun) {
-    log_info("io_uring: IORING_SETUP_DEFER_TASKRUN unavailable (needs Linux 6.1; kernel {}); "
-             "running without it", f.kernel);
-  }
-  if (!f.multishot_accept) {
-    log_info("io_uring: multishot accept unavailable (needs Linux 5.19; kernel {}); using "
-             "single-shot accept", f.kernel);
-  }
-  if (!f.multishot_recv) {
-    log_info("io_uring: multishot recv unavailable (needs Linux 6.0; kernel {}); using "
-             "single-shot recv", f.kernel);
+  struct missing {
+    bool have;
+    const char* what;
+    const char* needs;  // the Linux version
+    const char* instead;
+  };
+  const missing rows[] = {
+      {f.coop_taskrun, "IORING_SETUP_COOP_TASKRUN", "5.19", "running without it"},
+      {f.single_issuer, "IORING_SETUP_SINGLE_ISSUER", "6.0", "running without it"},
+      {f.defer_taskrun, "IORING_SETUP_DEFER_TASKRUN", "6.1", "running without it"},
+      {f.multishot_accept, "multishot accept", "5.19", "using single-shot accept"},
+      {f.multishot_recv, "multishot recv", "6.0", "using single-shot recv"},
+  };
+  for (const missing& m : rows) {
+    if (!m.have) {
+      log_info("io_uring: {} unavailable (needs Linux {}; kernel {}); {}", m.what, m.needs,
+               f.kernel, m.instead);
+    }
   }
 }
 
@@ -121,6 +120,99 @@ int port_taken(const addrinfo& ai) {
   }
   ::close(fd);
   return e;
+}
+
+// Listeners, one per core: the first binds `port` (0 picks one, written back), the rest join it
+// with SO_REUSEPORT. Returns an error message (nothing left open), or empty.
+std::string open_listeners(const server_options& o, int n, std::vector<int>& listeners,
+                           uint16_t& port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  const char* host = (o.host.empty() || o.host == "*") ? nullptr : o.host.c_str();
+  auto close_listeners = [&] {
+    for (const int fd : listeners) {
+      ::close(fd);
+    }
+    listeners.clear();
+  };
+  for (int i = 0; i < n; ++i) {
+    addrinfo* res = nullptr;
+    const std::string service = std::to_string(port);
+    const int gai = ::getaddrinfo(host, service.c_str(), &hints, &res);
+    if (gai != 0) {
+      close_listeners();
+      return fmt::format("cannot resolve listen address {}: {}", o.host, ::gai_strerror(gai));
+    }
+    if (i == 0 && port != 0) {
+      if (const int e = port_taken(*res); e != 0) {
+        ::freeaddrinfo(res);
+        return fmt::format("cannot listen on {}:{}: {}", o.host, port,
+                           e == EADDRINUSE ? "address already in use (by another process, or "
+                                             "another listener of this one)"
+                                           : std::strerror(e));
+      }
+    }
+    const int fd = make_listener(*res, o.listen_backlog);
+    ::freeaddrinfo(res);
+    if (fd < 0) {
+      close_listeners();
+      return fmt::format("cannot listen on {}:{}: {}", o.host, port, std::strerror(-fd));
+    }
+    listeners.push_back(fd);
+    if (i == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+      port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(ss).sin6_port
+                                            : reinterpret_cast<sockaddr_in&>(ss).sin_port);
+    }
+  }
+  return {};
+}
+
+// Starts one thread per core: each sets its ring up on its own thread (the ring's single
+// issuer), reports back, and runs its loop. Returns the first set-up error, or empty once every
+// core reported.
+std::string run_cores(std::vector<std::unique_ptr<detail::core>>& cores,
+                      std::vector<std::thread>& threads, const server_options& o,
+                      const std::vector<int>& cpus) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int reported = 0;
+  std::string first_error;
+  const int n = static_cast<int>(cores.size());
+  for (int i = 0; i < n; ++i) {
+    const int cpu = (o.pin_threads && !cpus.empty()) ? cpus[i % cpus.size()] : -1;
+    threads.emplace_back([&, i, cpu, c = cores[i].get()] {
+      const std::string name = fmt::format("tollgate-c{}", i);
+      pthread_setname_np(pthread_self(), name.c_str());
+      if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      }
+      auto r = c->setup();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!r && first_error.empty()) {
+          first_error = r.error();
+        }
+        ++reported;
+        cv.notify_one();  // under the lock: run_cores() may return (and destroy cv) right after
+      }
+      if (r) {
+        c->run();
+      }
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return reported == n; });
+  }
+  return first_error;
 }
 
 }  // namespace
@@ -196,59 +288,19 @@ result<void, std::string> server::start(handler_factory factory) {
   const std::vector<int> cpus = o.pin_threads ? allowed_cpus() : std::vector<int>();
   const int n = o.threads > 0 ? o.threads : std::min(default_threads(), kMaxCores);
 
-  // Listeners: the first binds (port 0 picks one), the rest join its port with SO_REUSEPORT.
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  const char* host = (o.host.empty() || o.host == "*") ? nullptr : o.host.c_str();
   std::vector<int> listeners;
-  auto close_listeners = [&] {
-    for (const int fd : listeners) {
-      ::close(fd);
-    }
-  };
   uint16_t port = o.port;
-  for (int i = 0; i < n; ++i) {
-    addrinfo* res = nullptr;
-    const std::string service = std::to_string(port);
-    const int gai = ::getaddrinfo(host, service.c_str(), &hints, &res);
-    if (gai != 0) {
-      close_listeners();
-      return unexpected(fmt::format("cannot resolve listen address {}: {}", o.host,
-                                    ::gai_strerror(gai)));
-    }
-    if (i == 0 && port != 0) {
-      if (const int e = port_taken(*res); e != 0) {
-        ::freeaddrinfo(res);
-        return unexpected(fmt::format("cannot listen on {}:{}: {}", o.host, port,
-                                      e == EADDRINUSE ? "address already in use (by another "
-                                                        "process, or another listener of this one)"
-                                                      : std::strerror(e)));
-      }
-    }
-    const int fd = make_listener(*res, o.listen_backlog);
-    ::freeaddrinfo(res);
-    if (fd < 0) {
-      close_listeners();
-      return unexpected(fmt::format("cannot listen on {}:{}: {}", o.host, port,
-                                    std::strerror(-fd)));
-    }
-    listeners.push_back(fd);
-    if (i == 0) {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof ss;
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-      port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(ss).sin6_port
-                                            : reinterpret_cast<sockaddr_in&>(ss).sin_port);
-    }
+  if (std::string bad = open_listeners(o, n, listeners, port); !bad.empty()) {
+    return unexpected(std::move(bad));
   }
 
   std::vector<std::unique_ptr<http::handler>> handlers;
   for (int i = 0; i < n; ++i) {
     handlers.push_back(factory(i));
     if (!handlers.back()) {
-      close_listeners();
+      for (const int fd : listeners) {
+        ::close(fd);
+      }
       return unexpected(fmt::format("handler factory returned null for core {}", i));
     }
   }
@@ -265,40 +317,7 @@ result<void, std::string> server::start(handler_factory factory) {
   s.nthreads = n;
   s.port = port;
 
-  // Each core sets its ring up on its own thread (the ring's single issuer) and reports back.
-  std::mutex mu;
-  std::condition_variable cv;
-  int reported = 0;
-  std::string first_error;
-  for (int i = 0; i < n; ++i) {
-    const int cpu = (o.pin_threads && !cpus.empty()) ? cpus[i % cpus.size()] : -1;
-    s.threads.emplace_back([&, i, cpu, c = s.cores[i].get()] {
-      const std::string name = fmt::format("tollgate-c{}", i);
-      pthread_setname_np(pthread_self(), name.c_str());
-      if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-      }
-      auto r = c->setup();
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!r && first_error.empty()) {
-          first_error = r.error();
-        }
-        ++reported;
-        cv.notify_one();  // under the lock: start() may return (and destroy cv) right after
-      }
-      if (r) {
-        c->run();
-      }
-    });
-  }
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return reported == n; });
-  }
+  std::string first_error = run_cores(s.cores, s.threads, o, cpus);
   if (!first_error.empty()) {
     stop();
     wait();

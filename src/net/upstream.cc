@@ -467,7 +467,7 @@ void core::sweep_idle_upstreams() {
 
 // The loop has ended (every client connection is closed): fetches still in flight complete
 // with -ECANCELED, fetch() from now on fails the same way, and every connection closes (the
-// cancelled operations are reaped by finish_journal()).
+// cancelled operations are reaped by finish_durable()).
 void core::teardown_upstreams() {
   tearing_down_ = true;
   for (uint32_t idx = 0; idx < up_conns_.size(); ++idx) {

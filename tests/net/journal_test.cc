@@ -68,21 +68,21 @@ class journal_handler : public http::handler {
     out.append(req.keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
     out.append(end, len);
     http::response_info info{200, !req.keep_alive};
-    info.journaled = true;
+    info.durable = true;
     return info;
   }
-  http::journal_batch journal_pending() override {
+  http::durable_batch durable_pending() override {
     if (taken_.empty()) {
       std::swap(pending_, taken_);
     }
-    http::journal_batch b;
+    http::durable_batch b;
     b.fd = fd_->load();
     b.data = taken_.data();
     b.size = taken_.size();
     b.sync_due = (++passes_ % 8) == 0;
     return b;
   }
-  void journal_written(int64_t res) override {
+  void durable_written(int64_t res) override {
     if (res < 0) {
       n_->write_errors.fetch_add(1);
       n_->last_error.store(static_cast<int>(-res));
@@ -91,7 +91,7 @@ class journal_handler : public http::handler {
     taken_.erase(0, static_cast<size_t>(res));
     n_->writes_ok.fetch_add(1);
   }
-  void journal_synced(int res) override {
+  void durable_synced(int res) override {
     if (res == 0) {
       n_->syncs.fetch_add(1);
     }

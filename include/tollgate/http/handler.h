@@ -21,10 +21,10 @@ struct response_info {
   int status = 200;
   bool close = false;     ///< close the connection once this response is sent
   bool deferred = false;  ///< handle() called engine_io::defer() and wrote nothing (see below)
-  /// The response depends on a journal record the handler buffered while answering it (a
-  /// billed call): the engine sends it only once journal_pending()'s write covering it has
-  /// completed. Responses without it never wait for the journal.
-  bool journaled = false;
+  /// The response depends on durable bytes the handler buffered while answering it (e.g. a
+  /// billed call's usage record): the engine sends it only once durable_pending()'s write
+  /// covering it has completed. Responses without it never wait for a durable write.
+  bool durable = false;
 };
 
 /// A deferred request: its connection slot and a number naming the request (a stale token, whose
@@ -89,9 +89,9 @@ class engine_io {
   virtual size_t peer_address(char* /*buf*/, size_t /*cap*/) { return 0; }
 };
 
-/// Durable bytes a handler wants written before the responses of the pass go out (the core's
-/// usage journal). `data` stays valid and unchanged until journal_written() is called.
-struct journal_batch {
+/// Durable bytes a handler wants written before the responses that depend on them go out (the
+/// app's per-core usage journal). `data` stays valid and unchanged until durable_written() is called.
+struct durable_batch {
   int fd = -1;                 ///< append-only file (O_APPEND); -1: nothing to write
   const char* data = nullptr;
   size_t size = 0;
@@ -121,17 +121,18 @@ class handler {
   /// Called once per loop pass after all requests of the pass were handled and before the
   /// engine submits their sends: durable state (usage journals) is written here.
   virtual void before_send(int64_t /*now_ns*/) {}
-  /// Engine-written journal (optional): called once per pass after before_send() while no
-  /// journal write is in flight. A batch with size > 0 makes the engine write it with io_uring
-  /// and hold every `journaled` response answered since (and the ones not yet covered, and
-  /// whatever follows one of them on its connection) until the write completes; journal_written() then reports the bytes written (a short count: the rest is
-  /// asked for again) or -errno (nothing counted: the bytes stay with the handler). A handler
-  /// that returns an empty batch keeps the default behaviour (responses go out this pass).
-  virtual journal_batch journal_pending() { return {}; }
+  /// Engine-written durable bytes (optional): called once per pass after before_send() while
+  /// no durable write is in flight. A batch with size > 0 makes the engine write it and hold
+  /// every `durable` response answered since (and the ones not yet covered, and whatever
+  /// follows one of them on its connection) until the write completes; durable_written() then
+  /// reports the bytes written (a short count: the rest is asked for again) or -errno (nothing
+  /// counted: the bytes stay with the handler). A handler that returns an empty batch keeps the
+  /// default behaviour (responses go out this pass).
+  virtual durable_batch durable_pending() { return {}; }
   /// Completion of the write of the last batch: `res` bytes written, or -errno.
-  virtual void journal_written(int64_t /*res*/) {}
-  /// Completion of an fdatasync requested by journal_batch::sync_due: 0 or -errno.
-  virtual void journal_synced(int /*res*/) {}
+  virtual void durable_written(int64_t /*res*/) {}
+  /// Completion of an fdatasync requested by durable_batch::sync_due: 0 or -errno.
+  virtual void durable_synced(int /*res*/) {}
   /// Called about every 100 ms on each core (reconciliation, reloads, session expiry).
   virtual void on_tick(int64_t /*now_ns*/) {}
   /// Called once on the core's thread before any request, with the core's engine services.

@@ -1,0 +1,126 @@
+// Timers, wake-up and drain: the header/idle/linger lists (each FIFO, so sorted by deadline),
+// the 100 ms tick, the eventfd server::stop() writes, and the drain that stop begins.
+#include <unistd.h>
+
+#include "net/conn.h"
+#include "tollgate/common/assert.h"
+#include "tollgate/common/log.h"
+
+namespace tollgate::net::detail {
+
+// ---- wake (server::stop) -----------------------------------------------------------------
+
+void core::arm_wake() {
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof wake_buf_, 0);
+  io_uring_sqe_set_data64(sqe, uint64_t{static_cast<uint8_t>(op::wake)} << 56);
+  wake_armed_ = true;
+}
+
+void core::on_wake(const io_uring_cqe& /*cqe*/) {
+  wake_armed_ = false;
+  take_handoffs();  // another core's handoff (handoff::push) wakes this one too
+  if (!draining_ && !stop_.load(std::memory_order_relaxed)) {
+    arm_wake();  // spurious: keep listening
+  }
+  // Otherwise the pass calls begin_drain() once all CQEs are reaped.
+}
+
+// ---- timers -------------------------------------------------------------------------------
+
+void core::link(uint32_t idx, uint8_t l) {
+  unlink(idx);
+  conn& c = conns_[idx];
+  list& L = lists_[l];
+  c.list = l;
+  c.ts = now_mono_;
+  c.prev = L.tail;
+  c.next = kNil;
+  if (L.tail != kNil) {
+    conns_[L.tail].next = idx;
+  } else {
+    L.head = idx;
+  }
+  L.tail = idx;
+}
+
+void core::unlink(uint32_t idx) {
+  conn& c = conns_[idx];
+  if (c.list == kNoList) {
+    return;
+  }
+  list& L = lists_[c.list];
+  if (c.prev != kNil) {
+    conns_[c.prev].next = c.next;
+  } else {
+    L.head = c.next;
+  }
+  if (c.next != kNil) {
+    conns_[c.next].prev = c.prev;
+  } else {
+    L.tail = c.prev;
+  }
+  c.list = kNoList;
+  c.prev = c.next = kNil;
+}
+
+void core::tick() {
+  handler_->on_tick(now_real_);
+  for (uint8_t l = 0; l < 3; ++l) {
+    // Each list is appended to with ts = now, so it is sorted by deadline: stop at the first
+    // connection that has time left.
+    while (lists_[l].head != kNil) {
+      const uint32_t idx = lists_[l].head;
+      if (conns_[idx].ts + timeout_ns_[l] > now_mono_) {
+        break;
+      }
+      bump(stats_.timeouts);
+      hard_close(conns_[idx], idx);
+    }
+  }
+  sweep_idle_upstreams();
+  if (draining_ && now_mono_ >= drain_deadline_) {
+    for (uint32_t idx = 0; idx < conns_.size(); ++idx) {
+      if (conns_[idx].state == conn_state::open || conns_[idx].state == conn_state::lingering) {
+        hard_close(conns_[idx], idx);
+      }
+    }
+  }
+}
+
+// stop(): no more accepts; idle connections close now; a connection with a request in flight
+// closes after that request's response (keep_alive is cleared for it); a deferred request (its
+// bytes are in `in`) is answered likewise once resumed, and fetches keep running meanwhile;
+// everything left at shutdown_timeout is closed hard.
+void core::begin_drain() {
+  draining_ = true;
+  drain_deadline_ = now_mono_ + int64_t{opts_.shutdown_timeout_ms} * kMs;
+  if (accept_armed_ && !accept_cancel_pending_) {
+    cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
+    accept_cancel_pending_ = true;
+  }
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);  // the armed accept keeps the socket until its cancellation completes
+    listen_fd_ = -1;
+  }
+  if (wake_armed_) {
+    cancel(uint64_t{static_cast<uint8_t>(op::wake)} << 56);
+  }
+  take_handoffs();  // closes any handed here meanwhile
+  for (uint32_t idx = 0; idx < conns_.size(); ++idx) {
+    conn& c = conns_[idx];
+    if (c.state != conn_state::open) {
+      continue;
+    }
+    if (c.in.empty()) {
+      if (c.out.empty() && !c.send_inflight) {
+        hard_close(c, idx);  // idle keep-alive connection
+      } else {
+        c.close_after_send = true;  // its last response is on the way
+      }
+    }
+    // else: a partial request; it is answered with Connection: close when it completes.
+  }
+}
+
+}  // namespace tollgate::net::detail
