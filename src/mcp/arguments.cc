@@ -28,6 +28,180 @@ size_t code_points(std::string_view s) {
   return n;
 }
 
+// Each check below takes one argument's value (its JSON type `jt`) and fills `out`; false with
+// `rule` set to the rule it broke.
+
+bool check_string(const arg_spec& spec, const registry::rules& rules, size_t idx, od::value& v,
+                  od::json_type jt, arg_value& out, std::string_view& rule) {
+  std::string_view s;
+  if (jt != od::json_type::string || v.get_string().get(s)) {
+    rule = rules.type[idx];
+    return false;
+  }
+  if (spec.type == arg_type::enumeration) {
+    bool found = false;
+    for (const auto& choice : spec.choices) {
+      found = found || choice == s;
+    }
+    if (!found) {
+      rule = rules.range[idx];
+      return false;
+    }
+  } else {
+    const auto n = static_cast<int64_t>(code_points(s));
+    if ((spec.has_min && n < spec.min) || (spec.has_max && n > spec.max)) {
+      rule = rules.range[idx];
+      return false;
+    }
+  }
+  out.str = s;
+  return true;
+}
+
+bool check_timestamp(const registry::rules& rules, size_t idx, od::value& v, od::json_type jt,
+                     arg_value& out, std::string_view& rule) {
+  rule = rules.type[idx];
+  if (jt == od::json_type::string) {
+    std::string_view ts;
+    if (v.get_string().get(ts) || ts.empty() || ts.size() > 64) {
+      return false;
+    }
+    out.str = ts;
+    return true;
+  }
+  int64_t n = 0;
+  if (jt != od::json_type::number || !is_integer_token(trim(v.raw_json_token())) ||
+      v.get_int64().get(n)) {
+    return false;
+  }
+  out.num = n;
+  out.is_number = true;
+  return true;
+}
+
+bool check_integer(const arg_spec& spec, const registry::rules& rules, size_t idx, od::value& v,
+                   od::json_type jt, arg_value& out, std::string_view& rule) {
+  if (jt != od::json_type::number) {
+    rule = rules.type[idx];
+    return false;
+  }
+  int64_t n = 0;
+  const bool integral = is_integer_token(trim(v.raw_json_token()));
+  auto e = v.get_int64().get(n);
+  if (e && integral) {
+    rule = rules.range[idx].empty() ? rules.type[idx] : rules.range[idx];
+    return false;
+  }
+  if (e) {
+    rule = rules.type[idx];
+    return false;
+  }
+  if ((spec.has_min && n < spec.min) || (spec.has_max && n > spec.max)) {
+    rule = rules.range[idx];
+    return false;
+  }
+  out.num = n;
+  return true;
+}
+
+bool check_string_array(const arg_spec& spec, const registry::rules& rules, size_t idx,
+                        od::value& v, od::json_type jt, arg_value& out, std::string_view& rule) {
+  od::array arr;
+  if (jt != od::json_type::array || v.get_array().get(arr)) {
+    rule = rules.type[idx];
+    return false;
+  }
+  size_t n = 0;
+  const int64_t cap = spec.has_max ? spec.max : static_cast<int64_t>(max_array_items);
+  for (auto er : arr) {
+    od::value ev;
+    std::string_view s;
+    od::json_type et;
+    if (er.get(ev) || ev.type().get(et) || et != od::json_type::string ||
+        ev.get_string().get(s)) {
+      rule = rules.type[idx];
+      return false;
+    }
+    if (static_cast<int64_t>(n) >= cap) {
+      rule = rules.range[idx];
+      return false;
+    }
+    out.items[n++] = s;
+  }
+  if (spec.has_min && static_cast<int64_t>(n) < spec.min) {
+    rule = rules.range[idx];
+    return false;
+  }
+  out.num_items = static_cast<uint8_t>(n);
+  return true;
+}
+
+// One argument's value against its spec (argument `idx` of the tool).
+bool check_value(const arg_spec& spec, const registry::rules& rules, size_t idx, od::value v,
+                 arg_value& out, std::string_view& rule) {
+  od::json_type jt;
+  if (v.type().get(jt)) {
+    rule = rules.type[idx];
+    return false;
+  }
+  switch (spec.type) {
+    case arg_type::string:
+    case arg_type::enumeration: return check_string(spec, rules, idx, v, jt, out, rule);
+    case arg_type::timestamp: return check_timestamp(rules, idx, v, jt, out, rule);
+    case arg_type::integer: return check_integer(spec, rules, idx, v, jt, out, rule);
+    case arg_type::string_array: return check_string_array(spec, rules, idx, v, jt, out, rule);
+  }
+  return true;
+}
+
+// The members of the arguments object, each checked against the argument of its name. False
+// with `arg` and `rule` set when one is unknown, given twice or breaks its rule.
+bool check_members(const tool_def& t, const registry::rules& rules, od::value& args_value,
+                   arguments& a, std::string_view& arg, std::string_view& rule) {
+  od::object o;
+  if (args_value.get_object().get(o)) {
+    arg = "arguments";
+    rule = "must be an object";
+    return false;
+  }
+  for (auto fr : o) {
+    od::field f;
+    std::string_view key;
+    if (std::move(fr).get(f) || f.unescaped_key().get(key)) {
+      arg = "arguments";
+      rule = "must be an object";
+      return false;
+    }
+    size_t idx = t.args.size();
+    for (size_t i = 0; i < t.args.size(); ++i) {
+      if (t.args[i].name == key) {
+        idx = i;
+        break;
+      }
+    }
+    if (idx == t.args.size()) {
+      arg = key;
+      rule = rules.unknown;
+      return false;
+    }
+    const arg_spec& spec = t.args[idx];
+    arg_value& out = a.values[idx];
+    arg = spec.name;
+    if (out.present) {
+      // Given twice: refused rather than resolved (a reader taking the other one would run
+      // a different call).
+      rule = "must not appear more than once in arguments";
+      return false;
+    }
+    if (!check_value(spec, rules, idx, f.value(), out, rule)) {
+      return false;
+    }
+    out.present = true;
+    out.has_value = true;
+  }
+  return true;
+}
+
 }  // namespace
 
 // Validates tools/call arguments into im.args. Returns false with `r` set to the -32602 reply.
@@ -46,128 +220,10 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
     return false;
   };
   if (args_value != nullptr) {
-    od::object o;
-    if (args_value->get_object().get(o)) {
-      return bad("arguments", "must be an object");
-    }
-    for (auto fr : o) {
-      od::field f;
-      std::string_view key;
-      if (std::move(fr).get(f) || f.unescaped_key().get(key)) {
-        return bad("arguments", "must be an object");
-      }
-      size_t idx = t.args.size();
-      for (size_t i = 0; i < t.args.size(); ++i) {
-        if (t.args[i].name == key) {
-          idx = i;
-          break;
-        }
-      }
-      if (idx == t.args.size()) {
-        return bad(key, rules.unknown);
-      }
-      const arg_spec& spec = t.args[idx];
-      arg_value& out = a.values[idx];
-      if (out.present) {
-        // Given twice: refused rather than resolved (a reader taking the other one would run
-        // a different call).
-        return bad(spec.name, "must not appear more than once in arguments");
-      }
-      od::value v = f.value();
-      od::json_type jt;
-      if (v.type().get(jt)) {
-        return bad(spec.name, rules.type[idx]);
-      }
-      switch (spec.type) {
-        case arg_type::string:
-        case arg_type::enumeration: {
-          std::string_view s;
-          if (jt != od::json_type::string || v.get_string().get(s)) {
-            return bad(spec.name, rules.type[idx]);
-          }
-          if (spec.type == arg_type::enumeration) {
-            bool found = false;
-            for (const auto& choice : spec.choices) {
-              found = found || choice == s;
-            }
-            if (!found) {
-              return bad(spec.name, rules.range[idx]);
-            }
-          } else {
-            const auto n = static_cast<int64_t>(code_points(s));
-            if ((spec.has_min && n < spec.min) || (spec.has_max && n > spec.max)) {
-              return bad(spec.name, rules.range[idx]);
-            }
-          }
-          out.str = s;
-          break;
-        }
-        case arg_type::timestamp: {
-          if (jt == od::json_type::string) {
-            std::string_view ts;
-            if (v.get_string().get(ts) || ts.empty() || ts.size() > 64) {
-              return bad(spec.name, rules.type[idx]);
-            }
-            out.str = ts;
-            break;
-          }
-          int64_t n = 0;
-          if (jt != od::json_type::number || !is_integer_token(trim(v.raw_json_token())) ||
-              v.get_int64().get(n)) {
-            return bad(spec.name, rules.type[idx]);
-          }
-          out.num = n;
-          out.is_number = true;
-          break;
-        }
-        case arg_type::integer: {
-          if (jt != od::json_type::number) {
-            return bad(spec.name, rules.type[idx]);
-          }
-          int64_t n = 0;
-          const bool integral = is_integer_token(trim(v.raw_json_token()));
-          auto e = v.get_int64().get(n);
-          if (e && integral) {
-            return bad(spec.name, rules.range[idx].empty() ? rules.type[idx] : rules.range[idx]);
-          }
-          if (e) {
-            return bad(spec.name, rules.type[idx]);
-          }
-          if ((spec.has_min && n < spec.min) || (spec.has_max && n > spec.max)) {
-            return bad(spec.name, rules.range[idx]);
-          }
-          out.num = n;
-          break;
-        }
-        case arg_type::string_array: {
-          od::array arr;
-          if (jt != od::json_type::array || v.get_array().get(arr)) {
-            return bad(spec.name, rules.type[idx]);
-          }
-          size_t n = 0;
-          const int64_t cap = spec.has_max ? spec.max : static_cast<int64_t>(max_array_items);
-          for (auto er : arr) {
-            od::value ev;
-            std::string_view s;
-            od::json_type et;
-            if (er.get(ev) || ev.type().get(et) || et != od::json_type::string ||
-                ev.get_string().get(s)) {
-              return bad(spec.name, rules.type[idx]);
-            }
-            if (static_cast<int64_t>(n) >= cap) {
-              return bad(spec.name, rules.range[idx]);
-            }
-            out.items[n++] = s;
-          }
-          if (spec.has_min && static_cast<int64_t>(n) < spec.min) {
-            return bad(spec.name, rules.range[idx]);
-          }
-          out.num_items = static_cast<uint8_t>(n);
-          break;
-        }
-      }
-      out.present = true;
-      out.has_value = true;
+    std::string_view arg;
+    std::string_view rule;
+    if (!check_members(t, rules, *args_value, a, arg, rule)) {
+      return bad(arg, rule);
     }
   }
   for (size_t i = 0; i < t.args.size(); ++i) {
@@ -187,6 +243,5 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
   }
   return true;
 }
-
 
 }  // namespace tollgate::mcp

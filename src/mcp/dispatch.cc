@@ -26,6 +26,121 @@ reply error_reply(std::string_view id, rpc_error e, int status) {
   return r;
 }
 
+namespace {
+
+reply header_mismatch(std::string_view id, std::string_view message) {
+  return error_reply(id, rpc_error{rpc_error_kind::header_mismatch, message, {}, 0}, 400);
+}
+
+// Header/body agreement (2026-07-28 over HTTP): Mcp-Method must match the body's method.
+bool method_header_agrees(const dispatch_ctx& c, const message& m, reply& r) {
+  if (!c.http.has_mcp_method) {
+    r = header_mismatch(m.id, "Header mismatch: the Mcp-Method header is required.");
+    return false;
+  }
+  if (c.http.mcp_method != m.method) {
+    r = header_mismatch(
+        m.id, "Header mismatch: the Mcp-Method header does not match the method in the body.");
+    return false;
+  }
+  return true;
+}
+
+// The _meta protocol version: checked against the header over HTTP (2026-07-28); on stdio,
+// which has no headers, it selects the revision of this one message (`modern`, r.rev). False
+// with `r` set when it is refused.
+bool meta_version_agrees(const dispatch_ctx& c, od::object& params, bool& modern, reply& r) {
+  od::value meta;
+  if (member(params, "_meta", c.im.body_has_escape, meta)) {
+    return true;
+  }
+  od::object mo;
+  od::value ver;
+  std::string_view v;
+  if (meta.get_object().get(mo) || member(mo, k_meta_version_key, c.im.body_has_escape, ver) ||
+      ver.get_string().get(v)) {
+    return true;
+  }
+  revision declared;
+  if (!envelope::parse_revision(v, declared)) {
+    r = error_reply(r.id, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, 400);
+    return false;
+  }
+  if (!c.http.is_http) {
+    if (envelope::is_modern(declared)) {
+      modern = true;
+      r.rev = declared;
+    }
+  } else if (declared != c.rev) {
+    r = header_mismatch(r.id,
+                        "Header mismatch: the MCP-Protocol-Version header does not match "
+                        "io.modelcontextprotocol/protocolVersion in _meta.");
+    return false;
+  }
+  return true;
+}
+
+// initialize (handshake revisions only): the revision asked for when supported, else the latest.
+void decide_initialize(const dispatch_ctx& c, od::object* params, reply& r) {
+  revision negotiated = revision::v2025_11_25;  // latest handshake revision
+  if (params != nullptr) {
+    od::value pv;
+    std::string_view v;
+    revision asked;
+    if (!member(*params, "protocolVersion", c.im.body_has_escape, pv) && !pv.get_string().get(v) &&
+        envelope::parse_revision(v, asked) && !envelope::is_modern(asked)) {
+      negotiated = asked;
+    }
+  }
+  r.k = reply::kind::result;
+  r.result = c.env.initialize_result(negotiated);
+  r.rev = negotiated;
+  r.mint_session = c.sessions_on;
+}
+
+// tools/call: a string name (matching Mcp-Name over 2026-07-28 HTTP) of a registered tool, and
+// arguments its specs accept (into im.args).
+void decide_tools_call(const dispatch_ctx& c, od::object* params, bool modern, reply& r) {
+  const std::string_view id = r.id;
+  if (params == nullptr) {
+    r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "params", "must be an object with name and arguments", 0}, 200);
+    return;
+  }
+  od::value nv;
+  std::string_view name;
+  od::json_type nt;
+  if (member(*params, "name", c.im.body_has_escape, nv) || nv.type().get(nt) ||
+      nt != od::json_type::string || nv.get_string().get(name)) {
+    r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0}, 200);
+    return;
+  }
+  if (modern && c.http.is_http && (!c.http.has_mcp_name || c.http.mcp_name != name)) {
+    r = header_mismatch(id, c.http.has_mcp_name
+                                ? "Header mismatch: the Mcp-Name header does not match params.name."
+                                : "Header mismatch: the Mcp-Name header is required for tools/call.");
+    return;
+  }
+  const tool_def* t = c.tools.find(name);
+  if (t == nullptr) {
+    r = error_reply(id, rpc_error{rpc_error_kind::unknown_tool, name, {}, 0}, 200);
+    return;
+  }
+  od::value av;
+  auto e = member(*params, "arguments", c.im.body_has_escape, av);
+  bool args_null = false;
+  if (!e) {
+    bool is_null = false;
+    args_null = !av.is_null().get(is_null) && is_null;
+  }
+  if (!validate_arguments(c, *t, (e || args_null) ? nullptr : &av, id, r)) {
+    return;
+  }
+  r.k = reply::kind::tool_call;
+  r.tool = t;
+}
+
+}  // namespace
+
 // Pass 2 for one request (m.has_id, m.has_method, valid): decides its reply. `o` is the message
 // object, positioned at its start.
 void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
@@ -34,26 +149,9 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
   r = reply{};
   r.id = id;
   r.rev = c.rev;
-
-  // Header/body agreement (2026-07-28 over HTTP): Mcp-Method must match the body's method.
-  if (modern && c.http.is_http) {
-    if (!c.http.has_mcp_method) {
-      r = error_reply(id, rpc_error{rpc_error_kind::header_mismatch,
-                                       "Header mismatch: the Mcp-Method header is required.", {}, 0},
-                         400);
-      return;
-    }
-    if (c.http.mcp_method != m.method) {
-      r = error_reply(
-          id,
-          rpc_error{rpc_error_kind::header_mismatch,
-                    "Header mismatch: the Mcp-Method header does not match the method in the body.",
-                    {}, 0},
-          400);
-      return;
-    }
+  if (modern && c.http.is_http && !method_header_agrees(c, m, r)) {
+    return;
   }
-
   // A params member given twice (name, arguments, _meta...): refused, naming it.
   if (!m.params_duplicate.empty() && m.mid != method_id::unknown) {
     r = error_reply(id,
@@ -62,7 +160,6 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
                     200);
     return;
   }
-
   // params: _meta protocol version (modern), then what the method needs.
   od::object params;
   bool have_params = false;
@@ -72,61 +169,17 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
       have_params = true;
     }
   }
-  // The _meta protocol version: checked against the header over HTTP (2026-07-28); on stdio,
-  // which has no headers, it selects the revision of this one message.
-  if ((modern || !c.http.is_http) && have_params) {
-    od::value meta;
-    if (!member(params, "_meta", c.im.body_has_escape, meta)) {
-      od::object mo;
-      od::value ver;
-      std::string_view v;
-      if (!meta.get_object().get(mo) && !member(mo, k_meta_version_key, c.im.body_has_escape, ver) &&
-          !ver.get_string().get(v)) {
-        revision declared;
-        if (!envelope::parse_revision(v, declared)) {
-          r = error_reply(id, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, 400);
-          return;
-        }
-        if (!c.http.is_http) {
-          if (envelope::is_modern(declared)) {
-            modern = true;
-            r.rev = declared;
-          }
-        } else if (declared != c.rev) {
-          r = error_reply(
-              id,
-              rpc_error{rpc_error_kind::header_mismatch,
-                        "Header mismatch: the MCP-Protocol-Version header does not match "
-                        "io.modelcontextprotocol/protocolVersion in _meta.",
-                        {}, 0},
-              400);
-          return;
-        }
-      }
-    }
+  if ((modern || !c.http.is_http) && have_params && !meta_version_agrees(c, params, modern, r)) {
+    return;
   }
-
+  od::object* p = have_params ? &params : nullptr;
   switch (m.mid) {
-    case method_id::initialize: {
+    case method_id::initialize:
       if (modern) {
         break;  // 2026-07-28 has no handshake: method not found
       }
-      revision negotiated = revision::v2025_11_25;  // latest handshake revision
-      if (have_params) {
-        od::value pv;
-        std::string_view v;
-        revision asked;
-        if (!member(params, "protocolVersion", c.im.body_has_escape, pv) && !pv.get_string().get(v) &&
-            envelope::parse_revision(v, asked) && !envelope::is_modern(asked)) {
-          negotiated = asked;
-        }
-      }
-      r.k = reply::kind::result;
-      r.result = c.env.initialize_result(negotiated);
-      r.rev = negotiated;
-      r.mint_session = c.sessions_on;
+      decide_initialize(c, p, r);
       return;
-    }
     case method_id::ping:
       r.k = reply::kind::result;
       r.result = c.env.empty_result(r.rev);
@@ -139,49 +192,9 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
       r.k = reply::kind::result;
       r.result = c.env.discover_result();
       return;
-    case method_id::tools_call: {
-      if (!have_params) {
-        r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "params", "must be an object with name and arguments", 0}, 200);
-        return;
-      }
-      od::value nv;
-      std::string_view name;
-      od::json_type nt;
-      if (member(params, "name", c.im.body_has_escape, nv) || nv.type().get(nt) ||
-          nt != od::json_type::string || nv.get_string().get(name)) {
-        r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0}, 200);
-        return;
-      }
-      if (modern && c.http.is_http && (!c.http.has_mcp_name || c.http.mcp_name != name)) {
-        r = error_reply(
-            id,
-            rpc_error{rpc_error_kind::header_mismatch,
-                      c.http.has_mcp_name
-                          ? "Header mismatch: the Mcp-Name header does not match params.name."
-                          : "Header mismatch: the Mcp-Name header is required for tools/call.",
-                      {}, 0},
-            400);
-        return;
-      }
-      const tool_def* t = c.tools.find(name);
-      if (t == nullptr) {
-        r = error_reply(id, rpc_error{rpc_error_kind::unknown_tool, name, {}, 0}, 200);
-        return;
-      }
-      od::value av;
-      auto e = member(params, "arguments", c.im.body_has_escape, av);
-      bool args_null = false;
-      if (!e) {
-        bool is_null = false;
-        args_null = !av.is_null().get(is_null) && is_null;
-      }
-      if (!validate_arguments(c, *t, (e || args_null) ? nullptr : &av, id, r)) {
-        return;
-      }
-      r.k = reply::kind::tool_call;
-      r.tool = t;
+    case method_id::tools_call:
+      decide_tools_call(c, p, modern, r);
       return;
-    }
     default:
       break;
   }

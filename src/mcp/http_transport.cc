@@ -89,18 +89,6 @@ bool content_type_ok(std::string_view ct) {
   return ascii::iequals_lower(trim(ct.substr(0, ct.find(';'))), "application/json");
 }
 
-http::response_info transport_error(const envelope::cache& env, host& h, out_buffer& out,
-                                    int status, std::string_view message, bool close,
-                                    std::string_view extra = {}) {
-  env.head(out, status, close);
-  out.append(extra);
-  h.write_headers(out);
-  envelope::body_mark bm = env.body_start(out);
-  env.error_response(out, envelope::null_id, rpc_error{rpc_error_kind::invalid_request, message, {}, 0});
-  env.body_end(out, bm);
-  return {status, close};
-}
-
 // The request headers the transport reads; the parser indexed each (http::field).
 constexpr http::field h_origin = http::field::origin;
 constexpr http::field h_session = http::field::mcp_session_id;
@@ -115,6 +103,313 @@ struct known_headers {
   bool has(http::field f) const noexcept { return req.field_line(f) != nullptr; }
   std::string_view value(http::field f) const noexcept { return req.field_value(f); }
 };
+
+constexpr std::string_view k_session_not_found =
+    "Session not found: it has ended or expired; start a new one with initialize.";
+
+// A POST refused whole, before or instead of its messages: answered with `status` and one
+// JSON-RPC error.
+struct refusal {
+  int status = 0;  ///< 0: not refused
+  rpc_error err;
+  std::string_view id = envelope::null_id;
+  bool answered = false;   ///< the body was read: the host hears its outcome (answered())
+  std::string_view extra;  ///< header lines after the status line (405's Allow)
+};
+
+refusal invalid_request(int status, std::string_view message, std::string_view extra = {}) {
+  return {status, rpc_error{rpc_error_kind::invalid_request, message, {}, 0}, envelope::null_id,
+          false, extra};
+}
+
+// A refusal of a body that was read (pass 1 or the rewind failed).
+refusal whole_error(int status, rpc_error e, std::string_view id = envelope::null_id) {
+  return {status, e, id, true, {}};
+}
+
+// What answering one HTTP request needs besides the dispatcher's context.
+struct http_ctx {
+  const envelope::cache& env;
+  const endpoint_options& opts;
+  endpoint::impl& im;
+  host& h;
+  out_buffer& out;
+  bool close;
+  int64_t now_ns;
+};
+
+http::response_info write_refusal(const http_ctx& x, const refusal& f) {
+  if (f.answered) {
+    x.h.answered(answer_note{{}, nullptr, outcome_of(f.err)});
+  }
+  x.env.head(x.out, f.status, x.close);
+  x.out.append(f.extra);
+  x.h.write_headers(x.out);
+  envelope::body_mark bm = x.env.body_start(x.out);
+  x.env.error_response(x.out, f.id, f.err);
+  x.env.body_end(x.out, bm);
+  return {f.status, x.close};
+}
+
+http::response_info transport_error(const http_ctx& x, int status, std::string_view message,
+                                    std::string_view extra = {}) {
+  return write_refusal(x, invalid_request(status, message, extra));
+}
+
+// GET, DELETE and the rest: a DELETE ends a session (when sessions are on); anything else is
+// 405 (no server-initiated stream).
+http::response_info answer_other_method(const http_ctx& x, const known_headers& hd,
+                                        std::string_view method) {
+  if (method == "DELETE" && x.opts.sessions != nullptr) {
+    std::string_view sid = trim(hd.value(h_session));
+    if (sid.empty()) {
+      return transport_error(x, 400, "Bad Request: DELETE needs an Mcp-Session-Id header.");
+    }
+    if (!x.opts.sessions->end(sid)) {
+      return transport_error(x, 404, k_session_not_found);
+    }
+    x.h.write_headers(x.im.scratch);  // headers are per response: write them via a bodiless reply
+    x.env.empty_response(x.out, 204, x.im.scratch.view(), x.close);
+    x.im.scratch.clear();
+    return {204, x.close};
+  }
+  return transport_error(x, 405,
+                         "Method Not Allowed: this server offers no server-initiated stream; "
+                         "send JSON-RPC messages with POST.",
+                         "Allow: POST\r\n");
+}
+
+// A POST's headers and size: Accept, Content-Type, MCP-Protocol-Version (into `rev`), the body
+// limit.
+refusal check_post(const http::request& req, const known_headers& hd,
+                   const endpoint_options& opts, revision& rev) {
+  if (!accept_ok(req, hd.value(h_accept))) {
+    return invalid_request(406,
+                           "Not Acceptable: the client must accept both application/json and "
+                           "text/event-stream.");
+  }
+  if (!content_type_ok(hd.value(h_content_type))) {
+    return invalid_request(415, "Unsupported Media Type: the body must be application/json.");
+  }
+  rev = revision::v2025_03_26;
+  if (hd.has(h_protocol)) {
+    std::string_view v = trim(hd.value(h_protocol));
+    if (!envelope::parse_revision(v, rev)) {
+      return {400, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, envelope::null_id,
+              false, {}};
+    }
+  }
+  if (req.body.size() > opts.max_body_bytes) {
+    return invalid_request(413, "Content Too Large: the request body is too large.");
+  }
+  return {};
+}
+
+// A body pass 1 found to be no request at all (or a batch where the revision has none).
+refusal check_shape(const parsed& p, revision rev, const endpoint::impl& im) {
+  switch (p.shape) {
+    case body_shape::too_large:
+      return invalid_request(413, "Content Too Large: the request body is too large.");
+    case body_shape::not_json:
+      return whole_error(400, rpc_error{rpc_error_kind::parse_error, {}, {}, 0});
+    case body_shape::not_request:
+      return whole_error(
+          400, rpc_error{rpc_error_kind::invalid_request,
+                         p.batch_too_long ? im.batch_limit_message : std::string_view(), {}, 0});
+    case body_shape::batch:
+      if (rev != revision::v2025_03_26) {
+        return whole_error(400, rpc_error{rpc_error_kind::invalid_request,
+                                          "Invalid Request: batches are only accepted under "
+                                          "protocol revision 2025-03-26.",
+                                          {}, 0});
+      }
+      return {};
+    case body_shape::single:
+      return {};
+  }
+  return {};
+}
+
+// Sessions (legacy revisions): every request but initialize must name a live session (which
+// touching keeps alive).
+refusal check_session(const endpoint_options& opts, const known_headers& hd, bool is_initialize,
+                      revision rev, int64_t now_ns) {
+  if (opts.sessions == nullptr || is_initialize || envelope::is_modern(rev)) {
+    return {};
+  }
+  std::string_view sid = trim(hd.value(h_session));
+  if (sid.empty()) {
+    return invalid_request(400,
+                           "Bad Request: the Mcp-Session-Id header is required after initialize.");
+  }
+  if (!opts.sessions->touch(sid, now_ns)) {
+    return invalid_request(404, k_session_not_found);
+  }
+  return {};
+}
+
+bool batch_has_initialize(const endpoint::impl& im) {
+  bool any = false;
+  for (const message& m : im.batch) {
+    any = any || m.mid == method_id::initialize;
+  }
+  return any;
+}
+
+http_facts facts_of(const known_headers& hd) {
+  http_facts facts;
+  facts.is_http = true;
+  facts.has_mcp_method = hd.has(h_mcp_method);
+  facts.mcp_method = trim(hd.value(h_mcp_method));
+  facts.has_mcp_name = hd.has(h_mcp_name);
+  facts.mcp_name = trim(hd.value(h_mcp_name));
+  return facts;
+}
+
+// The steps a single reply and a batch share: the 202 of a body holding only notifications and
+// responses, a minted session's header, the status line.
+
+http::response_info answer_202(const http_ctx& x) {
+  if (x.im.rate_charged) {
+    x.h.refund_rate();  // notifications and responses never count toward the rate limit
+  }
+  out_buffer& scratch = x.im.scratch;
+  scratch.clear();
+  x.h.write_headers(scratch);
+  x.env.empty_response(x.out, 202, scratch.view(), x.close);
+  scratch.clear();
+  return {202, x.close};
+}
+
+void mint_session(const http_ctx& x, revision rev) {
+  x.im.session_header = "Mcp-Session-Id: " + x.opts.sessions->mint(rev, x.now_ns) + "\r\n";
+}
+
+void begin_response(const http_ctx& x, int status, bool with_session) {
+  x.env.head(x.out, status, x.close);
+  if (with_session) {
+    x.out.append(x.im.session_header);
+  }
+}
+
+http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c,
+                                  const known_headers& hd, const message& m) {
+  endpoint::impl& im = x.im;
+  const bool is_initialize = m.mid == method_id::initialize;
+  if (refusal f = check_session(x.opts, hd, is_initialize, c.rev, x.now_ns); f.status != 0) {
+    return write_refusal(x, f);
+  }
+  reply r;
+  if (!classify(m, r, im.duplicate_message)) {
+    im.doc.rewind();
+    od::object o;
+    if (im.doc.get_object().get(o)) {
+      return write_refusal(x, whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0},
+                                          m.id));
+    }
+    decide(c, m, &o, r);
+  }
+  if (r.k == reply::kind::none) {
+    return answer_202(x);
+  }
+  prepare(r, x.h);
+  if (r.mint_session) {
+    mint_session(x, r.rev);
+  }
+  begin_response(x, r.status, r.mint_session);
+  const size_t headers_at = x.out.size();
+  x.h.write_headers(x.out);
+  const size_t headers_end = x.out.size();
+  envelope::body_mark bm = x.env.body_start(x.out);
+  const bool unbilled = write_body(c, r, x.h, x.out, m.method);
+  x.env.body_end(x.out, bm);
+  if (unbilled) {
+    rewrite_headers(x.h, x.out, headers_at, headers_end, im.scratch);
+  }
+  return {r.status, x.close};
+}
+
+// The reply of one batch entry `m` (element `er` of the array). `rated`: an earlier entry was a
+// request (the HTTP request's own rating covered it; each further one is rated here).
+void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message& m,
+                        simdjson::simdjson_result<od::value> er, bool& rated, reply& r) {
+  if (m.has_id && m.has_method && !m.invalid) {
+    if (rated) {
+      if (admission a = x.h.rate_extra(); a.outcome == admission::kind::rate_limited) {
+        r = error_reply(m.id,
+                        rpc_error{rpc_error_kind::rate_limited, {}, {},
+                                  a.retry_after_secs < 1 ? 1 : a.retry_after_secs},
+                        200);
+        rated = true;
+        return;
+      }
+    }
+    rated = true;
+  }
+  if (classify(m, r, x.im.duplicate_message)) {
+    return;
+  }
+  od::value v;
+  od::object o;
+  if (er.get(v) || v.get_object().get(o)) {
+    r = error_reply(m.id, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, 200);
+  } else {
+    decide(c, m, &o, r);
+  }
+}
+
+// Batch (2025-03-26): an array in, an array out; only notifications/responses → 202.
+http::response_info answer_batch(const http_ctx& x, const dispatch_ctx& c,
+                                 const known_headers& hd) {
+  endpoint::impl& im = x.im;
+  if (refusal f = check_session(x.opts, hd, batch_has_initialize(im), c.rev, x.now_ns);
+      f.status != 0) {
+    return write_refusal(x, f);
+  }
+  im.doc.rewind();
+  od::array arr;
+  if (im.doc.get_array().get(arr)) {
+    return write_refusal(x, whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}));
+  }
+  out_buffer& body = im.scratch;
+  body.clear();
+  body.push_back('[');
+  size_t i = 0;
+  size_t written = 0;
+  bool minted = false;
+  bool rated = false;  // the HTTP request's own rating covers the batch's first request
+  for (auto er : arr) {
+    if (i >= im.batch.size()) {
+      break;
+    }
+    const message& m = im.batch[i++];
+    reply r;
+    decide_batch_entry(x, c, m, er, rated, r);
+    if (r.k == reply::kind::none) {
+      continue;
+    }
+    if (r.mint_session && !minted) {
+      mint_session(x, r.rev);
+      minted = true;
+    }
+    if (written++ != 0) {
+      body.push_back(',');
+    }
+    prepare(r, x.h);
+    write_body(c, r, x.h, body, m.method);
+  }
+  body.push_back(']');
+  if (written == 0) {
+    return answer_202(x);
+  }
+  begin_response(x, 200, minted);
+  x.h.write_headers(x.out);
+  envelope::body_mark bm = x.env.body_start(x.out);
+  x.out.append(body.view());
+  x.env.body_end(x.out, bm);
+  body.clear();
+  return {200, x.close};
+}
 
 }  // namespace
 
@@ -131,261 +426,36 @@ bool endpoint::origin_allowed(const http::request& req) const noexcept {
   return ok;
 }
 
+// One request to /mcp:
+//   1. Origin (DNS-rebinding protection), before anything else;
+//   2. a method other than POST: DELETE ends a session, the rest is 405;
+//   3. the POST's headers and size (check_post), then pass 1 over its body (check_shape);
+//   4. its one message (answer_single) or its batch (answer_batch), each behind the session
+//      check; a body of only notifications and responses is 202.
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
-  const bool close = !req.keep_alive;
-  impl& im = *impl_;
+  const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, now_ns};
   const known_headers hd{req};
-
-  // Origin: DNS-rebinding protection, before anything else.
   if (!origin_allowed(req)) {
-    return transport_error(env_, h, out, 403, "Forbidden: this Origin is not allowed.", close);
+    return transport_error(x, 403, "Forbidden: this Origin is not allowed.");
   }
-
   if (req.method != "POST") {
-    if (req.method == "DELETE" && opts_.sessions != nullptr) {
-      std::string_view sid = trim(hd.value(h_session));
-      if (sid.empty()) {
-        return transport_error(env_, h, out, 400,
-                               "Bad Request: DELETE needs an Mcp-Session-Id header.", close);
-      }
-      if (!opts_.sessions->end(sid)) {
-        return transport_error(env_, h, out, 404,
-                               "Session not found: it has ended or expired; start a new one with "
-                               "initialize.",
-                               close);
-      }
-      h.write_headers(im.scratch);  // headers are per response: write them via a bodiless reply
-      env_.empty_response(out, 204, im.scratch.view(), close);
-      im.scratch.clear();
-      return {204, close};
-    }
-    return transport_error(env_, h, out, 405,
-                           "Method Not Allowed: this server offers no server-initiated stream; "
-                           "send JSON-RPC messages with POST.",
-                           close, "Allow: POST\r\n");
+    return answer_other_method(x, hd, req.method);
   }
-
-  if (!accept_ok(req, hd.value(h_accept))) {
-    return transport_error(env_, h, out, 406,
-                           "Not Acceptable: the client must accept both application/json and "
-                           "text/event-stream.",
-                           close);
-  }
-  if (!content_type_ok(hd.value(h_content_type))) {
-    return transport_error(env_, h, out, 415,
-                           "Unsupported Media Type: the body must be application/json.", close);
-  }
-
   revision rev = revision::v2025_03_26;
-  if (hd.has(h_protocol)) {
-    std::string_view v = trim(hd.value(h_protocol));
-    if (!envelope::parse_revision(v, rev)) {
-      env_.head(out, 400, close);
-      h.write_headers(out);
-      envelope::body_mark bm = env_.body_start(out);
-      env_.error_response(out, envelope::null_id,
-                          rpc_error{rpc_error_kind::unsupported_version, v, {}, 0});
-      env_.body_end(out, bm);
-      return {400, close};
-    }
+  if (refusal f = check_post(req, hd, opts_, rev); f.status != 0) {
+    return write_refusal(x, f);
   }
-
-  if (req.body.size() > opts_.max_body_bytes) {
-    return transport_error(env_, h, out, 413, "Content Too Large: the request body is too large.",
-                           close);
+  const http_facts facts = facts_of(hd);
+  const dispatch_ctx c{tools_, env_, *impl_, rev, facts, opts_.sessions != nullptr};
+  parsed p = parse_body(*impl_, req.body, opts_.max_batch);
+  if (refusal f = check_shape(p, rev, *impl_); f.status != 0) {
+    return write_refusal(x, f);
   }
-
-  http_facts facts;
-  facts.is_http = true;
-  facts.has_mcp_method = hd.has(h_mcp_method);
-  facts.mcp_method = trim(hd.value(h_mcp_method));
-  facts.has_mcp_name = hd.has(h_mcp_name);
-  facts.mcp_name = trim(hd.value(h_mcp_name));
-  dispatch_ctx c{tools_, env_, im, rev, facts, opts_.sessions != nullptr};
-
-  parsed p = parse_body(im, req.body, opts_.max_batch);
-  auto whole_error = [&](int status, rpc_error e, std::string_view id) {
-    h.answered(answer_note{{}, nullptr, outcome_of(e)});
-    env_.head(out, status, close);
-    h.write_headers(out);
-    envelope::body_mark bm = env_.body_start(out);
-    env_.error_response(out, id, e);
-    env_.body_end(out, bm);
-    return http::response_info{status, close};
-  };
-  switch (p.shape) {
-    case body_shape::too_large:
-      return transport_error(env_, h, out, 413, "Content Too Large: the request body is too large.",
-                             close);
-    case body_shape::not_json:
-      return whole_error(400, rpc_error{rpc_error_kind::parse_error, {}, {}, 0}, envelope::null_id);
-    case body_shape::not_request:
-      return whole_error(400,
-                         rpc_error{rpc_error_kind::invalid_request,
-                                   p.batch_too_long ? im.batch_limit_message : std::string_view(),
-                                   {}, 0},
-                         envelope::null_id);
-    case body_shape::batch:
-      if (rev != revision::v2025_03_26) {
-        return whole_error(400,
-                           rpc_error{rpc_error_kind::invalid_request,
-                                     "Invalid Request: batches are only accepted under protocol "
-                                     "revision 2025-03-26.",
-                                     {}, 0},
-                           envelope::null_id);
-      }
-      break;
-    case body_shape::single:
-      break;
-  }
-
-  // Sessions (legacy revisions): every request but initialize must name a live session.
-  // Returns 0, or the status of the error response it wrote.
-  auto session_gate = [&](bool is_initialize) -> int {
-    if (opts_.sessions == nullptr || is_initialize || envelope::is_modern(rev)) {
-      return 0;
-    }
-    std::string_view sid = trim(hd.value(h_session));
-    if (sid.empty()) {
-      return transport_error(env_, h, out, 400,
-                             "Bad Request: the Mcp-Session-Id header is required after initialize.",
-                             close)
-          .status;
-    }
-    if (!opts_.sessions->touch(sid, now_ns)) {
-      return transport_error(env_, h, out, 404,
-                             "Session not found: it has ended or expired; start a new one with "
-                             "initialize.",
-                             close)
-          .status;
-    }
-    return 0;
-  };
-
   if (p.shape == body_shape::single) {
-    const message& m = p.single;
-    reply r;
-    if (int st = session_gate(m.mid == method_id::initialize); st != 0) {
-      return {st, close};
-    }
-    if (!classify(m, r, im.duplicate_message)) {
-      im.doc.rewind();
-      od::object o;
-      if (im.doc.get_object().get(o)) {
-        return whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, m.id);
-      }
-      decide(c, m, &o, r);
-    }
-    if (r.k == reply::kind::none) {
-      if (im.rate_charged) {
-        h.refund_rate();  // notifications and responses never count toward the rate limit
-      }
-      h.write_headers(im.scratch);
-      env_.empty_response(out, 202, im.scratch.view(), close);
-      im.scratch.clear();
-      return {202, close};
-    }
-    prepare(r, h);
-    env_.head(out, r.status, close);
-    if (r.mint_session) {
-      im.session_header = "Mcp-Session-Id: " + opts_.sessions->mint(r.rev, now_ns) + "\r\n";
-      out.append(im.session_header);
-    }
-    const size_t headers_at = out.size();
-    h.write_headers(out);
-    const size_t headers_end = out.size();
-    envelope::body_mark bm = env_.body_start(out);
-    const bool unbilled = write_body(c, r, h, out, m.method);
-    env_.body_end(out, bm);
-    if (unbilled) {
-      rewrite_headers(h, out, headers_at, headers_end, im.scratch);
-    }
-    return {r.status, close};
+    return answer_single(x, c, hd, p.single);
   }
-
-  // Batch (2025-03-26): an array in, an array out; only notifications/responses → 202.
-  bool any_initialize = false;
-  for (const message& m : im.batch) {
-    any_initialize = any_initialize || m.mid == method_id::initialize;
-  }
-  if (int st = session_gate(any_initialize); st != 0) {
-    return {st, close};
-  }
-  im.doc.rewind();
-  od::array arr;
-  if (im.doc.get_array().get(arr)) {
-    return whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, envelope::null_id);
-  }
-  out_buffer& body = im.scratch;
-  body.clear();
-  body.push_back('[');
-  size_t i = 0;
-  size_t written = 0;
-  bool minted = false;
-  bool rated = false;  // the HTTP request's own rating covers the batch's first request
-  for (auto er : arr) {
-    if (i >= im.batch.size()) {
-      break;
-    }
-    const message& m = im.batch[i++];
-    reply r;
-    bool limited = false;
-    if (m.has_id && m.has_method && !m.invalid) {
-      if (rated) {
-        if (admission a = h.rate_extra(); a.outcome == admission::kind::rate_limited) {
-          r = error_reply(m.id,
-                          rpc_error{rpc_error_kind::rate_limited, {}, {},
-                                    a.retry_after_secs < 1 ? 1 : a.retry_after_secs},
-                          200);
-          limited = true;
-        }
-      }
-      rated = true;
-    }
-    if (!limited && !classify(m, r, im.duplicate_message)) {
-      od::value v;
-      od::object o;
-      if (er.get(v) || v.get_object().get(o)) {
-        r = error_reply(m.id, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, 200);
-      } else {
-        decide(c, m, &o, r);
-      }
-    }
-    if (r.k == reply::kind::none) {
-      continue;
-    }
-    if (r.mint_session && !minted) {
-      im.session_header = "Mcp-Session-Id: " + opts_.sessions->mint(r.rev, now_ns) + "\r\n";
-      minted = true;
-    }
-    if (written++ != 0) {
-      body.push_back(',');
-    }
-    prepare(r, h);
-    write_body(c, r, h, body, m.method);
-  }
-  body.push_back(']');
-  if (written == 0) {
-    if (im.rate_charged) {
-      h.refund_rate();  // notifications and responses never count toward the rate limit
-    }
-    body.clear();
-    h.write_headers(body);
-    env_.empty_response(out, 202, body.view(), close);
-    body.clear();
-    return {202, close};
-  }
-  env_.head(out, 200, close);
-  if (minted) {
-    out.append(im.session_header);
-  }
-  h.write_headers(out);
-  envelope::body_mark bm = env_.body_start(out);
-  out.append(body.view());
-  env_.body_end(out, bm);
-  body.clear();
-  return {200, close};
+  return answer_batch(x, c, hd);
 }
 
 http::response_info endpoint::render_unauthorized(const http::request& req, out_buffer& out,

@@ -216,6 +216,17 @@ inline void once(uint32_t& seen, uint32_t bit, std::string_view name, std::strin
   seen |= bit;
 }
 
+// Reads the next member of an object being walked: its field, its name unescaped (as compared)
+// and where the name is written in the body (to name it in an error).
+inline simdjson::error_code read_member(simdjson::simdjson_result<od::field> fr, od::field& f,
+                                        member_name& name) {
+  if (auto err = std::move(fr).get(f)) {
+    return err;
+  }
+  name.raw = f.key().raw();
+  return f.unescaped_key().get(name.key);
+}
+
 // Walks the members of a params object (validating every value) and sets m.params_duplicate
 // when a name appears twice.
 simdjson::error_code scan_params(od::value v, message& m, int depth,
@@ -229,14 +240,11 @@ simdjson::error_code scan_params(od::value v, message& m, int depth,
   uint32_t seen = 0;
   for (auto fr : o) {
     od::field f;
-    if ((err = std::move(fr).get(f))) {
+    member_name name;
+    if ((err = read_member(fr, f, name))) {
       return err;
     }
-    const char* raw = f.key().raw();
-    std::string_view key;
-    if ((err = f.unescaped_key().get(key))) {
-      return err;
-    }
+    const std::string_view key = name.key;
     if (key == "name") {
       once(seen, 1, "name", m.params_duplicate);
     } else if (key == "arguments") {
@@ -244,7 +252,7 @@ simdjson::error_code scan_params(od::value v, message& m, int depth,
     } else if (key == "_meta") {
       once(seen, 4, "_meta", m.params_duplicate);
     } else {
-      names.push_back(member_name{key, raw});
+      names.push_back(name);
     }
     if ((err = walk(f.value(), depth + 1))) {
       return err;
@@ -256,96 +264,79 @@ simdjson::error_code scan_params(od::value v, message& m, int depth,
   return simdjson::SUCCESS;
 }
 
-// Pass 1 over one message object: validates it and fills `m`. `depth`: the arrays and objects
-// its members are inside of (1 for a single message, 2 in a batch). A member name given twice
-// (e.g. two ids or two methods: which one counts would depend on the reader, and a proxy in
-// front that reads the other would see a different request) makes the message invalid.
-// `names`, `params_names`: scratch (the endpoint's, reserved: no allocation for real messages).
-simdjson::error_code scan_message(od::object o, message& m, int depth,
-                                  std::vector<member_name>& names,
-                                  std::vector<member_name>& params_names) {
-  simdjson::error_code err;
+// What scan_message carries from one member of a message object to the next.
+struct message_scan {
   bool jsonrpc_ok = false;
-  uint32_t seen = 0;  // once() bits of the members read below
-  names.clear();
-  for (auto fr : o) {
-    od::field f;
-    if ((err = std::move(fr).get(f))) {
-      return err;
-    }
-    const char* raw = f.key().raw();
-    std::string_view key;
-    if ((err = f.unescaped_key().get(key))) {
-      return err;
-    }
-    od::value v = f.value();
-    od::json_type t;
-    if ((err = v.type().get(t))) {
-      return err;
-    }
-    if (key == "jsonrpc") {
-      once(seen, 1, "jsonrpc", m.duplicate);
-      if (t == od::json_type::string) {
-        std::string_view s;
-        if ((err = v.get_string().get(s))) {
-          return err;
-        }
-        jsonrpc_ok = s == "2.0";
-        continue;
-      }
-      jsonrpc_ok = false;
-    } else if (key == "id") {
-      once(seen, 2, "id", m.duplicate);
-      if (t == od::json_type::string || t == od::json_type::number) {
-        m.id = trim(v.raw_json_token());
-        m.has_id = true;
-        if ((err = walk(v, depth))) {
-          return err;
-        }
-        continue;
-      }
-      m.has_id = true;
-      m.id = envelope::null_id;
-      m.invalid = true;
-      m.invalid_reason = "Invalid Request: id must be a string or a number.";
-    } else if (key == "method") {
-      once(seen, 4, "method", m.duplicate);
-      if (t == od::json_type::string) {
-        std::string_view raw = trim(v.raw_json_token());
-        m.method = raw.substr(1, raw.size() - 2);
-        m.has_method = true;
-        if ((err = walk(v, depth))) {
-          return err;
-        }
-        continue;
-      }
-      m.invalid = true;
-      m.invalid_reason = "Invalid Request: method must be a string.";
-    } else if (key == "params") {
-      once(seen, 8, "params", m.duplicate);
-      m.has_params = true;
-      if (t == od::json_type::object) {
-        if ((err = scan_params(v, m, depth, params_names))) {
-          return err;
-        }
-        continue;
-      }
-      if (t != od::json_type::array) {
-        m.invalid = true;
-        m.invalid_reason = "Invalid Request: params must be an object.";
-      }
-    } else if (key == "result" || key == "error") {
-      once(seen, key == "result" ? 16 : 32, key == "result" ? "result" : "error", m.duplicate);
-      m.has_result_or_error = true;
-    } else {
-      names.push_back(member_name{key, raw});
-    }
-    if ((err = walk(v, depth))) {
-      return err;
-    }
+  uint32_t seen = 0;  // once() bits of the members JSON-RPC defines
+  std::vector<member_name>& names;         // the other members' names
+  std::vector<member_name>& params_names;  // scratch for scan_params
+};
+
+// One member of a message object: records what a member JSON-RPC defines says in `m` (any
+// other member's name goes to s.names) and walks its value, validating it.
+simdjson::error_code scan_member(const member_name& name, od::value v, message& m, int depth,
+                                 message_scan& s) {
+  simdjson::error_code err;
+  od::json_type t;
+  if ((err = v.type().get(t))) {
+    return err;
   }
-  if (m.duplicate.empty() && names.size() > 1) {
-    m.duplicate = find_duplicate(names);
+  const std::string_view key = name.key;
+  if (key == "jsonrpc") {
+    once(s.seen, 1, "jsonrpc", m.duplicate);
+    if (t == od::json_type::string) {
+      std::string_view str;
+      if ((err = v.get_string().get(str))) {
+        return err;
+      }
+      s.jsonrpc_ok = str == "2.0";
+      return simdjson::SUCCESS;
+    }
+    s.jsonrpc_ok = false;
+  } else if (key == "id") {
+    once(s.seen, 2, "id", m.duplicate);
+    m.has_id = true;
+    if (t == od::json_type::string || t == od::json_type::number) {
+      m.id = trim(v.raw_json_token());
+      return walk(v, depth);
+    }
+    m.id = envelope::null_id;
+    m.invalid = true;
+    m.invalid_reason = "Invalid Request: id must be a string or a number.";
+  } else if (key == "method") {
+    once(s.seen, 4, "method", m.duplicate);
+    if (t == od::json_type::string) {
+      std::string_view raw = trim(v.raw_json_token());
+      m.method = raw.substr(1, raw.size() - 2);
+      m.has_method = true;
+      return walk(v, depth);
+    }
+    m.invalid = true;
+    m.invalid_reason = "Invalid Request: method must be a string.";
+  } else if (key == "params") {
+    once(s.seen, 8, "params", m.duplicate);
+    m.has_params = true;
+    if (t == od::json_type::object) {
+      return scan_params(v, m, depth, s.params_names);
+    }
+    if (t != od::json_type::array) {
+      m.invalid = true;
+      m.invalid_reason = "Invalid Request: params must be an object.";
+    }
+  } else if (key == "result" || key == "error") {
+    once(s.seen, key == "result" ? 16 : 32, key == "result" ? "result" : "error", m.duplicate);
+    m.has_result_or_error = true;
+  } else {
+    s.names.push_back(name);
+  }
+  return walk(v, depth);
+}
+
+// After the last member of a message object: a repeated member name, a missing or wrong
+// jsonrpc, or no method (and not a response) makes the message invalid.
+void finish_message(message& m, const message_scan& s) {
+  if (m.duplicate.empty() && s.names.size() > 1) {
+    m.duplicate = find_duplicate(s.names);
   }
   if (!m.duplicate.empty()) {
     m.invalid = true;
@@ -353,7 +344,7 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
       m.id = envelope::null_id;  // which one the client meant is not known
     }
   }
-  if (!jsonrpc_ok && !m.invalid) {
+  if (!s.jsonrpc_ok && !m.invalid) {
     m.invalid = true;
     m.invalid_reason = "Invalid Request: jsonrpc must be \"2.0\".";
   }
@@ -364,7 +355,94 @@ simdjson::error_code scan_message(od::object o, message& m, int depth,
   if (m.has_method) {
     m.mid = lookup_method(m.method);
   }
+}
+
+// Pass 1 over one message object: validates it and fills `m`. `depth`: the arrays and objects
+// its members are inside of (1 for a single message, 2 in a batch). A member name given twice
+// (e.g. two ids or two methods: which one counts would depend on the reader, and a proxy in
+// front that reads the other would see a different request) makes the message invalid.
+// `names`, `params_names`: scratch (the endpoint's, reserved: no allocation for real messages).
+simdjson::error_code scan_message(od::object o, message& m, int depth,
+                                  std::vector<member_name>& names,
+                                  std::vector<member_name>& params_names) {
+  message_scan s{false, 0, names, params_names};
+  names.clear();
+  for (auto fr : o) {
+    od::field f;
+    member_name name;
+    if (auto err = read_member(fr, f, name)) {
+      return err;
+    }
+    if (auto err = scan_member(name, f.value(), m, depth, s)) {
+      return err;
+    }
+  }
+  finish_message(m, s);
   return simdjson::SUCCESS;
+}
+
+}  // namespace
+
+namespace {
+
+// The elements of a batch (the document is an array): each object is scanned into im.batch, any
+// other element is an invalid message. False: the body is not valid JSON.
+bool scan_batch(endpoint::impl& im, size_t max_batch, parsed& p) {
+  od::array a;
+  if (im.doc.get_array().get(a)) {
+    return false;
+  }
+  bool too_many = false;
+  for (auto er : a) {
+    od::value v;
+    od::json_type et;
+    if (er.get(v) || v.type().get(et)) {
+      return false;
+    }
+    message m;
+    if (et == od::json_type::object) {
+      od::object o;
+      if (v.get_object().get(o) || scan_message(o, m, 2, im.names, im.params_names)) {
+        return false;
+      }
+    } else {
+      if (walk(v, 1)) {
+        return false;
+      }
+      m.invalid = true;
+      m.invalid_reason = "Invalid Request: a batch element must be an object.";
+    }
+    if (im.batch.size() < max_batch) {
+      im.batch.push_back(m);
+    } else {
+      too_many = true;
+    }
+  }
+  p.shape = too_many || im.batch.empty() ? body_shape::not_request : body_shape::batch;
+  p.batch_too_long = too_many;
+  return true;
+}
+
+// Consumes a scalar document of type `t`. False: it is not valid JSON.
+bool scan_scalar(od::document& doc, od::json_type t) {
+  switch (t) {
+    case od::json_type::string: {
+      std::string_view s;
+      return !doc.get_string().get(s);
+    }
+    case od::json_type::number: {
+      double d;  // (consumes the token; any valid JSON number converts to a double)
+      return !doc.get_double().get(d);
+    }
+    case od::json_type::boolean: {
+      bool b;
+      return !doc.get_bool().get(b);
+    }
+    default: {
+      bool n = false;
+      return !doc.is_null().get(n) && n;
+    }
+  }
 }
 
 }  // namespace
@@ -392,61 +470,13 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
     }
     p.shape = body_shape::single;
   } else if (t == od::json_type::array) {
-    od::array a;
-    if (im.doc.get_array().get(a)) {
+    if (!scan_batch(im, max_batch, p)) {
       return p;
     }
-    bool too_many = false;
-    for (auto er : a) {
-      od::value v;
-      od::json_type et;
-      if (er.get(v) || v.type().get(et)) {
-        return p;
-      }
-      message m;
-      if (et == od::json_type::object) {
-        od::object o;
-        if (v.get_object().get(o) || scan_message(o, m, 2, im.names, im.params_names)) {
-          return p;
-        }
-      } else {
-        if (walk(v, 1)) {
-          return p;
-        }
-        m.invalid = true;
-        m.invalid_reason = "Invalid Request: a batch element must be an object.";
-      }
-      if (im.batch.size() < max_batch) {
-        im.batch.push_back(m);
-      } else {
-        too_many = true;
-      }
-    }
-    p.shape = too_many || im.batch.empty() ? body_shape::not_request : body_shape::batch;
-    p.batch_too_long = too_many;
   } else {
     // A scalar document: valid JSON but not a request (or not JSON at all).
-    switch (t) {
-      case od::json_type::string: {
-        std::string_view s;
-        if (im.doc.get_string().get(s)) return p;
-        break;
-      }
-      case od::json_type::number: {
-        double d;  // (consumes the token; any valid JSON number converts to a double)
-        if (im.doc.get_double().get(d)) return p;
-        break;
-      }
-      case od::json_type::boolean: {
-        bool b;
-        if (im.doc.get_bool().get(b)) return p;
-        break;
-      }
-      default: {
-        bool n = false;
-        if (im.doc.is_null().get(n) || !n) return p;
-        break;
-      }
+    if (!scan_scalar(im.doc, t)) {
+      return p;
     }
     p.shape = body_shape::not_request;
   }
