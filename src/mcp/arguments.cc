@@ -2,18 +2,10 @@
 // required, defaults) into the endpoint's fixed-capacity `arguments`, or refused with -32602
 // naming the argument and the rule it broke.
 #include "mcp/endpoint_impl.h"
-#include "tollgate/common/ascii.h"
 
 namespace tollgate::mcp {
 
-namespace od = simdjson::ondemand;
-using envelope::revision;
-using envelope::rpc_error;
-using envelope::rpc_error_kind;
-
 namespace {
-
-using ascii::trim;
 
 bool is_integer_token(std::string_view s) {
   return s.find_first_of(".eE") == std::string_view::npos;

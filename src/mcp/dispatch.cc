@@ -6,11 +6,6 @@
 
 namespace tollgate::mcp {
 
-namespace od = simdjson::ondemand;
-using envelope::revision;
-using envelope::rpc_error;
-using envelope::rpc_error_kind;
-
 namespace {
 
 constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";

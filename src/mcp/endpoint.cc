@@ -19,11 +19,6 @@
 
 namespace tollgate::mcp {
 
-namespace od = simdjson::ondemand;
-using envelope::revision;
-using envelope::rpc_error;
-using envelope::rpc_error_kind;
-
 endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_options opts)
     : tools_(tools), env_(env), opts_(std::move(opts)),
       impl_(std::make_unique<impl>(opts_.max_body_bytes)) {

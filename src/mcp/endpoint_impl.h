@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/common/ascii.h"
 #include "tollgate/envelope/envelope.h"
 #include "tollgate/mcp/endpoint.h"
 
@@ -97,7 +98,12 @@ struct endpoint::impl {
   explicit impl(size_t max_capacity) : parser(max_capacity) {}
 };
 
+// Names the endpoint's pieces share (a private header: these do not leak past src/mcp).
 namespace od = simdjson::ondemand;
+using ascii::trim;
+using envelope::revision;
+using envelope::rpc_error;
+using envelope::rpc_error_kind;
 
 // ---- pass 1 (jsonrpc_scan.cc) ----
 

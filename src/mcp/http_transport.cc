@@ -4,18 +4,10 @@
 #include <fmt/format.h>
 
 #include "mcp/endpoint_impl.h"
-#include "tollgate/common/ascii.h"
 
 namespace tollgate::mcp {
 
-namespace od = simdjson::ondemand;
-using envelope::revision;
-using envelope::rpc_error;
-using envelope::rpc_error_kind;
-
 namespace {
-
-using ascii::trim;
 
 bool origin_is_loopback(std::string_view o) {
   for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {

@@ -5,18 +5,10 @@
 #include <cstring>
 
 #include "mcp/endpoint_impl.h"
-#include "tollgate/common/ascii.h"
 
 namespace tollgate::mcp {
 
-namespace od = simdjson::ondemand;
-using envelope::revision;
-using envelope::rpc_error;
-using envelope::rpc_error_kind;
-
 namespace {
-
-using ascii::trim;
 
 method_id lookup_method(std::string_view m) {
   if (m == "tools/call") return method_id::tools_call;
@@ -100,6 +92,17 @@ namespace {
 // nest a handful of levels.
 constexpr int max_json_depth = 128;
 
+// Reads the next member of an object being walked: its field, its name unescaped (as compared)
+// and where the name is written in the body (to name it in an error).
+inline simdjson::error_code read_member(simdjson::simdjson_result<od::field> fr, od::field& f,
+                                        member_name& name) {
+  if (auto err = std::move(fr).get(f)) {
+    return err;
+  }
+  name.raw = f.key().raw();
+  return f.unescaped_key().get(name.key);
+}
+
 // Consumes `v` whole, validating it. Any error means the body is not valid JSON (or too deep).
 // `depth`: the arrays and objects `v` is inside of.
 simdjson::error_code walk(od::value v, int depth) {
@@ -119,11 +122,8 @@ simdjson::error_code walk(od::value v, int depth) {
       }
       for (auto fr : o) {
         od::field f;
-        if ((err = std::move(fr).get(f))) {
-          return err;
-        }
-        std::string_view key;
-        if ((err = f.unescaped_key().get(key))) {
+        member_name name;
+        if ((err = read_member(fr, f, name))) {
           return err;
         }
         if ((err = walk(f.value(), depth + 1))) {
@@ -214,17 +214,6 @@ inline void once(uint32_t& seen, uint32_t bit, std::string_view name, std::strin
     dup = name;
   }
   seen |= bit;
-}
-
-// Reads the next member of an object being walked: its field, its name unescaped (as compared)
-// and where the name is written in the body (to name it in an error).
-inline simdjson::error_code read_member(simdjson::simdjson_result<od::field> fr, od::field& f,
-                                        member_name& name) {
-  if (auto err = std::move(fr).get(f)) {
-    return err;
-  }
-  name.raw = f.key().raw();
-  return f.unescaped_key().get(name.key);
 }
 
 // Walks the members of a params object (validating every value) and sets m.params_duplicate
