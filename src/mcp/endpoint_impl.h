@@ -80,7 +80,7 @@ struct endpoint::impl {
   simdjson::ondemand::parser parser;
   simdjson::ondemand::document doc;
   /// The body holds a backslash, so some member name may be written with an escape and member
-  /// look-ups must compare unescaped names (see member() in endpoint.cc).
+  /// look-ups must compare unescaped names (see member() below).
   bool body_has_escape = false;
   std::vector<message> batch;
   std::vector<member_name> names;         ///< pass 1's member names of a message object

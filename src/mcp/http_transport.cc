@@ -403,6 +403,23 @@ http::response_info answer_batch(const http_ctx& x, const dispatch_ctx& c,
   return {200, x.close};
 }
 
+// decide_calls' step for one message of a request pass 1 kept: a request that decides to a
+// tools/call is handed to `v`. `element`: the message object, when it can be read.
+template <class Element>
+void visit_call(const dispatch_ctx& c, const message& m, Element&& element, call_visitor& v) {
+  reply r;
+  if (classify(m, r, c.im.duplicate_message)) {
+    return;
+  }
+  od::object o;
+  if (element(o)) {
+    decide(c, m, &o, r);
+    if (r.k == reply::kind::tool_call) {
+      v.on_call(decided_call{*r.tool, c.im.args});
+    }
+  }
+}
+
 }  // namespace
 
 bool endpoint::origin_allowed(const http::request& req) const noexcept {
@@ -448,6 +465,44 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     return answer_single(x, c, hd, p.single);
   }
   return answer_batch(x, c, hd);
+}
+
+// handle_http's steps 1-4 up to deciding each message, with nothing admitted or written.
+void endpoint::decide_calls(const http::request& req, call_visitor& v, int64_t now_ns) {
+  const known_headers hd{req};
+  revision rev = revision::v2025_03_26;
+  if (!origin_allowed(req) || req.method != "POST" || check_post(req, hd, opts_, rev).status != 0) {
+    return;
+  }
+  impl& im = *impl_;
+  const http_facts facts = facts_of(hd);
+  const dispatch_ctx c{tools_, env_, im, rev, facts, opts_.sessions != nullptr};
+  parsed p = parse_body(im, req.body, opts_.max_batch);
+  const bool single = p.shape == body_shape::single;
+  const bool is_initialize =
+      single ? p.single.mid == method_id::initialize : batch_has_initialize(im);
+  if (check_shape(p, rev, im).status != 0 ||
+      check_session(opts_, hd, is_initialize, rev, now_ns).status != 0) {
+    return;
+  }
+  im.doc.rewind();
+  if (single) {
+    visit_call(c, p.single, [&](od::object& o) { return !im.doc.get_object().get(o); }, v);
+    return;
+  }
+  od::array arr;
+  if (im.doc.get_array().get(arr)) {
+    return;
+  }
+  size_t i = 0;
+  for (auto er : arr) {
+    if (i >= im.batch.size()) {
+      break;
+    }
+    od::value e;
+    visit_call(c, im.batch[i++], [&](od::object& o) { return !er.get(e) && !e.get_object().get(o); },
+               v);
+  }
 }
 
 http::response_info endpoint::render_unauthorized(const http::request& req, out_buffer& out,
