@@ -1,6 +1,7 @@
 // The Streamable HTTP transport of /mcp: Origin, method, Accept, Content-Type, protocol
 // version and size checks; legacy sessions; one response per POST (a single reply, a batch
-// array, or 202 for only notifications and responses); the 401 and 429 answers.
+// array, or 202 for only notifications and responses); the 401 and 429 answers; and
+// decide_calls, the same steps up to each message's decision with nothing run or written.
 #include <fmt/format.h>
 
 #include "mcp/endpoint_impl.h"
