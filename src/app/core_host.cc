@@ -1,7 +1,5 @@
 #include "core_host.h"
 
-#include "fleet_client.h"
-
 #include <chrono>
 
 #include "tollgate/common/assert.h"
@@ -34,8 +32,8 @@ const quota::figures& core_host::figures_now() {
 }
 
 void core_host::write_headers(out_buffer& out) {
-  if (collecting() || key_ == nullptr) {
-    return;  // a dry run's output is discarded; a keyless request has no figures of its own
+  if (key_ == nullptr) {
+    return;  // a keyless request has no figures of its own
   }
   quota::write_rate_headers(out, figures_now());
 }
@@ -60,9 +58,6 @@ bool core_host::stdio_begin_call() {
 
 mcp::admission core_host::admit(std::string_view /*tool*/) {
   mcp::admission a;
-  if (collecting()) {
-    return a;  // a dry run charges nothing: the real run admits
-  }
   if (stdio_ && !stdio_begin_call()) {  // revoked while running: nothing more may be spent
     a.outcome = mcp::admission::kind::suspended;
     return a;
@@ -121,9 +116,8 @@ mcp::admission core_host::rate_check() {
 
 mcp::admission core_host::rate_extra() {
   mcp::admission a;
-  if (stdio_ || collecting() || key_ == nullptr || continuing_) {
-    // stdio has no batches; a dry run charges nothing (the real run does); a re-delivery was
-    // charged on its first delivery
+  if (stdio_ || key_ == nullptr || continuing_) {
+    // stdio has no batches; a re-delivery was charged on its first delivery
     return a;
   }
   // Into a copy: a refusal's retry_after_secs must not put Retry-After on the batch's 200.
@@ -138,8 +132,8 @@ mcp::admission core_host::rate_extra() {
 }
 
 void core_host::refund_rate() {
-  if (stdio_ || collecting() || key_ == nullptr) {
-    return;  // stdio never charged it; a dry run charges nothing (the real run refunds)
+  if (stdio_ || key_ == nullptr) {
+    return;  // stdio never charged it
   }
   quota_.refund_rate(*key_, now_ns_, fig_);
 }
@@ -166,8 +160,6 @@ bool core_host::advance_jobs(size_t used) {
   }
   return true;
 }
-
-bool core_host::collecting() const noexcept { return fleet_ != nullptr && fleet_->collecting(); }
 
 void core_host::settle(bool success) {
   if (admitted_) {

@@ -66,7 +66,7 @@ class core_host final : public mcp::host {
   /// HTTP batches: each request after the first is charged to the key's rate limit.
   mcp::admission rate_extra() override;
   /// HTTP: gives back the charge the handler made for a POST answered 202 (notifications and
-  /// responses only); a dry run or a keyless request gives nothing back.
+  /// responses only); a keyless request gives nothing back.
   void refund_rate() override;
   /// Arms the host for a request that carries no key (GET and DELETE /mcp, answered by the
   /// endpoint without one): write_headers() writes nothing, never another request's figures.
@@ -125,9 +125,6 @@ class core_host final : public mcp::host {
   /// A gateway with remote shards: the core's fleet client (null otherwise).
   void set_fleet(fleet_client* f) noexcept { fleet_ = f; }
   fleet_client* fleet() const noexcept { return fleet_; }
-  /// Inside a gateway's dry run: tools record what they would ask the remotes and answer
-  /// nothing; admit() and write_headers() charge and write nothing.
-  bool collecting() const noexcept;
 
   /// The caller's key, figures (quota part filled on demand) and the core's search state.
   const quota::key_record& key() const noexcept { return *key_; }

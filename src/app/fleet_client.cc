@@ -111,7 +111,6 @@ fleet_client::query_state& fleet_client::add_query() {
 }
 
 void fleet_client::begin_collect() noexcept {
-  collecting_ = true;
   building_ = -1;
 }
 
@@ -133,7 +132,6 @@ void fleet_client::collect_story(std::string_view id) {
 }
 
 bool fleet_client::end_collect() {
-  collecting_ = false;
   return building_ >= 0;
 }
 

@@ -4,9 +4,10 @@
 // tools and REST when the engine delivers the request again.
 //
 // One request's life on a gateway with remote shards:
-//   1. handle(): after the key and rate checks (a 429 never reaches the remotes), a dry run of
-//      the request (no quota, output discarded) collects the searches and story look-ups it
-//      contains (collect_search / collect_story).
+//   1. handle(): after the key and rate checks (a 429 never reaches the remotes), the searches
+//      and story look-ups the request holds are collected (collect_search / collect_story):
+//      for MCP, from the tool calls the endpoint decided (mcp::endpoint::decide_calls, nothing
+//      run); for REST, from the query string or path.
 //   2. launch(): defers the request and starts, per collected query, phase 1 (document
 //      frequencies, for exact idf) then phase 2 (the search with the global idf); a query whose
 //      order idf cannot change (sort=date, one term) skips phase 1; a story is one GET. Remotes
@@ -55,9 +56,8 @@ class fleet_client {
   /// Registers the remote shards as the core's upstreams.
   void attach(http::engine_io& io);
 
-  // ---- step 1: collecting (inside the dry run) ----
+  // ---- step 1: collecting ----
   void begin_collect() noexcept;
-  bool collecting() const noexcept { return collecting_; }
   /// Records a search the request makes (validated arguments; copied).
   void collect_search(const search::query_args& args);
   /// Records a story look-up; ids found in the local shards need no fan-out and are skipped.
@@ -121,7 +121,6 @@ class fleet_client {
   std::vector<uint32_t> upstream_;  // remote index -> engine upstream id
   std::vector<std::string> host_header_;
 
-  bool collecting_ = false;
   int32_t building_ = -1;  // slot collecting the current request's queries, -1: none yet
 
   std::vector<std::unique_ptr<pending>> slots_;

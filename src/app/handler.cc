@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "reload.h"
+#include "tools.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/percent.h"
 #include "tollgate/net/server.h"
@@ -317,7 +318,6 @@ core_handler::core_handler(shared_state& s, int core)
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
     host_.set_fleet(fleet_.get());
-    dry_out_.reserve(16384);
   }
 }
 
@@ -340,21 +340,12 @@ void core_handler::on_upstream(uint64_t tag, const http::upstream_reply& reply) 
 }
 
 bool core_handler::fan_out(const http::request& req, app::route r, std::string_view rest_id,
-                           const quota::key_record& key, int64_t now_ns,
-                           const quota::figures& fig) {
-  if (r == route::mcp) {
-    // Only a body that can hold a tools/call can need the remotes.
-    std::string_view b = req.body;
-    if (b.find("tools/call") == std::string_view::npos) {
-      return false;
-    }
-  }
+                           int64_t now_ns, const quota::figures& fig) {
   fleet_->begin_collect();
   switch (r) {
     case route::mcp: {
-      host_.begin(key, now_ns, fig);
-      dry_out_.clear();
-      (void)endpoint_.handle_http(req, host_, dry_out_, now_ns);
+      fleet_calls calls(*fleet_);
+      endpoint_.decide_calls(req, calls, now_ns);
       break;
     }
     case route::rest_search: {
@@ -472,7 +463,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   } else {
     limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
     rate_refused_ = limited;
-    if (!limited && fleet_route && fan_out(req, counted, m.rest, *key, now_ns, fig)) {
+    if (!limited && fleet_route && fan_out(req, counted, m.rest, now_ns, fig)) {
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
   }

@@ -116,10 +116,10 @@ class core_handler final : public http::handler {
   http::response_info keyless_mcp(const http::request& req, out_buffer& out, int64_t now_ns);
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
                             route& counted);
-  /// Gateway with remote shards: a dry run of a search request collects its queries; true when
+  /// Gateway with remote shards: collects the searches a request makes; true when
   /// it was deferred for their fan-out.
-  bool fan_out(const http::request& req, app::route r, std::string_view rest_id,
-               const quota::key_record& key, int64_t now_ns, const quota::figures& fig);
+  bool fan_out(const http::request& req, app::route r, std::string_view rest_id, int64_t now_ns,
+               const quota::figures& fig);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
   /// Searches in slices: a request whose search outlasted its slice is parked (deferred, and
@@ -144,9 +144,8 @@ class core_handler final : public http::handler {
   out_buffer scratch_;
   std::unique_ptr<search_cache> cache_;  // null when off or on a gateway with remote shards
   std::unique_ptr<fleet_client> fleet_;
-  search::query_string_parser fleet_qs_;  // the dry run's own REST query decoding
-  out_buffer dry_out_;                    // a dry run's discarded response
-  out_buffer fleet_id_;                   // a dry run's percent-decoded story id
+  search::query_string_parser fleet_qs_;  // fan_out's own REST query decoding
+  out_buffer fleet_id_;                   // fan_out's percent-decoded story id
   http::engine_io* io_ = nullptr;
   core_host::job_group light_jobs_;          // the jobs of requests not parked (yet)
   std::vector<parked> parked_;               // requests whose searches are going on

@@ -46,36 +46,41 @@ bool time_arg(const mcp::arg_value& v, int64_t& out) {
   return true;
 }
 
+// The search that search_stories' arguments ask for; not ok when a rule the schema cannot
+// express is broken.
+mcp::tool_result query_of(const mcp::arguments& args, search::query_args& q) {
+  q.query = args[a_query].str;
+  q.limit = static_cast<uint32_t>(args[a_limit].num);
+  q.offset = static_cast<uint32_t>(args[a_offset].num);
+  if (!time_arg(args[a_since], q.since)) {
+    return mcp::tool_result::invalid_argument(
+        "since", "must be unix seconds or an RFC 3339 date-time");
+  }
+  if (!time_arg(args[a_until], q.until)) {
+    return mcp::tool_result::invalid_argument(
+        "until", "must be unix seconds or an RFC 3339 date-time");
+  }
+  q.sort = args[a_sort].str == "date" ? search::sort_order::date : search::sort_order::relevance;
+  for (uint8_t i = 0; i < args[a_tags].num_items; ++i) {
+    q.add_tag(args[a_tags].items[i]);
+  }
+  if (auto v = search::validate(q); !v) {
+    return mcp::tool_result::invalid_argument(v.error().argument, v.error().rule);
+  }
+  return mcp::tool_result::success();
+}
+
 class search_stories_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
                         mcp::call_context& ctx) override {
     auto& h = *static_cast<core_host*>(ctx.caller);
     search::query_args q;
-    q.query = args[a_query].str;
-    q.limit = static_cast<uint32_t>(args[a_limit].num);
-    q.offset = static_cast<uint32_t>(args[a_offset].num);
-    if (!time_arg(args[a_since], q.since)) {
-      return mcp::tool_result::invalid_argument(
-          "since", "must be unix seconds or an RFC 3339 date-time");
-    }
-    if (!time_arg(args[a_until], q.until)) {
-      return mcp::tool_result::invalid_argument(
-          "until", "must be unix seconds or an RFC 3339 date-time");
-    }
-    q.sort = args[a_sort].str == "date" ? search::sort_order::date : search::sort_order::relevance;
-    for (uint8_t i = 0; i < args[a_tags].num_items; ++i) {
-      q.add_tag(args[a_tags].items[i]);
-    }
-    if (auto v = search::validate(q); !v) {
-      return mcp::tool_result::invalid_argument(v.error().argument, v.error().rule);
+    if (mcp::tool_result invalid = query_of(args, q); !invalid.ok) {
+      return invalid;
     }
     const search::remote_query* remote = nullptr;
     if (fleet_client* f = h.fleet()) {
-      if (f->collecting()) {
-        f->collect_search(q);
-        return mcp::tool_result::success();
-      }
       remote = f->for_search(q);
     }
     // A whole in-process answer depends only on the arguments (the corpus does not change
@@ -131,10 +136,6 @@ class get_story_tool final : public mcp::tool {
     auto& h = *static_cast<core_host*>(ctx.caller);
     const search::remote_query* remote = nullptr;
     if (fleet_client* f = h.fleet()) {
-      if (f->collecting()) {
-        f->collect_story(args[0].str);
-        return mcp::tool_result::success();
-      }
       remote = f->for_story(args[0].str);
     }
     auto ref = h.backend().find_story(args[0].str, remote);
@@ -150,9 +151,6 @@ class get_usage_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments&, json_out& out, mcp::call_context& ctx) override {
     auto& h = *static_cast<core_host*>(ctx.caller);
-    if (h.collecting()) {
-      return mcp::tool_result::success();
-    }
     rest::render_usage(out, h.key(), h.figures_now());
     return mcp::tool_result::success();
   }
@@ -167,6 +165,17 @@ mcp::arg_spec arg(std::string name, mcp::arg_type type, std::string description)
 }
 
 }  // namespace
+
+void fleet_calls::on_call(const mcp::decided_call& call) {
+  if (call.tool.name == "search_stories") {
+    search::query_args q;
+    if (query_of(call.args, q).ok) {
+      fleet_.collect_search(q);
+    }
+  } else if (call.tool.name == "get_story") {
+    fleet_.collect_story(call.args[0].str);
+  }
+}
 
 void register_tools(mcp::registry& reg) {
   {

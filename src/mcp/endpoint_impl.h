@@ -1,4 +1,5 @@
-// Private parts of mcp::endpoint: the per-core parser, scratch space and the message model.
+// Private parts of mcp::endpoint: the per-core parser, scratch space, the message model, and the
+// steps its pieces share (jsonrpc_scan.cc, dispatch.cc, arguments.cc, http_transport.cc).
 #pragma once
 
 #include <simdjson.h>
@@ -7,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/common/ascii.h"
 #include "tollgate/envelope/envelope.h"
 #include "tollgate/mcp/endpoint.h"
 
@@ -78,7 +80,7 @@ struct endpoint::impl {
   simdjson::ondemand::parser parser;
   simdjson::ondemand::document doc;
   /// The body holds a backslash, so some member name may be written with an escape and member
-  /// look-ups must compare unescaped names (see member() in endpoint.cc).
+  /// look-ups must compare unescaped names (see member() below).
   bool body_has_escape = false;
   std::vector<message> batch;
   std::vector<member_name> names;         ///< pass 1's member names of a message object
@@ -95,5 +97,87 @@ struct endpoint::impl {
 
   explicit impl(size_t max_capacity) : parser(max_capacity) {}
 };
+
+// Names the endpoint's pieces share (a private header: these do not leak past src/mcp).
+namespace od = simdjson::ondemand;
+using ascii::trim;
+using envelope::revision;
+using envelope::rpc_error;
+using envelope::rpc_error_kind;
+
+// ---- pass 1 (jsonrpc_scan.cc) ----
+
+enum class body_shape : uint8_t { single, batch, not_json, too_large, not_request };
+
+struct parsed {
+  body_shape shape = body_shape::not_json;
+  message single;
+  bool batch_too_long = false;  ///< not_request: a batch of more than max_batch messages
+};
+
+/// Pass 1 over `body` (followed by body_padding readable bytes): its shape, the single message
+/// or (into im.batch) the batch's messages.
+parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch);
+
+/// The value of the first member of `o` whose unescaped name is `name`, searching from the
+/// start of `o`.
+simdjson::error_code member_unescaped(od::object& o, std::string_view name, od::value& out);
+
+// The value of the first member of `o` named `name` (which holds no quote or backslash), by the
+// member's unescaped name: JSON's "n\u0061me" is the member "name". simdjson's
+// find_field_unordered compares raw bytes, which is exact when the body holds no backslash at
+// all (parse_body notes whether it does: nearly every body has none); otherwise each key is
+// compared unescaped. Call only on objects scan_message has walked, so the text is valid JSON.
+// Inlined so that the raw compare sees the literal name's length (else a call to memcmp for
+// every key it passes).
+[[gnu::always_inline]] inline simdjson::error_code member(od::object& o, std::string_view name,
+                                                          bool body_has_escape, od::value& out) {
+  if (!body_has_escape) {
+    return o.find_field_unordered(name).get(out);
+  }
+  return member_unescaped(o, name, out);
+}
+
+// ---- pass 2 (dispatch.cc, arguments.cc) ----
+
+struct dispatch_ctx {
+  const registry& tools;
+  const envelope::cache& env;
+  endpoint::impl& im;
+  envelope::revision rev;  // the transport's revision (header, or stdio's negotiated one)
+  const http_facts& http;
+  bool sessions_on;
+};
+
+reply error_reply(std::string_view id, envelope::rpc_error e, int status);
+
+/// The reply for a message pass 1 already classified (invalid / notification / response): true
+/// with `r` set; false when it is a request (then decide() it). `scratch` holds the message
+/// naming a duplicated member until the reply is written.
+bool classify(const message& m, reply& r, std::string& scratch);
+
+/// Pass 2 for one request (m.has_id, m.has_method, valid): decides its reply. `o` is the message
+/// object, positioned at its start.
+void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r);
+
+/// Validates tools/call arguments into im.args. Returns false with `r` set to the -32602 reply.
+bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* args_value,
+                        std::string_view id, reply& r);
+
+/// Admits a billable tool call, or rates a free one (stdio only: over HTTP the handler rated the
+/// request before dispatch); turns the reply into a tool error when refused.
+void prepare(reply& r, host& h);
+
+outcome outcome_of(const envelope::rpc_error& e) noexcept;
+
+/// Writes the body of a decided (and prepared) reply, running the tool of a tool call, then
+/// tells the host what `method` was answered with. True when an admitted (billable) call failed
+/// and so was not billed: the quota figures written before it ran counted it.
+bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out,
+                std::string_view method);
+
+/// Replaces the host's header block [begin, end) of a finished response in `out` with one
+/// written now (error path only: an admitted call failed, and its figures must not count it).
+void rewrite_headers(host& h, out_buffer& out, size_t begin, size_t end, out_buffer& scratch);
 
 }  // namespace tollgate::mcp

@@ -7,6 +7,7 @@
 //   mcp::endpoint ep(tools, env, options);    // one per core, core-local
 // Per request (the app's http::handler for POST/GET/DELETE /mcp, after the key check):
 //   info = ep.handle_http(req, host, out, now_ns);
+// A gateway first asks which tool calls the request holds: ep.decide_calls(req, visitor, now_ns).
 // Before dispatch the app may answer with ep.render_unauthorized(...) or ep.render_rate_limited(...).
 // stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
 //
@@ -87,6 +88,23 @@ struct endpoint_options {
   size_t max_batch = 32;
 };
 
+/// A tools/call as the endpoint decided it, before anything ran: the registered tool and its
+/// validated arguments (defaults filled in). Views into the request body and the endpoint:
+/// valid only during call_visitor::on_call().
+struct decided_call {
+  const tool_def& tool;
+  const arguments& args;
+};
+
+/// Receives the tools/calls endpoint::decide_calls() finds in a request.
+class call_visitor {
+ public:
+  virtual void on_call(const decided_call& call) = 0;
+
+ protected:
+  ~call_visitor() = default;
+};
+
 /// One per core; core-local (not thread-safe). Holds the core's reused simdjson parser and
 /// scratch buffers; the registry and envelope cache are shared read-only.
 class endpoint {
@@ -100,6 +118,14 @@ class endpoint {
   /// `out`. `now_ns` drives session idle expiry only.
   http::response_info handle_http(const http::request& req, host& h, out_buffer& out,
                                   int64_t now_ns = 0);
+
+  /// Decides the request as handle_http() would (the transport's checks, the session, pass 1,
+  /// header/body agreement, the tool and its arguments) and hands `v` each tools/call that
+  /// handle_http() would run, in message order, without admitting, running or writing
+  /// anything: a gateway starts the remote queries of a request from these before answering
+  /// it with handle_http(). A call that handle_http() would refuse is not handed over; a
+  /// session the request names is touched as handle_http() touches it.
+  void decide_calls(const http::request& req, call_visitor& v, int64_t now_ns = 0);
 
   /// False when `req` carries an `Origin` header that is neither allowed nor (when allowed)
   /// loopback: handle_http() answers it 403 before anything else.
