@@ -14,16 +14,6 @@ namespace {
 // Argument indexes of search_stories, in registration order.
 enum search_arg : size_t { a_query, a_limit, a_offset, a_since, a_until, a_sort, a_tags };
 
-envelope::tool_error to_tool_error(search::errc e) {
-  envelope::tool_error t;
-  t.code = e == search::errc::not_found ? envelope::tool_error_code::not_found
-                                        : envelope::tool_error_code::unavailable;
-  if (e == search::errc::unavailable) {
-    t.retry_after_secs = 1;
-  }
-  return t;
-}
-
 // since/until: unix seconds as a JSON integer or a string the search parser reads (unix seconds,
 // RFC 3339 or a date). Absent leaves `out` unchanged. False: not a time.
 bool time_arg(const mcp::arg_value& v, int64_t& out) {
@@ -95,7 +85,7 @@ class search_stories_tool final : public mcp::tool {
       // In slices (core_handler::handle): a search that outlasts its slice defers the request,
       // and its job goes on between the core's other requests until the answer is complete.
       if (h.yielded()) {
-        return mcp::tool_result::failure(to_tool_error(search::errc::unavailable));
+        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
       search::search_job& job = h.next_job();
       if (!job.matches(q)) {
@@ -103,14 +93,14 @@ class search_stories_tool final : public mcp::tool {
       }
       if (!job.done() && !h.backend().run(job, h.search_slice())) {
         h.yield();  // this delivery's answer is discarded; nothing is billed
-        return mcp::tool_result::failure(to_tool_error(search::errc::unavailable));
+        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
       r = job.outcome();
     } else {
       r = h.backend().search(q, h.scratch(), remote);
     }
     if (!r) {
-      return mcp::tool_result::failure(to_tool_error(r.error()));
+      return mcp::tool_result::failure(rest::tool_error_of(r.error()));
     }
     if (r->partial()) {
       h.note_partial(static_cast<uint32_t>(r->answered), static_cast<uint32_t>(r->shards));
@@ -139,7 +129,7 @@ class get_story_tool final : public mcp::tool {
     }
     auto ref = h.backend().find_story(args[0].str, remote);
     if (!ref) {
-      return mcp::tool_result::failure(to_tool_error(ref.error()));
+      return mcp::tool_result::failure(rest::tool_error_of(ref.error()));
     }
     h.backend().render_story(*ref, out, remote);
     return mcp::tool_result::success();
