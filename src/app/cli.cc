@@ -192,7 +192,7 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
       if (!v) {
         return unexpected(v.error());
       }
-      auto ep = config::parse_endpoint(std::string(*v));
+      auto ep = config::parse_host_port(std::string(*v));
       if (!ep) {
         return unexpected(cli_error{fmt::format("{}: {}", a, ep.error())});
       }

@@ -216,14 +216,14 @@ class reader {
     }
   }
 
-  void endpoint_value(const toml::table& t, std::string_view table, std::string_view key,
-                      endpoint& out) {
+  void host_port_value(const toml::table& t, std::string_view table, std::string_view key,
+                      host_port& out) {
     std::string s;
     string(t, table, key, s);
     if (failed() || t.get(key) == nullptr) {
       return;
     }
-    auto ep = parse_endpoint(s);
+    auto ep = parse_host_port(s);
     if (!ep) {
       fail(t.get(key), fmt::format("{}.{}", table, key), ep.error());
       return;
@@ -257,12 +257,12 @@ settings defaults() {
   return s;
 }
 
-result<endpoint, std::string> parse_endpoint(const std::string& s) {
+result<host_port, std::string> parse_host_port(const std::string& s) {
   auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0) {
     return unexpected(std::string("expected HOST:PORT, e.g. 127.0.0.1:8080"));
   }
-  endpoint ep;
+  host_port ep;
   ep.host = s.substr(0, colon);
   if (ep.host == "localhost") {
     ep.host = "127.0.0.1";
@@ -317,10 +317,10 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster"});
   if (const auto* t = r.table(root, "server")) {
     r.only_keys(*t, "server", keys_of("server"));
-    r.endpoint_value(*t, "server", "listen", s.listen);
+    r.host_port_value(*t, "server", "listen", s.listen);
     if (t->get("admin_listen") != nullptr) {
-      endpoint ep;
-      r.endpoint_value(*t, "server", "admin_listen", ep);
+      host_port ep;
+      r.host_port_value(*t, "server", "admin_listen", ep);
       s.admin_listen = ep;
     }
     r.integer(*t, "server", "threads", s.threads, 0, 1024);
@@ -427,7 +427,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     std::vector<std::string> shards;
     r.string_list(*t, "fleet", "shards", shards);
     for (const auto& sh : shards) {
-      auto ep = parse_endpoint(sh);
+      auto ep = parse_host_port(sh);
       if (!ep) {
         r.fail(t->get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, ep.error()));
         break;
@@ -437,7 +437,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
       if (ep->port == 0) {
         problem = "port 0 names no shard";
       }
-      for (const endpoint& seen : s.remote_shards) {
+      for (const host_port& seen : s.remote_shards) {
         if (seen.host == ep->host && seen.port == ep->port) {
           problem = "listed twice";
         }
