@@ -118,10 +118,19 @@ result<int64_t, cli_error> parse_int(std::string_view flag, std::string_view v, 
 
 }  // namespace
 
-result<config::settings, cli_error> parse_server_args(std::string_view command, int argc,
-                                                      char** argv) {
-  const bool serve = command == "serve";
-  // First pass: --help and --config (the file is the base the other flags override).
+result<void, cli_error> flag_value(int argc, char** argv, int& i, std::string_view what,
+                                   std::string& out) {
+  if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+    return unexpected(cli_error{fmt::format("{}: needs {}", argv[i], what)});
+  }
+  out = argv[++i];
+  return {};
+}
+
+namespace {
+
+// The settings --config names, or the defaults without one: the base the other flags override.
+result<config::settings, cli_error> base_settings(int argc, char** argv) {
   std::string config_path;
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -146,8 +155,100 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
     }
     s = std::move(*loaded);
   }
-  bool saw_sample = false;
-  bool saw_corpus = false;
+  return s;
+}
+
+struct corpus_flags {
+  bool sample = false;
+  bool corpus = false;
+};
+
+// serve's own flags: --listen, --admin-listen, --threads, --role. False: not one of them.
+result<bool, cli_error> apply_serve_flag(int argc, char** argv, int& i, config::settings& s) {
+  const std::string_view a = argv[i];
+  std::string v;
+  if (a == "--listen" || a == "--admin-listen") {
+    if (auto r = flag_value(argc, argv, i, "HOST:PORT", v); !r) {
+      return unexpected(r.error());
+    }
+    auto ep = config::parse_host_port(v);
+    if (!ep) {
+      return unexpected(cli_error{fmt::format("{}: {}", a, ep.error())});
+    }
+    if (a == "--listen") {
+      s.listen = *ep;
+    } else {
+      s.admin_listen = *ep;
+    }
+  } else if (a == "--threads") {
+    if (auto r = flag_value(argc, argv, i, "a number", v); !r) {
+      return unexpected(r.error());
+    }
+    auto n = parse_int(a, v, 0, 1024);  // 0: one per online core, as in the config
+    if (!n) {
+      return unexpected(n.error());
+    }
+    s.threads = static_cast<int>(*n);
+  } else if (a == "--role") {
+    if (auto r = flag_value(argc, argv, i, "gateway or shard", v); !r) {
+      return unexpected(r.error());
+    }
+    if (v != "gateway" && v != "shard") {
+      return unexpected(cli_error{fmt::format("--role: '{}' is not gateway or shard", v)});
+    }
+    s.role_shard = v == "shard";
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Applies the flag at argv[i] (and its value, advancing `i`) to `s`.
+result<void, cli_error> apply_flag(std::string_view command, int argc, char** argv, int& i,
+                                   config::settings& s, corpus_flags& seen) {
+  const bool serve = command == "serve";
+  const std::string_view a = argv[i];
+  if (a == "--config") {
+    ++i;
+  } else if (a == "--data-dir") {
+    return flag_value(argc, argv, i, "a DIR", s.data_dir);
+  } else if (a == "--corpus") {
+    seen.corpus = true;
+    return flag_value(argc, argv, i, "a FILE.jsonl", s.corpus_path);
+  } else if (a == "--sample") {
+    seen.sample = true;
+    s.corpus_path.clear();
+  } else if (a == "--accept-usage-loss") {
+    s.accept_usage_loss = true;
+  } else if (!serve && a == "--remote") {
+    // main() sends `stdio --remote` to the bridge (stdio_remote.cc) before this parser runs:
+    // reaching here means it was combined in a way the bridge does not take.
+    return unexpected(cli_error{
+        "--remote runs the bridge, which takes only --cacert and --timeout-ms (see tollgate "
+        "stdio --remote URL --help)"});
+  } else {
+    auto taken = serve ? apply_serve_flag(argc, argv, i, s) : result<bool, cli_error>(false);
+    if (!taken) {
+      return unexpected(taken.error());
+    }
+    if (!*taken) {
+      return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
+                                              command)});
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+result<config::settings, cli_error> parse_server_args(std::string_view command, int argc,
+                                                      char** argv) {
+  auto base = base_settings(argc, argv);
+  if (!base) {
+    return unexpected(base.error());
+  }
+  config::settings s = std::move(*base);
+  corpus_flags seen;
   const std::span<const std::string_view> known = server_flags(command);
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -155,77 +256,11 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
       return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
                                               command)});
     }
-    auto value = [&](std::string_view what) -> result<std::string_view, cli_error> {
-      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-        return unexpected(cli_error{fmt::format("{}: needs {}", a, what)});
-      }
-      return std::string_view(argv[++i]);
-    };
-    if (a == "--config") {
-      ++i;
-    } else if (a == "--data-dir") {
-      auto v = value("a DIR");
-      if (!v) {
-        return unexpected(v.error());
-      }
-      s.data_dir = std::string(*v);
-    } else if (a == "--corpus") {
-      auto v = value("a FILE.jsonl");
-      if (!v) {
-        return unexpected(v.error());
-      }
-      s.corpus_path = std::string(*v);
-      saw_corpus = true;
-    } else if (a == "--sample") {
-      saw_sample = true;
-      s.corpus_path.clear();
-    } else if (a == "--accept-usage-loss") {
-      s.accept_usage_loss = true;
-    } else if (!serve && a == "--remote") {
-      // main() sends `stdio --remote` to the bridge (stdio_remote.cc) before this parser runs:
-      // reaching here means it was combined in a way the bridge does not take.
-      return unexpected(cli_error{
-          "--remote runs the bridge, which takes only --cacert and --timeout-ms (see tollgate "
-          "stdio --remote URL --help)"});
-    } else if (serve && (a == "--listen" || a == "--admin-listen")) {
-      auto v = value("HOST:PORT");
-      if (!v) {
-        return unexpected(v.error());
-      }
-      auto ep = config::parse_endpoint(std::string(*v));
-      if (!ep) {
-        return unexpected(cli_error{fmt::format("{}: {}", a, ep.error())});
-      }
-      if (a == "--listen") {
-        s.listen = *ep;
-      } else {
-        s.admin_listen = *ep;
-      }
-    } else if (serve && a == "--threads") {
-      auto v = value("a number");
-      if (!v) {
-        return unexpected(v.error());
-      }
-      auto n = parse_int(a, *v, 0, 1024);  // 0: one per online core, as in the config
-      if (!n) {
-        return unexpected(n.error());
-      }
-      s.threads = static_cast<int>(*n);
-    } else if (serve && a == "--role") {
-      auto v = value("gateway or shard");
-      if (!v) {
-        return unexpected(v.error());
-      }
-      if (*v != "gateway" && *v != "shard") {
-        return unexpected(cli_error{fmt::format("--role: '{}' is not gateway or shard", *v)});
-      }
-      s.role_shard = *v == "shard";
-    } else {
-      return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
-                                              command)});
+    if (auto r = apply_flag(command, argc, argv, i, s, seen); !r) {
+      return unexpected(r.error());
     }
   }
-  if (saw_sample && saw_corpus) {
+  if (seen.sample && seen.corpus) {
     return unexpected(cli_error{"--corpus and --sample: give one or the other"});
   }
   return s;

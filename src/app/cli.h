@@ -19,6 +19,11 @@ struct cli_error {
   bool help = false;  ///< --help was asked for: print usage, exit 0
 };
 
+/// The value of the flag at argv[i] into `out`, advancing `i` past it; an error naming the flag
+/// and `what` it needs when there is none (or it is empty).
+result<void, cli_error> flag_value(int argc, char** argv, int& i, std::string_view what,
+                                   std::string& out);
+
 /// Parses the arguments after the subcommand (`serve` or `stdio`) into settings.
 result<config::settings, cli_error> parse_server_args(std::string_view command, int argc,
                                                       char** argv);

@@ -52,6 +52,54 @@ std::string json_string(std::string_view s) {
   return "\"" + std::string(b.view()) + "\"";
 }
 
+// This month's usage of every key in `contents`, pushed to Redis as node `node`. 0, or 1 after
+// the message; `calls` and `pushed` count what went.
+int push_usage(const cluster::settings& cs, cluster::redis_keys& keys, quota::service& svc,
+               const quota::store_contents& contents, const std::string& node, int64_t& calls,
+               int& pushed, std::FILE* err) {
+  const uint32_t month = svc.month();
+  const cluster::redis_script push(R"(
+local h = KEYS[1]
+for _, f in ipairs({'u:', 'o:', 'g:'}) do
+  local v = tonumber(ARGV[({['u:'] = 2, ['o:'] = 3, ['g:'] = 4})[f]])
+  local cur = tonumber(redis.call('HGET', h, f .. ARGV[1]) or '0')
+  if v > cur then redis.call('HSET', h, f .. ARGV[1], v) end
+end
+redis.call('PEXPIRE', h, 8640000000)
+return 1)");
+  for (const quota::key_entry& k : contents.keys) {
+    const quota::usage_totals u = svc.usage(k.id, month);
+    if (u.used == 0) {
+      continue;
+    }
+    auto r = keys.conn().eval(push, {cluster::usage_key(cs, k.id, month)},
+                              {node, std::to_string(u.used), std::to_string(u.overage),
+                               std::to_string(u.used - u.overage)});
+    if (!r) {
+      fmt::print(err, "tollgate cluster import: {}\n", r.error().message);
+      return 1;
+    }
+    calls += u.used;
+    ++pushed;
+  }
+  return 0;
+}
+
+// Marks the data dir as imported: serve refuses such a dir in cluster mode. 0, or 1.
+int mark_imported(const cluster::settings& cs, const config::settings& s, const std::string& node,
+                  std::FILE* err) {
+  std::FILE* f = std::fopen((s.data_dir + "/cluster-imported.txt").c_str(), "w");
+  if (f == nullptr) {
+    fmt::print(err, "tollgate cluster import: cannot write {}/cluster-imported.txt\n",
+               s.data_dir);
+    return 1;
+  }
+  fmt::print(f, "this data dir's usage was imported into redis {} as node {}\n", cs.redis,
+             node);
+  std::fclose(f);
+  return 0;
+}
+
 int import_usage(const cluster::settings& cs, const config::settings& s, std::FILE* out,
                  std::FILE* err) {
   if (::access(s.data_dir.c_str(), F_OK) != 0) {
@@ -86,48 +134,18 @@ int import_usage(const cluster::settings& cs, const config::settings& s, std::FI
     fmt::print(err, "tollgate cluster import: {}\n", svc.error());
     return 1;
   }
-  const uint32_t month = (*svc)->month();
   std::error_code ec;
   const std::string node = "import:" + std::filesystem::absolute(s.data_dir, ec).string();
-  const cluster::redis_script push(R"(
-local h = KEYS[1]
-for _, f in ipairs({'u:', 'o:', 'g:'}) do
-  local v = tonumber(ARGV[({['u:'] = 2, ['o:'] = 3, ['g:'] = 4})[f]])
-  local cur = tonumber(redis.call('HGET', h, f .. ARGV[1]) or '0')
-  if v > cur then redis.call('HSET', h, f .. ARGV[1], v) end
-end
-redis.call('PEXPIRE', h, 8640000000)
-return 1)");
   int64_t calls = 0;
   int pushed = 0;
-  for (const quota::key_entry& k : contents->keys) {
-    const quota::usage_totals u = (*svc)->usage(k.id, month);
-    if (u.used == 0) {
-      continue;
-    }
-    auto r = keys.conn().eval(push, {cluster::usage_key(cs, k.id, month)},
-                              {node, std::to_string(u.used), std::to_string(u.overage),
-                               std::to_string(u.used - u.overage)});
-    if (!r) {
-      fmt::print(err, "tollgate cluster import: {}\n", r.error().message);
-      return 1;
-    }
-    calls += u.used;
-    ++pushed;
+  if (int rc = push_usage(cs, keys, **svc, *contents, node, calls, pushed, err); rc != 0) {
+    return rc;
   }
   (*svc)->close(now_ns());
   // A node later started on this dir would push the same usage again under its own name:
   // serve refuses a dir with this file in cluster mode.
-  {
-    std::FILE* f = std::fopen((s.data_dir + "/cluster-imported.txt").c_str(), "w");
-    if (f == nullptr) {
-      fmt::print(err, "tollgate cluster import: cannot write {}/cluster-imported.txt\n",
-                 s.data_dir);
-      return 1;
-    }
-    fmt::print(f, "this data dir's usage was imported into redis {} as node {}\n", cs.redis,
-               node);
-    std::fclose(f);
+  if (int rc = mark_imported(cs, s, node, err); rc != 0) {
+    return rc;
   }
   fmt::print(out,
              "imported {} new key(s) of {} and {} account(s); this month's usage of {} key(s) "

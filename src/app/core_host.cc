@@ -71,28 +71,24 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
   }
   quota::admit_verdict v = quota_.admit(*key_, now_ns_, fig_, ticket_);
   quota_filled_ = true;  // admit() filled the quota part of fig_ from the same snapshot
+  if (v == quota::admit_verdict::ok) {
+    admitted_ = true;
+    return a;
+  }
+  // A refusal: the figures go along whole; the outcome table keeps those it carries.
+  a.retry_after_secs = fig_.retry_after_secs;
+  a.quota_limit = fig_.quota_limit;
+  a.quota_used = fig_.quota_used;
+  a.quota_remaining = fig_.quota_remaining;
   switch (v) {
-    case quota::admit_verdict::ok:
-      admitted_ = true;
-      a.outcome = mcp::admission::kind::ok;
-      break;
-    case quota::admit_verdict::suspended:
-      a.outcome = mcp::admission::kind::suspended;
-      break;
+    case quota::admit_verdict::ok: break;
+    case quota::admit_verdict::suspended: a.outcome = mcp::admission::kind::suspended; break;
     case quota::admit_verdict::quota_exceeded:
       a.outcome = mcp::admission::kind::quota_exceeded;
-      a.retry_after_secs = fig_.retry_after_secs;
-      a.quota_limit = fig_.quota_limit;
-      a.quota_used = fig_.quota_used;
-      a.quota_remaining = fig_.quota_remaining;
       break;
-    case quota::admit_verdict::unavailable:
-      a.outcome = mcp::admission::kind::unavailable;
-      a.retry_after_secs = fig_.retry_after_secs;
-      break;
+    case quota::admit_verdict::unavailable: a.outcome = mcp::admission::kind::unavailable; break;
     case quota::admit_verdict::quota_unreachable:
       a.outcome = mcp::admission::kind::quota_unreachable;
-      a.retry_after_secs = fig_.retry_after_secs;
       break;
   }
   return a;

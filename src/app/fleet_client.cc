@@ -56,8 +56,8 @@ void fleet_client::attach(http::engine_io& io) {
   io_ = &io;
   upstream_.clear();
   host_header_.clear();
-  for (const config::endpoint& e : shared_.remotes) {
-    // parse_endpoint() accepts "localhost"; the engine takes numeric addresses only.
+  for (const config::host_port& e : shared_.remotes) {
+    // parse_host_port() accepts "localhost"; the engine takes numeric addresses only.
     std::string host = e.host == "localhost" ? std::string("127.0.0.1") : e.host;
     upstream_.push_back(io.add_upstream(host, e.port));
     host_header_.push_back(host + ":" + std::to_string(e.port));

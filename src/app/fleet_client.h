@@ -40,7 +40,7 @@ namespace tollgate::app {
 /// What every core of a gateway shares about its remote shards. Thread-safe (health is
 /// lock-free; the rest is read-only).
 struct fleet_shared {
-  std::vector<config::endpoint> remotes;
+  std::vector<config::host_port> remotes;
   std::string secret;
   int64_t deadline_ns = 250'000'000;
   std::unique_ptr<search::remote_health> health;

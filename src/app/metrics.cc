@@ -173,15 +173,17 @@ void request_metrics::log_dropped(int core, uint64_t lines) noexcept {
   add(rows_[static_cast<size_t>(core)].log_dropped, lines);
 }
 
-void request_metrics::render(out_buffer& out) const {
+template <class Field>
+uint64_t request_metrics::sum(Field field) const {
+  uint64_t n = 0;
+  for (int c = 0; c < cores_; ++c) {
+    n += field(rows_[static_cast<size_t>(c)]).load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
+void request_metrics::render_answers(out_buffer& out) const {
   auto it = std::back_inserter(out);
-  auto sum = [&](auto field) {
-    uint64_t n = 0;
-    for (int c = 0; c < cores_; ++c) {
-      n += field(rows_[static_cast<size_t>(c)]).load(std::memory_order_relaxed);
-    }
-    return n;
-  };
   fmt::format_to(it,
                  "# HELP tollgate_answers_total Requests answered, by route and outcome (the error "
                  "model's codes: ok, invalid_key, rate_limited, quota_exceeded, suspended, "
@@ -196,6 +198,10 @@ void request_metrics::render(out_buffer& out) const {
       }
     }
   }
+}
+
+void request_metrics::render_durations(out_buffer& out) const {
+  auto it = std::back_inserter(out);
   fmt::format_to(it,
                  "# HELP tollgate_request_duration_seconds Time from the event-loop pass that read "
                  "a request to the pass that queued its answer, by route and MCP tool.\n"
@@ -235,7 +241,10 @@ void request_metrics::render(out_buffer& out) const {
                      rn, tn, static_cast<double>(ns) / 1e9, rn, tn, total);
     }
   }
-  std::map<std::string, std::pair<uint64_t, uint64_t>> plans;
+}
+
+void request_metrics::render_plans(out_buffer& out) const {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> plans;  // billed, overage
   for (int c = 0; c < cores_; ++c) {
     const row& w = rows_[static_cast<size_t>(c)];
     const uint32_t used = w.plans_used.load(std::memory_order_acquire);
@@ -251,21 +260,34 @@ void request_metrics::render(out_buffer& out) const {
       take(w.plans[max_plans]);
     }
   }
-  fmt::format_to(it,
-                 "# HELP tollgate_billed_calls_total Calls billed (successful search_stories and "
-                 "get_story calls, REST searches and story reads), by plan.\n"
-                 "# TYPE tollgate_billed_calls_total counter\n");
-  for (const auto& [name, v] : plans) {
-    fmt::format_to(it, "tollgate_billed_calls_total{{plan=\"{}\"}} {}\n", name, v.first);
+  struct series {
+    std::string_view name;
+    std::string_view help;
+    uint64_t std::pair<uint64_t, uint64_t>::*figure;
+  };
+  constexpr series by_plan[] = {
+      {"tollgate_billed_calls_total",
+       "Calls billed (successful search_stories and get_story calls, REST searches and story "
+       "reads), by plan.",
+       &std::pair<uint64_t, uint64_t>::first},
+      {"tollgate_overage_calls_total",
+       "Billed calls past the monthly quota (plans with overage = \"bill\"), by plan.",
+       &std::pair<uint64_t, uint64_t>::second},
+  };
+  auto it = std::back_inserter(out);
+  for (const series& m : by_plan) {
+    fmt::format_to(it, "# HELP {} {}\n# TYPE {} counter\n", m.name, m.help, m.name);
+    for (const auto& [name, v] : plans) {
+      fmt::format_to(it, "{}{{plan=\"{}\"}} {}\n", m.name, name, v.*m.figure);
+    }
   }
-  fmt::format_to(it,
-                 "# HELP tollgate_overage_calls_total Billed calls past the monthly quota (plans "
-                 "with overage = \"bill\"), by plan.\n"
-                 "# TYPE tollgate_overage_calls_total counter\n");
-  for (const auto& [name, v] : plans) {
-    fmt::format_to(it, "tollgate_overage_calls_total{{plan=\"{}\"}} {}\n", name, v.second);
-  }
-  fmt::format_to(it,
+}
+
+void request_metrics::render(out_buffer& out) const {
+  render_answers(out);
+  render_durations(out);
+  render_plans(out);
+  fmt::format_to(std::back_inserter(out),
                  "# HELP tollgate_access_log_lines_total Access-log lines written.\n"
                  "# TYPE tollgate_access_log_lines_total counter\n"
                  "tollgate_access_log_lines_total {}\n"

@@ -104,6 +104,13 @@ class request_metrics {
     std::atomic<uint64_t> log_lines;
     std::atomic<uint64_t> log_dropped;
   };
+  // render()'s steps. sum(): `field` of every core's row, added up.
+  template <class Field>
+  uint64_t sum(Field field) const;
+  void render_answers(out_buffer& out) const;
+  void render_durations(out_buffer& out) const;
+  void render_plans(out_buffer& out) const;
+
   int cores_;
   std::vector<std::string_view> tools_;
   std::unique_ptr<row[]> rows_;

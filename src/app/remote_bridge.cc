@@ -42,18 +42,27 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Calls f(key, field) for each member of `o` while f returns true. False: a member could not be
+// read, or f said stop.
+template <class F>
+bool each_member(od::object& o, F&& f) {
+  for (auto fr : o) {
+    od::field fl;
+    std::string_view key;
+    if (std::move(fr).get(fl) || fl.unescaped_key().get(key) || !f(key, fl)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // params of a request: name (tools/call) and the _meta protocol version.
 void read_params(od::value v, message_facts& m) {
   od::object o;
   if (v.get_object().get(o)) {
     return;
   }
-  for (auto fr : o) {
-    od::field f;
-    std::string_view key;
-    if (std::move(fr).get(f) || f.unescaped_key().get(key)) {
-      return;
-    }
+  each_member(o, [&](std::string_view key, od::field& f) {
     if (key == "name") {
       std::string_view s;
       if (!f.value().get_string().get(s)) {
@@ -62,23 +71,18 @@ void read_params(od::value v, message_facts& m) {
     } else if (key == "_meta") {
       od::object meta;
       if (f.value().get_object().get(meta)) {
-        continue;
+        return true;
       }
-      for (auto mr : meta) {
-        od::field mf;
-        std::string_view mk;
-        if (std::move(mr).get(mf) || mf.unescaped_key().get(mk)) {
-          return;
+      return each_member(meta, [&](std::string_view mk, od::field& mf) {
+        std::string_view s;
+        if (mk == k_meta_version_key && !mf.value().get_string().get(s)) {
+          m.meta_version = s;
         }
-        if (mk == k_meta_version_key) {
-          std::string_view s;
-          if (!mf.value().get_string().get(s)) {
-            m.meta_version = s;
-          }
-        }
-      }
+        return true;
+      });
     }
-  }
+    return true;
+  });
 }
 
 bool read_message(od::value v, message_facts& m) {
@@ -87,12 +91,7 @@ bool read_message(od::value v, message_facts& m) {
     return false;
   }
   std::string id;
-  for (auto fr : o) {
-    od::field f;
-    std::string_view key;
-    if (std::move(fr).get(f) || f.unescaped_key().get(key)) {
-      return false;
-    }
+  const bool read = each_member(o, [&](std::string_view key, od::field& f) {
     od::value fv = f.value();
     od::json_type t;
     if (fv.type().get(t)) {
@@ -110,6 +109,10 @@ bool read_message(od::value v, message_facts& m) {
     } else if (key == "params") {
       read_params(fv, m);
     }
+    return true;
+  });
+  if (!read) {
+    return false;
   }
   if (!m.method.empty()) {
     m.id = std::move(id);
@@ -369,74 +372,84 @@ line_facts inspect(std::string_view line) {
   return lf;
 }
 
+// Every request of the line answered with "could not answer": a tool error `unavailable` for a
+// tools/call (retry after `retry` seconds), -32603 naming `why` for the others.
+verdict answer_failed(const line_facts& line, const bridge_view& view, int64_t retry,
+                      std::string why, out_buffer& out, std::string& reason) {
+  reason = std::move(why);
+  const std::string message = fmt::format(
+      "Internal error: the tollgate server at {} could not answer ({}); retry shortly.", view.url,
+      reason);
+  answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
+    if (m.is_tools_call()) {
+      envelope::tool_error te;
+      te.code = envelope::tool_error_code::unavailable;
+      te.retry_after_secs = retry;
+      view.env.tool_error_response(o, m.id, revision_of(m, view), te);
+    } else {
+      view.env.error_response(
+          o, m.id, envelope::rpc_error{envelope::rpc_error_kind::internal_error, message, {}, 0});
+    }
+  });
+  return verdict::failed;
+}
+
+// A 429: a single request other than tools/call gets the server's own JSON-RPC error; every
+// other request the tool error or JSON-RPC error `rate_limited` with the wait.
+verdict answer_rate_limited(const line_facts& line, const http_answer& a, const bridge_view& view,
+                            out_buffer& out) {
+  std::vector<std::string> msgs;
+  const bool has_body = answer_messages(a, msgs);
+  // The one case that passes through: a single request other than tools/call, whose answer
+  // is the JSON-RPC error the server wrote.
+  if (!line.batch && has_body && !line.messages.empty() && line.messages[0].is_request() &&
+      !line.messages[0].is_tools_call()) {
+    for (const std::string& m : msgs) {
+      put_line(out, m);
+    }
+    return verdict::answered;
+  }
+  envelope::tool_error te;
+  te.code = envelope::tool_error_code::rate_limited;
+  if (has_body && !msgs.empty()) {
+    read_figures(msgs.front(), te);
+  }
+  if (a.retry_after_secs >= 1) {
+    te.retry_after_secs = a.retry_after_secs;  // the header is the figure of record
+  }
+  if (te.retry_after_secs < 1) {
+    te.retry_after_secs = k_default_retry_secs;
+  }
+  answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
+    if (m.is_tools_call()) {
+      view.env.tool_error_response(o, m.id, revision_of(m, view), te);
+    } else {
+      view.env.error_response(
+          o, m.id,
+          envelope::rpc_error{
+              envelope::rpc_error_kind::rate_limited, {}, {}, te.retry_after_secs});
+    }
+  });
+  return verdict::answered;
+}
+
 verdict translate(const line_facts& line, const http_answer& a, const bridge_view& view,
                   out_buffer& out, std::string& reason) {
-  int64_t retry = k_default_retry_secs;
+  const int64_t retry = a.retry_after_secs >= 1 ? a.retry_after_secs : k_default_retry_secs;
   auto fail = [&](std::string why) {
-    reason = std::move(why);
-    const std::string message = fmt::format(
-        "Internal error: the tollgate server at {} could not answer ({}); retry shortly.", view.url,
-        reason);
-    answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
-      if (m.is_tools_call()) {
-        envelope::tool_error te;
-        te.code = envelope::tool_error_code::unavailable;
-        te.retry_after_secs = retry;
-        view.env.tool_error_response(o, m.id, revision_of(m, view), te);
-      } else {
-        view.env.error_response(
-            o, m.id, envelope::rpc_error{envelope::rpc_error_kind::internal_error, message, {}, 0});
-      }
-    });
-    return verdict::failed;
+    return answer_failed(line, view, retry, std::move(why), out, reason);
   };
-
   if (a.transport_failed) {
-    return fail(std::string(a.failure));
+    return answer_failed(line, view, k_default_retry_secs, std::string(a.failure), out, reason);
   }
   if (a.status == 401) {
     return verdict::unauthorized;
-  }
-  if (a.retry_after_secs >= 1) {
-    retry = a.retry_after_secs;
   }
   if (a.status >= 500) {
     return fail(fmt::format("HTTP {}", a.status));
   }
   if (a.status == 429) {
-    std::vector<std::string> msgs;
-    const bool has_body = answer_messages(a, msgs);
-    // The one case that passes through: a single request other than tools/call, whose answer
-    // is the JSON-RPC error the server wrote.
-    if (!line.batch && has_body && !line.messages.empty() && line.messages[0].is_request() &&
-        !line.messages[0].is_tools_call()) {
-      for (const std::string& m : msgs) {
-        put_line(out, m);
-      }
-      return verdict::answered;
-    }
-    envelope::tool_error te;
-    te.code = envelope::tool_error_code::rate_limited;
-    if (has_body && !msgs.empty()) {
-      read_figures(msgs.front(), te);
-    }
-    if (a.retry_after_secs >= 1) {
-      te.retry_after_secs = a.retry_after_secs;  // the header is the figure of record
-    }
-    if (te.retry_after_secs < 1) {
-      te.retry_after_secs = k_default_retry_secs;
-    }
-    answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
-      if (m.is_tools_call()) {
-        view.env.tool_error_response(o, m.id, revision_of(m, view), te);
-      } else {
-        view.env.error_response(
-            o, m.id,
-            envelope::rpc_error{
-                envelope::rpc_error_kind::rate_limited, {}, {}, te.retry_after_secs});
-      }
-    });
-    return verdict::answered;
+    return answer_rate_limited(line, a, view, out);
   }
   if (a.status >= 200 && a.status < 300 && trim(a.body).empty()) {
     // 202 (or any bodiless success): right for notifications and responses, which get no

@@ -153,7 +153,20 @@ int check_fleet(const config::settings& s, bool stdio) {
   return 0;
 }
 
-// Builds everything the cores share except the engine. On failure logs and returns the code.
+// settings_or_exit, then check_fleet: the settings `command` may run with, or nullopt with
+// `code` set after the message.
+std::optional<config::settings> checked_settings(std::string_view command, int argc,
+                                                 char** argv, int& code) {
+  auto s = settings_or_exit(command, argc, argv, code);
+  if (s) {
+    code = check_fleet(*s, command == "stdio");
+    if (code != 0) {
+      return std::nullopt;
+    }
+  }
+  return s;
+}
+
 // The first `serve` on an empty data dir (no key ever created) makes a demo account and key.
 // Whether it is needed is read before the server starts (so a running server does no such work
 // on every start); the key is made once the server is listening, so a start that fails for any
@@ -208,15 +221,8 @@ int make_cluster_agent(shared_state& st, const config::settings& s) {
   return 0;
 }
 
-int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio,
-                 std::optional<data_dir_lock>& lock) {
-  st.settings = &s;
-  quota::plan_map plans = to_plans(s);
-  if (auto v = quota::validate_plans(plans); !v) {
-    fmt::print(stderr, "tollgate: {}{}\n", s.config_path.empty() ? "" : s.config_path + ": ",
-               v.error());
-    return 2;
-  }
+// Creates the data dir (private) and takes its lock. 0, or the exit code after the message.
+int lock_data_dir(const config::settings& s, std::optional<data_dir_lock>& lock) {
   std::error_code ec;
   // Made private, as `keys create` makes it: it holds key hashes and every key's usage.
   if (std::filesystem::create_directories(s.data_dir, ec) && !ec) {
@@ -232,6 +238,11 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
     return 1;
   }
   lock.emplace(std::move(*held));
+  return 0;
+}
+
+// Opens the quota service on the data dir (and the cluster agent it leases from).
+int open_quota(shared_state& st, const config::settings& s, int cores, quota::plan_map plans) {
   quota::service_options qo;
   qo.data_dir = s.data_dir;
   qo.plans = std::move(plans);
@@ -263,18 +274,12 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
               "until they are; retrying",
               s.cluster_redis);
   }
+  return 0;
+}
 
-  if (int rc = load_corpus(st, s); rc != 0) {
-    return rc;
-  }
-  envelope::server_identity id;
-  id.version = TOLLGATE_VERSION;
-  id.instructions =
-      "Search a corpus of stories with search_stories, read one with get_story, and check your "
-      "remaining quota with get_usage. Tool errors carry a JSON object with a code and a "
-      "message; quota_exceeded and rate_limited say when to retry.";
-  st.envelopes = std::make_unique<envelope::cache>(id);
-  register_tools(st.tools);
+// What serving needs next to the quota and the corpus: the fleet's remotes (a gateway), the
+// session store, the counters and the per-core answer caches.
+void make_serving_state(shared_state& st, const config::settings& s, int cores, bool stdio) {
   if (!stdio && !s.remote_shards.empty()) {
     st.fleet = std::make_unique<fleet_shared>();
     st.fleet->remotes = s.remote_shards;
@@ -295,6 +300,37 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
     log_info("search answer cache: {} entries of {} bytes per core", s.search_cache_entries,
              s.search_cache_entry_bytes);
   }
+}
+
+// Builds everything the cores share except the engine. On failure logs and returns the code.
+int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio,
+                 std::optional<data_dir_lock>& lock) {
+  st.settings = &s;
+  quota::plan_map plans = to_plans(s);
+  if (auto v = quota::validate_plans(plans); !v) {
+    fmt::print(stderr, "tollgate: {}{}\n", s.config_path.empty() ? "" : s.config_path + ": ",
+               v.error());
+    return 2;
+  }
+  if (int rc = lock_data_dir(s, lock); rc != 0) {
+    return rc;
+  }
+  if (int rc = open_quota(st, s, cores, std::move(plans)); rc != 0) {
+    return rc;
+  }
+
+  if (int rc = load_corpus(st, s); rc != 0) {
+    return rc;
+  }
+  envelope::server_identity id;
+  id.version = TOLLGATE_VERSION;
+  id.instructions =
+      "Search a corpus of stories with search_stories, read one with get_story, and check your "
+      "remaining quota with get_usage. Tool errors carry a JSON object with a code and a "
+      "message; quota_exceeded and rate_limited say when to retry.";
+  st.envelopes = std::make_unique<envelope::cache>(id);
+  register_tools(st.tools);
+  make_serving_state(st, s, cores, stdio);
   register_routes(st);
   return 0;
 }
@@ -325,20 +361,10 @@ int check_stdio_key(const config::settings& s, std::string_view presented) {
 
 }  // namespace
 
-int run_serve(int argc, char** argv) {
-  int code = 1;
-  auto s = settings_or_exit("serve", argc, argv, code);
-  if (!s) {
-    return code;
-  }
-  if (int rc = check_fleet(*s, false); rc != 0) {
-    return rc;
-  }
-  // Signals are taken by sigwait() below, before any thread starts.
-  sigset_t set = block_control_signals();
-  sigaddset(&set, SIGUSR1);  // serve only: reopen the access log (stdio has none)
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+namespace {
+
+// Lifts the open-file soft limit to the hard one.
+void raise_fd_limit() {
   // Every connection is a descriptor: lift the soft limit to the hard one before the cores arm
   // their accepts (the kernel reads the limit then). Running out is still handled (EMFILE
   // backs accept off), but the default 1024 would cap a server far below its capacity.
@@ -350,15 +376,20 @@ int run_serve(int argc, char** argv) {
     }
   }
 
+}
+
+// The public engine's options from the settings.
+net::server_options engine_options(const config::settings& s) {
+  rlimit nofile{};
   net::server_options no;
-  no.host = s->listen.host;
-  no.port = s->listen.port;
-  no.threads = s->threads;
-  no.limits.max_header_bytes = s->max_header_bytes;
-  no.limits.max_body_bytes = s->max_body_bytes;
-  no.header_timeout_ms = s->header_timeout_ms;
-  no.idle_timeout_ms = s->idle_timeout_ms;
-  no.max_connections = s->max_connections;
+  no.host = s.listen.host;
+  no.port = s.listen.port;
+  no.threads = s.threads;
+  no.limits.max_header_bytes = s.max_header_bytes;
+  no.limits.max_body_bytes = s.max_body_bytes;
+  no.header_timeout_ms = s.header_timeout_ms;
+  no.idle_timeout_ms = s.idle_timeout_ms;
+  no.max_connections = s.max_connections;
   // Descriptors the public side leaves to the rest of the process when the table fills up
   // (1,000s of idle clients under a low `ulimit -n`): half for the admin listener's
   // connections, half for what the server opens while running (usage snapshots, key and
@@ -366,40 +397,69 @@ int run_serve(int argc, char** argv) {
   // The admin listener, in turn, leaves the second half to the files.
   const rlim_t fd_limit = getrlimit(RLIMIT_NOFILE, &nofile) == 0 ? nofile.rlim_cur : 1024;
   no.fd_reserve = fd_limit >= 1024 ? 128 : static_cast<uint32_t>(fd_limit / 4);
-  no.journal_inline = s->journal_inline;
-  int cores = s->threads > 0 ? s->threads : net::default_threads();
-  if (cores <= 0) {
-    cores = 1;
-  }
+  no.journal_inline = s.journal_inline;
+  return no;
+}
 
-  // Declared before the engine so it outlives it: the engine's per-core handlers hold
-  // references into the shared state and are destroyed with the engine. The data dir's lock
-  // outlives both: it is released after the usage is flushed.
-  std::optional<data_dir_lock> lock;
-  shared_state st;
-  if (s->role_shard) {
-    // A shard node: its corpus and the fleet routes; no keys, quotas or MCP.
-    st.settings = &*s;
-    if (int rc = load_corpus(st, *s); rc != 0) {
+// The shared state of a shard node (its corpus and the fleet routes; no keys, quotas or MCP)
+// or of a server (build_shared, then metrics and the access log).
+int build_serve_state(shared_state& st, const config::settings& s, int cores,
+                      std::optional<data_dir_lock>& lock) {
+  if (s.role_shard) {
+    st.settings = &s;
+    if (int rc = load_corpus(st, s); rc != 0) {
       return rc;
     }
     st.counters = std::make_unique<request_counters>(cores);
     register_shard_routes(st);
-  } else if (int rc = build_shared(st, *s, cores, false, lock); rc != 0) {
+    return 0;
+  }
+  if (int rc = build_shared(st, s, cores, false, lock); rc != 0) {
     return rc;
-  } else if (int orc = setup_observability(st, *s, cores); orc != 0) {
-    return orc;
   }
-  bool demo_key = false;
-  if (st.quota && !s->cluster) {  // cluster: keys are made with `tollgate keys --config`
-    if (int rc = demo_key_needed(*s, demo_key); rc != 0) {
-      return rc;
-    }
+  return setup_observability(st, s, cores);
+}
+
+// The ops routes' engine on [server] admin_listen, when set. 0, or 1 after the message.
+int start_admin(shared_state& st, const config::settings& s, const net::server_options& no,
+                std::unique_ptr<net::server>& admin) {
+  if (!s.admin_listen) {
+    return 0;
   }
-  net::server engine(no);
-  st.engine = &engine;
-  st.ops_on_main = !s->admin_listen.has_value();  // read by the cores: set before they start
-  const bool shard_node = s->role_shard;
+  net::server_options ao = no;
+  ao.host = s.admin_listen->host;
+  ao.port = s.admin_listen->port;
+  ao.threads = 1;
+  ao.max_connections = 256;
+  ao.fd_reserve = no.fd_reserve / 2;
+  admin = std::make_unique<net::server>(ao);
+  auto a = admin->start([&st](int) -> std::unique_ptr<http::handler> {
+    return std::make_unique<ops_handler>(st);
+  });
+  if (!a) {
+    log_error("admin listener: {}", a.error());
+    return 1;
+  }
+  log_info("admin (healthz, readyz, metrics, POST /admin/reload) on http://{}:{}", s.admin_listen->host,
+           admin->port());
+  return 0;
+}
+
+// Stops both engines, then waits for them (requests in flight are finished).
+void stop_engines(net::server& engine, net::server* admin) {
+  engine.stop();
+  if (admin != nullptr) {
+    admin->stop();
+  }
+  engine.wait();
+  if (admin != nullptr) {
+    admin->wait();
+  }
+}
+
+// Starts the public engine's cores: shard_handlers on a shard node, else core_handlers. 0, or 1
+// after the message.
+int start_engine(net::server& engine, shared_state& st, bool shard_node, int cores) {
   auto started = engine.start([&st, shard_node](int core) -> std::unique_ptr<http::handler> {
     if (shard_node) {
       return std::make_unique<shard_handler>(st, core);
@@ -412,59 +472,26 @@ int run_serve(int argc, char** argv) {
   }
   if (engine.threads() != cores) {
     log_error("engine started {} cores, expected {}", engine.threads(), cores);
-    engine.stop();
-    engine.wait();
+    stop_engines(engine, nullptr);
     return 1;
   }
-  // Ops routes on their own address: one more engine with one core and no quota or MCP.
-  std::unique_ptr<net::server> admin;  // destroyed before st, like the engine
-  if (s->admin_listen) {
-    net::server_options ao = no;
-    ao.host = s->admin_listen->host;
-    ao.port = s->admin_listen->port;
-    ao.threads = 1;
-    ao.max_connections = 256;
-    ao.fd_reserve = no.fd_reserve / 2;
-    admin = std::make_unique<net::server>(ao);
-    auto a = admin->start([&st](int) -> std::unique_ptr<http::handler> {
-      return std::make_unique<ops_handler>(st);
-    });
-    if (!a) {
-      log_error("admin listener: {}", a.error());
-      engine.stop();
-      engine.wait();
-      return 1;
-    }
-    log_info("admin (healthz, readyz, metrics, POST /admin/reload) on http://{}:{}", s->admin_listen->host,
-             admin->port());
-  }
-  if (demo_key) {
-    if (int rc = make_demo_key(st, *s); rc != 0) {
-      engine.stop();
-      if (admin) {
-        admin->stop();
-      }
-      engine.wait();
-      if (admin) {
-        admin->wait();
-      }
-      st.quota->close(wall_now_ns());
-      return rc;
-    }
-  }
-  st.ready.store(true, std::memory_order_release);
-  log_info("listening on http://{}:{} ({} threads){}", s->listen.host, engine.port(),
-           engine.threads(), s->role_shard ? " as a shard node" : "");
-  {
-    std::string why;  // systemd Type=notify: ready once listening (no-op elsewhere)
-    if (!sd_notify(fmt::format("READY=1\nSTATUS=listening on {}:{}\nMAINPID={}", s->listen.host,
-                               engine.port(), getpid()),
-                   &why) &&
-        !why.empty()) {
-      log_error("sd_notify READY=1 failed: {}", why);
-    }
-  }
+  return 0;
+}
 
+// systemd Type=notify: ready once listening (no-op elsewhere).
+void notify_ready(const config::settings& s, int port) {
+  std::string why;
+  if (!sd_notify(fmt::format("READY=1\nSTATUS=listening on {}:{}\nMAINPID={}", s.listen.host,
+                             port, getpid()),
+                 &why) &&
+      !why.empty()) {
+    log_error("sd_notify READY=1 failed: {}", why);
+  }
+}
+
+// Takes the control signals until SIGTERM or SIGINT: SIGUSR1 reopens the access log, SIGHUP
+// reloads plans and keys.
+void wait_for_stop(const sigset_t& set, shared_state& st) {
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) {
@@ -484,18 +511,91 @@ int run_serve(int argc, char** argv) {
       continue;
     }
     log_info("{}: finishing requests in flight, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    (void)sd_notify("STOPPING=1");
-    st.ready.store(false, std::memory_order_release);
-    engine.stop();
-    if (admin) {
-      admin->stop();
+    return;
+  }
+}
+
+// TOLLGATE_API_KEY, when stdio can serve with these settings; else null after the message.
+const char* stdio_key(const config::settings& s) {
+  if (s.cluster) {
+    fmt::print(stderr, "tollgate stdio: {}: [cluster]: stdio serves one local data dir; run it "
+               "with a config without [cluster], or bridge to a cluster node with --remote URL\n",
+               s.config_path);
+    return nullptr;
+  }
+  const char* key_env = std::getenv("TOLLGATE_API_KEY");
+  if (key_env == nullptr || *key_env == '\0') {
+    fmt::print(stderr,
+               "tollgate stdio: set TOLLGATE_API_KEY to an API key (create one with `tollgate "
+               "keys create --account A --plan P`)\n");
+    return nullptr;
+  }
+  return key_env;
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  int code = 1;
+  auto s = checked_settings("serve", argc, argv, code);
+  if (!s) {
+    return code;
+  }
+  // Signals are taken by sigwait() below, before any thread starts.
+  sigset_t set = block_control_signals();
+  sigaddset(&set, SIGUSR1);  // serve only: reopen the access log (stdio has none)
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
+
+  const net::server_options no = engine_options(*s);
+  int cores = s->threads > 0 ? s->threads : net::default_threads();
+  if (cores <= 0) {
+    cores = 1;
+  }
+
+  // Declared before the engine so it outlives it: the engine's per-core handlers hold
+  // references into the shared state and are destroyed with the engine. The data dir's lock
+  // outlives both: it is released after the usage is flushed.
+  std::optional<data_dir_lock> lock;
+  shared_state st;
+  if (int rc = build_serve_state(st, *s, cores, lock); rc != 0) {
+    return rc;
+  }
+  bool demo_key = false;
+  if (st.quota && !s->cluster) {  // cluster: keys are made with `tollgate keys --config`
+    if (int rc = demo_key_needed(*s, demo_key); rc != 0) {
+      return rc;
     }
-    break;
   }
-  engine.wait();
-  if (admin) {
-    admin->wait();
+  net::server engine(no);
+  st.engine = &engine;
+  st.ops_on_main = !s->admin_listen.has_value();  // read by the cores: set before they start
+  if (int rc = start_engine(engine, st, s->role_shard, cores); rc != 0) {
+    return rc;
   }
+  // Ops routes on their own address: one more engine with one core and no quota or MCP.
+  std::unique_ptr<net::server> admin;  // destroyed before st, like the engine
+  if (int rc = start_admin(st, *s, no, admin); rc != 0) {
+    stop_engines(engine, nullptr);
+    return rc;
+  }
+  if (demo_key) {
+    if (int rc = make_demo_key(st, *s); rc != 0) {
+      stop_engines(engine, admin.get());
+      st.quota->close(wall_now_ns());
+      return rc;
+    }
+  }
+  st.ready.store(true, std::memory_order_release);
+  log_info("listening on http://{}:{} ({} threads){}", s->listen.host, engine.port(),
+           engine.threads(), s->role_shard ? " as a shard node" : "");
+  notify_ready(*s, engine.port());
+
+  wait_for_stop(set, st);
+  (void)sd_notify("STOPPING=1");
+  st.ready.store(false, std::memory_order_release);
+  stop_engines(engine, admin.get());
   if (st.quota) {
     st.quota->close(wall_now_ns());
     if (st.cluster) {
@@ -510,24 +610,12 @@ int run_serve(int argc, char** argv) {
 
 int run_stdio(int argc, char** argv) {
   int code = 1;
-  auto s = settings_or_exit("stdio", argc, argv, code);
+  auto s = checked_settings("stdio", argc, argv, code);
   if (!s) {
     return code;
   }
-  if (int rc = check_fleet(*s, true); rc != 0) {
-    return rc;
-  }
-  if (s->cluster) {
-    fmt::print(stderr, "tollgate stdio: {}: [cluster]: stdio serves one local data dir; run it "
-               "with a config without [cluster], or bridge to a cluster node with --remote URL\n",
-               s->config_path);
-    return 2;
-  }
-  const char* key_env = std::getenv("TOLLGATE_API_KEY");
-  if (key_env == nullptr || *key_env == '\0') {
-    fmt::print(stderr,
-               "tollgate stdio: set TOLLGATE_API_KEY to an API key (create one with `tollgate "
-               "keys create --account A --plan P`)\n");
+  const char* key_env = stdio_key(*s);
+  if (key_env == nullptr) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);

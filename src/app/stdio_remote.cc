@@ -131,6 +131,12 @@ class bridge {
   bool drain();
   enum class next : uint8_t { done, resent, stop };
   next finish(transfer& t, CURLcode rc);
+  // finish()'s steps: what came back (`failure` holds the text a.failure points into), the
+  // start-up probe's answer, an initialize's version and session, the answer translated.
+  remote::http_answer answer_of(transfer& t, CURLcode rc, std::string& failure) const;
+  next on_probe(const remote::http_answer& a);
+  void note_initialize(transfer& t, const remote::http_answer& a);
+  next forward(transfer& t, const remote::http_answer& a);
   bool flush();
 
   remote_options o_;
@@ -363,9 +369,8 @@ bool bridge::flush() {
   return true;
 }
 
-bridge::next bridge::finish(transfer& t, CURLcode rc) {
+remote::http_answer bridge::answer_of(transfer& t, CURLcode rc, std::string& failure) const {
   remote::http_answer a;
-  std::string failure;
   if (rc != CURLE_OK) {
     a.transport_failed = true;
     const char* detail = t.error[0] != '\0' ? t.error : curl_easy_strerror(rc);
@@ -398,58 +403,58 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
       a.retry_after_secs = parse_retry_after(h->value);
     }
   }
+  return a;
+}
 
-  if (t.probe) {
-    if (a.transport_failed) {
-      log_error(
-          "stdio --remote: {} cannot be reached ({}); starting anyway: messages are "
-          "answered with errors until it answers, and the key is checked then",
-          o_.url, a.failure);
+bridge::next bridge::on_probe(const remote::http_answer& a) {
+  if (a.transport_failed) {
+    log_error(
+        "stdio --remote: {} cannot be reached ({}); starting anyway: messages are "
+        "answered with errors until it answers, and the key is checked then",
+        o_.url, a.failure);
+    down_ = true;
+  } else if (a.status == 401) {
+    log_error(
+        "stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
+        "unknown or revoked)",
+        o_.url);
+    exit_code_ = 2;
+    return next::stop;
+  } else {
+    if (a.status >= 500) {
+      log_error("stdio --remote: {} answered HTTP {} at start; starting anyway", o_.url,
+                a.status);
       down_ = true;
-    } else if (a.status == 401) {
+    } else if ((a.status >= 300 && a.status < 400) || a.status == 404 || a.status == 405) {
       log_error(
-          "stdio --remote: {} refused the key in TOLLGATE_API_KEY (HTTP 401: the key is "
-          "unknown or revoked)",
-          o_.url);
-      exit_code_ = 2;
-      return next::stop;
+          "stdio --remote: {} answered HTTP {} to a ping; is it the server's MCP "
+          "endpoint (https://HOST/mcp)?",
+          o_.url, a.status);
     } else {
-      if (a.status >= 500) {
-        log_error("stdio --remote: {} answered HTTP {} at start; starting anyway", o_.url,
-                  a.status);
-        down_ = true;
-      } else if ((a.status >= 300 && a.status < 400) || a.status == 404 || a.status == 405) {
-        log_error(
-            "stdio --remote: {} answered HTTP {} to a ping; is it the server's MCP "
-            "endpoint (https://HOST/mcp)?",
-            o_.url, a.status);
-      } else {
-        log_info("stdio --remote: forwarding to {}", o_.url);
-      }
-    }
-    return next::done;
-  }
-
-  if (!a.transport_failed && a.status == 404 && t.sent_session && !t.retried && rehandshake()) {
-    t.retried = true;
-    send(t);
-    return next::resent;
-  }
-
-  if (t.initialize && !a.transport_failed && a.status == 200) {
-    const std::string v = remote::negotiated_version(a);
-    if (header_safe(v)) {
-      version_ = v;
-      envelope::revision r;
-      negotiated_ = envelope::parse_revision(v, r) ? r : envelope::revision::v2025_03_26;
-    }
-    curl_header* h = nullptr;
-    if (curl_easy_header(t.easy, "Mcp-Session-Id", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
-        header_safe(h->value)) {
-      session_ = h->value;
+      log_info("stdio --remote: forwarding to {}", o_.url);
     }
   }
+  return next::done;
+}
 
+void bridge::note_initialize(transfer& t, const remote::http_answer& a) {
+  if (!t.initialize || a.transport_failed || a.status != 200) {
+    return;
+  }
+  const std::string v = remote::negotiated_version(a);
+  if (header_safe(v)) {
+    version_ = v;
+    envelope::revision r;
+    negotiated_ = envelope::parse_revision(v, r) ? r : envelope::revision::v2025_03_26;
+  }
+  curl_header* h = nullptr;
+  if (curl_easy_header(t.easy, "Mcp-Session-Id", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
+      header_safe(h->value)) {
+    session_ = h->value;
+  }
+}
+
+bridge::next bridge::forward(transfer& t, const remote::http_answer& a) {
   std::string reason;
   const remote::bridge_view view{env_, o_.url, negotiated_};
   switch (remote::translate(t.facts, a, view, out_, reason)) {
@@ -478,6 +483,21 @@ bridge::next bridge::finish(transfer& t, CURLcode rc) {
       break;
   }
   return flush() ? next::done : next::stop;
+}
+
+bridge::next bridge::finish(transfer& t, CURLcode rc) {
+  std::string failure;
+  const remote::http_answer a = answer_of(t, rc, failure);
+  if (t.probe) {
+    return on_probe(a);
+  }
+  if (!a.transport_failed && a.status == 404 && t.sent_session && !t.retried && rehandshake()) {
+    t.retried = true;
+    send(t);
+    return next::resent;
+  }
+  note_initialize(t, a);
+  return forward(t, a);
 }
 
 bool bridge::drain() {
@@ -642,37 +662,28 @@ result<remote_options, cli_error> parse_remote_args(int argc, char** argv) {
   remote_options o;
   for (int i = 0; i < argc; ++i) {
     const std::string_view a = argv[i];
-    auto value = [&](std::string_view what) -> result<std::string_view, cli_error> {
-      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-        return unexpected(cli_error{fmt::format("{}: needs {}", a, what)});
-      }
-      return std::string_view(argv[++i]);
-    };
     if (a == "--help" || a == "-h") {
       return unexpected(cli_error{"", true});
     }
+    std::string v;
     if (a == "--remote") {
-      auto v = value("a URL (http://HOST:PORT/mcp or https://...)");
-      if (!v) {
-        return unexpected(v.error());
+      if (auto r = flag_value(argc, argv, i, "a URL (http://HOST:PORT/mcp or https://...)", o.url);
+          !r) {
+        return unexpected(r.error());
       }
-      o.url = std::string(*v);
     } else if (a == "--cacert") {
-      auto v = value("a FILE of PEM certificates");
-      if (!v) {
-        return unexpected(v.error());
+      if (auto r = flag_value(argc, argv, i, "a FILE of PEM certificates", o.cacert); !r) {
+        return unexpected(r.error());
       }
-      o.cacert = std::string(*v);
     } else if (a == "--timeout-ms") {
-      auto v = value("a number of milliseconds");
-      if (!v) {
-        return unexpected(v.error());
+      if (auto r = flag_value(argc, argv, i, "a number of milliseconds", v); !r) {
+        return unexpected(r.error());
       }
       int64_t n = 0;
-      auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-      if (ec != std::errc() || p != v->data() + v->size() || n < 1 || n > 3600000) {
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || p != v.data() + v.size() || n < 1 || n > 3600000) {
         return unexpected(cli_error{
-            fmt::format("--timeout-ms: '{}' is not a whole number between 1 and 3600000", *v)});
+            fmt::format("--timeout-ms: '{}' is not a whole number between 1 and 3600000", v)});
       }
       o.timeout_ms = n;
     } else if (a == "--config" || a == "--data-dir" || a == "--corpus" || a == "--sample") {

@@ -14,16 +14,6 @@ namespace {
 // Argument indexes of search_stories, in registration order.
 enum search_arg : size_t { a_query, a_limit, a_offset, a_since, a_until, a_sort, a_tags };
 
-envelope::tool_error to_tool_error(search::errc e) {
-  envelope::tool_error t;
-  t.code = e == search::errc::not_found ? envelope::tool_error_code::not_found
-                                        : envelope::tool_error_code::unavailable;
-  if (e == search::errc::unavailable) {
-    t.retry_after_secs = 1;
-  }
-  return t;
-}
-
 // since/until: unix seconds as a JSON integer or a string the search parser reads (unix seconds,
 // RFC 3339 or a date). Absent leaves `out` unchanged. False: not a time.
 bool time_arg(const mcp::arg_value& v, int64_t& out) {
@@ -100,7 +90,7 @@ class search_stories_tool final : public mcp::tool {
       // In slices (core_handler::handle): a search that outlasts its slice defers the request,
       // and its job goes on between the core's other requests until the answer is complete.
       if (h.yielded()) {
-        return mcp::tool_result::failure(to_tool_error(search::errc::unavailable));
+        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
       search::search_job& job = h.next_job();
       if (!job.matches(q)) {
@@ -108,14 +98,14 @@ class search_stories_tool final : public mcp::tool {
       }
       if (!job.done() && !h.backend().run(job, h.search_slice())) {
         h.yield();  // this delivery's answer is discarded; nothing is billed
-        return mcp::tool_result::failure(to_tool_error(search::errc::unavailable));
+        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
       r = job.outcome();
     } else {
       r = h.backend().search(q, h.scratch(), remote);
     }
     if (!r) {
-      return mcp::tool_result::failure(to_tool_error(r.error()));
+      return mcp::tool_result::failure(rest::tool_error_of(r.error()));
     }
     if (r->partial()) {
       h.note_partial(static_cast<uint32_t>(r->answered), static_cast<uint32_t>(r->shards));
@@ -140,7 +130,7 @@ class get_story_tool final : public mcp::tool {
     }
     auto ref = h.backend().find_story(args[0].str, remote);
     if (!ref) {
-      return mcp::tool_result::failure(to_tool_error(ref.error()));
+      return mcp::tool_result::failure(rest::tool_error_of(ref.error()));
     }
     h.backend().render_story(*ref, out, remote);
     return mcp::tool_result::success();
@@ -164,6 +154,88 @@ mcp::arg_spec arg(std::string name, mcp::arg_type type, std::string description)
   return a;
 }
 
+// Bounds of an integer argument, or of a string's length, or of an array's item count.
+mcp::arg_spec bounded(mcp::arg_spec a, int64_t min, int64_t max) {
+  a.has_min = a.has_max = true;
+  a.min = min;
+  a.max = max;
+  return a;
+}
+
+mcp::tool_def tool(std::string name, std::string title, std::string description, bool billable,
+                   std::shared_ptr<mcp::tool> impl) {
+  mcp::tool_def d;
+  d.name = std::move(name);
+  d.title = std::move(title);
+  d.description = std::move(description);
+  d.billable = billable;
+  d.impl = std::move(impl);
+  return d;
+}
+
+mcp::tool_def search_stories_def() {
+  mcp::tool_def d = tool(
+      "search_stories", "Search stories",
+      "Full-text search over the story corpus (titles and texts). All words of `query` must "
+      "appear in a story; put words in double quotes to match them as an exact phrase. Results "
+      "are ranked by relevance (BM25, title matches weigh more) or newest first with "
+      "sort=\"date\". Returns JSON {\"total\": exact number of matches, \"stories\": [{id, "
+      "title, url, by, time (unix seconds), score, comments, tags}]} without story texts: call "
+      "get_story with an id for the full text. Page with offset and limit. Each successful call "
+      "counts toward the monthly quota.",
+      true, std::make_shared<search_stories_tool>());
+  // query: characters (code points), as JSON Schema's maxLength counts them
+  auto q = bounded(arg("query", mcp::arg_type::string,
+                       "Words to search for (1-500 characters). All must match; \"quoted words\" "
+                       "must appear together in that order (at most 8 quoted phrases)."),
+                   1, 500);
+  q.required = true;
+  auto limit = bounded(arg("limit", mcp::arg_type::integer, "How many stories to return (1-50)."),
+                       1, 50);
+  limit.has_default = true;
+  limit.default_int = 10;
+  auto offset = bounded(
+      arg("offset", mcp::arg_type::integer, "How many ranked stories to skip (0-1000)."), 0, 1000);
+  offset.has_default = true;
+  offset.default_int = 0;
+  auto since = arg("since", mcp::arg_type::timestamp,
+                   "Only stories posted at or after this time: unix seconds (1700000000) or "
+                   "an RFC 3339 date-time (\"2024-05-01T00:00:00Z\") or date (\"2024-05-01\").");
+  auto until = arg("until", mcp::arg_type::timestamp,
+                   "Only stories posted at or before this time; same formats as since.");
+  auto sort = arg("sort", mcp::arg_type::enumeration,
+                  "\"relevance\" (best match first, default) or \"date\" (newest first).");
+  sort.choices = {"relevance", "date"};
+  sort.has_default = true;
+  sort.default_string = "relevance";
+  auto tags = bounded(arg("tags", mcp::arg_type::string_array,
+                          "Only stories carrying every one of these tags (up to 16)."),
+                      0, 16);
+  d.args = {q, limit, offset, since, until, sort, tags};
+  return d;
+}
+
+mcp::tool_def get_story_def() {
+  mcp::tool_def d =
+      tool("get_story", "Get a story",
+           "Fetches one story by its id (as returned by search_stories), with its full text. "
+           "Returns JSON {id, title, url, by, time, score, comments, tags, text}. An unknown id "
+           "is reported as a not_found error. Each successful call counts toward the monthly "
+           "quota.",
+           true, std::make_shared<get_story_tool>());
+  auto id = bounded(arg("id", mcp::arg_type::string, "The story id, e.g. \"8863\"."), 1, 64);
+  id.required = true;
+  d.args = {id};
+  return d;
+}
+
+mcp::tool_def get_usage_def() {
+  return tool("get_usage", "Get my usage",
+              "Shows the calling key's rate limit and monthly quota: limits, what is used and "
+              "remaining, and seconds until each resets. Free: never counts toward the quota.",
+              false, std::make_shared<get_usage_tool>());
+}
+
 }  // namespace
 
 void fleet_calls::on_call(const mcp::decided_call& call) {
@@ -178,85 +250,9 @@ void fleet_calls::on_call(const mcp::decided_call& call) {
 }
 
 void register_tools(mcp::registry& reg) {
-  {
-    mcp::tool_def d;
-    d.name = "search_stories";
-    d.title = "Search stories";
-    d.description =
-        "Full-text search over the story corpus (titles and texts). All words of `query` must "
-        "appear in a story; put words in double quotes to match them as an exact phrase. Results "
-        "are ranked by relevance (BM25, title matches weigh more) or newest first with "
-        "sort=\"date\". Returns JSON {\"total\": exact number of matches, \"stories\": [{id, "
-        "title, url, by, time (unix seconds), score, comments, tags}]} without story texts: call "
-        "get_story with an id for the full text. Page with offset and limit. Each successful call "
-        "counts toward the monthly quota.";
-    auto q = arg("query", mcp::arg_type::string,
-                 "Words to search for (1-500 characters). All must match; \"quoted words\" must "
-                 "appear together in that order (at most 8 quoted phrases).");
-    q.required = true;
-    q.has_min = q.has_max = true;
-    q.min = 1;
-    q.max = 500;  // characters (code points), as JSON Schema's maxLength counts them
-    auto limit = arg("limit", mcp::arg_type::integer, "How many stories to return (1-50).");
-    limit.has_min = limit.has_max = limit.has_default = true;
-    limit.min = 1;
-    limit.max = 50;
-    limit.default_int = 10;
-    auto offset =
-        arg("offset", mcp::arg_type::integer, "How many ranked stories to skip (0-1000).");
-    offset.has_min = offset.has_max = offset.has_default = true;
-    offset.min = 0;
-    offset.max = 1000;
-    offset.default_int = 0;
-    auto since = arg("since", mcp::arg_type::timestamp,
-                     "Only stories posted at or after this time: unix seconds (1700000000) or "
-                     "an RFC 3339 date-time (\"2024-05-01T00:00:00Z\") or date (\"2024-05-01\").");
-    auto until = arg("until", mcp::arg_type::timestamp,
-                     "Only stories posted at or before this time; same formats as since.");
-    auto sort = arg("sort", mcp::arg_type::enumeration,
-                    "\"relevance\" (best match first, default) or \"date\" (newest first).");
-    sort.choices = {"relevance", "date"};
-    sort.has_default = true;
-    sort.default_string = "relevance";
-    auto tags = arg("tags", mcp::arg_type::string_array,
-                    "Only stories carrying every one of these tags (up to 16).");
-    tags.has_min = tags.has_max = true;
-    tags.min = 0;
-    tags.max = 16;
-    d.args = {q, limit, offset, since, until, sort, tags};
-    d.billable = true;
-    d.impl = std::make_shared<search_stories_tool>();
-    reg.add(std::move(d));
-  }
-  {
-    mcp::tool_def d;
-    d.name = "get_story";
-    d.title = "Get a story";
-    d.description =
-        "Fetches one story by its id (as returned by search_stories), with its full text. "
-        "Returns JSON {id, title, url, by, time, score, comments, tags, text}. An unknown id is "
-        "reported as a not_found error. Each successful call counts toward the monthly quota.";
-    auto id = arg("id", mcp::arg_type::string, "The story id, e.g. \"8863\".");
-    id.required = true;
-    id.has_min = id.has_max = true;
-    id.min = 1;
-    id.max = 64;
-    d.args = {id};
-    d.billable = true;
-    d.impl = std::make_shared<get_story_tool>();
-    reg.add(std::move(d));
-  }
-  {
-    mcp::tool_def d;
-    d.name = "get_usage";
-    d.title = "Get my usage";
-    d.description =
-        "Shows the calling key's rate limit and monthly quota: limits, what is used and "
-        "remaining, and seconds until each resets. Free: never counts toward the quota.";
-    d.billable = false;
-    d.impl = std::make_shared<get_usage_tool>();
-    reg.add(std::move(d));
-  }
+  reg.add(search_stories_def());
+  reg.add(get_story_def());
+  reg.add(get_usage_def());
   reg.finish();
 }
 

@@ -7,8 +7,11 @@
 
 #include <cerrno>
 #include <charconv>
+#include <type_traits>
 #include <cstring>
 #include <toml++/toml.h>
+
+#include "tollgate/common/names.h"
 
 namespace tollgate::config {
 namespace {
@@ -109,58 +112,69 @@ class reader {
     }
   }
 
-  template <class Int>
-  void integer(const toml::table& t, std::string_view table, std::string_view key, Int& out,
-               int64_t lo, int64_t hi) {
+  // fail() naming `table.key`.
+  void fail_key(const toml::node* node, std::string_view table, std::string_view key,
+                std::string_view what) {
+    fail(node, fmt::format("{}.{}", table, key), what);
+  }
+
+  // A number read as V (int64_t: an integer; double: an integer or a float) within [lo, hi].
+  template <class V, class Out>
+  void ranged(const toml::table& t, std::string_view table, std::string_view key, Out& out, V lo,
+              V hi) {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
       return;
     }
-    auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v) {
-      fail(n, fmt::format("{}.{}", table, key), "expected an integer");
+    constexpr bool integral = std::is_integral_v<V>;
+    auto v = n->value<V>();
+    if (!(integral ? n->is_integer() : n->is_integer() || n->is_floating_point()) || !v) {
+      fail_key(n, table, key, integral ? "expected an integer" : "expected a number");
       return;
     }
-    if (*v < lo || *v > hi) {
-      fail(n, fmt::format("{}.{}", table, key), fmt::format("must be between {} and {}", lo, hi));
+    if (!(*v >= lo && *v <= hi)) {
+      fail_key(n, table, key, fmt::format("must be between {} and {}", lo, hi));
       return;
     }
-    out = static_cast<Int>(*v);
+    out = static_cast<Out>(*v);
+  }
+
+  template <class Int>
+  void integer(const toml::table& t, std::string_view table, std::string_view key, Int& out,
+               int64_t lo, int64_t hi) {
+    ranged<int64_t>(t, table, key, out, lo, hi);
   }
 
   void number(const toml::table& t, std::string_view table, std::string_view key, double& out,
               double lo, double hi) {
+    ranged<double>(t, table, key, out, lo, hi);
+  }
+
+  // The node at `key` when it is there and `is_type`; one of another type fails with `what`.
+  const toml::node* typed(const toml::table& t, std::string_view table, std::string_view key,
+                          bool (toml::node::*is_type)() const noexcept, std::string_view what) {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
-      return;
+      return nullptr;
     }
-    auto v = n->value<double>();
-    if (!(n->is_integer() || n->is_floating_point()) || !v) {
-      fail(n, fmt::format("{}.{}", table, key), "expected a number");
-      return;
+    if (!(n->*is_type)()) {
+      fail_key(n, table, key, what);
+      return nullptr;
     }
-    if (!(*v >= lo && *v <= hi)) {
-      fail(n, fmt::format("{}.{}", table, key), fmt::format("must be between {} and {}", lo, hi));
-      return;
-    }
-    out = *v;
+    return n;
   }
 
   /// `nonempty`: a path, where "" would silently mean something else (the current directory,
   /// the embedded sample).
   void string(const toml::table& t, std::string_view table, std::string_view key,
               std::string& out, bool nonempty = false) {
-    const toml::node* n = t.get(key);
+    const toml::node* n = typed(t, table, key, &toml::node::is_string, "expected a string");
     if (n == nullptr) {
-      return;
-    }
-    if (!n->is_string()) {
-      fail(n, fmt::format("{}.{}", table, key), "expected a string");
       return;
     }
     std::string v = *n->value<std::string>();
     if (nonempty && v.empty()) {
-      fail(n, fmt::format("{}.{}", table, key), "must not be empty");
+      fail_key(n, table, key, "must not be empty");
       return;
     }
     out = std::move(v);
@@ -178,21 +192,15 @@ class reader {
     if (v == first || v == second) {
       out = v == first;
     } else if (!failed()) {
-      fail(n, fmt::format("{}.{}", table, key),
-           fmt::format("must be \"{}\" or \"{}\"", first, second));
+      fail_key(n, table, key, fmt::format("must be \"{}\" or \"{}\"", first, second));
     }
   }
 
   void boolean(const toml::table& t, std::string_view table, std::string_view key, bool& out) {
-    const toml::node* n = t.get(key);
-    if (n == nullptr) {
-      return;
+    const toml::node* n = typed(t, table, key, &toml::node::is_boolean, "expected true or false");
+    if (n != nullptr) {
+      out = *n->value<bool>();
     }
-    if (!n->is_boolean()) {
-      fail(n, fmt::format("{}.{}", table, key), "expected true or false");
-      return;
-    }
-    out = *n->value<bool>();
   }
 
   void string_list(const toml::table& t, std::string_view table, std::string_view key,
@@ -203,29 +211,29 @@ class reader {
     }
     const toml::array* a = n->as_array();
     if (a == nullptr) {
-      fail(n, fmt::format("{}.{}", table, key), "expected an array of strings");
+      fail_key(n, table, key, "expected an array of strings");
       return;
     }
     out.clear();
     for (const auto& e : *a) {
       if (!e.is_string()) {
-        fail(&e, fmt::format("{}.{}", table, key), "expected an array of strings");
+        fail_key(&e, table, key, "expected an array of strings");
         return;
       }
       out.push_back(*e.value<std::string>());
     }
   }
 
-  void endpoint_value(const toml::table& t, std::string_view table, std::string_view key,
-                      endpoint& out) {
+  void host_port_value(const toml::table& t, std::string_view table, std::string_view key,
+                      host_port& out) {
     std::string s;
     string(t, table, key, s);
     if (failed() || t.get(key) == nullptr) {
       return;
     }
-    auto ep = parse_endpoint(s);
+    auto ep = parse_host_port(s);
     if (!ep) {
-      fail(t.get(key), fmt::format("{}.{}", table, key), ep.error());
+      fail_key(t.get(key), table, key, ep.error());
       return;
     }
     out = *ep;
@@ -257,12 +265,12 @@ settings defaults() {
   return s;
 }
 
-result<endpoint, std::string> parse_endpoint(const std::string& s) {
+result<host_port, std::string> parse_host_port(const std::string& s) {
   auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0) {
     return unexpected(std::string("expected HOST:PORT, e.g. 127.0.0.1:8080"));
   }
-  endpoint ep;
+  host_port ep;
   ep.host = s.substr(0, colon);
   if (ep.host == "localhost") {
     ep.host = "127.0.0.1";
@@ -281,21 +289,182 @@ result<endpoint, std::string> parse_endpoint(const std::string& s) {
   return ep;
 }
 
-bool valid_plan_name(std::string_view name) noexcept {
-  if (name.empty() || name.size() > 64) {
-    return false;
+bool valid_plan_name(std::string_view name) noexcept { return is_plain_name(name); }
+
+namespace {
+
+// load_file's steps: one per table, each reading its keys into `s` (only_keys has checked
+// the table's keys).
+
+void read_server(reader& r, const toml::table& t, settings& s) {
+  r.host_port_value(t, "server", "listen", s.listen);
+  if (t.get("admin_listen") != nullptr) {
+    host_port ep;
+    r.host_port_value(t, "server", "admin_listen", ep);
+    s.admin_listen = ep;
   }
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      return false;
-    }
-  }
-  return true;
+  r.integer(t, "server", "threads", s.threads, 0, 1024);
+  r.string(t, "server", "data_dir", s.data_dir, true);
+  r.integer(t, "server", "max_connections", s.max_connections, 1, 1000000);
+  r.integer(t, "server", "header_timeout_ms", s.header_timeout_ms, 100, 3600000);
+  r.integer(t, "server", "idle_timeout_ms", s.idle_timeout_ms, 100, 86400000);
+  r.integer(t, "server", "max_header_bytes", s.max_header_bytes, 1024, 1 << 20);
+  r.integer(t, "server", "max_body_bytes", s.max_body_bytes, 1024, 64 << 20);
+  r.boolean(t, "server", "public_metrics", s.public_metrics);
 }
 
-result<settings, config_error> load_file(const std::string& path, settings s) {
+void read_corpus(reader& r, const toml::table& t, settings& s) {
+  r.string(t, "corpus", "path", s.corpus_path, true);
+  r.either(t, "corpus", "on_bad_line", "skip", "fail", s.skip_bad_lines);
+  r.integer(t, "corpus", "shards", s.index_shards, 1, 256);
+  r.integer(t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
+  r.integer(t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
+            16 << 20);
+  r.integer(t, "corpus", "search_slice_postings", s.search_slice_postings, 0, 1 << 30);
+  // Each core allocates and zeroes entries x entry_bytes at start-up: the maxima of the two
+  // keys together would ask for 16 TiB per core.
+  const uint64_t cache_bytes =
+      uint64_t{s.search_cache_entries} * uint64_t{s.search_cache_entry_bytes};
+  if (!r.failed() && cache_bytes > search_cache_max_bytes) {
+    const toml::node* n = t.get("search_cache_entries");
+    r.fail(n != nullptr ? n : t.get("search_cache_entry_bytes"), "corpus.search_cache_entries",
+           fmt::format("search_cache_entries x search_cache_entry_bytes must be at most {} "
+                       "bytes (1 GiB) per core, which every core allocates at start-up (got "
+                       "{} x {} = {})",
+                       search_cache_max_bytes, s.search_cache_entries, s.search_cache_entry_bytes,
+                       cache_bytes));
+  }
+}
+
+void read_mcp(reader& r, const toml::table& t, settings& s) {
+  r.string_list(t, "mcp", "allowed_origins", s.allowed_origins);
+  r.boolean(t, "mcp", "sessions", s.sessions);
+  r.integer(t, "mcp", "session_idle_secs", s.session_idle_secs, 1, 86400 * 7);
+  r.integer(t, "mcp", "max_sessions", s.max_sessions, 1, 100000000);
+}
+
+void read_quota(reader& r, const toml::table& t, settings& s) {
+  r.integer(t, "quota", "reconcile_ms", s.reconcile_ms, 10, 600000);
+  r.integer(t, "quota", "fsync_ms", s.fsync_ms, 1, 600000);
+  r.either(t, "quota", "journal_write", "inline", "ring", s.journal_inline);
+  r.string(t, "quota", "demo_plan", s.demo_plan);
+}
+
+void read_plans(reader& r, const toml::table& t, settings& s) {
+  for (const auto& [name, node] : t) {
+    std::string tname = plan_key(name.str());
+    if (!valid_plan_name(name.str())) {
+      r.fail(&node, tname,
+             "a plan name must be 1-64 characters of letters, digits, '.', '_' or '-'");
+      break;
+    }
+    const toml::table* pt = node.as_table();
+    if (pt == nullptr) {
+      r.fail(&node, tname, "expected a table with rate_per_sec, burst, monthly_quota, overage");
+      break;
+    }
+    plan p;
+    if (auto it = s.plans.find(std::string(name.str())); it != s.plans.end()) {
+      p = it->second;
+    }
+    r.only_keys(*pt, tname, keys_of(plan_table));
+    r.number(*pt, tname, "rate_per_sec", p.rate_per_sec, plan_min_rate_per_sec,
+             plan_max_rate_per_sec);
+    r.integer(*pt, tname, "burst", p.burst, 1, plan_max_burst);
+    r.integer(*pt, tname, "monthly_quota", p.monthly_quota, 1, plan_max_monthly_quota);
+    // The quota arithmetic's bound on burst x emission interval (quota::validate_plan).
+    if (!r.failed() &&
+        static_cast<double>(p.burst) * (1e9 / p.rate_per_sec) > plan_max_burst_ns) {
+      const toml::node* n = pt->get("burst");
+      r.fail(n != nullptr ? n : pt->get("rate_per_sec"), tname + ".burst",
+             fmt::format("burst / rate_per_sec must be at most {} seconds (~31 years) (got {} "
+                         "/ {})",
+                         plan_max_burst_ns / 1e9, p.burst, p.rate_per_sec));
+    }
+    bool stop = !p.overage_bill;
+    r.either(*pt, tname, "overage", "stop", "bill", stop);
+    p.overage_bill = !stop;
+    s.plans[std::string(name.str())] = p;
+  }
+}
+
+void read_fleet(reader& r, const toml::table& t, settings& s) {
+  bool gateway = !s.role_shard;
+  r.either(t, "fleet", "role", "gateway", "shard", gateway);
+  s.role_shard = !gateway;
+  r.string(t, "fleet", "secret", s.shard_secret);
+  std::vector<std::string> shards;
+  r.string_list(t, "fleet", "shards", shards);
+  for (const auto& sh : shards) {
+    auto ep = parse_host_port(sh);
+    if (!ep) {
+      r.fail(t.get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, ep.error()));
+      break;
+    }
+    // A shard listed twice would be asked twice and its stories merged in twice.
+    std::string_view problem;
+    if (ep->port == 0) {
+      problem = "port 0 names no shard";
+    }
+    for (const host_port& seen : s.remote_shards) {
+      if (seen.host == ep->host && seen.port == ep->port) {
+        problem = "listed twice";
+      }
+    }
+    if (!problem.empty()) {
+      r.fail(t.get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, problem));
+      break;
+    }
+    s.remote_shards.push_back(*ep);
+  }
+  r.integer(t, "fleet", "deadline_ms", s.shard_deadline_ms, 1, 60000);
+  r.boolean(t, "fleet", "local", s.fleet_local);
+}
+
+void read_log(reader& r, const toml::table& t, settings& s) {
+  r.string(t, "log", "access", s.access_log, true);
+  r.number(t, "log", "sample", s.log_sample, 0.0, 1.0);
+}
+
+void read_cluster(reader& r, const toml::table& t, settings& s) {
+  if (t.get("redis") == nullptr) {
+    r.fail(&t, "cluster.redis", "required: \"HOST:PORT\" or \"unix:PATH\" of the Redis server");
+  }
+  r.string(t, "cluster", "redis", s.cluster_redis);
+  if (auto a = check_redis_address(s.cluster_redis); !a && !r.failed()) {
+    r.fail(t.get("redis"), "cluster.redis", a.error());
+  }
+  r.string(t, "cluster", "node", s.cluster_node);
+  if (t.get("node") != nullptr && !r.failed()) {
+    bool ok = !s.cluster_node.empty() && s.cluster_node.size() <= 64;
+    for (char c : s.cluster_node) {
+      ok = ok && c > ' ' && c != 0x7f && c != '"' && c != '\\';
+    }
+    if (!ok) {
+      r.fail(t.get("node"), "cluster.node",
+             "1-64 printable characters without spaces, quotes or backslashes");
+    }
+  }
+  r.string(t, "cluster", "password_env", s.cluster_password_env);
+  if (t.get("password_env") != nullptr && s.cluster_password_env.empty() && !r.failed()) {
+    r.fail(t.get("password_env"), "cluster.password_env", "names no environment variable");
+  }
+  r.string(t, "cluster", "prefix", s.cluster_prefix);
+  if (t.get("prefix") != nullptr && !r.failed()) {
+    bool ok = s.cluster_prefix.size() <= 64;
+    for (char c : s.cluster_prefix) {
+      ok = ok && c > ' ' && c != 0x7f && c != '{' && c != '}';
+    }
+    if (!ok) {
+      r.fail(t.get("prefix"), "cluster.prefix",
+             "at most 64 printable characters without spaces or braces (braces are hash tags)");
+    }
+  }
+  s.cluster = true;
+}
+
+// The file's text as a TOML table; a directory, a missing file or a syntax error is an error.
+result<toml::table, config_error> parse_toml(const std::string& path) {
   // toml++ reads a directory as an empty file: the server would start (or a reload would go on)
   // on the defaults alone, silently without the file's plans.
   struct stat st {};
@@ -305,193 +474,39 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   if (S_ISDIR(st.st_mode)) {
     return unexpected(config_error{fmt::format("{}: not a regular file (a directory)", path)});
   }
-  toml::table root;
   try {
-    root = toml::parse_file(path);
+    return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     return unexpected(config_error{fmt::format("{}:{}: {}", path, e.source().begin.line,
                                                e.description())});
   }
+}
+
+}  // namespace
+
+result<settings, config_error> load_file(const std::string& path, settings s) {
+  auto parsed = parse_toml(path);
+  if (!parsed) {
+    return unexpected(parsed.error());
+  }
+  const toml::table& root = *parsed;
   s.config_path = path;
   reader r(path);
   r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster"});
-  if (const auto* t = r.table(root, "server")) {
-    r.only_keys(*t, "server", keys_of("server"));
-    r.endpoint_value(*t, "server", "listen", s.listen);
-    if (t->get("admin_listen") != nullptr) {
-      endpoint ep;
-      r.endpoint_value(*t, "server", "admin_listen", ep);
-      s.admin_listen = ep;
+  struct step {
+    std::string_view table;
+    void (*read)(reader&, const toml::table&, settings&);
+  };
+  for (const step& st : {step{"server", read_server}, step{"corpus", read_corpus},
+                         step{"mcp", read_mcp}, step{"quota", read_quota},
+                         step{"plans", read_plans}, step{"fleet", read_fleet},
+                         step{"log", read_log}, step{"cluster", read_cluster}}) {
+    if (const toml::table* t = r.table(root, st.table)) {
+      if (st.table != "plans") {  // [plans] holds one table per plan name, checked by read_plans
+        r.only_keys(*t, st.table, keys_of(st.table));
+      }
+      st.read(r, *t, s);
     }
-    r.integer(*t, "server", "threads", s.threads, 0, 1024);
-    r.string(*t, "server", "data_dir", s.data_dir, true);
-    r.integer(*t, "server", "max_connections", s.max_connections, 1, 1000000);
-    r.integer(*t, "server", "header_timeout_ms", s.header_timeout_ms, 100, 3600000);
-    r.integer(*t, "server", "idle_timeout_ms", s.idle_timeout_ms, 100, 86400000);
-    r.integer(*t, "server", "max_header_bytes", s.max_header_bytes, 1024, 1 << 20);
-    r.integer(*t, "server", "max_body_bytes", s.max_body_bytes, 1024, 64 << 20);
-    r.boolean(*t, "server", "public_metrics", s.public_metrics);
-  }
-  if (const auto* t = r.table(root, "corpus")) {
-    r.only_keys(*t, "corpus", keys_of("corpus"));
-    r.string(*t, "corpus", "path", s.corpus_path, true);
-    r.either(*t, "corpus", "on_bad_line", "skip", "fail", s.skip_bad_lines);
-    r.integer(*t, "corpus", "shards", s.index_shards, 1, 256);
-    r.integer(*t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
-    r.integer(*t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
-              16 << 20);
-    r.integer(*t, "corpus", "search_slice_postings", s.search_slice_postings, 0, 1 << 30);
-    // Each core allocates and zeroes entries x entry_bytes at start-up: the maxima of the two
-    // keys together would ask for 16 TiB per core.
-    const uint64_t cache_bytes =
-        uint64_t{s.search_cache_entries} * uint64_t{s.search_cache_entry_bytes};
-    if (!r.failed() && cache_bytes > search_cache_max_bytes) {
-      const toml::node* n = t->get("search_cache_entries");
-      r.fail(n != nullptr ? n : t->get("search_cache_entry_bytes"), "corpus.search_cache_entries",
-             fmt::format("search_cache_entries x search_cache_entry_bytes must be at most {} "
-                         "bytes (1 GiB) per core, which every core allocates at start-up (got "
-                         "{} x {} = {})",
-                         search_cache_max_bytes, s.search_cache_entries, s.search_cache_entry_bytes,
-                         cache_bytes));
-    }
-  }
-  if (const auto* t = r.table(root, "mcp")) {
-    r.only_keys(*t, "mcp", keys_of("mcp"));
-    r.string_list(*t, "mcp", "allowed_origins", s.allowed_origins);
-    r.boolean(*t, "mcp", "sessions", s.sessions);
-    r.integer(*t, "mcp", "session_idle_secs", s.session_idle_secs, 1, 86400 * 7);
-    r.integer(*t, "mcp", "max_sessions", s.max_sessions, 1, 100000000);
-  }
-  if (const auto* t = r.table(root, "quota")) {
-    r.only_keys(*t, "quota", keys_of("quota"));
-    r.integer(*t, "quota", "reconcile_ms", s.reconcile_ms, 10, 600000);
-    r.integer(*t, "quota", "fsync_ms", s.fsync_ms, 1, 600000);
-    r.either(*t, "quota", "journal_write", "inline", "ring", s.journal_inline);
-    r.string(*t, "quota", "demo_plan", s.demo_plan);
-  }
-  if (const auto* t = r.table(root, "plans")) {
-    for (const auto& [name, node] : *t) {
-      std::string tname = plan_key(name.str());
-      if (!valid_plan_name(name.str())) {
-        r.fail(&node, tname,
-               "a plan name must be 1-64 characters of letters, digits, '.', '_' or '-'");
-        break;
-      }
-      const toml::table* pt = node.as_table();
-      if (pt == nullptr) {
-        r.fail(&node, tname, "expected a table with rate_per_sec, burst, monthly_quota, overage");
-        break;
-      }
-      plan p;
-      if (auto it = s.plans.find(std::string(name.str())); it != s.plans.end()) {
-        p = it->second;
-      }
-      r.only_keys(*pt, tname, keys_of(plan_table));
-      r.number(*pt, tname, "rate_per_sec", p.rate_per_sec, plan_min_rate_per_sec,
-               plan_max_rate_per_sec);
-      r.integer(*pt, tname, "burst", p.burst, 1, plan_max_burst);
-      r.integer(*pt, tname, "monthly_quota", p.monthly_quota, 1, plan_max_monthly_quota);
-      // The quota arithmetic's bound on burst x emission interval (quota::validate_plan).
-      if (!r.failed() &&
-          static_cast<double>(p.burst) * (1e9 / p.rate_per_sec) > plan_max_burst_ns) {
-        const toml::node* n = pt->get("burst");
-        r.fail(n != nullptr ? n : pt->get("rate_per_sec"), tname + ".burst",
-               fmt::format("burst / rate_per_sec must be at most {} seconds (~31 years) (got {} "
-                           "/ {})",
-                           plan_max_burst_ns / 1e9, p.burst, p.rate_per_sec));
-      }
-      if (const toml::node* n = pt->get("overage")) {
-        std::string v;
-        r.string(*pt, tname, "overage", v);
-        if (v == "stop" || v == "bill") {
-          p.overage_bill = v == "bill";
-        } else if (!r.failed()) {
-          r.fail(n, tname + ".overage", "must be \"stop\" or \"bill\"");
-        }
-      }
-      s.plans[std::string(name.str())] = p;
-    }
-  }
-  if (const auto* t = r.table(root, "fleet")) {
-    r.only_keys(*t, "fleet", keys_of("fleet"));
-    if (const toml::node* n = t->get("role")) {
-      std::string v;
-      r.string(*t, "fleet", "role", v);
-      if (v == "gateway" || v == "shard") {
-        s.role_shard = v == "shard";
-      } else if (!r.failed()) {
-        r.fail(n, "fleet.role", "must be \"gateway\" or \"shard\"");
-      }
-    }
-    r.string(*t, "fleet", "secret", s.shard_secret);
-    std::vector<std::string> shards;
-    r.string_list(*t, "fleet", "shards", shards);
-    for (const auto& sh : shards) {
-      auto ep = parse_endpoint(sh);
-      if (!ep) {
-        r.fail(t->get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, ep.error()));
-        break;
-      }
-      // A shard listed twice would be asked twice and its stories merged in twice.
-      std::string_view problem;
-      if (ep->port == 0) {
-        problem = "port 0 names no shard";
-      }
-      for (const endpoint& seen : s.remote_shards) {
-        if (seen.host == ep->host && seen.port == ep->port) {
-          problem = "listed twice";
-        }
-      }
-      if (!problem.empty()) {
-        r.fail(t->get("shards"), "fleet.shards", fmt::format("'{}': {}", sh, problem));
-        break;
-      }
-      s.remote_shards.push_back(*ep);
-    }
-    r.integer(*t, "fleet", "deadline_ms", s.shard_deadline_ms, 1, 60000);
-    r.boolean(*t, "fleet", "local", s.fleet_local);
-  }
-  if (const auto* t = r.table(root, "log")) {
-    r.only_keys(*t, "log", keys_of("log"));
-    r.string(*t, "log", "access", s.access_log, true);
-    r.number(*t, "log", "sample", s.log_sample, 0.0, 1.0);
-  }
-  if (const auto* t = r.table(root, "cluster")) {
-    r.only_keys(*t, "cluster", keys_of("cluster"));
-    if (t->get("redis") == nullptr) {
-      r.fail(t, "cluster.redis", "required: \"HOST:PORT\" or \"unix:PATH\" of the Redis server");
-    }
-    r.string(*t, "cluster", "redis", s.cluster_redis);
-    if (auto a = check_redis_address(s.cluster_redis); !a && !r.failed()) {
-      r.fail(t->get("redis"), "cluster.redis", a.error());
-    }
-    r.string(*t, "cluster", "node", s.cluster_node);
-    if (t->get("node") != nullptr && !r.failed()) {
-      bool ok = !s.cluster_node.empty() && s.cluster_node.size() <= 64;
-      for (char c : s.cluster_node) {
-        ok = ok && c > ' ' && c != 0x7f && c != '"' && c != '\\';
-      }
-      if (!ok) {
-        r.fail(t->get("node"), "cluster.node",
-               "1-64 printable characters without spaces, quotes or backslashes");
-      }
-    }
-    r.string(*t, "cluster", "password_env", s.cluster_password_env);
-    if (t->get("password_env") != nullptr && s.cluster_password_env.empty() && !r.failed()) {
-      r.fail(t->get("password_env"), "cluster.password_env", "names no environment variable");
-    }
-    r.string(*t, "cluster", "prefix", s.cluster_prefix);
-    if (t->get("prefix") != nullptr && !r.failed()) {
-      bool ok = s.cluster_prefix.size() <= 64;
-      for (char c : s.cluster_prefix) {
-        ok = ok && c > ' ' && c != 0x7f && c != '{' && c != '}';
-      }
-      if (!ok) {
-        r.fail(t->get("prefix"), "cluster.prefix",
-               "at most 64 printable characters without spaces or braces (braces are hash tags)");
-      }
-    }
-    s.cluster = true;
   }
   if (!r.failed() && s.plans.find(s.demo_plan) == s.plans.end()) {
     const toml::table* q = root.get("quota") != nullptr ? root.get("quota")->as_table() : nullptr;

@@ -279,6 +279,16 @@ void cache::tool_error_json(out_buffer& out, const tool_error& e) const {
   out.push_back('}');
 }
 
+namespace {
+
+// Appends `json` (already JSON) and then `text` escaped into a JSON string's content.
+void append_after(out_buffer& out, std::string_view json, std::string_view text) {
+  out.append(json);
+  append_json_escaped(out, text);
+}
+
+}  // namespace
+
 void cache::error_response(out_buffer& out, std::string_view id, const rpc_error& e) const {
   const auto k = static_cast<size_t>(e.kind);
   out.append(k_rpc_prefix);
@@ -296,26 +306,19 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
       out.append("\"}}");
       return;
     case rpc_error_kind::invalid_params:
-      out.append(k_rpc_errors[k].message);
-      append_json_escaped(out, e.detail);
-      out.append(": ");
-      append_json_escaped(out, e.rule);
-      out.append(R"(","data":{"argument":")");
-      append_json_escaped(out, e.detail);
-      out.append(R"(","rule":")");
-      append_json_escaped(out, e.rule);
+      append_after(out, k_rpc_errors[k].message, e.detail);
+      append_after(out, ": ", e.rule);
+      append_after(out, R"(","data":{"argument":")", e.detail);
+      append_after(out, R"(","rule":")", e.rule);
       out.append("\"}}}");
       return;
     case rpc_error_kind::unknown_tool:
-      out.append(k_rpc_errors[k].message);
-      append_json_escaped(out, e.detail);
+      append_after(out, k_rpc_errors[k].message, e.detail);
       out.append("\"}}");
       return;
     case rpc_error_kind::unsupported_version:
-      out.append(k_rpc_errors[k].message);
-      append_json_escaped(out, e.detail);
-      out.append(R"(","data":{"requested":")");
-      append_json_escaped(out, e.detail);
+      append_after(out, k_rpc_errors[k].message, e.detail);
+      append_after(out, R"(","data":{"requested":")", e.detail);
       out.append(R"(","supported":)");
       out.append(supported_json_);
       out.append("}}}");

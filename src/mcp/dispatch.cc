@@ -3,6 +3,7 @@
 // name and arguments), prepared (admission through the host) and written (the tool runs here).
 #include "mcp/endpoint_impl.h"
 #include "tollgate/common/json_out.h"
+#include "tollgate/envelope/outcome_table.h"
 
 namespace tollgate::mcp {
 
@@ -208,26 +209,17 @@ void prepare(reply& r, host& h) {
     return;
   }
   r.k = reply::kind::tool_error;
-  envelope::tool_error& e = r.terr;
+  // The refusal's name in the outcome table's words; the row decides which figures it carries.
+  envelope::tool_error_code code = envelope::tool_error_code::rate_limited;
   switch (a.outcome) {
-    case admission::kind::suspended: e = {envelope::tool_error_code::suspended, -1, -1, -1, -1}; break;
-    case admission::kind::quota_exceeded:
-      e = {envelope::tool_error_code::quota_exceeded, a.retry_after_secs, a.quota_limit,
-           a.quota_used, a.quota_remaining};
-      break;
-    case admission::kind::unavailable:
-      e = {envelope::tool_error_code::usage_unavailable,
-           a.retry_after_secs < 1 ? 1 : a.retry_after_secs, -1, -1, -1};
-      break;
-    case admission::kind::quota_unreachable:
-      e = {envelope::tool_error_code::quota_unreachable,
-           a.retry_after_secs < 1 ? 1 : a.retry_after_secs, -1, -1, -1};
-      break;
-    default:
-      e = {envelope::tool_error_code::rate_limited, a.retry_after_secs < 1 ? 1 : a.retry_after_secs,
-           -1, -1, -1};
-      break;
+    case admission::kind::suspended: code = envelope::tool_error_code::suspended; break;
+    case admission::kind::quota_exceeded: code = envelope::tool_error_code::quota_exceeded; break;
+    case admission::kind::unavailable: code = envelope::tool_error_code::usage_unavailable; break;
+    case admission::kind::quota_unreachable: code = envelope::tool_error_code::quota_unreachable; break;
+    default: break;
   }
+  r.terr = envelope::make_tool_error(code, a.retry_after_secs, a.quota_limit, a.quota_used,
+                                     a.quota_remaining);
 }
 
 outcome outcome_of(const envelope::rpc_error& e) noexcept {

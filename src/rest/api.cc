@@ -3,38 +3,61 @@
 #include <array>
 
 #include "tollgate/common/percent.h"
+#include "tollgate/envelope/outcome_table.h"
 #include "tollgate/http/response.h"
 #include "tollgate/quota/key_store.h"
 
 namespace tollgate::rest {
 
+namespace {
+
+// Appends `prefix` (punctuation and a member name) and a value: the usage body, one member a line.
+void member(json_out& out, std::string_view prefix, int64_t v) {
+  out.raw(prefix);
+  out.number(v);
+}
+
+void member(json_out& out, std::string_view prefix, std::string_view v) {
+  out.raw(prefix);
+  out.string(v);
+}
+
+}  // namespace
+
 void render_usage(json_out& out, const quota::key_record& k, const quota::figures& f) {
   std::array<char, quota::key_id_length> id;
-  out.raw("{\"key_id\":");
-  out.string(quota::key_id_text(k.key_id, id));
-  out.raw(",\"account\":");
-  out.string(k.account);
-  out.raw(",\"plan\":");
-  out.string(k.plan);
-  out.raw(",\"status\":");
-  out.string(k.suspended ? "suspended" : "active");
-  out.raw(",\"rate\":{\"limit\":");
-  out.number(f.rate_limit);
-  out.raw(",\"remaining\":");
-  out.number(f.rate_remaining);
-  out.raw(",\"reset_secs\":");
-  out.number(f.rate_reset_secs);
-  out.raw("},\"quota\":{\"limit\":");
-  out.number(f.quota_limit);
-  out.raw(",\"used\":");
-  out.number(f.quota_used);
-  out.raw(",\"remaining\":");
-  out.number(f.quota_remaining);
-  out.raw(",\"reset_secs\":");
-  out.number(f.quota_reset_secs);
-  out.raw(",\"overage\":");
-  out.string(k.overage == quota::overage_policy::bill ? "bill" : "stop");
+  member(out, "{\"key_id\":", quota::key_id_text(k.key_id, id));
+  member(out, ",\"account\":", k.account);
+  member(out, ",\"plan\":", k.plan);
+  member(out, ",\"status\":", k.suspended ? "suspended" : "active");
+  member(out, ",\"rate\":{\"limit\":", f.rate_limit);
+  member(out, ",\"remaining\":", f.rate_remaining);
+  member(out, ",\"reset_secs\":", f.rate_reset_secs);
+  member(out, "},\"quota\":{\"limit\":", f.quota_limit);
+  member(out, ",\"used\":", f.quota_used);
+  member(out, ",\"remaining\":", f.quota_remaining);
+  member(out, ",\"reset_secs\":", f.quota_reset_secs);
+  member(out, ",\"overage\":", k.overage == quota::overage_policy::bill ? "bill" : "stop");
   out.raw("}}");
+}
+
+envelope::tool_error tool_error_of(search::errc e) noexcept {
+  if (e == search::errc::not_found) {
+    return envelope::make_tool_error(envelope::tool_error_code::not_found);
+  }
+  return envelope::make_tool_error(envelope::tool_error_code::unavailable, 1);
+}
+
+envelope::tool_error_code code_of(quota::admit_verdict v) noexcept {
+  switch (v) {
+    case quota::admit_verdict::suspended: return envelope::tool_error_code::suspended;
+    case quota::admit_verdict::quota_exceeded: return envelope::tool_error_code::quota_exceeded;
+    case quota::admit_verdict::unavailable: return envelope::tool_error_code::usage_unavailable;
+    case quota::admit_verdict::quota_unreachable:
+      return envelope::tool_error_code::quota_unreachable;
+    case quota::admit_verdict::ok: break;
+  }
+  return envelope::tool_error_code::unavailable;  // not a refusal; callers never ask
 }
 
 api::api(const search::backend& backend, const envelope::cache& env)
@@ -45,24 +68,32 @@ api::api(const search::backend& backend, const envelope::cache& env)
 
 api::~api() = default;
 
-http::response_info api::finish_error(const http::request& req, int status,
-                                      const envelope::tool_error& e, const quota::figures& fig,
-                                      out_buffer& out) {
+http::response_head api::json_head(const http::request& req, int status,
+                                   const quota::figures& fig) {
   headers_.clear();
   quota::write_rate_headers(headers_, fig);
-  body_.clear();
-  env_.tool_error_json(body_, e);
   auto head = http::head_for(req, status);
   head.content_type = "application/json";
   head.extra_headers = headers_.view();
+  return head;
+}
+
+http::response_info api::send_body(const http::request& req, int status,
+                                   const quota::figures& fig, out_buffer& out) {
+  const http::response_head head = json_head(req, status, fig);
   http::write_response(out, head, body_.view());
   return {status, head.close};
 }
 
+http::response_info api::finish_error(const http::request& req, const envelope::tool_error& e,
+                                      const quota::figures& fig, out_buffer& out) {
+  body_.clear();
+  env_.tool_error_json(body_, e);
+  return send_body(req, envelope::rest_status_of(e.code), fig, out);
+}
+
 http::response_info api::invalid_argument(const http::request& req, const search::arg_error& e,
                                           const quota::figures& fig, out_buffer& out) {
-  headers_.clear();
-  quota::write_rate_headers(headers_, fig);
   body_.clear();
   json_out j(body_, false);
   j.raw("{\"code\":\"invalid_argument\",\"message\":");
@@ -77,19 +108,14 @@ http::response_info api::invalid_argument(const http::request& req, const search
   j.raw(",\"rule\":");
   j.string(e.rule);
   j.raw("}");
-  auto head = http::head_for(req, 400);
-  head.content_type = "application/json";
-  head.extra_headers = headers_.view();
-  http::write_response(out, head, body_.view());
-  return {400, head.close};
+  return send_body(req, envelope::row_of(outcome::invalid_argument).rest_status, fig, out);
 }
 
 http::response_info api::rate_limited(const http::request& req, const quota::figures& fig,
                                       out_buffer& out) {
-  envelope::tool_error e;
-  e.code = envelope::tool_error_code::rate_limited;
-  e.retry_after_secs = fig.retry_after_secs;
-  return finish_error(req, 429, e, fig, out);
+  return finish_error(
+      req, envelope::make_tool_error(envelope::tool_error_code::rate_limited, fig.retry_after_secs),
+      fig, out);
 }
 
 http::response_info api::billed(const http::request& req, caller& c, out_buffer& out,
@@ -106,44 +132,17 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
     }
   }
   quota::ticket t;
-  switch (c.shard.admit(c.key, c.now_ns, c.fig, t)) {
-    case quota::admit_verdict::ok:
-      break;
-    case quota::admit_verdict::suspended: {
-      envelope::tool_error e;
-      e.code = envelope::tool_error_code::suspended;
-      return finish_error(req, 403, e, c.fig, out);
-    }
-    case quota::admit_verdict::quota_exceeded: {
-      envelope::tool_error e;
-      e.code = envelope::tool_error_code::quota_exceeded;
-      e.retry_after_secs = c.fig.retry_after_secs;
-      e.quota_limit = c.fig.quota_limit;
-      e.quota_used = c.fig.quota_used;
-      e.quota_remaining = c.fig.quota_remaining;
-      return finish_error(req, 429, e, c.fig, out);
-    }
-    case quota::admit_verdict::unavailable: {
-      // Usage cannot be recorded: not run, not billed; 503 + Retry-After (admit set it to 1).
-      envelope::tool_error e;
-      e.code = envelope::tool_error_code::usage_unavailable;
-      e.retry_after_secs = c.fig.retry_after_secs;
-      return finish_error(req, 503, e, c.fig, out);
-    }
-    case quota::admit_verdict::quota_unreachable: {
-      envelope::tool_error e;
-      e.code = envelope::tool_error_code::quota_unreachable;
-      e.retry_after_secs = c.fig.retry_after_secs;
-      return finish_error(req, 503, e, c.fig, out);
-    }
+  if (auto v = c.shard.admit(c.key, c.now_ns, c.fig, t); v != quota::admit_verdict::ok) {
+    // Not run, not billed: the refusal's row says which figures it carries.
+    return finish_error(req,
+                        envelope::make_tool_error(code_of(v), c.fig.retry_after_secs,
+                                                  c.fig.quota_limit, c.fig.quota_used,
+                                                  c.fig.quota_remaining),
+                        c.fig, out);
   }
   // Admitted: write the body straight after the head; an error rolls back to `mark`.
   const size_t mark = out.size();
-  headers_.clear();
-  quota::write_rate_headers(headers_, c.fig);
-  auto head = http::head_for(req, 200);
-  head.content_type = "application/json";
-  head.extra_headers = headers_.view();
+  const http::response_head head = json_head(req, 200, c.fig);
   http::pending_response p = http::begin_response(out, head);
   result<void, search::errc> r;
   if (is_search) {
@@ -155,16 +154,12 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
     c.shard.settle(t, false);
     c.shard.fill_quota(c.key, c.now_ns, c.fig);  // not billed: admit counted it, undo that
     out.resize(mark);
-    envelope::tool_error e;
-    if (r.error() == search::errc::not_found) {
-      e.code = envelope::tool_error_code::not_found;
-      return finish_error(req, 404, e, c.fig, out);
-    }
-    e.code = envelope::tool_error_code::unavailable;
-    e.retry_after_secs = 1;
+    const envelope::tool_error e = tool_error_of(r.error());
     quota::figures f = c.fig;
-    f.retry_after_secs = 1;  // 503 + Retry-After
-    return finish_error(req, 503, e, f, out);
+    if (e.retry_after_secs > 0) {
+      f.retry_after_secs = e.retry_after_secs;  // 503 + Retry-After
+    }
+    return finish_error(req, e, f, out);
   }
   http::end_response(out, p);
   c.shard.settle(t, true);
@@ -180,9 +175,7 @@ http::response_info api::story(const http::request& req, std::string_view id, ca
   if (id.empty() || id.find('/') != std::string_view::npos) {
     // No id, or a path below one: no such story (a '/' inside an id is written %2F).
     c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    envelope::tool_error e;
-    e.code = envelope::tool_error_code::not_found;
-    return finish_error(req, 404, e, c.fig, out);
+    return finish_error(req, tool_error_of(search::errc::not_found), c.fig, out);
   }
   // The path segment is percent-encoded (RFC 3986 §2.1): ids holding a space, '/', '?' or '%'
   // are reachable only through their escapes.
@@ -202,11 +195,7 @@ http::response_info api::story(const http::request& req, std::string_view id, ca
 
 http::response_info api::usage(const http::request& req, caller& c, out_buffer& out) {
   c.shard.fill_quota(c.key, c.now_ns, c.fig);
-  headers_.clear();
-  quota::write_rate_headers(headers_, c.fig);
-  auto head = http::head_for(req, 200);
-  head.content_type = "application/json";
-  head.extra_headers = headers_.view();
+  const http::response_head head = json_head(req, 200, c.fig);
   http::pending_response p = http::begin_response(out, head);
   json_out j(out, false);
   render_usage(j, c.key, c.fig);

@@ -378,16 +378,16 @@ TEST(config_test, toml_syntax_error_reports_line) {
   EXPECT_EQ(s.error().message.rfind(f.path() + ":2:", 0), 0u) << s.error().message;
 }
 
-TEST(config_test, parse_endpoint_validates_host_and_port) {
+TEST(config_test, parse_host_port_validates_host_and_port) {
   // Verifies HOST:PORT parsing accepts good input and rejects bad hosts and ports.
-  auto ok = parse_endpoint("localhost:0");
+  auto ok = parse_host_port("localhost:0");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->host, "127.0.0.1");
   EXPECT_EQ(ok->port, 0);
-  EXPECT_FALSE(parse_endpoint("127.0.0.1"));
-  EXPECT_FALSE(parse_endpoint("127.0.0.1:70000"));
-  EXPECT_FALSE(parse_endpoint("example.com:80"));
-  EXPECT_FALSE(parse_endpoint("127.0.0.1:8x"));
+  EXPECT_FALSE(parse_host_port("127.0.0.1"));
+  EXPECT_FALSE(parse_host_port("127.0.0.1:70000"));
+  EXPECT_FALSE(parse_host_port("example.com:80"));
+  EXPECT_FALSE(parse_host_port("127.0.0.1:8x"));
 }
 
 }  // namespace

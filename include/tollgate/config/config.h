@@ -15,7 +15,8 @@
 
 namespace tollgate::config {
 
-struct endpoint {
+/// A host and port: an address the server listens on or a gateway dials.
+struct host_port {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
 };
@@ -47,8 +48,8 @@ struct settings {
   std::string config_path;  ///< empty when no file was given
 
   // [server]
-  endpoint listen;
-  std::optional<endpoint> admin_listen;
+  host_port listen;
+  std::optional<host_port> admin_listen;
   int threads = 0;  ///< 0 = one per online core
   std::string data_dir = "./tollgate-data";
   /// --accept-usage-loss (command line only): start although the usage snapshot is missing or
@@ -95,7 +96,7 @@ struct settings {
   // [fleet]
   bool role_shard = false;              ///< serve this node's corpus to gateways only
   std::string shard_secret;             ///< shared by a gateway and its shard nodes
-  std::vector<endpoint> remote_shards;  ///< gateway: the shard nodes it fans out to
+  std::vector<host_port> remote_shards;  ///< gateway: the shard nodes it fans out to
   uint32_t shard_deadline_ms = 250;     ///< gateway: per-query deadline for remote answers
   bool fleet_local = true;              ///< gateway: also serve its own corpus in-process
 
@@ -135,6 +136,6 @@ bool valid_plan_name(std::string_view name) noexcept;
 result<void, std::string> check_redis_address(std::string_view s);
 
 /// Parses "HOST:PORT" (PORT 0–65535; HOST an IPv4 address or "localhost").
-result<endpoint, std::string> parse_endpoint(const std::string& s);
+result<host_port, std::string> parse_host_port(const std::string& s);
 
 }  // namespace tollgate::config

@@ -14,6 +14,7 @@
 #include "tollgate/common/json_out.h"
 #include "tollgate/envelope/envelope.h"
 #include "tollgate/http/handler.h"
+#include "tollgate/http/response.h"
 #include "tollgate/quota/service.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/fleet.h"
@@ -23,6 +24,11 @@ namespace tollgate::rest {
 
 /// The caller's own quota and rate state: GET /v1/usage and the get_usage tool payload.
 void render_usage(json_out& out, const quota::key_record& k, const quota::figures& f);
+
+/// The tool error a search error is answered with, on MCP and REST (the outcome table's row).
+envelope::tool_error tool_error_of(search::errc e) noexcept;
+/// The tool error code of a refused admission (`v` is not ok).
+envelope::tool_error_code code_of(quota::admit_verdict v) noexcept;
 
 /// One request's caller: the authenticated key, its core's quota shard and the figures already
 /// holding the rate part (check_rate ran).
@@ -51,10 +57,15 @@ class api {
                                    out_buffer& out);
 
  private:
-  // Writes status line + JSON content type + rate headers from `fig`; returns the pending body.
-  http::response_info finish_error(const http::request& req, int status,
-                                   const envelope::tool_error& e, const quota::figures& fig,
-                                   out_buffer& out);
+  // Writes the rate headers from `fig` into headers_; the head of a JSON answer naming them.
+  http::response_head json_head(const http::request& req, int status, const quota::figures& fig);
+  // Writes a whole JSON answer whose body is body_.
+  http::response_info send_body(const http::request& req, int status, const quota::figures& fig,
+                                out_buffer& out);
+  // Writes the status the outcome table gives `e`, JSON content type, rate headers from `fig`
+  // and the tool error JSON.
+  http::response_info finish_error(const http::request& req, const envelope::tool_error& e,
+                                   const quota::figures& fig, out_buffer& out);
   http::response_info invalid_argument(const http::request& req, const search::arg_error& e,
                                        const quota::figures& fig, out_buffer& out);
   http::response_info billed(const http::request& req, caller& c, out_buffer& out,
