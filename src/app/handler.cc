@@ -637,7 +637,7 @@ void core_handler::on_file_written(uint32_t /*tag*/, int64_t res) {
 
 http::journal_batch core_handler::journal_pending() {
   const quota::core_shard::journal_chunk c = quota_.take_journal();
-  return {c.fd, c.bytes.data(), c.bytes.size(), c.sync_due};
+  return {c.fd, c.bytes.data(), c.bytes.size(), c.sync_due, c.dropped};
 }
 
 void core_handler::journal_written(int64_t res) { quota_.journal_done(res); }

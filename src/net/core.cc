@@ -1201,6 +1201,39 @@ void core::release_all_held() {
   stats_.journal_held.store(0, std::memory_order_relaxed);
 }
 
+// The handler dropped the records that held answers wait for (journal_batch::dropped): none of
+// them may go out as billed. A connection's held bytes may also hold answers pipelined behind a
+// billed one; their boundaries are the handler's, so the whole held output becomes one 503 and
+// the connection closes (the client retries what was not answered).
+void core::refuse_held() {
+  static constexpr std::string_view k503 =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 95\r\n\r\n"
+      "{\"code\":\"unavailable\",\"message\":\"Usage cannot be recorded right now; the call was "
+      "not billed.\"}";
+  static_assert(k503.size() - k503.find("\r\n\r\n") - 4 == 95, "Content-Length");
+  for (const uint32_t idx : dirty_) {
+    hold_if_journaled(conns_[idx], idx);
+  }
+  for (const uint32_t idx : held_) {
+    conn& c = conns_[idx];
+    c.held_listed = false;
+    if (c.state != conn_state::open) {
+      continue;
+    }
+    c.out.resize(c.ready);
+    c.out.append(k503);
+    c.ready = c.mark = c.out.size();
+    c.journal_wait = false;
+    c.close_after_send = true;
+    c.in.clear();
+    mark_dirty(c, idx);
+  }
+  held_.clear();
+  journal_partial_ = false;  // what is left of the batch covers none of them
+  stats_.journal_held.store(0, std::memory_order_relaxed);
+}
+
 bool core::hold_if_journaled(conn& c, uint32_t idx) {
   if (c.out.size() <= c.ready) {
     return false;
@@ -1223,6 +1256,9 @@ void core::journal_step() {
 bool core::journal_step_once() {
   if (!journal_inflight_ && now_mono_ >= journal_retry_at_) {
     const http::journal_batch b = handler_->journal_pending();
+    if (b.dropped) {
+      refuse_held();
+    }
     if (b.sync_due && b.fd >= 0 && !sync_inflight_) {
       io_uring_sqe* sqe = get_sqe();
       io_uring_prep_fsync(sqe, b.fd, IORING_FSYNC_DATASYNC);

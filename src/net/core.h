@@ -150,6 +150,7 @@ class core final : public http::engine_io {
   bool journal_step_once();  // true: an inline write was short but made progress
   void hold(conn& c, uint32_t idx);
   bool hold_if_journaled(conn& c, uint32_t idx);
+  void refuse_held();
   void release_all_held();
   void on_journal_write(int res);
   void on_journal_sync(int res);

@@ -439,6 +439,7 @@ void core_shard::note_write_failed() noexcept {
   count_error();
   if (!write_failed_) {
     write_failed_ = true;
+    write_failed_since_ns_ = mono_ns();
     update_failing();
   }
   room_calls_ = 0;
@@ -820,6 +821,11 @@ core_shard::journal_chunk core_shard::take_journal() noexcept {
   if (journal_busy_) {
     return c;  // misuse: one chunk at a time
   }
+  if (write_failed_ &&
+      mono_ns() - write_failed_since_ns_ >= svc_.opt_.journal_give_up_ms * kNsPerMs) {
+    drop_unwritten();  // the answers waiting for these records are refused instead
+    c.dropped = true;
+  }
   if (journal_out_.empty()) {
     seal_record();
     std::swap(journal_buf_, journal_out_);  // both keep their capacity: no allocation
@@ -844,6 +850,84 @@ core_shard::journal_chunk core_shard::take_journal() noexcept {
     c.bytes = journal_out_.view();  // fd -1: the engine reports a failure and retries later
   }
   return c;
+}
+
+void core_shard::drop_unwritten() noexcept {
+  seal_record();
+  int64_t calls = 0;
+  // Bytes leave a buffer only from its front and records enter whole, so a size that is not a
+  // whole number of records starts with the rest of a record already begun on file: that rest
+  // is kept (the file would otherwise hold a torn record before the next ones). Only the buffer
+  // written first can hold one: the second is written only after the first is empty.
+  auto drop = [&](out_buffer& b) {
+    const size_t keep = b.size() % journal::kRecordSize;
+    journal::scan(std::string_view(b.data() + keep, b.size() - keep), 0,
+                  [&](const journal::record& r) {
+                    uncount(r.month, r.key_id, r.count, r.overage);
+                    calls += r.count;
+                  });
+    b.resize(keep);
+  };
+  drop(journal_out_);
+  drop(journal_buf_);
+  log_error("usage journal on core {}: writes failed for {} ms; {} call(s) answered meanwhile "
+            "are not billed and are refused as unavailable",
+            index_, svc_.opt_.journal_give_up_ms, calls);
+  // relaxed: figures for /metrics.
+  health_.refused.store(health_.refused.load(std::memory_order_relaxed) + calls,
+                        std::memory_order_relaxed);
+  health_.dropped.store(health_.dropped.load(std::memory_order_relaxed) + calls,
+                        std::memory_order_relaxed);
+  if (!journal_out_.empty() || !journal_buf_.empty()) {
+    write_failed_since_ns_ = mono_ns();  // a record's rest is still to be written
+    return;
+  }
+  // Nothing is waiting any more: billed calls are admitted again once space can be reserved
+  // (a read-only or full file system fails that at once), and held no longer than this again.
+  write_failed_ = false;
+  next_reserve_ns_ = 0;
+  if (!reserve_unsupported_) {
+    reserve(room_needed());
+  }
+  update_failing();
+  recount_room();
+  health_.unwritten_since_ns.store(0, std::memory_order_relaxed);
+}
+
+void core_shard::uncount(uint32_t month, uint64_t key_id, int64_t count,
+                         int64_t overage) noexcept {
+  billed_calls_ -= static_cast<uint64_t>(count);
+  overage_calls_ -= static_cast<uint64_t>(overage);
+  if (month == month_) {
+    // Not published yet (reconcile publishes only once every record is written): the key is
+    // still listed with these calls in its deltas.
+    for (const uint32_t slot : dirty_) {
+      local_key& lk = locals_[slot];
+      if (lk.key_id == key_id) {
+        lk.used_delta -= count;
+        lk.overage_delta -= overage;
+        lk.lease += count - overage;  // as settle(failure) gives a unit back
+        return;
+      }
+    }
+  } else {
+    // Billed to a month this core has left: held as late entries, overage and not apart.
+    int64_t plain = count - overage;
+    for (late_entry& e : late_) {
+      if (e.month == month && e.state->key_id == key_id) {
+        int64_t& want = e.overage ? overage : plain;
+        const int64_t n = std::min(want, e.count);
+        e.count -= n;
+        want -= n;
+      }
+    }
+    if (plain == 0 && overage == 0) {
+      return;
+    }
+  }
+  log_error("usage journal on core {}: a dropped record of key {} was not found in the "
+            "core's counts",
+            index_, key_id_string(key_id));
 }
 
 void core_shard::journal_done(int64_t res) noexcept {
@@ -1000,6 +1084,20 @@ void core_shard::roll_month(uint32_t month) noexcept {
       cov.resize(static_cast<size_t>(index_) + 1);
     }
     cov[static_cast<size_t>(index_)] = {journal_gen_, journal_size_};
+  } else {
+    // Records not yet written cannot be published; their counts stay the old month's, as late
+    // entries (published to that month once written), never the new month's deltas.
+    for (const uint32_t slot : dirty_) {
+      local_key& lk = locals_[slot];
+      if (lk.used_delta > lk.overage_delta) {
+        late_.push_back({lk.state, month_, lk.used_delta - lk.overage_delta, false});
+      }
+      if (lk.overage_delta > 0) {
+        late_.push_back({lk.state, month_, lk.overage_delta, true});
+      }
+      lk.used_delta = 0;
+      lk.overage_delta = 0;
+    }
   }
   month_ = month;
   month_end_ns_ = month_end_secs(month) * kNsPerSec;

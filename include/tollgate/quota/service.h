@@ -56,6 +56,9 @@ struct service_options {
   int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
   int64_t max_lease = 64;                 ///< largest lease a core takes from a key's budget
   int64_t journal_rotate_bytes = 1 << 20; ///< a core starts a new journal file past this size
+  /// How long a failing journal write is retried before its records are dropped (not billed)
+  /// and the answers waiting for them are refused as unavailable (journal_chunk::dropped).
+  int64_t journal_give_up_ms = 1000;
   /// Start although the snapshot is missing or empty while the journals show one was written
   /// (a journal generation above 0: earlier ones were compacted into it); refused otherwise.
   bool accept_usage_loss = false;
@@ -140,6 +143,7 @@ struct recovery_report {
 struct journal_health {
   std::atomic<uint64_t> errors{0};    ///< write, fdatasync, open and space-reservation failures
   std::atomic<uint64_t> refused{0};   ///< billed calls refused as unavailable (not recordable)
+  std::atomic<uint64_t> dropped{0};   ///< of them, calls answered whose records were dropped
   std::atomic<int64_t> unwritten_since_ns{0};  ///< CLOCK_REALTIME of the oldest record not yet
                                                ///< written (0: none)
   std::atomic<bool> failing{false};   ///< the last write, open or reservation failed
@@ -205,6 +209,11 @@ class alignas(64) core_shard {
     int fd = -1;                  ///< -1 with bytes: the journal file could not be opened
     std::string_view bytes;       ///< stable until journal_done(); empty: nothing to write
     bool sync_due = false;        ///< an fdatasync is due (fsync_ms); report via journal_synced
+    /// The records of every earlier chunk not written by now were dropped (their writes kept
+    /// failing for journal_give_up_ms): those calls are not billed, so no answer waiting for
+    /// them may go out as a success. `bytes` then holds at most the rest of a record whose
+    /// start is already on file.
+    bool dropped = false;
   };
   /// Takes the bytes to write next: the unwritten rest of the previous chunk if any, else every
   /// record buffered so far (moved to a second buffer, so records settled while the write is
@@ -316,6 +325,12 @@ class alignas(64) core_shard {
   void note_write_failed() noexcept;
   /// Once per pass with records to write: dates the oldest, tops the reservation up.
   void note_unwritten() noexcept;
+  /// take_journal() after journal_give_up_ms of failed writes: drops the unwritten records
+  /// (all but the rest of one already started on file) and takes back what they counted.
+  void drop_unwritten() noexcept;
+  /// Takes back the calls of one dropped record: usage, overage and the billed counters; the
+  /// units of a current-month record go back to the lease, as a failed call's do.
+  void uncount(uint32_t month, uint64_t key_id, int64_t count, int64_t overage) noexcept;
   /// Opens the journal of the current generation: 0, or the errno of the failure (logged).
   int open_journal() noexcept;
   bool write_buffer(out_buffer& b) noexcept;
@@ -376,6 +391,7 @@ class alignas(64) core_shard {
   bool reserve_unsupported_ = false;  // the file system has no fallocate: rely on write errors
   bool reserve_failed_ = false;     // the last reservation failed (ENOSPC, EROFS, EIO...)
   bool write_failed_ = false;       // the last journal write failed; its bytes are kept
+  int64_t write_failed_since_ns_ = 0;  // CLOCK_MONOTONIC of the first failure of this episode
   int64_t next_reserve_ns_ = 0;     // CLOCK_MONOTONIC: no reservation attempt before this
   int64_t pass_now_ns_ = 0;         // CLOCK_REALTIME of the current pass (before_send)
   int64_t room_calls_ = 0;          // records the reservation still holds (see journal_room)
