@@ -386,7 +386,7 @@ class alignas(64) core_shard {
   uint64_t unsynced_bytes_ = 0;
   int64_t last_reconcile_ns_ = 0;
   int64_t last_fsync_ns_ = 0;
-  // Disk faults (see "Disk faults" in service.cc).
+  // Disk faults (see "Disk faults" in journal_writer.cc).
   uint64_t reserved_end_ = 0;       // file offset up to which space is reserved
   bool reserve_unsupported_ = false;  // the file system has no fallocate: rely on write errors
   bool reserve_failed_ = false;     // the last reservation failed (ENOSPC, EROFS, EIO...)
