@@ -38,7 +38,7 @@ void journal_metrics(quota::service& q, out_buffer& out) {
                       auto value) {
     fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
     for (int c = 0; c < q.cores(); ++c) {
-      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c, value(q.shard(c).health()));
+      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c, value(q.ledger(c).health()));
     }
   };
   per_core("tollgate_journal_write_errors_total",
@@ -296,7 +296,7 @@ std::string_view presented_key(const http::request& req) noexcept {
 core_handler::core_handler(shared_state& s, int core)
     : s_(s),
       core_(core),
-      quota_(s.quota->shard(core)),
+      quota_(s.quota->ledger(core)),
       endpoint_(s.tools, *s.envelopes,
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
@@ -636,7 +636,7 @@ void core_handler::on_file_written(uint32_t /*tag*/, int64_t res) {
 }
 
 http::journal_batch core_handler::journal_pending() {
-  const quota::core_shard::journal_chunk c = quota_.take_journal();
+  const quota::core_ledger::journal_chunk c = quota_.take_journal();
   return {c.fd, c.bytes.data(), c.bytes.size(), c.sync_due, c.dropped};
 }
 

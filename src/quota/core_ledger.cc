@@ -20,20 +20,20 @@
 
 namespace tollgate::quota {
 
-core_shard::core_shard(service& svc, int index) : svc_(svc), index_(index) {
+core_ledger::core_ledger(service& svc, int index) : svc_(svc), index_(index) {
   journal_buf_.reserve(64 * 1024);
   journal_out_.reserve(64 * 1024);
   late_.reserve(64);
   refresh_table();  // the journal is opened by service::open once its generation is known
 }
 
-core_shard::~core_shard() {
+core_ledger::~core_ledger() {
   if (journal_fd_ >= 0) {
     ::close(journal_fd_);
   }
 }
 
-void core_shard::refresh_table() noexcept {
+void core_ledger::refresh_table() noexcept {
   // acquire: pairs with the release store in reload_if_changed, so the table's contents are
   // visible before we use it.
   const key_table* t = svc_.current_.load(std::memory_order_acquire);
@@ -50,7 +50,7 @@ void core_shard::refresh_table() noexcept {
   seen_epoch_.store(t->epoch, std::memory_order_release);
 }
 
-void core_shard::clear_key_cache() noexcept {
+void core_ledger::clear_key_cache() noexcept {
   for (key_cache_slot& e : key_cache_) {
     OPENSSL_cleanse(e.bytes, sizeof e.bytes);  // no secret outlives its table here
     e.epoch = 0;
@@ -98,7 +98,7 @@ size_t key_slot_of(std::string_view k, size_t slots) noexcept {
 }
 }  // namespace
 
-const key_record* core_shard::authenticate(std::string_view presented) noexcept {
+const key_record* core_ledger::authenticate(std::string_view presented) noexcept {
   if (presented.empty() || table_ == nullptr || table_->records.empty()) {
     return nullptr;
   }
@@ -145,7 +145,7 @@ const key_record* core_shard::authenticate(std::string_view presented) noexcept 
   }
 }
 
-rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+rate_verdict core_ledger::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
   // GCRA: the key's theoretical arrival time (tat) advances by one emission interval T per
   // admitted request; a request is admitted if, after advancing, tat - now <= burst * T. One
   // CAS per request makes it exact across cores. relaxed: the value itself is the only data.
@@ -174,7 +174,7 @@ rate_verdict core_shard::check_rate(const key_record& k, int64_t now_ns, figures
   return rate_verdict::limited;
 }
 
-void core_shard::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+void core_ledger::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
   // The admission advanced tat by T from max(tat, now); stepping it back by T leaves the key
   // where it would be without that request (an earlier tat below now means the same as now).
   // relaxed: as in check_rate.
@@ -187,7 +187,7 @@ void core_shard::refund_rate(const key_record& k, int64_t now_ns, figures& f) no
   f.rate_reset_secs = ceil_secs(ahead);
 }
 
-bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
+bool core_ledger::take_lease(const key_record& k, local_key& lk) noexcept {
   std::atomic<uint64_t>& pool = k.state->pool;
   // Read before the pool: a rebase between the two leaves this lease tagged with the older
   // epoch, so it is handed back at the next admit (harmless), never kept past a cut.
@@ -214,7 +214,7 @@ bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
     }
     // Leases shrink with the budget: a quarter of the remainder per core, at most max_lease,
     // at least 1. Near zero every unit is taken singly, so no core hoards the last ones.
-    const int64_t cores = static_cast<int64_t>(svc_.shards_.empty() ? 1 : svc_.shards_.size());
+    const int64_t cores = static_cast<int64_t>(svc_.ledgers_.empty() ? 1 : svc_.ledgers_.size());
     const int64_t n = std::clamp<int64_t>(avail / (4 * cores), 1, svc_.opt_.max_lease);
     // relaxed: a count; no other data is published through the pool.
     if (pool.compare_exchange_weak(p, make_pool(month_, avail - n), std::memory_order_relaxed)) {
@@ -224,7 +224,7 @@ bool core_shard::take_lease(const key_record& k, local_key& lk) noexcept {
   }
 }
 
-lease_outcome core_shard::refill_from_cluster(const key_record& k, local_key& lk) noexcept {
+lease_outcome core_ledger::refill_from_cluster(const key_record& k, local_key& lk) noexcept {
   // Other cores may take the fresh units first; a few rounds settle it. Still empty after
   // them: reported as out of reach (never as a spent quota, which it may not be).
   for (int round = 0; round < 8; ++round) {
@@ -239,7 +239,7 @@ lease_outcome core_shard::refill_from_cluster(const key_record& k, local_key& lk
   return lease_outcome::unreachable;
 }
 
-admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
+admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f,
                                 ticket& t) noexcept {
   if (now_ns >= month_end_ns_) {
     roll_month(month_index_of_ns(now_ns));
@@ -315,7 +315,7 @@ admit_verdict core_shard::admit(const key_record& k, int64_t now_ns, figures& f,
   return admit_verdict::ok;
 }
 
-void core_shard::seal_record() noexcept {
+void core_ledger::seal_record() noexcept {
   if (open_count_ == 0) {
     return;
   }
@@ -326,7 +326,7 @@ void core_shard::seal_record() noexcept {
   open_count_ = 0;
 }
 
-void core_shard::settle(const ticket& t, bool success) noexcept {
+void core_ledger::settle(const ticket& t, bool success) noexcept {
   if (success) {
     ++billed_calls_;
     overage_calls_ += t.overage ? 1 : 0;
@@ -353,7 +353,7 @@ void core_shard::settle(const ticket& t, bool success) noexcept {
   }
 }
 
-void core_shard::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
+void core_ledger::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
   int64_t end_ns = month_end_ns_;
   int64_t used = k.state->used.load(std::memory_order_relaxed) +
                  k.state->remote_used.load(std::memory_order_relaxed);
@@ -373,7 +373,7 @@ void core_shard::fill_quota(const key_record& k, int64_t now_ns, figures& f) con
 // not admit since the last reconcile (or all, at a month roll): a core still serving a key keeps
 // spending its lease, so a key whose pool ran dry stays refused on the other cores instead of
 // flickering back when a busy core reconciles; an idle core's units return within one interval.
-void core_shard::publish_locked(bool return_all_leases) noexcept {
+void core_ledger::publish_locked(bool return_all_leases) noexcept {
   service& s = svc_;
   if (month_ > s.month_.load(std::memory_order_relaxed)) {
     s.ensure_month_locked(month_);
@@ -416,7 +416,7 @@ void core_shard::publish_locked(bool return_all_leases) noexcept {
   late_.clear();
 }
 
-void core_shard::give_back_lease_locked(local_key& lk) noexcept {
+void core_ledger::give_back_lease_locked(local_key& lk) noexcept {
   if (lk.lease > 0) {  // return the unused lease, unless its month's budget is gone
     uint64_t p = lk.state->pool.load(std::memory_order_relaxed);
     if (pool_month(p) == month_) {
@@ -433,7 +433,7 @@ void core_shard::give_back_lease_locked(local_key& lk) noexcept {
   lk.lease = 0;
 }
 
-void core_shard::reconcile(int64_t now_ns) noexcept {
+void core_ledger::reconcile(int64_t now_ns) noexcept {
   if (journal_busy_) {
     return;  // an engine write is in flight: the next tick reconciles
   }
@@ -482,7 +482,7 @@ void core_shard::reconcile(int64_t now_ns) noexcept {
   }
 }
 
-void core_shard::roll_month(uint32_t month) noexcept {
+void core_ledger::roll_month(uint32_t month) noexcept {
   if (month <= month_ && month_end_ns_ != 0) {
     return;
   }
@@ -517,7 +517,7 @@ void core_shard::roll_month(uint32_t month) noexcept {
   }
 }
 
-void core_shard::before_send(int64_t now_ns) noexcept {
+void core_ledger::before_send(int64_t now_ns) noexcept {
   pass_now_ns_ = now_ns;
   if (!engine_journal_) {
     flush_journal();  // else the engine writes the pass's bytes (take_journal)
@@ -525,7 +525,7 @@ void core_shard::before_send(int64_t now_ns) noexcept {
   refresh_table();
 }
 
-void core_shard::on_tick(int64_t now_ns) noexcept {
+void core_ledger::on_tick(int64_t now_ns) noexcept {
   pass_now_ns_ = now_ns;
   refresh_table();
   if ((reserve_failed_ || journal_fd_ < 0) && !write_failed_) {

@@ -101,7 +101,7 @@ void service::persist(int64_t /*now_ns*/) {
 }
 
 void service::close(int64_t now_ns) {
-  for (auto& s : shards_) {
+  for (auto& s : ledgers_) {
     s->reconcile(now_ns);
     if (s->journal_fd_ >= 0) {
       ::fdatasync(s->journal_fd_);
@@ -128,6 +128,27 @@ usage_totals service::usage(uint64_t key_id, uint32_t month) const {
   return kit == mit->second.end() ? usage_totals{} : kit->second;
 }
 
+// What start-up gathers before the keys are loaded (service::open's steps 1-3).
+struct service::recovered {
+  uint32_t month = 0;                                  // the month being counted
+  std::string snap_path;
+  bool missing = false;                                // no snapshot file
+  bool snap_empty = false;                             // a snapshot of blanks only
+  std::unordered_map<uint64_t, usage_totals> current;  // this month's usage per key
+  std::vector<covered_pos> covered;                    // what the snapshot covers, per core
+  std::vector<covered_pos> next;                       // each core's next journal generation
+  std::unordered_set<uint64_t> overage_unrecorded;     // keys with current-month TGJ1 records
+
+  void add(impl& im, uint32_t m, uint64_t id, int64_t used, int64_t over) {
+    usage_totals& u = m >= month ? current[id] : im.closed[m][id];
+    u.used += used;
+    u.overage += over;
+  }
+};
+
+// Start-up in numbered steps (each a member below): 1. read the snapshot, 2. replay the journal
+// bytes it does not cover, 3. restore usage into the key states and build the first table,
+// 4. write a fresh snapshot and open each core's ledger and journal.
 result<std::unique_ptr<service>, std::string> service::open(service_options opt, int64_t now_ns) {
   if (auto v = validate_plans(opt.plans); !v) {
     return unexpected(v.error());
@@ -145,25 +166,50 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
   const uint32_t month = month_index_of_ns(now_ns);
   svc->month_.store(month, std::memory_order_relaxed);
 
-  // 1. Snapshot: counters and how much of each core's journal they cover.
-  std::unordered_map<uint64_t, usage_totals> current;
+  recovered rc;
+  rc.month = month;
+  rc.snap_path = im.usage_dir + "/snapshot.txt";
+  if (auto r = svc->read_snapshot(rc); !r) {
+    return unexpected(r.error());
+  }
+  if (auto r = svc->replay_journals(rc); !r) {
+    return unexpected(r.error());
+  }
+  if (auto r = svc->restore_usage(rc); !r) {
+    return unexpected(r.error());
+  }
+  if (svc->recovery_.units_replayed > 0 || svc->recovery_.corrupt_records > 0) {
+    log_info("usage recovered: {} journal file(s), {} record(s), {} billed call(s) replayed",
+             svc->recovery_.journal_files, svc->recovery_.records_replayed,
+             svc->recovery_.units_replayed);
+  }
+  svc->persist(now_ns);  // a fresh snapshot covering everything replayed; older journals go
+  if (auto r = svc->open_ledgers(month, now_ns); !r) {
+    return unexpected(r.error());
+  }
+  svc->next_reload_ns_.store(now_ns + svc->opt_.reload_ms * kNsPerMs);
+  svc->next_persist_ns_.store(now_ns + svc->opt_.reconcile_ms * kNsPerMs);
+  return svc;
+}
+
+result<void, std::string> service::read_snapshot(recovered& rc) {
+  impl& im = *impl_;
+  auto& covered = rc.covered;
   auto add_usage = [&](uint32_t m, uint64_t id, int64_t used, int64_t over) {
-    usage_totals& u = m >= month ? current[id] : im.closed[m][id];
-    u.used += used;
-    u.overage += over;
+    rc.add(im, m, id, used, over);
   };
-  const std::string snap_path = im.usage_dir + "/snapshot.txt";
-  bool missing = false;
+  const std::string& snap_path = rc.snap_path;
+  bool& missing = rc.missing;
+  bool& snap_empty = rc.snap_empty;
+  // 1. Snapshot: counters and how much of each core's journal they cover.
   auto snap = fs::read_file(snap_path, &missing);
   if (!snap) {
     return unexpected(snap.error());
   }
-  std::vector<covered_pos> covered;
   // Empty: nothing but blanks (persist() always writes its header line).
-  const bool snap_empty =
-      !missing && snap->find_first_not_of(" \t\r\n") == std::string::npos;
+  snap_empty = !missing && snap->find_first_not_of(" \t\r\n") == std::string::npos;
   if (!missing) {
-    svc->recovery_.snapshot_loaded = true;
+    recovery_.snapshot_loaded = true;
     size_t pos = 0;
     int lineno = 0;
     while (pos < snap->size()) {
@@ -199,9 +245,53 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     }
   }
 
+  return {};
+}
+
+namespace {
+// Refuses a start whose snapshot is missing or empty while the journals (`files`: core and
+// generation, sorted) show one was written, unless the loss is accepted.
+result<void, std::string> refuse_lost_snapshot(const std::string& snap_path, bool missing,
+                                               bool snap_empty,
+                                               const std::vector<std::pair<int, uint64_t>>& files,
+                                               bool accept_usage_loss) {
+  // Generation 0 is every core's first journal; a later one exists only once a snapshot
+  // covered the earlier ones (they were compacted into it). Without that snapshot, usage
+  // would silently go back to what the remaining journals hold.
+  auto compacted = std::find_if(files.begin(), files.end(),
+                                [](const auto& f) { return f.second > 0; });
+  if ((missing || snap_empty) && compacted != files.end()) {
+    const std::string what = fmt::format(
+        "usage snapshot {} is {} but the usage journals show one was written ({} is "
+        "generation {}: earlier journals were compacted into a snapshot)",
+        snap_path, missing ? "missing" : "empty",
+        journal_name(compacted->first, compacted->second), compacted->second);
+    if (!accept_usage_loss) {
+      return unexpected(fmt::format(
+          "{}; starting would reset the usage it counted. Restore the snapshot from a backup, "
+          "or start with --accept-usage-loss to count only what the remaining journals hold",
+          what));
+    }
+    log_error("{}; --accept-usage-loss: counting only what the remaining journals hold", what);
+  }
+  return {};
+}
+}  // namespace
+
+result<void, std::string> service::replay_journals(recovered& rc) {
+  impl& im = *impl_;
+  const uint32_t month = rc.month;
+  auto& covered = rc.covered;
+  auto add_usage = [&](uint32_t m, uint64_t id, int64_t used, int64_t over) {
+    rc.add(im, m, id, used, over);
+  };
+  const std::string& snap_path = rc.snap_path;
+  bool missing = rc.missing;
+  const bool snap_empty = rc.snap_empty;
+  auto& next = rc.next;
+  auto& overage_unrecorded = rc.overage_unrecorded;
   // 2. Journals: replay what the snapshot does not cover; corrupt or torn bytes are skipped.
-  std::vector<covered_pos> next(static_cast<size_t>(svc->opt_.cores));
-  std::unordered_set<uint64_t> overage_unrecorded;  // keys with current-month TGJ1 records
+  next.resize(static_cast<size_t>(opt_.cores));
   for (size_t c = 0; c < covered.size() && c < next.size(); ++c) {
     next[c].gen = covered[c].gen + 1;
   }
@@ -216,24 +306,10 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     }
     ::closedir(d);
     std::sort(files.begin(), files.end());
-    // Generation 0 is every core's first journal; a later one exists only once a snapshot
-    // covered the earlier ones (they were compacted into it). Without that snapshot, usage
-    // would silently go back to what the remaining journals hold.
-    auto compacted = std::find_if(files.begin(), files.end(),
-                                  [](const auto& f) { return f.second > 0; });
-    if ((missing || snap_empty) && compacted != files.end()) {
-      const std::string what = fmt::format(
-          "usage snapshot {} is {} but the usage journals show one was written ({} is "
-          "generation {}: earlier journals were compacted into a snapshot)",
-          snap_path, missing ? "missing" : "empty",
-          journal_name(compacted->first, compacted->second), compacted->second);
-      if (!svc->opt_.accept_usage_loss) {
-        return unexpected(fmt::format(
-            "{}; starting would reset the usage it counted. Restore the snapshot from a backup, "
-            "or start with --accept-usage-loss to count only what the remaining journals hold",
-            what));
-      }
-      log_error("{}; --accept-usage-loss: counting only what the remaining journals hold", what);
+    if (auto r = refuse_lost_snapshot(snap_path, missing, snap_empty, files,
+                                      opt_.accept_usage_loss);
+        !r) {
+      return r;
     }
     for (auto [core, gen] : files) {
       const size_t c = static_cast<size_t>(core);
@@ -255,7 +331,7 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
       if (!data) {
         return unexpected(data.error());
       }
-      ++svc->recovery_.journal_files;
+      ++recovery_.journal_files;
       auto st = journal::scan(*data, std::min<size_t>(from, data->size()),
                               [&](const journal::record& r) {
                                 add_usage(r.month, r.key_id, r.count, r.overage);
@@ -263,10 +339,10 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
                                   overage_unrecorded.insert(r.key_id);
                                 }
                               });
-      svc->recovery_.records_replayed += st.records;
-      svc->recovery_.units_replayed += st.units;
-      svc->recovery_.corrupt_records += st.corrupt;
-      svc->recovery_.torn_bytes += st.torn_bytes;
+      recovery_.records_replayed += st.records;
+      recovery_.units_replayed += st.units;
+      recovery_.corrupt_records += st.corrupt;
+      recovery_.torn_bytes += st.torn_bytes;
       if (st.corrupt > 0 || st.torn_bytes > 0) {
         log_error("usage journal {}: skipped {} corrupt stretch(es) ({} bytes) and a torn tail of "
                   "{} bytes",
@@ -277,6 +353,15 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
   // TGJ1 records (journals from before the overage field) do not say which of their units were
   // overage: for the keys they name, it is recomputed against the plan below.
 
+  return {};
+}
+
+result<void, std::string> service::restore_usage(recovered& rc) {
+  impl& im = *impl_;
+  const uint32_t month = rc.month;
+  const auto& current = rc.current;
+  const auto& next = rc.next;
+  const auto& overage_unrecorded = rc.overage_unrecorded;
   // 3. Keys and the first table; restored usage goes into the key states.
   for (const auto& [id, u] : current) {
     std::lock_guard g(im.mu);
@@ -284,8 +369,8 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     s->used.store(u.used, std::memory_order_relaxed);
     s->overage.store(u.overage, std::memory_order_relaxed);
   }
-  if (!svc->reload_if_changed(true) && svc->current_.load() == nullptr) {
-    return unexpected(fmt::format("cannot load keys from {}", svc->opt_.data_dir));
+  if (!reload_if_changed(true) && current_.load() == nullptr) {
+    return unexpected(fmt::format("cannot load keys from {}", opt_.data_dir));
   }
   {
     std::lock_guard g(im.mu);
@@ -307,17 +392,16 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
       c.offset = 0;
     }
   }
-  if (svc->recovery_.units_replayed > 0 || svc->recovery_.corrupt_records > 0) {
-    log_info("usage recovered: {} journal file(s), {} record(s), {} billed call(s) replayed",
-             svc->recovery_.journal_files, svc->recovery_.records_replayed,
-             svc->recovery_.units_replayed);
+  return {};
+}
+
+result<void, std::string> service::open_ledgers(uint32_t month, int64_t now_ns) {
+  impl& im = *impl_;
+  // 4. (after a fresh snapshot) One ledger per core, each with its journal open.
+  for (int i = 0; i < opt_.cores; ++i) {
+    ledgers_.emplace_back(new core_ledger(*this, i));
   }
-  // 4. A fresh snapshot covering everything replayed; older journals are deleted by it.
-  svc->persist(now_ns);
-  for (int i = 0; i < svc->opt_.cores; ++i) {
-    svc->shards_.emplace_back(new core_shard(*svc, i));
-  }
-  for (auto& s : svc->shards_) {
+  for (auto& s : ledgers_) {
     s->journal_gen_ = im.covered[static_cast<size_t>(s->index_)].gen;
     if (s->journal_fd_ >= 0) {
       ::close(s->journal_fd_);
@@ -335,9 +419,7 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
     s->last_reconcile_ns_ = now_ns;
     s->last_fsync_ns_ = now_ns;
   }
-  svc->next_reload_ns_.store(now_ns + svc->opt_.reload_ms * kNsPerMs);
-  svc->next_persist_ns_.store(now_ns + svc->opt_.reconcile_ms * kNsPerMs);
-  return svc;
+  return {};
 }
 
 }  // namespace tollgate::quota

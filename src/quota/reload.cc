@@ -74,21 +74,8 @@ bool service::reload_if_changed(bool force, std::string* why) {
     impl_->installed_new = false;
     auto contents = external ? result<store_contents, store_error>(impl_->installed)
                              : impl_->store.load();
-    // The CLI rewrites these files whole (temp file + rename) and never drops an entry (revoked
-    // keys stay, flagged), so a file that held entries and now is gone or holds none was not
-    // written by tollgate: a deletion, a truncation, a restore gone wrong. Revoking every key
-    // (or resuming every account) on that is refused; the table in force stays. (Cluster mode:
-    // the agent guards the key set it installs from Redis.)
-    std::string suspect;
-    if (!external && contents && impl_->loaded_keys > 0 && contents->keys.empty()) {
-      suspect = fmt::format("{} {} (it held {} key(s))", impl_->store.keys_path(),
-                            ks.ino == 0 ? "is gone" : "holds no key", impl_->loaded_keys);
-    } else if (!external && contents && impl_->loaded_accounts > 0 &&
-               contents->accounts.empty()) {
-      suspect = fmt::format("{} {} (it held {} account(s))", impl_->store.accounts_path(),
-                            as.ino == 0 ? "is gone" : "holds no account",
-                            impl_->loaded_accounts);
-    }
+    const std::string suspect =
+        contents && !external ? suspect_contents(*contents, ks.ino == 0, as.ino == 0) : "";
     if (!contents || !suspect.empty()) {
       std::string msg = contents ? suspect + "; the tollgate CLI never writes that, so it is "
                                              "taken as damage. Restore the file (or revoke keys "
@@ -107,93 +94,127 @@ bool service::reload_if_changed(bool force, std::string* why) {
       impl_->accounts_stamp = as;
       impl_->loaded_keys = contents->keys.size();
       impl_->loaded_accounts = contents->accounts.size();
-      auto t = std::make_unique<key_table>();
-      t->epoch = impl_->next_epoch++;
-      std::unordered_map<std::string_view, bool> suspended;
-      for (const auto& a : contents->accounts) {
-        suspended[a.name] = a.suspended;
-      }
-      {
-        std::lock_guard g(impl_->mu);
-        const uint32_t month = month_.load(std::memory_order_relaxed);
-        for (const key_entry& e : contents->keys) {
-          if (e.revoked) {
-            continue;
-          }
-          auto pit = opt_.plans.find(e.plan);
-          if (pit == opt_.plans.end()) {
-            log_error("key {} of account {} names unknown plan \"{}\"; it is refused",
-                      key_id_string(e.id), e.account, e.plan);
-            continue;
-          }
-          const plan& p = pit->second;
-          key_record r;
-          r.hash = e.hash;
-          r.key_id = e.id;
-          r.state = impl_->state_for_locked(e.id, p.monthly_quota, month);
-          r.slot = r.state->slot;
-          auto sit = suspended.find(e.account);
-          r.suspended = sit != suspended.end() && sit->second;
-          r.overage = p.overage;
-          r.monthly_quota = p.monthly_quota;
-          r.burst = p.burst;
-          r.emission_ns = std::max<int64_t>(1, static_cast<int64_t>(1e9 / p.rate_per_sec));
-          r.tolerance_ns = r.emission_ns * p.burst;
-          if (impl_->cluster) {
-            // This node's share of the key's rate and burst (cluster::agent sets it by demand).
-            r.state->base_emission_ns = r.emission_ns;
-            r.state->base_burst = p.burst;
-            auto sit = impl_->rate_share.find(e.id);
-            const double share = sit != impl_->rate_share.end() ? sit->second
-                                                                : impl_->default_share;
-            if (share < 1.0) {
-              r.burst = std::max<int64_t>(1, static_cast<int64_t>(p.burst * share));
-              r.emission_ns = std::max<int64_t>(
-                  1, static_cast<int64_t>(static_cast<double>(r.emission_ns) / share));
-              r.tolerance_ns = r.emission_ns * r.burst;
-            }
-          }
-          r.window_secs = std::max<int64_t>(1, ceil_secs(r.tolerance_ns));
-          r.account = e.account;
-          r.plan = e.plan;
-          t->records.push_back(std::move(r));
-        }
-        t->slot_count = static_cast<uint32_t>(impl_->by_slot.size());
-      }
-      size_t cap = 16;
-      while (cap < t->records.size() * 2) {
-        cap *= 2;
-      }
-      t->mask = cap - 1;
-      t->index.assign(cap, -1);
-      for (size_t i = 0; i < t->records.size(); ++i) {
-        uint64_t h;
-        std::memcpy(&h, t->records[i].hash.data(), sizeof h);
-        uint64_t j = h & t->mask;
-        while (t->index[j] >= 0) {
-          j = (j + 1) & t->mask;
-        }
-        t->index[j] = static_cast<int32_t>(i);
-      }
-      log_reload_effect(impl_->current.get(), *t);
-      if (impl_->current) {
-        impl_->retired.push_back(std::move(impl_->current));
-      }
-      impl_->current = std::move(t);
-      // release: shards that acquire-load the pointer see the fully built table.
-      current_.store(impl_->current.get(), std::memory_order_release);
+      swap_in(build_table(*contents));
       made = true;
     }
   }
-  // Reclaim tables no shard can still be using.
+  reclaim_tables();
+  return made;
+}
+
+std::string service::suspect_contents(const store_contents& c, bool keys_gone,
+                                      bool accounts_gone) const {
+  // The CLI rewrites these files whole (temp file + rename) and never drops an entry (revoked
+  // keys stay, flagged), so a file that held entries and now is gone or holds none was not
+  // written by tollgate: a deletion, a truncation, a restore gone wrong. Revoking every key
+  // (or resuming every account) on that is refused; the table in force stays. (Cluster mode:
+  // the agent guards the key set it installs from Redis.)
+  if (impl_->loaded_keys > 0 && c.keys.empty()) {
+    return fmt::format("{} {} (it held {} key(s))", impl_->store.keys_path(),
+                       keys_gone ? "is gone" : "holds no key", impl_->loaded_keys);
+  }
+  if (impl_->loaded_accounts > 0 && c.accounts.empty()) {
+    return fmt::format("{} {} (it held {} account(s))", impl_->store.accounts_path(),
+                       accounts_gone ? "is gone" : "holds no account", impl_->loaded_accounts);
+  }
+  return {};
+}
+
+std::unique_ptr<key_table> service::build_table(const store_contents& c) {
+  auto t = std::make_unique<key_table>();
+  t->epoch = impl_->next_epoch++;
+  std::unordered_map<std::string_view, bool> suspended;
+  for (const auto& a : c.accounts) {
+    suspended[a.name] = a.suspended;
+  }
+  {
+    std::lock_guard g(impl_->mu);
+    const uint32_t month = month_.load(std::memory_order_relaxed);
+    for (const key_entry& e : c.keys) {
+      if (e.revoked) {
+        continue;
+      }
+      auto pit = opt_.plans.find(e.plan);
+      if (pit == opt_.plans.end()) {
+        log_error("key {} of account {} names unknown plan \"{}\"; it is refused",
+                  key_id_string(e.id), e.account, e.plan);
+        continue;
+      }
+      auto sit = suspended.find(e.account);
+      t->records.push_back(
+          make_record_locked(e, pit->second, sit != suspended.end() && sit->second, month));
+    }
+    t->slot_count = static_cast<uint32_t>(impl_->by_slot.size());
+  }
+  size_t cap = 16;
+  while (cap < t->records.size() * 2) {
+    cap *= 2;
+  }
+  t->mask = cap - 1;
+  t->index.assign(cap, -1);
+  for (size_t i = 0; i < t->records.size(); ++i) {
+    uint64_t h;
+    std::memcpy(&h, t->records[i].hash.data(), sizeof h);
+    uint64_t j = h & t->mask;
+    while (t->index[j] >= 0) {
+      j = (j + 1) & t->mask;
+    }
+    t->index[j] = static_cast<int32_t>(i);
+  }
+  return t;
+}
+
+key_record service::make_record_locked(const key_entry& e, const plan& p, bool suspended,
+                                       uint32_t month) {
+  key_record r;
+  r.hash = e.hash;
+  r.key_id = e.id;
+  r.state = impl_->state_for_locked(e.id, p.monthly_quota, month);
+  r.slot = r.state->slot;
+  r.suspended = suspended;
+  r.overage = p.overage;
+  r.monthly_quota = p.monthly_quota;
+  r.burst = p.burst;
+  r.emission_ns = std::max<int64_t>(1, static_cast<int64_t>(1e9 / p.rate_per_sec));
+  r.tolerance_ns = r.emission_ns * p.burst;
+  if (impl_->cluster) {
+    // This node's share of the key's rate and burst (cluster::agent sets it by demand).
+    r.state->base_emission_ns = r.emission_ns;
+    r.state->base_burst = p.burst;
+    auto sit = impl_->rate_share.find(e.id);
+    const double share = sit != impl_->rate_share.end() ? sit->second : impl_->default_share;
+    if (share < 1.0) {
+      r.burst = std::max<int64_t>(1, static_cast<int64_t>(p.burst * share));
+      r.emission_ns = std::max<int64_t>(
+          1, static_cast<int64_t>(static_cast<double>(r.emission_ns) / share));
+      r.tolerance_ns = r.emission_ns * r.burst;
+    }
+  }
+  r.window_secs = std::max<int64_t>(1, ceil_secs(r.tolerance_ns));
+  r.account = e.account;
+  r.plan = e.plan;
+  return r;
+}
+
+void service::swap_in(std::unique_ptr<key_table> t) {
+  log_reload_effect(impl_->current.get(), *t);
+  if (impl_->current) {
+    impl_->retired.push_back(std::move(impl_->current));
+  }
+  impl_->current = std::move(t);
+  // release: ledgers that acquire-load the pointer see the fully built table.
+  current_.store(impl_->current.get(), std::memory_order_release);
+}
+
+void service::reclaim_tables() {
+  // Reclaim tables no ledger can still be using.
   uint64_t min_seen = UINT64_MAX;
-  for (const auto& s : shards_) {
+  for (const auto& s : ledgers_) {
     min_seen = std::min(min_seen, s->seen_epoch_.load(std::memory_order_acquire));
   }
   std::erase_if(impl_->retired, [&](const std::unique_ptr<key_table>& t) {
     return t->epoch < min_seen;
   });
-  return made;
 }
 
 result<void, std::string> service::replace_plans(plan_map plans) {
@@ -267,7 +288,7 @@ bool service::wait_until_in_force(int64_t timeout_ms) const {
   }
   for (int64_t waited = 0;; ++waited) {
     bool all = true;
-    for (const auto& s : shards_) {
+    for (const auto& s : ledgers_) {
       all = all && s->seen_epoch_.load(std::memory_order_acquire) >= t->epoch;
     }
     if (all) {

@@ -2,12 +2,12 @@
 //
 // Table reclamation (quiescent-state based, lock-free for readers):
 //   1. The service publishes the current table through `current_` (release store).
-//   2. A shard uses exactly one table at a time (`table_`). Only at its quiescent points
+//   2. A ledger uses exactly one table at a time (`table_`). Only at its quiescent points
 //      (before_send and on_tick, where it holds no key_record*) does it load `current_`
 //      (acquire) and then store that table's epoch into its own `seen_epoch_` (release).
 //   3. A replaced table goes on a retired list with its epoch. The reclaimer (under reload_mu)
-//      frees a retired table once every shard's seen_epoch_ is greater than that table's epoch:
-//      each shard has by then switched to a newer table at a quiescent point and cannot hold
+//      frees a retired table once every ledger's seen_epoch_ is greater than that table's epoch:
+//      each ledger has by then switched to a newer table at a quiescent point and cannot hold
 //      a pointer into the old one.
 // Request paths never lock and never write shared memory for lookups. Key state lives outside
 // tables (owned by the service for its lifetime), so swapping tables never loses a counter.
@@ -15,7 +15,7 @@
 //
 // Where the rest is (all in src/quota):
 //   service_impl.h    the service's shared state (keys' states, closed months, coverage)
-//   core_shard.cc     the per-core hot path: lookup, rate limit, admission, settle, reconcile
+//   core_ledger.cc     the per-core hot path: lookup, rate limit, admission, settle, reconcile
 //   journal_writer.cc the per-core usage journal: durability and disk faults
 //   reload.cc         key/account/plan reloads into new lookup tables
 //   recovery.cc       the usage snapshot, compaction and start-up recovery
@@ -35,7 +35,7 @@ namespace tollgate::quota {
 service::service(service_options opt)
     : opt_(std::move(opt)), impl_(new impl(opt_.data_dir, opt_.leases != nullptr)) {}
 
-service::~service() { shards_.clear(); }
+service::~service() { ledgers_.clear(); }
 
 void service::ensure_month_locked(uint32_t month) {
   const uint32_t cur = month_.load(std::memory_order_relaxed);
@@ -57,7 +57,7 @@ void service::ensure_month_locked(uint32_t month) {
     s->debt = 0;  // a cut applied to the old month's budget
   }
   impl_->closed_dirty.push_back(cur);
-  // release: a shard reading month() after this sees the reset counters.
+  // release: a ledger reading month() after this sees the reset counters.
   month_.store(month, std::memory_order_release);
   log_info("usage month {} closed; now counting {}", month_label(cur), month_label(month));
 }

@@ -80,7 +80,7 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
   temp_dir d;
   auto k = test::add_key(d.path(), "a", "big");
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   figures f;
@@ -89,7 +89,7 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
     ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
     s.settle(t, true);
   }
-  core_shard::journal_chunk c = s.take_journal();
+  core_ledger::journal_chunk c = s.take_journal();
   ASSERT_FALSE(c.bytes.empty());
   s.journal_done(-ENOSPC);
   EXPECT_TRUE(s.health().failing.load());
@@ -130,7 +130,7 @@ TEST(quota_disk_fault_test, records_whose_writes_keep_failing_are_dropped_and_no
   auto o = test::options(d.path());
   o.journal_give_up_ms = 0;
   auto svc = test::open_service(o, kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   figures f;
@@ -139,7 +139,7 @@ TEST(quota_disk_fault_test, records_whose_writes_keep_failing_are_dropped_and_no
     ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
     s.settle(t, true);
   }
-  core_shard::journal_chunk c = s.take_journal();
+  core_ledger::journal_chunk c = s.take_journal();
   ASSERT_EQ(c.bytes.size(), 28u);
   EXPECT_FALSE(c.dropped);
   s.journal_done(-EIO);
@@ -183,7 +183,7 @@ TEST(quota_disk_fault_test, a_partly_written_record_is_kept_whole_when_the_rest_
   auto o = test::options(d.path());
   o.journal_give_up_ms = 0;
   auto svc = test::open_service(o, kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   const uint64_t id = r->key_id;
@@ -196,7 +196,7 @@ TEST(quota_disk_fault_test, a_partly_written_record_is_kept_whole_when_the_rest_
   const uint64_t id2 = r2->key_id;
   ASSERT_EQ(s.admit(*r2, kNow, f, t), admit_verdict::ok);
   s.settle(t, true);
-  core_shard::journal_chunk c = s.take_journal();
+  core_ledger::journal_chunk c = s.take_journal();
   ASSERT_EQ(c.bytes.size(), 56u);
   ASSERT_EQ(::write(c.fd, c.bytes.data(), 10), 10);
   s.journal_done(10);
@@ -232,7 +232,7 @@ TEST(quota_disk_fault_test, a_month_roll_while_the_journal_fails_bills_the_old_m
     const int64_t late_nov = utc_ns(2026, 11, 30, 23, 59, 0);
     const int64_t dec = utc_ns(2026, 12, 1, 0, 0, 5);
     auto svc = test::open_service(o, late_nov);
-    core_shard& s = svc->shard(0);
+    core_ledger& s = svc->ledger(0);
     const key_record* r = s.authenticate(k.secret);
     ASSERT_NE(r, nullptr);
     const uint64_t id = r->key_id;
@@ -243,7 +243,7 @@ TEST(quota_disk_fault_test, a_month_roll_while_the_journal_fails_bills_the_old_m
       ASSERT_EQ(s.admit(*r, late_nov, f, t), admit_verdict::ok);
       s.settle(t, true);
     }
-    core_shard::journal_chunk c = s.take_journal();
+    core_ledger::journal_chunk c = s.take_journal();
     ASSERT_EQ(c.bytes.size(), 28u);
     s.on_tick(dec);  // the write is in flight: the roll cannot publish November's counts
     s.journal_done(-EIO);
@@ -278,7 +278,7 @@ TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {
   struct stat st{};
   ASSERT_EQ(::stat(j.c_str(), &st), 0) << j;
   EXPECT_EQ(st.st_size, 0);
-  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_shard::kReserveStep);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_ledger::kReserveStep);
 }
 
 TEST(quota_disk_fault_test, an_emptied_or_deleted_keys_file_keeps_the_keys_in_force) {
@@ -289,7 +289,7 @@ TEST(quota_disk_fault_test, an_emptied_or_deleted_keys_file_keeps_the_keys_in_fo
   auto a = test::add_key(d.path(), "acme", "free");
   auto b = test::add_key(d.path(), "beta", "free");
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const std::string keys = d.path() + "/keys.txt";
   const std::string saved = test::read_text(keys);
   for (bool remove : {false, true}) {
@@ -321,7 +321,7 @@ TEST(quota_disk_fault_test, a_deleted_accounts_file_does_not_lift_a_suspension) 
   key_store store(d.path());
   ASSERT_TRUE(store.suspend("acme").has_value());
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   ASSERT_TRUE(s.authenticate(k.secret)->suspended);
   ASSERT_EQ(::unlink((d.path() + "/accounts.txt").c_str()), 0);
   std::string why;
@@ -360,7 +360,7 @@ TEST(quota_disk_fault_test, a_lost_snapshot_after_compaction_refuses_the_start) 
   auto o = test::options(d.path());
   const std::string snap = d.path() + "/usage/snapshot.txt";
   auto bill_one = [&](service& svc) {
-    core_shard& s = svc.shard(0);
+    core_ledger& s = svc.ledger(0);
     figures f;
     ticket t;
     ASSERT_EQ(s.admit(*s.authenticate(k.secret), kNow, f, t), admit_verdict::ok);
@@ -375,7 +375,7 @@ TEST(quota_disk_fault_test, a_lost_snapshot_after_compaction_refuses_the_start) 
   {
     auto svc = test::open_service(o, kNow);  // replays generation 0, compacts it
     ASSERT_NE(svc, nullptr);
-    EXPECT_EQ(svc->usage(svc->shard(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
+    EXPECT_EQ(svc->usage(svc->ledger(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
     bill_one(*svc);
   }
   for (bool remove : {true, false}) {
@@ -397,7 +397,7 @@ TEST(quota_disk_fault_test, a_lost_snapshot_after_compaction_refuses_the_start) 
   auto svc = test::open_service(o, kNow);
   ASSERT_NE(svc, nullptr);
   // The first call was counted only in the lost snapshot; the second's journal remains.
-  EXPECT_EQ(svc->usage(svc->shard(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
+  EXPECT_EQ(svc->usage(svc->ledger(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
 }
 
 }  // namespace

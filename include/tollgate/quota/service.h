@@ -4,29 +4,29 @@
 // Shape (thread-per-core):
 //   service      thread-safe; owns the plans, every key's shared state (stable for the process
 //                lifetime, so counters survive reloads), the current lookup table, the data dir.
-//   core_shard   shard-local; one per core, created by the service, used only by its core's
+//   core_ledger   core-local; one per core, created by the service, used only by its core's
 //                thread. Counts locally and spends from leases; talks to shared lines only for
 //                the GCRA atomic and for lease refills.
 //
 // Per request on core c (all on c's thread, allocation-free in the steady state):
-//   1. rec = shard.authenticate(key)        nullptr -> 401 (missing/unknown/revoked key)
-//   2. shard.check_rate(*rec, now, fig)     limited -> 429 / rate_limited (every /mcp and /v1
+//   1. rec = ledger.authenticate(key)        nullptr -> 401 (missing/unknown/revoked key)
+//   2. ledger.check_rate(*rec, now, fig)     limited -> 429 / rate_limited (every /mcp and /v1
 //                                           request counts, handshakes included)
-//   3. billable calls only: shard.admit(*rec, now, fig, ticket)
+//   3. billable calls only: ledger.admit(*rec, now, fig, ticket)
 //                                           suspended / quota_exceeded -> tool error / 403 / 429
-//      then, once the outcome is known:     shard.settle(ticket, success)
-//      non-billable calls: shard.fill_quota(*rec, now, fig) for the headers
+//      then, once the outcome is known:     ledger.settle(ticket, success)
+//      non-billable calls: ledger.fill_quota(*rec, now, fig) for the headers
 //   4. write_rate_headers(out, fig)         the X-RateLimit-*, X-Quota-*, RateLimit-Policy,
 //                                           RateLimit (and Retry-After) header lines; the same
 //                                           `fig` feeds the tool-error JSON, so numbers match.
-// Per loop pass: shard.before_send(now)  (journal write(2) before responses go out; picks up a
+// Per loop pass: ledger.before_send(now)  (journal write(2) before responses go out; picks up a
 // new lookup table). An io_uring engine instead takes the pass's bytes with take_journal(),
-// writes them itself and reports with journal_done() (and journal_synced() for fdatasync). About every 100 ms: shard.on_tick(now) (reconcile, fsync, reload, persist
+// writes them itself and reports with journal_done() (and journal_synced() for fdatasync). About every 100 ms: ledger.on_tick(now) (reconcile, fsync, reload, persist
 // when due). On SIGHUP: service.request_reload() (async-signal-safe).
 //
-// Lifetimes: a key_record* from authenticate() is valid until the same shard's next
+// Lifetimes: a key_record* from authenticate() is valid until the same ledger's next
 // before_send()/on_tick() (the quiescent points of the table reclamation scheme, see service.cc).
-// A ticket stays valid until settled, across passes and reloads. Shards live as long as the
+// A ticket stays valid until settled, across passes and reloads. Ledgers live as long as the
 // service.
 #pragma once
 
@@ -50,7 +50,7 @@ namespace tollgate::quota {
 struct service_options {
   std::string data_dir = "./tollgate-data";
   plan_map plans;
-  int cores = 1;                          ///< number of core_shards
+  int cores = 1;                          ///< number of core_ledgers
   int64_t reconcile_ms = 1000;            ///< per-core deltas published, snapshot persisted
   int64_t fsync_ms = 1000;                ///< journal fdatasync period (power-loss window)
   int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
@@ -110,7 +110,7 @@ enum class rate_verdict : uint8_t { ok, limited };
 /// Retry-After).
 enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, unavailable, quota_unreachable };
 
-/// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the shard
+/// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the ledger
 /// that admitted it.
 struct ticket {
   key_state* state = nullptr;
@@ -149,12 +149,12 @@ struct journal_health {
   std::atomic<bool> failing{false};   ///< the last write, open or reservation failed
 };
 
-/// Shard-local: one per core, used only by that core's thread (created and owned by service).
-class alignas(64) core_shard {
+/// Core-local: one per core, used only by that core's thread (created and owned by service).
+class alignas(64) core_ledger {
  public:
-  core_shard(const core_shard&) = delete;
-  core_shard& operator=(const core_shard&) = delete;
-  ~core_shard();
+  core_ledger(const core_ledger&) = delete;
+  core_ledger& operator=(const core_ledger&) = delete;
+  ~core_ledger();
 
   /// Looks up a presented key (the raw header value, e.g. "tg_live_…"): SHA-256 of it, table
   /// lookup by digest, constant-time digest comparison. nullptr: unknown or revoked.
@@ -166,7 +166,7 @@ class alignas(64) core_shard {
   /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
   uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
   uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
-  /// Calls this core has billed so far, and of them those billed as overage (shard-local: the
+  /// Calls this core has billed so far, and of them those billed as overage (core-local: the
   /// app reads the difference around one request for its access log and /metrics).
   uint64_t billed_calls() const noexcept { return billed_calls_; }
   uint64_t overage_calls() const noexcept { return overage_calls_; }
@@ -248,7 +248,7 @@ class alignas(64) core_shard {
 
  private:
   friend class service;
-  core_shard(service& svc, int index);
+  core_ledger(service& svc, int index);
 
   struct local_key {
     key_state* state = nullptr;
@@ -404,22 +404,22 @@ struct usage_totals {
   int64_t overage = 0;
 };
 
-/// Thread-safe. Owns key states, tables, shards and the usage files of the data dir.
+/// Thread-safe. Owns key states, tables, ledgers and the usage files of the data dir.
 class service {
  public:
   /// Loads keys, accounts, the usage snapshot and journals from `opt.data_dir` (replaying
   /// journals, skipping corrupt/torn records with a logged report), writes a fresh snapshot and
-  /// creates `opt.cores` shards. Plans must pass validate_plans().
+  /// creates `opt.cores` ledgers. Plans must pass validate_plans().
   static result<std::unique_ptr<service>, std::string> open(service_options opt, int64_t now_ns);
   ~service();
 
-  core_shard& shard(int i) noexcept { return *shards_[static_cast<size_t>(i)]; }
-  int cores() const noexcept { return static_cast<int>(shards_.size()); }
+  core_ledger& ledger(int i) noexcept { return *ledgers_[static_cast<size_t>(i)]; }
+  int cores() const noexcept { return static_cast<int>(ledgers_.size()); }
 
   /// Async-signal-safe: the next on_tick on any core reloads keys and accounts.
   void request_reload() noexcept { reload_requested_.store(true, std::memory_order_relaxed); }
   /// Re-reads keys/accounts if their files changed (or `force`), swaps in a new lookup table
-  /// and frees tables no shard can still see. Any thread. Returns true if a new table was made.
+  /// and frees tables no ledger can still see. Any thread. Returns true if a new table was made.
   /// When the files cannot be read, `why` (if given) gets the reason.
   bool reload_if_changed(bool force = false, std::string* why = nullptr);
   /// Replaces the plans (SIGHUP and the admin reload call) and rebuilds the lookup table from
@@ -440,20 +440,20 @@ class service {
   /// thread.
   void set_rate_shares(double default_share,
                        const std::vector<std::pair<uint64_t, double>>& shares);
-  /// Waits (sleeping 1 ms at a time, at most `timeout_ms`) until every shard has passed a
+  /// Waits (sleeping 1 ms at a time, at most `timeout_ms`) until every ledger has passed a
   /// quiescent point since the current table was made, i.e. a reload is in force for every
-  /// request that arrives after it returns true. Shards running on engine cores pass one at
-  /// least every tick (100 ms). Any thread but a shard's own.
+  /// request that arrives after it returns true. Ledgers running on engine cores pass one at
+  /// least every tick (100 ms). Any thread but a ledger's own.
   bool wait_until_in_force(int64_t timeout_ms) const;
   /// Writes the usage snapshot (atomic rename) and deletes compacted journals. Any thread.
   void persist(int64_t now_ns);
-  /// Shutdown: reconciles every shard, then persists. Precondition: no shard is in use.
+  /// Shutdown: reconciles every ledger, then persists. Precondition: no ledger is in use.
   void close(int64_t now_ns);
 
   /// False while any core's usage journal is failing (a write, open or space reservation
   /// failed and has not succeeded since): /readyz. Any thread.
   bool journals_ok() const noexcept {
-    for (const auto& s : shards_) {
+    for (const auto& s : ledgers_) {
       if (s->health().failing.load(std::memory_order_relaxed)) {
         return false;
       }
@@ -472,12 +472,26 @@ class service {
   uint32_t month() const noexcept { return month_.load(std::memory_order_acquire); }
 
  private:
-  friend class core_shard;
+  friend class core_ledger;
   explicit service(service_options opt);
   struct impl;
 
   void ensure_month_locked(uint32_t month);
   void maybe_background(int64_t now_ns);
+
+  // open()'s steps (recovery.cc).
+  struct recovered;
+  result<void, std::string> read_snapshot(recovered& rc);
+  result<void, std::string> replay_journals(recovered& rc);
+  result<void, std::string> restore_usage(recovered& rc);
+  result<void, std::string> open_ledgers(uint32_t month, int64_t now_ns);
+  // reload_if_changed()'s steps (reload.cc).
+  std::string suspect_contents(const store_contents& c, bool keys_gone, bool accounts_gone) const;
+  std::unique_ptr<key_table> build_table(const store_contents& c);
+  key_record make_record_locked(const key_entry& e, const plan& p, bool suspended,
+                                uint32_t month);
+  void swap_in(std::unique_ptr<key_table> t);
+  void reclaim_tables();
 
   service_options opt_;
   std::unique_ptr<impl> impl_;
@@ -487,7 +501,7 @@ class service {
   std::atomic<int64_t> next_reload_ns_{0};
   std::atomic<int64_t> next_persist_ns_{0};
   std::atomic<uint64_t> snapshot_errors_{0};
-  std::vector<std::unique_ptr<core_shard>> shards_;
+  std::vector<std::unique_ptr<core_ledger>> ledgers_;
   recovery_report recovery_;
 };
 
