@@ -39,6 +39,7 @@
 #include <utility>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
@@ -1206,12 +1207,10 @@ void core::release_all_held() {
 // billed one; their boundaries are the handler's, so the whole held output becomes one 503 and
 // the connection closes (the client retries what was not answered).
 void core::refuse_held() {
-  static constexpr std::string_view k503 =
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 95\r\n\r\n"
+  static constexpr std::string_view kBody =
       "{\"code\":\"unavailable\",\"message\":\"Usage cannot be recorded right now; the call was "
       "not billed.\"}";
-  static_assert(k503.size() - k503.find("\r\n\r\n") - 4 == 95, "Content-Length");
+  const fmt::format_int body_len(kBody.size());
   for (const uint32_t idx : dirty_) {
     hold_if_journaled(conns_[idx], idx);
   }
@@ -1222,7 +1221,12 @@ void core::refuse_held() {
       continue;
     }
     c.out.resize(c.ready);
-    c.out.append(k503);
+    c.out.append(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: "
+        "1\r\nConnection: close\r\nContent-Length: ");
+    c.out.append(body_len.data(), body_len.size());
+    c.out.append("\r\n\r\n");
+    c.out.append(kBody);
     c.ready = c.mark = c.out.size();
     c.journal_wait = false;
     c.close_after_send = true;
