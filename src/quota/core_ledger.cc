@@ -20,20 +20,67 @@
 
 namespace tollgate::quota {
 
-core_ledger::core_ledger(service& svc, int index) : svc_(svc), index_(index) {
+// The public surface (tollgate/quota/service.h) forwards to the state behind it.
+const key_record* core_ledger::authenticate(std::string_view presented) noexcept {
+  return impl_of(*this).authenticate(presented);
+}
+uint64_t core_ledger::key_cache_hits() const noexcept { return impl_of(*this).key_cache_hits(); }
+uint64_t core_ledger::key_cache_misses() const noexcept {
+  return impl_of(*this).key_cache_misses();
+}
+uint64_t core_ledger::billed_calls() const noexcept { return impl_of(*this).billed_calls(); }
+uint64_t core_ledger::overage_calls() const noexcept { return impl_of(*this).overage_calls(); }
+rate_verdict core_ledger::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+  return impl_of(*this).check_rate(k, now_ns, f);
+}
+void core_ledger::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+  impl_of(*this).refund_rate(k, now_ns, f);
+}
+admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f,
+                                 ticket& t) noexcept {
+  return impl_of(*this).admit(k, now_ns, f, t);
+}
+void core_ledger::settle(const ticket& t, bool success) noexcept {
+  impl_of(*this).settle(t, success);
+}
+void core_ledger::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
+  impl_of(*this).fill_quota(k, now_ns, f);
+}
+void core_ledger::before_send(int64_t now_ns) noexcept { impl_of(*this).before_send(now_ns); }
+void core_ledger::on_tick(int64_t now_ns) noexcept { impl_of(*this).on_tick(now_ns); }
+bool core_ledger::flush_journal() noexcept { return impl_of(*this).flush_journal(); }
+void core_ledger::reconcile(int64_t now_ns) noexcept { impl_of(*this).reconcile(now_ns); }
+std::string_view core_ledger::pending_journal() noexcept {
+  return impl_of(*this).pending_journal();
+}
+core_ledger::journal_chunk core_ledger::take_journal() noexcept {
+  return impl_of(*this).take_journal();
+}
+void core_ledger::journal_done(int64_t res) noexcept { impl_of(*this).journal_done(res); }
+void core_ledger::journal_synced(int res) noexcept { impl_of(*this).journal_synced(res); }
+uint64_t core_ledger::journal_unsynced() const noexcept {
+  return impl_of(*this).journal_unsynced();
+}
+uint64_t core_ledger::journal_errors() const noexcept { return impl_of(*this).journal_errors(); }
+const journal_health& core_ledger::health() const noexcept { return impl_of(*this).health(); }
+uint64_t core_ledger::billed_seq() const noexcept { return impl_of(*this).billed_seq(); }
+int core_ledger::index() const noexcept { return impl_of(*this).index(); }
+
+
+core_ledger_impl::core_ledger_impl(service& svc, int index) : svc_(svc), index_(index) {
   journal_buf_.reserve(64 * 1024);
   journal_out_.reserve(64 * 1024);
   late_.reserve(64);
   refresh_table();  // the journal is opened by service::open once its generation is known
 }
 
-core_ledger::~core_ledger() {
+core_ledger_impl::~core_ledger_impl() {
   if (journal_fd_ >= 0) {
     ::close(journal_fd_);
   }
 }
 
-void core_ledger::refresh_table() noexcept {
+void core_ledger_impl::refresh_table() noexcept {
   // acquire: pairs with the release store in reload_if_changed, so the table's contents are
   // visible before we use it.
   const key_table* t = svc_.current_.load(std::memory_order_acquire);
@@ -50,7 +97,7 @@ void core_ledger::refresh_table() noexcept {
   seen_epoch_.store(t->epoch, std::memory_order_release);
 }
 
-void core_ledger::clear_key_cache() noexcept {
+void core_ledger_impl::clear_key_cache() noexcept {
   for (key_cache_slot& e : key_cache_) {
     OPENSSL_cleanse(e.bytes, sizeof e.bytes);  // no secret outlives its table here
     e.epoch = 0;
@@ -98,7 +145,7 @@ size_t key_slot_of(std::string_view k, size_t slots) noexcept {
 }
 }  // namespace
 
-const key_record* core_ledger::authenticate(std::string_view presented) noexcept {
+const key_record* core_ledger_impl::authenticate(std::string_view presented) noexcept {
   if (presented.empty() || table_ == nullptr || table_->records.empty()) {
     return nullptr;
   }
@@ -145,7 +192,7 @@ const key_record* core_ledger::authenticate(std::string_view presented) noexcept
   }
 }
 
-rate_verdict core_ledger::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+rate_verdict core_ledger_impl::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
   // GCRA: the key's theoretical arrival time (tat) advances by one emission interval T per
   // admitted request; a request is admitted if, after advancing, tat - now <= burst * T. One
   // CAS per request makes it exact across cores. relaxed: the value itself is the only data.
@@ -174,7 +221,7 @@ rate_verdict core_ledger::check_rate(const key_record& k, int64_t now_ns, figure
   return rate_verdict::limited;
 }
 
-void core_ledger::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+void core_ledger_impl::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
   // The admission advanced tat by T from max(tat, now); stepping it back by T leaves the key
   // where it would be without that request (an earlier tat below now means the same as now).
   // relaxed: as in check_rate.
@@ -187,7 +234,7 @@ void core_ledger::refund_rate(const key_record& k, int64_t now_ns, figures& f) n
   f.rate_reset_secs = ceil_secs(ahead);
 }
 
-bool core_ledger::take_lease(const key_record& k, local_key& lk) noexcept {
+bool core_ledger_impl::take_lease(const key_record& k, local_key& lk) noexcept {
   std::atomic<uint64_t>& pool = k.state->pool;
   // Read before the pool: a rebase between the two leaves this lease tagged with the older
   // epoch, so it is handed back at the next admit (harmless), never kept past a cut.
@@ -224,7 +271,7 @@ bool core_ledger::take_lease(const key_record& k, local_key& lk) noexcept {
   }
 }
 
-lease_outcome core_ledger::refill_from_cluster(const key_record& k, local_key& lk) noexcept {
+lease_outcome core_ledger_impl::refill_from_cluster(const key_record& k, local_key& lk) noexcept {
   // Other cores may take the fresh units first; a few rounds settle it. Still empty after
   // them: reported as out of reach (never as a spent quota, which it may not be).
   for (int round = 0; round < 8; ++round) {
@@ -239,7 +286,7 @@ lease_outcome core_ledger::refill_from_cluster(const key_record& k, local_key& l
   return lease_outcome::unreachable;
 }
 
-admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f,
+admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figures& f,
                                 ticket& t) noexcept {
   if (now_ns >= month_end_ns_) {
     roll_month(month_index_of_ns(now_ns));
@@ -315,7 +362,7 @@ admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f
   return admit_verdict::ok;
 }
 
-void core_ledger::seal_record() noexcept {
+void core_ledger_impl::seal_record() noexcept {
   if (open_count_ == 0) {
     return;
   }
@@ -326,7 +373,7 @@ void core_ledger::seal_record() noexcept {
   open_count_ = 0;
 }
 
-void core_ledger::settle(const ticket& t, bool success) noexcept {
+void core_ledger_impl::settle(const ticket& t, bool success) noexcept {
   if (success) {
     ++billed_calls_;
     overage_calls_ += t.overage ? 1 : 0;
@@ -353,7 +400,7 @@ void core_ledger::settle(const ticket& t, bool success) noexcept {
   }
 }
 
-void core_ledger::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
+void core_ledger_impl::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
   int64_t end_ns = month_end_ns_;
   int64_t used = k.state->used.load(std::memory_order_relaxed) +
                  k.state->remote_used.load(std::memory_order_relaxed);
@@ -373,7 +420,7 @@ void core_ledger::fill_quota(const key_record& k, int64_t now_ns, figures& f) co
 // not admit since the last reconcile (or all, at a month roll): a core still serving a key keeps
 // spending its lease, so a key whose pool ran dry stays refused on the other cores instead of
 // flickering back when a busy core reconciles; an idle core's units return within one interval.
-void core_ledger::publish_locked(bool return_all_leases) noexcept {
+void core_ledger_impl::publish_locked(bool return_all_leases) noexcept {
   service& s = svc_;
   if (month_ > s.month_.load(std::memory_order_relaxed)) {
     s.ensure_month_locked(month_);
@@ -416,7 +463,7 @@ void core_ledger::publish_locked(bool return_all_leases) noexcept {
   late_.clear();
 }
 
-void core_ledger::give_back_lease_locked(local_key& lk) noexcept {
+void core_ledger_impl::give_back_lease_locked(local_key& lk) noexcept {
   if (lk.lease > 0) {  // return the unused lease, unless its month's budget is gone
     uint64_t p = lk.state->pool.load(std::memory_order_relaxed);
     if (pool_month(p) == month_) {
@@ -433,7 +480,7 @@ void core_ledger::give_back_lease_locked(local_key& lk) noexcept {
   lk.lease = 0;
 }
 
-void core_ledger::reconcile(int64_t now_ns) noexcept {
+void core_ledger_impl::reconcile(int64_t now_ns) noexcept {
   if (journal_busy_) {
     return;  // an engine write is in flight: the next tick reconciles
   }
@@ -482,7 +529,7 @@ void core_ledger::reconcile(int64_t now_ns) noexcept {
   }
 }
 
-void core_ledger::roll_month(uint32_t month) noexcept {
+void core_ledger_impl::roll_month(uint32_t month) noexcept {
   if (month <= month_ && month_end_ns_ != 0) {
     return;
   }
@@ -517,7 +564,7 @@ void core_ledger::roll_month(uint32_t month) noexcept {
   }
 }
 
-void core_ledger::before_send(int64_t now_ns) noexcept {
+void core_ledger_impl::before_send(int64_t now_ns) noexcept {
   pass_now_ns_ = now_ns;
   if (!engine_journal_) {
     flush_journal();  // else the engine writes the pass's bytes (take_journal)
@@ -525,7 +572,7 @@ void core_ledger::before_send(int64_t now_ns) noexcept {
   refresh_table();
 }
 
-void core_ledger::on_tick(int64_t now_ns) noexcept {
+void core_ledger_impl::on_tick(int64_t now_ns) noexcept {
   pass_now_ns_ = now_ns;
   refresh_table();
   if ((reserve_failed_ || journal_fd_ < 0) && !write_failed_) {

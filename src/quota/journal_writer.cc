@@ -42,7 +42,7 @@
 
 namespace tollgate::quota {
 
-int core_ledger::open_journal() noexcept {
+int core_ledger_impl::open_journal() noexcept {
   const std::string path = svc_.impl_->usage_dir + "/" + journal_name(index_, journal_gen_);
   journal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (journal_fd_ < 0) {
@@ -60,7 +60,7 @@ int core_ledger::open_journal() noexcept {
   return 0;
 }
 
-void core_ledger::recount_room() noexcept {
+void core_ledger_impl::recount_room() noexcept {
   if (write_failed_ || journal_fd_ < 0) {
     room_calls_ = 0;
   } else if (reserve_unsupported_) {
@@ -71,7 +71,7 @@ void core_ledger::recount_room() noexcept {
   }
 }
 
-bool core_ledger::make_room() noexcept {
+bool core_ledger_impl::make_room() noexcept {
   if (write_failed_) {
     return false;  // records are waiting to be written: nothing new until they are
   }
@@ -93,7 +93,7 @@ bool core_ledger::make_room() noexcept {
   return room_calls_ >= 2;
 }
 
-bool core_ledger::reserve(uint64_t need) noexcept {
+bool core_ledger_impl::reserve(uint64_t need) noexcept {
   if (reserve_unsupported_ || journal_fd_ < 0) {
     return reserve_unsupported_;
   }
@@ -136,17 +136,17 @@ bool core_ledger::reserve(uint64_t need) noexcept {
   return reserved_end_ >= need;
 }
 
-void core_ledger::count_error() noexcept {
+void core_ledger_impl::count_error() noexcept {
   ++journal_errors_;
   health_.errors.store(journal_errors_, std::memory_order_relaxed);
 }
 
-void core_ledger::update_failing() noexcept {
+void core_ledger_impl::update_failing() noexcept {
   health_.failing.store(write_failed_ || reserve_failed_ || journal_fd_ < 0,
                         std::memory_order_relaxed);
 }
 
-void core_ledger::note_written() noexcept {
+void core_ledger_impl::note_written() noexcept {
   if (write_failed_) {
     write_failed_ = false;
     log_info("usage journal on core {}: records written again", index_);
@@ -159,7 +159,7 @@ void core_ledger::note_written() noexcept {
   health_.unwritten_since_ns.store(left ? pass_now_ns_ : 0, std::memory_order_relaxed);
 }
 
-void core_ledger::note_write_failed() noexcept {
+void core_ledger_impl::note_write_failed() noexcept {
   count_error();
   if (!write_failed_) {
     write_failed_ = true;
@@ -169,7 +169,7 @@ void core_ledger::note_write_failed() noexcept {
   room_calls_ = 0;
 }
 
-void core_ledger::note_unwritten() noexcept {
+void core_ledger_impl::note_unwritten() noexcept {
   if (health_.unwritten_since_ns.load(std::memory_order_relaxed) == 0) {
     health_.unwritten_since_ns.store(pass_now_ns_ == 0 ? 1 : pass_now_ns_,
                                      std::memory_order_relaxed);
@@ -182,7 +182,7 @@ void core_ledger::note_unwritten() noexcept {
   recount_room();
 }
 
-bool core_ledger::write_buffer(out_buffer& b) noexcept {
+bool core_ledger_impl::write_buffer(out_buffer& b) noexcept {
   const size_t done = write_all(journal_fd_, {b.data(), b.size()});
   journal_size_ += done;
   unsynced_bytes_ += done;
@@ -197,7 +197,7 @@ bool core_ledger::write_buffer(out_buffer& b) noexcept {
   return true;
 }
 
-bool core_ledger::flush_journal() noexcept {
+bool core_ledger_impl::flush_journal() noexcept {
   seal_record();
   if (journal_busy_) {
     return false;  // an engine write is in flight: writing now could interleave with its rest
@@ -220,7 +220,7 @@ bool core_ledger::flush_journal() noexcept {
   return false;
 }
 
-core_ledger::journal_chunk core_ledger::take_journal() noexcept {
+core_ledger_impl::journal_chunk core_ledger_impl::take_journal() noexcept {
   engine_journal_ = true;
   journal_chunk c;
   if (journal_busy_) {
@@ -257,7 +257,7 @@ core_ledger::journal_chunk core_ledger::take_journal() noexcept {
   return c;
 }
 
-void core_ledger::drop_unwritten() noexcept {
+void core_ledger_impl::drop_unwritten() noexcept {
   seal_record();
   int64_t calls = 0;
   // Bytes leave a buffer only from its front and records enter whole, so a size that is not a
@@ -299,7 +299,7 @@ void core_ledger::drop_unwritten() noexcept {
   health_.unwritten_since_ns.store(0, std::memory_order_relaxed);
 }
 
-void core_ledger::uncount(uint32_t month, uint64_t key_id, int64_t count,
+void core_ledger_impl::uncount(uint32_t month, uint64_t key_id, int64_t count,
                          int64_t overage) noexcept {
   billed_calls_ -= static_cast<uint64_t>(count);
   overage_calls_ -= static_cast<uint64_t>(overage);
@@ -335,7 +335,7 @@ void core_ledger::uncount(uint32_t month, uint64_t key_id, int64_t count,
             index_, key_id_string(key_id));
 }
 
-void core_ledger::journal_done(int64_t res) noexcept {
+void core_ledger_impl::journal_done(int64_t res) noexcept {
   journal_busy_ = false;
   if (res < 0) {
     note_write_failed();
@@ -352,7 +352,7 @@ void core_ledger::journal_done(int64_t res) noexcept {
   }
 }
 
-void core_ledger::journal_synced(int res) noexcept {
+void core_ledger_impl::journal_synced(int res) noexcept {
   sync_inflight_ = false;
   if (res < 0) {
     count_error();

@@ -399,7 +399,7 @@ result<void, std::string> service::open_ledgers(uint32_t month, int64_t now_ns) 
   impl& im = *impl_;
   // 4. (after a fresh snapshot) One ledger per core, each with its journal open.
   for (int i = 0; i < opt_.cores; ++i) {
-    ledgers_.emplace_back(new core_ledger(*this, i));
+    ledgers_.emplace_back(new core_ledger_impl(*this, i));
   }
   for (auto& s : ledgers_) {
     s->journal_gen_ = im.covered[static_cast<size_t>(s->index_)].gen;

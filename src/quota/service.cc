@@ -15,6 +15,7 @@
 //
 // Where the rest is (all in src/quota):
 //   service_impl.h    the service's shared state (keys' states, closed months, coverage)
+//   core_ledger.h      a core's ledger state (core_ledger forwards to it)
 //   core_ledger.cc     the per-core hot path: lookup, rate limit, admission, settle, reconcile
 //   journal_writer.cc the per-core usage journal: durability and disk faults
 //   reload.cc         key/account/plan reloads into new lookup tables
@@ -36,6 +37,17 @@ service::service(service_options opt)
     : opt_(std::move(opt)), impl_(new impl(opt_.data_dir, opt_.leases != nullptr)) {}
 
 service::~service() { ledgers_.clear(); }
+
+core_ledger& service::ledger(int i) noexcept { return *ledgers_[static_cast<size_t>(i)]; }
+
+bool service::journals_ok() const noexcept {
+  for (const auto& s : ledgers_) {
+    if (s->health().failing.load(std::memory_order_relaxed)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 void service::ensure_month_locked(uint32_t month) {
   const uint32_t cur = month_.load(std::memory_order_relaxed);

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "quota/core_ledger.h"
 #include "quota/journal.h"
 #include "quota/state.h"
 #include "tollgate/quota/civil.h"
@@ -37,7 +38,7 @@ inline int64_t mono_ns() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
 }
 constexpr int64_t kReserveRetryNs = 100 * kNsPerMs;
-static_assert(journal::kRecordSize == 28, "core_ledger::room_needed() counts 28-byte records");
+static_assert(journal::kRecordSize == 28, "core_ledger_impl::room_needed() counts 28-byte records");
 
 struct covered_pos {
   uint64_t gen = 0;

@@ -70,6 +70,7 @@ struct service_options {
 
 struct key_state;  // shared per-key atomics; defined in src/quota/state.h
 struct key_table;  // immutable lookup table; defined in src/quota/state.h
+class core_ledger_impl;  // a core_ledger's state; defined in src/quota/core_ledger.h
 
 /// One key as the lookup table sees it. Immutable; owned by a table.
 struct key_record {
@@ -150,11 +151,11 @@ struct journal_health {
 };
 
 /// Core-local: one per core, used only by that core's thread (created and owned by service).
-class alignas(64) core_ledger {
+/// Its state is private to src/quota (core_ledger_impl in src/quota/core_ledger.h).
+class core_ledger {
  public:
   core_ledger(const core_ledger&) = delete;
   core_ledger& operator=(const core_ledger&) = delete;
-  ~core_ledger();
 
   /// Looks up a presented key (the raw header value, e.g. "tg_live_…"): SHA-256 of it, table
   /// lookup by digest, constant-time digest comparison. nullptr: unknown or revoked.
@@ -164,12 +165,12 @@ class alignas(64) core_ledger {
   /// exactly as without it (see key_cache_slot).
   const key_record* authenticate(std::string_view presented) noexcept;
   /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
-  uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
-  uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
+  uint64_t key_cache_hits() const noexcept;
+  uint64_t key_cache_misses() const noexcept;
   /// Calls this core has billed so far, and of them those billed as overage (core-local: the
   /// app reads the difference around one request for its access log and /metrics).
-  uint64_t billed_calls() const noexcept { return billed_calls_; }
-  uint64_t overage_calls() const noexcept { return overage_calls_; }
+  uint64_t billed_calls() const noexcept;
+  uint64_t overage_calls() const noexcept;
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
@@ -199,10 +200,7 @@ class alignas(64) core_ledger {
   void reconcile(int64_t now_ns) noexcept;
   /// Encoded journal records not yet written (for tests); seals the record being coalesced
   /// first. Bytes taken by take_journal() and not yet written are not included.
-  std::string_view pending_journal() noexcept {
-    seal_record();
-    return journal_buf_.view();
-  }
+  std::string_view pending_journal() noexcept;
 
   /// The next journal write for an engine that writes asynchronously (io_uring).
   struct journal_chunk {
@@ -229,173 +227,24 @@ class alignas(64) core_ledger {
   /// The fdatasync asked for by sync_due finished: 0 or -errno (logged; asked again later).
   void journal_synced(int res) noexcept;
   /// Bytes written by the journal and not yet known synced (tests).
-  uint64_t journal_unsynced() const noexcept { return unsynced_bytes_; }
+  uint64_t journal_unsynced() const noexcept;
   /// Journal write failures so far (either path).
-  uint64_t journal_errors() const noexcept { return journal_errors_; }
+  uint64_t journal_errors() const noexcept;
   /// Journal health for monitoring; any thread.
-  const journal_health& health() const noexcept { return health_; }
+  const journal_health& health() const noexcept;
   /// Changes whenever a billed success is recorded (it grows with every record appended until
   /// the pass's journal write): a handler compares it across one request to learn whether that
   /// request's answer waits for the journal.
-  uint64_t billed_seq() const noexcept {
-    return (static_cast<uint64_t>(journal_buf_.size()) << 32) | open_count_;
-  }
+  uint64_t billed_seq() const noexcept;
   /// Space reserved on disk for journal records (fallocate ahead of the file's end) is taken in
   /// steps of this many bytes, so a full disk is found before a call is answered, not after.
   static constexpr uint64_t kReserveStep = 16 * 1024;
 
-  int index() const noexcept { return index_; }
+  int index() const noexcept;
 
- private:
-  friend class service;
-  core_ledger(service& svc, int index);
-
-  struct local_key {
-    key_state* state = nullptr;
-    uint64_t key_id = 0;
-    int64_t lease = 0;         ///< units this core may still admit (current month)
-    uint32_t plan_epoch = 0;   ///< the key's plan_epoch when the lease was taken
-    int64_t used_delta = 0;    ///< billed successes not yet published
-    int64_t overage_delta = 0;
-    bool dirty = false;   ///< listed in dirty_
-    bool active = false;  ///< admitted since the last reconcile (keeps its lease)
-  };
-  struct late_entry {  ///< successes settled after this core moved to a newer month
-    key_state* state;
-    uint32_t month;
-    int64_t count;
-    bool overage;
-  };
-
-  /// Lists `lk` for the next reconcile (publish deltas, return lease). No allocation: dirty_
-  /// has capacity for every slot.
-  void touch(local_key& lk, uint32_t slot, key_state* state, uint64_t key_id) noexcept {
-    if (!lk.dirty) {
-      lk.dirty = true;
-      lk.state = state;
-      lk.key_id = key_id;
-      dirty_.push_back(slot);
-    }
-  }
-  void refresh_table() noexcept;
-  void roll_month(uint32_t month) noexcept;
-  bool take_lease(const key_record& k, local_key& lk) noexcept;
-  /// Cluster mode: asks the lease_source for units until this core holds a lease (refilled)
-  /// or it says the budget is spent or out of reach.
-  lease_outcome refill_from_cluster(const key_record& k, local_key& lk) noexcept;
-  /// Counts one billed success (and whether it was overage) in the open (not yet encoded)
-  /// record, sealing the previous one when the key or month differs: consecutive successes of a
-  /// key cost an increment, and the CRC is computed once per record, not per call.
-  void append_record(uint32_t month, uint64_t key_id, bool overage) noexcept {
-    if (open_count_ != 0 && open_key_ == key_id && open_month_ == month &&
-        open_count_ < UINT32_MAX) {
-      ++open_count_;
-      open_overage_ += overage ? 1 : 0;
-      return;
-    }
-    seal_record();
-    open_month_ = month;
-    open_key_ = key_id;
-    open_count_ = 1;
-    open_overage_ = overage ? 1 : 0;
-  }
-  void seal_record() noexcept;
-  /// Room check of admit(): true when the journal can take one more call's record (space
-  /// reserved on disk for it, or reservation unsupported by the file system, and no write
-  /// failing). room_calls_ counts records, taken at seal_record(): two left cover the open
-  /// record and one this call may open. Else tries to reserve more (at most every 100 ms).
-  bool journal_room() noexcept { return room_calls_ >= 2 || make_room(); }
-  /// Bytes the journal needs on disk for what is buffered, the open record and `calls` more
-  /// records. (Calls admitted and not yet settled hold no bytes yet; at the pass boundaries
-  /// where this is counted an HTTP core has none: admit and settle happen in one handle().)
-  uint64_t room_needed(uint64_t calls = 1) const noexcept {
-    return journal_size_ + journal_out_.size() + journal_buf_.size() + (calls + 1) * 28;
-  }
-  /// Sets room_calls_ from the reservation: how many more calls may be admitted before the
-  /// reservation must be looked at again.
-  void recount_room() noexcept;
-  bool make_room() noexcept;
-  /// fallocate(KEEP_SIZE) so the file has room for `need` bytes and one more step. Rate
-  /// limited after a failure. Returns whether there is room for `need`.
-  bool reserve(uint64_t need) noexcept;
-  void count_error() noexcept;
-  void update_failing() noexcept;
-  /// Every byte handed out was written: clears a write failure.
-  void note_written() noexcept;
-  void note_write_failed() noexcept;
-  /// Once per pass with records to write: dates the oldest, tops the reservation up.
-  void note_unwritten() noexcept;
-  /// take_journal() after journal_give_up_ms of failed writes: drops the unwritten records
-  /// (all but the rest of one already started on file) and takes back what they counted.
-  void drop_unwritten() noexcept;
-  /// Takes back the calls of one dropped record: usage, overage and the billed counters; the
-  /// units of a current-month record go back to the lease, as a failed call's do.
-  void uncount(uint32_t month, uint64_t key_id, int64_t count, int64_t overage) noexcept;
-  /// Opens the journal of the current generation: 0, or the errno of the failure (logged).
-  int open_journal() noexcept;
-  bool write_buffer(out_buffer& b) noexcept;
-  void publish_locked(bool return_all_leases) noexcept;
-  /// Returns lk's unused lease to its key's pool (paying the key's debt first); lease = 0.
-  void give_back_lease_locked(local_key& lk) noexcept;
-
-  /// One remembered key: the presented bytes that authenticated to `rec` in the table of
-  /// `epoch` (0: empty). Valid only while that table is this core's table_: refresh_table()
-  /// wipes every slot when the core moves to a new table (a reload after a revocation,
-  /// suspension or plan change), so an answer from the cache is always one the current table
-  /// gives. Only successful look-ups are remembered: an unknown key (attacker-chosen bytes)
-  /// never evicts a real one, and is always hashed.
-  struct key_cache_slot {
-    uint64_t epoch = 0;
-    const key_record* rec = nullptr;
-    uint32_t len = 0;
-    char bytes[100] = {};
-  };
-  static constexpr size_t kKeyCacheSlots = 8;  // power of two
-  static constexpr size_t kKeyCacheMaxLen = sizeof(key_cache_slot::bytes);
-  void clear_key_cache() noexcept;
-
-  service& svc_;
-  int index_;
-  const key_table* table_ = nullptr;
-  key_cache_slot key_cache_[kKeyCacheSlots];
-  uint64_t key_cache_hits_ = 0;
-  uint64_t billed_calls_ = 0;
-  uint64_t overage_calls_ = 0;
-  uint64_t key_cache_misses_ = 0;
-  alignas(64) std::atomic<uint64_t> seen_epoch_{0};  // written here, read by the reclaimer
-  std::vector<local_key> locals_;
-  std::vector<uint32_t> dirty_;
-  std::vector<late_entry> late_;
-  uint32_t month_ = 0;
-  int64_t month_end_ns_ = 0;
-  out_buffer journal_buf_;
-  out_buffer journal_out_;        // taken by take_journal(), not yet (fully) written
-  bool journal_busy_ = false;     // a taken chunk's write is in flight
-  bool engine_journal_ = false;   // take_journal() is in use: the engine writes and syncs
-  bool sync_requested_ = false;   // fdatasync due, not yet handed out
-  bool sync_inflight_ = false;
-  uint64_t sync_bytes_ = 0;       // unsynced_bytes_ when the in-flight sync was handed out
-  uint64_t journal_errors_ = 0;
-  uint64_t open_key_ = 0;     // the record being coalesced (count 0: none)
-  uint32_t open_month_ = 0;
-  uint32_t open_count_ = 0;
-  uint32_t open_overage_ = 0;  // of open_count_, the successes billed as overage
-  int journal_fd_ = -1;
-  uint64_t journal_gen_ = 0;
-  uint64_t journal_size_ = 0;     // bytes written to the current file
-  uint64_t unsynced_bytes_ = 0;
-  int64_t last_reconcile_ns_ = 0;
-  int64_t last_fsync_ns_ = 0;
-  // Disk faults (see "Disk faults" in journal_writer.cc).
-  uint64_t reserved_end_ = 0;       // file offset up to which space is reserved
-  bool reserve_unsupported_ = false;  // the file system has no fallocate: rely on write errors
-  bool reserve_failed_ = false;     // the last reservation failed (ENOSPC, EROFS, EIO...)
-  bool write_failed_ = false;       // the last journal write failed; its bytes are kept
-  int64_t write_failed_since_ns_ = 0;  // CLOCK_MONOTONIC of the first failure of this episode
-  int64_t next_reserve_ns_ = 0;     // CLOCK_MONOTONIC: no reservation attempt before this
-  int64_t pass_now_ns_ = 0;         // CLOCK_REALTIME of the current pass (before_send)
-  int64_t room_calls_ = 0;          // records the reservation still holds (see journal_room)
-  journal_health health_;
+ protected:
+  core_ledger() = default;
+  ~core_ledger() = default;
 };
 
 /// Usage of one key in one month (tests, /v1/usage admin views, billing).
@@ -413,7 +262,7 @@ class service {
   static result<std::unique_ptr<service>, std::string> open(service_options opt, int64_t now_ns);
   ~service();
 
-  core_ledger& ledger(int i) noexcept { return *ledgers_[static_cast<size_t>(i)]; }
+  core_ledger& ledger(int i) noexcept;
   int cores() const noexcept { return static_cast<int>(ledgers_.size()); }
 
   /// Async-signal-safe: the next on_tick on any core reloads keys and accounts.
@@ -452,14 +301,7 @@ class service {
 
   /// False while any core's usage journal is failing (a write, open or space reservation
   /// failed and has not succeeded since): /readyz. Any thread.
-  bool journals_ok() const noexcept {
-    for (const auto& s : ledgers_) {
-      if (s->health().failing.load(std::memory_order_relaxed)) {
-        return false;
-      }
-    }
-    return true;
-  }
+  bool journals_ok() const noexcept;
   /// Usage snapshots that could not be written (journals are kept meanwhile). Any thread.
   uint64_t snapshot_errors() const noexcept {
     return snapshot_errors_.load(std::memory_order_relaxed);
@@ -472,7 +314,7 @@ class service {
   uint32_t month() const noexcept { return month_.load(std::memory_order_acquire); }
 
  private:
-  friend class core_ledger;
+  friend class core_ledger_impl;
   explicit service(service_options opt);
   struct impl;
 
@@ -501,7 +343,7 @@ class service {
   std::atomic<int64_t> next_reload_ns_{0};
   std::atomic<int64_t> next_persist_ns_{0};
   std::atomic<uint64_t> snapshot_errors_{0};
-  std::vector<std::unique_ptr<core_ledger>> ledgers_;
+  std::vector<std::unique_ptr<core_ledger_impl>> ledgers_;
   recovery_report recovery_;
 };
 
