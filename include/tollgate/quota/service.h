@@ -162,7 +162,7 @@ class core_ledger {
   /// A small per-core cache remembers the keys this core authenticated against its current
   /// table (presented bytes compared in constant time), so a repeated key skips the SHA-256;
   /// it is emptied whenever the core switches tables, so a revoked or suspended key is answered
-  /// exactly as without it (see key_cache_slot).
+  /// exactly as without it (see key_cache_slot in src/quota/core_ledger.h).
   const key_record* authenticate(std::string_view presented) noexcept;
   /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
   uint64_t key_cache_hits() const noexcept;
