@@ -368,7 +368,7 @@ void op_quota() {
     die("quota_request", "opening the quota service failed");
   }
   std::unique_ptr<quota::service> svc = std::move(*svc_r);
-  quota::core_shard& s = svc->shard(0);
+  quota::core_ledger& s = svc->ledger(0);
   int64_t now = t0;
   int in_pass = 0;
   uint64_t refused = 0;

@@ -81,7 +81,7 @@ env& the_env() {
 }
 
 // One admitted billable request; returns false if anything refused it.
-inline bool one_request(core_shard& s, const key_record& r, int64_t now) {
+inline bool one_request(core_ledger& s, const key_record& r, int64_t now) {
   figures f;
   ticket t;
   if (s.check_rate(r, now, f) != rate_verdict::ok) {
@@ -97,7 +97,7 @@ inline bool one_request(core_shard& s, const key_record& r, int64_t now) {
 
 void run_admit(benchmark::State& state, const created_key& key) {
   env& e = the_env();
-  core_shard& s = e.svc->shard(state.thread_index());
+  core_ledger& s = e.svc->ledger(state.thread_index());
   const key_record* r = s.authenticate(key.secret);
   if (r == nullptr || !one_request(s, *r, e.t0)) {
     state.SkipWithError("setup: key refused");
@@ -135,7 +135,7 @@ BENCHMARK(BM_admit_hot_key)->Threads(1)->Threads(2)->UseRealTime();
 
 void BM_authenticate(benchmark::State& state) {
   env& e = the_env();
-  core_shard& s = e.svc->shard(0);
+  core_ledger& s = e.svc->ledger(0);
   for (auto _ : state) {
     benchmark::DoNotOptimize(s.authenticate(e.hot.secret));
   }
@@ -161,7 +161,7 @@ void reset_rate_clock(const benchmark::State&) {
 
 void BM_effective_rate(benchmark::State& state) {
   env& e = the_env();
-  core_shard& s = e.svc->shard(state.thread_index());
+  core_ledger& s = e.svc->ledger(state.thread_index());
   const key_record* r = s.authenticate(e.rated.secret);
   constexpr int64_t kStep = kSec / kAttemptsPerSec;
   const int64_t base = e.t0 + 1000 * kSec * g_run.load();

@@ -33,7 +33,7 @@ struct mcp_facts {
 
 class core_host final : public mcp::host {
  public:
-  core_host(quota::core_shard& quota, const search::backend& backend)
+  core_host(quota::core_ledger& quota, const search::backend& backend)
       : quota_(quota), backend_(backend), scratch_(backend.make_scratch()) {}
 
   /// Arms the host for one request of key `k` whose rate figures are already in `fig`.
@@ -131,10 +131,10 @@ class core_host final : public mcp::host {
   const quota::figures& figures_now();
   search::scratch& scratch() noexcept { return *scratch_; }
   const search::backend& backend() const noexcept { return backend_; }
-  quota::core_shard& quota() noexcept { return quota_; }
+  quota::core_ledger& quota() noexcept { return quota_; }
 
  private:
-  quota::core_shard& quota_;
+  quota::core_ledger& quota_;
   const search::backend& backend_;
   std::unique_ptr<search::scratch> scratch_;
   fleet_client* fleet_ = nullptr;

@@ -39,7 +39,7 @@ void journal_metrics(quota::service& q, out_buffer& out) {
                       auto value) {
     fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
     for (int c = 0; c < q.cores(); ++c) {
-      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c, value(q.shard(c).health()));
+      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", name, c, value(q.ledger(c).health()));
     }
   };
   per_core("tollgate_journal_write_errors_total",
@@ -336,7 +336,7 @@ std::string_view presented_key(const http::request& req) noexcept {
 core_handler::core_handler(shared_state& s, int core)
     : s_(s),
       core_(core),
-      quota_(s.quota->shard(core)),
+      quota_(s.quota->ledger(core)),
       endpoint_(s.tools, *s.envelopes,
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
@@ -666,8 +666,8 @@ void core_handler::on_file_written(uint32_t /*tag*/, int64_t res) {
 }
 
 http::durable_batch core_handler::durable_pending() {
-  const quota::core_shard::journal_chunk c = quota_.take_journal();
-  return {c.fd, c.bytes.data(), c.bytes.size(), c.sync_due};
+  const quota::core_ledger::journal_chunk c = quota_.take_journal();
+  return {c.fd, c.bytes.data(), c.bytes.size(), c.sync_due, c.dropped};
 }
 
 void core_handler::durable_written(int64_t res) { quota_.journal_done(res); }

@@ -137,7 +137,7 @@ class core_handler final : public http::handler {
 
   shared_state& s_;
   int core_;
-  quota::core_shard& quota_;
+  quota::core_ledger& quota_;
   mcp::endpoint endpoint_;
   core_host host_;
   rest::api rest_;

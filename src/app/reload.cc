@@ -12,7 +12,7 @@ namespace tollgate::app {
 
 namespace {
 
-reload_result reload_locked(const shared_state& st, quota::core_shard* stdio_core, int64_t now_ns) {
+reload_result reload_locked(const shared_state& st, quota::core_ledger* stdio_core, int64_t now_ns) {
   reload_result r;
   if (!st.quota) {
     r.message = "this node has no keys or plans (a shard node)";
@@ -53,7 +53,7 @@ reload_result reload_locked(const shared_state& st, quota::core_shard* stdio_cor
 }  // namespace
 
 reload_result reload_plans_and_keys(const shared_state& st, std::string_view source,
-                                    quota::core_shard* stdio_core, int64_t now_ns) {
+                                    quota::core_ledger* stdio_core, int64_t now_ns) {
   static std::mutex mu;  // SIGHUP and admin calls: one reload at a time
   std::lock_guard g(mu);
   reload_result r = reload_locked(st, stdio_core, now_ns);

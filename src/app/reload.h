@@ -26,6 +26,6 @@ struct reload_result {
 /// calling thread drives; it switches to the new tables (its tick, at `now_ns`) before the call
 /// waits for every core to have switched, since no loop pass would switch it meanwhile.
 reload_result reload_plans_and_keys(const shared_state& st, std::string_view source,
-                                    quota::core_shard* stdio_core = nullptr, int64_t now_ns = 0);
+                                    quota::core_ledger* stdio_core = nullptr, int64_t now_ns = 0);
 
 }  // namespace tollgate::app

@@ -54,7 +54,7 @@ int64_t request_observer::now_mono() const noexcept {
   return io_ != nullptr ? io_->now_mono() : mono_ns();
 }
 
-void request_observer::begin(const quota::core_shard& q) noexcept {
+void request_observer::begin(const quota::core_ledger& q) noexcept {
   start_ = now_mono();
   billed0_ = q.billed_calls();
   overage0_ = q.overage_calls();
@@ -92,7 +92,7 @@ bool request_observer::sampled(outcome o) noexcept {
 void request_observer::answered(const http::request& req, route r, const http::response_info& info,
                                 uint64_t bytes_out, const quota::key_record* key,
                                 const mcp_facts* facts, bool rate_refused,
-                                const quota::core_shard& q, int64_t now_ns) {
+                                const quota::core_ledger& q, int64_t now_ns) {
   request_record rec;
   rec.start_mono_ns = start_;
   if (io_ != nullptr && !deferred_.empty()) {

@@ -37,14 +37,14 @@ class request_observer {
   bool on() const noexcept { return metrics_ != nullptr || log_ != nullptr; }
 
   /// Step 1: before the request is routed.
-  void begin(const quota::core_shard& q) noexcept;
+  void begin(const quota::core_ledger& q) noexcept;
   /// The request was deferred: its start is kept for its re-delivery.
   void deferred() noexcept;
   /// Step 2. `key`: the authenticated key or null; `facts`: the MCP endpoint's report (null
   /// for other routes); `rate_refused`: the handler refused it for the rate limit.
   void answered(const http::request& req, route r, const http::response_info& info,
                 uint64_t bytes_out, const quota::key_record* key, const mcp_facts* facts,
-                bool rate_refused, const quota::core_shard& q, int64_t now_ns);
+                bool rate_refused, const quota::core_ledger& q, int64_t now_ns);
   /// Step 3, once per loop pass.
   void end_pass();
   /// About every 100 ms: the access log's timed flush.

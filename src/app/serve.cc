@@ -640,7 +640,7 @@ int run_stdio(int argc, char** argv) {
     ::close(sfd);
     return rc;
   }
-  quota::core_shard& shard = st.quota->shard(0);
+  quota::core_ledger& shard = st.quota->ledger(0);
   const quota::key_record* key = shard.authenticate(key_env);
   if (key == nullptr) {
     fmt::print(stderr,
@@ -656,7 +656,7 @@ int run_stdio(int argc, char** argv) {
   host.set_stdio(key_env);
   struct signal_ctx {
     shared_state& st;
-    quota::core_shard& shard;
+    quota::core_ledger& shard;
     int fd;
   } ctx{st, shard, sfd};
   mcp::stdio_events events;

@@ -158,6 +158,7 @@ class core final : public http::engine_io {
   bool durable_step_once();  // true: an inline write was short but made progress
   void hold(conn& c, uint32_t idx);
   bool hold_if_durable(conn& c, uint32_t idx);
+  void refuse_held();
   void release_all_held();
   void on_durable_write(int res);
   void on_durable_sync(int res);

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "net/conn.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
@@ -55,6 +57,42 @@ void core::release_all_held() {
   stats_.journal_held.store(0, std::memory_order_relaxed);
 }
 
+// The handler dropped the records that held answers wait for (durable_batch::dropped): none of
+// them may go out as billed. A connection's held bytes may also hold answers pipelined behind a
+// billed one; their boundaries are the handler's, so the whole held output becomes one 503 and
+// the connection closes (the client retries what was not answered).
+void core::refuse_held() {
+  static constexpr std::string_view kBody =
+      "{\"code\":\"unavailable\",\"message\":\"Usage cannot be recorded right now; the call was "
+      "not billed.\"}";
+  const fmt::format_int body_len(kBody.size());
+  for (const uint32_t idx : dirty_) {
+    hold_if_durable(conns_[idx], idx);
+  }
+  for (const uint32_t idx : held_) {
+    conn& c = conns_[idx];
+    c.held_listed = false;
+    if (c.state != conn_state::open) {
+      continue;
+    }
+    c.out.resize(c.ready);
+    c.out.append(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: "
+        "1\r\nConnection: close\r\nContent-Length: ");
+    c.out.append(body_len.data(), body_len.size());
+    c.out.append("\r\n\r\n");
+    c.out.append(kBody);
+    c.ready = c.mark = c.out.size();
+    c.durable_wait = false;
+    c.close_after_send = true;
+    c.in.clear();
+    mark_dirty(c, idx);
+  }
+  held_.clear();
+  durable_partial_ = false;  // what is left of the batch covers none of them
+  stats_.journal_held.store(0, std::memory_order_relaxed);
+}
+
 bool core::hold_if_durable(conn& c, uint32_t idx) {
   if (c.out.size() <= c.ready) {
     return false;
@@ -77,6 +115,9 @@ void core::durable_step() {
 bool core::durable_step_once() {
   if (!durable_inflight_ && now_mono_ >= durable_retry_at_) {
     const http::durable_batch b = handler_->durable_pending();
+    if (b.dropped) {
+      refuse_held();
+    }
     if (b.sync_due && b.fd >= 0 && !sync_inflight_) {
       io_uring_sqe* sqe = get_sqe();
       io_uring_prep_fsync(sqe, b.fd, IORING_FSYNC_DATASYNC);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,20 @@ int report(std::FILE* err, const store_error& e) {
   return e.usage ? 2 : 1;
 }
 
+// A command's --help or argument error, answered here: its exit code, or none when the command
+// is to run.
+std::optional<int> answered_early(const parsed& p, std::string_view help, std::FILE* out,
+                                  std::FILE* err) {
+  if (p.help) {
+    fmt::print(out, "{}", help);
+    return 0;
+  }
+  if (!p.error.empty()) {
+    return usage_error(err, p.error, help);
+  }
+  return std::nullopt;
+}
+
 std::string utc_time(int64_t unix) {
   std::time_t t = static_cast<std::time_t>(unix);
   std::tm tm{};
@@ -128,6 +143,69 @@ std::string utc_time(int64_t unix) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// keys create: a new key, printed once.
+int keys_create(const parsed& p, const plan_map& plans, key_backend& store, std::FILE* out,
+                std::FILE* err, std::string_view config_path) {
+  if (p.positional.size() != 1) {
+    return usage_error(err, fmt::format("unexpected argument {}", p.positional[1]), kKeysHelp);
+  }
+  if (p.account.empty() || p.plan.empty()) {
+    return usage_error(err, "keys create needs --account ACCOUNT and --plan PLAN", kKeysHelp);
+  }
+  auto r = store.create_key(p.account, p.plan, plans, static_cast<int64_t>(std::time(nullptr)));
+  if (!r) {
+    if (r.error().usage && plans.find(std::string(p.plan)) == plans.end()) {
+      // Say where the plans were looked for: a plan of a config file needs --config.
+      fmt::print(err, "tollgate: {}; {}\n", r.error().message,
+                 config_path.empty()
+                     ? std::string("no --config FILE was given, so only the built-in plans "
+                                   "exist (pass the config that defines [plans." +
+                                   std::string(p.plan) + "])")
+                     : fmt::format("looked in the [plans] of {}", config_path));
+      return 2;
+    }
+    return report(err, r.error());
+  }
+  fmt::print(out, "{}\n", r->secret);
+  fmt::print(err,
+             "tollgate: created {} for account {} on plan {}; the key above is shown only "
+             "once, store it now\n",
+             r->key_id, p.account, p.plan);
+  return 0;
+}
+
+// keys list: every key with its account, plan, creation time and status.
+int keys_list(const parsed& p, key_backend& store, const key_store& local, bool own_store,
+              std::FILE* out, std::FILE* err) {
+  if (p.positional.size() != 1) {
+    return usage_error(err, fmt::format("unexpected argument {}", p.positional[1]), kKeysHelp);
+  }
+  auto keys = store.list_keys();
+  if (!keys) {
+    return report(err, keys.error());
+  }
+  if (own_store && keys->empty() && ::access(local.data_dir().c_str(), F_OK) != 0) {
+    // A mistyped --data-dir would otherwise look like a store with no keys.
+    fmt::print(err, "tollgate keys: no data dir at {} (no keys yet)\n", local.data_dir());
+  }
+  auto accounts = store.load();
+  if (!accounts) {
+    return report(err, accounts.error());
+  }
+  fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", "KEY_ID", "ACCOUNT", "PLAN",
+             "CREATED", "STATUS");
+  for (const auto& k : *keys) {
+    bool suspended = false;
+    for (const auto& a : accounts->accounts) {
+      suspended |= a.name == k.account && a.suspended;
+    }
+    fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", key_id_string(k.id), k.account,
+               k.plan, utc_time(k.created_unix),
+               k.revoked ? "revoked" : (suspended ? "suspended" : "active"));
+  }
+  return 0;
 }
 
 }  // namespace
@@ -146,12 +224,8 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
                      std::string_view data_dir, std::FILE* out, std::FILE* err,
                      std::string_view config_path, key_backend* backend) {
   parsed p = parse(args, data_dir);
-  if (p.help) {
-    fmt::print(out, "{}", kKeysHelp);
-    return 0;
-  }
-  if (!p.error.empty()) {
-    return usage_error(err, p.error, kKeysHelp);
+  if (auto done = answered_early(p, kKeysHelp, out, err)) {
+    return *done;
   }
   if (p.positional.empty()) {
     return usage_error(err, "keys needs a subcommand: create, list or revoke", kKeysHelp);
@@ -160,64 +234,13 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
   key_backend& store = backend != nullptr ? *backend : local;
   const std::string_view cmd = p.positional[0];
   if (cmd == "create") {
-    if (p.positional.size() != 1) {
-      return usage_error(err, fmt::format("unexpected argument {}", p.positional[1]), kKeysHelp);
-    }
-    if (p.account.empty() || p.plan.empty()) {
-      return usage_error(err, "keys create needs --account ACCOUNT and --plan PLAN", kKeysHelp);
-    }
-    auto r = store.create_key(p.account, p.plan, plans, static_cast<int64_t>(std::time(nullptr)));
-    if (!r) {
-      if (r.error().usage && plans.find(std::string(p.plan)) == plans.end()) {
-        // Say where the plans were looked for: a plan of a config file needs --config.
-        fmt::print(err, "tollgate: {}; {}\n", r.error().message,
-                   config_path.empty()
-                       ? std::string("no --config FILE was given, so only the built-in plans "
-                                     "exist (pass the config that defines [plans." +
-                                     std::string(p.plan) + "])")
-                       : fmt::format("looked in the [plans] of {}", config_path));
-        return 2;
-      }
-      return report(err, r.error());
-    }
-    fmt::print(out, "{}\n", r->secret);
-    fmt::print(err,
-               "tollgate: created {} for account {} on plan {}; the key above is shown only "
-               "once, store it now\n",
-               r->key_id, p.account, p.plan);
-    return 0;
+    return keys_create(p, plans, store, out, err, config_path);
   }
   if (!p.account.empty() || !p.plan.empty()) {
     return usage_error(err, fmt::format("keys {} takes no --account or --plan", cmd), kKeysHelp);
   }
   if (cmd == "list") {
-    if (p.positional.size() != 1) {
-      return usage_error(err, fmt::format("unexpected argument {}", p.positional[1]), kKeysHelp);
-    }
-    auto keys = store.list_keys();
-    if (!keys) {
-      return report(err, keys.error());
-    }
-    if (backend == nullptr && keys->empty() && ::access(local.data_dir().c_str(), F_OK) != 0) {
-      // A mistyped --data-dir would otherwise look like a store with no keys.
-      fmt::print(err, "tollgate keys: no data dir at {} (no keys yet)\n", local.data_dir());
-    }
-    auto accounts = store.load();
-    if (!accounts) {
-      return report(err, accounts.error());
-    }
-    fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", "KEY_ID", "ACCOUNT", "PLAN",
-               "CREATED", "STATUS");
-    for (const auto& k : *keys) {
-      bool suspended = false;
-      for (const auto& a : accounts->accounts) {
-        suspended |= a.name == k.account && a.suspended;
-      }
-      fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", key_id_string(k.id), k.account,
-                 k.plan, utc_time(k.created_unix),
-                 k.revoked ? "revoked" : (suspended ? "suspended" : "active"));
-    }
-    return 0;
+    return keys_list(p, store, local, backend == nullptr, out, err);
   }
   if (cmd == "revoke") {
     if (p.positional.size() != 2) {
@@ -236,12 +259,8 @@ int run_keys_command(std::span<const std::string_view> args, const plan_map& pla
 int run_accounts_command(std::span<const std::string_view> args, std::string_view data_dir,
                          std::FILE* out, std::FILE* err, key_backend* backend) {
   parsed p = parse(args, data_dir);
-  if (p.help) {
-    fmt::print(out, "{}", kAccountsHelp);
-    return 0;
-  }
-  if (!p.error.empty()) {
-    return usage_error(err, p.error, kAccountsHelp);
+  if (auto done = answered_early(p, kAccountsHelp, out, err)) {
+    return *done;
   }
   if (!p.account.empty() || !p.plan.empty()) {
     return usage_error(err, "accounts takes the account as a word, not --account", kAccountsHelp);

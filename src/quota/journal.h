@@ -37,13 +37,17 @@ struct record {
   bool has_overage = true;   ///< false for a TGJ1 record, which does not say
 };
 
-/// Writes one current-format record (kRecordSize bytes) at `dst`.
-inline void encode(char* dst, const record& r) noexcept {
-  uint32_t magic = kMagic;
+/// The 20 bytes both formats start with: magic, month, key_id, count.
+inline void encode_head(char* dst, uint32_t magic, const record& r) noexcept {
   std::memcpy(dst, &magic, 4);
   std::memcpy(dst + 4, &r.month, 4);
   std::memcpy(dst + 8, &r.key_id, 8);
   std::memcpy(dst + 16, &r.count, 4);
+}
+
+/// Writes one current-format record (kRecordSize bytes) at `dst`.
+inline void encode(char* dst, const record& r) noexcept {
+  encode_head(dst, kMagic, r);
   std::memcpy(dst + 20, &r.overage, 4);
   uint32_t crc = crc32(dst, 24);
   std::memcpy(dst + 24, &crc, 4);
@@ -52,11 +56,7 @@ inline void encode(char* dst, const record& r) noexcept {
 /// Writes one TGJ1 record (kRecordSizeV1 bytes), as journals before the overage field held;
 /// for tests of replaying them.
 inline void encode_v1(char* dst, const record& r) noexcept {
-  uint32_t magic = kMagicV1;
-  std::memcpy(dst, &magic, 4);
-  std::memcpy(dst + 4, &r.month, 4);
-  std::memcpy(dst + 8, &r.key_id, 8);
-  std::memcpy(dst + 16, &r.count, 4);
+  encode_head(dst, kMagicV1, r);
   uint32_t crc = crc32(dst, 20);
   std::memcpy(dst + 20, &crc, 4);
 }

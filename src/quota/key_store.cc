@@ -265,24 +265,34 @@ result<std::vector<key_entry>, store_error> key_store::list_keys() {
   return std::move(c->keys);
 }
 
-result<void, store_error> key_store::revoke(std::string_view key_id) {
-  auto id = parse_key_id(key_id);
-  if (!id) {
-    return unexpected(store_error{true, id.error()});
-  }
+template <class F>
+result<void, store_error> key_store::edit_locked(F&& edit) {
   std::lock_guard lk(mu_);
   fs::file_lock fl(dir_ + "/.keys.lock");
   auto c = load();
   if (!c) {
     return unexpected(c.error());
   }
-  auto it = std::find_if(c->keys.begin(), c->keys.end(),
-                         [&](const key_entry& k) { return k.id == *id; });
-  if (it == c->keys.end()) {
-    return unexpected(store_error{true, fmt::format("no key {} in {}", key_id, keys_path())});
+  if (auto r = edit(*c); !r) {
+    return r;
   }
-  it->revoked = true;
   return save(*c);
+}
+
+result<void, store_error> key_store::revoke(std::string_view key_id) {
+  auto id = parse_key_id(key_id);
+  if (!id) {
+    return unexpected(store_error{true, id.error()});
+  }
+  return edit_locked([&](store_contents& c) -> result<void, store_error> {
+    auto it = std::find_if(c.keys.begin(), c.keys.end(),
+                           [&](const key_entry& k) { return k.id == *id; });
+    if (it == c.keys.end()) {
+      return unexpected(store_error{true, fmt::format("no key {} in {}", key_id, keys_path())});
+    }
+    it->revoked = true;
+    return {};
+  });
 }
 
 result<void, store_error> key_store::suspend(std::string_view account) {
@@ -293,20 +303,16 @@ result<void, store_error> key_store::resume(std::string_view account) {
 }
 
 result<void, store_error> key_store::set_suspended(std::string_view account, bool suspended) {
-  std::lock_guard lk(mu_);
-  fs::file_lock fl(dir_ + "/.keys.lock");
-  auto c = load();
-  if (!c) {
-    return unexpected(c.error());
-  }
-  auto it = std::find_if(c->accounts.begin(), c->accounts.end(),
-                         [&](const account_entry& a) { return a.name == account; });
-  if (it == c->accounts.end()) {
-    return unexpected(
-        store_error{true, fmt::format("no account \"{}\" in {}", account, accounts_path())});
-  }
-  it->suspended = suspended;
-  return save(*c);
+  return edit_locked([&](store_contents& c) -> result<void, store_error> {
+    auto it = std::find_if(c.accounts.begin(), c.accounts.end(),
+                           [&](const account_entry& a) { return a.name == account; });
+    if (it == c.accounts.end()) {
+      return unexpected(
+          store_error{true, fmt::format("no account \"{}\" in {}", account, accounts_path())});
+    }
+    it->suspended = suspended;
+    return {};
+  });
 }
 
 }  // namespace tollgate::quota

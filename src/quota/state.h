@@ -11,11 +11,11 @@
 namespace tollgate::quota {
 
 /// An immutable lookup table: open addressing on the first 8 bytes of the key digest (uniform:
-/// SHA-256 output), linear probing. Built by service::reload_if_changed, read by shards without
-/// locks, freed when every shard has passed a quiescent point after it was replaced.
+/// SHA-256 output), linear probing. Built by service::reload_if_changed, read by ledgers without
+/// locks, freed when every ledger has passed a quiescent point after it was replaced.
 struct key_table {
   uint64_t epoch = 0;
-  uint32_t slot_count = 0;  ///< shards size their local arrays to at least this
+  uint32_t slot_count = 0;  ///< ledgers size their local arrays to at least this
   uint64_t mask = 0;
   std::vector<key_record> records;
   std::vector<int32_t> index;  ///< -1 empty, else into records

@@ -71,8 +71,8 @@ struct node {
   // A tick and a quiescent point on every core (picks up a new key table).
   void tick() {
     for (int c = 0; c < svc->cores(); ++c) {
-      svc->shard(c).on_tick(now_ns());
-      svc->shard(c).before_send(now_ns());
+      svc->ledger(c).on_tick(now_ns());
+      svc->ledger(c).before_send(now_ns());
     }
   }
 };
@@ -140,7 +140,7 @@ TEST_F(cluster_agent_test, two_nodes_and_four_cores_admit_a_stop_budget_exactly)
   };
   last_ok_ms = steady_ms();
   auto spend = [&](quota::service& svc, int core) {
-    quota::core_shard& sh = svc.shard(core);
+    quota::core_ledger& sh = svc.ledger(core);
     uint64_t n = 0;
     while (!done.load()) {
       const int64_t now = now_ns();
@@ -199,7 +199,7 @@ TEST_F(cluster_agent_test, key_and_account_changes_reach_a_node_within_a_second)
   ASSERT_TRUE(n.a->start(*n.svc, 5000));
   auto k = admin.create_key("acme", "stop", plans(), 1764633600);
   ASSERT_TRUE(k);
-  quota::core_shard& sh = n.svc->shard(0);
+  quota::core_ledger& sh = n.svc->ledger(0);
   auto known = [&] {
     n.tick();
     return sh.authenticate(k->secret) != nullptr;
@@ -229,7 +229,7 @@ TEST_F(cluster_agent_test, outage_serves_bill_keys_and_answers_stop_keys_unavail
   node n(s, 1);
   ASSERT_TRUE(n.a->start(*n.svc, 5000));
   n.tick();
-  quota::core_shard& sh = n.svc->shard(0);
+  quota::core_ledger& sh = n.svc->ledger(0);
   auto call = [&](const std::string& secret) {
     const quota::key_record* r = sh.authenticate(secret);
     EXPECT_NE(r, nullptr);
@@ -277,7 +277,7 @@ TEST_F(cluster_agent_test, a_redis_that_lost_its_data_keeps_keys_and_gets_usage_
   node n(s, 1);
   ASSERT_TRUE(n.a->start(*n.svc, 5000));
   n.tick();
-  quota::core_shard& sh = n.svc->shard(0);
+  quota::core_ledger& sh = n.svc->ledger(0);
   for (int i = 0; i < 7; ++i) {
     const quota::key_record* r = sh.authenticate(k->secret);
     ASSERT_NE(r, nullptr);

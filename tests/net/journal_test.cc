@@ -71,7 +71,17 @@ class journal_handler : public http::handler {
     info.durable = true;
     return info;
   }
+  /// After this many failed writes (0: never) the next batch drops every unwritten record, as
+  /// the quota core does after journal_give_up_ms.
+  void give_up_after(uint64_t errors) { give_up_after_ = errors; }
   http::durable_batch durable_pending() override {
+    bool dropped = false;
+    if (give_up_after_ != 0 && n_->write_errors.load() >= give_up_after_ &&
+        !(taken_.empty() && pending_.empty())) {
+      taken_.clear();
+      pending_.clear();
+      dropped = true;
+    }
     if (taken_.empty()) {
       std::swap(pending_, taken_);
     }
@@ -80,6 +90,7 @@ class journal_handler : public http::handler {
     b.data = taken_.data();
     b.size = taken_.size();
     b.sync_due = (++passes_ % 8) == 0;
+    b.dropped = dropped;
     return b;
   }
   void durable_written(int64_t res) override {
@@ -104,6 +115,7 @@ class journal_handler : public http::handler {
   std::string taken_;
   uint64_t count_ = 0;
   uint64_t passes_ = 0;
+  uint64_t give_up_after_ = 0;
 };
 
 std::string temp_path(const char* tag) {
@@ -161,8 +173,13 @@ void send_and_expect_held(client& c, const journal_counters& n, uint64_t errors,
 
 struct started {
   server srv;
-  started(server_options o, std::atomic<int>* fd, journal_counters* n) : srv(o) {
-    auto r = srv.start([fd, n](int) { return std::make_unique<journal_handler>(fd, n); });
+  started(server_options o, std::atomic<int>* fd, journal_counters* n, uint64_t give_up = 0)
+      : srv(o) {
+    auto r = srv.start([fd, n, give_up](int) {
+      auto h = std::make_unique<journal_handler>(fd, n);
+      h->give_up_after(give_up);
+      return h;
+    });
     EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
     ok = r.has_value();
   }
@@ -330,6 +347,40 @@ TEST_P(net_journal_test, unbilled_answers_never_wait_for_a_failing_journal) {
     EXPECT_TRUE(billed.pending().empty());
     s.srv.stop();
     s.srv.wait();
+  }
+  ::close(ffd);
+}
+
+TEST_P(net_journal_test, answers_whose_records_are_dropped_become_503_and_close) {
+  // Verifies that when the handler gives up on a failing journal (durable_batch::dropped), the
+  // held billed answers are never sent: each connection holding one gets 503 + Retry-After
+  // saying usage cannot be recorded, then the close; other connections are unaffected.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  const int ffd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (ffd < 0) {
+    GTEST_SKIP() << "no /dev/full";
+  }
+  std::atomic<int> fd{ffd};
+  journal_counters n;
+  {
+    started s(options(), &fd, &n, 2);
+    ASSERT_TRUE(s.ok);
+    client billed(s.srv.port());
+    ASSERT_TRUE(billed.send_all(get("/bill")));
+    auto r = billed.read_response(10000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 503);
+    EXPECT_TRUE(r->has_header("Retry-After: 1\r\n")) << r->head;
+    EXPECT_NE(r->body.find("cannot be recorded"), std::string::npos) << r->body;
+    EXPECT_GE(n.write_errors.load(), 2u);
+    EXPECT_TRUE(billed.wait_closed(5000));
+    EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_held; }),
+              0u);
+    client c(s.srv.port());
+    ASSERT_TRUE(c.send_all(get("/free")));
+    auto f = c.read_response(2000);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->body, "free");
   }
   ::close(ffd);
 }

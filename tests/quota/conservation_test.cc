@@ -19,7 +19,7 @@ using test::utc_ns;
 
 // A spender's pacing, as an engine core has it: a quiescent point every 16 calls, a tick
 // (reconcile, reload, persist when due) and 1 ms more every 256.
-void pace(core_shard& s, uint64_t& n, int64_t& now) {
+void pace(core_ledger& s, uint64_t& n, int64_t& now) {
   if (++n % 16 == 0) {
     s.before_send(now);
   }
@@ -64,7 +64,7 @@ TEST(quota_conservation_test, threads_spend_each_stop_budget_exactly) {
   std::vector<std::thread> threads;
   for (int th = 0; th < kThreads; ++th) {
     threads.emplace_back([&, th] {
-      core_shard& s = svc->shard(th);
+      core_ledger& s = svc->ledger(th);
       std::mt19937 rng(static_cast<unsigned>(th + 1));
       std::vector<bool> done(keys.size(), false);
       size_t remaining = keys.size();
@@ -103,7 +103,7 @@ TEST(quota_conservation_test, threads_spend_each_stop_budget_exactly) {
   for (size_t ki = 0; ki < keys.size(); ++ki) {
     const int64_t quota = ki + 1 == keys.size() ? 20000 : 300;
     EXPECT_EQ(total_of(billed, ki), quota) << "key " << ki;
-    const key_record* r = svc->shard(0).authenticate(keys[ki].secret);
+    const key_record* r = svc->ledger(0).authenticate(keys[ki].secret);
     EXPECT_EQ(svc->usage(r->key_id, month_index_of_ns(t0)).used, quota) << "key " << ki;
   }
 }
@@ -157,7 +157,7 @@ TEST(quota_conservation_test, a_quota_cut_by_reload_mid_run_is_spent_exactly) {
   });
   for (int th = 0; th < kThreads; ++th) {
     threads.emplace_back([&, th] {
-      core_shard& s = svc->shard(th);
+      core_ledger& s = svc->ledger(th);
       std::mt19937 rng(static_cast<unsigned>(th + 7));
       std::vector<bool> done(keys.size(), false);
       size_t remaining = keys.size();
@@ -226,7 +226,7 @@ TEST(quota_conservation_test, gcra_is_exact_across_threads) {
   std::vector<std::thread> threads;
   for (int th = 0; th < 4; ++th) {
     threads.emplace_back([&, th] {
-      core_shard& s = svc->shard(th);
+      core_ledger& s = svc->ledger(th);
       const key_record* r = s.authenticate(k.secret);
       int64_t mine = 0;
       for (int i = 0; i < 5000; ++i) {

@@ -80,7 +80,7 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
   temp_dir d;
   auto k = test::add_key(d.path(), "a", "big");
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   figures f;
@@ -89,7 +89,7 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
     ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
     s.settle(t, true);
   }
-  core_shard::journal_chunk c = s.take_journal();
+  core_ledger::journal_chunk c = s.take_journal();
   ASSERT_FALSE(c.bytes.empty());
   s.journal_done(-ENOSPC);
   EXPECT_TRUE(s.health().failing.load());
@@ -119,6 +119,155 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
   EXPECT_EQ(again->usage(id, again->month()).used, 4);
 }
 
+TEST(quota_disk_fault_test, records_whose_writes_keep_failing_are_dropped_and_not_billed) {
+  // Verifies that once journal writes have failed for journal_give_up_ms, the next
+  // take_journal() drops the unwritten records and says so (the engine then refuses the answers
+  // waiting for them): those calls are not billed (usage, overage, billed counters), their units
+  // go back to the key, health counts them as refused, and billed calls are admitted again and
+  // recorded exactly, before and after a restart.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "a", "pro");  // quota 100, overage billed
+  auto o = test::options(d.path());
+  o.journal_give_up_ms = 0;
+  auto svc = test::open_service(o, kNow);
+  core_ledger& s = svc->ledger(0);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  figures f;
+  ticket t;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
+    s.settle(t, true);
+  }
+  core_ledger::journal_chunk c = s.take_journal();
+  ASSERT_EQ(c.bytes.size(), 28u);
+  EXPECT_FALSE(c.dropped);
+  s.journal_done(-EIO);
+  ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::unavailable);
+  EXPECT_EQ(s.billed_calls(), 3u);
+
+  c = s.take_journal();
+  EXPECT_TRUE(c.dropped);
+  EXPECT_TRUE(c.bytes.empty());
+  EXPECT_EQ(s.billed_calls(), 0u);
+  EXPECT_EQ(s.health().dropped.load(), 3u);
+  EXPECT_EQ(s.health().refused.load(), 4u);
+  EXPECT_FALSE(s.health().failing.load());
+  EXPECT_EQ(s.health().unwritten_since_ns.load(), 0);
+  s.fill_quota(*r, kNow, f);
+  EXPECT_EQ(f.quota_used, 0);
+
+  ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
+  EXPECT_EQ(f.quota_used, 1);
+  s.settle(t, true);
+  c = s.take_journal();
+  EXPECT_FALSE(c.dropped);
+  ASSERT_EQ(c.bytes.size(), 28u);
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 28);
+  s.journal_done(28);
+  s.reconcile(kNow);
+  EXPECT_EQ(svc->usage(r->key_id, svc->month()).used, 1);
+  const uint64_t id = r->key_id;
+  svc.reset();
+  auto again = test::open_service(test::options(d.path()), kNow);
+  EXPECT_EQ(again->usage(id, again->month()).used, 1);
+}
+
+TEST(quota_disk_fault_test, a_partly_written_record_is_kept_whole_when_the_rest_is_dropped) {
+  // Verifies that a record whose start reached the file (a short write, then failures) is not
+  // dropped: its rest is handed out again so the file never holds a torn record, the records
+  // after it are dropped, and a restart counts exactly the records on file.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "a", "big");
+  auto k2 = test::add_key(d.path(), "b", "big");
+  auto o = test::options(d.path());
+  o.journal_give_up_ms = 0;
+  auto svc = test::open_service(o, kNow);
+  core_ledger& s = svc->ledger(0);
+  const key_record* r = s.authenticate(k.secret);
+  ASSERT_NE(r, nullptr);
+  const uint64_t id = r->key_id;
+  figures f;
+  ticket t;
+  ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
+  s.settle(t, true);
+  const key_record* r2 = s.authenticate(k2.secret);
+  ASSERT_NE(r2, nullptr);
+  const uint64_t id2 = r2->key_id;
+  ASSERT_EQ(s.admit(*r2, kNow, f, t), admit_verdict::ok);
+  s.settle(t, true);
+  core_ledger::journal_chunk c = s.take_journal();
+  ASSERT_EQ(c.bytes.size(), 56u);
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), 10), 10);
+  s.journal_done(10);
+  c = s.take_journal();
+  ASSERT_EQ(c.bytes.size(), 46u);
+  s.journal_done(-EIO);
+  c = s.take_journal();
+  EXPECT_TRUE(c.dropped);
+  ASSERT_EQ(c.bytes.size(), 18u);  // the first record's rest
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 18);
+  s.journal_done(18);
+  EXPECT_EQ(s.billed_calls(), 1u);
+  s.reconcile(kNow);
+  EXPECT_EQ(svc->usage(id, svc->month()).used, 1);
+  EXPECT_EQ(svc->usage(id2, svc->month()).used, 0);
+  svc.reset();
+  auto again = test::open_service(test::options(d.path()), kNow);
+  EXPECT_EQ(again->recovery().corrupt_records, 0u);
+  EXPECT_EQ(again->usage(id, again->month()).used, 1);
+  EXPECT_EQ(again->usage(id2, again->month()).used, 0);
+}
+
+TEST(quota_disk_fault_test, a_month_roll_while_the_journal_fails_bills_the_old_month) {
+  // Verifies that calls billed in one month whose records are still unwritten when the core
+  // moves to the next month are counted in their own month once written, not in the new one,
+  // and that dropping them after the roll takes them back from their own month.
+  for (const bool drop : {false, true}) {
+    SCOPED_TRACE(drop ? "dropped" : "written");
+    temp_dir d;
+    auto k = test::add_key(d.path(), "a", "pro");
+    auto o = test::options(d.path());
+    o.journal_give_up_ms = drop ? 0 : 60000;
+    const int64_t late_nov = utc_ns(2026, 11, 30, 23, 59, 0);
+    const int64_t dec = utc_ns(2026, 12, 1, 0, 0, 5);
+    auto svc = test::open_service(o, late_nov);
+    core_ledger& s = svc->ledger(0);
+    const key_record* r = s.authenticate(k.secret);
+    ASSERT_NE(r, nullptr);
+    const uint64_t id = r->key_id;
+    const uint32_t nov = svc->month();
+    figures f;
+    ticket t;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(s.admit(*r, late_nov, f, t), admit_verdict::ok);
+      s.settle(t, true);
+    }
+    core_ledger::journal_chunk c = s.take_journal();
+    ASSERT_EQ(c.bytes.size(), 28u);
+    s.on_tick(dec);  // the write is in flight: the roll cannot publish November's counts
+    s.journal_done(-EIO);
+    c = s.take_journal();
+    EXPECT_EQ(c.dropped, drop);
+    if (!drop) {
+      ASSERT_EQ(c.bytes.size(), 28u);
+      ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 28);
+      s.journal_done(28);
+    }
+    s.reconcile(dec);
+    const int64_t want = drop ? 0 : 3;
+    EXPECT_EQ(svc->usage(id, nov).used, want);
+    EXPECT_EQ(svc->usage(id, nov + 1).used, 0);
+    s.fill_quota(*r, dec, f);
+    EXPECT_EQ(f.quota_used, 0);
+    svc->close(dec);
+    svc.reset();
+    auto again = test::open_service(test::options(d.path()), dec);
+    EXPECT_EQ(again->usage(id, nov).used, want);
+    EXPECT_EQ(again->usage(id, nov + 1).used, 0);
+  }
+}
+
 TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {
   // Verifies the journal file has room allocated beyond its end (fallocate KEEP_SIZE), so a
   // full disk is met by a reservation before any answer rather than by a write after one.
@@ -129,7 +278,7 @@ TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {
   struct stat st{};
   ASSERT_EQ(::stat(j.c_str(), &st), 0) << j;
   EXPECT_EQ(st.st_size, 0);
-  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_shard::kReserveStep);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_ledger::kReserveStep);
 }
 
 TEST(quota_disk_fault_test, an_emptied_or_deleted_keys_file_keeps_the_keys_in_force) {
@@ -140,7 +289,7 @@ TEST(quota_disk_fault_test, an_emptied_or_deleted_keys_file_keeps_the_keys_in_fo
   auto a = test::add_key(d.path(), "acme", "free");
   auto b = test::add_key(d.path(), "beta", "free");
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const std::string keys = d.path() + "/keys.txt";
   const std::string saved = test::read_text(keys);
   for (bool remove : {false, true}) {
@@ -172,7 +321,7 @@ TEST(quota_disk_fault_test, a_deleted_accounts_file_does_not_lift_a_suspension) 
   key_store store(d.path());
   ASSERT_TRUE(store.suspend("acme").has_value());
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   ASSERT_TRUE(s.authenticate(k.secret)->suspended);
   ASSERT_EQ(::unlink((d.path() + "/accounts.txt").c_str()), 0);
   std::string why;
@@ -211,7 +360,7 @@ TEST(quota_disk_fault_test, a_lost_snapshot_after_compaction_refuses_the_start) 
   auto o = test::options(d.path());
   const std::string snap = d.path() + "/usage/snapshot.txt";
   auto bill_one = [&](service& svc) {
-    core_shard& s = svc.shard(0);
+    core_ledger& s = svc.ledger(0);
     figures f;
     ticket t;
     ASSERT_EQ(s.admit(*s.authenticate(k.secret), kNow, f, t), admit_verdict::ok);
@@ -226,7 +375,7 @@ TEST(quota_disk_fault_test, a_lost_snapshot_after_compaction_refuses_the_start) 
   {
     auto svc = test::open_service(o, kNow);  // replays generation 0, compacts it
     ASSERT_NE(svc, nullptr);
-    EXPECT_EQ(svc->usage(svc->shard(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
+    EXPECT_EQ(svc->usage(svc->ledger(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
     bill_one(*svc);
   }
   for (bool remove : {true, false}) {
@@ -248,7 +397,7 @@ TEST(quota_disk_fault_test, a_lost_snapshot_after_compaction_refuses_the_start) 
   auto svc = test::open_service(o, kNow);
   ASSERT_NE(svc, nullptr);
   // The first call was counted only in the lost snapshot; the second's journal remains.
-  EXPECT_EQ(svc->usage(svc->shard(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
+  EXPECT_EQ(svc->usage(svc->ledger(0).authenticate(k.secret)->key_id, svc->month()).used, 1);
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ TEST(journal_test, flush_writes_coalesced_records_before_send) {
   temp_dir d;
   auto k = test::add_key(d.path(), "a", "free");
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures f;
   ticket t;
@@ -172,7 +172,7 @@ TEST(journal_test, crash_without_snapshot_recovers_every_answered_call) {
     auto o = test::options(d.path(), 2);
     auto svc = test::open_service(o, kNow);
     for (int c = 0; c < 2; ++c) {
-      core_shard& s = svc->shard(c);
+      core_ledger& s = svc->ledger(c);
       const key_record* r = s.authenticate(k.secret);
       key_id = r->key_id;
       for (int i = 0; i < 500; ++i) {
@@ -210,7 +210,7 @@ usage_totals overage_after_crash(int64_t quota, int calls, int64_t quota_after,
     auto o = test::options(d.path());
     o.plans = plans_with(quota);
     auto svc = test::open_service(o, kNow);
-    core_shard& s = svc->shard(0);
+    core_ledger& s = svc->ledger(0);
     const key_record* r = s.authenticate(k.secret);
     key_id = r->key_id;
     figures f;
@@ -274,7 +274,7 @@ TEST(journal_test, snapshot_plus_journal_tail_counts_each_call_once) {
   uint64_t key_id = 0;
   {
     auto svc = test::open_service(test::options(d.path()), kNow);
-    core_shard& s = svc->shard(0);
+    core_ledger& s = svc->ledger(0);
     const key_record* r = s.authenticate(k.secret);
     key_id = r->key_id;
     figures f;
@@ -306,7 +306,7 @@ TEST(journal_test, corrupt_and_torn_tails_are_reported_and_skipped) {
   uint64_t key_id = 0;
   {
     auto svc = test::open_service(test::options(d.path()), kNow);
-    core_shard& s = svc->shard(0);
+    core_ledger& s = svc->ledger(0);
     const key_record* r = s.authenticate(k.secret);
     key_id = r->key_id;
     figures f;
@@ -340,7 +340,7 @@ TEST(journal_test, rotation_and_compaction_keep_totals) {
   uint64_t key_id = 0;
   {
     auto svc = test::open_service(o, kNow);
-    core_shard& s = svc->shard(0);
+    core_ledger& s = svc->ledger(0);
     const key_record* r = s.authenticate(k.secret);
     key_id = r->key_id;
     figures f;
@@ -372,7 +372,7 @@ TEST(journal_test, stop_key_budget_survives_a_restart) {
   o.plans = plans;
   {
     auto svc = test::open_service(o, kNow);
-    core_shard& s = svc->shard(0);
+    core_ledger& s = svc->ledger(0);
     const key_record* r = s.authenticate(k.secret);
     figures f;
     ticket t;
@@ -383,7 +383,7 @@ TEST(journal_test, stop_key_budget_survives_a_restart) {
     s.before_send(kNow);
   }
   auto svc = test::open_service(o, kNow + kSec);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures f;
   ticket t;
@@ -400,7 +400,7 @@ TEST(journal_test, engine_path_survives_short_and_failed_writes_without_losing_r
   uint64_t key_id = 0;
   {
     auto svc = test::open_service(test::options(d.path()), kNow);
-    core_shard& s = svc->shard(0);
+    core_ledger& s = svc->ledger(0);
     const key_record* r = s.authenticate(k.secret);
     key_id = r->key_id;
     auto bill = [&](int n) {
@@ -413,7 +413,7 @@ TEST(journal_test, engine_path_survives_short_and_failed_writes_without_losing_r
       }
     };
     bill(3);  // three records (sealed one by one)
-    core_shard::journal_chunk c = s.take_journal();
+    core_ledger::journal_chunk c = s.take_journal();
     ASSERT_GE(c.fd, 0);
     ASSERT_EQ(c.bytes.size(), 3 * journal::kRecordSize);
     const std::string first(c.bytes);
@@ -463,7 +463,7 @@ TEST(journal_test, engine_path_allocates_nothing_in_the_steady_state) {
   temp_dir d;
   auto k = test::add_key(d.path(), "a", "big");
   auto svc = test::open_service(test::options(d.path()), kNow);
-  core_shard& s = svc->shard(0);
+  core_ledger& s = svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   auto pass = [&](int calls, bool short_write) {
     for (int i = 0; i < calls; ++i) {
@@ -475,7 +475,7 @@ TEST(journal_test, engine_path_allocates_nothing_in_the_steady_state) {
       s.settle(t, true);
       (void)s.pending_journal();
     }
-    core_shard::journal_chunk c = s.take_journal();
+    core_ledger::journal_chunk c = s.take_journal();
     const size_t n = short_write && c.bytes.size() > 1 ? c.bytes.size() / 2 : c.bytes.size();
     if (c.fd < 0 || ::write(c.fd, c.bytes.data(), n) != static_cast<ssize_t>(n)) {
       return false;

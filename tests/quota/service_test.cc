@@ -66,7 +66,7 @@ plan_map small_plans() {
 
 // Admits and settles up to `n` calls of `r` on `s` at `now` (billed when `success`), stopping at
 // the first refusal; returns how many were admitted.
-int bill(core_shard& s, const key_record& r, int64_t now, int n, bool success = true) {
+int bill(core_ledger& s, const key_record& r, int64_t now, int n, bool success = true) {
   int admitted = 0;
   figures fig;
   ticket t;
@@ -82,7 +82,7 @@ TEST(quota_service_test, authenticates_known_keys_only) {
   fixture f;
   auto k = f.key("acme", "free");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->account, "acme");
@@ -100,7 +100,7 @@ TEST(quota_service_test, gcra_allows_burst_then_limits) {
   fixture f(small_plans());
   auto k = f.key("a", "rated");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   for (int i = 0; i < 20; ++i) {
@@ -122,7 +122,7 @@ TEST(quota_service_test, gcra_refills_at_the_configured_rate) {
   fixture f(small_plans());
   auto k = f.key("a", "rated");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   for (int i = 0; i < 20; ++i) {
@@ -138,7 +138,7 @@ TEST(quota_service_test, gcra_sustained_rate_admits_burst_plus_rate_times_t) {
   fixture f(small_plans());
   auto k = f.key("a", "rated");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   int admitted = 0;
   for (int64_t t = 0; t <= 10 * kSec; t += kSec / 1000) {  // 1000 attempts a second
@@ -153,7 +153,7 @@ TEST(quota_service_test, gcra_retry_after_rounds_up_to_whole_seconds) {
   fixture f(small_plans());
   auto k = f.key("a", "slow");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ASSERT_EQ(s.check_rate(*r, f.now, fig), rate_verdict::ok);
@@ -169,7 +169,7 @@ TEST(quota_service_test, stop_key_is_refused_at_its_quota_with_matching_figures)
   fixture f(small_plans());
   auto k = f.key("a", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   for (int i = 0; i < 5; ++i) {
     figures fig;
@@ -193,7 +193,7 @@ TEST(quota_service_test, retry_after_counts_to_the_end_of_a_28_day_february) {
   fixture f(small_plans(), 1, utc_ns(2026, 2, 27));
   auto k = f.key("a", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
@@ -207,7 +207,7 @@ TEST(quota_service_test, failed_call_gives_its_unit_back) {
   fixture f(small_plans());
   auto k = f.key("a", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
@@ -224,7 +224,7 @@ TEST(quota_service_test, settle_after_a_reconcile_is_still_published) {
   fixture f(small_plans());
   auto k = f.key("a", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket ok_ticket, fail_ticket;
@@ -245,7 +245,7 @@ TEST(quota_service_test, bill_key_goes_past_quota_and_counts_overage) {
   fixture f(small_plans());
   auto k = f.key("a", "billed");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
@@ -265,14 +265,14 @@ TEST(quota_service_test, leases_shrink_as_the_budget_nears_zero) {
   fixture f(small_plans(), 2);
   auto k = f.key("a", "k1000");
   f.open();
-  const key_record* r = f.svc->shard(0).authenticate(k.secret);
+  const key_record* r = f.svc->ledger(0).authenticate(k.secret);
   std::atomic<uint64_t>& pool = r->state->pool;
   int64_t prev = pool_units(pool.load());
   ASSERT_EQ(prev, 1000);
   int64_t admitted = 0;
   std::vector<int64_t> leases;
   for (;;) {
-    core_shard& s = f.svc->shard(static_cast<int>(admitted % 2));
+    core_ledger& s = f.svc->ledger(static_cast<int>(admitted % 2));
     figures fig;
     ticket t;
     if (s.admit(*r, f.now, fig, t) != admit_verdict::ok) {
@@ -293,8 +293,8 @@ TEST(quota_service_test, leases_shrink_as_the_budget_nears_zero) {
   for (int i = 0; i < 2; ++i) {
     figures fig;
     ticket t;
-    while (f.svc->shard(i).admit(*r, f.now, fig, t) == admit_verdict::ok) {
-      f.svc->shard(i).settle(t, true);
+    while (f.svc->ledger(i).admit(*r, f.now, fig, t) == admit_verdict::ok) {
+      f.svc->ledger(i).settle(t, true);
       ++admitted;
     }
   }
@@ -313,20 +313,20 @@ TEST(quota_service_test, reconcile_returns_unused_leases) {
   fixture f(small_plans(), 2);
   auto k = f.key("a", "k1000");
   f.open();
-  const key_record* r = f.svc->shard(0).authenticate(k.secret);
+  const key_record* r = f.svc->ledger(0).authenticate(k.secret);
   figures fig;
   ticket t;
-  ASSERT_EQ(f.svc->shard(0).admit(*r, f.now, fig, t), admit_verdict::ok);
-  f.svc->shard(0).settle(t, true);
+  ASSERT_EQ(f.svc->ledger(0).admit(*r, f.now, fig, t), admit_verdict::ok);
+  f.svc->ledger(0).settle(t, true);
   const int64_t after_lease = pool_units(r->state->pool.load());
   EXPECT_LT(after_lease, 999);
-  f.svc->shard(0).reconcile(f.now);  // admitted this interval: keeps its lease
+  f.svc->ledger(0).reconcile(f.now);  // admitted this interval: keeps its lease
   EXPECT_EQ(pool_units(r->state->pool.load()), after_lease);
-  f.svc->shard(0).reconcile(f.now);  // idle for a whole interval: returns it
+  f.svc->ledger(0).reconcile(f.now);  // idle for a whole interval: returns it
   EXPECT_EQ(pool_units(r->state->pool.load()), 999);
   int n = 0;
-  while (f.svc->shard(1).admit(*r, f.now, fig, t) == admit_verdict::ok) {
-    f.svc->shard(1).settle(t, true);
+  while (f.svc->ledger(1).admit(*r, f.now, fig, t) == admit_verdict::ok) {
+    f.svc->ledger(1).settle(t, true);
     ++n;
   }
   EXPECT_EQ(n, 999);
@@ -339,8 +339,8 @@ TEST(quota_service_test, refused_core_stays_refused_while_another_spends_its_lea
   fixture f(small_plans(), 2);
   auto k = f.key("a", "k1000");
   f.open();
-  core_shard& a = f.svc->shard(0);
-  core_shard& b = f.svc->shard(1);
+  core_ledger& a = f.svc->ledger(0);
+  core_ledger& b = f.svc->ledger(1);
   const key_record* r = a.authenticate(k.secret);
   figures fig;
   ticket t;
@@ -372,7 +372,7 @@ TEST(quota_service_test, suspended_account_is_refused_after_reload_and_resumed_a
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   key_store store(f.dir.path());
   ASSERT_TRUE(store.suspend("acme").has_value());
   EXPECT_TRUE(f.svc->reload_if_changed());
@@ -397,7 +397,7 @@ TEST(quota_service_test, revoked_key_is_refused_after_reload) {
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   ASSERT_NE(s.authenticate(k.secret), nullptr);
   key_store store(f.dir.path());
   ASSERT_TRUE(store.revoke(k.key_id).has_value());
@@ -414,7 +414,7 @@ TEST(quota_service_test, replaced_plans_apply_to_the_next_request_of_every_key) 
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   figures fig;
@@ -460,11 +460,11 @@ TEST(quota_service_test, a_quota_lowered_by_a_reload_is_never_overrun_by_leases_
   fixture f(plans, 2);
   auto k = f.key("acme", "p");
   f.open();
-  core_shard& a = f.svc->shard(0);
-  core_shard& b = f.svc->shard(1);
+  core_ledger& a = f.svc->ledger(0);
+  core_ledger& b = f.svc->ledger(1);
   figures fig;
   ticket t;
-  for (core_shard* s : {&a, &b}) {
+  for (core_ledger* s : {&a, &b}) {
     const key_record* r = s->authenticate(k.secret);
     ASSERT_NE(r, nullptr);
     ASSERT_EQ(s->admit(*r, f.now, fig, t), admit_verdict::ok);  // takes a lease of up to 64
@@ -482,7 +482,7 @@ TEST(quota_service_test, a_quota_lowered_by_a_reload_is_never_overrun_by_leases_
   auto attempts = [&] {
     int admitted = 0;
     for (int i = 0; i < 40; ++i) {
-      core_shard& s = i % 2 == 0 ? a : b;
+      core_ledger& s = i % 2 == 0 ? a : b;
       const key_record* r = s.authenticate(k.secret);
       if (r == nullptr) {
         return -1;
@@ -514,7 +514,7 @@ TEST(quota_service_test, a_quota_lowered_below_usage_reports_the_true_usage_when
   fixture f(plans);
   auto k = f.key("acme", "p");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   ASSERT_EQ(bill(s, *s.authenticate(k.secret), f.now, 30), 30);
   s.reconcile(f.now);
   plans["p"] = test::make_plan("p", 1e9, 1000000000, 10, overage_policy::stop);
@@ -542,7 +542,7 @@ TEST(quota_service_test, replacing_plans_changes_nothing_when_the_keys_file_cann
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   key_store store(f.dir.path());
   const std::string keys_file = store.keys_path();
   std::string saved;
@@ -571,7 +571,7 @@ TEST(quota_service_test, replacing_plans_is_refused_whole_when_invalid_or_still_
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   plan_map without = small_plans();
   without.erase("tiny");
   without["rated"] = test::make_plan("rated", 1, 1, 1, overage_policy::stop);
@@ -607,7 +607,7 @@ TEST(quota_service_test, a_repeated_key_is_answered_by_the_core_key_cache) {
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* first = s.authenticate(k.secret);
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(s.key_cache_hits(), 0u);
@@ -632,7 +632,7 @@ TEST(quota_service_test, cached_keys_do_not_answer_for_each_other) {
     keys.push_back(f.key("acct" + std::to_string(i), "tiny"));
   }
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 20; ++i) {
       // Twice in a row: the second look-up is a cache hit whatever slots the keys share.
@@ -653,7 +653,7 @@ TEST(quota_service_test, a_cached_key_is_refused_once_revoked_and_reloaded) {
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   ASSERT_NE(s.authenticate(k.secret), nullptr);
   ASSERT_NE(s.authenticate(k.secret), nullptr);
   ASSERT_EQ(s.key_cache_hits(), 1u);
@@ -672,7 +672,7 @@ TEST(quota_service_test, a_cached_key_sees_its_account_suspended_after_reload) {
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
   ASSERT_FALSE(r->suspended);
@@ -702,7 +702,7 @@ TEST(quota_service_test, on_tick_picks_up_file_changes_within_reload_ms) {
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   key_store store(f.dir.path());
   ASSERT_TRUE(store.revoke(k.key_id).has_value());
   s.on_tick(f.now + 100 * 1000000);  // 100 ms: not due yet
@@ -716,7 +716,7 @@ TEST(quota_service_test, reload_keeps_counters_and_rate_state) {
   fixture f(small_plans());
   auto k = f.key("acme", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
@@ -746,13 +746,13 @@ TEST(quota_service_test, old_tables_are_freed_once_every_shard_moved_on) {
   fixture f(small_plans(), 2);
   auto k = f.key("acme", "tiny");
   f.open();
-  const key_record* held = f.svc->shard(1).authenticate(k.secret);
+  const key_record* held = f.svc->ledger(1).authenticate(k.secret);
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(f.svc->reload_if_changed(true));
-    f.svc->shard(0).before_send(f.now);
+    f.svc->ledger(0).before_send(f.now);
   }
   EXPECT_EQ(held->account, "acme");  // shard 1 has not passed a quiescent point
-  f.svc->shard(1).before_send(f.now);
+  f.svc->ledger(1).before_send(f.now);
   f.svc->reload_if_changed(true);
 }
 
@@ -762,7 +762,7 @@ TEST(quota_service_test, month_rollover_resets_usage_and_keeps_closed_totals) {
   fixture f(small_plans(), 1, utc_ns(2026, 12, 31, 23, 59, 59));
   auto k = f.key("a", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket t;
@@ -790,7 +790,7 @@ TEST(quota_service_test, call_admitted_before_rollover_bills_the_old_month) {
   fixture f(small_plans(), 1, utc_ns(2026, 12, 31, 23, 59, 59));
   auto k = f.key("a", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   ticket dec_ticket, t;
@@ -810,7 +810,7 @@ TEST(quota_service_test, leap_february_lasts_29_days) {
   fixture f(small_plans(), 1, utc_ns(2028, 2, 28));
   auto k = f.key("a", "tiny");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   const key_record* r = s.authenticate(k.secret);
   figures fig;
   s.fill_quota(*r, f.now, fig);
@@ -917,7 +917,7 @@ TEST(quota_service_test, admit_and_settle_allocate_nothing_in_the_steady_state) 
   fixture f(test::default_plans());
   auto k = f.key("a", "big");
   f.open();
-  core_shard& s = f.svc->shard(0);
+  core_ledger& s = f.svc->ledger(0);
   out_buffer hdr(4096);
   auto one = [&](int64_t now) {
     const key_record* r = s.authenticate(k.secret);

@@ -96,6 +96,11 @@ struct durable_batch {
   const char* data = nullptr;
   size_t size = 0;
   bool sync_due = false;       ///< the handler wants an fdatasync of `fd` (every fsync_ms)
+  /// The handler gave up on the bytes of earlier batches not yet written (their writes kept
+  /// failing) and takes back what their answers billed: the engine must not send the held
+  /// `durable` responses; it answers each connection holding any with 503 + Retry-After
+  /// ("usage cannot be recorded") instead, and closes it.
+  bool dropped = false;
 };
 
 class handler {

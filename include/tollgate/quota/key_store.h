@@ -69,7 +69,7 @@ std::string_view key_id_text(uint64_t id, std::span<char, key_id_length> buf);
 std::string key_id_string(uint64_t id);
 /// Parses key_id_string()'s format.
 result<uint64_t, std::string> parse_key_id(std::string_view s);
-/// SHA-256 (OpenSSL EVP, one-shot; allocates a context: use core_shard's on the request path).
+/// SHA-256 (OpenSSL EVP, one-shot; allocates a context: use core_ledger's on the request path).
 digest sha256(std::string_view data);
 
 /// Where keys and accounts live: the data dir's files (key_store) or, in cluster mode, Redis
@@ -114,6 +114,10 @@ class key_store final : public key_backend {
 
  private:
   result<void, store_error> set_suspended(std::string_view account, bool suspended);
+  /// Under both locks (the process's and the data dir's): loads, applies `edit` (a
+  /// result<void, store_error>(store_contents&)) and saves unless it failed.
+  template <class F>
+  result<void, store_error> edit_locked(F&& edit);
   result<void, store_error> save(const store_contents& c);
 
   std::string dir_;

@@ -4,29 +4,29 @@
 // Shape (thread-per-core):
 //   service      thread-safe; owns the plans, every key's shared state (stable for the process
 //                lifetime, so counters survive reloads), the current lookup table, the data dir.
-//   core_shard   shard-local; one per core, created by the service, used only by its core's
+//   core_ledger   core-local; one per core, created by the service, used only by its core's
 //                thread. Counts locally and spends from leases; talks to shared lines only for
 //                the GCRA atomic and for lease refills.
 //
 // Per request on core c (all on c's thread, allocation-free in the steady state):
-//   1. rec = shard.authenticate(key)        nullptr -> 401 (missing/unknown/revoked key)
-//   2. shard.check_rate(*rec, now, fig)     limited -> 429 / rate_limited (every /mcp and /v1
+//   1. rec = ledger.authenticate(key)        nullptr -> 401 (missing/unknown/revoked key)
+//   2. ledger.check_rate(*rec, now, fig)     limited -> 429 / rate_limited (every /mcp and /v1
 //                                           request counts, handshakes included)
-//   3. billable calls only: shard.admit(*rec, now, fig, ticket)
+//   3. billable calls only: ledger.admit(*rec, now, fig, ticket)
 //                                           suspended / quota_exceeded -> tool error / 403 / 429
-//      then, once the outcome is known:     shard.settle(ticket, success)
-//      non-billable calls: shard.fill_quota(*rec, now, fig) for the headers
+//      then, once the outcome is known:     ledger.settle(ticket, success)
+//      non-billable calls: ledger.fill_quota(*rec, now, fig) for the headers
 //   4. write_rate_headers(out, fig)         the X-RateLimit-*, X-Quota-*, RateLimit-Policy,
 //                                           RateLimit (and Retry-After) header lines; the same
 //                                           `fig` feeds the tool-error JSON, so numbers match.
-// Per loop pass: shard.before_send(now)  (journal write(2) before responses go out; picks up a
+// Per loop pass: ledger.before_send(now)  (journal write(2) before responses go out; picks up a
 // new lookup table). An io_uring engine instead takes the pass's bytes with take_journal(),
-// writes them itself and reports with journal_done() (and journal_synced() for fdatasync). About every 100 ms: shard.on_tick(now) (reconcile, fsync, reload, persist
+// writes them itself and reports with journal_done() (and journal_synced() for fdatasync). About every 100 ms: ledger.on_tick(now) (reconcile, fsync, reload, persist
 // when due). On SIGHUP: service.request_reload() (async-signal-safe).
 //
-// Lifetimes: a key_record* from authenticate() is valid until the same shard's next
+// Lifetimes: a key_record* from authenticate() is valid until the same ledger's next
 // before_send()/on_tick() (the quiescent points of the table reclamation scheme, see service.cc).
-// A ticket stays valid until settled, across passes and reloads. Shards live as long as the
+// A ticket stays valid until settled, across passes and reloads. Ledgers live as long as the
 // service.
 #pragma once
 
@@ -50,12 +50,15 @@ namespace tollgate::quota {
 struct service_options {
   std::string data_dir = "./tollgate-data";
   plan_map plans;
-  int cores = 1;                          ///< number of core_shards
+  int cores = 1;                          ///< number of core_ledgers
   int64_t reconcile_ms = 1000;            ///< per-core deltas published, snapshot persisted
   int64_t fsync_ms = 1000;                ///< journal fdatasync period (power-loss window)
   int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
   int64_t max_lease = 64;                 ///< largest lease a core takes from a key's budget
   int64_t journal_rotate_bytes = 1 << 20; ///< a core starts a new journal file past this size
+  /// How long a failing journal write is retried before its records are dropped (not billed)
+  /// and the answers waiting for them are refused as unavailable (journal_chunk::dropped).
+  int64_t journal_give_up_ms = 1000;
   /// Start although the snapshot is missing or empty while the journals show one was written
   /// (a journal generation above 0: earlier ones were compacted into it); refused otherwise.
   bool accept_usage_loss = false;
@@ -67,6 +70,7 @@ struct service_options {
 
 struct key_state;  // shared per-key atomics; defined in src/quota/state.h
 struct key_table;  // immutable lookup table; defined in src/quota/state.h
+class core_ledger_impl;  // a core_ledger's state; defined in src/quota/core_ledger.h
 
 /// One key as the lookup table sees it. Immutable; owned by a table.
 struct key_record {
@@ -107,7 +111,7 @@ enum class rate_verdict : uint8_t { ok, limited };
 /// Retry-After).
 enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, unavailable, quota_unreachable };
 
-/// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the shard
+/// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the ledger
 /// that admitted it.
 struct ticket {
   key_state* state = nullptr;
@@ -140,32 +144,33 @@ struct recovery_report {
 struct journal_health {
   std::atomic<uint64_t> errors{0};    ///< write, fdatasync, open and space-reservation failures
   std::atomic<uint64_t> refused{0};   ///< billed calls refused as unavailable (not recordable)
+  std::atomic<uint64_t> dropped{0};   ///< of them, calls answered whose records were dropped
   std::atomic<int64_t> unwritten_since_ns{0};  ///< CLOCK_REALTIME of the oldest record not yet
                                                ///< written (0: none)
   std::atomic<bool> failing{false};   ///< the last write, open or reservation failed
 };
 
-/// Shard-local: one per core, used only by that core's thread (created and owned by service).
-class alignas(64) core_shard {
+/// Core-local: one per core, used only by that core's thread (created and owned by service).
+/// Its state is private to src/quota (core_ledger_impl in src/quota/core_ledger.h).
+class core_ledger {
  public:
-  core_shard(const core_shard&) = delete;
-  core_shard& operator=(const core_shard&) = delete;
-  ~core_shard();
+  core_ledger(const core_ledger&) = delete;
+  core_ledger& operator=(const core_ledger&) = delete;
 
   /// Looks up a presented key (the raw header value, e.g. "tg_live_…"): SHA-256 of it, table
   /// lookup by digest, constant-time digest comparison. nullptr: unknown or revoked.
   /// A small per-core cache remembers the keys this core authenticated against its current
   /// table (presented bytes compared in constant time), so a repeated key skips the SHA-256;
   /// it is emptied whenever the core switches tables, so a revoked or suspended key is answered
-  /// exactly as without it (see key_cache_slot).
+  /// exactly as without it (see key_cache_slot in src/quota/core_ledger.h).
   const key_record* authenticate(std::string_view presented) noexcept;
   /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
-  uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
-  uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
-  /// Calls this core has billed so far, and of them those billed as overage (shard-local: the
+  uint64_t key_cache_hits() const noexcept;
+  uint64_t key_cache_misses() const noexcept;
+  /// Calls this core has billed so far, and of them those billed as overage (core-local: the
   /// app reads the difference around one request for its access log and /metrics).
-  uint64_t billed_calls() const noexcept { return billed_calls_; }
-  uint64_t overage_calls() const noexcept { return overage_calls_; }
+  uint64_t billed_calls() const noexcept;
+  uint64_t overage_calls() const noexcept;
   /// Charges one request to the key's rate limit (GCRA, exact across cores) and fills the rate
   /// part of `f` (and retry_after_secs when limited).
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
@@ -195,16 +200,18 @@ class alignas(64) core_shard {
   void reconcile(int64_t now_ns) noexcept;
   /// Encoded journal records not yet written (for tests); seals the record being coalesced
   /// first. Bytes taken by take_journal() and not yet written are not included.
-  std::string_view pending_journal() noexcept {
-    seal_record();
-    return journal_buf_.view();
-  }
+  std::string_view pending_journal() noexcept;
 
   /// The next journal write for an engine that writes asynchronously (io_uring).
   struct journal_chunk {
     int fd = -1;                  ///< -1 with bytes: the journal file could not be opened
     std::string_view bytes;       ///< stable until journal_done(); empty: nothing to write
     bool sync_due = false;        ///< an fdatasync is due (fsync_ms); report via journal_synced
+    /// The records of every earlier chunk not written by now were dropped (their writes kept
+    /// failing for journal_give_up_ms): those calls are not billed, so no answer waiting for
+    /// them may go out as a success. `bytes` then holds at most the rest of a record whose
+    /// start is already on file.
+    bool dropped = false;
   };
   /// Takes the bytes to write next: the unwritten rest of the previous chunk if any, else every
   /// record buffered so far (moved to a second buffer, so records settled while the write is
@@ -220,166 +227,24 @@ class alignas(64) core_shard {
   /// The fdatasync asked for by sync_due finished: 0 or -errno (logged; asked again later).
   void journal_synced(int res) noexcept;
   /// Bytes written by the journal and not yet known synced (tests).
-  uint64_t journal_unsynced() const noexcept { return unsynced_bytes_; }
+  uint64_t journal_unsynced() const noexcept;
   /// Journal write failures so far (either path).
-  uint64_t journal_errors() const noexcept { return journal_errors_; }
+  uint64_t journal_errors() const noexcept;
   /// Journal health for monitoring; any thread.
-  const journal_health& health() const noexcept { return health_; }
+  const journal_health& health() const noexcept;
   /// Changes whenever a billed success is recorded (it grows with every record appended until
   /// the pass's journal write): a handler compares it across one request to learn whether that
   /// request's answer waits for the journal.
-  uint64_t billed_seq() const noexcept {
-    return (static_cast<uint64_t>(journal_buf_.size()) << 32) | open_count_;
-  }
+  uint64_t billed_seq() const noexcept;
   /// Space reserved on disk for journal records (fallocate ahead of the file's end) is taken in
   /// steps of this many bytes, so a full disk is found before a call is answered, not after.
   static constexpr uint64_t kReserveStep = 16 * 1024;
 
-  int index() const noexcept { return index_; }
+  int index() const noexcept;
 
- private:
-  friend class service;
-  core_shard(service& svc, int index);
-
-  struct local_key {
-    key_state* state = nullptr;
-    uint64_t key_id = 0;
-    int64_t lease = 0;         ///< units this core may still admit (current month)
-    uint32_t plan_epoch = 0;   ///< the key's plan_epoch when the lease was taken
-    int64_t used_delta = 0;    ///< billed successes not yet published
-    int64_t overage_delta = 0;
-    bool dirty = false;   ///< listed in dirty_
-    bool active = false;  ///< admitted since the last reconcile (keeps its lease)
-  };
-  struct late_entry {  ///< successes settled after this core moved to a newer month
-    key_state* state;
-    uint32_t month;
-    int64_t count;
-    bool overage;
-  };
-
-  /// Lists `lk` for the next reconcile (publish deltas, return lease). No allocation: dirty_
-  /// has capacity for every slot.
-  void touch(local_key& lk, uint32_t slot, key_state* state, uint64_t key_id) noexcept {
-    if (!lk.dirty) {
-      lk.dirty = true;
-      lk.state = state;
-      lk.key_id = key_id;
-      dirty_.push_back(slot);
-    }
-  }
-  void refresh_table() noexcept;
-  void roll_month(uint32_t month) noexcept;
-  bool take_lease(const key_record& k, local_key& lk) noexcept;
-  /// Cluster mode: asks the lease_source for units until this core holds a lease (refilled)
-  /// or it says the budget is spent or out of reach.
-  lease_outcome refill_from_cluster(const key_record& k, local_key& lk) noexcept;
-  /// Counts one billed success (and whether it was overage) in the open (not yet encoded)
-  /// record, sealing the previous one when the key or month differs: consecutive successes of a
-  /// key cost an increment, and the CRC is computed once per record, not per call.
-  void append_record(uint32_t month, uint64_t key_id, bool overage) noexcept {
-    if (open_count_ != 0 && open_key_ == key_id && open_month_ == month &&
-        open_count_ < UINT32_MAX) {
-      ++open_count_;
-      open_overage_ += overage ? 1 : 0;
-      return;
-    }
-    seal_record();
-    open_month_ = month;
-    open_key_ = key_id;
-    open_count_ = 1;
-    open_overage_ = overage ? 1 : 0;
-  }
-  void seal_record() noexcept;
-  /// Room check of admit(): true when the journal can take one more call's record (space
-  /// reserved on disk for it, or reservation unsupported by the file system, and no write
-  /// failing). room_calls_ counts records, taken at seal_record(): two left cover the open
-  /// record and one this call may open. Else tries to reserve more (at most every 100 ms).
-  bool journal_room() noexcept { return room_calls_ >= 2 || make_room(); }
-  /// Bytes the journal needs on disk for what is buffered, the open record and `calls` more
-  /// records. (Calls admitted and not yet settled hold no bytes yet; at the pass boundaries
-  /// where this is counted an HTTP core has none: admit and settle happen in one handle().)
-  uint64_t room_needed(uint64_t calls = 1) const noexcept {
-    return journal_size_ + journal_out_.size() + journal_buf_.size() + (calls + 1) * 28;
-  }
-  /// Sets room_calls_ from the reservation: how many more calls may be admitted before the
-  /// reservation must be looked at again.
-  void recount_room() noexcept;
-  bool make_room() noexcept;
-  /// fallocate(KEEP_SIZE) so the file has room for `need` bytes and one more step. Rate
-  /// limited after a failure. Returns whether there is room for `need`.
-  bool reserve(uint64_t need) noexcept;
-  void count_error() noexcept;
-  void update_failing() noexcept;
-  /// Every byte handed out was written: clears a write failure.
-  void note_written() noexcept;
-  void note_write_failed() noexcept;
-  /// Once per pass with records to write: dates the oldest, tops the reservation up.
-  void note_unwritten() noexcept;
-  /// Opens the journal of the current generation: 0, or the errno of the failure (logged).
-  int open_journal() noexcept;
-  bool write_buffer(out_buffer& b) noexcept;
-  void publish_locked(bool return_all_leases) noexcept;
-  /// Returns lk's unused lease to its key's pool (paying the key's debt first); lease = 0.
-  void give_back_lease_locked(local_key& lk) noexcept;
-
-  /// One remembered key: the presented bytes that authenticated to `rec` in the table of
-  /// `epoch` (0: empty). Valid only while that table is this core's table_: refresh_table()
-  /// wipes every slot when the core moves to a new table (a reload after a revocation,
-  /// suspension or plan change), so an answer from the cache is always one the current table
-  /// gives. Only successful look-ups are remembered: an unknown key (attacker-chosen bytes)
-  /// never evicts a real one, and is always hashed.
-  struct key_cache_slot {
-    uint64_t epoch = 0;
-    const key_record* rec = nullptr;
-    uint32_t len = 0;
-    char bytes[100] = {};
-  };
-  static constexpr size_t kKeyCacheSlots = 8;  // power of two
-  static constexpr size_t kKeyCacheMaxLen = sizeof(key_cache_slot::bytes);
-  void clear_key_cache() noexcept;
-
-  service& svc_;
-  int index_;
-  const key_table* table_ = nullptr;
-  key_cache_slot key_cache_[kKeyCacheSlots];
-  uint64_t key_cache_hits_ = 0;
-  uint64_t billed_calls_ = 0;
-  uint64_t overage_calls_ = 0;
-  uint64_t key_cache_misses_ = 0;
-  alignas(64) std::atomic<uint64_t> seen_epoch_{0};  // written here, read by the reclaimer
-  std::vector<local_key> locals_;
-  std::vector<uint32_t> dirty_;
-  std::vector<late_entry> late_;
-  uint32_t month_ = 0;
-  int64_t month_end_ns_ = 0;
-  out_buffer journal_buf_;
-  out_buffer journal_out_;        // taken by take_journal(), not yet (fully) written
-  bool journal_busy_ = false;     // a taken chunk's write is in flight
-  bool engine_journal_ = false;   // take_journal() is in use: the engine writes and syncs
-  bool sync_requested_ = false;   // fdatasync due, not yet handed out
-  bool sync_inflight_ = false;
-  uint64_t sync_bytes_ = 0;       // unsynced_bytes_ when the in-flight sync was handed out
-  uint64_t journal_errors_ = 0;
-  uint64_t open_key_ = 0;     // the record being coalesced (count 0: none)
-  uint32_t open_month_ = 0;
-  uint32_t open_count_ = 0;
-  uint32_t open_overage_ = 0;  // of open_count_, the successes billed as overage
-  int journal_fd_ = -1;
-  uint64_t journal_gen_ = 0;
-  uint64_t journal_size_ = 0;     // bytes written to the current file
-  uint64_t unsynced_bytes_ = 0;
-  int64_t last_reconcile_ns_ = 0;
-  int64_t last_fsync_ns_ = 0;
-  // Disk faults (see "Disk faults" in service.cc).
-  uint64_t reserved_end_ = 0;       // file offset up to which space is reserved
-  bool reserve_unsupported_ = false;  // the file system has no fallocate: rely on write errors
-  bool reserve_failed_ = false;     // the last reservation failed (ENOSPC, EROFS, EIO...)
-  bool write_failed_ = false;       // the last journal write failed; its bytes are kept
-  int64_t next_reserve_ns_ = 0;     // CLOCK_MONOTONIC: no reservation attempt before this
-  int64_t pass_now_ns_ = 0;         // CLOCK_REALTIME of the current pass (before_send)
-  int64_t room_calls_ = 0;          // records the reservation still holds (see journal_room)
-  journal_health health_;
+ protected:
+  core_ledger() = default;
+  ~core_ledger() = default;
 };
 
 /// Usage of one key in one month (tests, /v1/usage admin views, billing).
@@ -388,22 +253,22 @@ struct usage_totals {
   int64_t overage = 0;
 };
 
-/// Thread-safe. Owns key states, tables, shards and the usage files of the data dir.
+/// Thread-safe. Owns key states, tables, ledgers and the usage files of the data dir.
 class service {
  public:
   /// Loads keys, accounts, the usage snapshot and journals from `opt.data_dir` (replaying
   /// journals, skipping corrupt/torn records with a logged report), writes a fresh snapshot and
-  /// creates `opt.cores` shards. Plans must pass validate_plans().
+  /// creates `opt.cores` ledgers. Plans must pass validate_plans().
   static result<std::unique_ptr<service>, std::string> open(service_options opt, int64_t now_ns);
   ~service();
 
-  core_shard& shard(int i) noexcept { return *shards_[static_cast<size_t>(i)]; }
-  int cores() const noexcept { return static_cast<int>(shards_.size()); }
+  core_ledger& ledger(int i) noexcept;
+  int cores() const noexcept { return static_cast<int>(ledgers_.size()); }
 
   /// Async-signal-safe: the next on_tick on any core reloads keys and accounts.
   void request_reload() noexcept { reload_requested_.store(true, std::memory_order_relaxed); }
   /// Re-reads keys/accounts if their files changed (or `force`), swaps in a new lookup table
-  /// and frees tables no shard can still see. Any thread. Returns true if a new table was made.
+  /// and frees tables no ledger can still see. Any thread. Returns true if a new table was made.
   /// When the files cannot be read, `why` (if given) gets the reason.
   bool reload_if_changed(bool force = false, std::string* why = nullptr);
   /// Replaces the plans (SIGHUP and the admin reload call) and rebuilds the lookup table from
@@ -424,26 +289,19 @@ class service {
   /// thread.
   void set_rate_shares(double default_share,
                        const std::vector<std::pair<uint64_t, double>>& shares);
-  /// Waits (sleeping 1 ms at a time, at most `timeout_ms`) until every shard has passed a
+  /// Waits (sleeping 1 ms at a time, at most `timeout_ms`) until every ledger has passed a
   /// quiescent point since the current table was made, i.e. a reload is in force for every
-  /// request that arrives after it returns true. Shards running on engine cores pass one at
-  /// least every tick (100 ms). Any thread but a shard's own.
+  /// request that arrives after it returns true. Ledgers running on engine cores pass one at
+  /// least every tick (100 ms). Any thread but a ledger's own.
   bool wait_until_in_force(int64_t timeout_ms) const;
   /// Writes the usage snapshot (atomic rename) and deletes compacted journals. Any thread.
   void persist(int64_t now_ns);
-  /// Shutdown: reconciles every shard, then persists. Precondition: no shard is in use.
+  /// Shutdown: reconciles every ledger, then persists. Precondition: no ledger is in use.
   void close(int64_t now_ns);
 
   /// False while any core's usage journal is failing (a write, open or space reservation
   /// failed and has not succeeded since): /readyz. Any thread.
-  bool journals_ok() const noexcept {
-    for (const auto& s : shards_) {
-      if (s->health().failing.load(std::memory_order_relaxed)) {
-        return false;
-      }
-    }
-    return true;
-  }
+  bool journals_ok() const noexcept;
   /// Usage snapshots that could not be written (journals are kept meanwhile). Any thread.
   uint64_t snapshot_errors() const noexcept {
     return snapshot_errors_.load(std::memory_order_relaxed);
@@ -456,12 +314,26 @@ class service {
   uint32_t month() const noexcept { return month_.load(std::memory_order_acquire); }
 
  private:
-  friend class core_shard;
+  friend class core_ledger_impl;
   explicit service(service_options opt);
   struct impl;
 
   void ensure_month_locked(uint32_t month);
   void maybe_background(int64_t now_ns);
+
+  // open()'s steps (recovery.cc).
+  struct recovered;
+  result<void, std::string> read_snapshot(recovered& rc);
+  result<void, std::string> replay_journals(recovered& rc);
+  result<void, std::string> restore_usage(recovered& rc);
+  result<void, std::string> open_ledgers(uint32_t month, int64_t now_ns);
+  // reload_if_changed()'s steps (reload.cc).
+  std::string suspect_contents(const store_contents& c, bool keys_gone, bool accounts_gone) const;
+  std::unique_ptr<key_table> build_table(const store_contents& c);
+  key_record make_record_locked(const key_entry& e, const plan& p, bool suspended,
+                                uint32_t month);
+  void swap_in(std::unique_ptr<key_table> t);
+  void reclaim_tables();
 
   service_options opt_;
   std::unique_ptr<impl> impl_;
@@ -471,7 +343,7 @@ class service {
   std::atomic<int64_t> next_reload_ns_{0};
   std::atomic<int64_t> next_persist_ns_{0};
   std::atomic<uint64_t> snapshot_errors_{0};
-  std::vector<std::unique_ptr<core_shard>> shards_;
+  std::vector<std::unique_ptr<core_ledger_impl>> ledgers_;
   recovery_report recovery_;
 };
 

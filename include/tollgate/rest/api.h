@@ -3,7 +3,7 @@
 // the same JSON objects as the MCP tool errors, with the statuses of design §2's REST column.
 //
 // Core-local: one api per core (it owns the core's query-string decode buffer). The caller
-// has authenticated the key and charged the rate limit (quota::core_shard::check_rate) first.
+// has authenticated the key and charged the rate limit (quota::core_ledger::check_rate) first.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,7 @@ envelope::tool_error_code code_of(quota::admit_verdict v) noexcept;
 /// One request's caller: the authenticated key, its core's quota shard and the figures already
 /// holding the rate part (check_rate ran).
 struct caller {
-  quota::core_shard& shard;
+  quota::core_ledger& shard;
   const quota::key_record& key;
   quota::figures& fig;
   int64_t now_ns;

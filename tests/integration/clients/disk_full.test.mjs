@@ -163,3 +163,110 @@ test('a full data dir: billed calls unavailable, the rest flows, recovery is exa
   server = await restart(server);
   assert.equal((await usageOf(server, key)).used, successes);
 });
+
+/** The size of core 0's current usage journal. */
+function journalSize(dataDir) {
+  const dir = path.join(dataDir, 'usage');
+  const gens = fs.readdirSync(dir).map((n) => /^journal-0-(\d+)\.bin$/.exec(n)?.[1]).filter(Boolean).map(Number);
+  return fs.statSync(path.join(dir, `journal-0-${Math.max(...gens)}.bin`)).size;
+}
+
+// Verifies a journal whose space is reserved but whose writes then fail does not hold billed
+// answers for ever. The failure is injected without a mount: the running server's file size
+// limit is lowered to its journal's size (prlimit; the server runs with SIGXFSZ ignored, so a
+// write past it fails with EFBIG). The answer waiting for the failed write gets 503 +
+// Retry-After ("usage cannot be recorded") within a bounded time and is not billed; no billed
+// call is answered as a success while writes fail, and unbilled answers flow. Once the limit
+// is lifted the server recovers by itself, and usage, before and after a restart, is exactly
+// the successes the client saw.
+test('journal writes failing after the space was reserved: held answers become unavailable, not billed', async () => {
+  const prep = await prepare({
+    keys: { main: { account: 'acct-efbig', plan: 'big' } },
+    plans: DEFAULT_PLANS,
+    quota: { reconcile_ms: 100, fsync_ms: 50 },
+  });
+  const srv = await start({
+    prepared: prep, threads: 1, launcher: ['sh', '-c', 'trap "" XFSZ; exec "$@"', 'sh'],
+  });
+  const ag = loadAgent(1);
+  try {
+    const key = srv.keys.main;
+    const { query, id } = await findStory(srv, key);
+    let successes = 1;
+    const rest = () => request(`${srv.url}/v1/stories?q=${encodeURIComponent(query)}&limit=1`,
+      { headers: { Authorization: `Bearer ${key}` }, agent: ag, timeoutMs: ANSWER_MS });
+    const mcp = (n) => request(srv.mcpUrl, {
+      method: 'POST', agent: ag, timeoutMs: ANSWER_MS,
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${key}` },
+      body: JSON.stringify(toolCall(n, 'get_story', { id })),
+    });
+    // A refusal of either form: 503 + Retry-After, or MCP's tool error.
+    const refused = (r) => {
+      let err;
+      if (r.status === 503) {
+        assert.ok(Number(r.headers['retry-after']) >= 1, `Retry-After: ${r.headers['retry-after']}`);
+        err = JSON.parse(r.body);
+      } else {
+        assert.equal(r.status, 200, r.body);
+        const res = JSON.parse(r.body).result;
+        assert.equal(res?.isError, true, `a billed call answered as a success: ${r.body}`);
+        err = parseToolText(res);
+      }
+      assert.equal(err.code, 'unavailable', r.body);
+      assert.match(err.message, /cannot be recorded/);
+    };
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await rest()).status, 200);
+      successes++;
+    }
+    await eventually(async () => (await usageOf(srv, key)).used === successes, 3000, 'usage settled');
+
+    execFileSync('prlimit', ['--pid', String(srv.pid), `--fsize=${journalSize(srv.dataDir)}:unlimited`]);
+    try {
+      const t0 = Date.now();
+      const held = await rest();
+      assert.ok(Date.now() - t0 < ANSWER_MS, `answered after ${Date.now() - t0} ms`);
+      assert.equal(held.status, 503, held.body);
+      refused(held);
+      for (let i = 0; i < 4; i++) {
+        const t1 = Date.now();
+        refused(i % 2 ? await rest() : await mcp(10 + i));
+        assert.ok(Date.now() - t1 < ANSWER_MS);
+      }
+      const list = await mcpPost(srv, { jsonrpc: '2.0', id: 'l', method: 'tools/list' }, { key });
+      assert.equal(list.status, 200);
+      assert.equal((await request(`${srv.url}/healthz`, { timeoutMs: ANSWER_MS })).status, 200);
+      const m = (await request(`${srv.url}/metrics`, { timeoutMs: ANSWER_MS })).body;
+      assert.ok(metric(m, 'tollgate_journal_write_errors_total') >= 1);
+      await eventually(async () => (await usageOf(srv, key)).used === successes, 3000,
+        `usage equals the ${successes} successes while the journal fails`);
+    } finally {
+      execFileSync('prlimit', ['--pid', String(srv.pid), '--fsize=unlimited:unlimited']);
+    }
+
+    let ok = 0;
+    for (let i = 0; i < 40 && ok < 10; i++) {
+      const r = await rest();
+      if (r.status === 200) {
+        ok++;
+        successes++;
+      } else {
+        refused(r);  // the back-off after the failures may take a moment
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    }
+    assert.equal(ok, 10, 'billed calls are answered again');
+    await eventually(async () => (await usageOf(srv, key)).used === successes, 3000,
+      `usage equals the ${successes} successes after recovery`);
+    await srv.stop();
+    const again = await restart(srv);
+    try {
+      assert.equal((await usageOf(again, key)).used, successes);
+    } finally {
+      await again.stop();
+    }
+  } finally {
+    ag.destroy();
+    await srv.stop();
+  }
+});
