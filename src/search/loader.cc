@@ -14,9 +14,11 @@
 #include <cstdio>
 #include <cstring>
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <unordered_set>
 
+#include "search/corpus_text.h"
 #include "search/local_shard.h"
 #include "search/map_guard.h"
 #include "tollgate/common/assert.h"
@@ -421,9 +423,8 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl(std::string_view jsonl,
   return std::make_unique<backend>(std::move(*shards), opts.remote_slots);
 }
 
-result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& path,
-                                                             const load_options& opts,
-                                                             load_report& report) {
+result<void, load_issue> with_corpus_text(const std::string& path,
+                                          const std::function<void(std::string_view)>& use) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return unexpected(load_issue{0, fmt::format("cannot open {}: {}", path, std::strerror(errno))});
@@ -431,23 +432,23 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
   // A regular file is mapped read-only and prefaulted in one call: the text comes straight from
   // the page cache, without an 800 MB copy into a growing string (its page faults were a large
   // part of the 1M-story load's system time). Stories are copied out of the text while loading,
-  // so the mapping is dropped when load_jsonl returns. Anything else (a pipe) is read.
+  // so the mapping is dropped when `use` returns. Anything else (a pipe) is read.
   struct stat st;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     const size_t n = static_cast<size_t>(st.st_size);
     void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (m != MAP_FAILED) {
       ::close(fd);
-      auto b = [&] {
+      {
         // A file shrunk while it is read here would end the process with SIGBUS: say why.
         const map_guard guard(m, n,
                               fmt::format("tollgate: error: {}: the corpus file shrank while it was being "
                                           "loaded (truncated or rewritten in place); not started\n",
                                           path));
-        return load_jsonl(std::string_view(static_cast<const char*>(m), n), opts, report);
-      }();
+        use(std::string_view(static_cast<const char*>(m), n));
+      }
       ::munmap(m, n);
-      return b;
+      return {};
     }
   }
   std::string data;
@@ -470,7 +471,19 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
     break;
   }
   ::close(fd);
-  return load_jsonl(data, opts, report);
+  use(data);
+  return {};
+}
+
+result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& path,
+                                                             const load_options& opts,
+                                                             load_report& report) {
+  result<std::unique_ptr<backend>, load_issue> b = unexpected(load_issue{});
+  if (auto r = with_corpus_text(path, [&](std::string_view text) { b = load_jsonl(text, opts, report); });
+      !r) {
+    return unexpected(r.error());
+  }
+  return b;
 }
 
 std::unique_ptr<backend> load_sample(uint32_t shards, uint32_t remote_slots) {
