@@ -100,9 +100,8 @@ result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
 
 // Writes `shards` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the
 // directory. "" or why not (the temporary file is removed).
-std::string write_index(const std::string& path,
-                        const std::vector<std::unique_ptr<shard_source>>& shards,
-                        const corpus_fingerprint& fp, const load_report& report) {
+std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
+                        const load_report& report) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -114,11 +113,11 @@ std::string write_index(const std::string& path,
     return fmt::format("cannot create {}: {}", tmp, std::strerror(errno));
   }
   index_writer w(fd);
-  for (uint32_t i = 0; i < shards.size(); ++i) {
-    static_cast<const local_shard&>(*shards[i]).save(w, i);
+  for (uint32_t i = 0; i < b.local_count(); ++i) {
+    static_cast<const local_shard&>(b.local_shard(i)).save(w, i);
   }
   save_issues(w, report.issues);
-  std::string err = w.finish({fp, static_cast<uint32_t>(shards.size()), report.loaded,
+  std::string err = w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded,
                               report.skipped});
   if (err.empty() && ::fsync(fd) != 0) {
     err = std::strerror(errno);
@@ -234,12 +233,14 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
   if (!shards) {
     return unexpected(shards.error());
   }
+  // Written once the backend has finalized the shards, so the file holds that work too.
+  auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots);
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     use.notes.push_back(fmt::format("{} changed while it was loaded: no index written", corpus));
   } else {
     for (const std::string& path : paths) {
-      std::string err = write_index(path, *shards, *fp, report);
+      std::string err = write_index(path, *b, *fp, report);
       if (err.empty()) {
         use.path = path;
         break;
@@ -250,7 +251,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
       use.notes.push_back("no index written: serving from memory; the next start builds again");
     }
   }
-  return std::make_unique<backend>(std::move(*shards), opts.remote_slots);
+  return b;
 }
 
 result<void, load_issue> build_index_file(const std::string& corpus, const std::string& out,
@@ -263,11 +264,12 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   if (!shards) {
     return unexpected(shards.error());
   }
+  const backend b(std::move(*shards));
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     return unexpected(load_issue{0, fmt::format("{} changed while it was indexed", corpus)});
   }
-  if (std::string err = write_index(out, *shards, *fp, report); !err.empty()) {
+  if (std::string err = write_index(out, b, *fp, report); !err.empty()) {
     return unexpected(load_issue{0, err});
   }
   return {};

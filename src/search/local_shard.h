@@ -221,8 +221,9 @@ class local_shard final : public shard_source {
   /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
   /// the sections of `r` (checked already) in place: the stored stories and the posting streams
   /// stay in the mapping `r` holds (kept alive by the shard), the smaller tables are copied.
-  /// What finalize() derives is not saved: the backend recomputes it. load() returns an empty
-  /// string or what is inconsistent.
+  /// A finalized shard also saves what finalize() derived, with the average length it used;
+  /// finalize() with that same average then keeps what load() read (another recomputes it).
+  /// load() returns an empty string or what is inconsistent.
   void save(index_writer& w, uint32_t slot) const;
   std::string load(const index_reader& r, uint32_t slot);
 
@@ -243,6 +244,8 @@ class local_shard final : public shard_source {
   int64_t lookup_tag(std::string_view t) const noexcept;
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
+  void save_derived(index_writer& w, uint32_t slot) const;  // index_file.cc
+  bool load_derived(const index_reader& r, uint32_t slot);
   struct index_builder;  // index_build.cc
   void build_index();
   struct champ_lists {
@@ -331,6 +334,7 @@ class local_shard final : public shard_source {
   std::vector<uint32_t> champ_date_;
   shard_stats stats_;
   std::shared_ptr<const void> mapping_;  // the index file a loaded shard's streams point into
+  double loaded_avgdl_ = -1;  // load(): the avgdl of the finalize() output read from the file
 };
 
 /// 64-bit hash of bytes (little-endian reads); stable across runs and nodes.
