@@ -190,95 +190,61 @@ std::string index_writer::finish(const head& h) {
 
 // ---- reader ----
 
-result<index_reader, std::string> index_reader::open(const std::string& path,
-                                                     const corpus_fingerprint& want,
-                                                     uint32_t shards, uint32_t threads) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return unexpected(errno == ENOENT ? std::string("missing") : std::string(std::strerror(errno)));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return unexpected(std::string("not a regular file"));
-  }
-  const size_t n = static_cast<size_t>(st.st_size);
-  if (n < k_header_room) {
-    ::close(fd);
-    return unexpected(fmt::format("truncated ({} bytes, shorter than its header)", n));
-  }
-  void* m = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) {
-    ::close(fd);
-    return unexpected(fmt::format("cannot map it: {}", std::strerror(errno)));
-  }
-  // Closed on every return below; the checksums read through it (see verify).
-  const std::unique_ptr<int, void (*)(int*)> fd_guard(new int(fd), [](int* f) {
-    ::close(*f);
-    delete f;
-  });
-  index_reader r;
-  r.map_ = std::shared_ptr<const void>(m, [n](const void* p) { ::munmap(const_cast<void*>(p), n); });
-  const auto* base = static_cast<const uint8_t*>(m);
-  file_header fh;
-  std::memcpy(&fh, base, sizeof fh);
+namespace {
+
+struct dir_entry {  // as index_writer::entry writes it
+  uint32_t tag, reserved;
+  uint64_t offset, bytes, checksum;
+};
+static_assert(sizeof(dir_entry) == 32);
+
+// Why a header (of a file of n bytes) is not the one wanted, or "".
+std::string check_header(const file_header& fh, const corpus_fingerprint& want, uint32_t shards,
+                         size_t n) {
   if (std::memcmp(fh.magic, k_magic, sizeof k_magic) != 0) {
-    return unexpected(std::string("not a tollgate index file"));
+    return "not a tollgate index file";
   }
   if (fh.header_checksum != sum_of(&fh, offsetof(file_header, header_checksum))) {
-    return unexpected(std::string("corrupt header (checksum mismatch)"));
+    return "corrupt header (checksum mismatch)";
   }
   if (fh.version != index_format_version) {
-    return unexpected(fmt::format("format version {} (this build reads version {})", fh.version,
-                                  index_format_version));
+    return fmt::format("format version {} (this build reads version {})", fh.version,
+                       index_format_version);
   }
   const corpus_fingerprint got{fh.corpus_size, fh.corpus_mtime_ns, fh.corpus_sample_hash};
   if (got != want) {
-    return unexpected(std::string("built from another corpus (or an older version of it)"));
+    return "built from another corpus (or an older version of it)";
   }
   if (fh.shards != shards) {
-    return unexpected(fmt::format("built for {} shards, not {}", fh.shards, shards));
+    return fmt::format("built for {} shards, not {}", fh.shards, shards);
   }
   if (fh.file_bytes != n) {
-    return unexpected(fmt::format("truncated or extended ({} bytes, written as {})", n,
-                                  fh.file_bytes));
+    return fmt::format("truncated or extended ({} bytes, written as {})", n, fh.file_bytes);
   }
-  struct entry {
-    uint32_t tag, reserved;
-    uint64_t offset, bytes, checksum;
-  };
-  if (fh.dir_offset > n || fh.dir_count > (n - fh.dir_offset) / sizeof(entry) ||
-      fh.dir_offset % alignof(entry) != 0) {
-    return unexpected(std::string("corrupt directory"));
+  if (fh.dir_offset > n || fh.dir_count > (n - fh.dir_offset) / sizeof(dir_entry) ||
+      fh.dir_offset % alignof(dir_entry) != 0) {
+    return "corrupt directory";
   }
-  const auto* dir = reinterpret_cast<const entry*>(base + fh.dir_offset);
-  if (fh.dir_checksum != sum_of(dir, fh.dir_count * sizeof(entry))) {
-    return unexpected(std::string("corrupt directory (checksum mismatch)"));
-  }
-  for (uint64_t i = 0; i < fh.dir_count; ++i) {
-    const entry& e = dir[i];
-    if (e.offset < k_header_room || e.offset > fh.dir_offset || e.bytes > fh.dir_offset - e.offset ||
-        e.offset % k_align != 0) {
-      return unexpected(std::string("corrupt directory (a section out of bounds)"));
-    }
-    r.sections_.push_back({e.tag, base + e.offset, e.bytes});
-  }
-  // Every section's checksum, largest first, on `threads` threads. Read with pread into a
-  // small buffer rather than through the mapping: on 4 KB page-cache pages the mapping's TLB
-  // misses made the check about 3x slower than the copy plus a sum from cache.
-  std::vector<uint64_t> order(fh.dir_count);
-  for (uint64_t i = 0; i < order.size(); ++i) {
+  return {};
+}
+
+// Whether every section's checksum holds: largest first, on `threads` threads. Read with pread
+// into a small buffer rather than through the mapping: on 4 KB page-cache pages the mapping's
+// TLB misses made the check about 3x slower than the copy plus a sum from cache.
+bool verify_sections(int fd, const dir_entry* dir, size_t count, uint32_t threads) {
+  std::vector<size_t> order(count);
+  for (size_t i = 0; i < count; ++i) {
     order[i] = i;
   }
   std::sort(order.begin(), order.end(),
-            [dir](uint64_t a, uint64_t b) { return dir[a].bytes > dir[b].bytes; });
+            [dir](size_t a, size_t b) { return dir[a].bytes > dir[b].bytes; });
   std::atomic<size_t> next{0};
   std::atomic<bool> bad{false};
   auto verify = [&] {
     constexpr size_t chunk = size_t{1} << 20;
     std::unique_ptr<uint8_t[]> buf(new uint8_t[chunk]);
     for (size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < order.size();) {
-      const entry& e = dir[order[k]];
+      const dir_entry& e = dir[order[k]];
       index_checksum sum;
       for (uint64_t at = 0; at < e.bytes && !bad.load(std::memory_order_relaxed);) {
         const ssize_t got = ::pread(fd, buf.get(), std::min<uint64_t>(chunk, e.bytes - at),
@@ -306,7 +272,56 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
   for (std::thread& th : pool) {
     th.join();
   }
-  if (bad.load()) {
+  return !bad.load();
+}
+
+}  // namespace
+
+result<index_reader, std::string> index_reader::open(const std::string& path,
+                                                     const corpus_fingerprint& want,
+                                                     uint32_t shards, uint32_t threads) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return unexpected(errno == ENOENT ? std::string("missing") : std::string(std::strerror(errno)));
+  }
+  // Closed on every return; the checksums read through it.
+  const std::unique_ptr<int, void (*)(int*)> fd_guard(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return unexpected(std::string("not a regular file"));
+  }
+  const size_t n = static_cast<size_t>(st.st_size);
+  if (n < k_header_room) {
+    return unexpected(fmt::format("truncated ({} bytes, shorter than its header)", n));
+  }
+  void* m = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    return unexpected(fmt::format("cannot map it: {}", std::strerror(errno)));
+  }
+  index_reader r;
+  r.map_ = std::shared_ptr<const void>(m, [n](const void* p) { ::munmap(const_cast<void*>(p), n); });
+  const auto* base = static_cast<const uint8_t*>(m);
+  file_header fh;
+  std::memcpy(&fh, base, sizeof fh);
+  if (std::string why = check_header(fh, want, shards, n); !why.empty()) {
+    return unexpected(why);
+  }
+  const auto* dir = reinterpret_cast<const dir_entry*>(base + fh.dir_offset);
+  if (fh.dir_checksum != sum_of(dir, fh.dir_count * sizeof(dir_entry))) {
+    return unexpected(std::string("corrupt directory (checksum mismatch)"));
+  }
+  for (uint64_t i = 0; i < fh.dir_count; ++i) {
+    const dir_entry& e = dir[i];
+    if (e.offset < k_header_room || e.offset > fh.dir_offset || e.bytes > fh.dir_offset - e.offset ||
+        e.offset % k_align != 0) {
+      return unexpected(std::string("corrupt directory (a section out of bounds)"));
+    }
+    r.sections_.push_back({e.tag, base + e.offset, e.bytes});
+  }
+  if (!verify_sections(fd, dir, fh.dir_count, threads)) {
     return unexpected(std::string("corrupt (a section's checksum does not match)"));
   }
   r.loaded_ = fh.loaded;
@@ -482,10 +497,14 @@ bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
   return true;
 }
 
-// Checksums already hold; these checks keep a file this build did not write (or a bug) from
-// sending a query out of bounds.
-std::string local_shard::load(const index_reader& r, uint32_t slot) {
-  const uint32_t s = slot + 1;
+namespace {
+
+struct disk_term_slot {  // local_shard::term_slot's layout
+  uint64_t key, head;
+};
+
+// A shard's sections as read from a file.
+struct shard_sections {
   std::span<const shard_stats> stats;
   std::span<const disk_doc> docs;
   std::span<const uint8_t> stories, tag_chars, tag_escape, doc_stream, pos_stream;
@@ -493,92 +512,113 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   std::span<const uint32_t> doc_tags, tag_lens, tag_table, title_len, text_len;
   std::span<const char> term_chars;
   std::span<const term_info> terms;
-  std::span<const term_slot> term_table;
+  std::span<const disk_term_slot> term_table;
   std::span<const skip_entry> skips;
-  if (!r.get(section_tag(s, f_stats), stats) || !r.get(section_tag(s, f_docs), docs) ||
-      !r.bytes(section_tag(s, f_stories), stories) || !r.get(section_tag(s, f_time), time) ||
-      !r.get(section_tag(s, f_doc_tags), doc_tags) ||
-      !r.bytes(section_tag(s, f_tag_chars), tag_chars) ||
-      !r.get(section_tag(s, f_tag_lens), tag_lens) ||
-      !r.bytes(section_tag(s, f_tag_escape), tag_escape) ||
-      !r.get(section_tag(s, f_tag_table), tag_table) ||
-      !r.get(section_tag(s, f_title_len), title_len) ||
-      !r.get(section_tag(s, f_text_len), text_len) ||
-      !r.get(section_tag(s, f_term_chars), term_chars) || !r.get(section_tag(s, f_terms), terms) ||
-      !r.get(section_tag(s, f_term_table), term_table) ||
-      !r.bytes(section_tag(s, f_doc_stream), doc_stream) ||
-      !r.bytes(section_tag(s, f_pos_stream), pos_stream) || !r.get(section_tag(s, f_skips), skips)) {
+
+  // Whether every section is there.
+  bool read(const index_reader& r, uint32_t s) {
+    return r.get(section_tag(s, f_stats), stats) && r.get(section_tag(s, f_docs), docs) &&
+           r.bytes(section_tag(s, f_stories), stories) && r.get(section_tag(s, f_time), time) &&
+           r.get(section_tag(s, f_doc_tags), doc_tags) &&
+           r.bytes(section_tag(s, f_tag_chars), tag_chars) &&
+           r.get(section_tag(s, f_tag_lens), tag_lens) &&
+           r.bytes(section_tag(s, f_tag_escape), tag_escape) &&
+           r.get(section_tag(s, f_tag_table), tag_table) &&
+           r.get(section_tag(s, f_title_len), title_len) &&
+           r.get(section_tag(s, f_text_len), text_len) &&
+           r.get(section_tag(s, f_term_chars), term_chars) && r.get(section_tag(s, f_terms), terms) &&
+           r.get(section_tag(s, f_term_table), term_table) &&
+           r.bytes(section_tag(s, f_doc_stream), doc_stream) &&
+           r.bytes(section_tag(s, f_pos_stream), pos_stream) && r.get(section_tag(s, f_skips), skips);
+  }
+
+  // Checksums already hold; these checks keep a file this build did not write (or a bug) from
+  // sending a query out of bounds. "" or what is inconsistent.
+  std::string check() const {
+    const size_t n = docs.size();
+    if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
+        text_len.size() != n || tag_lens.size() != tag_escape.size() || doc_stream.size() < 16 ||
+        pos_stream.size() < 16 || (!term_table.empty() && !std::has_single_bit(term_table.size())) ||
+        (!tag_table.empty() && !std::has_single_bit(tag_table.size()))) {
+      return "sections of inconsistent sizes";
+    }
+    uint64_t tag_bytes = 0;
+    for (uint32_t len : tag_lens) {
+      tag_bytes += len;
+    }
+    if (tag_bytes != tag_chars.size()) {
+      return "tag names of inconsistent sizes";
+    }
+    for (const disk_doc& x : docs) {
+      const uint64_t len = uint64_t{x.id_len} + x.title_len + x.url_len + x.by_len + x.text_len;
+      if (x.off > stories.size() || len > stories.size() - x.off ||
+          uint64_t{x.tags_off} + x.tag_count > doc_tags.size()) {
+        return "a story out of bounds";
+      }
+    }
+    for (uint32_t t : doc_tags) {
+      if (t >= tag_lens.size()) {
+        return "a tag out of bounds";
+      }
+    }
+    for (const term_info& ti : terms) {
+      const uint64_t blocks = (uint64_t{ti.df} + block_docs - 1) / block_docs;
+      if (ti.doc_off > doc_stream.size() || ti.pos_off > pos_stream.size() ||
+          ti.skip_off > skips.size() || blocks > skips.size() - ti.skip_off ||
+          uint64_t{ti.name_off} + ti.name_len > term_chars.size()) {
+        return "a term out of bounds";
+      }
+    }
+    for (const disk_term_slot& ts : term_table) {
+      if (ts.key != 0 && (ts.key & 0xFFFFFFFFu) > terms.size()) {
+        return "the term table points out of bounds";
+      }
+    }
+    return {};
+  }
+};
+
+}  // namespace
+
+std::string local_shard::load(const index_reader& r, uint32_t slot) {
+  static_assert(sizeof(term_slot) == sizeof(disk_term_slot));
+  shard_sections x;
+  if (!x.read(r, slot + 1)) {
     return fmt::format("shard {}: a section is missing", slot);
   }
-  const size_t n = docs.size();
-  if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
-      text_len.size() != n || tag_lens.size() != tag_escape.size() ||
-      doc_stream.size() < 16 || pos_stream.size() < 16 ||
-      (!term_table.empty() && !std::has_single_bit(term_table.size())) ||
-      (!tag_table.empty() && !std::has_single_bit(tag_table.size()))) {
-    return fmt::format("shard {}: sections of inconsistent sizes", slot);
+  if (std::string why = x.check(); !why.empty()) {
+    return fmt::format("shard {}: {}", slot, why);
   }
-  uint64_t tag_bytes = 0;
-  for (uint32_t len : tag_lens) {
-    tag_bytes += len;
-  }
-  if (tag_bytes != tag_chars.size()) {
-    return fmt::format("shard {}: tag names of inconsistent sizes", slot);
-  }
+  stats_ = x.stats[0];
   docs_.clear();
-  docs_.reserve(n);  // filled below without a zeroing pass first
-  const char* story_base = reinterpret_cast<const char*>(stories.data());
-  for (size_t d = 0; d < n; ++d) {
-    const disk_doc& x = docs[d];
-    const uint64_t len = uint64_t{x.id_len} + x.title_len + x.url_len + x.by_len + x.text_len;
-    if (x.off > stories.size() || len > stories.size() - x.off ||
-        uint64_t{x.tags_off} + x.tag_count > doc_tags.size()) {
-      return fmt::format("shard {}: story {} out of bounds", slot, d);
-    }
-    docs_.push_back({story_base + x.off, x.id_len, x.title_len, x.url_len, x.by_len, x.text_len,
-                     x.tags_off, x.tag_count, x.escape, x.score, x.comments});
+  docs_.reserve(x.docs.size());  // filled without a zeroing pass first
+  const char* story_base = reinterpret_cast<const char*>(x.stories.data());
+  for (const disk_doc& d : x.docs) {
+    docs_.push_back({story_base + d.off, d.id_len, d.title_len, d.url_len, d.by_len, d.text_len,
+                     d.tags_off, d.tag_count, d.escape, d.score, d.comments});
   }
-  for (uint32_t t : doc_tags) {
-    if (t >= tag_lens.size()) {
-      return fmt::format("shard {}: a tag out of bounds", slot);
-    }
-  }
-  for (size_t t = 0; t < terms.size(); ++t) {
-    const term_info& ti = terms[t];
-    const uint64_t blocks = (uint64_t{ti.df} + block_docs - 1) / block_docs;
-    if (ti.doc_off > doc_stream.size() || ti.pos_off > pos_stream.size() ||
-        ti.skip_off > skips.size() || blocks > skips.size() - ti.skip_off ||
-        uint64_t{ti.name_off} + ti.name_len > term_chars.size()) {
-      return fmt::format("shard {}: term {} out of bounds", slot, t);
-    }
-  }
-  for (const term_slot& ts : term_table) {
-    if (ts.key != 0 && (ts.key & 0xFFFFFFFFu) > terms.size()) {
-      return fmt::format("shard {}: the term table points out of bounds", slot);
-    }
-  }
-  stats_ = stats[0];
-  copy_to(time_, time);
-  copy_to(doc_tags_, doc_tags);
+  copy_to(time_, x.time);
+  copy_to(doc_tags_, x.doc_tags);
   tag_names_.clear();
-  for (size_t t = 0, at = 0; t < tag_lens.size(); at += tag_lens[t++]) {
-    tag_names_.emplace_back(reinterpret_cast<const char*>(tag_chars.data()) + at, tag_lens[t]);
+  for (size_t t = 0, at = 0; t < x.tag_lens.size(); at += x.tag_lens[t++]) {
+    tag_names_.emplace_back(reinterpret_cast<const char*>(x.tag_chars.data()) + at, x.tag_lens[t]);
   }
-  copy_to(tag_escape_, tag_escape);
-  copy_to(tag_table_, tag_table);
-  copy_to(title_len_, title_len);
-  copy_to(text_len_, text_len);
-  copy_to(term_chars_, term_chars);
-  copy_to(terms_, terms);
-  copy_to(term_table_, term_table);
-  copy_to(skips_, skips);
+  copy_to(tag_escape_, x.tag_escape);
+  copy_to(tag_table_, x.tag_table);
+  copy_to(title_len_, x.title_len);
+  copy_to(text_len_, x.text_len);
+  copy_to(term_chars_, x.term_chars);
+  copy_to(terms_, x.terms);
+  term_table_.resize(x.term_table.size());
+  std::memcpy(term_table_.data(), x.term_table.data(), x.term_table.size_bytes());
+  copy_to(skips_, x.skips);
   // The streams and the stories are read in place; the mapping lives as long as the shard.
-  doc_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(doc_stream.data()),
+  doc_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.doc_stream.data()),
                                                        free_deleter{false});
-  pos_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(pos_stream.data()),
+  pos_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.pos_stream.data()),
                                                        free_deleter{false});
-  doc_stream_bytes_ = doc_stream.size();
-  pos_stream_bytes_ = pos_stream.size();
+  doc_stream_bytes_ = x.doc_stream.size();
+  pos_stream_bytes_ = x.pos_stream.size();
   mapping_ = r.mapping();
   load_derived(r, slot);
   return {};
