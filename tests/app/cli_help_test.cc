@@ -73,9 +73,9 @@ std::string cluster_probe(const std::string& flag) {
   return r.err;
 }
 
-// corpus writes to the process's stderr: captured through a temp file on fd 2.
-std::string corpus_probe(const std::string& flag) {
-  std::vector<std::string> args = {"corpus", "generate", flag, "0"};
+// What `run` (a command that writes to the process's stderr) said for `args`: captured through
+// a temp file on fd 2.
+std::string process_stderr_of(int (*run)(int, char**), std::vector<std::string> args) {
   std::vector<char*> argv;
   for (auto& a : args) {
     argv.push_back(a.data());
@@ -84,29 +84,19 @@ std::string corpus_probe(const std::string& flag) {
   std::FILE* tmp = std::tmpfile();
   const int saved = dup(2);
   dup2(fileno(tmp), 2);
-  (void)search::run_corpus_command(static_cast<int>(argv.size()), argv.data());
+  (void)run(static_cast<int>(argv.size()), argv.data());
   std::fflush(stderr);
   dup2(saved, 2);
   close(saved);
   return quota::test::slurp(tmp);
 }
 
-// index writes to the process's stderr too.
+std::string corpus_probe(const std::string& flag) {
+  return process_stderr_of(search::run_corpus_command, {"corpus", "generate", flag, "0"});
+}
+
 std::string index_probe(const std::string& flag) {
-  std::vector<std::string> args = {"index", "build", flag, "0"};
-  std::vector<char*> argv;
-  for (auto& a : args) {
-    argv.push_back(a.data());
-  }
-  std::fflush(stderr);
-  std::FILE* tmp = std::tmpfile();
-  const int saved = dup(2);
-  dup2(fileno(tmp), 2);
-  (void)search::run_index_command(static_cast<int>(argv.size()), argv.data());
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  return quota::test::slurp(tmp);
+  return process_stderr_of(search::run_index_command, {"index", "build", flag, "0"});
 }
 
 // Whether `said` refuses `flag` itself as an unknown option (a value after a flag that takes
