@@ -239,15 +239,13 @@ void parse_piece(std::string_view data, const char* readable_end, const load_opt
 
 }  // namespace
 
-result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
-    std::string_view data, const load_options& opts, load_report& report) {
-  report = load_report{};
-  const uint32_t n = std::max<uint32_t>(1, opts.shards);
-  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+namespace {
 
-  // Parse: the text is cut at line ends into one piece per thread (pieces of at least
-  // min_piece_bytes); each thread parses its piece into shards of its own, with line numbers
-  // relative to the piece; the pieces' shards are then absorbed in piece order.
+// Parse: the text is cut at line ends into one piece per thread (pieces of at least
+// min_piece_bytes); each thread parses its piece into shards of its own, with line numbers
+// relative to the piece.
+std::vector<piece_result> parse_pieces(std::string_view data, const load_options& opts, uint32_t n,
+                                       uint32_t threads) {
   size_t pieces = std::max<size_t>(1, std::min<size_t>(threads, data.size() / min_piece_bytes));
   std::vector<std::string_view> piece_text;
   for (size_t at = 0, k = 0; at < data.size(); ++k) {
@@ -284,6 +282,13 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       th.join();
     }
   }
+  return parsed;
+}
+
+// The pieces' shards absorbed in piece order (line numbers made absolute), their counts and
+// issues added to the report; the first failing line when a piece failed.
+result<std::vector<std::unique_ptr<local_shard>>, load_issue> join_pieces(
+    std::vector<piece_result>& parsed, const load_options& opts, uint32_t n, load_report& report) {
   std::vector<std::unique_ptr<local_shard>> shards;
   uint64_t line_base = 0;
   for (piece_result& pr : parsed) {
@@ -312,8 +317,12 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       shards.push_back(std::make_unique<local_shard>());
     }
   }
+  return shards;
+}
 
-  // Seal (sort, dedupe, index) the shards in parallel.
+// Seal (sort, dedupe, index) the shards in parallel; the duplicate ids found, by line.
+std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shards, uint32_t n,
+                                 uint32_t threads) {
   std::vector<std::vector<load_issue>> dups(n);
   threads = std::min(threads, n);
   auto work = [&](uint32_t t) {
@@ -332,12 +341,29 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       th.join();
     }
   }
-  std::vector<load_issue> all_dups;
+  std::vector<load_issue> all_dups;  // unsorted
   for (auto& d : dups) {
     for (auto& issue : d) {
       all_dups.push_back(std::move(issue));
     }
   }
+  return all_dups;
+}
+
+}  // namespace
+
+result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
+    std::string_view data, const load_options& opts, load_report& report) {
+  report = load_report{};
+  const uint32_t n = std::max<uint32_t>(1, opts.shards);
+  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<piece_result> parsed = parse_pieces(data, opts, n, threads);
+  auto joined = join_pieces(parsed, opts, n, report);
+  if (!joined) {
+    return unexpected(joined.error());
+  }
+  std::vector<std::unique_ptr<local_shard>> shards = std::move(*joined);
+  std::vector<load_issue> all_dups = seal_all(shards, n, threads);
   if (!all_dups.empty()) {
     std::sort(all_dups.begin(), all_dups.end(),
               [](const load_issue& a, const load_issue& b) { return a.line < b.line; });
