@@ -30,10 +30,70 @@ namespace {
 
 constexpr size_t max_id_bytes = 256;
 
+// The "id" field (a string, or a non-negative integer written into id_buf) into `id`; false
+// with `reason` set.
+bool parse_id(simdjson::dom::element v, char (&id_buf)[24], std::string_view& id,
+              std::string& reason) {
+  uint64_t num;
+  if (v.is_string()) {
+    if (v.get_string().get(id)) {
+      reason = "field \"id\" must be a string";
+      return false;
+    }
+  } else if (!v.get_uint64().get(num)) {
+    auto end = fmt::format_to(id_buf, "{}", num);
+    id = std::string_view(id_buf, static_cast<size_t>(end - id_buf));
+  } else {
+    reason = "field \"id\" must be a string or a non-negative integer";
+    return false;
+  }
+  if (id.empty() || id.size() > max_id_bytes) {
+    reason = "field \"id\" must be 1 to 256 bytes long";
+    return false;
+  }
+  return true;
+}
+
+// The "tags" field into `tags` (duplicates dropped, the first kept); false with `reason` set.
+bool parse_tags(simdjson::dom::element v, std::vector<std::string_view>& tags,
+                std::string& reason) {
+  simdjson::dom::array arr;
+  if (v.get_array().get(arr)) {
+    reason = "field \"tags\" must be an array of strings";
+    return false;
+  }
+  tags.clear();
+  // Duplicates are dropped, first one kept. A scan of the tags so far is fastest for the
+  // handful a story has; past that a set, so a line of 100k tags costs 100k look-ups rather
+  // than 5e9 comparisons (it held the start for 13 s).
+  constexpr size_t scan_limit = 32;
+  std::unordered_set<std::string_view> seen;
+  for (simdjson::dom::element t : arr) {
+    std::string_view tv;
+    if (t.get_string().get(tv) || tv.empty()) {
+      reason = "field \"tags\" must be an array of non-empty strings";
+      return false;
+    }
+    if (tags.size() < scan_limit) {
+      if (std::find(tags.begin(), tags.end(), tv) == tags.end()) {
+        tags.push_back(tv);
+      }
+      continue;
+    }
+    if (seen.empty()) {
+      seen.insert(tags.begin(), tags.end());
+    }
+    if (seen.insert(tv).second) {
+      tags.push_back(tv);
+    }
+  }
+  return true;
+}
+
 // Parses one line into `s`. Views point into the parser (valid until the next parse) or id_buf.
 // simdjson reads up to SIMDJSON_PADDING bytes past the end of its input (their content does not
 // matter): a line with that much of the text after it (before `readable_end`) is parsed in place,
-// the last lines of the text are copied into `pad` first.
+// the last lines of the text are copied into `pad` first. (Long: one flat branch per field.)
 bool parse_line(std::string_view line, const char* readable_end, simdjson::dom::parser& parser,
                 std::vector<char>& pad, std::vector<std::string_view>& tags, char (&id_buf)[24],
                 story_in& s, std::string& reason) {
@@ -74,20 +134,7 @@ bool parse_line(std::string_view line, const char* readable_end, simdjson::dom::
       return true;
     };
     if (key == "id") {
-      uint64_t num;
-      if (v.is_string()) {
-        if (!want_string(s.id)) {
-          return false;
-        }
-      } else if (!v.get_uint64().get(num)) {
-        auto end = fmt::format_to(id_buf, "{}", num);
-        s.id = std::string_view(id_buf, static_cast<size_t>(end - id_buf));
-      } else {
-        reason = "field \"id\" must be a string or a non-negative integer";
-        return false;
-      }
-      if (s.id.empty() || s.id.size() > max_id_bytes) {
-        reason = "field \"id\" must be 1 to 256 bytes long";
+      if (!parse_id(v, id_buf, s.id, reason)) {
         return false;
       }
       have_id = true;
@@ -122,35 +169,8 @@ bool parse_line(std::string_view line, const char* readable_end, simdjson::dom::
         return false;
       }
     } else if (key == "tags") {
-      simdjson::dom::array arr;
-      if (v.get_array().get(arr)) {
-        reason = "field \"tags\" must be an array of strings";
+      if (!parse_tags(v, tags, reason)) {
         return false;
-      }
-      tags.clear();
-      // Duplicates are dropped, first one kept. A scan of the tags so far is fastest for the
-      // handful a story has; past that a set, so a line of 100k tags costs 100k look-ups rather
-      // than 5e9 comparisons (it held the start for 13 s).
-      constexpr size_t scan_limit = 32;
-      std::unordered_set<std::string_view> seen;
-      for (simdjson::dom::element t : arr) {
-        std::string_view tv;
-        if (t.get_string().get(tv) || tv.empty()) {
-          reason = "field \"tags\" must be an array of non-empty strings";
-          return false;
-        }
-        if (tags.size() < scan_limit) {
-          if (std::find(tags.begin(), tags.end(), tv) == tags.end()) {
-            tags.push_back(tv);
-          }
-          continue;
-        }
-        if (seen.empty()) {
-          seen.insert(tags.begin(), tags.end());
-        }
-        if (seen.insert(tv).second) {
-          tags.push_back(tv);
-        }
       }
     }
     // other fields are ignored
