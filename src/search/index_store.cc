@@ -3,6 +3,7 @@
 // include/tollgate/search/index_file.h.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,6 +99,28 @@ result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
   return shards;
 }
 
+// Removes the temporary files `path`.tmp.PID that writers which are no longer running left
+// behind (a crash or kill mid-write): each can be as large as the index.
+void remove_stale_temps(const std::filesystem::path& dir, const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix)) {
+      continue;
+    }
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 ||
+        !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) {
+      fs::remove(e.path(), ec);
+    }
+  }
+}
+
 // Writes `shards` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the
 // directory. "" or why not (the temporary file is removed).
 std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
@@ -107,6 +130,7 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(dir, ec);  // the data dir's index/ (an existing dir is no error)
+  remove_stale_temps(dir, path);
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {

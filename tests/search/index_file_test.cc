@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -341,6 +342,23 @@ TEST(index_file_test, unwritable_location_falls_to_the_next_then_serves_from_mem
   EXPECT_FALSE(b.mapped);
   EXPECT_TRUE(b.path.empty());
   EXPECT_TRUE(note_says(b, "serving from memory"));
+}
+
+TEST(index_file_test, a_dead_writers_temporary_file_is_removed_when_writing) {
+  // Verifies a temporary file a crashed writer left (its pid no longer running) is removed by
+  // the next write, and one of a running process is left alone.
+  fixture fx;
+  pid_t dead = 4000000;
+  while (::kill(dead, 0) == 0 || errno != ESRCH) {
+    ++dead;
+  }
+  const std::string stale = fx.index() + ".tmp." + std::to_string(dead);
+  write_file(stale, "half an index");
+  const std::string mine = fx.index() + ".tmp.1";  // pid 1 (init) is always running
+  write_file(mine, "someone else's");
+  EXPECT_FALSE(fx.load({fx.index()}).mapped);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(mine));
 }
 
 TEST(index_file_test, build_index_file_writes_what_load_indexed_maps) {
