@@ -31,6 +31,7 @@ Usage:
   tollgate cluster import --config FILE --data-dir DIR | status --config FILE [--json]
   tollgate config check --config FILE   (exit 0, or 2 with the start's message)
   tollgate corpus generate --count N [--seed S]
+  tollgate index build --corpus FILE.jsonl [--out FILE] [--shards N]
   tollgate --version | --help          (every command has --help)
 
 Exit codes: 0 ok, 2 bad usage or config, 1 other failure.

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "stdio_remote.h"
 #include "tollgate/search/corpus.h"
+#include "tollgate/search/index_file.h"
 
 namespace tollgate::app {
 
@@ -49,6 +50,9 @@ int run_main(int argc, char** argv) {
   }
   if (cmd == "corpus") {
     return search::run_corpus_command(argc - 1, argv + 1);
+  }
+  if (cmd == "index") {
+    return search::run_index_command(argc - 1, argv + 1);
   }
   fmt::print(stderr, "tollgate: unknown command '{}' (see tollgate --help)\n", cmd);
   return 2;

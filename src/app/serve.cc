@@ -27,6 +27,7 @@
 #include "tollgate/common/progress.h"
 #include "tollgate/net/server.h"
 #include "tollgate/quota/key_store.h"
+#include "tollgate/search/index_file.h"
 #include "tools.h"
 
 namespace tollgate::app {
@@ -94,11 +95,21 @@ int load_corpus(shared_state& st, const config::settings& s) {
     lo.bytes_parsed = &bytes;
     std::error_code size_error;
     const auto file_size = std::filesystem::file_size(s.corpus_path, size_error);
+    // The persisted index beside the corpus or in the data dir, when it matches (else built
+    // and written there; see include/tollgate/search/index_file.h).
+    search::index_use index;
+    const auto index_paths = search::index_paths(s.corpus_path, s.data_dir);
     auto b = [&] {
       progress_watch progress("loading " + s.corpus_path, "stories", stories, bytes,
                               size_error ? 0 : static_cast<uint64_t>(file_size));
-      return search::load_jsonl_file(s.corpus_path, lo, report);
+      return search::load_indexed(s.corpus_path, index_paths, lo, report, index);
     }();
+    for (const auto& note : index.notes) {
+      log_info("index: {}", note);
+    }
+    if (!index.path.empty()) {
+      log_info("index: {} {}", index.mapped ? "mapped" : "wrote", index.path);
+    }
     for (const auto& issue : report.issues) {
       log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
     }

@@ -53,6 +53,9 @@ std::vector<size_t> term_cuts(const std::vector<term_info>& terms, uint64_t post
 }  // namespace
 
 void local_shard::finalize(const shard_stats& global) {
+  if (loaded_avgdl_ == average_length(global)) {
+    return;  // read from an index file, made with this same average (index_file.cc)
+  }
   avgdl_ = average_length(global);
   len_norm_.resize(docs_.size());
   for (size_t d = 0; d < docs_.size(); ++d) {

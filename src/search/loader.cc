@@ -14,9 +14,11 @@
 #include <cstdio>
 #include <cstring>
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <unordered_set>
 
+#include "search/corpus_text.h"
 #include "search/local_shard.h"
 #include "search/map_guard.h"
 #include "tollgate/common/assert.h"
@@ -28,10 +30,70 @@ namespace {
 
 constexpr size_t max_id_bytes = 256;
 
+// The "id" field (a string, or a non-negative integer written into id_buf) into `id`; false
+// with `reason` set.
+bool parse_id(simdjson::dom::element v, char (&id_buf)[24], std::string_view& id,
+              std::string& reason) {
+  uint64_t num;
+  if (v.is_string()) {
+    if (v.get_string().get(id)) {
+      reason = "field \"id\" must be a string";
+      return false;
+    }
+  } else if (!v.get_uint64().get(num)) {
+    auto end = fmt::format_to(id_buf, "{}", num);
+    id = std::string_view(id_buf, static_cast<size_t>(end - id_buf));
+  } else {
+    reason = "field \"id\" must be a string or a non-negative integer";
+    return false;
+  }
+  if (id.empty() || id.size() > max_id_bytes) {
+    reason = "field \"id\" must be 1 to 256 bytes long";
+    return false;
+  }
+  return true;
+}
+
+// The "tags" field into `tags` (duplicates dropped, the first kept); false with `reason` set.
+bool parse_tags(simdjson::dom::element v, std::vector<std::string_view>& tags,
+                std::string& reason) {
+  simdjson::dom::array arr;
+  if (v.get_array().get(arr)) {
+    reason = "field \"tags\" must be an array of strings";
+    return false;
+  }
+  tags.clear();
+  // Duplicates are dropped, first one kept. A scan of the tags so far is fastest for the
+  // handful a story has; past that a set, so a line of 100k tags costs 100k look-ups rather
+  // than 5e9 comparisons (it held the start for 13 s).
+  constexpr size_t scan_limit = 32;
+  std::unordered_set<std::string_view> seen;
+  for (simdjson::dom::element t : arr) {
+    std::string_view tv;
+    if (t.get_string().get(tv) || tv.empty()) {
+      reason = "field \"tags\" must be an array of non-empty strings";
+      return false;
+    }
+    if (tags.size() < scan_limit) {
+      if (std::find(tags.begin(), tags.end(), tv) == tags.end()) {
+        tags.push_back(tv);
+      }
+      continue;
+    }
+    if (seen.empty()) {
+      seen.insert(tags.begin(), tags.end());
+    }
+    if (seen.insert(tv).second) {
+      tags.push_back(tv);
+    }
+  }
+  return true;
+}
+
 // Parses one line into `s`. Views point into the parser (valid until the next parse) or id_buf.
 // simdjson reads up to SIMDJSON_PADDING bytes past the end of its input (their content does not
 // matter): a line with that much of the text after it (before `readable_end`) is parsed in place,
-// the last lines of the text are copied into `pad` first.
+// the last lines of the text are copied into `pad` first. (Long: one flat branch per field.)
 bool parse_line(std::string_view line, const char* readable_end, simdjson::dom::parser& parser,
                 std::vector<char>& pad, std::vector<std::string_view>& tags, char (&id_buf)[24],
                 story_in& s, std::string& reason) {
@@ -72,20 +134,7 @@ bool parse_line(std::string_view line, const char* readable_end, simdjson::dom::
       return true;
     };
     if (key == "id") {
-      uint64_t num;
-      if (v.is_string()) {
-        if (!want_string(s.id)) {
-          return false;
-        }
-      } else if (!v.get_uint64().get(num)) {
-        auto end = fmt::format_to(id_buf, "{}", num);
-        s.id = std::string_view(id_buf, static_cast<size_t>(end - id_buf));
-      } else {
-        reason = "field \"id\" must be a string or a non-negative integer";
-        return false;
-      }
-      if (s.id.empty() || s.id.size() > max_id_bytes) {
-        reason = "field \"id\" must be 1 to 256 bytes long";
+      if (!parse_id(v, id_buf, s.id, reason)) {
         return false;
       }
       have_id = true;
@@ -120,35 +169,8 @@ bool parse_line(std::string_view line, const char* readable_end, simdjson::dom::
         return false;
       }
     } else if (key == "tags") {
-      simdjson::dom::array arr;
-      if (v.get_array().get(arr)) {
-        reason = "field \"tags\" must be an array of strings";
+      if (!parse_tags(v, tags, reason)) {
         return false;
-      }
-      tags.clear();
-      // Duplicates are dropped, first one kept. A scan of the tags so far is fastest for the
-      // handful a story has; past that a set, so a line of 100k tags costs 100k look-ups rather
-      // than 5e9 comparisons (it held the start for 13 s).
-      constexpr size_t scan_limit = 32;
-      std::unordered_set<std::string_view> seen;
-      for (simdjson::dom::element t : arr) {
-        std::string_view tv;
-        if (t.get_string().get(tv) || tv.empty()) {
-          reason = "field \"tags\" must be an array of non-empty strings";
-          return false;
-        }
-        if (tags.size() < scan_limit) {
-          if (std::find(tags.begin(), tags.end(), tv) == tags.end()) {
-            tags.push_back(tv);
-          }
-          continue;
-        }
-        if (seen.empty()) {
-          seen.insert(tags.begin(), tags.end());
-        }
-        if (seen.insert(tv).second) {
-          tags.push_back(tv);
-        }
       }
     }
     // other fields are ignored
@@ -237,15 +259,13 @@ void parse_piece(std::string_view data, const char* readable_end, const load_opt
 
 }  // namespace
 
-result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
-    std::string_view data, const load_options& opts, load_report& report) {
-  report = load_report{};
-  const uint32_t n = std::max<uint32_t>(1, opts.shards);
-  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+namespace {
 
-  // Parse: the text is cut at line ends into one piece per thread (pieces of at least
-  // min_piece_bytes); each thread parses its piece into shards of its own, with line numbers
-  // relative to the piece; the pieces' shards are then absorbed in piece order.
+// Parse: the text is cut at line ends into one piece per thread (pieces of at least
+// min_piece_bytes); each thread parses its piece into shards of its own, with line numbers
+// relative to the piece.
+std::vector<piece_result> parse_pieces(std::string_view data, const load_options& opts, uint32_t n,
+                                       uint32_t threads) {
   size_t pieces = std::max<size_t>(1, std::min<size_t>(threads, data.size() / min_piece_bytes));
   std::vector<std::string_view> piece_text;
   for (size_t at = 0, k = 0; at < data.size(); ++k) {
@@ -282,6 +302,13 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       th.join();
     }
   }
+  return parsed;
+}
+
+// The pieces' shards absorbed in piece order (line numbers made absolute), their counts and
+// issues added to the report; the first failing line when a piece failed.
+result<std::vector<std::unique_ptr<local_shard>>, load_issue> join_pieces(
+    std::vector<piece_result>& parsed, const load_options& opts, uint32_t n, load_report& report) {
   std::vector<std::unique_ptr<local_shard>> shards;
   uint64_t line_base = 0;
   for (piece_result& pr : parsed) {
@@ -310,8 +337,12 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       shards.push_back(std::make_unique<local_shard>());
     }
   }
+  return shards;
+}
 
-  // Seal (sort, dedupe, index) the shards in parallel.
+// Seal (sort, dedupe, index) the shards in parallel; the duplicate ids found, by line.
+std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shards, uint32_t n,
+                                 uint32_t threads) {
   std::vector<std::vector<load_issue>> dups(n);
   threads = std::min(threads, n);
   auto work = [&](uint32_t t) {
@@ -330,12 +361,29 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       th.join();
     }
   }
-  std::vector<load_issue> all_dups;
+  std::vector<load_issue> all_dups;  // unsorted
   for (auto& d : dups) {
     for (auto& issue : d) {
       all_dups.push_back(std::move(issue));
     }
   }
+  return all_dups;
+}
+
+}  // namespace
+
+result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
+    std::string_view data, const load_options& opts, load_report& report) {
+  report = load_report{};
+  const uint32_t n = std::max<uint32_t>(1, opts.shards);
+  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<piece_result> parsed = parse_pieces(data, opts, n, threads);
+  auto joined = join_pieces(parsed, opts, n, report);
+  if (!joined) {
+    return unexpected(joined.error());
+  }
+  std::vector<std::unique_ptr<local_shard>> shards = std::move(*joined);
+  std::vector<load_issue> all_dups = seal_all(shards, n, threads);
   if (!all_dups.empty()) {
     std::sort(all_dups.begin(), all_dups.end(),
               [](const load_issue& a, const load_issue& b) { return a.line < b.line; });
@@ -421,9 +469,8 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl(std::string_view jsonl,
   return std::make_unique<backend>(std::move(*shards), opts.remote_slots);
 }
 
-result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& path,
-                                                             const load_options& opts,
-                                                             load_report& report) {
+result<void, load_issue> with_corpus_text(const std::string& path,
+                                          const std::function<void(std::string_view)>& use) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return unexpected(load_issue{0, fmt::format("cannot open {}: {}", path, std::strerror(errno))});
@@ -431,23 +478,23 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
   // A regular file is mapped read-only and prefaulted in one call: the text comes straight from
   // the page cache, without an 800 MB copy into a growing string (its page faults were a large
   // part of the 1M-story load's system time). Stories are copied out of the text while loading,
-  // so the mapping is dropped when load_jsonl returns. Anything else (a pipe) is read.
+  // so the mapping is dropped when `use` returns. Anything else (a pipe) is read.
   struct stat st;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     const size_t n = static_cast<size_t>(st.st_size);
     void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (m != MAP_FAILED) {
       ::close(fd);
-      auto b = [&] {
+      {
         // A file shrunk while it is read here would end the process with SIGBUS: say why.
         const map_guard guard(m, n,
                               fmt::format("tollgate: error: {}: the corpus file shrank while it was being "
                                           "loaded (truncated or rewritten in place); not started\n",
                                           path));
-        return load_jsonl(std::string_view(static_cast<const char*>(m), n), opts, report);
-      }();
+        use(std::string_view(static_cast<const char*>(m), n));
+      }
       ::munmap(m, n);
-      return b;
+      return {};
     }
   }
   std::string data;
@@ -470,7 +517,19 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
     break;
   }
   ::close(fd);
-  return load_jsonl(data, opts, report);
+  use(data);
+  return {};
+}
+
+result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& path,
+                                                             const load_options& opts,
+                                                             load_report& report) {
+  result<std::unique_ptr<backend>, load_issue> b = unexpected(load_issue{});
+  if (auto r = with_corpus_text(path, [&](std::string_view text) { b = load_jsonl(text, opts, report); });
+      !r) {
+    return unexpected(r.error());
+  }
+  return b;
 }
 
 std::unique_ptr<backend> load_sample(uint32_t shards, uint32_t remote_slots) {

@@ -35,6 +35,9 @@
 
 namespace tollgate::search {
 
+class index_writer;  // index_file.cc
+class index_reader;
+
 /// A story as parsed from a line; views valid only during add().
 struct story_in {
   std::string_view id, title, url, by, text;
@@ -214,6 +217,16 @@ class local_shard final : public shard_source {
   /// Bytes held by the index and stored stories (approximate, for benches).
   size_t memory_bytes() const noexcept;
 
+  /// The persisted index (index_file.cc): save() writes a sealed shard's stories and postings
+  /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
+  /// the sections of `r` (checked already) in place: the stored stories and the posting streams
+  /// stay in the mapping `r` holds (kept alive by the shard), the smaller tables are copied.
+  /// A finalized shard also saves what finalize() derived, with the average length it used;
+  /// finalize() with that same average then keeps what load() read (another recomputes it).
+  /// load() returns an empty string or what is inconsistent.
+  void save(index_writer& w, uint32_t slot) const;
+  std::string load(const index_reader& r, uint32_t slot);
+
  private:
   static constexpr uint32_t k_escape_id = 1, k_escape_title = 2, k_escape_url = 4, k_escape_by = 8;
   struct doc_rec {
@@ -231,6 +244,8 @@ class local_shard final : public shard_source {
   int64_t lookup_tag(std::string_view t) const noexcept;
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
+  void save_derived(index_writer& w, uint32_t slot) const;  // index_file.cc
+  bool load_derived(const index_reader& r, uint32_t slot);
   struct index_builder;  // index_build.cc
   void build_index();
   struct champ_lists {
@@ -271,7 +286,14 @@ class local_shard final : public shard_source {
 
   // stored stories
   struct free_deleter {
-    void operator()(void* p) const noexcept { std::free(p); }
+    free_deleter() noexcept : owned(true) {}
+    explicit free_deleter(bool own) noexcept : owned(own) {}
+    bool owned;  // false: memory of the index file's mapping (load())
+    void operator()(void* p) const noexcept {
+      if (owned) {
+        std::free(p);
+      }
+    }
   };
   std::vector<std::unique_ptr<char, free_deleter>> chunks_;
   char* chunk_ptr_ = nullptr;
@@ -311,6 +333,8 @@ class local_shard final : public shard_source {
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
   shard_stats stats_;
+  std::shared_ptr<const void> mapping_;  // the index file a loaded shard's streams point into
+  double loaded_avgdl_ = -1;  // load(): the avgdl of the finalize() output read from the file
 };
 
 /// 64-bit hash of bytes (little-endian reads); stable across runs and nodes.

@@ -17,6 +17,7 @@
 #include "quota/test_util.h"
 #include "tollgate/quota/key_store.h"
 #include "tollgate/search/corpus.h"
+#include "tollgate/search/index_file.h"
 
 namespace tollgate::app {
 namespace {
@@ -72,9 +73,9 @@ std::string cluster_probe(const std::string& flag) {
   return r.err;
 }
 
-// corpus writes to the process's stderr: captured through a temp file on fd 2.
-std::string corpus_probe(const std::string& flag) {
-  std::vector<std::string> args = {"corpus", "generate", flag, "0"};
+// What `run` (a command that writes to the process's stderr) said for `args`: captured through
+// a temp file on fd 2.
+std::string process_stderr_of(int (*run)(int, char**), std::vector<std::string> args) {
   std::vector<char*> argv;
   for (auto& a : args) {
     argv.push_back(a.data());
@@ -83,11 +84,19 @@ std::string corpus_probe(const std::string& flag) {
   std::FILE* tmp = std::tmpfile();
   const int saved = dup(2);
   dup2(fileno(tmp), 2);
-  (void)search::run_corpus_command(static_cast<int>(argv.size()), argv.data());
+  (void)run(static_cast<int>(argv.size()), argv.data());
   std::fflush(stderr);
   dup2(saved, 2);
   close(saved);
   return quota::test::slurp(tmp);
+}
+
+std::string corpus_probe(const std::string& flag) {
+  return process_stderr_of(search::run_corpus_command, {"corpus", "generate", flag, "0"});
+}
+
+std::string index_probe(const std::string& flag) {
+  return process_stderr_of(search::run_index_command, {"index", "build", flag, "0"});
 }
 
 // Whether `said` refuses `flag` itself as an unknown option (a value after a flag that takes
@@ -106,8 +115,8 @@ bool refused_as_unknown(const std::string& said, const std::string& flag) {
 }
 
 TEST(cli_help_test, every_command_help_lists_exactly_the_flags_it_takes) {
-  // Verifies, for serve, stdio, keys, accounts, cluster and corpus generate: the flags the help text
-  // names are the flags the command's parser takes (both ways), each of them is taken (not
+  // Verifies, for serve, stdio, keys, accounts, cluster, corpus generate and index build: the
+  // flags the help text names are the flags the command's parser takes (both ways), each of them is taken (not
   // refused as unknown), and a made-up one is refused.
   struct command {
     const char* name;
@@ -127,6 +136,7 @@ TEST(cli_help_test, every_command_help_lists_exactly_the_flags_it_takes) {
       {"cluster", cluster_help(), cluster_options(), cluster_probe},
       {"corpus generate", search::corpus_usage_text(), search::corpus_generate_flags(),
        corpus_probe},
+      {"index build", search::index_usage_text(), search::index_build_flags(), index_probe},
   };
   for (const auto& c : commands) {
     const std::set<std::string> taken(c.flags.begin(), c.flags.end());

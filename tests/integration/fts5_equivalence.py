@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """search_stories ranks exactly as SQLite FTS5's bm25() does.
 
-Starts the real `tollgate serve` on a generated corpus (127.0.0.1, a port it picks), builds an
+Starts the real `tollgate serve` on a generated corpus (127.0.0.1, a port it picks; it answers
+from the index `tollgate index build` wrote for the corpus, mapped at start), builds an
 FTS5 table over the same stories (Python's sqlite3: Debian's SQLite with FTS5), and asks both the
 same queries: one, two and three terms, a repeated term, a phrase, a phrase with a term, two
 phrases. For every query the REST answer's `total` must equal FTS5's match count and its ten
@@ -85,9 +86,13 @@ with open(config, "w") as f:
     # a plan no query of this test can exhaust
     f.write('[quota]\ndemo_plan = "wide"\n[plans.wide]\nrate_per_sec = 1000000.0\n'
             'burst = 1000000\nmonthly_quota = 1000000000\noverage = "bill"\n')
+# the server answers from the persisted index, built ahead as a deploy pipeline would
+subprocess.run([args.tollgate, "index", "build", "--corpus", corpus], check=True,
+               stderr=subprocess.DEVNULL)
+server_err = os.path.join(work, "serve.err")
 server = subprocess.Popen([args.tollgate, "serve", "--config", config, "--corpus", corpus,
                            "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--threads", "1"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          stdout=subprocess.PIPE, stderr=open(server_err, "w"), text=True)
 try:
     key = None
     deadline = time.time() + 60
@@ -98,7 +103,7 @@ try:
         m = re.search(r"demo key:\s*(\S+)", line)
         key = m.group(1) if m else None
     if key is None:
-        print("set-up: no demo key printed; stderr:", server.stderr.read() if server.poll() is not None else "", file=sys.stderr)
+        print("set-up: no demo key printed; stderr:", open(server_err).read(), file=sys.stderr)
         sys.exit(2)
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -107,6 +112,10 @@ try:
             break
         except Exception:
             time.sleep(0.1)
+    if "index: mapped" not in open(server_err).read():
+        print("set-up: the server did not map the index built for it; stderr:",
+              open(server_err).read(), file=sys.stderr)
+        sys.exit(2)
 
     bad = 0
     for ours_q, fts_q in queries:

@@ -131,6 +131,8 @@ class backend {
   /// All slots: local + remote.
   size_t shard_count() const noexcept { return shards_.size() + remote_; }
   size_t local_count() const noexcept { return shards_.size(); }
+  /// In-process shard `i` (< local_count()), finalized (the persisted index saves it).
+  const shard_source& local_shard(size_t i) const noexcept { return *shards_[i]; }
   size_t remote_count() const noexcept { return remote_; }
   /// Stories in the in-process shards.
   uint64_t story_count() const noexcept { return global_.docs; }

@@ -1,0 +1,85 @@
+// The persisted index: a corpus file's shards, built once and written to an index file that
+// later starts map instead of parsing and indexing the corpus again.
+//
+// Lifecycle of an index file (load_indexed):
+//   1. The corpus' fingerprint is taken: its size, its mtime (ns) and a hash of a sample of its
+//      bytes (16 blocks of 64 KiB spread over it, all of it when smaller).
+//   2. Each candidate path (index_paths) is tried in order. A file is used only when its header
+//      holds this format version, the same fingerprint and shard count, its length is the one
+//      written, and every section's checksum matches; then it is mapped and its shards load in
+//      place (stories and posting streams stay in the mapping, the small tables are copied).
+//   3. Otherwise the corpus is loaded as load_jsonl_file does, and the shards are written to
+//      the first candidate that takes them: a temporary file beside it, fsync, rename, fsync of
+//      the directory, so a reader sees the old file or the whole new one. None writable: the
+//      shards serve from memory and the next start builds again.
+//   4. The backend finalizes the shards (norms, block maxima, champion lists are derived, not
+//      stored), so a loaded index answers exactly what a fresh build does.
+//
+// Layout (little-endian): a 4 KiB header {magic, format version, fingerprint, shard count,
+// loaded/skipped counts, file length, directory offset and count, checksums}, then sections
+// aligned to 64 bytes, then the directory: one {tag, offset, bytes, checksum} per section. A
+// tag names a shard slot and one of its arrays; a reader looks sections up by tag, so a later
+// format adds sections (e.g. derived per-block metadata) without moving the others. Any change
+// to what a section holds or how it is built (tokenizer, postings layout) bumps
+// index_format_version.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tollgate/common/result.h"
+#include "tollgate/search/backend.h"
+
+namespace tollgate::search {
+
+inline constexpr uint32_t index_format_version = 1;
+
+/// Identifies a corpus file's content well enough to trust an index built from it.
+struct corpus_fingerprint {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t sample_hash = 0;
+  bool operator==(const corpus_fingerprint&) const = default;
+};
+/// The fingerprint of the file at `path`, or why it cannot be had.
+result<corpus_fingerprint, std::string> fingerprint_of(const std::string& path);
+
+/// Where `serve` looks for and writes the index of `corpus`, in order: beside it
+/// (`corpus` + ".tollgate-index"), then `data_dir`/index/NAME.HASH.tollgate-index (HASH: of
+/// the corpus' absolute path). An empty data_dir leaves out the second.
+std::vector<std::string> index_paths(const std::string& corpus, const std::string& data_dir);
+
+/// What load_indexed did with the index files.
+struct index_use {
+  bool mapped = false;             ///< true: served from the index file `path`
+  std::string path;                ///< the file mapped or written; empty: none
+  std::vector<std::string> notes;  ///< per file found but not used or not written: why
+};
+
+/// load_jsonl_file() through the persisted index (see the lifecycle above): maps the first
+/// candidate in `paths` that matches the corpus, else builds and writes one. The report is the
+/// one the build gave (kept in the file). Corpus errors are load_jsonl_file's; index problems
+/// are never errors, only notes.
+result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& corpus,
+                                                          std::span<const std::string> paths,
+                                                          const load_options& opts,
+                                                          load_report& report, index_use& use);
+
+/// Builds the shards of `corpus` and writes them to `out` (atomically, as above). Errors: the
+/// corpus' (line > 0: a bad line) or the file's (line 0).
+result<void, load_issue> build_index_file(const std::string& corpus, const std::string& out,
+                                          const load_options& opts, load_report& report);
+
+/// `tollgate index build --corpus F [--out FILE] [--shards N] [--skip-bad-lines true|false]`
+/// (argv[0] is "index"). --help prints usage (exit 0); bad usage: stderr, exit 2; a corpus or
+/// write error: stderr, exit 1.
+int run_index_command(int argc, char** argv);
+/// The flags `index build` takes (its parser refuses any other) and its usage text.
+std::span<const std::string_view> index_build_flags();
+std::string_view index_usage_text();
+
+}  // namespace tollgate::search

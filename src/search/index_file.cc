@@ -1,0 +1,627 @@
+// The index file's container (checksummed sections, the header, the verified mapping) and
+// local_shard::save/load, which lay a sealed shard out in it. See
+// include/tollgate/search/index_file.h for the lifecycle and the layout.
+#include "search/index_file.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "search/shard_impl.h"
+
+namespace tollgate::search {
+
+using namespace detail;
+
+namespace {
+
+constexpr char k_magic[8] = {'T', 'G', 'I', 'N', 'D', 'E', 'X', '\n'};
+constexpr size_t k_header_room = 4096;
+constexpr size_t k_align = 64;
+
+struct file_header {
+  char magic[8];
+  uint32_t version;
+  uint32_t shards;
+  uint64_t corpus_size;
+  int64_t corpus_mtime_ns;
+  uint64_t corpus_sample_hash;
+  uint64_t loaded, skipped;
+  uint64_t file_bytes;
+  uint64_t dir_offset, dir_count, dir_checksum;
+  uint64_t header_checksum;  // of the bytes above
+};
+static_assert(sizeof(file_header) == 96 && sizeof(file_header) <= k_header_room);
+
+uint64_t sum_of(const void* p, size_t n) {
+  index_checksum c;
+  c.update(p, n);
+  return c.final();
+}
+
+constexpr uint64_t k_prime = 0x9FB21C651E98DF25ULL;
+
+}  // namespace
+
+// ---- checksum ----
+
+void index_checksum::stripe(const uint8_t* p) noexcept {
+  for (int i = 0; i < 4; ++i) {
+    uint64_t w;
+    std::memcpy(&w, p + 8 * i, 8);
+    lane_[i] = std::rotl((lane_[i] ^ w) * k_prime, 31);
+  }
+}
+
+void index_checksum::update(const void* data, size_t n) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  total_ += n;
+  if (tail_n_ > 0) {
+    const size_t take = std::min(n, 32 - tail_n_);
+    std::memcpy(tail_ + tail_n_, p, take);
+    tail_n_ += take;
+    p += take;
+    n -= take;
+    if (tail_n_ < 32) {
+      return;
+    }
+    stripe(tail_);
+    tail_n_ = 0;
+  }
+  while (n >= 32) {
+    stripe(p);
+    p += 32;
+    n -= 32;
+  }
+  std::memcpy(tail_, p, n);
+  tail_n_ = n;
+}
+
+uint64_t index_checksum::final() const noexcept {
+  index_checksum c = *this;
+  if (c.tail_n_ > 0) {
+    std::memset(c.tail_ + c.tail_n_, 0, 32 - c.tail_n_);
+    c.stripe(c.tail_);
+  }
+  uint64_t h = total_ * k_prime;
+  for (uint64_t l : c.lane_) {
+    h = std::rotl(h ^ (l * 0xC2B2AE3D27D4EB4FULL), 27) * k_prime + 0x165667B19E3779F9ULL;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h;
+}
+
+// ---- writer ----
+
+index_writer::index_writer(int fd) : fd_(fd), at_(k_header_room) {
+  buf_.reserve(size_t{1} << 20);
+  if (::lseek(fd_, static_cast<off_t>(k_header_room), SEEK_SET) < 0) {
+    error_ = std::strerror(errno);
+  }
+}
+
+void index_writer::write_all(const uint8_t* p, size_t size) {
+  size_t off = 0;
+  while (off < size && error_.empty()) {
+    const ssize_t n = ::write(fd_, p + off, size - off);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      error_ = n < 0 ? std::strerror(errno) : "short write";
+      break;
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+void index_writer::flush() {
+  write_all(buf_.data(), buf_.size());
+  buf_.clear();
+}
+
+void index_writer::append(const void* data, size_t n) {
+  sum_.update(data, n);
+  cur_.bytes += n;
+  at_ += n;
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (buf_.size() + n > buf_.capacity()) {
+    flush();
+    if (n >= buf_.capacity()) {
+      write_all(p, n);  // a large section (a posting stream) goes out without a copy
+      return;
+    }
+  }
+  buf_.insert(buf_.end(), p, p + n);
+}
+
+void index_writer::begin_section(uint32_t tag) {
+  static constexpr uint8_t zeros[k_align] = {};
+  const size_t pad = (k_align - at_ % k_align) % k_align;
+  buf_.insert(buf_.end(), zeros, zeros + pad);
+  at_ += pad;
+  cur_ = entry{tag, 0, at_, 0, 0};
+  sum_ = index_checksum();
+}
+
+void index_writer::end_section() {
+  cur_.checksum = sum_.final();
+  dir_.push_back(cur_);
+}
+
+std::string index_writer::finish(const head& h) {
+  begin_section(0);  // aligns the directory
+  const uint64_t dir_offset = at_;
+  const uint64_t dir_bytes = dir_.size() * sizeof(entry);
+  buf_.insert(buf_.end(), reinterpret_cast<const uint8_t*>(dir_.data()),
+              reinterpret_cast<const uint8_t*>(dir_.data()) + dir_bytes);
+  at_ += dir_bytes;
+  flush();
+  file_header fh{};
+  std::memcpy(fh.magic, k_magic, sizeof k_magic);
+  fh.version = index_format_version;
+  fh.shards = h.shards;
+  fh.corpus_size = h.corpus.size;
+  fh.corpus_mtime_ns = h.corpus.mtime_ns;
+  fh.corpus_sample_hash = h.corpus.sample_hash;
+  fh.loaded = h.loaded;
+  fh.skipped = h.skipped;
+  fh.file_bytes = at_;
+  fh.dir_offset = dir_offset;
+  fh.dir_count = dir_.size();
+  fh.dir_checksum = sum_of(dir_.data(), dir_bytes);
+  fh.header_checksum = sum_of(&fh, offsetof(file_header, header_checksum));
+  if (error_.empty() && ::pwrite(fd_, &fh, sizeof fh, 0) != static_cast<ssize_t>(sizeof fh)) {
+    error_ = std::strerror(errno);
+  }
+  return error_;
+}
+
+// ---- reader ----
+
+namespace {
+
+struct dir_entry {  // as index_writer::entry writes it
+  uint32_t tag, reserved;
+  uint64_t offset, bytes, checksum;
+};
+static_assert(sizeof(dir_entry) == 32);
+
+// Why a header (of a file of n bytes) is not the one wanted, or "".
+std::string check_header(const file_header& fh, const corpus_fingerprint& want, uint32_t shards,
+                         size_t n) {
+  if (std::memcmp(fh.magic, k_magic, sizeof k_magic) != 0) {
+    return "not a tollgate index file";
+  }
+  if (fh.header_checksum != sum_of(&fh, offsetof(file_header, header_checksum))) {
+    return "corrupt header (checksum mismatch)";
+  }
+  if (fh.version != index_format_version) {
+    return fmt::format("format version {} (this build reads version {})", fh.version,
+                       index_format_version);
+  }
+  const corpus_fingerprint got{fh.corpus_size, fh.corpus_mtime_ns, fh.corpus_sample_hash};
+  if (got != want) {
+    return "built from another corpus (or an older version of it)";
+  }
+  if (fh.shards != shards) {
+    return fmt::format("built for {} shards, not {}", fh.shards, shards);
+  }
+  if (fh.file_bytes != n) {
+    return fmt::format("truncated or extended ({} bytes, written as {})", n, fh.file_bytes);
+  }
+  if (fh.dir_offset > n || fh.dir_count > (n - fh.dir_offset) / sizeof(dir_entry) ||
+      fh.dir_offset % alignof(dir_entry) != 0) {
+    return "corrupt directory";
+  }
+  return {};
+}
+
+// Whether every section's checksum holds: largest first, on `threads` threads. Read with pread
+// into a small buffer rather than through the mapping: on 4 KB page-cache pages the mapping's
+// TLB misses made the check about 3x slower than the copy plus a sum from cache.
+bool verify_sections(int fd, const dir_entry* dir, size_t count, uint32_t threads) {
+  std::vector<size_t> order(count);
+  for (size_t i = 0; i < count; ++i) {
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(),
+            [dir](size_t a, size_t b) { return dir[a].bytes > dir[b].bytes; });
+  std::atomic<size_t> next{0};
+  std::atomic<bool> bad{false};
+  auto verify = [&] {
+    constexpr size_t chunk = size_t{1} << 20;
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[chunk]);
+    for (size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < order.size();) {
+      const dir_entry& e = dir[order[k]];
+      index_checksum sum;
+      for (uint64_t at = 0; at < e.bytes && !bad.load(std::memory_order_relaxed);) {
+        const ssize_t got = ::pread(fd, buf.get(), std::min<uint64_t>(chunk, e.bytes - at),
+                                    static_cast<off_t>(e.offset + at));
+        if (got <= 0) {
+          if (got < 0 && errno == EINTR) {
+            continue;
+          }
+          bad.store(true, std::memory_order_relaxed);
+          break;
+        }
+        sum.update(buf.get(), static_cast<size_t>(got));
+        at += static_cast<uint64_t>(got);
+      }
+      if (sum.final() != e.checksum) {
+        bad.store(true, std::memory_order_relaxed);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t t = 1; t < std::max(1u, threads); ++t) {
+    pool.emplace_back(verify);
+  }
+  verify();
+  for (std::thread& th : pool) {
+    th.join();
+  }
+  return !bad.load();
+}
+
+}  // namespace
+
+result<index_reader, std::string> index_reader::open(const std::string& path,
+                                                     const corpus_fingerprint& want,
+                                                     uint32_t shards, uint32_t threads) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return unexpected(errno == ENOENT ? std::string("missing") : std::string(std::strerror(errno)));
+  }
+  // Closed on every return; the checksums read through it.
+  const std::unique_ptr<int, void (*)(int*)> fd_guard(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return unexpected(std::string("not a regular file"));
+  }
+  const size_t n = static_cast<size_t>(st.st_size);
+  if (n < k_header_room) {
+    return unexpected(fmt::format("truncated ({} bytes, shorter than its header)", n));
+  }
+  void* m = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    return unexpected(fmt::format("cannot map it: {}", std::strerror(errno)));
+  }
+  index_reader r;
+  r.map_ = std::shared_ptr<const void>(m, [n](const void* p) { ::munmap(const_cast<void*>(p), n); });
+  const auto* base = static_cast<const uint8_t*>(m);
+  file_header fh;
+  std::memcpy(&fh, base, sizeof fh);
+  if (std::string why = check_header(fh, want, shards, n); !why.empty()) {
+    return unexpected(why);
+  }
+  const auto* dir = reinterpret_cast<const dir_entry*>(base + fh.dir_offset);
+  if (fh.dir_checksum != sum_of(dir, fh.dir_count * sizeof(dir_entry))) {
+    return unexpected(std::string("corrupt directory (checksum mismatch)"));
+  }
+  for (uint64_t i = 0; i < fh.dir_count; ++i) {
+    const dir_entry& e = dir[i];
+    if (e.offset < k_header_room || e.offset > fh.dir_offset || e.bytes > fh.dir_offset - e.offset ||
+        e.offset % k_align != 0) {
+      return unexpected(std::string("corrupt directory (a section out of bounds)"));
+    }
+    r.sections_.push_back({e.tag, base + e.offset, e.bytes});
+  }
+  if (!verify_sections(fd, dir, fh.dir_count, threads)) {
+    return unexpected(std::string("corrupt (a section's checksum does not match)"));
+  }
+  r.loaded_ = fh.loaded;
+  r.skipped_ = fh.skipped;
+  return r;
+}
+
+bool index_reader::bytes(uint32_t tag, std::span<const uint8_t>& out) const {
+  for (const section& s : sections_) {
+    if (s.tag == tag) {
+      out = {s.data, s.bytes};
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- a shard's sections ----
+
+namespace {
+
+// What a shard's sections hold (the low byte of their tags). Never renumber: add new ones.
+enum shard_field : uint32_t {
+  f_stats = 1,
+  f_docs,        // disk_doc per doc, in doc order
+  f_stories,     // each doc's id, title, url, by, text back to back
+  f_time,
+  f_doc_tags,
+  f_tag_chars,   // tag names back to back
+  f_tag_lens,
+  f_tag_escape,
+  f_tag_table,
+  f_title_len,
+  f_text_len,
+  f_term_chars,
+  f_terms,
+  f_term_table,
+  f_doc_stream,  // with its 16 bytes of padding
+  f_pos_stream,
+  f_skips,
+  // What finalize() derived (optional: a file without them is finalized at load)
+  f_avgdl,       // the one average length the rest was made with
+  f_len_norm,
+  f_block_max,
+  f_block_max_time,
+  f_champ_at,
+  f_champ_part,
+  f_champ_doc,
+  f_champ_date,
+};
+
+// A doc_rec with its story's place in f_stories instead of a pointer.
+struct disk_doc {
+  uint64_t off;
+  uint32_t id_len, title_len, url_len, by_len, text_len;
+  uint32_t tags_off, tag_count, escape;
+  int64_t score, comments;
+};
+static_assert(sizeof(disk_doc) == 56);
+// The raw layouts written; a change to one must bump index_format_version.
+static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shard_stats) == 24);
+
+// A tripwire for whoever adds a member to local_shard: decide whether the index file must save
+// it (state made by seal() or finalize(): add a section to save/load or save_derived/
+// load_derived, and bump index_format_version if an existing section changes), then update
+// this figure. A loaded shard that lacks such state would answer from empty tables.
+static_assert(sizeof(local_shard) == 640, "local_shard changed: see the comment above");
+
+template <class T>
+void copy_to(std::vector<T>& v, std::span<const T> s) {
+  v.assign(s.begin(), s.end());
+}
+
+}  // namespace
+
+void local_shard::save(index_writer& w, uint32_t slot) const {
+  const uint32_t s = slot + 1;
+  w.add(section_tag(s, f_stats), std::span<const shard_stats>(&stats_, 1));
+  std::vector<disk_doc> docs(docs_.size());
+  w.begin_section(section_tag(s, f_stories));
+  uint64_t off = 0;
+  for (size_t d = 0; d < docs_.size(); ++d) {
+    const doc_rec& r = docs_[d];
+    const size_t n = size_t{r.id_len} + r.title_len + r.url_len + r.by_len + r.text_len;
+    w.append(r.base, n);
+    docs[d] = {off,          r.id_len,   r.title_len, r.url_len, r.by_len, r.text_len,
+               r.tags_off,   r.tag_count, r.escape,   r.score,   r.comments};
+    off += n;
+  }
+  w.end_section();
+  w.add(section_tag(s, f_docs), std::span<const disk_doc>(docs));
+  w.add(section_tag(s, f_time), std::span<const int64_t>(time_));
+  w.add(section_tag(s, f_doc_tags), std::span<const uint32_t>(doc_tags_));
+  std::vector<uint32_t> tag_lens;
+  w.begin_section(section_tag(s, f_tag_chars));
+  for (const std::string& t : tag_names_) {
+    w.append(t.data(), t.size());
+    tag_lens.push_back(static_cast<uint32_t>(t.size()));
+  }
+  w.end_section();
+  w.add(section_tag(s, f_tag_lens), std::span<const uint32_t>(tag_lens));
+  w.add(section_tag(s, f_tag_escape), std::span<const uint8_t>(tag_escape_));
+  w.add(section_tag(s, f_tag_table), std::span<const uint32_t>(tag_table_));
+  w.add(section_tag(s, f_title_len), std::span<const uint32_t>(title_len_));
+  w.add(section_tag(s, f_text_len), std::span<const uint32_t>(text_len_));
+  w.add(section_tag(s, f_term_chars), std::span<const char>(term_chars_));
+  w.add(section_tag(s, f_terms), std::span<const term_info>(terms_));
+  w.add(section_tag(s, f_term_table), std::span<const term_slot>(term_table_));
+  w.add(section_tag(s, f_doc_stream), std::span<const uint8_t>(doc_stream_.get(), doc_stream_bytes_));
+  w.add(section_tag(s, f_pos_stream), std::span<const uint8_t>(pos_stream_.get(), pos_stream_bytes_));
+  w.add(section_tag(s, f_skips), std::span<const skip_entry>(skips_));
+  save_derived(w, slot);
+}
+
+// finalize()'s output, when there is one (it is most of a start's work once the rest is mapped).
+void local_shard::save_derived(index_writer& w, uint32_t slot) const {
+  if (len_norm_.size() != docs_.size() || block_max_.size() != skips_.size() ||
+      block_max_time_.size() != skips_.size() || champ_at_.size() != terms_.size()) {
+    return;  // not finalized
+  }
+  const uint32_t s = slot + 1;
+  w.add(section_tag(s, f_avgdl), std::span<const double>(&avgdl_, 1));
+  w.add(section_tag(s, f_len_norm), std::span<const double>(len_norm_));
+  w.add(section_tag(s, f_block_max), std::span<const float>(block_max_));
+  w.add(section_tag(s, f_block_max_time), std::span<const int64_t>(block_max_time_));
+  w.add(section_tag(s, f_champ_at), std::span<const uint32_t>(champ_at_));
+  w.add(section_tag(s, f_champ_part), std::span<const double>(champ_part_));
+  w.add(section_tag(s, f_champ_doc), std::span<const uint32_t>(champ_doc_));
+  w.add(section_tag(s, f_champ_date), std::span<const uint32_t>(champ_date_));
+}
+
+// Restores finalize()'s output when the file has all of it, consistent; else leaves it to
+// finalize(). Returns whether it was restored.
+bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
+  const uint32_t s = slot + 1;
+  std::span<const double> avgdl, len_norm, champ_part;
+  std::span<const float> block_max;
+  std::span<const int64_t> block_max_time;
+  std::span<const uint32_t> champ_at, champ_doc, champ_date;
+  if (!r.get(section_tag(s, f_avgdl), avgdl) || !r.get(section_tag(s, f_len_norm), len_norm) ||
+      !r.get(section_tag(s, f_block_max), block_max) ||
+      !r.get(section_tag(s, f_block_max_time), block_max_time) ||
+      !r.get(section_tag(s, f_champ_at), champ_at) ||
+      !r.get(section_tag(s, f_champ_part), champ_part) ||
+      !r.get(section_tag(s, f_champ_doc), champ_doc) ||
+      !r.get(section_tag(s, f_champ_date), champ_date)) {
+    return false;
+  }
+  if (avgdl.size() != 1 || len_norm.size() != docs_.size() || block_max.size() != skips_.size() ||
+      block_max_time.size() != skips_.size() || champ_at.size() != terms_.size() ||
+      champ_part.size() != champ_doc.size() || champ_date.size() != champ_doc.size()) {
+    return false;
+  }
+  for (uint32_t at : champ_at) {
+    if (at != UINT32_MAX && (at > champ_doc.size() || champ_doc.size() - at < champ_len)) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < champ_doc.size(); ++i) {
+    if (champ_doc[i] >= docs_.size() || champ_date[i] >= docs_.size()) {
+      return false;
+    }
+  }
+  avgdl_ = avgdl[0];
+  copy_to(len_norm_, len_norm);
+  copy_to(block_max_, block_max);
+  copy_to(block_max_time_, block_max_time);
+  copy_to(champ_at_, champ_at);
+  copy_to(champ_part_, champ_part);
+  copy_to(champ_doc_, champ_doc);
+  copy_to(champ_date_, champ_date);
+  loaded_avgdl_ = avgdl_;
+  return true;
+}
+
+namespace {
+
+struct disk_term_slot {  // local_shard::term_slot's layout
+  uint64_t key, head;
+};
+
+// A shard's sections as read from a file.
+struct shard_sections {
+  std::span<const shard_stats> stats;
+  std::span<const disk_doc> docs;
+  std::span<const uint8_t> stories, tag_chars, tag_escape, doc_stream, pos_stream;
+  std::span<const int64_t> time;
+  std::span<const uint32_t> doc_tags, tag_lens, tag_table, title_len, text_len;
+  std::span<const char> term_chars;
+  std::span<const term_info> terms;
+  std::span<const disk_term_slot> term_table;
+  std::span<const skip_entry> skips;
+
+  // Whether every section is there.
+  bool read(const index_reader& r, uint32_t s) {
+    return r.get(section_tag(s, f_stats), stats) && r.get(section_tag(s, f_docs), docs) &&
+           r.bytes(section_tag(s, f_stories), stories) && r.get(section_tag(s, f_time), time) &&
+           r.get(section_tag(s, f_doc_tags), doc_tags) &&
+           r.bytes(section_tag(s, f_tag_chars), tag_chars) &&
+           r.get(section_tag(s, f_tag_lens), tag_lens) &&
+           r.bytes(section_tag(s, f_tag_escape), tag_escape) &&
+           r.get(section_tag(s, f_tag_table), tag_table) &&
+           r.get(section_tag(s, f_title_len), title_len) &&
+           r.get(section_tag(s, f_text_len), text_len) &&
+           r.get(section_tag(s, f_term_chars), term_chars) && r.get(section_tag(s, f_terms), terms) &&
+           r.get(section_tag(s, f_term_table), term_table) &&
+           r.bytes(section_tag(s, f_doc_stream), doc_stream) &&
+           r.bytes(section_tag(s, f_pos_stream), pos_stream) && r.get(section_tag(s, f_skips), skips);
+  }
+
+  // Checksums already hold; these checks keep a file this build did not write (or a bug) from
+  // sending a query out of bounds. "" or what is inconsistent.
+  std::string check() const {
+    const size_t n = docs.size();
+    if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
+        text_len.size() != n || tag_lens.size() != tag_escape.size() || doc_stream.size() < 16 ||
+        pos_stream.size() < 16 || (!term_table.empty() && !std::has_single_bit(term_table.size())) ||
+        (!tag_table.empty() && !std::has_single_bit(tag_table.size()))) {
+      return "sections of inconsistent sizes";
+    }
+    uint64_t tag_bytes = 0;
+    for (uint32_t len : tag_lens) {
+      tag_bytes += len;
+    }
+    if (tag_bytes != tag_chars.size()) {
+      return "tag names of inconsistent sizes";
+    }
+    for (const disk_doc& x : docs) {
+      const uint64_t len = uint64_t{x.id_len} + x.title_len + x.url_len + x.by_len + x.text_len;
+      if (x.off > stories.size() || len > stories.size() - x.off ||
+          uint64_t{x.tags_off} + x.tag_count > doc_tags.size()) {
+        return "a story out of bounds";
+      }
+    }
+    for (uint32_t t : doc_tags) {
+      if (t >= tag_lens.size()) {
+        return "a tag out of bounds";
+      }
+    }
+    for (const term_info& ti : terms) {
+      const uint64_t blocks = (uint64_t{ti.df} + block_docs - 1) / block_docs;
+      if (ti.doc_off > doc_stream.size() || ti.pos_off > pos_stream.size() ||
+          ti.skip_off > skips.size() || blocks > skips.size() - ti.skip_off ||
+          uint64_t{ti.name_off} + ti.name_len > term_chars.size()) {
+        return "a term out of bounds";
+      }
+    }
+    for (const disk_term_slot& ts : term_table) {
+      if (ts.key != 0 && (ts.key & 0xFFFFFFFFu) > terms.size()) {
+        return "the term table points out of bounds";
+      }
+    }
+    return {};
+  }
+};
+
+}  // namespace
+
+std::string local_shard::load(const index_reader& r, uint32_t slot) {
+  static_assert(sizeof(term_slot) == sizeof(disk_term_slot));
+  shard_sections x;
+  if (!x.read(r, slot + 1)) {
+    return fmt::format("shard {}: a section is missing", slot);
+  }
+  if (std::string why = x.check(); !why.empty()) {
+    return fmt::format("shard {}: {}", slot, why);
+  }
+  stats_ = x.stats[0];
+  docs_.clear();
+  docs_.reserve(x.docs.size());  // filled without a zeroing pass first
+  const char* story_base = reinterpret_cast<const char*>(x.stories.data());
+  for (const disk_doc& d : x.docs) {
+    docs_.push_back({story_base + d.off, d.id_len, d.title_len, d.url_len, d.by_len, d.text_len,
+                     d.tags_off, d.tag_count, d.escape, d.score, d.comments});
+  }
+  copy_to(time_, x.time);
+  copy_to(doc_tags_, x.doc_tags);
+  tag_names_.clear();
+  for (size_t t = 0, at = 0; t < x.tag_lens.size(); at += x.tag_lens[t++]) {
+    tag_names_.emplace_back(reinterpret_cast<const char*>(x.tag_chars.data()) + at, x.tag_lens[t]);
+  }
+  copy_to(tag_escape_, x.tag_escape);
+  copy_to(tag_table_, x.tag_table);
+  copy_to(title_len_, x.title_len);
+  copy_to(text_len_, x.text_len);
+  copy_to(term_chars_, x.term_chars);
+  copy_to(terms_, x.terms);
+  term_table_.resize(x.term_table.size());
+  std::memcpy(term_table_.data(), x.term_table.data(), x.term_table.size_bytes());
+  copy_to(skips_, x.skips);
+  // The streams and the stories are read in place; the mapping lives as long as the shard.
+  doc_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.doc_stream.data()),
+                                                       free_deleter{false});
+  pos_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.pos_stream.data()),
+                                                       free_deleter{false});
+  doc_stream_bytes_ = x.doc_stream.size();
+  pos_stream_bytes_ = x.pos_stream.size();
+  mapping_ = r.mapping();
+  load_derived(r, slot);
+  return {};
+}
+
+}  // namespace tollgate::search

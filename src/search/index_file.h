@@ -1,0 +1,120 @@
+// Private: the index file's container (index_file.cc): a writer that appends checksummed
+// sections and a reader over a mapped, verified file. local_shard::save/load speak to these.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "tollgate/search/index_file.h"
+
+namespace tollgate::search {
+
+/// A section's tag: its shard slot (+1; 0 = the file as a whole) and what it holds.
+inline constexpr uint32_t section_tag(uint32_t slot_plus_one, uint32_t field) noexcept {
+  return slot_plus_one << 8 | field;
+}
+
+/// A streaming 64-bit checksum: four independent multiply-rotate lanes over 32-byte stripes
+/// (each step a bijection of its lane, so any one changed word changes the sum), then a mix of
+/// the lanes and the length. Several GB/s per core: the whole file is checked at every start.
+class index_checksum {
+ public:
+  void update(const void* data, size_t n) noexcept;
+  uint64_t final() const noexcept;
+
+ private:
+  void stripe(const uint8_t* p) noexcept;
+  uint64_t lane_[4] = {0x9E3779B97F4A7C15ULL, 0xC2B2AE3D27D4EB4FULL, 0x165667B19E3779F9ULL,
+                       0x27D4EB2F165667C5ULL};
+  uint8_t tail_[32] = {};
+  size_t tail_n_ = 0;
+  uint64_t total_ = 0;
+};
+
+/// Writes an index file section by section (buffered). Not thread-safe.
+class index_writer {
+ public:
+  /// Writes to the open file `fd` (not owned), starting after the header's room.
+  explicit index_writer(int fd);
+  /// Starts section `tag` (64-byte aligned); append() adds to it, end_section() closes it.
+  void begin_section(uint32_t tag);
+  void append(const void* data, size_t n);
+  void end_section();
+  /// A whole section of trivially copyable values.
+  template <class T>
+  void add(uint32_t tag, std::span<const T> values) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    begin_section(tag);
+    append(values.data(), values.size_bytes());
+    end_section();
+  }
+  /// Writes the directory and the header (with `head`'s fields) and flushes; "" or the error.
+  struct head {
+    corpus_fingerprint corpus;
+    uint32_t shards = 0;
+    uint64_t loaded = 0, skipped = 0;
+  };
+  std::string finish(const head& h);
+
+ private:
+  struct entry {
+    uint32_t tag;
+    uint32_t reserved;
+    uint64_t offset, bytes, checksum;
+  };
+  void flush();
+  void write_all(const uint8_t* p, size_t n);
+  int fd_;
+  std::vector<uint8_t> buf_;
+  uint64_t at_;  // file offset of the next byte appended
+  entry cur_{};
+  index_checksum sum_;
+  std::vector<entry> dir_;
+  std::string error_;  // the first write error
+};
+
+/// A mapped index file whose header, length and every section's checksum were verified.
+/// Thread-safe (read-only).
+class index_reader {
+ public:
+  /// Maps and checks `path` against `want` (this format version, fingerprint, shard count);
+  /// `threads` verify checksums. On failure: why (ENOENT: "missing").
+  static result<index_reader, std::string> open(const std::string& path,
+                                                const corpus_fingerprint& want, uint32_t shards,
+                                                uint32_t threads);
+  /// Section `tag` as values of T; false when missing or of a size that is no multiple of T.
+  template <class T>
+  bool get(uint32_t tag, std::span<const T>& out) const {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::span<const uint8_t> b;
+    if (!bytes(tag, b) || b.size() % sizeof(T) != 0) {
+      return false;
+    }
+    out = {reinterpret_cast<const T*>(b.data()), b.size() / sizeof(T)};
+    return true;
+  }
+  bool bytes(uint32_t tag, std::span<const uint8_t>& out) const;
+  uint64_t loaded() const noexcept { return loaded_; }
+  uint64_t skipped() const noexcept { return skipped_; }
+  /// Keeps the mapping alive (a loaded shard holds it).
+  const std::shared_ptr<const void>& mapping() const noexcept { return map_; }
+
+ private:
+  struct section {
+    uint32_t tag;
+    const uint8_t* data;
+    uint64_t bytes;
+  };
+  std::shared_ptr<const void> map_;
+  std::vector<section> sections_;
+  uint64_t loaded_ = 0, skipped_ = 0;
+};
+
+}  // namespace tollgate::search

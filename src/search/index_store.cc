@@ -1,0 +1,302 @@
+// Where index files live and when they are used: the corpus fingerprint, the candidate paths,
+// load_indexed (map a matching file, else build and write one) and build_index_file. See
+// include/tollgate/search/index_file.h.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "search/corpus_text.h"
+#include "search/index_file.h"
+#include "search/local_shard.h"
+
+namespace tollgate::search {
+
+namespace {
+
+constexpr uint32_t k_file_issues = section_tag(0, 1);  // the load report's issues
+constexpr size_t k_sample_blocks = 16;
+constexpr size_t k_sample_block_bytes = size_t{64} << 10;
+
+uint32_t thread_count(const load_options& opts) {
+  return opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Issues as {u64 line, u32 length, reason bytes}.
+void save_issues(index_writer& w, const std::vector<load_issue>& issues) {
+  w.begin_section(k_file_issues);
+  for (const load_issue& i : issues) {
+    const uint32_t len = static_cast<uint32_t>(i.reason.size());
+    w.append(&i.line, sizeof i.line);
+    w.append(&len, sizeof len);
+    w.append(i.reason.data(), len);
+  }
+  w.end_section();
+}
+
+bool load_issues(const index_reader& r, size_t max, std::vector<load_issue>& out) {
+  std::span<const uint8_t> b;
+  if (!r.bytes(k_file_issues, b)) {
+    return false;
+  }
+  for (size_t at = 0; at < b.size();) {
+    load_issue i;
+    uint32_t len;
+    if (b.size() - at < 12) {
+      return false;
+    }
+    std::memcpy(&i.line, b.data() + at, 8);
+    std::memcpy(&len, b.data() + at + 8, 4);
+    at += 12;
+    if (len > b.size() - at) {
+      return false;
+    }
+    i.reason.assign(reinterpret_cast<const char*>(b.data() + at), len);
+    at += len;
+    if (out.size() < max) {
+      out.push_back(std::move(i));
+    }
+  }
+  return true;
+}
+
+// The shards of a verified index file, or why they cannot be used.
+result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
+    const std::string& path, const corpus_fingerprint& fp, const load_options& opts,
+    load_report& report) {
+  const uint32_t n = std::max<uint32_t>(1, opts.shards);
+  auto r = index_reader::open(path, fp, n, std::min(thread_count(opts), 4u));
+  if (!r) {
+    return unexpected(r.error());
+  }
+  if (!opts.skip_bad_lines && r->skipped() > 0) {
+    return unexpected(fmt::format("built with {} bad lines skipped, and bad lines are not to be "
+                                  "skipped",
+                                  r->skipped()));
+  }
+  std::vector<std::unique_ptr<shard_source>> shards;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto s = std::make_unique<local_shard>();
+    if (std::string why = s->load(*r, i); !why.empty()) {
+      return unexpected(why);
+    }
+    shards.push_back(std::move(s));
+  }
+  load_report rep;
+  rep.loaded = r->loaded();
+  rep.skipped = r->skipped();
+  if (!load_issues(*r, opts.max_issues, rep.issues)) {
+    return unexpected(std::string("corrupt list of bad lines"));
+  }
+  report = std::move(rep);
+  return shards;
+}
+
+// Removes the temporary files `path`.tmp.PID that writers which are no longer running left
+// behind (a crash or kill mid-write): each can be as large as the index.
+void remove_stale_temps(const std::filesystem::path& dir, const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix)) {
+      continue;
+    }
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 ||
+        !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) {
+      fs::remove(e.path(), ec);
+    }
+  }
+}
+
+// Writes `shards` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the
+// directory. "" or why not (the temporary file is removed).
+std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
+                        const load_report& report) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // the data dir's index/ (an existing dir is no error)
+  remove_stale_temps(dir, path);
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return fmt::format("cannot create {}: {}", tmp, std::strerror(errno));
+  }
+  index_writer w(fd);
+  for (uint32_t i = 0; i < b.local_count(); ++i) {
+    static_cast<const local_shard&>(b.local_shard(i)).save(w, i);
+  }
+  save_issues(w, report.issues);
+  std::string err = w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded,
+                              report.skipped});
+  if (err.empty() && ::fsync(fd) != 0) {
+    err = std::strerror(errno);
+  }
+  if (::close(fd) != 0 && err.empty()) {
+    err = std::strerror(errno);
+  }
+  if (err.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = std::strerror(errno);
+  }
+  if (!err.empty()) {
+    ::unlink(tmp.c_str());
+    return fmt::format("cannot write {}: {}", path, err);
+  }
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);  // the rename itself survives a crash
+    ::close(dfd);
+  }
+  return {};
+}
+
+result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_from_corpus(
+    const std::string& corpus, const load_options& opts, load_report& report) {
+  result<std::vector<std::unique_ptr<shard_source>>, load_issue> shards =
+      unexpected(load_issue{});
+  if (auto r = with_corpus_text(
+          corpus, [&](std::string_view text) { shards = build_shards(text, opts, report); });
+      !r) {
+    return unexpected(r.error());
+  }
+  return shards;
+}
+
+}  // namespace
+
+result<corpus_fingerprint, std::string> fingerprint_of(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return unexpected(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return unexpected(fmt::format("{} is not a regular file", path));
+  }
+  corpus_fingerprint fp;
+  fp.size = static_cast<uint64_t>(st.st_size);
+  fp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  // Blocks at evenly spaced offsets from the first byte to the last block (all of a small file).
+  index_checksum sum;
+  std::vector<char> buf(k_sample_block_bytes);
+  const uint64_t span = fp.size > k_sample_block_bytes ? fp.size - k_sample_block_bytes : 0;
+  const size_t blocks = fp.size <= k_sample_blocks * k_sample_block_bytes
+                            ? (fp.size + k_sample_block_bytes - 1) / k_sample_block_bytes
+                            : k_sample_blocks;
+  for (size_t i = 0; i < blocks; ++i) {
+    const uint64_t off = blocks == k_sample_blocks && fp.size > k_sample_blocks * k_sample_block_bytes
+                             ? span * i / (k_sample_blocks - 1)
+                             : i * k_sample_block_bytes;
+    const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
+    if (got < 0) {
+      const int e = errno;
+      ::close(fd);
+      return unexpected(fmt::format("cannot read {}: {}", path, std::strerror(e)));
+    }
+    sum.update(&off, sizeof off);
+    sum.update(buf.data(), static_cast<size_t>(got));
+  }
+  ::close(fd);
+  fp.sample_hash = sum.final();
+  return fp;
+}
+
+std::vector<std::string> index_paths(const std::string& corpus, const std::string& data_dir) {
+  std::vector<std::string> out{corpus + ".tollgate-index"};
+  if (!data_dir.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path abs = fs::absolute(corpus, ec);
+    if (ec) {
+      abs = corpus;
+    }
+    abs = abs.lexically_normal();
+    out.push_back((fs::path(data_dir) / "index" /
+                   fmt::format("{}.{:016x}.tollgate-index", abs.filename().string(),
+                               hash_bytes(abs.string())))
+                      .string());
+  }
+  return out;
+}
+
+result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& corpus,
+                                                          std::span<const std::string> paths,
+                                                          const load_options& opts,
+                                                          load_report& report, index_use& use) {
+  use = index_use{};
+  auto fp = fingerprint_of(corpus);
+  if (!fp) {
+    return load_jsonl_file(corpus, opts, report);  // its error names the problem
+  }
+  for (const std::string& path : paths) {
+    auto shards = open_index(path, *fp, opts, report);
+    if (shards) {
+      use.mapped = true;
+      use.path = path;
+      return std::make_unique<backend>(std::move(*shards), opts.remote_slots);
+    }
+    if (shards.error() != "missing") {
+      use.notes.push_back(fmt::format("index {} not used: {}; rebuilding", path, shards.error()));
+    }
+  }
+  auto shards = build_from_corpus(corpus, opts, report);
+  if (!shards) {
+    return unexpected(shards.error());
+  }
+  // Written once the backend has finalized the shards, so the file holds that work too.
+  auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots);
+  auto after = fingerprint_of(corpus);
+  if (!after || *after != *fp) {
+    use.notes.push_back(fmt::format("{} changed while it was loaded: no index written", corpus));
+  } else {
+    for (const std::string& path : paths) {
+      std::string err = write_index(path, *b, *fp, report);
+      if (err.empty()) {
+        use.path = path;
+        break;
+      }
+      use.notes.push_back(err);
+    }
+    if (use.path.empty() && !paths.empty()) {
+      use.notes.push_back("no index written: serving from memory; the next start builds again");
+    }
+  }
+  return b;
+}
+
+result<void, load_issue> build_index_file(const std::string& corpus, const std::string& out,
+                                          const load_options& opts, load_report& report) {
+  auto fp = fingerprint_of(corpus);
+  if (!fp) {
+    return unexpected(load_issue{0, fp.error()});
+  }
+  auto shards = build_from_corpus(corpus, opts, report);
+  if (!shards) {
+    return unexpected(shards.error());
+  }
+  const backend b(std::move(*shards));
+  auto after = fingerprint_of(corpus);
+  if (!after || *after != *fp) {
+    return unexpected(load_issue{0, fmt::format("{} changed while it was indexed", corpus)});
+  }
+  if (std::string err = write_index(out, b, *fp, report); !err.empty()) {
+    return unexpected(load_issue{0, err});
+  }
+  return {};
+}
+
+}  // namespace tollgate::search

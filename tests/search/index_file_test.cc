@@ -1,0 +1,376 @@
+// The persisted index: a written then mapped index answers every query class exactly as a fresh
+// build does; a truncated, bit-flipped, older-format or other-corpus file is rebuilt, never
+// served; an unwritable location serves from memory.
+#include "tollgate/search/index_file.h"
+
+#include "search/index_file.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tollgate/common/buffer.h"
+#include "tollgate/search/backend.h"
+#include "tollgate/search/corpus.h"
+
+namespace tollgate::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct temp_dir {
+  std::string path;
+  temp_dir() {
+    char tmpl[] = "/tmp/tollgate-index-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::permissions(path, fs::perms::owner_all, ec);
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string generated(uint64_t count, uint64_t seed) {
+  std::string data;
+  generate_corpus(count, seed, [&data](std::string_view chunk) { data += chunk; });
+  return data;
+}
+
+void write_file(const std::string& path, std::string_view data) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), data.size());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Queries of every class drawn from the corpus' own titles and tags: 1-3 terms, phrases,
+// phrases with terms, tag and time filters, sort=date, deep offsets, plus stories by id.
+struct query_set {
+  std::vector<std::string> texts, tags, ids;
+  std::vector<query_args> args;
+};
+
+query_set draw_queries(const std::string& jsonl, uint64_t seed) {
+  query_set qs;
+  simdjson::dom::parser parser;
+  std::vector<std::vector<std::string>> titles;
+  size_t at = 0;
+  while (at < jsonl.size() && titles.size() < 300) {
+    size_t nl = jsonl.find('\n', at);
+    std::string line = jsonl.substr(at, nl - at);
+    at = nl + 1;
+    simdjson::dom::element e;
+    if (parser.parse(line).get(e)) {
+      continue;
+    }
+    std::string_view title, id, tag;
+    if (e["title"].get(title) || e["id"].get(id)) {
+      continue;
+    }
+    std::vector<std::string> words;
+    std::string w;
+    for (char c : title) {
+      if (std::isalnum(static_cast<unsigned char>(c))) {
+        w += c;
+      } else if (!w.empty()) {
+        words.push_back(w);
+        w.clear();
+      }
+    }
+    if (!w.empty()) {
+      words.push_back(w);
+    }
+    if (words.size() >= 3) {
+      titles.push_back(words);
+    }
+    qs.ids.emplace_back(id);
+    simdjson::dom::array tags;
+    if (!e["tags"].get(tags) && tags.size() > 0 && !tags.at(0).get(tag)) {
+      qs.tags.emplace_back(tag);
+    }
+  }
+  std::mt19937_64 rng(seed);
+  auto pick = [&rng](size_t n) { return static_cast<size_t>(rng() % n); };
+  for (int i = 0; i < 120; ++i) {
+    const auto& t = titles[pick(titles.size())];
+    const size_t k = pick(t.size() - 2);
+    switch (i % 6) {
+      case 0: qs.texts.push_back(t[k]); break;
+      case 1: qs.texts.push_back(t[k] + " " + t[k + 2]); break;
+      case 2: qs.texts.push_back(t[k] + " " + t[k + 1] + " " + t[k + 2]); break;
+      case 3: qs.texts.push_back("\"" + t[k] + " " + t[k + 1] + "\""); break;
+      case 4: qs.texts.push_back("\"" + t[k] + " " + t[k + 1] + "\" " + t[k + 2]); break;
+      default: qs.texts.push_back("the " + t[k]); break;
+    }
+  }
+  qs.args.resize(qs.texts.size());
+  for (size_t i = 0; i < qs.texts.size(); ++i) {
+    query_args& a = qs.args[i];
+    a.query = qs.texts[i];
+    a.limit = static_cast<uint32_t>(1 + pick(max_limit));
+    a.offset = i % 5 == 0 ? static_cast<uint32_t>(pick(max_offset + 1)) : 0;
+    if (i % 4 == 1) {
+      a.sort = sort_order::date;
+    }
+    if (i % 7 == 2) {
+      a.since = 1577836800 + static_cast<int64_t>(pick(60'000'000));  // 2020 on
+      a.until = a.since + 40'000'000;
+    }
+    if (i % 9 == 3 && !qs.tags.empty()) {
+      a.add_tag(qs.tags[pick(qs.tags.size())]);
+    }
+  }
+  return qs;
+}
+
+// Every query's rendered answer and every story, as one string per item.
+std::vector<std::string> answers(const backend& b, const query_set& qs) {
+  std::vector<std::string> out;
+  auto s = b.make_scratch();
+  for (const query_args& a : qs.args) {
+    out_buffer o;
+    EXPECT_TRUE(b.search_stories(a, *s, o, false).has_value());
+    out.emplace_back(o.view());
+  }
+  for (const std::string& id : qs.ids) {
+    out_buffer o;
+    EXPECT_TRUE(b.get_story(id, o, false).has_value());
+    out.emplace_back(o.view());
+  }
+  return out;
+}
+
+struct fixture {
+  temp_dir dir;
+  std::string corpus = dir.path + "/stories.jsonl";
+  std::string jsonl = generated(3000, 77);
+  query_set qs = draw_queries(jsonl, 5);
+  std::vector<std::string> fresh;
+  load_options opts;
+  fixture() {
+    write_file(corpus, jsonl);
+    opts.shards = 3;
+    load_report rep;
+    auto b = load_jsonl_file(corpus, opts, rep);
+    EXPECT_TRUE(b.has_value());
+    fresh = answers(**b, qs);
+    size_t empty = 0;
+    for (size_t i = 0; i < qs.args.size(); ++i) {
+      empty += fresh[i].starts_with("{\"total\":0,") ? 1 : 0;
+    }
+    EXPECT_LT(empty, qs.args.size() / 4);  // the queries match: the comparison means something
+  }
+  // load_indexed over `paths`; checks its answers are the fresh build's.
+  index_use load(const std::vector<std::string>& paths) {
+    index_use use;
+    load_report rep;
+    auto b = load_indexed(corpus, paths, opts, rep, use);
+    EXPECT_TRUE(b.has_value());
+    if (b) {
+      EXPECT_EQ(rep.loaded, 3000u);
+      EXPECT_TRUE(answers(**b, qs) == fresh) << "answers differ (mapped: " << use.mapped << ")";
+    }
+    return use;
+  }
+  std::string index() const { return corpus + ".tollgate-index"; }
+};
+
+bool note_says(const index_use& use, std::string_view what) {
+  for (const std::string& n : use.notes) {
+    if (n.find(what) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(index_file_test, written_then_mapped_answers_every_query_class_as_a_fresh_build) {
+  // Verifies the first load builds and writes the index beside the corpus, the second maps it,
+  // and both answer every query (terms, phrases, filters, sort=date, offsets) and every story
+  // byte for byte as a build that never saw an index file.
+  fixture fx;
+  const auto paths = index_paths(fx.corpus, "");
+  ASSERT_EQ(paths.front(), fx.index());
+  index_use first = fx.load(paths);
+  EXPECT_FALSE(first.mapped);
+  EXPECT_EQ(first.path, fx.index());
+  EXPECT_TRUE(first.notes.empty());
+  ASSERT_TRUE(fs::exists(fx.index()));
+  index_use second = fx.load(paths);
+  EXPECT_TRUE(second.mapped);
+  EXPECT_EQ(second.path, fx.index());
+  EXPECT_TRUE(second.notes.empty());
+}
+
+TEST(index_file_test, truncated_index_is_rebuilt) {
+  // Verifies an index cut short is not served: the note names it, the answers are right, and
+  // the rewritten file is mapped by the next load.
+  fixture fx;
+  fx.load({fx.index()});
+  const std::string whole = read_file(fx.index());
+  write_file(fx.index(), std::string_view(whole).substr(0, whole.size() / 2));
+  index_use use = fx.load({fx.index()});
+  EXPECT_FALSE(use.mapped);
+  EXPECT_TRUE(note_says(use, "truncated")) << use.notes.size();
+  EXPECT_EQ(read_file(fx.index()), whole);
+  EXPECT_TRUE(fx.load({fx.index()}).mapped);
+}
+
+TEST(index_file_test, bit_flipped_index_is_rebuilt) {
+  // Verifies a single flipped bit anywhere in a section (the postings, the stories) or in the
+  // header is caught by the checksums and the file rebuilt.
+  fixture fx;
+  fx.load({fx.index()});
+  const std::string whole = read_file(fx.index());
+  for (size_t at : {size_t{20}, size_t{4096 + 100}, whole.size() / 3, whole.size() * 2 / 3,
+                    whole.size() - 40}) {
+    std::string bad = whole;
+    bad[at] ^= 0x10;
+    write_file(fx.index(), bad);
+    index_use use = fx.load({fx.index()});
+    EXPECT_FALSE(use.mapped) << "flip at " << at;
+    EXPECT_TRUE(note_says(use, "corrupt") || note_says(use, "another corpus")) << "flip at " << at;
+    EXPECT_EQ(read_file(fx.index()), whole);
+  }
+}
+
+TEST(index_file_test, older_format_version_is_rebuilt) {
+  // Verifies an index of another format version (header checksum intact) is rebuilt.
+  fixture fx;
+  fx.load({fx.index()});
+  std::string bad = read_file(fx.index());
+  const uint32_t older = index_format_version - 1;
+  std::memcpy(bad.data() + 8, &older, 4);
+  // the header's checksum (its last 8 of 96 bytes) covers the version: recomputed, as the
+  // older build would have written it
+  index_checksum sum;
+  sum.update(bad.data(), 88);
+  const uint64_t h = sum.final();
+  std::memcpy(bad.data() + 88, &h, 8);
+  const std::string good = read_file(fx.index());
+  write_file(fx.index(), bad);
+  index_use use = fx.load({fx.index()});
+  EXPECT_FALSE(use.mapped);
+  EXPECT_TRUE(note_says(use, "format version"));
+  EXPECT_EQ(read_file(fx.index()), good);
+}
+
+TEST(index_file_test, index_of_another_corpus_is_rebuilt) {
+  // Verifies an index written for a different corpus at the same path (same size: one byte of
+  // a title changed, mtime kept) is not served.
+  fixture fx;
+  fx.load({fx.index()});
+  struct stat before;
+  ASSERT_EQ(::stat(fx.corpus.c_str(), &before), 0);
+  std::string other = fx.jsonl;
+  const size_t at = other.find("\"title\":\"") + 9;
+  other[at] = other[at] == 'x' ? 'y' : 'x';
+  write_file(fx.corpus, other);
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, fx.corpus.c_str(), times, 0), 0);
+  index_use use;
+  load_report rep;
+  auto b = load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, fx.opts, rep, use);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(use.mapped);
+  EXPECT_TRUE(note_says(use, "another corpus"));
+}
+
+TEST(index_file_test, other_shard_count_or_strict_load_rebuilds) {
+  // Verifies an index built for another shard count is not used, and that one built with bad
+  // lines skipped is not used by a load that must fail on them.
+  fixture fx;
+  fx.load({fx.index()});
+  fx.opts.shards = 2;
+  index_use use = fx.load({fx.index()});
+  EXPECT_FALSE(use.mapped);
+  EXPECT_TRUE(note_says(use, "shards"));
+
+  write_file(fx.corpus, fx.jsonl + "not json\n");
+  load_options lax = fx.opts;
+  index_use u1;
+  load_report r1;
+  ASSERT_TRUE(load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, lax, r1, u1).has_value());
+  EXPECT_EQ(r1.skipped, 1u);
+  index_use u2;
+  load_report r2;
+  ASSERT_TRUE(load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, lax, r2, u2).has_value());
+  EXPECT_TRUE(u2.mapped);
+  EXPECT_EQ(r2.skipped, 1u);  // the bad lines are kept in the file, reported again
+  ASSERT_EQ(r2.issues.size(), 1u);
+  EXPECT_EQ(r2.issues[0].line, 3001u);
+  load_options strict = fx.opts;
+  strict.skip_bad_lines = false;
+  index_use u3;
+  load_report r3;
+  auto b = load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, strict, r3, u3);
+  EXPECT_FALSE(b.has_value());
+  EXPECT_TRUE(note_says(u3, "bad lines"));
+}
+
+TEST(index_file_test, unwritable_location_falls_to_the_next_then_serves_from_memory) {
+  // Verifies a location that cannot be written is noted, the next candidate takes the index,
+  // and with none writable the corpus is served from memory with a note.
+  // (a path under a regular file: permission bits would not stop root, which tests run as)
+  fixture fx;
+  const std::string blocked = fx.dir.path + "/plain-file/x.tollgate-index";
+  write_file(fx.dir.path + "/plain-file", "x");
+  const std::string data_dir = fx.dir.path + "/data";
+  const auto paths = index_paths(fx.corpus, data_dir);
+  ASSERT_EQ(paths.size(), 2u);
+  index_use a = fx.load({blocked, paths[1]});
+  EXPECT_EQ(a.path, paths[1]);
+  EXPECT_TRUE(note_says(a, "cannot"));
+  EXPECT_TRUE(fs::exists(paths[1]));
+  EXPECT_TRUE(fx.load({blocked, paths[1]}).mapped);
+  index_use b = fx.load({blocked});
+  EXPECT_FALSE(b.mapped);
+  EXPECT_TRUE(b.path.empty());
+  EXPECT_TRUE(note_says(b, "serving from memory"));
+}
+
+TEST(index_file_test, a_dead_writers_temporary_file_is_removed_when_writing) {
+  // Verifies a temporary file a crashed writer left (its pid no longer running) is removed by
+  // the next write, and one of a running process is left alone.
+  fixture fx;
+  pid_t dead = 4000000;
+  while (::kill(dead, 0) == 0 || errno != ESRCH) {
+    ++dead;
+  }
+  const std::string stale = fx.index() + ".tmp." + std::to_string(dead);
+  write_file(stale, "half an index");
+  const std::string mine = fx.index() + ".tmp.1";  // pid 1 (init) is always running
+  write_file(mine, "someone else's");
+  EXPECT_FALSE(fx.load({fx.index()}).mapped);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(mine));
+}
+
+TEST(index_file_test, build_index_file_writes_what_load_indexed_maps) {
+  // Verifies build_index_file (the deploy pipeline's path) writes a file serve then maps.
+  fixture fx;
+  const std::string out = fx.dir.path + "/built.idx";
+  load_report rep;
+  ASSERT_TRUE(build_index_file(fx.corpus, out, fx.opts, rep).has_value());
+  EXPECT_EQ(rep.loaded, 3000u);
+  EXPECT_TRUE(fx.load({out}).mapped);
+  EXPECT_FALSE(build_index_file(fx.dir.path + "/missing.jsonl", out, fx.opts, rep).has_value());
+}
+
+}  // namespace
+}  // namespace tollgate::search
