@@ -122,6 +122,7 @@ void local_shard::finalize(const shard_stats& global) {
     run(keys);
   }
   join_champs(parts, cut);
+  prune_ = compute_prune_index();
 }
 
 // Joins the threads' champion lists in term order, rebasing champ_at_ to the joined lists.

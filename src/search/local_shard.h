@@ -48,6 +48,12 @@ inline constexpr uint32_t block_docs = 128;
 /// k < champ_len is answered from them without touching the postings.
 inline constexpr uint32_t champ_len = 32;
 inline constexpr uint32_t champ_min_df = block_docs;
+/// A term in at least 1 / dense_divisor of a shard's docs also gets a bitset of its docs (see
+/// prune_index). Settable so tests can vary it; set it before loading, never during.
+inline uint32_t dense_divisor = 16;
+/// Whether queries without phrases take the pruned evaluation (prune.cc). Only tests turn it
+/// off, to compare both paths; set it between queries, never during one.
+inline bool prune_enabled = true;
 /// A shard with at least this many postings finalizes on several threads. Settable so tests
 /// can run the threaded path on a small corpus; set it before loading, never during.
 inline uint64_t parallel_finalize_postings = 4'000'000;
@@ -141,10 +147,105 @@ inline bool posting_cursor::next() noexcept {
   return true;
 }
 
+inline void posting_cursor::skip_block() noexcept {
+  p = doc_base + skips[block].doc_end;
+  pos = pos_base + skips[block].pos_end;
+  doc = skips[block].last_doc;
+  pos_len = 0;
+  left = 0;
+}
+
+[[gnu::always_inline]] inline bool posting_cursor::seek(uint32_t target) noexcept {
+  if (doc >= target) {
+    return doc != UINT32_MAX;
+  }
+  if (skips[block].last_doc < target) {
+    uint32_t lo = block + 1;
+    uint32_t hi = nblocks;
+    // most seeks of a frequent term land in the next block: try it before the binary search
+    if (lo < hi && skips[lo].last_doc >= target) {
+      hi = lo;
+    }
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (skips[mid].last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    block = lo;
+    p = doc_base + skips[lo - 1].doc_end;
+    pos = pos_base + skips[lo - 1].pos_end;
+    doc = skips[lo - 1].last_doc;
+    pos_len = 0;
+    left = std::min(block_docs, df - lo * block_docs);
+  }
+  // The target is in this block (its last doc >= target), so the scan never leaves it: it
+  // follows only the doc number and the positions offset until the doc is reached.
+  const uint8_t* q = p;
+  const uint8_t* ps = pos + pos_len;
+  uint32_t d = doc;
+  uint32_t n = left;
+  while (true) {
+    uint32_t w;
+    std::memcpy(&w, q, 4);
+    uint32_t tt, tx, pl;
+    if ((w & 0x80808080u) == 0) {
+      d += w & 0xFF;
+      tt = (w >> 8) & 0xFF;
+      tx = (w >> 16) & 0xFF;
+      pl = w >> 24;
+      q += 4;
+    } else {
+      d += detail::read_varint(q);
+      tt = detail::read_varint(q);
+      tx = detail::read_varint(q);
+      pl = detail::read_varint(q);
+    }
+    --n;
+    if (d >= target) {
+      p = q;
+      pos = ps;
+      doc = d;
+      tf_title = tt;
+      tf_text = tx;
+      pos_len = pl;
+      left = n;
+      return true;
+    }
+    ps += pl;
+  }
+}
+
+/// What the pruned evaluation (prune.cc) reads besides the postings and the block maxima; all
+/// of it derived from the postings and the docs' times by local_shard::compute_prune_index(),
+/// so it can be recomputed at load or stored beside the postings.
+struct prune_index {
+  uint32_t words = 0;                  ///< 64-bit words per bitset: ceil(docs / 64)
+  std::vector<uint32_t> set_of_term;   ///< per term: its bitset's number, or UINT32_MAX
+  std::vector<uint64_t> bits;          ///< the dense terms' doc bitsets, `words` each
+  std::vector<int64_t> block_min_time; ///< per skip entry: the earliest time in the block
+  const uint64_t* set(uint32_t term) const noexcept {
+    const uint32_t s = set_of_term[term];
+    return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
+  }
+};
+
 /// Where a local shard's evaluation stands between slices (search_slice).
 struct eval_state {
-  enum mode_t : uint8_t { done, single, intersect } mode = done;
+  enum mode_t : uint8_t { done, single, intersect, pruned } mode = done;
   bool by_date = false;
+  // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
+  bool counting = false;
+  bool all_dense = false;      ///< counting: every term has a bitset
+  uint32_t word = 0;           ///< counting by bitsets: the next word
+  uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
+  double block_ub = 0;         ///< that block's bound on any of its docs' keys
   double avgdl = 0;       ///< the average D the norms use
   double bound_scale = 1;  ///< block maxima scale under another corpus average
 };
@@ -156,6 +257,9 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
+  std::vector<const uint64_t*> sets;    // per cursor: its term's bitset or nullptr (pruned)
+  std::vector<uint32_t> shallow;        // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;          // per cursor: idf x its bound in the lead block
   std::vector<uint32_t> pos_a, pos_b;   // phrase checking
   // a phrase's document frequency (add_doc_freqs): the phrase as a query of its own
   std::vector<std::string_view> sub_terms;
@@ -173,6 +277,9 @@ struct shard_workspace {
     order.reserve(64);
     term_ids.reserve(64);
     tag_ids.reserve(max_tags);
+    sets.reserve(64);
+    shallow.reserve(64);
+    term_ub.reserve(64);
     pos_a.reserve(1024);
     pos_b.reserve(1024);
   }
@@ -266,6 +373,20 @@ class local_shard final : public shard_source {
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
              double& s) const;
   void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
+  // Pruned evaluation (prune.cc): queries without phrases.
+  prune_index compute_prune_index() const;
+  void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
+  bool pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                   uint64_t& budget) const;
+  bool lead_block_bound(const query_plan& plan, shard_workspace& ws) const;
+  bool top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                uint64_t& budget) const;
+  void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
+               bool& end) const;
+  bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                  uint64_t& budget) const;
+  bool count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                        uint64_t& budget) const;
   bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
                              shard_answer& out) const;
 
@@ -310,6 +431,7 @@ class local_shard final : public shard_source {
   std::vector<double> champ_part_;
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
+  prune_index prune_;  // computed by finalize
   shard_stats stats_;
 };
 

@@ -1,0 +1,307 @@
+// local_shard's pruned evaluation of queries without phrases: the top k and the total are found
+// apart, so that neither walks more postings than it needs.
+//
+//   1. Top k (top_step): the lead (rarest) cursor is walked block by block. A block whose bound
+//      (the sum, in the plan's term order, of idf x each term's largest block maximum over the
+//      lead block's doc range; by date, the block's latest time) is below the k-th best key of a
+//      full heap is skipped without decoding. In a block that may reach the heap, each doc is
+//      first tested against the other terms' bitsets (dense terms) and the time range, then
+//      against its own bound (the lead's exact part plus the others' maxima of the blocks that
+//      hold the doc), and only then are the other cursors sought and the doc scored. The bounds
+//      are sums of the same products in the same order as the score, each factor at least the
+//      exact one, so a skipped doc's score is below the k-th key; docs come in ascending order,
+//      so an equal key would not displace a heap entry either (ties break by doc as before).
+//   2. Total (count_*_step): every term dense: the AND of their bitsets, popcounted word by word
+//      (or its docs checked against the filters); else the lead's docs, tested against the dense
+//      terms' bitsets and leapfrogged with the sparse terms' cursors. Nothing is scored. When
+//      the heap never filled, every match was offered and kept, so its size is the total.
+// Both phases stop between docs (or bitset words) once the budget is spent; the workspace holds
+// the cursors, the heap, the phase and the bounds, so a sliced search resumes where it stopped.
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "search/shard_impl.h"
+
+namespace tollgate::search {
+
+using namespace detail;
+
+prune_index local_shard::compute_prune_index() const {
+  prune_index px;
+  const uint64_t n = docs_.size();
+  px.words = static_cast<uint32_t>((n + 63) / 64);
+  px.set_of_term.assign(terms_.size(), UINT32_MAX);
+  uint32_t sets = 0;
+  for (size_t ti = 0; ti < terms_.size(); ++ti) {
+    const uint64_t df = terms_[ti].df;
+    if (df >= block_docs && df * dense_divisor >= n) {
+      px.set_of_term[ti] = sets++;
+    }
+  }
+  px.bits.assign(size_t{sets} * px.words, 0);
+  for (size_t ti = 0; ti < terms_.size(); ++ti) {
+    if (px.set_of_term[ti] == UINT32_MAX) {
+      continue;
+    }
+    uint64_t* set = px.bits.data() + size_t{px.set_of_term[ti]} * px.words;
+    posting_cursor c = cursor_for(terms_[ti]);
+    while (c.next()) {
+      set[c.doc >> 6] |= uint64_t{1} << (c.doc & 63);
+    }
+  }
+  return px;
+}
+
+void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) const {
+  eval_state& ev = ws.ev;
+  ev.mode = eval_state::pruned;
+  ev.counting = false;
+  ev.word = 0;
+  ev.bound_block = UINT32_MAX;
+  ev.all_dense = true;
+  ws.sets.clear();
+  for (uint32_t term : ws.term_ids) {
+    ws.sets.push_back(prune_.set(term));
+    ev.all_dense = ev.all_dense && ws.sets.back() != nullptr;
+  }
+  ws.shallow.assign(plan.terms.size(), 0);
+  ws.term_ub.assign(plan.terms.size(), 0);
+}
+
+bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                              uint64_t& budget) const {
+  eval_state& ev = ws.ev;
+  if (!ev.counting) {
+    if (!top_step(plan, ws, out, budget)) {
+      return false;
+    }
+    if (out.hits.size() < plan.k) {
+      out.total = out.hits.size();  // the heap never filled: it holds every match
+      return true;
+    }
+    ev.counting = true;
+    if (!ev.all_dense) {
+      for (size_t i = 0; i < ws.cursors.size(); ++i) {
+        ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
+        ws.cursors[i].next();  // not empty: open_cursors checked
+      }
+    }
+  }
+  return ev.all_dense ? count_dense_step(plan, ws, out, budget) : count_step(plan, ws, out, budget);
+}
+
+// Bounds for the lead's current block: per other term, idf x its largest block maximum over
+// the blocks that overlap the lead block's doc range (ws.term_ub), and their sum with the
+// lead's own (ev.block_ub; by date, the block's latest time). False when another term has no
+// doc left at or after the block's first: nothing more can match.
+bool local_shard::lead_block_bound(const query_plan& plan, shard_workspace& ws) const {
+  eval_state& ev = ws.ev;
+  const uint32_t li = ws.order[0];
+  const posting_cursor& lead = ws.cursors[li];
+  ev.bound_block = lead.block;
+  const uint32_t first = lead.block == 0 ? 0 : lead.skips[lead.block - 1].last_doc + 1;
+  const uint32_t last = lead.skips[lead.block].last_doc;
+  double ub = 0;
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    float m = block_max_[c.skip_off + c.block];
+    if (i != li) {
+      uint32_t j = ws.shallow[i];
+      while (j < c.nblocks && c.skips[j].last_doc < first) {
+        ++j;
+      }
+      if (j == c.nblocks) {
+        return false;
+      }
+      ws.shallow[i] = j;
+      m = 0;
+      for (; j < c.nblocks; ++j) {
+        m = std::max(m, block_max_[c.skip_off + j]);
+        if (c.skips[j].last_doc >= last) {
+          break;
+        }
+      }
+    }
+    ws.term_ub[i] = plan.idf[i] * (m * ev.bound_scale);
+    ub += ws.term_ub[i];
+  }
+  ev.block_ub = ev.by_date ? static_cast<double>(block_max_time_[lead.skip_off + lead.block]) : ub;
+  return true;
+}
+
+// Phase 1: the top k (see the file comment). False: out of budget, not finished.
+bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                           uint64_t& budget_left) const {
+  uint64_t budget = budget_left;  // in a register (writes through the cursors may alias it)
+  eval_state& ev = ws.ev;
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  std::vector<hit>& heap = out.hits;
+  while (true) {
+    if (budget == 0) {
+      budget_left = 0;
+      return false;
+    }
+    --budget;
+    bool end = false;
+    if (ev.bound_block != lead.block && !lead_block_bound(plan, ws)) {
+      break;
+    }
+    if (heap.size() == plan.k && ev.block_ub < heap.front().key) {
+      lead.skip_block();
+      end = !lead.next();
+    } else {
+      top_doc(plan, ws, heap, end);
+    }
+    if (end) {
+      break;
+    }
+  }
+  budget_left = budget;
+  return true;
+}
+
+// The lead's current doc: rejected by the bitsets, the time range or its bound when it can,
+// else sought on the other cursors, checked and scored; then the lead moves on. `end`: no doc
+// is left that could match.
+void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
+                          bool& end) const {
+  const uint32_t li = ws.order[0];
+  posting_cursor& lead = ws.cursors[li];
+  const uint32_t doc = lead.doc;
+  const bool full = heap.size() == plan.k;
+  const double kth = full ? heap.front().key : 0.0;
+  bool maybe = time_[doc] >= plan.since && time_[doc] <= plan.until;
+  for (size_t i = 0; i < ws.sets.size() && maybe; ++i) {
+    maybe = i == li || ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
+  }
+  if (maybe && full && ws.ev.by_date) {
+    maybe = !(static_cast<double>(time_[doc]) < kth);
+  } else if (maybe && full) {
+    const double kn = length_norm(doc, ws.ev.avgdl);
+    double ub = 0;
+    for (size_t i = 0; i < ws.cursors.size(); ++i) {
+      const posting_cursor& c = ws.cursors[i];
+      if (i == li) {
+        ub += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+        continue;
+      }
+      uint32_t& j = ws.shallow[i];  // docs ascend: the block holding doc is at or after j
+      while (j < c.nblocks && c.skips[j].last_doc < doc) {
+        ++j;
+      }
+      if (j == c.nblocks) {
+        end = true;
+        return;
+      }
+      ub += plan.idf[i] * (block_max_[c.skip_off + j] * ws.ev.bound_scale);
+    }
+    maybe = !(ub < kth);
+  }
+  if (maybe) {
+    for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      if (!c.seek(doc)) {
+        end = true;
+        return;
+      }
+      if (c.doc > doc) {
+        end = !lead.seek(c.doc);
+        return;
+      }
+    }
+    hit h{};
+    h.doc = doc;
+    if (accepts(plan, ws, doc)) {
+      if (ws.ev.by_date) {
+        h.key = static_cast<double>(time_[doc]);
+      } else {
+        score(plan, ws, doc, full, kth, h.key);
+      }
+      offer(heap, plan.k, h);
+    }
+  }
+  end = !lead.next();
+}
+
+// Phase 2, some term without a bitset: the lead's docs, tested against the dense terms' bitsets
+// and leapfrogged with the sparse terms' cursors, then against the filters.
+bool local_shard::count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                             uint64_t& budget_left) const {
+  uint64_t budget = budget_left;
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  while (true) {
+    if (budget == 0) {
+      budget_left = 0;
+      return false;
+    }
+    --budget;
+    const uint32_t doc = lead.doc;
+    bool in = true;
+    for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
+      const uint64_t* s = ws.sets[ws.order[oi]];
+      in = s == nullptr || (s[doc >> 6] >> (doc & 63) & 1) != 0;
+    }
+    uint32_t ahead = doc;  // the doc a sparse cursor moved past this one to
+    bool exhausted = false;
+    for (size_t oi = 1; oi < ws.order.size() && in && ahead == doc; ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      if (ws.sets[ws.order[oi]] == nullptr) {
+        exhausted = !c.seek(doc);
+        ahead = exhausted ? doc : c.doc;
+        in = !exhausted;
+      }
+    }
+    bool more;
+    if (exhausted) {
+      more = false;
+    } else if (ahead != doc) {
+      more = lead.seek(ahead);
+    } else {
+      out.total += in && accepts(plan, ws, doc) ? 1 : 0;
+      more = lead.next();
+    }
+    if (!more) {
+      budget_left = budget;
+      return true;
+    }
+  }
+}
+
+// Phase 2, every term with a bitset: their AND, popcounted, or its docs checked against the
+// filters.
+bool local_shard::count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                   uint64_t& budget_left) const {
+  uint64_t budget = budget_left;
+  const bool filtered = !ws.tag_ids.empty() || plan.since != std::numeric_limits<int64_t>::min() ||
+                        plan.until != std::numeric_limits<int64_t>::max();
+  const uint32_t words = prune_.words;
+  uint64_t total = out.total;
+  uint32_t w = ws.ev.word;
+  for (; w < words; ++w) {
+    if (budget == 0) {
+      break;
+    }
+    uint64_t x = ~uint64_t{0};
+    for (const uint64_t* s : ws.sets) {
+      x &= s[w];
+    }
+    if (!filtered) {
+      total += static_cast<uint64_t>(std::popcount(x));
+      --budget;
+      continue;
+    }
+    budget -= std::min<uint64_t>(budget, 1 + static_cast<uint64_t>(std::popcount(x)));
+    for (; x != 0; x &= x - 1) {
+      const uint32_t doc = w * 64 + static_cast<uint32_t>(std::countr_zero(x));
+      total += accepts(plan, ws, doc) ? 1 : 0;
+    }
+  }
+  out.total = total;
+  ws.ev.word = w;
+  budget_left = budget;
+  return w == words;
+}
+
+}  // namespace tollgate::search
