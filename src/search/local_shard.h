@@ -229,7 +229,7 @@ struct prune_index {
   uint32_t words = 0;                  ///< 64-bit words per bitset: ceil(docs / 64)
   std::vector<uint32_t> set_of_term;   ///< per term: its bitset's number, or UINT32_MAX
   std::vector<uint64_t> bits;          ///< the dense terms' doc bitsets, `words` each
-  std::vector<int64_t> block_min_time; ///< per skip entry: the earliest time in the block
+  uint32_t min_len = 0;                ///< the shortest doc's length (title + text tokens)
   const uint64_t* set(uint32_t term) const noexcept {
     const uint32_t s = set_of_term[term];
     return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
@@ -243,6 +243,8 @@ struct eval_state {
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
   bool counting = false;
   bool all_dense = false;      ///< counting: every term has a bitset
+  bool time_filtered = false;  ///< since or until set
+  double kn_min = 0;           ///< the smallest length norm of the shard under avgdl
   uint32_t word = 0;           ///< counting by bitsets: the next word
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
   double block_ub = 0;         ///< that block's bound on any of its docs' keys
@@ -381,6 +383,7 @@ class local_shard final : public shard_source {
   bool lead_block_bound(const query_plan& plan, shard_workspace& ws) const;
   bool top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                 uint64_t& budget) const;
+  double doc_bound(const query_plan& plan, shard_workspace& ws, double kn, bool& end) const;
   void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                bool& end) const;
   bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,

@@ -33,6 +33,10 @@ prune_index local_shard::compute_prune_index() const {
   const uint64_t n = docs_.size();
   px.words = static_cast<uint32_t>((n + 63) / 64);
   px.set_of_term.assign(terms_.size(), UINT32_MAX);
+  px.min_len = UINT32_MAX;
+  for (size_t d = 0; d < n; ++d) {
+    px.min_len = std::min(px.min_len, title_len_[d] + text_len_[d]);
+  }
   uint32_t sets = 0;
   for (size_t ti = 0; ti < terms_.size(); ++ti) {
     const uint64_t df = terms_[ti].df;
@@ -66,6 +70,9 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
     ws.sets.push_back(prune_.set(term));
     ev.all_dense = ev.all_dense && ws.sets.back() != nullptr;
   }
+  ev.time_filtered = plan.since != std::numeric_limits<int64_t>::min() ||
+                     plan.until != std::numeric_limits<int64_t>::max();
+  ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
   ws.shallow.assign(plan.terms.size(), 0);
   ws.term_ub.assign(plan.terms.size(), 0);
 }
@@ -162,6 +169,33 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
   return true;
 }
 
+// A bound on the score of the lead's current doc: the lead's part at norm kn (at least the
+// doc's own norm) plus, per other term, idf x the maximum of its block holding the doc, added
+// in the score's order. `end`: another term has no doc left at or after this one.
+double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, double kn,
+                              bool& end) const {
+  const uint32_t li = ws.order[0];
+  const uint32_t doc = ws.cursors[li].doc;
+  double ub = 0;
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    if (i == li) {
+      ub += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+      continue;
+    }
+    uint32_t& j = ws.shallow[i];  // docs ascend: the block holding doc is at or after j
+    while (j < c.nblocks && c.skips[j].last_doc < doc) {
+      ++j;
+    }
+    if (j == c.nblocks) {
+      end = true;
+      return 0;
+    }
+    ub += plan.idf[i] * (block_max_[c.skip_off + j] * ws.ev.bound_scale);
+  }
+  return ub;
+}
+
 // The lead's current doc: rejected by the bitsets, the time range or its bound when it can,
 // else sought on the other cursors, checked and scored; then the lead moves on. `end`: no doc
 // is left that could match.
@@ -172,32 +206,23 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   const uint32_t doc = lead.doc;
   const bool full = heap.size() == plan.k;
   const double kth = full ? heap.front().key : 0.0;
-  bool maybe = time_[doc] >= plan.since && time_[doc] <= plan.until;
+  bool maybe = true;
   for (size_t i = 0; i < ws.sets.size() && maybe; ++i) {
     maybe = i == li || ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
+  }
+  if (maybe && ws.ev.time_filtered) {  // time_[doc] is a cache miss: only when filtered
+    maybe = time_[doc] >= plan.since && time_[doc] <= plan.until;
   }
   if (maybe && full && ws.ev.by_date) {
     maybe = !(static_cast<double>(time_[doc]) < kth);
   } else if (maybe && full) {
-    const double kn = length_norm(doc, ws.ev.avgdl);
-    double ub = 0;
-    for (size_t i = 0; i < ws.cursors.size(); ++i) {
-      const posting_cursor& c = ws.cursors[i];
-      if (i == li) {
-        ub += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
-        continue;
-      }
-      uint32_t& j = ws.shallow[i];  // docs ascend: the block holding doc is at or after j
-      while (j < c.nblocks && c.skips[j].last_doc < doc) {
-        ++j;
-      }
-      if (j == c.nblocks) {
-        end = true;
-        return;
-      }
-      ub += plan.idf[i] * (block_max_[c.skip_off + j] * ws.ev.bound_scale);
+    // first with the shard's smallest norm (no load; a bound on the lead's part, which
+    // decreases with the norm), then with the doc's own
+    maybe = !(doc_bound(plan, ws, ws.ev.kn_min, end) < kth) && !end &&
+            !(doc_bound(plan, ws, length_norm(doc, ws.ev.avgdl), end) < kth);
+    if (end) {
+      return;
     }
-    maybe = !(ub < kth);
   }
   if (maybe) {
     for (size_t oi = 1; oi < ws.order.size(); ++oi) {
@@ -217,7 +242,7 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
       if (ws.ev.by_date) {
         h.key = static_cast<double>(time_[doc]);
       } else {
-        score(plan, ws, doc, full, kth, h.key);
+        score(plan, ws, doc, full, kth, h.key);  // true: the plan has no phrases
       }
       offer(heap, plan.k, h);
     }
