@@ -257,6 +257,7 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
   }
   if (prune_enabled && plan.phrases.empty()) {
     begin_pruned(plan, ws);
+    seed_heap(plan, ws, out);
     return false;
   }
   ev.mode = eval_state::intersect;

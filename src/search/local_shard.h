@@ -245,6 +245,7 @@ struct eval_state {
   bool all_dense = false;      ///< counting: every term has a bitset
   bool time_filtered = false;  ///< since or until set
   double kn_min = 0;           ///< the smallest length norm of the shard under avgdl
+  uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
   uint32_t word = 0;           ///< counting by bitsets: the next word
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
   double block_ub = 0;         ///< that block's bound on any of its docs' keys
@@ -262,6 +263,7 @@ struct shard_workspace {
   std::vector<const uint64_t*> sets;    // per cursor: its term's bitset or nullptr (pruned)
   std::vector<uint32_t> shallow;        // per cursor: the block bounds read up to (pruned)
   std::vector<double> term_ub;          // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;          // docs offered before the walk, ascending (pruned)
   std::vector<uint32_t> pos_a, pos_b;   // phrase checking
   // a phrase's document frequency (add_doc_freqs): the phrase as a query of its own
   std::vector<std::string_view> sub_terms;
@@ -282,6 +284,7 @@ struct shard_workspace {
     sets.reserve(64);
     shallow.reserve(64);
     term_ub.reserve(64);
+    seeds.reserve(64 * champ_len);
     pos_a.reserve(1024);
     pos_b.reserve(1024);
   }
@@ -378,6 +381,7 @@ class local_shard final : public shard_source {
   // Pruned evaluation (prune.cc): queries without phrases.
   prune_index compute_prune_index() const;
   void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
+  void seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
   bool pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                    uint64_t& budget) const;
   bool lead_block_bound(const query_plan& plan, shard_workspace& ws) const;

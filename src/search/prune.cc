@@ -17,6 +17,7 @@
 //      the heap never filled, every match was offered and kept, so its size is the total.
 // Both phases stop between docs (or bitset words) once the budget is spent; the workspace holds
 // the cursors, the heap, the phase and the bounds, so a sliced search resumes where it stopped.
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <limits>
@@ -75,6 +76,52 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
   ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
   ws.shallow.assign(plan.terms.size(), 0);
   ws.term_ub.assign(plan.terms.size(), 0);
+}
+
+// Seeds the heap before the walk, so that its bounds cut from the first block: the docs of the
+// terms' champion lists (best term parts, or latest times by date), in ascending order, are
+// sought on the cursors and offered when they match; the cursors then start over. The walk
+// skips every seed (ev.seed_at), so no doc is offered twice; the heap's final content does not
+// depend on the order of offers (better() is a strict order).
+void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
+  ws.seeds.clear();
+  ws.ev.seed_at = 0;
+  for (uint32_t term : ws.term_ids) {
+    const uint32_t at = champ_at_[term];
+    if (at != UINT32_MAX) {
+      const uint32_t* docs = (ws.ev.by_date ? champ_date_.data() : champ_doc_.data()) + at;
+      ws.seeds.insert(ws.seeds.end(), docs, docs + champ_len);
+    }
+  }
+  if (ws.seeds.empty()) {
+    return;
+  }
+  std::sort(ws.seeds.begin(), ws.seeds.end());
+  ws.seeds.erase(std::unique(ws.seeds.begin(), ws.seeds.end()), ws.seeds.end());
+  for (uint32_t doc : ws.seeds) {
+    bool on = true, left = true;
+    for (size_t i = 0; i < ws.cursors.size() && on && left; ++i) {
+      left = ws.cursors[i].seek(doc);
+      on = left && ws.cursors[i].doc == doc;
+    }
+    if (!left) {
+      break;
+    }
+    if (on && accepts(plan, ws, doc)) {
+      hit h{};
+      h.doc = doc;
+      if (ws.ev.by_date) {
+        h.key = static_cast<double>(time_[doc]);
+      } else {
+        score(plan, ws, doc, false, 0.0, h.key);
+      }
+      offer(out.hits, plan.k, h);
+    }
+  }
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
+    ws.cursors[i].next();  // not empty: open_cursors checked
+  }
 }
 
 bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
@@ -236,9 +283,13 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
         return;
       }
     }
+    uint32_t& at = ws.ev.seed_at;
+    while (at < ws.seeds.size() && ws.seeds[at] < doc) {
+      ++at;
+    }
     hit h{};
     h.doc = doc;
-    if (accepts(plan, ws, doc)) {
+    if ((at == ws.seeds.size() || ws.seeds[at] != doc) && accepts(plan, ws, doc)) {
       if (ws.ev.by_date) {
         h.key = static_cast<double>(time_[doc]);
       } else {
