@@ -63,6 +63,11 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
     ws.df_sub_running = false;
   }
   for (; ws.df_phrase < plan.phrases.size(); ++ws.df_phrase) {
+    uint64_t known = 0;
+    if (!ws.df_sub_running && lookup_phrase_total(plan, plan.phrases[ws.df_phrase], ws, known)) {
+      df[plan.terms.size() + ws.df_phrase] += known;  // counted by an earlier query
+      continue;
+    }
     if (!ws.df_sub_running) {
       plan_phrase_df(plan, plan.phrases[ws.df_phrase], ws);
       ws.df_sub_running = true;
@@ -75,6 +80,7 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
     }
     ws.df_sub_running = false;
     df[plan.terms.size() + ws.df_phrase] += ws.sub_answer.total;
+    remember_phrase_total(plan, plan.phrases[ws.df_phrase], ws, ws.sub_answer.total);
   }
   return slice::done;
 }
@@ -255,8 +261,11 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     ev.mode = eval_state::single;
     return false;
   }
-  if (prune_enabled && plan.phrases.empty()) {
+  uint64_t known = 0;
+  if (prune_enabled && (plan.phrases.empty() || known_total(plan, ws, known))) {
     begin_pruned(plan, ws);
+    ev.total_known = !plan.phrases.empty();
+    ev.known_total = known;
     seed_heap(plan, ws, out);
     return false;
   }

@@ -22,6 +22,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -236,6 +238,15 @@ struct prune_index {
   }
 };
 
+/// A phrase's matches in one shard as its document frequency counted them (doc_freqs_slice),
+/// so that a search for that phrase alone, which must count the same matches, need not.
+struct known_phrase_total {
+  uint64_t shard = 0;  ///< the shard's serial; 0: empty
+  uint32_t len = 0;    ///< bytes of `words`
+  std::array<char, 256> words{};  ///< the phrase's words in order, each followed by a NUL
+  uint64_t total = 0;
+};
+
 /// Where a local shard's evaluation stands between slices (search_slice).
 struct eval_state {
   enum mode_t : uint8_t { done, single, intersect, pruned } mode = done;
@@ -246,6 +257,8 @@ struct eval_state {
   bool time_filtered = false;  ///< since or until set
   double kn_min = 0;           ///< the smallest length norm of the shard under avgdl
   uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
+  bool total_known = false;    ///< the total is a phrase's known count (no counting phase)
+  uint64_t known_total = 0;
   uint32_t word = 0;           ///< counting by bitsets: the next word
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
   double block_ub = 0;         ///< that block's bound on any of its docs' keys
@@ -264,6 +277,8 @@ struct shard_workspace {
   std::vector<uint32_t> shallow;        // per cursor: the block bounds read up to (pruned)
   std::vector<double> term_ub;          // per cursor: idf x its bound in the lead block
   std::vector<uint32_t> seeds;          // docs offered before the walk, ascending (pruned)
+  std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
+  uint32_t phrase_totals_next = 0;                  // the entry to replace next
   std::vector<uint32_t> pos_a, pos_b;   // phrase checking
   // a phrase's document frequency (add_doc_freqs): the phrase as a query of its own
   std::vector<std::string_view> sub_terms;
@@ -381,6 +396,11 @@ class local_shard final : public shard_source {
   // Pruned evaluation (prune.cc): queries without phrases.
   prune_index compute_prune_index() const;
   void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
+  void remember_phrase_total(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
+                             uint64_t total) const;
+  bool known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const;
+  bool lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
+                           const shard_workspace& ws, uint64_t& total) const;
   void seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
   bool pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                    uint64_t& budget) const;
@@ -439,6 +459,12 @@ class local_shard final : public shard_source {
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
   prune_index prune_;  // computed by finalize
+  // Tells shards apart in a workspace's phrase_totals (an address can be reused).
+  static uint64_t next_serial() noexcept {
+    static std::atomic<uint64_t> n{0};
+    return n.fetch_add(1, std::memory_order_relaxed) + 1;  // only unique, orders nothing
+  }
+  const uint64_t serial_ = next_serial();
   shard_stats stats_;
 };
 

@@ -19,8 +19,10 @@
 // the cursors, the heap, the phase and the bounds, so a sliced search resumes where it stopped.
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "search/shard_impl.h"
@@ -131,8 +133,9 @@ bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard
     if (!top_step(plan, ws, out, budget)) {
       return false;
     }
-    if (out.hits.size() < plan.k) {
-      out.total = out.hits.size();  // the heap never filled: it holds every match
+    if (ev.total_known || out.hits.size() < plan.k) {
+      // the heap never filled: it holds every match
+      out.total = ev.total_known ? ev.known_total : out.hits.size();
       return true;
     }
     ev.counting = true;
@@ -144,6 +147,86 @@ bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard
     }
   }
   return ev.all_dense ? count_dense_step(plan, ws, out, budget) : count_step(plan, ws, out, budget);
+}
+
+namespace {
+// The phrases' part of a bound, from each word's bound before idf in ws.term_ub: a phrase occurs
+// in a field at most as often as each of its words, so its part is at most the least of theirs.
+double phrase_bounds(const query_plan& plan, const shard_workspace& ws) noexcept {
+  double ub = 0;
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    const phrase_span& ph = plan.phrases[p];
+    double m = std::numeric_limits<double>::max();
+    for (uint32_t j = 0; j < ph.count; ++j) {
+      m = std::min(m, ws.term_ub[plan.phrase_terms[ph.first + j]]);
+    }
+    ub += phrase_weight(plan, p) * m;
+  }
+  return ub;
+}
+
+// The phrase's words in order, each followed by a NUL; false when they do not fit.
+bool phrase_words(const query_plan& plan, const phrase_span& ph, known_phrase_total& e) noexcept {
+  e.len = 0;
+  for (uint32_t j = 0; j < ph.count; ++j) {
+    const std::string_view w = plan.terms[plan.phrase_terms[ph.first + j]];
+    if (e.len + w.size() + 1 > e.words.size()) {
+      return false;
+    }
+    std::memcpy(e.words.data() + e.len, w.data(), w.size());
+    e.words[e.len + w.size()] = '\0';
+    e.len += static_cast<uint32_t>(w.size() + 1);
+  }
+  return true;
+}
+}  // namespace
+
+void local_shard::remember_phrase_total(const query_plan& plan, const phrase_span& ph,
+                                        shard_workspace& ws, uint64_t total) const {
+  known_phrase_total& e = ws.phrase_totals[ws.phrase_totals_next];
+  if (ph.count < 2 || !phrase_words(plan, ph, e)) {
+    e.shard = 0;
+    return;
+  }
+  e.shard = serial_;
+  e.total = total;
+  ws.phrase_totals_next = (ws.phrase_totals_next + 1) % ws.phrase_totals.size();
+}
+
+// Whether the plan (weighted: not a phrase's own sub-search) matches exactly the docs of its one
+// phrase (no filters, every term in the phrase) and this shard's count of them is remembered;
+// sets total.
+bool local_shard::known_total(const query_plan& plan, shard_workspace& ws,
+                              uint64_t& total) const {
+  if (plan.phrases.size() != 1 || plan.phrases[0].count < 2 || !plan.tags.empty() ||
+      plan.since != std::numeric_limits<int64_t>::min() ||
+      plan.until != std::numeric_limits<int64_t>::max()) {
+    return false;
+  }
+  const phrase_span& ph = plan.phrases[0];
+  for (uint32_t i = 0; i < plan.terms.size(); ++i) {
+    const uint32_t* pt = plan.phrase_terms.data() + ph.first;
+    if (std::find(pt, pt + ph.count, i) == pt + ph.count) {
+      return false;
+    }
+  }
+  return plan.idf.size() == plan.terms.size() && lookup_phrase_total(plan, ph, ws, total);
+}
+
+bool local_shard::lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
+                                      const shard_workspace& ws, uint64_t& total) const {
+  known_phrase_total want;
+  if (ph.count < 2 || !phrase_words(plan, ph, want)) {
+    return false;
+  }
+  for (const known_phrase_total& e : ws.phrase_totals) {
+    if (e.shard == serial_ && e.len == want.len &&
+        std::memcmp(e.words.data(), want.words.data(), e.len) == 0) {
+      total = e.total;
+      return true;
+    }
+  }
+  return false;
 }
 
 // Bounds for the lead's current block: per other term, idf x its largest block maximum over
@@ -178,9 +261,10 @@ bool local_shard::lead_block_bound(const query_plan& plan, shard_workspace& ws) 
         }
       }
     }
-    ws.term_ub[i] = plan.idf[i] * (m * ev.bound_scale);
-    ub += ws.term_ub[i];
+    ws.term_ub[i] = m * ev.bound_scale;
+    ub += plan.idf[i] * ws.term_ub[i];
   }
+  ub += phrase_bounds(plan, ws);
   ev.block_ub = ev.by_date ? static_cast<double>(block_max_time_[lead.skip_off + lead.block]) : ub;
   return true;
 }
@@ -227,7 +311,8 @@ double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, doubl
   for (size_t i = 0; i < ws.cursors.size(); ++i) {
     const posting_cursor& c = ws.cursors[i];
     if (i == li) {
-      ub += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+      ws.term_ub[i] = term_part(c.tf_title, c.tf_text, kn);
+      ub += plan.idf[i] * ws.term_ub[i];
       continue;
     }
     uint32_t& j = ws.shallow[i];  // docs ascend: the block holding doc is at or after j
@@ -238,9 +323,10 @@ double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, doubl
       end = true;
       return 0;
     }
-    ub += plan.idf[i] * (block_max_[c.skip_off + j] * ws.ev.bound_scale);
+    ws.term_ub[i] = block_max_[c.skip_off + j] * ws.ev.bound_scale;
+    ub += plan.idf[i] * ws.term_ub[i];
   }
-  return ub;
+  return ub + phrase_bounds(plan, ws);
 }
 
 // The lead's current doc: rejected by the bitsets, the time range or its bound when it can,
@@ -289,13 +375,16 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
     }
     hit h{};
     h.doc = doc;
+    bool keep = true;
     if ((at == ws.seeds.size() || ws.seeds[at] != doc) && accepts(plan, ws, doc)) {
       if (ws.ev.by_date) {
         h.key = static_cast<double>(time_[doc]);
       } else {
-        score(plan, ws, doc, full, kth, h.key);  // true: the plan has no phrases
+        keep = score(plan, ws, doc, full, kth, h.key);
       }
-      offer(heap, plan.k, h);
+      if (keep) {
+        offer(heap, plan.k, h);
+      }
     }
   }
   end = !lead.next();
