@@ -1,6 +1,7 @@
-// local_shard query evaluation: the posting cursor's seek, document frequencies, champion lists,
-// single-term block skipping, the leapfrog intersection with block-max bounds, phrase checks.
-// One unit, so that seek() and the phrase checks inline into the evaluation loops.
+// local_shard query evaluation: document frequencies, champion lists, single-term block
+// skipping, the leapfrog intersection with block-max bounds (queries with phrases, or all of
+// them when prune_enabled is off; the others go to prune.cc), phrase checks. One unit, so that
+// the phrase checks inline into the evaluation loops (seek() is inline in local_shard.h).
 #include "search/shard_impl.h"
 
 #include <algorithm>
@@ -262,7 +263,8 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     return false;
   }
   uint64_t known = 0;
-  if (prune_enabled && (plan.phrases.empty() || known_total(plan, ws, known))) {
+  if (prune_enabled && ws.cursors[ws.order[0]].df >= prune_min_lead_df &&
+      (plan.phrases.empty() || known_total(plan, ws, known))) {
     begin_pruned(plan, ws);
     ev.total_known = !plan.phrases.empty();
     ev.known_total = known;

@@ -10,8 +10,9 @@
 //      doc_freqs_slice) whose state (cursors, heap, phase) stays in the workspace between them.
 //
 // Units: storage, hashing and the term table (local_shard.cc), index_build.cc, finalize.cc,
-// evaluate.cc (cursor seek, evaluation, phrases), reference.cc, render.cc; shared helpers in
-// shard_impl.h.
+// evaluate.cc (evaluation, phrases), prune.cc (the pruned evaluation of queries without phrases,
+// see docs/design.md), reference.cc, render.cc; shared helpers in shard_impl.h; the cursor's
+// seek below.
 //
 // Postings, per term, in three contiguous streams shared by all terms of the shard:
 //   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
@@ -56,6 +57,9 @@ inline uint32_t dense_divisor = 16;
 /// Whether queries without phrases take the pruned evaluation (prune.cc). Only tests turn it
 /// off, to compare both paths; set it between queries, never during one.
 inline bool prune_enabled = true;
+/// ... and only when the rarest term has at least this many docs in the shard: below it the
+/// one-pass leapfrog is cheaper than seeding, bounding and counting apart. Settable for tests.
+inline uint32_t prune_min_lead_df = 8 * block_docs;
 /// A shard with at least this many postings finalizes on several threads. Settable so tests
 /// can run the threaded path on a small corpus; set it before loading, never during.
 inline uint64_t parallel_finalize_postings = 4'000'000;
