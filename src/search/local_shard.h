@@ -400,6 +400,7 @@ class local_shard final : public shard_source {
   // Pruned evaluation (prune.cc): queries without phrases.
   prune_index compute_prune_index() const;
   void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
+  void reopen_cursors(shard_workspace& ws) const;
   void remember_phrase_total(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
                              uint64_t total) const;
   bool known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const;

@@ -61,6 +61,14 @@ prune_index local_shard::compute_prune_index() const {
   return px;
 }
 
+// Puts every cursor back on its term's first doc.
+void local_shard::reopen_cursors(shard_workspace& ws) const {
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
+    ws.cursors[i].next();  // not empty: open_cursors checked
+  }
+}
+
 void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) const {
   eval_state& ev = ws.ev;
   ev.mode = eval_state::pruned;
@@ -120,10 +128,7 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
       offer(out.hits, plan.k, h);
     }
   }
-  for (size_t i = 0; i < ws.cursors.size(); ++i) {
-    ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
-    ws.cursors[i].next();  // not empty: open_cursors checked
-  }
+  reopen_cursors(ws);
 }
 
 bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
@@ -140,10 +145,7 @@ bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard
     }
     ev.counting = true;
     if (!ev.all_dense) {
-      for (size_t i = 0; i < ws.cursors.size(); ++i) {
-        ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
-        ws.cursors[i].next();  // not empty: open_cursors checked
-      }
+      reopen_cursors(ws);
     }
   }
   return ev.all_dense ? count_dense_step(plan, ws, out, budget) : count_step(plan, ws, out, budget);
