@@ -1,6 +1,7 @@
-// local_shard query evaluation: the posting cursor's seek, document frequencies, champion lists,
-// single-term block skipping, the leapfrog intersection with block-max bounds, phrase checks.
-// One unit, so that seek() and the phrase checks inline into the evaluation loops.
+// local_shard query evaluation: document frequencies, champion lists, single-term block
+// skipping, the leapfrog intersection with block-max bounds (queries with phrases, or all of
+// them when prune_enabled is off; the others go to prune.cc), phrase checks. One unit, so that
+// the phrase checks inline into the evaluation loops (seek() is inline in local_shard.h).
 #include "search/shard_impl.h"
 
 #include <algorithm>
@@ -12,84 +13,6 @@
 namespace tollgate::search {
 
 using namespace detail;
-
-// ---- posting_cursor (with the evaluation, so that seek() inlines into it) ----
-
-void posting_cursor::skip_block() noexcept {
-  p = doc_base + skips[block].doc_end;
-  pos = pos_base + skips[block].pos_end;
-  doc = skips[block].last_doc;
-  pos_len = 0;
-  left = 0;
-}
-
-[[gnu::always_inline]] inline bool posting_cursor::seek(uint32_t target) noexcept {
-  if (doc >= target) {
-    return doc != UINT32_MAX;
-  }
-  if (skips[block].last_doc < target) {
-    uint32_t lo = block + 1;
-    uint32_t hi = nblocks;
-    // most seeks of a frequent term land in the next block: try it before the binary search
-    if (lo < hi && skips[lo].last_doc >= target) {
-      hi = lo;
-    }
-    while (lo < hi) {
-      uint32_t mid = lo + (hi - lo) / 2;
-      if (skips[mid].last_doc < target) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    if (lo == nblocks) {
-      doc = UINT32_MAX;
-      return false;
-    }
-    block = lo;
-    p = doc_base + skips[lo - 1].doc_end;
-    pos = pos_base + skips[lo - 1].pos_end;
-    doc = skips[lo - 1].last_doc;
-    pos_len = 0;
-    left = std::min(block_docs, df - lo * block_docs);
-  }
-  // The target is in this block (its last doc >= target), so the scan never leaves it: it
-  // follows only the doc number and the positions offset until the doc is reached.
-  const uint8_t* q = p;
-  const uint8_t* ps = pos + pos_len;
-  uint32_t d = doc;
-  uint32_t n = left;
-  while (true) {
-    uint32_t w;
-    std::memcpy(&w, q, 4);
-    uint32_t tt, tx, pl;
-    if ((w & 0x80808080u) == 0) {
-      d += w & 0xFF;
-      tt = (w >> 8) & 0xFF;
-      tx = (w >> 16) & 0xFF;
-      pl = w >> 24;
-      q += 4;
-    } else {
-      d += detail::read_varint(q);
-      tt = detail::read_varint(q);
-      tx = detail::read_varint(q);
-      pl = detail::read_varint(q);
-    }
-    --n;
-    if (d >= target) {
-      p = q;
-      pos = ps;
-      doc = d;
-      tf_title = tt;
-      tf_text = tx;
-      pos_len = pl;
-      left = n;
-      return true;
-    }
-    ps += pl;
-  }
-}
-
 
 // ---- queries ----
 
@@ -141,6 +64,11 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
     ws.df_sub_running = false;
   }
   for (; ws.df_phrase < plan.phrases.size(); ++ws.df_phrase) {
+    uint64_t known = 0;
+    if (!ws.df_sub_running && lookup_phrase_total(plan, plan.phrases[ws.df_phrase], ws, known)) {
+      df[plan.terms.size() + ws.df_phrase] += known;  // counted by an earlier query
+      continue;
+    }
     if (!ws.df_sub_running) {
       plan_phrase_df(plan, plan.phrases[ws.df_phrase], ws);
       ws.df_sub_running = true;
@@ -153,6 +81,7 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
     }
     ws.df_sub_running = false;
     df[plan.terms.size() + ws.df_phrase] += ws.sub_answer.total;
+    remember_phrase_total(plan, plan.phrases[ws.df_phrase], ws, ws.sub_answer.total);
   }
   return slice::done;
 }
@@ -333,6 +262,15 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     ev.mode = eval_state::single;
     return false;
   }
+  uint64_t known = 0;
+  if (prune_enabled && ws.cursors[ws.order[0]].df >= prune_min_lead_df &&
+      (plan.phrases.empty() || known_total(plan, ws, known))) {
+    begin_pruned(plan, ws);
+    ev.total_known = !plan.phrases.empty();
+    ev.known_total = known;
+    seed_heap(plan, ws, out);
+    return false;
+  }
   ev.mode = eval_state::intersect;
   return false;
 }
@@ -342,7 +280,9 @@ bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer
   // an unbounded step (search()) runs the loops without any budget accounting
   const bool bounded = budget != UINT64_MAX;
   bool finished;
-  if (ws.ev.mode == eval_state::single) {
+  if (ws.ev.mode == eval_state::pruned) {
+    finished = pruned_step(plan, ws, out, budget);
+  } else if (ws.ev.mode == eval_state::single) {
     finished = bounded ? single_term_step<true>(plan, ws, out, budget)
                        : single_term_step<false>(plan, ws, out, budget);
   } else {
@@ -391,24 +331,6 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
   return true;
 }
 
-// The filters a posting match must also pass: the time range, the tags, the phrases.
-[[gnu::always_inline]] inline bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const {
-  const int64_t t = time_[doc];
-  if (t < plan.since || t > plan.until) {
-    return false;
-  }
-  if (!ws.tag_ids.empty()) {
-    const doc_rec& r = docs_[doc];
-    const uint32_t* dt = doc_tags_.data() + r.tags_off;
-    for (uint32_t want : ws.tag_ids) {
-      if (std::find(dt, dt + r.tag_count, want) == dt + r.tag_count) {
-        return false;
-      }
-    }
-  }
-  return plan.phrases.empty() || phrase_match(plan, ws);  // stops at each phrase's first occurrence
-}
-
 // Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
 // phrase's frequency is at most each of its terms', so its part is bounded by theirs.
 [[gnu::always_inline]] inline bool local_shard::blocks_below(const query_plan& plan, const shard_workspace& ws,
@@ -429,44 +351,6 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
     ub += phrase_weight(plan, p) * (m * bound_scale);
   }
   return ub < kth;
-}
-
-// The BM25 score of the cursors' doc, or false when a full heap's k-th best `kth` is out of
-// its reach before the phrases' occurrences are counted (a phrase occurs in a field at most as
-// often as each of its words does there).
-[[gnu::always_inline]] inline bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full,
-                        double kth, double& s) const {
-  const double kn = length_norm(doc, ws.ev.avgdl);
-  s = 0;
-  for (size_t i = 0; i < plan.terms.size(); ++i) {
-    if (plan.idf[i] != 0) {  // a phrase-only term adds nothing of its own
-      const posting_cursor& c = ws.cursors[i];
-      s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
-    }
-  }
-  if (plan.phrases.empty()) {
-    return true;
-  }
-  if (full) {
-    double ub = s;
-    for (size_t p = 0; p < plan.phrases.size(); ++p) {
-      const phrase_span& ph = plan.phrases[p];
-      double f = std::numeric_limits<double>::max();
-      for (uint32_t j = 0; j < ph.count; ++j) {
-        const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
-        f = std::min(f, w_title * c.tf_title + w_text * c.tf_text);
-      }
-      ub += phrase_weight(plan, p) * unit_part(f, kn);
-    }
-    if (ub < kth) {
-      return false;
-    }
-  }
-  for (size_t p = 0; p < plan.phrases.size(); ++p) {
-    // every occurrence, counted only for the docs that get scored
-    s += phrase_weight(plan, p) * unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
-  }
-  return true;
 }
 
 // The leapfrog intersection: the lead (rarest) cursor proposes docs, the others seek to them;

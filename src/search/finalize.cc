@@ -54,7 +54,10 @@ std::vector<size_t> term_cuts(const std::vector<term_info>& terms, uint64_t post
 
 void local_shard::finalize(const shard_stats& global) {
   if (loaded_avgdl_ == average_length(global)) {
-    return;  // read from an index file, made with this same average (index_file.cc)
+    // Read from an index file, made with this same average (index_file.cc). The pruning
+    // bitsets are not in the file: they are derived from the mapped postings here.
+    prune_ = compute_prune_index();
+    return;
   }
   avgdl_ = average_length(global);
   len_norm_.resize(docs_.size());
@@ -125,6 +128,7 @@ void local_shard::finalize(const shard_stats& global) {
     run(keys);
   }
   join_champs(parts, cut);
+  prune_ = compute_prune_index();
 }
 
 // Joins the threads' champion lists in term order, rebasing champ_at_ to the joined lists.

@@ -10,8 +10,9 @@
 //      doc_freqs_slice) whose state (cursors, heap, phase) stays in the workspace between them.
 //
 // Units: storage, hashing and the term table (local_shard.cc), index_build.cc, finalize.cc,
-// evaluate.cc (cursor seek, evaluation, phrases), reference.cc, render.cc; shared helpers in
-// shard_impl.h.
+// evaluate.cc (evaluation, phrases), prune.cc (the pruned evaluation of queries without phrases,
+// see docs/design.md), reference.cc, render.cc; shared helpers in shard_impl.h; the cursor's
+// seek below.
 //
 // Postings, per term, in three contiguous streams shared by all terms of the shard:
 //   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
@@ -22,6 +23,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -51,6 +54,15 @@ inline constexpr uint32_t block_docs = 128;
 /// k < champ_len is answered from them without touching the postings.
 inline constexpr uint32_t champ_len = 32;
 inline constexpr uint32_t champ_min_df = block_docs;
+/// A term in at least 1 / dense_divisor of a shard's docs also gets a bitset of its docs (see
+/// prune_index). Settable so tests can vary it; set it before loading, never during.
+inline uint32_t dense_divisor = 16;
+/// Whether queries without phrases take the pruned evaluation (prune.cc). Only tests turn it
+/// off, to compare both paths; set it between queries, never during one.
+inline bool prune_enabled = true;
+/// ... and only when the rarest term has at least this many docs in the shard: below it the
+/// one-pass leapfrog is cheaper than seeding, bounding and counting apart. Settable for tests.
+inline uint32_t prune_min_lead_df = 8 * block_docs;
 /// A shard with at least this many postings finalizes on several threads. Settable so tests
 /// can run the threaded path on a small corpus; set it before loading, never during.
 inline uint64_t parallel_finalize_postings = 4'000'000;
@@ -144,10 +156,119 @@ inline bool posting_cursor::next() noexcept {
   return true;
 }
 
+inline void posting_cursor::skip_block() noexcept {
+  p = doc_base + skips[block].doc_end;
+  pos = pos_base + skips[block].pos_end;
+  doc = skips[block].last_doc;
+  pos_len = 0;
+  left = 0;
+}
+
+[[gnu::always_inline]] inline bool posting_cursor::seek(uint32_t target) noexcept {
+  if (doc >= target) {
+    return doc != UINT32_MAX;
+  }
+  if (skips[block].last_doc < target) {
+    uint32_t lo = block + 1;
+    uint32_t hi = nblocks;
+    // most seeks of a frequent term land in the next block: try it before the binary search
+    if (lo < hi && skips[lo].last_doc >= target) {
+      hi = lo;
+    }
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (skips[mid].last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    block = lo;
+    p = doc_base + skips[lo - 1].doc_end;
+    pos = pos_base + skips[lo - 1].pos_end;
+    doc = skips[lo - 1].last_doc;
+    pos_len = 0;
+    left = std::min(block_docs, df - lo * block_docs);
+  }
+  // The target is in this block (its last doc >= target), so the scan never leaves it: it
+  // follows only the doc number and the positions offset until the doc is reached.
+  const uint8_t* q = p;
+  const uint8_t* ps = pos + pos_len;
+  uint32_t d = doc;
+  uint32_t n = left;
+  while (true) {
+    uint32_t w;
+    std::memcpy(&w, q, 4);
+    uint32_t tt, tx, pl;
+    if ((w & 0x80808080u) == 0) {
+      d += w & 0xFF;
+      tt = (w >> 8) & 0xFF;
+      tx = (w >> 16) & 0xFF;
+      pl = w >> 24;
+      q += 4;
+    } else {
+      d += detail::read_varint(q);
+      tt = detail::read_varint(q);
+      tx = detail::read_varint(q);
+      pl = detail::read_varint(q);
+    }
+    --n;
+    if (d >= target) {
+      p = q;
+      pos = ps;
+      doc = d;
+      tf_title = tt;
+      tf_text = tx;
+      pos_len = pl;
+      left = n;
+      return true;
+    }
+    ps += pl;
+  }
+}
+
+/// What the pruned evaluation (prune.cc) reads besides the postings and the block maxima; all
+/// of it derived from the postings and the docs' times by local_shard::compute_prune_index(),
+/// so it can be recomputed at load or stored beside the postings.
+struct prune_index {
+  uint32_t words = 0;                  ///< 64-bit words per bitset: ceil(docs / 64)
+  std::vector<uint32_t> set_of_term;   ///< per term: its bitset's number, or UINT32_MAX
+  std::vector<uint64_t> bits;          ///< the dense terms' doc bitsets, `words` each
+  uint32_t min_len = 0;                ///< the shortest doc's length (title + text tokens)
+  const uint64_t* set(uint32_t term) const noexcept {
+    const uint32_t s = set_of_term[term];
+    return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
+  }
+};
+
+/// A phrase's matches in one shard as its document frequency counted them (doc_freqs_slice),
+/// so that a search for that phrase alone, which must count the same matches, need not.
+struct known_phrase_total {
+  uint64_t shard = 0;  ///< the shard's serial; 0: empty
+  uint32_t len = 0;    ///< bytes of `words`
+  std::array<char, 256> words{};  ///< the phrase's words in order, each followed by a NUL
+  uint64_t total = 0;
+};
+
 /// Where a local shard's evaluation stands between slices (search_slice).
 struct eval_state {
-  enum mode_t : uint8_t { done, single, intersect } mode = done;
+  enum mode_t : uint8_t { done, single, intersect, pruned } mode = done;
   bool by_date = false;
+  // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
+  bool counting = false;
+  bool all_dense = false;      ///< counting: every term has a bitset
+  bool time_filtered = false;  ///< since or until set
+  double kn_min = 0;           ///< the smallest length norm of the shard under avgdl
+  uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
+  bool total_known = false;    ///< the total is a phrase's known count (no counting phase)
+  uint64_t known_total = 0;
+  uint32_t word = 0;           ///< counting by bitsets: the next word
+  uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
+  double block_ub = 0;         ///< that block's bound on any of its docs' keys
   double avgdl = 0;       ///< the average D the norms use
   double bound_scale = 1;  ///< block maxima scale under another corpus average
 };
@@ -159,6 +280,12 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
+  std::vector<const uint64_t*> sets;    // per cursor: its term's bitset or nullptr (pruned)
+  std::vector<uint32_t> shallow;        // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;          // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;          // docs offered before the walk, ascending (pruned)
+  std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
+  uint32_t phrase_totals_next = 0;                  // the entry to replace next
   std::vector<uint32_t> pos_a, pos_b;   // phrase checking
   // a phrase's document frequency (add_doc_freqs): the phrase as a query of its own
   std::vector<std::string_view> sub_terms;
@@ -176,6 +303,10 @@ struct shard_workspace {
     order.reserve(64);
     term_ids.reserve(64);
     tag_ids.reserve(max_tags);
+    sets.reserve(64);
+    shallow.reserve(64);
+    term_ub.reserve(64);
+    seeds.reserve(64 * champ_len);
     pos_a.reserve(1024);
     pos_b.reserve(1024);
   }
@@ -281,6 +412,28 @@ class local_shard final : public shard_source {
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
              double& s) const;
   void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
+  // Pruned evaluation (prune.cc): queries without phrases.
+  prune_index compute_prune_index() const;
+  void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
+  void reopen_cursors(shard_workspace& ws) const;
+  void remember_phrase_total(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
+                             uint64_t total) const;
+  bool known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const;
+  bool lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
+                           const shard_workspace& ws, uint64_t& total) const;
+  void seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
+  bool pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                   uint64_t& budget) const;
+  bool lead_block_bound(const query_plan& plan, shard_workspace& ws) const;
+  bool top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                uint64_t& budget) const;
+  double doc_bound(const query_plan& plan, shard_workspace& ws, double kn, bool& end) const;
+  void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
+               bool& end) const;
+  bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                  uint64_t& budget) const;
+  bool count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                        uint64_t& budget) const;
   bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
                              shard_answer& out) const;
 
@@ -332,6 +485,13 @@ class local_shard final : public shard_source {
   std::vector<double> champ_part_;
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
+  prune_index prune_;  // computed by finalize
+  // Tells shards apart in a workspace's phrase_totals (an address can be reused).
+  static uint64_t next_serial() noexcept {
+    static std::atomic<uint64_t> n{0};
+    return n.fetch_add(1, std::memory_order_relaxed) + 1;  // only unique, orders nothing
+  }
+  const uint64_t serial_ = next_serial();
   shard_stats stats_;
   std::shared_ptr<const void> mapping_;  // the index file a loaded shard's streams point into
   double loaded_avgdl_ = -1;  // load(): the avgdl of the finalize() output read from the file

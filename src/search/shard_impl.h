@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -186,6 +187,66 @@ inline int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noe
     }
     i = (i + 1) & mask;
   }
+}
+
+// Inline evaluation helpers shared by evaluate.cc and prune.cc.
+
+using namespace detail;
+
+// The filters a posting match must also pass: the time range, the tags, the phrases.
+[[gnu::always_inline]] inline bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const {
+  const int64_t t = time_[doc];
+  if (t < plan.since || t > plan.until) {
+    return false;
+  }
+  if (!ws.tag_ids.empty()) {
+    const doc_rec& r = docs_[doc];
+    const uint32_t* dt = doc_tags_.data() + r.tags_off;
+    for (uint32_t want : ws.tag_ids) {
+      if (std::find(dt, dt + r.tag_count, want) == dt + r.tag_count) {
+        return false;
+      }
+    }
+  }
+  return plan.phrases.empty() || phrase_match(plan, ws);  // stops at each phrase's first occurrence
+}
+
+// The BM25 score of the cursors' doc, or false when a full heap's k-th best `kth` is out of
+// its reach before the phrases' occurrences are counted (a phrase occurs in a field at most as
+// often as each of its words does there).
+[[gnu::always_inline]] inline bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full,
+                        double kth, double& s) const {
+  const double kn = length_norm(doc, ws.ev.avgdl);
+  s = 0;
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    if (plan.idf[i] != 0) {  // a phrase-only term adds nothing of its own
+      const posting_cursor& c = ws.cursors[i];
+      s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+    }
+  }
+  if (plan.phrases.empty()) {
+    return true;
+  }
+  if (full) {
+    double ub = s;
+    for (size_t p = 0; p < plan.phrases.size(); ++p) {
+      const phrase_span& ph = plan.phrases[p];
+      double f = std::numeric_limits<double>::max();
+      for (uint32_t j = 0; j < ph.count; ++j) {
+        const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+        f = std::min(f, w_title * c.tf_title + w_text * c.tf_text);
+      }
+      ub += phrase_weight(plan, p) * unit_part(f, kn);
+    }
+    if (ub < kth) {
+      return false;
+    }
+  }
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    // every occurrence, counted only for the docs that get scored
+    s += phrase_weight(plan, p) * unit_part(phrase_freq(plan, plan.phrases[p], ws, doc), kn);
+  }
+  return true;
 }
 
 }  // namespace tollgate::search

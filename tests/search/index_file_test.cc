@@ -4,6 +4,7 @@
 #include "tollgate/search/index_file.h"
 
 #include "search/index_file.h"
+#include "search/local_shard.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -215,6 +216,22 @@ TEST(index_file_test, written_then_mapped_answers_every_query_class_as_a_fresh_b
   EXPECT_TRUE(second.mapped);
   EXPECT_EQ(second.path, fx.index());
   EXPECT_TRUE(second.notes.empty());
+}
+
+TEST(index_file_test, a_mapped_index_prunes_as_a_fresh_build_does) {
+  // Verifies that a shard read from an index file, whose finalize() is skipped, still derives
+  // the pruning bitsets, so the pruned evaluation answers every query as a fresh build. Pruning
+  // is forced on for every query without phrases (these shards hold 1,000 docs, under the
+  // default lead threshold).
+  const uint32_t saved = prune_min_lead_df;
+  prune_min_lead_df = 0;
+  {
+    fixture fx;
+    const auto paths = index_paths(fx.corpus, "");
+    EXPECT_FALSE(fx.load(paths).mapped);
+    EXPECT_TRUE(fx.load(paths).mapped);
+  }
+  prune_min_lead_df = saved;
 }
 
 TEST(index_file_test, truncated_index_is_rebuilt) {

@@ -1,0 +1,474 @@
+// local_shard's pruned evaluation of queries without phrases: the top k and the total are found
+// apart, so that neither walks more postings than it needs.
+//
+//   1. Top k (top_step): the lead (rarest) cursor is walked block by block. A block whose bound
+//      (the sum, in the plan's term order, of idf x each term's largest block maximum over the
+//      lead block's doc range; by date, the block's latest time) is below the k-th best key of a
+//      full heap is skipped without decoding. In a block that may reach the heap, each doc is
+//      first tested against the other terms' bitsets (dense terms) and the time range, then
+//      against its own bound (the lead's exact part plus the others' maxima of the blocks that
+//      hold the doc), and only then are the other cursors sought and the doc scored. The bounds
+//      are sums of the same products in the same order as the score, each factor at least the
+//      exact one, so a skipped doc's score is below the k-th key; docs come in ascending order,
+//      so an equal key would not displace a heap entry either (ties break by doc as before).
+//   2. Total (count_*_step): every term dense: the AND of their bitsets, popcounted word by word
+//      (or its docs checked against the filters); else the lead's docs, tested against the dense
+//      terms' bitsets and leapfrogged with the sparse terms' cursors. Nothing is scored. When
+//      the heap never filled, every match was offered and kept, so its size is the total.
+// Both phases stop between docs (or bitset words) once the budget is spent; the workspace holds
+// the cursors, the heap, the phase and the bounds, so a sliced search resumes where it stopped.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include "search/shard_impl.h"
+
+namespace tollgate::search {
+
+using namespace detail;
+
+prune_index local_shard::compute_prune_index() const {
+  prune_index px;
+  const uint64_t n = docs_.size();
+  px.words = static_cast<uint32_t>((n + 63) / 64);
+  px.set_of_term.assign(terms_.size(), UINT32_MAX);
+  px.min_len = UINT32_MAX;
+  for (size_t d = 0; d < n; ++d) {
+    px.min_len = std::min(px.min_len, title_len_[d] + text_len_[d]);
+  }
+  uint32_t sets = 0;
+  for (size_t ti = 0; ti < terms_.size(); ++ti) {
+    const uint64_t df = terms_[ti].df;
+    if (df >= block_docs && df * dense_divisor >= n) {
+      px.set_of_term[ti] = sets++;
+    }
+  }
+  px.bits.assign(size_t{sets} * px.words, 0);
+  for (size_t ti = 0; ti < terms_.size(); ++ti) {
+    if (px.set_of_term[ti] == UINT32_MAX) {
+      continue;
+    }
+    uint64_t* set = px.bits.data() + size_t{px.set_of_term[ti]} * px.words;
+    posting_cursor c = cursor_for(terms_[ti]);
+    while (c.next()) {
+      set[c.doc >> 6] |= uint64_t{1} << (c.doc & 63);
+    }
+  }
+  return px;
+}
+
+// Puts every cursor back on its term's first doc.
+void local_shard::reopen_cursors(shard_workspace& ws) const {
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
+    ws.cursors[i].next();  // not empty: open_cursors checked
+  }
+}
+
+void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) const {
+  eval_state& ev = ws.ev;
+  ev.mode = eval_state::pruned;
+  ev.counting = false;
+  ev.word = 0;
+  ev.bound_block = UINT32_MAX;
+  ev.all_dense = true;
+  ws.sets.clear();
+  for (uint32_t term : ws.term_ids) {
+    ws.sets.push_back(prune_.set(term));
+    ev.all_dense = ev.all_dense && ws.sets.back() != nullptr;
+  }
+  ev.time_filtered = plan.since != std::numeric_limits<int64_t>::min() ||
+                     plan.until != std::numeric_limits<int64_t>::max();
+  ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
+  ws.shallow.assign(plan.terms.size(), 0);
+  ws.term_ub.assign(plan.terms.size(), 0);
+}
+
+// Seeds the heap before the walk, so that its bounds cut from the first block: the docs of the
+// terms' champion lists (best term parts, or latest times by date), in ascending order, are
+// sought on the cursors and offered when they match; the cursors then start over. The walk
+// skips every seed (ev.seed_at), so no doc is offered twice; the heap's final content does not
+// depend on the order of offers (better() is a strict order).
+void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
+  ws.seeds.clear();
+  ws.ev.seed_at = 0;
+  for (uint32_t term : ws.term_ids) {
+    const uint32_t at = champ_at_[term];
+    if (at != UINT32_MAX) {
+      const uint32_t* docs = (ws.ev.by_date ? champ_date_.data() : champ_doc_.data()) + at;
+      ws.seeds.insert(ws.seeds.end(), docs, docs + champ_len);
+    }
+  }
+  if (ws.seeds.empty()) {
+    return;
+  }
+  std::sort(ws.seeds.begin(), ws.seeds.end());
+  ws.seeds.erase(std::unique(ws.seeds.begin(), ws.seeds.end()), ws.seeds.end());
+  for (uint32_t doc : ws.seeds) {
+    bool on = true, left = true;
+    for (size_t i = 0; i < ws.cursors.size() && on && left; ++i) {
+      left = ws.cursors[i].seek(doc);
+      on = left && ws.cursors[i].doc == doc;
+    }
+    if (!left) {
+      break;
+    }
+    if (on && accepts(plan, ws, doc)) {
+      hit h{};
+      h.doc = doc;
+      if (ws.ev.by_date) {
+        h.key = static_cast<double>(time_[doc]);
+      } else {
+        score(plan, ws, doc, false, 0.0, h.key);
+      }
+      offer(out.hits, plan.k, h);
+    }
+  }
+  reopen_cursors(ws);
+}
+
+bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                              uint64_t& budget) const {
+  eval_state& ev = ws.ev;
+  if (!ev.counting) {
+    if (!top_step(plan, ws, out, budget)) {
+      return false;
+    }
+    if (ev.total_known || out.hits.size() < plan.k) {
+      // the heap never filled: it holds every match
+      out.total = ev.total_known ? ev.known_total : out.hits.size();
+      return true;
+    }
+    ev.counting = true;
+    if (!ev.all_dense) {
+      reopen_cursors(ws);
+    }
+  }
+  return ev.all_dense ? count_dense_step(plan, ws, out, budget) : count_step(plan, ws, out, budget);
+}
+
+namespace {
+// The phrases' part of a bound, from each word's bound before idf in ws.term_ub: a phrase occurs
+// in a field at most as often as each of its words, so its part is at most the least of theirs.
+double phrase_bounds(const query_plan& plan, const shard_workspace& ws) noexcept {
+  double ub = 0;
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    const phrase_span& ph = plan.phrases[p];
+    double m = std::numeric_limits<double>::max();
+    for (uint32_t j = 0; j < ph.count; ++j) {
+      m = std::min(m, ws.term_ub[plan.phrase_terms[ph.first + j]]);
+    }
+    ub += phrase_weight(plan, p) * m;
+  }
+  return ub;
+}
+
+// The phrase's words in order, each followed by a NUL; false when they do not fit.
+bool phrase_words(const query_plan& plan, const phrase_span& ph, known_phrase_total& e) noexcept {
+  e.len = 0;
+  for (uint32_t j = 0; j < ph.count; ++j) {
+    const std::string_view w = plan.terms[plan.phrase_terms[ph.first + j]];
+    if (e.len + w.size() + 1 > e.words.size()) {
+      return false;
+    }
+    std::memcpy(e.words.data() + e.len, w.data(), w.size());
+    e.words[e.len + w.size()] = '\0';
+    e.len += static_cast<uint32_t>(w.size() + 1);
+  }
+  return true;
+}
+}  // namespace
+
+void local_shard::remember_phrase_total(const query_plan& plan, const phrase_span& ph,
+                                        shard_workspace& ws, uint64_t total) const {
+  known_phrase_total& e = ws.phrase_totals[ws.phrase_totals_next];
+  if (ph.count < 2 || !phrase_words(plan, ph, e)) {
+    e.shard = 0;
+    return;
+  }
+  e.shard = serial_;
+  e.total = total;
+  ws.phrase_totals_next = (ws.phrase_totals_next + 1) % ws.phrase_totals.size();
+}
+
+// Whether the plan (weighted: not a phrase's own sub-search) matches exactly the docs of its one
+// phrase (no filters, every term in the phrase) and this shard's count of them is remembered;
+// sets total.
+bool local_shard::known_total(const query_plan& plan, shard_workspace& ws,
+                              uint64_t& total) const {
+  if (plan.phrases.size() != 1 || plan.phrases[0].count < 2 || !plan.tags.empty() ||
+      plan.since != std::numeric_limits<int64_t>::min() ||
+      plan.until != std::numeric_limits<int64_t>::max()) {
+    return false;
+  }
+  const phrase_span& ph = plan.phrases[0];
+  for (uint32_t i = 0; i < plan.terms.size(); ++i) {
+    const uint32_t* pt = plan.phrase_terms.data() + ph.first;
+    if (std::find(pt, pt + ph.count, i) == pt + ph.count) {
+      return false;
+    }
+  }
+  return plan.idf.size() == plan.terms.size() && lookup_phrase_total(plan, ph, ws, total);
+}
+
+bool local_shard::lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
+                                      const shard_workspace& ws, uint64_t& total) const {
+  known_phrase_total want;
+  if (ph.count < 2 || !phrase_words(plan, ph, want)) {
+    return false;
+  }
+  for (const known_phrase_total& e : ws.phrase_totals) {
+    if (e.shard == serial_ && e.len == want.len &&
+        std::memcmp(e.words.data(), want.words.data(), e.len) == 0) {
+      total = e.total;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Bounds for the lead's current block: per other term, idf x its largest block maximum over
+// the blocks that overlap the lead block's doc range (ws.term_ub), and their sum with the
+// lead's own (ev.block_ub; by date, the block's latest time). False when another term has no
+// doc left at or after the block's first: nothing more can match.
+bool local_shard::lead_block_bound(const query_plan& plan, shard_workspace& ws) const {
+  eval_state& ev = ws.ev;
+  const uint32_t li = ws.order[0];
+  const posting_cursor& lead = ws.cursors[li];
+  ev.bound_block = lead.block;
+  const uint32_t first = lead.block == 0 ? 0 : lead.skips[lead.block - 1].last_doc + 1;
+  const uint32_t last = lead.skips[lead.block].last_doc;
+  double ub = 0;
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    float m = block_max_[c.skip_off + c.block];
+    if (i != li) {
+      uint32_t j = ws.shallow[i];
+      while (j < c.nblocks && c.skips[j].last_doc < first) {
+        ++j;
+      }
+      if (j == c.nblocks) {
+        return false;
+      }
+      ws.shallow[i] = j;
+      m = 0;
+      for (; j < c.nblocks; ++j) {
+        m = std::max(m, block_max_[c.skip_off + j]);
+        if (c.skips[j].last_doc >= last) {
+          break;
+        }
+      }
+    }
+    ws.term_ub[i] = m * ev.bound_scale;
+    ub += plan.idf[i] * ws.term_ub[i];
+  }
+  ub += phrase_bounds(plan, ws);
+  ev.block_ub = ev.by_date ? static_cast<double>(block_max_time_[lead.skip_off + lead.block]) : ub;
+  return true;
+}
+
+// Phase 1: the top k (see the file comment). False: out of budget, not finished.
+bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                           uint64_t& budget_left) const {
+  uint64_t budget = budget_left;  // in a register (writes through the cursors may alias it)
+  eval_state& ev = ws.ev;
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  std::vector<hit>& heap = out.hits;
+  while (true) {
+    if (budget == 0) {
+      budget_left = 0;
+      return false;
+    }
+    --budget;
+    bool end = false;
+    if (ev.bound_block != lead.block && !lead_block_bound(plan, ws)) {
+      break;
+    }
+    if (heap.size() == plan.k && ev.block_ub < heap.front().key) {
+      lead.skip_block();
+      end = !lead.next();
+    } else {
+      top_doc(plan, ws, heap, end);
+    }
+    if (end) {
+      break;
+    }
+  }
+  budget_left = budget;
+  return true;
+}
+
+// A bound on the score of the lead's current doc: the lead's part at norm kn (at least the
+// doc's own norm) plus, per other term, idf x the maximum of its block holding the doc, added
+// in the score's order. `end`: another term has no doc left at or after this one.
+double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, double kn,
+                              bool& end) const {
+  const uint32_t li = ws.order[0];
+  const uint32_t doc = ws.cursors[li].doc;
+  double ub = 0;
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    if (i == li) {
+      ws.term_ub[i] = term_part(c.tf_title, c.tf_text, kn);
+      ub += plan.idf[i] * ws.term_ub[i];
+      continue;
+    }
+    uint32_t& j = ws.shallow[i];  // docs ascend: the block holding doc is at or after j
+    while (j < c.nblocks && c.skips[j].last_doc < doc) {
+      ++j;
+    }
+    if (j == c.nblocks) {
+      end = true;
+      return 0;
+    }
+    ws.term_ub[i] = block_max_[c.skip_off + j] * ws.ev.bound_scale;
+    ub += plan.idf[i] * ws.term_ub[i];
+  }
+  return ub + phrase_bounds(plan, ws);
+}
+
+// The lead's current doc: rejected by the bitsets, the time range or its bound when it can,
+// else sought on the other cursors, checked and scored; then the lead moves on. `end`: no doc
+// is left that could match.
+void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
+                          bool& end) const {
+  const uint32_t li = ws.order[0];
+  posting_cursor& lead = ws.cursors[li];
+  const uint32_t doc = lead.doc;
+  const bool full = heap.size() == plan.k;
+  const double kth = full ? heap.front().key : 0.0;
+  bool maybe = true;
+  for (size_t i = 0; i < ws.sets.size() && maybe; ++i) {
+    maybe = i == li || ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
+  }
+  if (maybe && ws.ev.time_filtered) {  // time_[doc] is a cache miss: only when filtered
+    maybe = time_[doc] >= plan.since && time_[doc] <= plan.until;
+  }
+  if (maybe && full && ws.ev.by_date) {
+    maybe = !(static_cast<double>(time_[doc]) < kth);
+  } else if (maybe && full) {
+    // first with the shard's smallest norm (no load; a bound on the lead's part, which
+    // decreases with the norm), then with the doc's own
+    maybe = !(doc_bound(plan, ws, ws.ev.kn_min, end) < kth) && !end &&
+            !(doc_bound(plan, ws, length_norm(doc, ws.ev.avgdl), end) < kth);
+    if (end) {
+      return;
+    }
+  }
+  if (maybe) {
+    for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      if (!c.seek(doc)) {
+        end = true;
+        return;
+      }
+      if (c.doc > doc) {
+        end = !lead.seek(c.doc);
+        return;
+      }
+    }
+    uint32_t& at = ws.ev.seed_at;
+    while (at < ws.seeds.size() && ws.seeds[at] < doc) {
+      ++at;
+    }
+    hit h{};
+    h.doc = doc;
+    bool keep = true;
+    if ((at == ws.seeds.size() || ws.seeds[at] != doc) && accepts(plan, ws, doc)) {
+      if (ws.ev.by_date) {
+        h.key = static_cast<double>(time_[doc]);
+      } else {
+        keep = score(plan, ws, doc, full, kth, h.key);
+      }
+      if (keep) {
+        offer(heap, plan.k, h);
+      }
+    }
+  }
+  end = !lead.next();
+}
+
+// Phase 2, some term without a bitset: the lead's docs, tested against the dense terms' bitsets
+// and leapfrogged with the sparse terms' cursors, then against the filters.
+bool local_shard::count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                             uint64_t& budget_left) const {
+  uint64_t budget = budget_left;
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  while (true) {
+    if (budget == 0) {
+      budget_left = 0;
+      return false;
+    }
+    --budget;
+    const uint32_t doc = lead.doc;
+    bool in = true;
+    for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
+      const uint64_t* s = ws.sets[ws.order[oi]];
+      in = s == nullptr || (s[doc >> 6] >> (doc & 63) & 1) != 0;
+    }
+    uint32_t ahead = doc;  // the doc a sparse cursor moved past this one to
+    bool exhausted = false;
+    for (size_t oi = 1; oi < ws.order.size() && in && ahead == doc; ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      if (ws.sets[ws.order[oi]] == nullptr) {
+        exhausted = !c.seek(doc);
+        ahead = exhausted ? doc : c.doc;
+        in = !exhausted;
+      }
+    }
+    bool more;
+    if (exhausted) {
+      more = false;
+    } else if (ahead != doc) {
+      more = lead.seek(ahead);
+    } else {
+      out.total += in && accepts(plan, ws, doc) ? 1 : 0;
+      more = lead.next();
+    }
+    if (!more) {
+      budget_left = budget;
+      return true;
+    }
+  }
+}
+
+// Phase 2, every term with a bitset: their AND, popcounted, or its docs checked against the
+// filters.
+bool local_shard::count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                                   uint64_t& budget_left) const {
+  uint64_t budget = budget_left;
+  const bool filtered = !ws.tag_ids.empty() || plan.since != std::numeric_limits<int64_t>::min() ||
+                        plan.until != std::numeric_limits<int64_t>::max();
+  const uint32_t words = prune_.words;
+  uint64_t total = out.total;
+  uint32_t w = ws.ev.word;
+  for (; w < words; ++w) {
+    if (budget == 0) {
+      break;
+    }
+    uint64_t x = ~uint64_t{0};
+    for (const uint64_t* s : ws.sets) {
+      x &= s[w];
+    }
+    if (!filtered) {
+      total += static_cast<uint64_t>(std::popcount(x));
+      --budget;
+      continue;
+    }
+    budget -= std::min<uint64_t>(budget, 1 + static_cast<uint64_t>(std::popcount(x)));
+    for (; x != 0; x &= x - 1) {
+      const uint32_t doc = w * 64 + static_cast<uint32_t>(std::countr_zero(x));
+      total += accepts(plan, ws, doc) ? 1 : 0;
+    }
+  }
+  out.total = total;
+  ws.ev.word = w;
+  budget_left = budget;
+  return w == words;
+}
+
+}  // namespace tollgate::search
