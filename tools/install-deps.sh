@@ -15,6 +15,7 @@ pkgs=(
   valgrind
   libhiredis-dev redis-server   # cluster mode: the Redis client, and the server its tests start
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate
+  clang-format-14   # tools/check-format.sh (run by tools/test.sh)
   dpkg-dev systemd   # packaging.deb: cpack's dpkg-shlibdeps, systemd-analyze verify on the unit
 )
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
+tools/check-format.sh
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(release asan)
 jobs=$(nproc)

@@ -36,8 +36,9 @@ constexpr std::string_view k_headers =
 std::string payload_2k() {
   std::string s = R"({"total":12,"stories":[)";
   for (int i = 0; s.size() < 2000; ++i) {
-    s += (i ? "," : "") + std::string(R"({"id":"s)") + std::to_string(i) +
-         R"(","title":"A \"quoted\" title\nabout io_uring","url":"https://example.com/x","score":42})";
+    s +=
+        (i ? "," : "") + std::string(R"({"id":"s)") + std::to_string(i) +
+        R"(","title":"A \"quoted\" title\nabout io_uring","url":"https://example.com/x","score":42})";
   }
   return s + "]}";
 }
@@ -116,8 +117,9 @@ void BM_tool_error(benchmark::State& state) {
     env().body_end(out, m);
   };
   once();
-  if (out.view() != reference::http(200, false, k_headers,
-                                    reference::tool_error_response("42", revision::v2025_06_18, e))) {
+  if (out.view() !=
+      reference::http(200, false, k_headers,
+                      reference::tool_error_response("42", revision::v2025_06_18, e))) {
     state.SkipWithError("mismatch with reference");
     return;
   }

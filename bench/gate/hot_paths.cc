@@ -41,7 +41,7 @@ using namespace tollgate;
 // ---- harness ----
 
 std::vector<std::string> g_only;  // empty: every op
-uint64_t g_scale = 1;              // --scale: iteration counts times this
+uint64_t g_scale = 1;             // --scale: iteration counts times this
 bool g_list = false;
 int g_failures = 0;
 

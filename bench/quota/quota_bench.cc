@@ -113,16 +113,16 @@ void run_admit(benchmark::State& state, const created_key& key) {
     }
     if (++n == kPass) {
       n = 0;
-      s.before_send(now);  // one write(2) of the pass's journal records
+      s.before_send(now);              // one write(2) of the pass's journal records
       r = s.authenticate(key.secret);  // the table may have changed at the quiescent point
       now += 1000;
     }
   }
   s.before_send(now);
   state.SetItemsProcessed(state.iterations());
-  state.counters["allocs_per_op"] =
-      benchmark::Counter(static_cast<double>(allocs.count()) /
-                         static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations())));
+  state.counters["allocs_per_op"] = benchmark::Counter(
+      static_cast<double>(allocs.count()) /
+      static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations())));
 }
 
 void BM_admit_distinct_keys(benchmark::State& state) {

@@ -98,8 +98,8 @@ struct world {
     build_s = secs_since(t1);
     build_cpu_s = double(std::clock() - c1) / CLOCKS_PER_SEC;
     if (!r) {
-      std::fprintf(stderr, "load failed: line %lu: %s\n", static_cast<unsigned long>(r.error().line),
-                   r.error().reason.c_str());
+      std::fprintf(stderr, "load failed: line %lu: %s\n",
+                   static_cast<unsigned long>(r.error().line), r.error().reason.c_str());
       std::abort();
     }
     b = std::move(*r);
@@ -146,7 +146,8 @@ void run_queries(benchmark::State& state, int kind) {
       double c0 = thread_cpu_us();
       benchmark::DoNotOptimize(one(q));
       double cus = thread_cpu_us() - c0;
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
       allocs += scope.count();
       if (lat.size() < lat.capacity()) {
         lat.push_back(us);

@@ -12,9 +12,9 @@
 //        search_compare corpus generate --count N [--seed S]   (same as `tollgate corpus ...`)
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <string>
@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   load_report rep;
   auto r = load_jsonl_file(argv[1], o, rep);
   if (!r) {
-    std::fprintf(stderr, "load failed: line %lu: %s\n",
-                 static_cast<unsigned long>(r.error().line), r.error().reason.c_str());
+    std::fprintf(stderr, "load failed: line %lu: %s\n", static_cast<unsigned long>(r.error().line),
+                 r.error().reason.c_str());
     return 1;
   }
   double build_s = std::chrono::duration<double>(clock_type::now() - t0).count();

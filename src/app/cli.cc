@@ -89,12 +89,11 @@ of bridges at once): tollgate stdio --remote URL --help.
 namespace {
 // The flags each server command takes: parse_server_args refuses any other, and the command's
 // usage text lists each (tests/app/cli_help_test.cc compares the two).
-constexpr std::string_view k_serve_flags[] = {"--config", "--listen",       "--threads",
-                                              "--data-dir", "--corpus",     "--sample",
-                                              "--admin-listen", "--role",   "--accept-usage-loss",
-                                              "--help"};
-constexpr std::string_view k_stdio_flags[] = {"--config", "--data-dir", "--corpus", "--sample",
-                                              "--accept-usage-loss", "--remote", "--help"};
+constexpr std::string_view k_serve_flags[] = {
+    "--config", "--listen",       "--threads", "--data-dir",          "--corpus",
+    "--sample", "--admin-listen", "--role",    "--accept-usage-loss", "--help"};
+constexpr std::string_view k_stdio_flags[] = {
+    "--config", "--data-dir", "--corpus", "--sample", "--accept-usage-loss", "--remote", "--help"};
 }  // namespace
 
 std::span<const std::string_view> server_flags(std::string_view command) {
@@ -233,8 +232,8 @@ result<void, cli_error> apply_flag(std::string_view command, int argc, char** ar
       return unexpected(taken.error());
     }
     if (!*taken) {
-      return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
-                                              command)});
+      return unexpected(
+          cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a, command)});
     }
   }
   return {};
@@ -254,8 +253,8 @@ result<config::settings, cli_error> parse_server_args(std::string_view command, 
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
     if (std::find(known.begin(), known.end(), a) == known.end()) {
-      return unexpected(cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a,
-                                              command)});
+      return unexpected(
+          cli_error{fmt::format("unknown option '{}' (see tollgate {} --help)", a, command)});
     }
     if (auto r = apply_flag(command, argc, argv, i, s, seen); !r) {
       return unexpected(r.error());

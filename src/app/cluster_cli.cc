@@ -90,12 +90,10 @@ int mark_imported(const cluster::settings& cs, const config::settings& s, const 
                   std::FILE* err) {
   std::FILE* f = std::fopen((s.data_dir + "/cluster-imported.txt").c_str(), "w");
   if (f == nullptr) {
-    fmt::print(err, "tollgate cluster import: cannot write {}/cluster-imported.txt\n",
-               s.data_dir);
+    fmt::print(err, "tollgate cluster import: cannot write {}/cluster-imported.txt\n", s.data_dir);
     return 1;
   }
-  fmt::print(f, "this data dir's usage was imported into redis {} as node {}\n", cs.redis,
-             node);
+  fmt::print(f, "this data dir's usage was imported into redis {} as node {}\n", cs.redis, node);
   std::fclose(f);
   return 0;
 }
@@ -194,8 +192,8 @@ int status(const cluster::settings& cs, bool json, std::FILE* out, std::FILE* er
       r.held = h;
     }
     r.state = std::string(st) == "stopped" ? "stopped"
-              : now_ms - r.beat_ms > 5000   ? "silent"
-                                            : "up";
+              : now_ms - r.beat_ms > 5000  ? "silent"
+                                           : "up";
     rows.push_back(std::move(r));
   }
   if (json) {
@@ -206,11 +204,11 @@ int status(const cluster::settings& cs, bool json, std::FILE* out, std::FILE* er
     }
     o += fmt::format("\"keys\":{},\"nodes\":[", keys);
     for (size_t i = 0; i < rows.size(); ++i) {
-      o += fmt::format("{}{{\"node\":{},\"last_heartbeat_unix_ms\":{},\"heartbeat_age_secs\":{:.1f},"
-                       "\"units_held\":{},\"state\":\"{}\"}}",
-                       i ? "," : "", json_string(rows[i].name), rows[i].beat_ms,
-                       static_cast<double>(now_ms - rows[i].beat_ms) / 1000.0, rows[i].held,
-                       rows[i].state);
+      o += fmt::format(
+          "{}{{\"node\":{},\"last_heartbeat_unix_ms\":{},\"heartbeat_age_secs\":{:.1f},"
+          "\"units_held\":{},\"state\":\"{}\"}}",
+          i ? "," : "", json_string(rows[i].name), rows[i].beat_ms,
+          static_cast<double>(now_ms - rows[i].beat_ms) / 1000.0, rows[i].held, rows[i].state);
     }
     o += "]}\n";
     fmt::print(out, "{}", o);
@@ -243,9 +241,10 @@ result<cluster::settings, std::string> cluster_settings(const config::settings& 
   if (!s.cluster_password_env.empty()) {
     const char* pw = std::getenv(s.cluster_password_env.c_str());
     if (pw == nullptr || *pw == '\0') {
-      return unexpected(fmt::format("{}: cluster.password_env: the environment variable {} is "
-                                    "not set (it holds the Redis password)",
-                                    s.config_path, s.cluster_password_env));
+      return unexpected(
+          fmt::format("{}: cluster.password_env: the environment variable {} is "
+                      "not set (it holds the Redis password)",
+                      s.config_path, s.cluster_password_env));
     }
     c.password = pw;
   }

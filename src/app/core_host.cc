@@ -81,12 +81,17 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
   a.quota_used = fig_.quota_used;
   a.quota_remaining = fig_.quota_remaining;
   switch (v) {
-    case quota::admit_verdict::ok: break;
-    case quota::admit_verdict::suspended: a.outcome = mcp::admission::kind::suspended; break;
+    case quota::admit_verdict::ok:
+      break;
+    case quota::admit_verdict::suspended:
+      a.outcome = mcp::admission::kind::suspended;
+      break;
     case quota::admit_verdict::quota_exceeded:
       a.outcome = mcp::admission::kind::quota_exceeded;
       break;
-    case quota::admit_verdict::unavailable: a.outcome = mcp::admission::kind::unavailable; break;
+    case quota::admit_verdict::unavailable:
+      a.outcome = mcp::admission::kind::unavailable;
+      break;
     case quota::admit_verdict::quota_unreachable:
       a.outcome = mcp::admission::kind::quota_unreachable;
       break;

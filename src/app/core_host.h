@@ -26,7 +26,7 @@ struct mcp_facts {
   std::string_view method;  ///< valid while the request is handled
   const mcp::tool_def* tool = nullptr;
   outcome result = outcome::ok;
-  bool any = false;         ///< some message was answered
+  bool any = false;              ///< some message was answered
   uint32_t shards_answered = 0;  ///< a partial search: shards that answered, of shards_total
   uint32_t shards_total = 0;
 };

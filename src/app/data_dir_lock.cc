@@ -1,14 +1,13 @@
 #include "data_dir_lock.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string_view>
-
-#include <fmt/format.h>
 
 namespace tollgate::app {
 

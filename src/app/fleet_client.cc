@@ -21,12 +21,12 @@ struct fleet_client::pending {
   uint16_t gen = 0;
   bool launching = false;  // inside launch(): completions must not resume yet
   bool done = false;
-  int64_t done_at = 0;     // monotonic ns when the last query finished
-  uint32_t used = 0;       // queries in qs that belong to this request
-  uint32_t left = 0;       // queries not done yet
+  int64_t done_at = 0;  // monotonic ns when the last query finished
+  uint32_t used = 0;    // queries in qs that belong to this request
+  uint32_t left = 0;    // queries not done yet
   int64_t phase1_deadline = 0;
   int64_t deadline = 0;
-  quota::figures fig;      // the rate figures of the first delivery
+  quota::figures fig;                            // the rate figures of the first delivery
   std::vector<std::unique_ptr<query_state>> qs;  // capacity kept across requests
 };
 
@@ -110,9 +110,7 @@ fleet_client::query_state& fleet_client::add_query() {
   return q;
 }
 
-void fleet_client::begin_collect() noexcept {
-  building_ = -1;
-}
+void fleet_client::begin_collect() noexcept { building_ = -1; }
 
 void fleet_client::collect_search(const search::query_args& args) {
   if (building_ >= 0 && slots_[static_cast<uint32_t>(building_)]->used >= kMaxQueries) {
@@ -131,9 +129,7 @@ void fleet_client::collect_story(std::string_view id) {
   add_query().rq.start_story(id);
 }
 
-bool fleet_client::end_collect() {
-  return building_ >= 0;
-}
+bool fleet_client::end_collect() { return building_ >= 0; }
 
 uint64_t fleet_client::tag_of(uint32_t slot, const pending& p, uint32_t q,
                               uint32_t remote) const noexcept {

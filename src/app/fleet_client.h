@@ -31,9 +31,9 @@
 #include "tollgate/http/handler.h"
 #include "tollgate/quota/service.h"
 #include "tollgate/search/backend.h"
+#include "tollgate/search/query.h"
 #include "tollgate/search/remote_health.h"
 #include "tollgate/search/remote_query.h"
-#include "tollgate/search/query.h"
 
 namespace tollgate::app {
 
@@ -111,8 +111,8 @@ class fleet_client {
   /// answered phase 1); returns how many fetches the query now waits for.
   uint32_t ask(pending& p, uint32_t slot, uint32_t q, std::string_view method,
                std::string_view path, int64_t deadline, bool only_df_ok);
-  void send(uint32_t remote, std::string_view method, std::string_view path,
-            std::string_view body, uint64_t tag, int64_t deadline);
+  void send(uint32_t remote, std::string_view method, std::string_view path, std::string_view body,
+            uint64_t tag, int64_t deadline);
   uint64_t tag_of(uint32_t slot, const pending& p, uint32_t q, uint32_t remote) const noexcept;
 
   const search::backend& backend_;
@@ -126,7 +126,7 @@ class fleet_client {
   std::vector<std::unique_ptr<pending>> slots_;
   std::vector<uint32_t> free_;
   size_t live_ = 0;
-  int32_t active_ = -1;  // slot of the request being re-delivered, -1: none
+  int32_t active_ = -1;           // slot of the request being re-delivered, -1: none
   std::vector<int32_t> by_conn_;  // engine connection slot -> pending slot of its deferred request
   out_buffer body_;
   out_buffer request_;

@@ -7,10 +7,10 @@
 #include <iterator>
 
 #include "reload.h"
-#include "tools.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/percent.h"
 #include "tollgate/net/server.h"
+#include "tools.h"
 
 namespace tollgate::app {
 namespace {
@@ -20,9 +20,8 @@ constexpr http::route_id id_of(route r) { return static_cast<http::route_id>(r);
 }  // namespace
 
 namespace {
-http::response_info ops_text(const http::request& req, int status,
-                                           std::string_view body, std::string_view content_type,
-                                           out_buffer& out) {
+http::response_info ops_text(const http::request& req, int status, std::string_view body,
+                             std::string_view content_type, out_buffer& out) {
   auto head = http::head_for(req, status);
   head.content_type = content_type;
   http::write_response(out, head, body);
@@ -45,10 +44,10 @@ void journal_metrics(quota::service& q, out_buffer& out) {
   per_core("tollgate_journal_write_errors_total",
            "Usage journal write, fdatasync, open and space-reservation failures.", "counter",
            [](const quota::journal_health& h) { return h.errors.load(std::memory_order_relaxed); });
-  per_core("tollgate_journal_refused_total",
-           "Billed calls refused as unavailable because their usage could not be recorded.",
-           "counter",
-           [](const quota::journal_health& h) { return h.refused.load(std::memory_order_relaxed); });
+  per_core(
+      "tollgate_journal_refused_total",
+      "Billed calls refused as unavailable because their usage could not be recorded.", "counter",
+      [](const quota::journal_health& h) { return h.refused.load(std::memory_order_relaxed); });
   per_core("tollgate_journal_failing", "1 while the core's usage journal cannot be written.",
            "gauge", [](const quota::journal_health& h) {
              return h.failing.load(std::memory_order_relaxed) ? 1 : 0;
@@ -102,9 +101,8 @@ constexpr core_series k_core_series[] = {
      "counter", &net::core_stats::rejected_no_fd},
     {"tollgate_parse_errors_total", "Requests refused by the HTTP parser.", "counter",
      &net::core_stats::parse_errors},
-    {"tollgate_journal_held_responses",
-     "Connections whose answers wait for a usage journal write.", "gauge",
-     &net::core_stats::journal_held},
+    {"tollgate_journal_held_responses", "Connections whose answers wait for a usage journal write.",
+     "gauge", &net::core_stats::journal_held},
 };
 
 void engine_metrics(const net::server& engine, out_buffer& out) {
@@ -144,9 +142,9 @@ void cache_metrics(const shared_state& s_, out_buffer& out) {
   for (const cache_series& m : k_cache_series) {
     fmt::format_to(it, "# HELP {} {}\n# TYPE {} counter\n", m.name, m.help, m.name);
     for (int c = 0; c < s_.cores; ++c) {
-      fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", m.name, c,
-                     (s_.search_cache[static_cast<size_t>(c)].*m.field)
-                         .load(std::memory_order_relaxed));
+      fmt::format_to(
+          it, "{}{{core=\"{}\"}} {}\n", m.name, c,
+          (s_.search_cache[static_cast<size_t>(c)].*m.field).load(std::memory_order_relaxed));
     }
   }
 }
@@ -183,17 +181,16 @@ void cluster_metrics(const shared_state& s_, out_buffer& out) {
   auto it = std::back_inserter(out);
   const cluster::agent_stats c = s_.cluster->stats();
   const std::string node = s_.cluster->config().node;
-  auto one = [&](std::string_view name, std::string_view help, std::string_view type,
-                 auto value) {
-    fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n{}{{node=\"{}\"}} {}\n", name, help, name,
-                   type, name, node, value);
+  auto one = [&](std::string_view name, std::string_view help, std::string_view type, auto value) {
+    fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n{}{{node=\"{}\"}} {}\n", name, help, name, type,
+                   name, node, value);
   };
   one("tollgate_cluster_redis_up", "Whether the node reaches Redis now.", "gauge",
       c.redis_up ? 1 : 0);
-  one("tollgate_cluster_keys_loaded", "Whether keys were loaded from Redis at least once.",
-      "gauge", c.keys_loaded ? 1 : 0);
-  one("tollgate_cluster_lease_grants_total", "Leases of quota units granted by Redis.",
-      "counter", c.lease_grants);
+  one("tollgate_cluster_keys_loaded", "Whether keys were loaded from Redis at least once.", "gauge",
+      c.keys_loaded ? 1 : 0);
+  one("tollgate_cluster_lease_grants_total", "Leases of quota units granted by Redis.", "counter",
+      c.lease_grants);
   one("tollgate_cluster_lease_units_total", "Quota units leased from Redis.", "counter",
       c.lease_units);
   one("tollgate_cluster_lease_waits_total",
@@ -201,12 +198,12 @@ void cluster_metrics(const shared_state& s_, out_buffer& out) {
       c.lease_waits);
   one("tollgate_cluster_units_returned_total", "Unused quota units handed back to Redis.",
       "counter", c.units_returned);
-  one("tollgate_cluster_units_held", "Quota units leased to this node and not yet used.",
-      "gauge", c.units_held);
+  one("tollgate_cluster_units_held", "Quota units leased to this node and not yet used.", "gauge",
+      c.units_held);
   one("tollgate_cluster_push_lag_seconds",
       "Seconds since every key's usage was last pushed to Redis.", "gauge", c.push_lag_secs);
-  one("tollgate_cluster_outage_seconds_total", "Seconds Redis could not be reached.",
-      "counter", c.outage_secs);
+  one("tollgate_cluster_outage_seconds_total", "Seconds Redis could not be reached.", "counter",
+      c.outage_secs);
   one("tollgate_cluster_redis_commands_total", "Commands this node sent to Redis.", "counter",
       c.redis_commands);
 }
@@ -251,8 +248,7 @@ http::response_info handle_ops(const shared_state& s, route r, const http::reque
         return ops_text(req, 503, "starting\n", "text/plain", out);
       }
       if (s.cluster && !s.cluster->keys_loaded()) {
-        return ops_text(req, 503, "not ready: keys not loaded from redis yet\n", "text/plain",
-                        out);
+        return ops_text(req, 503, "not ready: keys not loaded from redis yet\n", "text/plain", out);
       }
       // Not ready while billed calls cannot be recorded (they are refused as unavailable).
       if (s.quota && !s.quota->journals_ok()) {
@@ -283,8 +279,10 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
                      r.plans, r.keys);
     } else {
       scratch_.append(R"({"code":"reload_failed","message":")");
-      append_json_escaped(scratch_, "Nothing was reloaded; the previous plans and keys stay in "
-                                    "force: " + r.message);
+      append_json_escaped(scratch_,
+                          "Nothing was reloaded; the previous plans and keys stay in "
+                          "force: " +
+                              r.message);
       scratch_.append("\"}");
     }
     return ops_text(req, r.ok ? 200 : 422, scratch_.view(), "application/json", out);
@@ -347,10 +345,10 @@ core_handler::core_handler(shared_state& s, int core)
   // The cache holds whole in-process answers only: never on a gateway (remote shards answer
   // per request and may be partial).
   if (s.search_cache && !s.fleet && s.backend->remote_count() == 0) {
-    cache_ = std::make_unique<search_cache>(
-        search_cache_options{s.settings->search_cache_entries,
-                             s.settings->search_cache_entry_bytes},
-        &s.search_cache[static_cast<size_t>(core)]);
+    cache_ =
+        std::make_unique<search_cache>(search_cache_options{s.settings->search_cache_entries,
+                                                            s.settings->search_cache_entry_bytes},
+                                       &s.search_cache[static_cast<size_t>(core)]);
     host_.set_search_cache(cache_.get());
   }
   host_.use_jobs(&light_jobs_);
@@ -414,8 +412,8 @@ bool core_handler::fan_out(const http::request& req, app::route r, std::string_v
 }
 
 http::response_info core_handler::json_error(const http::request& req, int status,
-                                             std::string_view body,
-                                             std::string_view extra_headers, out_buffer& out) {
+                                             std::string_view body, std::string_view extra_headers,
+                                             out_buffer& out) {
   auto head = http::head_for(req, status);
   head.content_type = "application/json";
   head.extra_headers = extra_headers;
@@ -429,8 +427,8 @@ http::response_info core_handler::keyless_mcp(const http::request& req, out_buff
   return endpoint_.handle_http(req, host_, out, now_ns);  // HEAD: handle() drops the body
 }
 
-http::response_info core_handler::route(const http::request& req, out_buffer& out,
-                                        int64_t now_ns, app::route& counted) {
+http::response_info core_handler::route(const http::request& req, out_buffer& out, int64_t now_ns,
+                                        app::route& counted) {
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status == 404) {
     counted = route::not_found;
@@ -652,7 +650,6 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   }
   return handle(head, out, now_ns);
 }
-
 
 void core_handler::before_send(int64_t now_ns) {
   quota_.before_send(now_ns);

@@ -6,9 +6,9 @@
 #include <atomic>
 #include <memory>
 
+#include "access_log.h"
 #include "core_host.h"
 #include "fleet_client.h"
-#include "access_log.h"
 #include "metrics.h"
 #include "request_observer.h"
 #include "search_cache.h"
@@ -51,7 +51,7 @@ struct shared_state {
   int cores = 0;
   std::unique_ptr<fleet_shared> fleet;  ///< a gateway with remote shards; null otherwise
   const net::server* engine = nullptr;  ///< for /metrics; set once the engine exists
-  bool ops_on_main = true;  ///< false when --admin-listen moved the ops routes there
+  bool ops_on_main = true;              ///< false when --admin-listen moved the ops routes there
   std::atomic<bool> ready{false};
   /// Cluster mode: the node's Redis agent (null: single node). Until it has loaded keys once,
   /// /readyz says not ready and keyed requests get 503.
@@ -101,7 +101,8 @@ class core_handler final : public http::handler {
   http::response_info answer_before_body(const http::request& head, out_buffer& out,
                                          int64_t now_ns) override;
   void before_send(int64_t now_ns) override;
-  /// The usage journal is the engine's durable write (http::durable_batch), made before the pass's sends.
+  /// The usage journal is the engine's durable write (http::durable_batch), made before the pass's
+  /// sends.
   http::durable_batch durable_pending() override;
   void durable_written(int64_t res) override;
   void durable_synced(int res) override;
@@ -151,9 +152,9 @@ class core_handler final : public http::handler {
   std::vector<parked> parked_;               // requests whose searches are going on
   std::vector<core_host::job_group> spare_;  // job groups of answered parked requests
   parked* resuming_ = nullptr;               // the parked request being delivered, if any
-  request_observer observer_;             // /metrics and the access log
-  const quota::key_record* key_ = nullptr;  // the request's authenticated key
-  bool rate_refused_ = false;               // the request was refused for the rate limit
+  request_observer observer_;                // /metrics and the access log
+  const quota::key_record* key_ = nullptr;   // the request's authenticated key
+  bool rate_refused_ = false;                // the request was refused for the rate limit
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

@@ -11,17 +11,28 @@ namespace tollgate::app {
 
 std::string_view route_name(route r) noexcept {
   switch (r) {
-    case route::healthz: return "healthz";
-    case route::readyz: return "readyz";
-    case route::metrics: return "metrics";
-    case route::mcp: return "mcp";
-    case route::rest_search: return "v1_stories";
-    case route::rest_story: return "v1_story";
-    case route::rest_usage: return "v1_usage";
-    case route::well_known: return "well_known";
-    case route::shard: return "shard";
-    case route::not_found: return "unmatched";
-    case route::count_: break;
+    case route::healthz:
+      return "healthz";
+    case route::readyz:
+      return "readyz";
+    case route::metrics:
+      return "metrics";
+    case route::mcp:
+      return "mcp";
+    case route::rest_search:
+      return "v1_stories";
+    case route::rest_story:
+      return "v1_story";
+    case route::rest_usage:
+      return "v1_usage";
+    case route::well_known:
+      return "well_known";
+    case route::shard:
+      return "shard";
+    case route::not_found:
+      return "unmatched";
+    case route::count_:
+      break;
   }
   return "unknown";
 }

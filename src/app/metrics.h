@@ -56,8 +56,8 @@ class request_counters {
 
 /// Upper bounds of tollgate_request_duration_seconds's buckets, in ns: 50 µs to 10 s.
 inline constexpr std::array<int64_t, 17> latency_bounds_ns = {
-    50'000,      100'000,     250'000,       500'000,       1'000'000,     2'500'000,
-    5'000'000,   10'000'000,  25'000'000,    50'000'000,    100'000'000,   250'000'000,
+    50'000,      100'000,       250'000,       500'000,       1'000'000,     2'500'000,
+    5'000'000,   10'000'000,    25'000'000,    50'000'000,    100'000'000,   250'000'000,
     500'000'000, 1'000'000'000, 2'500'000'000, 5'000'000'000, 10'000'000'000};
 
 /// Per-core answers by outcome, latency histograms by route and tool, and billed and overage
@@ -99,7 +99,7 @@ class request_metrics {
     std::atomic<uint64_t> outcomes[routes][num_outcomes];
     std::atomic<uint64_t> hist[routes][tool_slots][buckets];
     std::atomic<uint64_t> sum_ns[routes][tool_slots];
-    plan_slot plans[max_plans + 1];  // [max_plans]: "other"
+    plan_slot plans[max_plans + 1];    // [max_plans]: "other"
     std::atomic<uint32_t> plans_used;  // published with release after a slot's name
     std::atomic<uint64_t> log_lines;
     std::atomic<uint64_t> log_dropped;

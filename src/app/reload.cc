@@ -12,7 +12,8 @@ namespace tollgate::app {
 
 namespace {
 
-reload_result reload_locked(const shared_state& st, quota::core_ledger* stdio_core, int64_t now_ns) {
+reload_result reload_locked(const shared_state& st, quota::core_ledger* stdio_core,
+                            int64_t now_ns) {
   reload_result r;
   if (!st.quota) {
     r.message = "this node has no keys or plans (a shard node)";

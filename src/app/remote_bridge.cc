@@ -377,9 +377,9 @@ line_facts inspect(std::string_view line) {
 verdict answer_failed(const line_facts& line, const bridge_view& view, int64_t retry,
                       std::string why, out_buffer& out, std::string& reason) {
   reason = std::move(why);
-  const std::string message = fmt::format(
-      "Internal error: the tollgate server at {} could not answer ({}); retry shortly.", view.url,
-      reason);
+  const std::string message =
+      fmt::format("Internal error: the tollgate server at {} could not answer ({}); retry shortly.",
+                  view.url, reason);
   answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
     if (m.is_tools_call()) {
       envelope::tool_error te;
@@ -426,8 +426,7 @@ verdict answer_rate_limited(const line_facts& line, const http_answer& a, const 
     } else {
       view.env.error_response(
           o, m.id,
-          envelope::rpc_error{
-              envelope::rpc_error_kind::rate_limited, {}, {}, te.retry_after_secs});
+          envelope::rpc_error{envelope::rpc_error_kind::rate_limited, {}, {}, te.retry_after_secs});
     }
   });
   return verdict::answered;

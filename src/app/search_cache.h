@@ -34,8 +34,8 @@
 namespace tollgate::app {
 
 struct search_cache_options {
-  uint32_t entries = 64;          ///< 0: the cache is off
-  uint32_t entry_bytes = 16384;   ///< key + payload of one entry
+  uint32_t entries = 64;         ///< 0: the cache is off
+  uint32_t entry_bytes = 16384;  ///< key + payload of one entry
 };
 
 /// Counters of one core's cache (single writer: that core).

@@ -122,9 +122,9 @@ int load_corpus(shared_state& st, const config::settings& s) {
     }
     st.backend = std::move(*b);
   }
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - t0)
-                .count();
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   log_info("corpus: {} stories in {} shards, indexed in {} ms", st.backend->story_count(),
            st.backend->local_count(), ms);
   if (remotes > 0) {
@@ -145,15 +145,18 @@ int check_fleet(const config::settings& s, bool stdio) {
     return 2;
   }
   if (s.role_shard && !s.remote_shards.empty()) {
-    fmt::print(stderr, "tollgate serve: {}fleet.shards: a shard node does not list shards of its "
-               "own (only a gateway does)\n", where);
+    fmt::print(stderr,
+               "tollgate serve: {}fleet.shards: a shard node does not list shards of its "
+               "own (only a gateway does)\n",
+               where);
     return 2;
   }
   if ((s.role_shard || !s.remote_shards.empty()) && s.shard_secret.empty()) {
     fmt::print(stderr,
                "tollgate serve: {}fleet.secret: required for {}: set [fleet] secret to the "
                "string the gateway and its shard nodes share\n",
-               where, s.role_shard ? "a shard node (--role shard)" : "a gateway with [fleet] shards");
+               where,
+               s.role_shard ? "a shard node (--role shard)" : "a gateway with [fleet] shards");
     return 2;
   }
   if (!s.fleet_local && s.remote_shards.empty() && !s.role_shard) {
@@ -166,8 +169,8 @@ int check_fleet(const config::settings& s, bool stdio) {
 
 // settings_or_exit, then check_fleet: the settings `command` may run with, or nullopt with
 // `code` set after the message.
-std::optional<config::settings> checked_settings(std::string_view command, int argc,
-                                                 char** argv, int& code) {
+std::optional<config::settings> checked_settings(std::string_view command, int argc, char** argv,
+                                                 int& code) {
   auto s = settings_or_exit(command, argc, argv, code);
   if (s) {
     code = check_fleet(*s, command == "stdio");
@@ -204,9 +207,10 @@ int make_demo_key(shared_state& st, const config::settings& s) {
     return 1;
   }
   if (reload_result r = reload_plans_and_keys(st, "start-up"); !r.ok) {
-    log_error("the demo key is made but not yet in force ({}); the server re-reads keys within "
-              "a second",
-              r.message);
+    log_error(
+        "the demo key is made but not yet in force ({}); the server re-reads keys within "
+        "a second",
+        r.message);
   }
   fmt::print("demo key: {}\n", k->secret);
   std::fflush(stdout);
@@ -262,10 +266,11 @@ int open_quota(shared_state& st, const config::settings& s, int cores, quota::pl
   qo.fsync_ms = s.fsync_ms;
   qo.accept_usage_loss = s.accept_usage_loss;
   if (s.cluster && ::access((s.data_dir + "/cluster-imported.txt").c_str(), F_OK) == 0) {
-    log_error("{}: this data dir's usage was imported into redis (`tollgate cluster import`); "
-              "a cluster node started on it would count that usage again: give the node a "
-              "fresh --data-dir",
-              s.data_dir);
+    log_error(
+        "{}: this data dir's usage was imported into redis (`tollgate cluster import`); "
+        "a cluster node started on it would count that usage again: give the node a "
+        "fresh --data-dir",
+        s.data_dir);
     return 2;
   }
   if (s.cluster) {
@@ -281,9 +286,10 @@ int open_quota(shared_state& st, const config::settings& s, int cores, quota::pl
   }
   st.quota = std::move(*q);
   if (st.cluster && !st.cluster->start(*st.quota, 3000)) {
-    log_error("cluster: keys not loaded from redis {} yet: not ready (/readyz 503, requests 503) "
-              "until they are; retrying",
-              s.cluster_redis);
+    log_error(
+        "cluster: keys not loaded from redis {} yet: not ready (/readyz 503, requests 503) "
+        "until they are; retrying",
+        s.cluster_redis);
   }
   return 0;
 }
@@ -386,7 +392,6 @@ void raise_fd_limit() {
       log_info("could not raise the open-file limit: {}", std::strerror(errno));
     }
   }
-
 }
 
 // The public engine's options from the settings.
@@ -444,15 +449,14 @@ int start_admin(shared_state& st, const config::settings& s, const net::server_o
   ao.max_connections = 256;
   ao.fd_reserve = no.fd_reserve / 2;
   admin = std::make_unique<net::server>(ao);
-  auto a = admin->start([&st](int) -> std::unique_ptr<http::handler> {
-    return std::make_unique<ops_handler>(st);
-  });
+  auto a = admin->start(
+      [&st](int) -> std::unique_ptr<http::handler> { return std::make_unique<ops_handler>(st); });
   if (!a) {
     log_error("admin listener: {}", a.error());
     return 1;
   }
-  log_info("admin (healthz, readyz, metrics, POST /admin/reload) on http://{}:{}", s.admin_listen->host,
-           admin->port());
+  log_info("admin (healthz, readyz, metrics, POST /admin/reload) on http://{}:{}",
+           s.admin_listen->host, admin->port());
   return 0;
 }
 
@@ -492,8 +496,8 @@ int start_engine(net::server& engine, shared_state& st, bool shard_node, int cor
 // systemd Type=notify: ready once listening (no-op elsewhere).
 void notify_ready(const config::settings& s, int port) {
   std::string why;
-  if (!sd_notify(fmt::format("READY=1\nSTATUS=listening on {}:{}\nMAINPID={}", s.listen.host,
-                             port, getpid()),
+  if (!sd_notify(fmt::format("READY=1\nSTATUS=listening on {}:{}\nMAINPID={}", s.listen.host, port,
+                             getpid()),
                  &why) &&
       !why.empty()) {
     log_error("sd_notify READY=1 failed: {}", why);
@@ -521,7 +525,8 @@ void wait_for_stop(const sigset_t& set, shared_state& st) {
       }
       continue;
     }
-    log_info("{}: finishing requests in flight, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    log_info("{}: finishing requests in flight, then exiting",
+             sig == SIGTERM ? "SIGTERM" : "SIGINT");
     return;
   }
 }
@@ -529,7 +534,8 @@ void wait_for_stop(const sigset_t& set, shared_state& st) {
 // TOLLGATE_API_KEY, when stdio can serve with these settings; else null after the message.
 const char* stdio_key(const config::settings& s) {
   if (s.cluster) {
-    fmt::print(stderr, "tollgate stdio: {}: [cluster]: stdio serves one local data dir; run it "
+    fmt::print(stderr,
+               "tollgate stdio: {}: [cluster]: stdio serves one local data dir; run it "
                "with a config without [cluster], or bridge to a cluster node with --remote URL\n",
                s.config_path);
     return nullptr;
@@ -749,7 +755,7 @@ int run_config(int argc, char** argv) {
     const size_t slash = f.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : f.substr(0, slash == 0 ? 1 : slash);
     const bool ok = ::access(f.c_str(), F_OK) == 0 ? ::access(f.c_str(), W_OK) == 0
-                                                    : ::access(dir.c_str(), W_OK) == 0;
+                                                   : ::access(dir.c_str(), W_OK) == 0;
     if (!ok) {
       log_error("access log {}: {}", f, std::strerror(errno));
       return 2;

@@ -32,8 +32,7 @@ void register_shard_routes(shared_state& s) {
   r.add("GET", "/metrics", static_cast<http::route_id>(route::metrics));
   r.add("POST", search::fleet_wire::df_path, static_cast<http::route_id>(route::shard));
   r.add("POST", search::fleet_wire::search_path, static_cast<http::route_id>(route::shard));
-  r.add_prefix("GET", search::fleet_wire::story_prefix,
-               static_cast<http::route_id>(route::shard));
+  r.add_prefix("GET", search::fleet_wire::story_prefix, static_cast<http::route_id>(route::shard));
 }
 
 shard_handler::shard_handler(const shared_state& s, int core)
@@ -63,8 +62,7 @@ http::response_info shard_handler::answer(const http::request& req, out_buffer& 
   if (r != route::shard) {
     return handle_ops(s_, r, req, scratch_, out);
   }
-  if (!secret_ok(req.header_value(search::fleet_wire::secret_header),
-                 s_.settings->shard_secret)) {
+  if (!secret_ok(req.header_value(search::fleet_wire::secret_header), s_.settings->shard_secret)) {
     return json_reply(
         req, 401,
         R"({"code":"unauthorized","message":"Fleet requests need the fleet secret in X-Tollgate-Fleet-Secret."})",
@@ -76,14 +74,15 @@ http::response_info shard_handler::answer(const http::request& req, out_buffer& 
     path_.append(search::fleet_wire::story_prefix);
     if (!percent_decode(m.rest, path_, /*plus_is_space=*/false)) {
       return json_reply(
-          req, 400, R"({"code":"invalid_request","message":"Malformed percent-escape in the story id."})",
+          req, 400,
+          R"({"code":"invalid_request","message":"Malformed percent-escape in the story id."})",
           out);
     }
     path = path_.view();
   }
   body_.clear();
-  const int status = search::serve_fleet_request(*s_.backend, *search_, req.method, path,
-                                                 req.body, body_);
+  const int status =
+      search::serve_fleet_request(*s_.backend, *search_, req.method, path, req.body, body_);
   return json_reply(req, status, body_.view(), out);
 }
 

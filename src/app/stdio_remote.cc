@@ -422,8 +422,7 @@ bridge::next bridge::on_probe(const remote::http_answer& a) {
     return next::stop;
   } else {
     if (a.status >= 500) {
-      log_error("stdio --remote: {} answered HTTP {} at start; starting anyway", o_.url,
-                a.status);
+      log_error("stdio --remote: {} answered HTTP {} at start; starting anyway", o_.url, a.status);
       down_ = true;
     } else if ((a.status >= 300 && a.status < 400) || a.status == 404 || a.status == 405) {
       log_error(

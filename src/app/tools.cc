@@ -43,12 +43,12 @@ mcp::tool_result query_of(const mcp::arguments& args, search::query_args& q) {
   q.limit = static_cast<uint32_t>(args[a_limit].num);
   q.offset = static_cast<uint32_t>(args[a_offset].num);
   if (!time_arg(args[a_since], q.since)) {
-    return mcp::tool_result::invalid_argument(
-        "since", "must be unix seconds or an RFC 3339 date-time");
+    return mcp::tool_result::invalid_argument("since",
+                                              "must be unix seconds or an RFC 3339 date-time");
   }
   if (!time_arg(args[a_until], q.until)) {
-    return mcp::tool_result::invalid_argument(
-        "until", "must be unix seconds or an RFC 3339 date-time");
+    return mcp::tool_result::invalid_argument("until",
+                                              "must be unix seconds or an RFC 3339 date-time");
   }
   q.sort = args[a_sort].str == "date" ? search::sort_order::date : search::sort_order::relevance;
   for (uint8_t i = 0; i < args[a_tags].num_items; ++i) {
@@ -190,8 +190,8 @@ mcp::tool_def search_stories_def() {
                        "must appear together in that order (at most 8 quoted phrases)."),
                    1, 500);
   q.required = true;
-  auto limit = bounded(arg("limit", mcp::arg_type::integer, "How many stories to return (1-50)."),
-                       1, 50);
+  auto limit =
+      bounded(arg("limit", mcp::arg_type::integer, "How many stories to return (1-50)."), 1, 50);
   limit.has_default = true;
   limit.default_int = 10;
   auto offset = bounded(

@@ -148,20 +148,20 @@ struct agent::key_info {
   quota::key_state* st = nullptr;
   uint64_t id = 0;
   int64_t quota = 0;
-  uint32_t month = 0;   // month of `claim`
-  int64_t claim = -1;   // units of the month's budget this node claims; -1: not yet known
+  uint32_t month = 0;  // month of `claim`
+  int64_t claim = -1;  // units of the month's budget this node claims; -1: not yet known
   int64_t last_used = 0;
-  int64_t demand = 0;   // billed per sync interval (decaying maximum)
+  int64_t demand = 0;         // billed per sync interval (decaying maximum)
   int64_t base_emission = 0;  // the plan's GCRA figures (0: not in a table yet)
   int64_t base_burst = 0;
-  double share = 0;           // this node's share of the rate; 0: the default
-  double applied = 0;         // the share last put in force
-  int64_t last_tat = 0;       // GCRA tat at the last demand sample
-  int64_t last_rate_ns = 0;   // wall clock of that sample
-  bool want = false;        // (mu_) a core waits for units
-  bool exhausted = false;   // (mu_) the last lease found the budget spent
-  int64_t exhausted_ns = 0; // (mu_)
-  uint64_t done_seq = 0;    // (mu_) bumped after each lease attempt
+  double share = 0;          // this node's share of the rate; 0: the default
+  double applied = 0;        // the share last put in force
+  int64_t last_tat = 0;      // GCRA tat at the last demand sample
+  int64_t last_rate_ns = 0;  // wall clock of that sample
+  bool want = false;         // (mu_) a core waits for units
+  bool exhausted = false;    // (mu_) the last lease found the budget spent
+  int64_t exhausted_ns = 0;  // (mu_)
+  uint64_t done_seq = 0;     // (mu_) bumped after each lease attempt
 };
 
 agent::agent(settings s, agent_options o)
@@ -202,7 +202,8 @@ agent_stats agent::stats() const {
   st.lease_waits = lease_waits_;
   st.units_returned = units_returned_;
   st.redis_commands = commands_.load(std::memory_order_relaxed);
-  st.push_lag_secs = static_cast<double>(now - (last_push_ns_ != 0 ? last_push_ns_ : started_ns_)) / 1e9;
+  st.push_lag_secs =
+      static_cast<double>(now - (last_push_ns_ != 0 ? last_push_ns_ : started_ns_)) / 1e9;
   st.outage_secs =
       static_cast<double>(outage_ns_ + (down_since_ns_ != 0 ? now - down_since_ns_ : 0)) / 1e9;
   const uint32_t month = svc_ != nullptr ? svc_->month() : 0;
@@ -232,10 +233,9 @@ quota::lease_outcome agent::refill(quota::key_state& s, uint32_t month) noexcept
   want_any_ = true;
   const uint64_t seq = k.done_seq;
   work_.notify_one();
-  const bool answered =
-      done_.wait_for(lk, std::chrono::milliseconds(o_.wait_ms), [&] {
-        return k.done_seq != seq || !up_.load(std::memory_order_acquire) || stop_;
-      });
+  const bool answered = done_.wait_for(lk, std::chrono::milliseconds(o_.wait_ms), [&] {
+    return k.done_seq != seq || !up_.load(std::memory_order_acquire) || stop_;
+  });
   if (pool_of(s, month) > 0) {
     return quota::lease_outcome::refilled;
   }
@@ -282,9 +282,10 @@ void agent::poll_keys() {
     // lost its data (restarted without persistence, or flushed). Every key would turn 401;
     // keep the last ones in force until keys appear again.
     if (keys_version_ != version) {
-      log_error("cluster: redis {} holds no keys any more (its data was lost?); the {} key(s) "
-                "loaded before stay in force",
-                s_.redis, loaded_keys_);
+      log_error(
+          "cluster: redis {} holds no keys any more (its data was lost?); the {} key(s) "
+          "loaded before stay in force",
+          s_.redis, loaded_keys_);
     }
     keys_version_ = version;
     return;
@@ -307,10 +308,10 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
     if (k.month != 0 && k.claim >= 0) {
       // The closed month's last figures, as the node's reconciled usage has them.
       const quota::usage_totals u = svc_->usage(k.id, k.month);
-      auto r = conn_->eval(kSync, {usage_key(s_, k.id, k.month)},
-                           {s_.node, std::to_string(k.quota), std::to_string(u.used),
-                            std::to_string(u.overage), std::to_string(u.used - u.overage), "0",
-                            kUsageTtlMs, "-1", std::to_string(wall_ms())});
+      auto r = conn_->eval(
+          kSync, {usage_key(s_, k.id, k.month)},
+          {s_.node, std::to_string(k.quota), std::to_string(u.used), std::to_string(u.overage),
+           std::to_string(u.used - u.overage), "0", kUsageTtlMs, "-1", std::to_string(wall_ms())});
       if (!r && r.error().io) {
         return false;
       }
@@ -432,10 +433,9 @@ bool agent::sync_all(bool final_push) {
   };
   std::vector<snap> all;
   std::vector<std::pair<uint64_t, double>> changed_shares;
-  svc_->for_each_state(
-      [&](quota::key_state& s) {
-        all.push_back({&s, s.key_id, s.quota, s.base_emission_ns, s.base_burst});
-      });
+  svc_->for_each_state([&](quota::key_state& s) {
+    all.push_back({&s, s.key_id, s.quota, s.base_emission_ns, s.base_burst});
+  });
   for (const snap& s : all) {
     key_info* k;
     {
@@ -600,8 +600,7 @@ void agent::run() {
     if (stop_) {
       break;
     }
-    int64_t until = conn_->connected() ? std::min({next_poll, next_sync, next_beat})
-                                       : next_connect;
+    int64_t until = conn_->connected() ? std::min({next_poll, next_sync, next_beat}) : next_connect;
     until = std::min(until, steady_ns() + 100 * kNsPerMs);
     const int64_t wait = std::max<int64_t>(0, until - steady_ns());
     work_.wait_for(lk, std::chrono::nanoseconds(wait), [&] { return stop_ || want_any_; });
@@ -612,12 +611,13 @@ void agent::run() {
   }
   if (conn_->connected() && svc_ != nullptr && keys_loaded()) {
     if (sync_all(true)) {
-      (void)conn_->command({"HSET", nodes_key(s_), s_.node,
-                            fmt::format("{} 0 stopped", wall_ms())});
+      (void)conn_->command(
+          {"HSET", nodes_key(s_), s_.node, fmt::format("{} 0 stopped", wall_ms())});
       log_info("cluster: final usage pushed to redis");
     } else {
-      log_error("cluster: final usage not pushed (redis unreachable); the journal keeps it and "
-                "the next start pushes it");
+      log_error(
+          "cluster: final usage not pushed (redis unreachable); the journal keeps it and "
+          "the next start pushes it");
     }
   }
   up_.store(false, std::memory_order_release);

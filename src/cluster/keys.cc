@@ -85,7 +85,8 @@ bool parse_hex(std::string_view hex, quota::digest& d) {
 
 result<quota::key_entry, store_error> parse_key(const std::string& id, const std::string& v) {
   auto bad = [&] {
-    return unexpected(store_error{false, fmt::format("redis: malformed key record {}: '{}'", id, v)});
+    return unexpected(
+        store_error{false, fmt::format("redis: malformed key record {}: '{}'", id, v)});
   };
   quota::key_entry e;
   auto pid = quota::parse_key_id(id);
@@ -214,10 +215,9 @@ result<quota::store_contents, store_error> redis_keys::load_versioned(int64_t& v
   for (size_t i = 0; i + 1 < as.size(); i += 2) {
     c.accounts.push_back({as[i].str, as[i + 1].str == "suspended"});
   }
-  std::sort(c.accounts.begin(), c.accounts.end(),
-            [](const quota::account_entry& a, const quota::account_entry& b) {
-              return a.name < b.name;
-            });
+  std::sort(
+      c.accounts.begin(), c.accounts.end(),
+      [](const quota::account_entry& a, const quota::account_entry& b) { return a.name < b.name; });
   return c;
 }
 

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
+#include <sys/time.h>
 
 #include <charconv>
-#include <sys/time.h>
 
 #include "tollgate/config/config.h"
 

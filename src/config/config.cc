@@ -1,15 +1,14 @@
 #include "tollgate/config/config.h"
 
-#include <fmt/format.h>
-
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
+#include <toml++/toml.h>
 
 #include <cerrno>
 #include <charconv>
-#include <type_traits>
 #include <cstring>
-#include <toml++/toml.h>
+#include <type_traits>
 
 #include "tollgate/common/names.h"
 
@@ -166,8 +165,8 @@ class reader {
 
   /// `nonempty`: a path, where "" would silently mean something else (the current directory,
   /// the embedded sample).
-  void string(const toml::table& t, std::string_view table, std::string_view key,
-              std::string& out, bool nonempty = false) {
+  void string(const toml::table& t, std::string_view table, std::string_view key, std::string& out,
+              bool nonempty = false) {
     const toml::node* n = typed(t, table, key, &toml::node::is_string, "expected a string");
     if (n == nullptr) {
       return;
@@ -225,7 +224,7 @@ class reader {
   }
 
   void host_port_value(const toml::table& t, std::string_view table, std::string_view key,
-                      host_port& out) {
+                       host_port& out) {
     std::string s;
     string(t, table, key, s);
     if (failed() || t.get(key) == nullptr) {
@@ -318,8 +317,7 @@ void read_corpus(reader& r, const toml::table& t, settings& s) {
   r.either(t, "corpus", "on_bad_line", "skip", "fail", s.skip_bad_lines);
   r.integer(t, "corpus", "shards", s.index_shards, 1, 256);
   r.integer(t, "corpus", "search_cache_entries", s.search_cache_entries, 0, 1 << 20);
-  r.integer(t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024,
-            16 << 20);
+  r.integer(t, "corpus", "search_cache_entry_bytes", s.search_cache_entry_bytes, 1024, 16 << 20);
   r.integer(t, "corpus", "search_slice_postings", s.search_slice_postings, 0, 1 << 30);
   // Each core allocates and zeroes entries x entry_bytes at start-up: the maxima of the two
   // keys together would ask for 16 TiB per core.
@@ -373,8 +371,7 @@ void read_plans(reader& r, const toml::table& t, settings& s) {
     r.integer(*pt, tname, "burst", p.burst, 1, plan_max_burst);
     r.integer(*pt, tname, "monthly_quota", p.monthly_quota, 1, plan_max_monthly_quota);
     // The quota arithmetic's bound on burst x emission interval (quota::validate_plan).
-    if (!r.failed() &&
-        static_cast<double>(p.burst) * (1e9 / p.rate_per_sec) > plan_max_burst_ns) {
+    if (!r.failed() && static_cast<double>(p.burst) * (1e9 / p.rate_per_sec) > plan_max_burst_ns) {
       const toml::node* n = pt->get("burst");
       r.fail(n != nullptr ? n : pt->get("rate_per_sec"), tname + ".burst",
              fmt::format("burst / rate_per_sec must be at most {} seconds (~31 years) (got {} "
@@ -477,8 +474,8 @@ result<toml::table, config_error> parse_toml(const std::string& path) {
   try {
     return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    return unexpected(config_error{fmt::format("{}:{}: {}", path, e.source().begin.line,
-                                               e.description())});
+    return unexpected(
+        config_error{fmt::format("{}:{}: {}", path, e.source().begin.line, e.description())});
   }
 }
 
@@ -497,10 +494,10 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
     std::string_view table;
     void (*read)(reader&, const toml::table&, settings&);
   };
-  for (const step& st : {step{"server", read_server}, step{"corpus", read_corpus},
-                         step{"mcp", read_mcp}, step{"quota", read_quota},
-                         step{"plans", read_plans}, step{"fleet", read_fleet},
-                         step{"log", read_log}, step{"cluster", read_cluster}}) {
+  for (const step& st :
+       {step{"server", read_server}, step{"corpus", read_corpus}, step{"mcp", read_mcp},
+        step{"quota", read_quota}, step{"plans", read_plans}, step{"fleet", read_fleet},
+        step{"log", read_log}, step{"cluster", read_cluster}}) {
     if (const toml::table* t = r.table(root, st.table)) {
       if (st.table != "plans") {  // [plans] holds one table per plan name, checked by read_plans
         r.only_keys(*t, st.table, keys_of(st.table));
@@ -510,8 +507,8 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   }
   if (!r.failed() && s.plans.find(s.demo_plan) == s.plans.end()) {
     const toml::table* q = root.get("quota") != nullptr ? root.get("quota")->as_table() : nullptr;
-    const toml::node* at = q != nullptr && q->get("demo_plan") != nullptr ? q->get("demo_plan")
-                                                                           : root.get("quota");
+    const toml::node* at =
+        q != nullptr && q->get("demo_plan") != nullptr ? q->get("demo_plan") : root.get("quota");
     r.fail(at, "quota.demo_plan", fmt::format("no plan named '{}'", s.demo_plan));
   }
   if (r.failed()) {
@@ -532,8 +529,8 @@ result<void, std::string> check_redis_address(std::string_view a) {
     return unexpected(fmt::format("'{}': expected \"HOST:PORT\" or \"unix:PATH\"", a));
   }
   for (char c : a.substr(0, colon)) {
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '-')) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '-')) {
       return unexpected(fmt::format("'{}': the host is a name or an IPv4 address", a));
     }
   }

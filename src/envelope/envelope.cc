@@ -18,8 +18,8 @@ constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
 constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
-    "suspended", "quota_exceeded", "rate_limited", "unavailable", "not_found", "unavailable",
-    "unavailable"};
+    "suspended", "quota_exceeded", "rate_limited", "unavailable",
+    "not_found", "unavailable",    "unavailable"};
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
     "billable call can be made until the account is settled.",
@@ -76,8 +76,8 @@ std::string escaped(std::string_view s) {
 std::string quoted(std::string_view s) { return "\"" + escaped(s) + "\""; }
 
 std::string server_info_json(const server_identity& id) {
-  return R"({"name":)" + quoted(id.name) + R"(,"title":)" + quoted(id.title) +
-         R"(,"version":)" + quoted(id.version) + "}";
+  return R"({"name":)" + quoted(id.name) + R"(,"title":)" + quoted(id.title) + R"(,"version":)" +
+         quoted(id.version) + "}";
 }
 
 struct status_head {
@@ -124,21 +124,36 @@ int code_of(rpc_error_kind k) noexcept { return k_rpc_errors[static_cast<size_t>
 
 std::string_view reason_phrase(int status) noexcept {
   switch (status) {
-    case 200: return "OK";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 406: return "Not Acceptable";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 406:
+      return "Not Acceptable";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
@@ -158,10 +173,11 @@ cache::cache(const server_identity& id) {
   }
   supported_json_ += "]";
   // Every revision served (a dual-era server): the same list -32022 names.
-  discover_ = R"({"resultType":"complete","supportedVersions":)" + supported_json_ +
-              R"(,"capabilities":)" + caps + R"(,"serverInfo":)" + info + instructions +
-              R"(,"ttlMs":3600000,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":)" +
-              info + "}}";
+  discover_ =
+      R"({"resultType":"complete","supportedVersions":)" + supported_json_ + R"(,"capabilities":)" +
+      caps + R"(,"serverInfo":)" + info + instructions +
+      R"(,"ttlMs":3600000,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":)" +
+      info + "}}";
 
   // Tool-error text, escaped once for its place inside the text block: {"code":"x","message":"..."
   for (size_t i = 0; i < num_tool_error_codes; ++i) {
@@ -170,13 +186,14 @@ cache::cache(const server_identity& id) {
     tool_error_text_[i] = escaped(obj);
   }
   for (size_t i = 0; i < num_rpc_error_kinds; ++i) {
-    rpc_error_mid_[i] = R"(,"error":{"code":)" + std::to_string(k_rpc_errors[i].code) +
-                        R"(,"message":")";
+    rpc_error_mid_[i] =
+        R"(,"error":{"code":)" + std::to_string(k_rpc_errors[i].code) + R"(,"message":")";
   }
   unauthorized_body_ =
       R"({"code":"invalid_key","message":)" +
-      quoted("A valid API key is required. Send it as Authorization: Bearer KEY or X-API-Key: "
-             "KEY.") +
+      quoted(
+          "A valid API key is required. Send it as Authorization: Bearer KEY or X-API-Key: "
+          "KEY.") +
       "}";
 }
 
@@ -260,7 +277,8 @@ void cache::tool_error_response(out_buffer& out, std::string_view id, revision r
   out.append(k_rpc_prefix);
   out.append(id);
   if (is_modern(r)) {
-    out.append(R"(,"result":{"resultType":"complete","isError":true,"content":[{"type":"text","text":")");
+    out.append(
+        R"(,"result":{"resultType":"complete","isError":true,"content":[{"type":"text","text":")");
   } else {
     out.append(R"(,"result":{"isError":true,"content":[{"type":"text","text":")");
   }

@@ -84,8 +84,8 @@ std::string text(std::string_view s) { return "\"" + escape_as(s, true) + "\""; 
 }  // namespace
 
 std::string http(int status, bool close, std::string_view extra_headers, std::string_view body) {
-  std::string r = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason_phrase(status)) +
-                  "\r\n";
+  std::string r =
+      "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason_phrase(status)) + "\r\n";
   if (status != 202 && status != 204) {
     r += "Content-Type: application/json\r\n";
   }
@@ -99,8 +99,8 @@ std::string http(int status, bool close, std::string_view extra_headers, std::st
     // The value right-aligned in an 8-byte field after the colon (at least one space before
     // it), as envelope::cache writes it so that the body need not move.
     const std::string digits = std::to_string(body.size());
-    r += "Content-Length:" + std::string(digits.size() < 8 ? 8 - digits.size() : 1, ' ') +
-         digits + "\r\n\r\n";
+    r += "Content-Length:" + std::string(digits.size() < 8 ? 8 - digits.size() : 1, ' ') + digits +
+         "\r\n\r\n";
   }
   r += body;
   return r;
@@ -111,7 +111,8 @@ std::string success(std::string_view id, revision r, std::string_view raw_payloa
   if (is_modern(r)) {
     result += "\"resultType\":\"complete\",";
   }
-  result += "\"content\":[{\"type\":\"text\",\"text\":" + str(raw_payload) + "}],\"isError\":false}";
+  result +=
+      "\"content\":[{\"type\":\"text\",\"text\":" + str(raw_payload) + "}],\"isError\":false}";
   return "{\"jsonrpc\":\"2.0\",\"id\":" + std::string(id) + ",\"result\":" + result + "}";
 }
 
@@ -159,31 +160,37 @@ std::string error_response(std::string_view id, const rpc_error& e) {
       message = "Parse error: the request body is not valid JSON.";
       break;
     case rpc_error_kind::invalid_request:
-      message = e.detail.empty()
-                    ? std::string("Invalid Request: the message is not a valid JSON-RPC 2.0 request.")
-                    : std::string(e.detail);
+      message =
+          e.detail.empty()
+              ? std::string("Invalid Request: the message is not a valid JSON-RPC 2.0 request.")
+              : std::string(e.detail);
       break;
-    case rpc_error_kind::method_not_found: message = "Method not found."; break;
+    case rpc_error_kind::method_not_found:
+      message = "Method not found.";
+      break;
     case rpc_error_kind::invalid_params:
       message = "Invalid params: " + std::string(e.detail) + ": " + std::string(e.rule);
       data = "{\"argument\":" + text(e.detail) + ",\"rule\":" + text(e.rule) + "}";
       break;
-    case rpc_error_kind::unknown_tool: message = "Unknown tool: " + std::string(e.detail); break;
+    case rpc_error_kind::unknown_tool:
+      message = "Unknown tool: " + std::string(e.detail);
+      break;
     case rpc_error_kind::internal_error:
       message = e.detail.empty() ? std::string("Internal error.") : std::string(e.detail);
       break;
     case rpc_error_kind::header_mismatch:
-      message = e.detail.empty()
-                    ? std::string("Header mismatch: the HTTP headers do not match the request body.")
-                    : std::string(e.detail);
+      message =
+          e.detail.empty()
+              ? std::string("Header mismatch: the HTTP headers do not match the request body.")
+              : std::string(e.detail);
       break;
     case rpc_error_kind::unsupported_version:
       message = "Unsupported protocol version: " + std::string(e.detail);
       data = "{\"requested\":" + text(e.detail) + ",\"supported\":" + supported_versions() + "}";
       break;
     case rpc_error_kind::rate_limited: {
-      message = "Rate limit exceeded: retry in " + std::to_string(e.retry_after_secs) +
-                " second(s).";
+      message =
+          "Rate limit exceeded: retry in " + std::to_string(e.retry_after_secs) + " second(s).";
       tool_error te;
       te.code = tool_error_code::rate_limited;
       te.retry_after_secs = e.retry_after_secs;
@@ -191,7 +198,8 @@ std::string error_response(std::string_view id, const rpc_error& e) {
       break;
     }
   }
-  std::string err = "{\"code\":" + std::to_string(code_of(e.kind)) + ",\"message\":" + text(message);
+  std::string err =
+      "{\"code\":" + std::to_string(code_of(e.kind)) + ",\"message\":" + text(message);
   if (!data.empty()) {
     err += ",\"data\":" + data;
   }
@@ -200,8 +208,8 @@ std::string error_response(std::string_view id, const rpc_error& e) {
 }
 
 std::string result_response(std::string_view id, std::string_view result_json) {
-  return "{\"jsonrpc\":\"2.0\",\"id\":" + std::string(id) + ",\"result\":" +
-         std::string(result_json) + "}";
+  return "{\"jsonrpc\":\"2.0\",\"id\":" + std::string(id) +
+         ",\"result\":" + std::string(result_json) + "}";
 }
 
 std::string unauthorized(bool close, bool key_presented) {

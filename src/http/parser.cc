@@ -181,8 +181,7 @@ void on_connection(std::string_view v, head_state& st) noexcept {
 }
 
 /// Interprets the few header fields that affect framing and the connection.
-inline errc on_header(field f, std::string_view value, const limits& lim,
-                      head_state& st) noexcept {
+inline errc on_header(field f, std::string_view value, const limits& lim, head_state& st) noexcept {
   switch (f) {
     case field::host:
       if (++st.host_count > 1) {

@@ -15,17 +15,17 @@ struct errc_row {
   std::string_view message;
 };
 constexpr errc_row kErrcRows[] = {
-    {200, "ok"},                                            // ok
-    {400, "malformed request line"},                        // bad_request_line
-    {400, "malformed header field"},                        // bad_header
-    {431, "too many header fields"},                        // too_many_headers
-    {431, "request header section too large"},              // header_too_large
-    {413, "request body too large"},                        // body_too_large
+    {200, "ok"},                                               // ok
+    {400, "malformed request line"},                           // bad_request_line
+    {400, "malformed header field"},                           // bad_header
+    {431, "too many header fields"},                           // too_many_headers
+    {431, "request header section too large"},                 // header_too_large
+    {413, "request body too large"},                           // body_too_large
     {400, "conflicting Content-Length or Transfer-Encoding"},  // conflicting_length
-    {400, "malformed Content-Length"},                      // bad_content_length
-    {400, "malformed chunked body"},                        // bad_chunk
-    {501, "unsupported Transfer-Encoding"},                 // unsupported_encoding
-    {505, "HTTP version not supported"},                    // unsupported_version
+    {400, "malformed Content-Length"},                         // bad_content_length
+    {400, "malformed chunked body"},                           // bad_chunk
+    {501, "unsupported Transfer-Encoding"},                    // unsupported_encoding
+    {505, "HTTP version not supported"},                       // unsupported_version
 };
 static_assert(std::size(kErrcRows) == static_cast<size_t>(errc::unsupported_version) + 1,
               "one row per errc");

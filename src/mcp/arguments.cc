@@ -109,8 +109,7 @@ bool check_string_array(const arg_spec& spec, const registry::rules& rules, size
     od::value ev;
     std::string_view s;
     od::json_type et;
-    if (er.get(ev) || ev.type().get(et) || et != od::json_type::string ||
-        ev.get_string().get(s)) {
+    if (er.get(ev) || ev.type().get(et) || et != od::json_type::string || ev.get_string().get(s)) {
       rule = rules.type[idx];
       return false;
     }
@@ -138,10 +137,14 @@ bool check_value(const arg_spec& spec, const registry::rules& rules, size_t idx,
   }
   switch (spec.type) {
     case arg_type::string:
-    case arg_type::enumeration: return check_string(spec, rules, idx, v, jt, out, rule);
-    case arg_type::timestamp: return check_timestamp(rules, idx, v, jt, out, rule);
-    case arg_type::integer: return check_integer(spec, rules, idx, v, jt, out, rule);
-    case arg_type::string_array: return check_string_array(spec, rules, idx, v, jt, out, rule);
+    case arg_type::enumeration:
+      return check_string(spec, rules, idx, v, jt, out, rule);
+    case arg_type::timestamp:
+      return check_timestamp(rules, idx, v, jt, out, rule);
+    case arg_type::integer:
+      return check_integer(spec, rules, idx, v, jt, out, rule);
+    case arg_type::string_array:
+      return check_string_array(spec, rules, idx, v, jt, out, rule);
   }
   return true;
 }

@@ -99,7 +99,10 @@ void decide_initialize(const dispatch_ctx& c, od::object* params, reply& r) {
 void decide_tools_call(const dispatch_ctx& c, od::object* params, bool modern, reply& r) {
   const std::string_view id = r.id;
   if (params == nullptr) {
-    r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "params", "must be an object with name and arguments", 0}, 200);
+    r = error_reply(id,
+                    rpc_error{rpc_error_kind::invalid_params, "params",
+                              "must be an object with name and arguments", 0},
+                    200);
     return;
   }
   od::value nv;
@@ -107,13 +110,17 @@ void decide_tools_call(const dispatch_ctx& c, od::object* params, bool modern, r
   od::json_type nt;
   if (member(*params, "name", c.im.body_has_escape, nv) || nv.type().get(nt) ||
       nt != od::json_type::string || nv.get_string().get(name)) {
-    r = error_reply(id, rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0}, 200);
+    r = error_reply(
+        id,
+        rpc_error{rpc_error_kind::invalid_params, "name", "is required and must be a string", 0},
+        200);
     return;
   }
   if (modern && c.http.is_http && (!c.http.has_mcp_name || c.http.mcp_name != name)) {
-    r = header_mismatch(id, c.http.has_mcp_name
-                                ? "Header mismatch: the Mcp-Name header does not match params.name."
-                                : "Header mismatch: the Mcp-Name header is required for tools/call.");
+    r = header_mismatch(id,
+                        c.http.has_mcp_name
+                            ? "Header mismatch: the Mcp-Name header does not match params.name."
+                            : "Header mismatch: the Mcp-Name header is required for tools/call.");
     return;
   }
   const tool_def* t = c.tools.find(name);
@@ -212,11 +219,20 @@ void prepare(reply& r, host& h) {
   // The refusal's name in the outcome table's words; the row decides which figures it carries.
   envelope::tool_error_code code = envelope::tool_error_code::rate_limited;
   switch (a.outcome) {
-    case admission::kind::suspended: code = envelope::tool_error_code::suspended; break;
-    case admission::kind::quota_exceeded: code = envelope::tool_error_code::quota_exceeded; break;
-    case admission::kind::unavailable: code = envelope::tool_error_code::usage_unavailable; break;
-    case admission::kind::quota_unreachable: code = envelope::tool_error_code::quota_unreachable; break;
-    default: break;
+    case admission::kind::suspended:
+      code = envelope::tool_error_code::suspended;
+      break;
+    case admission::kind::quota_exceeded:
+      code = envelope::tool_error_code::quota_exceeded;
+      break;
+    case admission::kind::unavailable:
+      code = envelope::tool_error_code::usage_unavailable;
+      break;
+    case admission::kind::quota_unreachable:
+      code = envelope::tool_error_code::quota_unreachable;
+      break;
+    default:
+      break;
   }
   r.terr = envelope::make_tool_error(code, a.retry_after_secs, a.quota_limit, a.quota_used,
                                      a.quota_remaining);
@@ -224,25 +240,37 @@ void prepare(reply& r, host& h) {
 
 outcome outcome_of(const envelope::rpc_error& e) noexcept {
   switch (e.kind) {
-    case rpc_error_kind::parse_error: return outcome::parse_error;
-    case rpc_error_kind::method_not_found: return outcome::method_not_found;
-    case rpc_error_kind::invalid_params: return outcome::invalid_argument;
-    case rpc_error_kind::unknown_tool: return outcome::unknown_tool;
-    case rpc_error_kind::internal_error: return outcome::internal_error;
-    case rpc_error_kind::rate_limited: return outcome::rate_limited;
-    default: return outcome::invalid_request;
+    case rpc_error_kind::parse_error:
+      return outcome::parse_error;
+    case rpc_error_kind::method_not_found:
+      return outcome::method_not_found;
+    case rpc_error_kind::invalid_params:
+      return outcome::invalid_argument;
+    case rpc_error_kind::unknown_tool:
+      return outcome::unknown_tool;
+    case rpc_error_kind::internal_error:
+      return outcome::internal_error;
+    case rpc_error_kind::rate_limited:
+      return outcome::rate_limited;
+    default:
+      return outcome::invalid_request;
   }
 }
 
 outcome outcome_of(envelope::tool_error_code c) noexcept {
   switch (c) {
-    case envelope::tool_error_code::suspended: return outcome::suspended;
-    case envelope::tool_error_code::quota_exceeded: return outcome::quota_exceeded;
-    case envelope::tool_error_code::rate_limited: return outcome::rate_limited;
+    case envelope::tool_error_code::suspended:
+      return outcome::suspended;
+    case envelope::tool_error_code::quota_exceeded:
+      return outcome::quota_exceeded;
+    case envelope::tool_error_code::rate_limited:
+      return outcome::rate_limited;
     case envelope::tool_error_code::unavailable:
     case envelope::tool_error_code::usage_unavailable:
-    case envelope::tool_error_code::quota_unreachable: return outcome::unavailable;
-    case envelope::tool_error_code::not_found: return outcome::not_found;
+    case envelope::tool_error_code::quota_unreachable:
+      return outcome::unavailable;
+    case envelope::tool_error_code::not_found:
+      return outcome::not_found;
   }
   return outcome::internal_error;
 }
@@ -265,8 +293,11 @@ bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out,
 
 bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, outcome& o) {
   switch (r.k) {
-    case reply::kind::none: return false;
-    case reply::kind::result: c.env.result_response(out, r.id, r.result); return false;
+    case reply::kind::none:
+      return false;
+    case reply::kind::result:
+      c.env.result_response(out, r.id, r.result);
+      return false;
     case reply::kind::error:
       o = outcome_of(r.err);
       c.env.error_response(out, r.id, r.err);

@@ -20,7 +20,9 @@
 namespace tollgate::mcp {
 
 endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_options opts)
-    : tools_(tools), env_(env), opts_(std::move(opts)),
+    : tools_(tools),
+      env_(env),
+      opts_(std::move(opts)),
       impl_(std::make_unique<impl>(opts_.max_body_bytes)) {
   // Size everything for the largest body and batch now: the steady state allocates nothing.
   TOLLGATE_CHECK(impl_->parser.allocate(opts_.max_body_bytes) == simdjson::SUCCESS);
@@ -42,9 +44,10 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
   http_facts facts;  // not HTTP: no header checks
   dispatch_ctx c{tools_, env_, im, stdio_rev_, facts, false};
   if (msg.size() > opts_.max_body_bytes) {
-    env_.error_response(out, envelope::null_id,
-                        rpc_error{rpc_error_kind::invalid_request,
-                                  "Invalid Request: the message is too large.", {}, 0});
+    env_.error_response(
+        out, envelope::null_id,
+        rpc_error{
+            rpc_error_kind::invalid_request, "Invalid Request: the message is too large.", {}, 0});
     return;
   }
   parsed p = parse_body(im, msg, opts_.max_batch);
@@ -52,10 +55,13 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
     case body_shape::too_large:
       env_.error_response(out, envelope::null_id,
                           rpc_error{rpc_error_kind::invalid_request,
-                                    "Invalid Request: the message is too large.", {}, 0});
+                                    "Invalid Request: the message is too large.",
+                                    {},
+                                    0});
       return;
     case body_shape::not_json:
-      env_.error_response(out, envelope::null_id, rpc_error{rpc_error_kind::parse_error, {}, {}, 0});
+      env_.error_response(out, envelope::null_id,
+                          rpc_error{rpc_error_kind::parse_error, {}, {}, 0});
       return;
     case body_shape::not_request:
     case body_shape::batch:  // stdio is newline-delimited single messages
@@ -78,7 +84,9 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
       admission a = h.rate_check();
       if (a.outcome == admission::kind::rate_limited) {
         env_.error_response(out, m.id,
-                            rpc_error{rpc_error_kind::rate_limited, {}, {},
+                            rpc_error{rpc_error_kind::rate_limited,
+                                      {},
+                                      {},
                                       a.retry_after_secs < 1 ? 1 : a.retry_after_secs});
         return;
       }

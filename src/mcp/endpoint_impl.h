@@ -41,14 +41,14 @@ struct message {
   bool has_method = false;
   bool has_params = false;
   bool has_result_or_error = false;
-  bool invalid = false;              ///< not a JSON-RPC request/notification/response
-  std::string_view invalid_reason;   ///< message for -32600
+  bool invalid = false;             ///< not a JSON-RPC request/notification/response
+  std::string_view invalid_reason;  ///< message for -32600
   /// A member name given twice in the message object (as written; empty: none). -32600.
   std::string_view duplicate;
   /// A member name given twice in the params object (as written; empty: none). -32602.
   std::string_view params_duplicate;
   std::string_view id = envelope::null_id;  ///< raw JSON token
-  std::string_view method;           ///< raw contents between the quotes
+  std::string_view method;                  ///< raw contents between the quotes
   method_id mid = method_id::unknown;
 };
 
@@ -59,19 +59,19 @@ struct reply {
   int status = 200;
   std::string_view id = envelope::null_id;
   envelope::revision rev = envelope::revision::v2025_03_26;
-  std::string_view result;        ///< kind::result: pre-rendered result JSON
-  envelope::rpc_error err;        ///< kind::error
-  envelope::tool_error terr;      ///< kind::tool_error
-  const tool_def* tool = nullptr; ///< kind::tool_call
-  bool admitted = false;          ///< a billable call admitted through the host (settle owed)
-  bool mint_session = false;      ///< initialize with sessions on
+  std::string_view result;         ///< kind::result: pre-rendered result JSON
+  envelope::rpc_error err;         ///< kind::error
+  envelope::tool_error terr;       ///< kind::tool_error
+  const tool_def* tool = nullptr;  ///< kind::tool_call
+  bool admitted = false;           ///< a billable call admitted through the host (settle owed)
+  bool mint_session = false;       ///< initialize with sessions on
 };
 
 /// Per-request HTTP facts the dispatcher checks (2026-07-28 header/body agreement).
 struct http_facts {
   bool is_http = false;
-  std::string_view mcp_method;    ///< Mcp-Method header (empty if absent)
-  std::string_view mcp_name;      ///< Mcp-Name header
+  std::string_view mcp_method;  ///< Mcp-Method header (empty if absent)
+  std::string_view mcp_name;    ///< Mcp-Name header
   bool has_mcp_method = false;
   bool has_mcp_name = false;
 };
@@ -85,11 +85,11 @@ struct endpoint::impl {
   std::vector<message> batch;
   std::vector<member_name> names;         ///< pass 1's member names of a message object
   std::vector<member_name> params_names;  ///< and of its params object
-  std::string duplicate_message;   ///< -32600's message naming a duplicated member
+  std::string duplicate_message;          ///< -32600's message naming a duplicated member
   std::vector<reply> replies;
   arguments args;
   out_buffer scratch;
-  std::string session_header;  ///< "Mcp-Session-Id: ...\r\n" for a minted session
+  std::string session_header;       ///< "Mcp-Session-Id: ...\r\n" for a minted session
   std::string batch_limit_message;  ///< -32600's message for a batch over max_batch
   /// The app charged this POST to the rate limit before dispatch (false while a refused one
   /// that holds only notifications and responses is answered): a 202 gives the charge back.
@@ -173,8 +173,7 @@ outcome outcome_of(const envelope::rpc_error& e) noexcept;
 /// Writes the body of a decided (and prepared) reply, running the tool of a tool call, then
 /// tells the host what `method` was answered with. True when an admitted (billable) call failed
 /// and so was not billed: the quota figures written before it ran counted it.
-bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out,
-                std::string_view method);
+bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, std::string_view method);
 
 /// Replaces the host's header block [begin, end) of a finished response in `out` with one
 /// written now (error path only: an admitted call failed, and its figures must not count it).

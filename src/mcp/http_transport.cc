@@ -174,8 +174,8 @@ http::response_info answer_other_method(const http_ctx& x, const known_headers& 
 
 // A POST's headers and size: Accept, Content-Type, MCP-Protocol-Version (into `rev`), the body
 // limit.
-refusal check_post(const http::request& req, const known_headers& hd,
-                   const endpoint_options& opts, revision& rev) {
+refusal check_post(const http::request& req, const known_headers& hd, const endpoint_options& opts,
+                   revision& rev) {
   if (!accept_ok(req, hd.value(h_accept))) {
     return invalid_request(406,
                            "Not Acceptable: the client must accept both application/json and "
@@ -188,8 +188,11 @@ refusal check_post(const http::request& req, const known_headers& hd,
   if (hd.has(h_protocol)) {
     std::string_view v = trim(hd.value(h_protocol));
     if (!envelope::parse_revision(v, rev)) {
-      return {400, rpc_error{rpc_error_kind::unsupported_version, v, {}, 0}, envelope::null_id,
-              false, {}};
+      return {400,
+              rpc_error{rpc_error_kind::unsupported_version, v, {}, 0},
+              envelope::null_id,
+              false,
+              {}};
     }
   }
   if (req.body.size() > opts.max_body_bytes) {
@@ -206,15 +209,18 @@ refusal check_shape(const parsed& p, revision rev, const endpoint::impl& im) {
     case body_shape::not_json:
       return whole_error(400, rpc_error{rpc_error_kind::parse_error, {}, {}, 0});
     case body_shape::not_request:
-      return whole_error(
-          400, rpc_error{rpc_error_kind::invalid_request,
-                         p.batch_too_long ? im.batch_limit_message : std::string_view(), {}, 0});
+      return whole_error(400,
+                         rpc_error{rpc_error_kind::invalid_request,
+                                   p.batch_too_long ? im.batch_limit_message : std::string_view(),
+                                   {},
+                                   0});
     case body_shape::batch:
       if (rev != revision::v2025_03_26) {
         return whole_error(400, rpc_error{rpc_error_kind::invalid_request,
                                           "Invalid Request: batches are only accepted under "
                                           "protocol revision 2025-03-26.",
-                                          {}, 0});
+                                          {},
+                                          0});
       }
       return {};
     case body_shape::single:
@@ -285,8 +291,8 @@ void begin_response(const http_ctx& x, int status, bool with_session) {
   }
 }
 
-http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c,
-                                  const known_headers& hd, const message& m) {
+http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, const known_headers& hd,
+                                  const message& m) {
   endpoint::impl& im = x.im;
   const bool is_initialize = m.mid == method_id::initialize;
   if (refusal f = check_session(x.opts, hd, is_initialize, c.rev, x.now_ns); f.status != 0) {
@@ -297,8 +303,8 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c,
     im.doc.rewind();
     od::object o;
     if (im.doc.get_object().get(o)) {
-      return write_refusal(x, whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0},
-                                          m.id));
+      return write_refusal(
+          x, whole_error(500, rpc_error{rpc_error_kind::internal_error, {}, {}, 0}, m.id));
     }
     decide(c, m, &o, r);
   }
@@ -330,7 +336,9 @@ void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message&
     if (rated) {
       if (admission a = x.h.rate_extra(); a.outcome == admission::kind::rate_limited) {
         r = error_reply(m.id,
-                        rpc_error{rpc_error_kind::rate_limited, {}, {},
+                        rpc_error{rpc_error_kind::rate_limited,
+                                  {},
+                                  {},
                                   a.retry_after_secs < 1 ? 1 : a.retry_after_secs},
                         200);
         rated = true;
@@ -488,7 +496,8 @@ void endpoint::decide_calls(const http::request& req, call_visitor& v, int64_t n
   }
   im.doc.rewind();
   if (single) {
-    visit_call(c, p.single, [&](od::object& o) { return !im.doc.get_object().get(o); }, v);
+    visit_call(
+        c, p.single, [&](od::object& o) { return !im.doc.get_object().get(o); }, v);
     return;
   }
   od::array arr;
@@ -501,8 +510,8 @@ void endpoint::decide_calls(const http::request& req, call_visitor& v, int64_t n
       break;
     }
     od::value e;
-    visit_call(c, im.batch[i++], [&](od::object& o) { return !er.get(e) && !e.get_object().get(o); },
-               v);
+    visit_call(
+        c, im.batch[i++], [&](od::object& o) { return !er.get(e) && !e.get_object().get(o); }, v);
   }
 }
 

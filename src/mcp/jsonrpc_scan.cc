@@ -57,7 +57,6 @@ bool json_number_ok(std::string_view s) {
   return i == s.size();
 }
 
-
 }  // namespace
 
 // The value of the first member of `o` whose unescaped name is `name`, searching from the
@@ -256,7 +255,7 @@ simdjson::error_code scan_params(od::value v, message& m, int depth,
 // What scan_message carries from one member of a message object to the next.
 struct message_scan {
   bool jsonrpc_ok = false;
-  uint32_t seen = 0;  // once() bits of the members JSON-RPC defines
+  uint32_t seen = 0;                       // once() bits of the members JSON-RPC defines
   std::vector<member_name>& names;         // the other members' names
   std::vector<member_name>& params_names;  // scratch for scan_params
 };

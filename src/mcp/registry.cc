@@ -23,19 +23,26 @@ std::string arg_schema(const arg_spec& a) {
   std::string s = "{";
   switch (a.type) {
     case arg_type::string:
-    case arg_type::enumeration: s += R"("type":"string")"; break;
-    case arg_type::integer: s += R"("type":"integer")"; break;
-    case arg_type::string_array: s += R"("type":"array","items":{"type":"string"})"; break;
+    case arg_type::enumeration:
+      s += R"("type":"string")";
+      break;
+    case arg_type::integer:
+      s += R"("type":"integer")";
+      break;
+    case arg_type::string_array:
+      s += R"("type":"array","items":{"type":"string"})";
+      break;
     // Declared as a string (its description says: unix seconds or RFC 3339); a JSON integer
     // is accepted as well.
-    case arg_type::timestamp: s += R"("type":"string")"; break;
+    case arg_type::timestamp:
+      s += R"("type":"string")";
+      break;
   }
   std::string description = a.description;
   if (a.has_default) {
-    description += (description.empty() ? "" : " ") + std::string("Default: ") +
-                   (a.type == arg_type::integer ? std::to_string(a.default_int)
-                                                : a.default_string) +
-                   ".";
+    description +=
+        (description.empty() ? "" : " ") + std::string("Default: ") +
+        (a.type == arg_type::integer ? std::to_string(a.default_int) : a.default_string) + ".";
   }
   if (!description.empty()) {
     s += R"(,"description":)" + quoted(description);
@@ -47,11 +54,11 @@ std::string arg_schema(const arg_spec& a) {
     }
     s += "]";
   }
-  const char* min_key = a.type == arg_type::string        ? "minLength"
+  const char* min_key = a.type == arg_type::string         ? "minLength"
                         : a.type == arg_type::integer      ? "minimum"
                         : a.type == arg_type::string_array ? "minItems"
                                                            : nullptr;
-  const char* max_key = a.type == arg_type::string        ? "maxLength"
+  const char* max_key = a.type == arg_type::string         ? "maxLength"
                         : a.type == arg_type::integer      ? "maximum"
                         : a.type == arg_type::string_array ? "maxItems"
                                                            : nullptr;
@@ -170,12 +177,12 @@ void registry::finish() {
     if (!t.title.empty()) {
       list += R"(,"title":)" + quoted(t.title);
     }
-    list += R"(,"description":)" + quoted(t.description) + R"(,"inputSchema":)" + schemas_.back() +
-            "}";
+    list +=
+        R"(,"description":)" + quoted(t.description) + R"(,"inputSchema":)" + schemas_.back() + "}";
   }
   list_legacy_ = R"({"tools":[)" + list + "]}";
-  list_modern_ = R"({"resultType":"complete","tools":[)" + list +
-                 R"(],"ttlMs":300000,"cacheScope":"public"})";
+  list_modern_ =
+      R"({"resultType":"complete","tools":[)" + list + R"(],"ttlMs":300000,"cacheScope":"public"})";
 }
 
 const tool_def* registry::find(std::string_view name) const noexcept {

@@ -73,10 +73,14 @@ int run_stdio(endpoint& ep, host& h, int in_fd, int out_fd, const stdio_events& 
     bool event_ready = false;
     if (events.fd >= 0) {
       switch (wait_for_input(in_fd, events, event_ready)) {
-        case wait_result::again: continue;
-        case wait_result::stop: return 0;
-        case wait_result::failed: return 1;
-        case wait_result::input: break;
+        case wait_result::again:
+          continue;
+        case wait_result::stop:
+          return 0;
+        case wait_result::failed:
+          return 1;
+        case wait_result::input:
+          break;
       }
     }
     // Keep room for a read plus the padding simdjson may read past a line's end.

@@ -26,9 +26,9 @@
 //      or send complete; when none is left, close(fd) and the slot returns to the pool with its
 //      buffers' capacity kept, so the steady state allocates nothing.
 #include "net/core.h"
-#include "net/conn.h"
 
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -39,16 +39,15 @@
 #include <ctime>
 #include <utility>
 
-#include <fmt/core.h>
-
+#include "net/conn.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
 
 namespace tollgate::net::detail {
 
 core::core(int index, const server_options& opts, const features& feat, int listen_fd,
-           std::unique_ptr<http::handler> handler, core_stats& stats,
-           const std::atomic<bool>& stop, handoff& hand)
+           std::unique_ptr<http::handler> handler, core_stats& stats, const std::atomic<bool>& stop,
+           handoff& hand)
     : index_(index),
       opts_(opts),
       feat_(feat),
@@ -124,8 +123,8 @@ result<void, std::string> core::setup_ring() {
   }
   int rc = io_uring_queue_init_params(entries, &ring_, &p);
   if (rc == -EINVAL && (p.flags & ~IORING_SETUP_CQSIZE) != 0) {
-    log_info("core {}: io_uring setup with flags {:#x} refused (EINVAL); using plain setup",
-             index_, p.flags);
+    log_info("core {}: io_uring setup with flags {:#x} refused (EINVAL); using plain setup", index_,
+             p.flags);
     p = io_uring_params{};
     p.flags = IORING_SETUP_CQSIZE;
     p.cq_entries = entries * 4;
@@ -155,8 +154,8 @@ result<void, std::string> core::setup_buffer_ring() {
   m = ::mmap(nullptr, bufs_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) {
     bufs_ = nullptr;
-    return unexpected(fmt::format("core {}: mmap {} receive buffers: {}", index_, count,
-                                  std::strerror(errno)));
+    return unexpected(
+        fmt::format("core {}: mmap {} receive buffers: {}", index_, count, std::strerror(errno)));
   }
   bufs_ = static_cast<char*>(m);
   io_uring_buf_reg reg{};
@@ -315,8 +314,7 @@ bool core::wait() {
   io_uring_cqe* first = nullptr;
   const int rc = io_uring_submit_and_wait_timeout(&ring_, &first, 1, &ts, nullptr);
   if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-    log_error("core {}: io_uring wait failed: {}; stopping this core", index_,
-              std::strerror(-rc));
+    log_error("core {}: io_uring wait failed: {}; stopping this core", index_, std::strerror(-rc));
     return false;
   }
   return true;

@@ -34,10 +34,10 @@
 // request is delivered first and the connection closes after its answer.
 //
 // Durable step (durability before sending): when no durable write is in flight, the handler's
-// durable_pending() batch (for the app: the usage records billed so far) is written, and every response answered so
-// far and not yet sent is held: each held connection records how much of its output the write
-// covers (`mark`). A successful write releases exactly those bytes (`ready`). Inline
-// (server_options::journal_inline, the default) the batch is written with write(2) in the
+// durable_pending() batch (for the app: the usage records billed so far) is written, and every
+// response answered so far and not yet sent is held: each held connection records how much of its
+// output the write covers (`mark`). A successful write releases exactly those bytes (`ready`).
+// Inline (server_options::journal_inline, the default) the batch is written with write(2) in the
 // step itself, so the bytes go out in this pass's submit; otherwise it is one IORING_OP_WRITE
 // in this pass's submit, and its CQE releases the bytes into that pass's. An empty batch releases
 // everything at once (nothing answered waits for bytes not yet on disk), so handlers that write
@@ -108,7 +108,7 @@ class core final : public http::engine_io {
     durable_sync,
     up_connect,
     up_send,
-    up_recv,  // upstream connection operations (upstream.cc)
+    up_recv,     // upstream connection operations (upstream.cc)
     file_write,  // engine_io::write_file (the access log)
   };
   static constexpr uint32_t kNil = UINT32_MAX;
@@ -216,9 +216,9 @@ class core final : public http::engine_io {
   const std::atomic<bool>& stop_;
   int wake_fd_ = -1;
   uint64_t wake_buf_ = 0;
-  handoff& handoff_;          // connections passed between cores at their caps (handoff.h)
-  std::vector<int> handed_;   // the descriptors taken from it this pass
-  int fd_ceiling_ = INT32_MAX;  // accepted descriptors at or above it: 503 (fd_reserve)
+  handoff& handoff_;                // connections passed between cores at their caps (handoff.h)
+  std::vector<int> handed_;         // the descriptors taken from it this pass
+  int fd_ceiling_ = INT32_MAX;      // accepted descriptors at or above it: 503 (fd_reserve)
   int fd_single_from_ = INT32_MAX;  // accepted descriptors at or above it: single-shot accepts
   int spare_fd_ = -1;  // given up to accept (and refuse) one connection when the table is full
 
@@ -297,17 +297,17 @@ class core final : public http::engine_io {
   std::vector<uint32_t> heap_;         // fetches in flight, a min-heap by deadline
   std::vector<queued_reply> replies_;  // failures found inside fetch(), delivered later
   std::vector<queued_reply> replies_work_;
-  out_buffer retry_req_;       // a request moving to a fresh connection
-  uint32_t file_writes_ = 0;   // engine_io::write_file operations in flight
-  struct peer_text {           // a connection's peer address, read once when first asked
+  out_buffer retry_req_;      // a request moving to a fresh connection
+  uint32_t file_writes_ = 0;  // engine_io::write_file operations in flight
+  struct peer_text {          // a connection's peer address, read once when first asked
     uint32_t gen = UINT32_MAX;
     uint8_t len = 0;
     char text[55];
   };
   std::vector<peer_text> peers_;  // by slot
-  uint32_t up_ops_ = 0;        // upstream operations in flight
-  bool attached_ = false;      // attach() returned: add_upstream() is closed
-  bool tearing_down_ = false;  // the loop ended: fetch() fails with -ECANCELED
+  uint32_t up_ops_ = 0;           // upstream operations in flight
+  bool attached_ = false;         // attach() returned: add_upstream() is closed
+  bool tearing_down_ = false;     // the loop ended: fetch() fails with -ECANCELED
 };
 
 }  // namespace tollgate::net::detail

@@ -1,11 +1,10 @@
 // The durable step (core.h, loop step 6): the handler's durable batch (the app's usage journal)
 // is written before the responses that depend on it are sent; those are held until it completes.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "net/conn.h"
 #include "tollgate/common/assert.h"
@@ -182,7 +181,7 @@ void core::on_durable_write(int res) {
     if (res < 0) {
       log_error("core {}: usage journal write failed: {}; {} response(s) held, retrying", index_,
                 std::strerror(-res), held_.size());
-      durable_backoff_ns_ = durable_backoff_ns_ == 0 ? kBackoffMinNs
+      durable_backoff_ns_ = durable_backoff_ns_ == 0              ? kBackoffMinNs
                             : durable_backoff_ns_ < kBackoffMaxNs ? durable_backoff_ns_ * 2
                                                                   : kBackoffMaxNs;
       durable_retry_at_ = now_mono_ + durable_backoff_ns_;

@@ -50,8 +50,7 @@ void core::flush_sends() {
 
 void core::submit_send(conn& c, uint32_t idx) {
   io_uring_sqe* sqe = get_sqe();
-  io_uring_prep_send(sqe, c.fd, c.sending.data() + c.sent, c.sending.size() - c.sent,
-                     MSG_NOSIGNAL);
+  io_uring_prep_send(sqe, c.fd, c.sending.data() + c.sent, c.sending.size() - c.sent, MSG_NOSIGNAL);
   io_uring_sqe_set_data64(sqe, conn_data(op::send, idx));
   c.send_inflight = true;
 }

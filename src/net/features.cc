@@ -4,6 +4,7 @@
 #include "tollgate/net/features.h"
 
 #include <arpa/inet.h>
+#include <fmt/core.h>
 #include <liburing.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -13,8 +14,6 @@
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/core.h>
 
 namespace tollgate::net {
 namespace {

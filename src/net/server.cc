@@ -2,6 +2,7 @@
 // first), handler creation and the core threads.
 #include "tollgate/net/server.h"
 
+#include <fmt/core.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -9,15 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
-#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <fmt/core.h>
 
 #include "net/core.h"
 #include "tollgate/common/log.h"

@@ -46,7 +46,7 @@ civil_date civil_from_days(int64_t days) noexcept {
   const int64_t doe = z - era * 146097;  // [0, 146096]
   // Years within the era: undo the leap-day corrections before dividing by 365.
   const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // [0, 399]
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               // [0, 365]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                // [0, 365]
   const int64_t mp = (5 * doy + 2) / 153;                                     // [0, 11]
   const int day = static_cast<int>(doy - (153 * mp + 2) / 5 + 1);
   const int month = static_cast<int>(mp < 10 ? mp + 3 : mp - 9);

@@ -194,15 +194,15 @@ int keys_list(const parsed& p, key_backend& store, const key_store& local, bool 
   if (!accounts) {
     return report(err, accounts.error());
   }
-  fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", "KEY_ID", "ACCOUNT", "PLAN",
-             "CREATED", "STATUS");
+  fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", "KEY_ID", "ACCOUNT", "PLAN", "CREATED",
+             "STATUS");
   for (const auto& k : *keys) {
     bool suspended = false;
     for (const auto& a : accounts->accounts) {
       suspended |= a.name == k.account && a.suspended;
     }
-    fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", key_id_string(k.id), k.account,
-               k.plan, utc_time(k.created_unix),
+    fmt::print(out, "{:<20}  {:<20}  {:<12}  {:<20}  {}\n", key_id_string(k.id), k.account, k.plan,
+               utc_time(k.created_unix),
                k.revoked ? "revoked" : (suspended ? "suspended" : "active"));
   }
   return 0;
@@ -270,8 +270,7 @@ int run_accounts_command(std::span<const std::string_view> args, std::string_vie
   }
   const std::string_view cmd = p.positional[0];
   if (cmd != "suspend" && cmd != "resume") {
-    return usage_error(err, fmt::format("unknown accounts subcommand \"{}\"", cmd),
-                       kAccountsHelp);
+    return usage_error(err, fmt::format("unknown accounts subcommand \"{}\"", cmd), kAccountsHelp);
   }
   if (p.positional.size() != 2) {
     return usage_error(err, fmt::format("accounts {} needs exactly one ACCOUNT", cmd),

@@ -66,7 +66,6 @@ const journal_health& core_ledger::health() const noexcept { return impl_of(*thi
 uint64_t core_ledger::billed_seq() const noexcept { return impl_of(*this).billed_seq(); }
 int core_ledger::index() const noexcept { return impl_of(*this).index(); }
 
-
 core_ledger_impl::core_ledger_impl(service& svc, int index) : svc_(svc), index_(index) {
   journal_buf_.reserve(64 * 1024);
   journal_out_.reserve(64 * 1024);
@@ -88,7 +87,7 @@ void core_ledger_impl::refresh_table() noexcept {
     return;
   }
   table_ = t;
-  clear_key_cache();  // remembered records belong to the old table
+  clear_key_cache();                     // remembered records belong to the old table
   if (t->slot_count > locals_.size()) {  // allocation only when keys were added
     locals_.resize(t->slot_count + 64);
     dirty_.reserve(locals_.size());
@@ -192,7 +191,8 @@ const key_record* core_ledger_impl::authenticate(std::string_view presented) noe
   }
 }
 
-rate_verdict core_ledger_impl::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+rate_verdict core_ledger_impl::check_rate(const key_record& k, int64_t now_ns,
+                                          figures& f) noexcept {
   // GCRA: the key's theoretical arrival time (tat) advances by one emission interval T per
   // admitted request; a request is admitted if, after advancing, tat - now <= burst * T. One
   // CAS per request makes it exact across cores. relaxed: the value itself is the only data.
@@ -287,7 +287,7 @@ lease_outcome core_ledger_impl::refill_from_cluster(const key_record& k, local_k
 }
 
 admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figures& f,
-                                ticket& t) noexcept {
+                                      ticket& t) noexcept {
   if (now_ns >= month_end_ns_) {
     roll_month(month_index_of_ns(now_ns));
   }
@@ -308,8 +308,7 @@ admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figur
   }
   local_key& lk = locals_[k.slot];
   bool over = false;
-  if (lk.lease > 0 &&
-      lk.plan_epoch != k.state->plan_epoch.load(std::memory_order_relaxed)) {
+  if (lk.lease > 0 && lk.plan_epoch != k.state->plan_epoch.load(std::memory_order_relaxed)) {
     // A reload changed the key's quota since this lease was taken: hand it back (paying a
     // cut first) and take a new one from the rebased pool. Rare: once per core and reload.
     std::lock_guard g(svc_.impl_->mu);
@@ -490,8 +489,8 @@ void core_ledger_impl::reconcile(int64_t now_ns) noexcept {
   }
   // No rotation while space is short: the new file could not reserve any, and the old one
   // still has what it reserved.
-  const bool rotate = journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes) &&
-                      !reserve_failed_;
+  const bool rotate =
+      journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes) && !reserve_failed_;
   int old_fd = -1;
   if (rotate && journal_fd_ >= 0) {
     ::fdatasync(journal_fd_);

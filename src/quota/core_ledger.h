@@ -53,9 +53,9 @@ class alignas(64) core_ledger_impl final : public core_ledger {
   struct local_key {
     key_state* state = nullptr;
     uint64_t key_id = 0;
-    int64_t lease = 0;         ///< units this core may still admit (current month)
-    uint32_t plan_epoch = 0;   ///< the key's plan_epoch when the lease was taken
-    int64_t used_delta = 0;    ///< billed successes not yet published
+    int64_t lease = 0;        ///< units this core may still admit (current month)
+    uint32_t plan_epoch = 0;  ///< the key's plan_epoch when the lease was taken
+    int64_t used_delta = 0;   ///< billed successes not yet published
     int64_t overage_delta = 0;
     bool dirty = false;   ///< listed in dirty_
     bool active = false;  ///< admitted since the last reconcile (keeps its lease)
@@ -169,32 +169,32 @@ class alignas(64) core_ledger_impl final : public core_ledger {
   uint32_t month_ = 0;
   int64_t month_end_ns_ = 0;
   out_buffer journal_buf_;
-  out_buffer journal_out_;        // taken by take_journal(), not yet (fully) written
-  bool journal_busy_ = false;     // a taken chunk's write is in flight
-  bool engine_journal_ = false;   // take_journal() is in use: the engine writes and syncs
-  bool sync_requested_ = false;   // fdatasync due, not yet handed out
+  out_buffer journal_out_;       // taken by take_journal(), not yet (fully) written
+  bool journal_busy_ = false;    // a taken chunk's write is in flight
+  bool engine_journal_ = false;  // take_journal() is in use: the engine writes and syncs
+  bool sync_requested_ = false;  // fdatasync due, not yet handed out
   bool sync_inflight_ = false;
-  uint64_t sync_bytes_ = 0;       // unsynced_bytes_ when the in-flight sync was handed out
+  uint64_t sync_bytes_ = 0;  // unsynced_bytes_ when the in-flight sync was handed out
   uint64_t journal_errors_ = 0;
-  uint64_t open_key_ = 0;     // the record being coalesced (count 0: none)
+  uint64_t open_key_ = 0;  // the record being coalesced (count 0: none)
   uint32_t open_month_ = 0;
   uint32_t open_count_ = 0;
   uint32_t open_overage_ = 0;  // of open_count_, the successes billed as overage
   int journal_fd_ = -1;
   uint64_t journal_gen_ = 0;
-  uint64_t journal_size_ = 0;     // bytes written to the current file
+  uint64_t journal_size_ = 0;  // bytes written to the current file
   uint64_t unsynced_bytes_ = 0;
   int64_t last_reconcile_ns_ = 0;
   int64_t last_fsync_ns_ = 0;
   // Disk faults (see "Disk faults" in journal_writer.cc).
-  uint64_t reserved_end_ = 0;       // file offset up to which space is reserved
-  bool reserve_unsupported_ = false;  // the file system has no fallocate: rely on write errors
-  bool reserve_failed_ = false;     // the last reservation failed (ENOSPC, EROFS, EIO...)
-  bool write_failed_ = false;       // the last journal write failed; its bytes are kept
+  uint64_t reserved_end_ = 0;          // file offset up to which space is reserved
+  bool reserve_unsupported_ = false;   // the file system has no fallocate: rely on write errors
+  bool reserve_failed_ = false;        // the last reservation failed (ENOSPC, EROFS, EIO...)
+  bool write_failed_ = false;          // the last journal write failed; its bytes are kept
   int64_t write_failed_since_ns_ = 0;  // CLOCK_MONOTONIC of the first failure of this episode
-  int64_t next_reserve_ns_ = 0;     // CLOCK_MONOTONIC: no reservation attempt before this
-  int64_t pass_now_ns_ = 0;         // CLOCK_REALTIME of the current pass (before_send)
-  int64_t room_calls_ = 0;          // records the reservation still holds (see journal_room)
+  int64_t next_reserve_ns_ = 0;        // CLOCK_MONOTONIC: no reservation attempt before this
+  int64_t pass_now_ns_ = 0;            // CLOCK_REALTIME of the current pass (before_send)
+  int64_t room_calls_ = 0;             // records the reservation still holds (see journal_room)
   journal_health health_;
 };
 

@@ -33,8 +33,8 @@ struct record {
   uint32_t month = 0;
   uint64_t key_id = 0;
   uint32_t count = 0;
-  uint32_t overage = 0;      ///< <= count
-  bool has_overage = true;   ///< false for a TGJ1 record, which does not say
+  uint32_t overage = 0;     ///< <= count
+  bool has_overage = true;  ///< false for a TGJ1 record, which does not say
 };
 
 /// The 20 bytes both formats start with: magic, month, key_id, count.
@@ -101,7 +101,7 @@ inline bool decode(const char* src, size_t avail, record& r) noexcept {
 struct scan_stats {
   uint64_t records = 0;
   uint64_t units = 0;
-  uint64_t corrupt = 0;     ///< corrupt stretches skipped
+  uint64_t corrupt = 0;  ///< corrupt stretches skipped
   uint64_t corrupt_bytes = 0;
   uint64_t torn_bytes = 0;  ///< an incomplete record at the end
 };

@@ -109,8 +109,7 @@ bool core_ledger_impl::reserve(uint64_t need) noexcept {
     recount_room();
     if (reserve_failed_) {
       reserve_failed_ = false;
-      log_info("usage journal on core {}: space reserved again; billed calls are answered",
-               index_);
+      log_info("usage journal on core {}: space reserved again; billed calls are answered", index_);
       update_failing();
     }
     return true;
@@ -119,18 +118,20 @@ bool core_ledger_impl::reserve(uint64_t need) noexcept {
   if (e == EOPNOTSUPP || e == ENOSYS) {
     reserve_unsupported_ = true;
     recount_room();
-    log_info("usage journal on core {}: the file system cannot reserve space (fallocate: {}); "
-             "a full disk is found by failing writes instead",
-             index_, std::strerror(e));
+    log_info(
+        "usage journal on core {}: the file system cannot reserve space (fallocate: {}); "
+        "a full disk is found by failing writes instead",
+        index_, std::strerror(e));
     return true;
   }
   count_error();
   next_reserve_ns_ = now + kReserveRetryNs;
   if (!reserve_failed_) {
     reserve_failed_ = true;
-    log_error("usage journal on core {}: cannot reserve space: {}; billed calls are refused as "
-              "unavailable once the {} byte(s) still reserved are used, until space returns",
-              index_, std::strerror(e), reserved_end_ > need ? reserved_end_ - need : 0);
+    log_error(
+        "usage journal on core {}: cannot reserve space: {}; billed calls are refused as "
+        "unavailable once the {} byte(s) still reserved are used, until space returns",
+        index_, std::strerror(e), reserved_end_ > need ? reserved_end_ - need : 0);
     update_failing();
   }
   return reserved_end_ >= need;
@@ -275,9 +276,10 @@ void core_ledger_impl::drop_unwritten() noexcept {
   };
   drop(journal_out_);
   drop(journal_buf_);
-  log_error("usage journal on core {}: writes failed for {} ms; {} call(s) answered meanwhile "
-            "are not billed and are refused as unavailable",
-            index_, svc_.opt_.journal_give_up_ms, calls);
+  log_error(
+      "usage journal on core {}: writes failed for {} ms; {} call(s) answered meanwhile "
+      "are not billed and are refused as unavailable",
+      index_, svc_.opt_.journal_give_up_ms, calls);
   // relaxed: figures for /metrics.
   health_.refused.store(health_.refused.load(std::memory_order_relaxed) + calls,
                         std::memory_order_relaxed);
@@ -300,7 +302,7 @@ void core_ledger_impl::drop_unwritten() noexcept {
 }
 
 void core_ledger_impl::uncount(uint32_t month, uint64_t key_id, int64_t count,
-                         int64_t overage) noexcept {
+                               int64_t overage) noexcept {
   billed_calls_ -= static_cast<uint64_t>(count);
   overage_calls_ -= static_cast<uint64_t>(overage);
   if (month == month_) {
@@ -330,9 +332,10 @@ void core_ledger_impl::uncount(uint32_t month, uint64_t key_id, int64_t count,
       return;
     }
   }
-  log_error("usage journal on core {}: a dropped record of key {} was not found in the "
-            "core's counts",
-            index_, key_id_string(key_id));
+  log_error(
+      "usage journal on core {}: a dropped record of key {} was not found in the "
+      "core's counts",
+      index_, key_id_string(key_id));
 }
 
 void core_ledger_impl::journal_done(int64_t res) noexcept {

@@ -1,9 +1,8 @@
 // Key store: keys.txt and accounts.txt in the data dir, rewritten whole and renamed atomically.
 #include "tollgate/quota/key_store.h"
 
-#include <openssl/evp.h>
-
 #include <fmt/format.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <charconv>
@@ -173,8 +172,8 @@ result<void, store_error> key_store::save(const store_contents& c) {
   std::string keys = "# tollgate keys v1: key <id> <sha256> <account> <plan> <created> <status>\n";
   for (const auto& k : c.keys) {
     keys += fmt::format("key {} {} {} {} {} {}\n", key_id_string(k.id),
-                        fs::to_hex(k.hash.data(), k.hash.size()), k.account, k.plan,
-                        k.created_unix, k.revoked ? "revoked" : "active");
+                        fs::to_hex(k.hash.data(), k.hash.size()), k.account, k.plan, k.created_unix,
+                        k.revoked ? "revoked" : "active");
   }
   std::string accounts = "# tollgate accounts v1: account <name> <status>\n";
   for (const auto& a : c.accounts) {
@@ -212,9 +211,8 @@ result<created_key, store_error> key_store::create_key(std::string_view account,
     for (const auto& [n, p] : plans) {
       known += known.empty() ? n : ", " + n;
     }
-    return unexpected(store_error{
-        true, fmt::format("unknown plan \"{}\" (configured plans: {})", plan_name,
-                          known.empty() ? "none" : known)});
+    return unexpected(store_error{true, fmt::format("unknown plan \"{}\" (configured plans: {})",
+                                                    plan_name, known.empty() ? "none" : known)});
   }
   std::lock_guard lk(mu_);
   auto d = fs::ensure_dir(dir_);
@@ -285,8 +283,8 @@ result<void, store_error> key_store::revoke(std::string_view key_id) {
     return unexpected(store_error{true, id.error()});
   }
   return edit_locked([&](store_contents& c) -> result<void, store_error> {
-    auto it = std::find_if(c.keys.begin(), c.keys.end(),
-                           [&](const key_entry& k) { return k.id == *id; });
+    auto it =
+        std::find_if(c.keys.begin(), c.keys.end(), [&](const key_entry& k) { return k.id == *id; });
     if (it == c.keys.end()) {
       return unexpected(store_error{true, fmt::format("no key {} in {}", key_id, keys_path())});
     }

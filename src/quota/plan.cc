@@ -53,14 +53,13 @@ result<void, std::string> validate_plan(const plan& p) {
   // burst * emission interval must fit the GCRA arithmetic comfortably (< ~31 years).
   const double tolerance_ns = static_cast<double>(p.burst) * (1e9 / p.rate_per_sec);
   if (tolerance_ns > max_burst_ns) {
-    return unexpected(fmt::format(
-        "plan \"{}\": burst / rate_per_sec is too large (burst {} at {} per second)", p.name,
-        p.burst, p.rate_per_sec));
+    return unexpected(
+        fmt::format("plan \"{}\": burst / rate_per_sec is too large (burst {} at {} per second)",
+                    p.name, p.burst, p.rate_per_sec));
   }
   if (p.monthly_quota < 1 || p.monthly_quota > max_monthly_quota) {
-    return unexpected(fmt::format(
-        "plan \"{}\": monthly_quota must be between 1 and {} (got {})", p.name, max_monthly_quota,
-        p.monthly_quota));
+    return unexpected(fmt::format("plan \"{}\": monthly_quota must be between 1 and {} (got {})",
+                                  p.name, max_monthly_quota, p.monthly_quota));
   }
   return {};
 }
@@ -68,8 +67,8 @@ result<void, std::string> validate_plan(const plan& p) {
 result<void, std::string> validate_plans(const plan_map& plans) {
   for (const auto& [name, p] : plans) {
     if (name != p.name) {
-      return unexpected(fmt::format("plan \"{}\": name field \"{}\" differs from its key", name,
-                                    p.name));
+      return unexpected(
+          fmt::format("plan \"{}\": name field \"{}\" differs from its key", name, p.name));
     }
     auto r = validate_plan(p);
     if (!r) {

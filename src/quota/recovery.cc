@@ -2,9 +2,8 @@
 // covers), closed-month exports, journal compaction, and start-up = snapshot + the journal
 // bytes after what it covers, exactly once.
 #include <dirent.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -48,9 +47,8 @@ void service::persist(int64_t /*now_ns*/) {
       }
     }
     std::sort(impl_->closed_dirty.begin(), impl_->closed_dirty.end());
-    impl_->closed_dirty.erase(
-        std::unique(impl_->closed_dirty.begin(), impl_->closed_dirty.end()),
-        impl_->closed_dirty.end());
+    impl_->closed_dirty.erase(std::unique(impl_->closed_dirty.begin(), impl_->closed_dirty.end()),
+                              impl_->closed_dirty.end());
     for (uint32_t m : impl_->closed_dirty) {
       std::string e = fmt::format(
           "# tollgate usage for {} (closed month, UTC): used <month> <key_id> <billed> "
@@ -130,7 +128,7 @@ usage_totals service::usage(uint64_t key_id, uint32_t month) const {
 
 // What start-up gathers before the keys are loaded (service::open's steps 1-3).
 struct service::recovered {
-  uint32_t month = 0;                                  // the month being counted
+  uint32_t month = 0;  // the month being counted
   std::string snap_path;
   bool missing = false;                                // no snapshot file
   bool snap_empty = false;                             // a snapshot of blanks only
@@ -155,8 +153,9 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
   }
   if (opt.cores < 1 || opt.reconcile_ms < 1 || opt.fsync_ms < 1 || opt.reload_ms < 1 ||
       opt.max_lease < 1 || opt.journal_rotate_bytes < 1) {
-    return unexpected(std::string("quota: cores, reconcile_ms, fsync_ms, reload_ms, max_lease "
-                                  "and journal_rotate_bytes must be positive"));
+    return unexpected(
+        std::string("quota: cores, reconcile_ms, fsync_ms, reload_ms, max_lease "
+                    "and journal_rotate_bytes must be positive"));
   }
   std::unique_ptr<service> svc(new service(std::move(opt)));
   impl& im = *svc->impl_;
@@ -258,14 +257,14 @@ result<void, std::string> refuse_lost_snapshot(const std::string& snap_path, boo
   // Generation 0 is every core's first journal; a later one exists only once a snapshot
   // covered the earlier ones (they were compacted into it). Without that snapshot, usage
   // would silently go back to what the remaining journals hold.
-  auto compacted = std::find_if(files.begin(), files.end(),
-                                [](const auto& f) { return f.second > 0; });
+  auto compacted =
+      std::find_if(files.begin(), files.end(), [](const auto& f) { return f.second > 0; });
   if ((missing || snap_empty) && compacted != files.end()) {
     const std::string what = fmt::format(
         "usage snapshot {} is {} but the usage journals show one was written ({} is "
         "generation {}: earlier journals were compacted into a snapshot)",
-        snap_path, missing ? "missing" : "empty",
-        journal_name(compacted->first, compacted->second), compacted->second);
+        snap_path, missing ? "missing" : "empty", journal_name(compacted->first, compacted->second),
+        compacted->second);
     if (!accept_usage_loss) {
       return unexpected(fmt::format(
           "{}; starting would reset the usage it counted. Restore the snapshot from a backup, "
@@ -306,8 +305,8 @@ result<void, std::string> service::replay_journals(recovered& rc) {
     }
     ::closedir(d);
     std::sort(files.begin(), files.end());
-    if (auto r = refuse_lost_snapshot(snap_path, missing, snap_empty, files,
-                                      opt_.accept_usage_loss);
+    if (auto r =
+            refuse_lost_snapshot(snap_path, missing, snap_empty, files, opt_.accept_usage_loss);
         !r) {
       return r;
     }
@@ -332,21 +331,22 @@ result<void, std::string> service::replay_journals(recovered& rc) {
         return unexpected(data.error());
       }
       ++recovery_.journal_files;
-      auto st = journal::scan(*data, std::min<size_t>(from, data->size()),
-                              [&](const journal::record& r) {
-                                add_usage(r.month, r.key_id, r.count, r.overage);
-                                if (!r.has_overage && r.month >= month) {
-                                  overage_unrecorded.insert(r.key_id);
-                                }
-                              });
+      auto st =
+          journal::scan(*data, std::min<size_t>(from, data->size()), [&](const journal::record& r) {
+            add_usage(r.month, r.key_id, r.count, r.overage);
+            if (!r.has_overage && r.month >= month) {
+              overage_unrecorded.insert(r.key_id);
+            }
+          });
       recovery_.records_replayed += st.records;
       recovery_.units_replayed += st.units;
       recovery_.corrupt_records += st.corrupt;
       recovery_.torn_bytes += st.torn_bytes;
       if (st.corrupt > 0 || st.torn_bytes > 0) {
-        log_error("usage journal {}: skipped {} corrupt stretch(es) ({} bytes) and a torn tail of "
-                  "{} bytes",
-                  path, st.corrupt, st.corrupt_bytes, st.torn_bytes);
+        log_error(
+            "usage journal {}: skipped {} corrupt stretch(es) ({} bytes) and a torn tail of "
+            "{} bytes",
+            path, st.corrupt, st.corrupt_bytes, st.torn_bytes);
       }
     }
   }

@@ -72,14 +72,15 @@ bool service::reload_if_changed(bool force, std::string* why) {
   if (external ? force || impl_->installed_new
                : force || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
     impl_->installed_new = false;
-    auto contents = external ? result<store_contents, store_error>(impl_->installed)
-                             : impl_->store.load();
+    auto contents =
+        external ? result<store_contents, store_error>(impl_->installed) : impl_->store.load();
     const std::string suspect =
         contents && !external ? suspect_contents(*contents, ks.ino == 0, as.ino == 0) : "";
     if (!contents || !suspect.empty()) {
-      std::string msg = contents ? suspect + "; the tollgate CLI never writes that, so it is "
-                                             "taken as damage. Restore the file (or revoke keys "
-                                             "with `tollgate keys revoke`)"
+      std::string msg = contents ? suspect +
+                                       "; the tollgate CLI never writes that, so it is "
+                                       "taken as damage. Restore the file (or revoke keys "
+                                       "with `tollgate keys revoke`)"
                                  : contents.error().message;
       log_error("keys not reloaded (the previous table stays in force): {}", msg);
       if (!suspect.empty()) {
@@ -185,8 +186,8 @@ key_record service::make_record_locked(const key_entry& e, const plan& p, bool s
     const double share = sit != impl_->rate_share.end() ? sit->second : impl_->default_share;
     if (share < 1.0) {
       r.burst = std::max<int64_t>(1, static_cast<int64_t>(p.burst * share));
-      r.emission_ns = std::max<int64_t>(
-          1, static_cast<int64_t>(static_cast<double>(r.emission_ns) / share));
+      r.emission_ns =
+          std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(r.emission_ns) / share));
       r.tolerance_ns = r.emission_ns * r.burst;
     }
   }
@@ -212,9 +213,8 @@ void service::reclaim_tables() {
   for (const auto& s : ledgers_) {
     min_seen = std::min(min_seen, s->seen_epoch_.load(std::memory_order_acquire));
   }
-  std::erase_if(impl_->retired, [&](const std::unique_ptr<key_table>& t) {
-    return t->epoch < min_seen;
-  });
+  std::erase_if(impl_->retired,
+                [&](const std::unique_ptr<key_table>& t) { return t->epoch < min_seen; });
 }
 
 result<void, std::string> service::replace_plans(plan_map plans) {

@@ -85,8 +85,7 @@ void service::maybe_background(int64_t now_ns) {
   }
   due = next_persist_ns_.load(std::memory_order_relaxed);
   if (now_ns >= due && next_persist_ns_.compare_exchange_strong(
-                           due, now_ns + opt_.reconcile_ms * kNsPerMs,
-                           std::memory_order_relaxed)) {
+                           due, now_ns + opt_.reconcile_ms * kNsPerMs, std::memory_order_relaxed)) {
     persist(now_ns);
   }
 }

@@ -2,9 +2,8 @@
 // journal file names, clock helpers). See service.cc for how the units fit together.
 #pragma once
 
-#include <time.h>
-
 #include <fmt/format.h>
+#include <time.h>
 
 #include <charconv>
 #include <cstdint>
@@ -29,7 +28,9 @@ namespace tollgate::quota {
 constexpr int64_t kNsPerSec = 1000000000;
 constexpr int64_t kNsPerMs = 1000000;
 
-inline int64_t ceil_secs(int64_t ns) noexcept { return ns <= 0 ? 0 : (ns + kNsPerSec - 1) / kNsPerSec; }
+inline int64_t ceil_secs(int64_t ns) noexcept {
+  return ns <= 0 ? 0 : (ns + kNsPerSec - 1) / kNsPerSec;
+}
 
 // Cold paths only (reservations): the hot path uses the engine's clock.
 inline int64_t mono_ns() noexcept {
@@ -75,7 +76,7 @@ struct service::impl {
 
   key_store store;
   std::string usage_dir;
-  const bool cluster;  // pools are filled by a lease_source; keys come from install_keys()
+  const bool cluster;        // pools are filled by a lease_source; keys come from install_keys()
   store_contents installed;  // cluster: the keys and accounts last installed (reload_mu)
   bool installed_new = false;
   std::unordered_map<uint64_t, double> rate_share;  // cluster: key -> this node's share (reload_mu)
@@ -87,8 +88,8 @@ struct service::impl {
   std::unordered_map<uint64_t, std::unique_ptr<key_state>> states;
   std::vector<key_state*> by_slot;
   std::map<uint32_t, std::map<uint64_t, usage_totals>> closed;  // month -> key -> totals
-  std::vector<uint32_t> closed_dirty;                            // months to export
-  std::vector<covered_pos> covered;                              // per core
+  std::vector<uint32_t> closed_dirty;                           // months to export
+  std::vector<covered_pos> covered;                             // per core
 
   // Guards table building and reclamation.
   std::mutex reload_mu;

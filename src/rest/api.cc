@@ -50,12 +50,16 @@ envelope::tool_error tool_error_of(search::errc e) noexcept {
 
 envelope::tool_error_code code_of(quota::admit_verdict v) noexcept {
   switch (v) {
-    case quota::admit_verdict::suspended: return envelope::tool_error_code::suspended;
-    case quota::admit_verdict::quota_exceeded: return envelope::tool_error_code::quota_exceeded;
-    case quota::admit_verdict::unavailable: return envelope::tool_error_code::usage_unavailable;
+    case quota::admit_verdict::suspended:
+      return envelope::tool_error_code::suspended;
+    case quota::admit_verdict::quota_exceeded:
+      return envelope::tool_error_code::quota_exceeded;
+    case quota::admit_verdict::unavailable:
+      return envelope::tool_error_code::usage_unavailable;
     case quota::admit_verdict::quota_unreachable:
       return envelope::tool_error_code::quota_unreachable;
-    case quota::admit_verdict::ok: break;
+    case quota::admit_verdict::ok:
+      break;
   }
   return envelope::tool_error_code::unavailable;  // not a refusal; callers never ask
 }
@@ -78,8 +82,8 @@ http::response_head api::json_head(const http::request& req, int status,
   return head;
 }
 
-http::response_info api::send_body(const http::request& req, int status,
-                                   const quota::figures& fig, out_buffer& out) {
+http::response_info api::send_body(const http::request& req, int status, const quota::figures& fig,
+                                   out_buffer& out) {
   const http::response_head head = json_head(req, status, fig);
   http::write_response(out, head, body_.view());
   return {status, head.close};
@@ -134,11 +138,11 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
   quota::ticket t;
   if (auto v = c.shard.admit(c.key, c.now_ns, c.fig, t); v != quota::admit_verdict::ok) {
     // Not run, not billed: the refusal's row says which figures it carries.
-    return finish_error(req,
-                        envelope::make_tool_error(code_of(v), c.fig.retry_after_secs,
-                                                  c.fig.quota_limit, c.fig.quota_used,
-                                                  c.fig.quota_remaining),
-                        c.fig, out);
+    return finish_error(
+        req,
+        envelope::make_tool_error(code_of(v), c.fig.retry_after_secs, c.fig.quota_limit,
+                                  c.fig.quota_used, c.fig.quota_remaining),
+        c.fig, out);
   }
   // Admitted: write the body straight after the head; an error rolls back to `mark`.
   const size_t mark = out.size();
@@ -187,8 +191,7 @@ http::response_info api::story(const http::request& req, std::string_view id, ca
   if (id_buf_.size() > 64) {
     // get_story's own bound (1 to 64 bytes), answered as MCP answers it: a bad argument.
     c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(req, search::arg_error{"id", "must be 1 to 64 bytes long"}, c.fig,
-                            out);
+    return invalid_argument(req, search::arg_error{"id", "must be 1 to 64 bytes long"}, c.fig, out);
   }
   return billed(req, c, out, id_buf_.view(), false);
 }

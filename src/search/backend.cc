@@ -36,8 +36,11 @@ std::string_view code(errc e) noexcept {
 }
 
 scratch::scratch(size_t shard_count, size_t local_count)
-    : answers_(std::min(shard_count, local_count)), answered_(shard_count),
-      heads_(shard_count), lists_(shard_count), ws_(std::make_unique<shard_workspace>()) {
+    : answers_(std::min(shard_count, local_count)),
+      answered_(shard_count),
+      heads_(shard_count),
+      lists_(shard_count),
+      ws_(std::make_unique<shard_workspace>()) {
   token_chars_.reserve(2048);
   terms_.reserve(256);
   idf_.reserve(256);
@@ -231,8 +234,7 @@ result<search_result, errc> backend::search(const query_args& args, scratch& s,
     df_plan.phrase_terms = s.phrase_terms_;
   }
   add_local_doc_freqs(df_plan, s, s.df_.data(), s.answered_.data());
-  score_weights(global_.docs, s.alone_, s.df_, s.phrases_.size(), phrase_df, s.idf_,
-                s.phrase_idf_);
+  score_weights(global_.docs, s.alone_, s.df_, s.phrases_.size(), phrase_df, s.idf_, s.phrase_idf_);
   plan.idf = s.idf_;
   plan.phrase_idf = s.phrase_idf_;
   // 3. fan out and merge
@@ -498,8 +500,7 @@ void backend::render(const search_result& r, json_out& out) const {
   out.raw("}");
 }
 
-result<story_ref, errc> backend::find_story(std::string_view id,
-                                            const remote_query* remote) const {
+result<story_ref, errc> backend::find_story(std::string_view id, const remote_query* remote) const {
   const uint32_t nl = static_cast<uint32_t>(shards_.size());
   bool local_failed = false;
   if (nl > 0) {
@@ -513,8 +514,8 @@ result<story_ref, errc> backend::find_story(std::string_view id,
     }
     local_failed = r.error() == errc::unavailable;
   }
-  if (remote_ == 0 || remote == nullptr || !remote->is_story() ||
-      remote->remotes() != remote_ || !remote->matches_story(id)) {
+  if (remote_ == 0 || remote == nullptr || !remote->is_story() || remote->remotes() != remote_ ||
+      !remote->matches_story(id)) {
     return unexpected(errc::unavailable);
   }
   bool all_absent = !local_failed;

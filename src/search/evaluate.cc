@@ -2,13 +2,13 @@
 // skipping, the leapfrog intersection with block-max bounds (queries with phrases, or all of
 // them when prune_enabled is off; the others go to prune.cc), phrase checks. One unit, so that
 // the phrase checks inline into the evaluation loops (seek() is inline in local_shard.h).
-#include "search/shard_impl.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "search/shard_impl.h"
 
 namespace tollgate::search {
 
@@ -90,7 +90,6 @@ double local_shard::length_norm(uint32_t doc, double avgdl) const noexcept {
   return avgdl == 0 || avgdl == avgdl_ ? len_norm_[doc]
                                        : length_norm_of(title_len_[doc] + text_len_[doc], avgdl);
 }
-
 
 // Orders the heap best first and fills in the ids.
 void local_shard::finish(shard_answer& out) const {
@@ -333,8 +332,9 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 
 // Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
 // phrase's frequency is at most each of its terms', so its part is bounded by theirs.
-[[gnu::always_inline]] inline bool local_shard::blocks_below(const query_plan& plan, const shard_workspace& ws,
-                               double kth) const {
+[[gnu::always_inline]] inline bool local_shard::blocks_below(const query_plan& plan,
+                                                             const shard_workspace& ws,
+                                                             double kth) const {
   const double bound_scale = ws.ev.bound_scale;
   double ub = 0;
   for (size_t i = 0; i < plan.terms.size(); ++i) {
@@ -409,7 +409,6 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
     }
   }
 }
-
 
 // ---- phrases: whether a phrase occurs in the cursors' current doc, and how often ----
 
@@ -534,8 +533,8 @@ void adjacent_pairs(const posting_cursor& a, const posting_cursor& b, uint32_t t
 }
 }  // namespace
 
-double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph,
-                                shard_workspace& ws, uint32_t doc) const {
+double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
+                                uint32_t doc) const {
   const uint32_t tl = title_len_[doc];  // title positions are 0..tl-1, text ones from tl + 1
   uint32_t in_title = 0, in_text = 0;
   if (ph.count == 2) {

@@ -1,6 +1,4 @@
 // local_shard::finalize: per-doc length norms, per-block score and time maxima, champion lists.
-#include "search/shard_impl.h"
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -8,6 +6,8 @@
 #include <limits>
 #include <thread>
 #include <vector>
+
+#include "search/shard_impl.h"
 
 namespace tollgate::search {
 
@@ -76,8 +76,9 @@ void local_shard::finalize(const shard_stats& global) {
   for (const term_info& t : terms_) {
     postings += t.df;
   }
-  const uint32_t threads =
-      postings < parallel_finalize_postings ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  const uint32_t threads = postings < parallel_finalize_postings
+                               ? 1
+                               : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   std::vector<champ_lists> parts(threads);
   const std::vector<size_t> cut = term_cuts(terms_, postings, threads);
   // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are
@@ -193,8 +194,8 @@ struct stream_lookahead {
   const uint8_t* end = nullptr;
   uint32_t doc = 0;
 
-  stream_lookahead(const std::vector<term_info>& t, const uint8_t* s, uint64_t s_end,
-                   const Keys& k, size_t from, size_t to_)
+  stream_lookahead(const std::vector<term_info>& t, const uint8_t* s, uint64_t s_end, const Keys& k,
+                   size_t from, size_t to_)
       : terms(t), stream(s), stream_end(s_end), keys(k), term(from), to(to_) {
     if (from < to) {
       at = stream + terms[from].doc_off;

@@ -79,7 +79,7 @@ struct remote_query::answer {
   uint64_t total = 0;
   std::vector<hit> hits;  ///< best first; id views into chars; doc indexes spans
   std::vector<std::pair<uint32_t, uint32_t>> spans;  ///< per hit (or the story): JSON in chars
-  out_buffer chars;  ///< ids and stories' JSON as received
+  out_buffer chars;                                  ///< ids and stories' JSON as received
 
   std::string_view json(uint32_t i) const noexcept {
     return {chars.data() + spans[i].first, spans[i].second};
@@ -109,10 +109,10 @@ struct remote_query::state : plan_lists {
   shard_stats local_stats;
   std::unique_ptr<scratch> local_scratch;  ///< for the local phrase frequencies
   bool df_done = false;
-  std::vector<uint64_t> df;         ///< global, after finish_df
+  std::vector<uint64_t> df;  ///< global, after finish_df
   // idf, phrase_idf (empty: weight 1): global, after finish_df
-  double avgdl = 0;                 ///< global average length, after finish_df (0: each node's)
-  uint64_t docs = 0;                ///< N of the idf
+  double avgdl = 0;   ///< global average length, after finish_df (0: each node's)
+  uint64_t docs = 0;  ///< N of the idf
   std::vector<answer> answers;
   simdjson::dom::parser dom;
   simdjson::ondemand::parser od;

@@ -31,53 +31,57 @@ struct rng {
 };
 
 constexpr std::array function_words = {
-    "the", "a",    "of",   "to",   "and",  "in",   "is",   "for",  "on",   "that", "with",
-    "it",  "as",   "at",   "by",   "this", "from", "be",   "are",  "was",  "or",   "an",
-    "we",  "you",  "not",  "but",  "have", "has",  "can",  "will", "new",  "how",  "why",
-    "what", "more", "about", "your", "our", "all", "one",  "my",   "just", "now",  "use"};
+    "the",  "a",    "of",    "to",   "and",  "in",   "is",  "for",  "on",   "that", "with",
+    "it",   "as",   "at",    "by",   "this", "from", "be",  "are",  "was",  "or",   "an",
+    "we",   "you",  "not",   "but",  "have", "has",  "can", "will", "new",  "how",  "why",
+    "what", "more", "about", "your", "our",  "all",  "one", "my",   "just", "now",  "use"};
 
 constexpr std::array tech_words = {
-    "rust",      "linux",      "kernel",     "database",  "python",     "google",    "startup",
-    "ai",        "llm",        "gpu",        "postgres",  "sqlite",     "compiler",  "security",
-    "open",      "source",     "javascript", "browser",   "apple",      "microsoft", "cloud",
-    "server",    "network",    "privacy",    "model",     "training",   "inference", "memory",
-    "performance", "latency",  "cache",      "thread",    "async",      "runtime",   "language",
-    "design",    "api",        "http",       "protocol",  "encryption", "bug",       "release",
-    "version",   "benchmark",  "hardware",   "chip",      "cpu",        "storage",   "search",
-    "index",     "query",      "distributed", "consensus", "raft",      "paxos",     "kubernetes",
-    "docker",    "container",  "wasm",       "webassembly", "react",    "typescript", "go",
-    "java",      "haskell",    "lisp",       "emacs",     "vim",        "git",       "github",
-    "programming", "software", "engineer",   "hiring",    "funding",    "founder",   "ycombinator",
-    "science",   "physics",    "math",       "energy",    "battery",    "solar",     "climate",
-    "space",     "rocket",     "nasa",       "spacex",    "tesla",      "car",       "robot",
-    "quantum",   "crypto",     "bitcoin",    "blockchain", "email",     "spam",      "phone",
-    "android",   "ios",        "iphone",     "laptop",    "keyboard",   "display",   "monitor",
-    "terminal",  "shell",      "unix",       "bsd",       "windows",    "macos",     "filesystem",
-    "zfs",       "btrfs",      "ssd",        "nvme",      "io_uring",   "epoll",     "tcp",
-    "udp",       "dns",        "tls",        "ssl",       "certificate", "password", "auth",
-    "oauth",     "token",      "scheduler",  "garbage",   "collector",  "allocator", "malloc",
-    "pointer",   "type",       "generic",    "macro",     "parser",     "json",      "yaml",
-    "sql",       "nosql",      "redis",      "kafka",     "stream",     "queue",     "web",
-    "internet",  "startup",    "company",    "market",    "economy",    "law",       "court",
-    "café",      "naïve",      "résumé",     "Zürich",    "São",        "Ångström",  "Łódź",
-    "façade",    "jalapeño",   "über"};
+    "rust",     "linux",      "kernel",    "database",    "python",      "google",
+    "startup",  "ai",         "llm",       "gpu",         "postgres",    "sqlite",
+    "compiler", "security",   "open",      "source",      "javascript",  "browser",
+    "apple",    "microsoft",  "cloud",     "server",      "network",     "privacy",
+    "model",    "training",   "inference", "memory",      "performance", "latency",
+    "cache",    "thread",     "async",     "runtime",     "language",    "design",
+    "api",      "http",       "protocol",  "encryption",  "bug",         "release",
+    "version",  "benchmark",  "hardware",  "chip",        "cpu",         "storage",
+    "search",   "index",      "query",     "distributed", "consensus",   "raft",
+    "paxos",    "kubernetes", "docker",    "container",   "wasm",        "webassembly",
+    "react",    "typescript", "go",        "java",        "haskell",     "lisp",
+    "emacs",    "vim",        "git",       "github",      "programming", "software",
+    "engineer", "hiring",     "funding",   "founder",     "ycombinator", "science",
+    "physics",  "math",       "energy",    "battery",     "solar",       "climate",
+    "space",    "rocket",     "nasa",      "spacex",      "tesla",       "car",
+    "robot",    "quantum",    "crypto",    "bitcoin",     "blockchain",  "email",
+    "spam",     "phone",      "android",   "ios",         "iphone",      "laptop",
+    "keyboard", "display",    "monitor",   "terminal",    "shell",       "unix",
+    "bsd",      "windows",    "macos",     "filesystem",  "zfs",         "btrfs",
+    "ssd",      "nvme",       "io_uring",  "epoll",       "tcp",         "udp",
+    "dns",      "tls",        "ssl",       "certificate", "password",    "auth",
+    "oauth",    "token",      "scheduler", "garbage",     "collector",   "allocator",
+    "malloc",   "pointer",    "type",      "generic",     "macro",       "parser",
+    "json",     "yaml",       "sql",       "nosql",       "redis",       "kafka",
+    "stream",   "queue",      "web",       "internet",    "startup",     "company",
+    "market",   "economy",    "law",       "court",       "café",        "naïve",
+    "résumé",   "Zürich",     "São",       "Ångström",    "Łódź",        "façade",
+    "jalapeño", "über"};
 
 constexpr std::array real_tags = {
-    "rust",     "go",        "python",   "ai",        "ml",       "security", "linux",
-    "databases", "web",      "javascript", "startups", "science", "hardware", "programming",
-    "cloud",    "privacy",   "networking", "devops",  "compilers", "os",      "mobile",
-    "apple",    "google",    "microsoft", "crypto",   "space",    "energy",   "climate",
-    "law",      "business",  "career",   "design",    "math",     "physics",  "biology",
-    "health",   "history",   "books",    "gaming",    "music",    "video",    "ask",
-    "show",     "launch",    "opensource", "c",       "cpp",      "java",     "haskell",
-    "lisp",     "emacs",     "vim",      "git",       "sql",      "postgres", "sqlite",
-    "kubernetes", "wasm",    "llm",      "robotics"};
+    "rust",       "go",       "python",     "ai",       "ml",        "security", "linux",
+    "databases",  "web",      "javascript", "startups", "science",   "hardware", "programming",
+    "cloud",      "privacy",  "networking", "devops",   "compilers", "os",       "mobile",
+    "apple",      "google",   "microsoft",  "crypto",   "space",     "energy",   "climate",
+    "law",        "business", "career",     "design",   "math",      "physics",  "biology",
+    "health",     "history",  "books",      "gaming",   "music",     "video",    "ask",
+    "show",       "launch",   "opensource", "c",        "cpp",       "java",     "haskell",
+    "lisp",       "emacs",    "vim",        "git",      "sql",       "postgres", "sqlite",
+    "kubernetes", "wasm",     "llm",        "robotics"};
 
 constexpr std::array domains = {
-    "github.com", "nytimes.com", "arstechnica.com", "medium.com", "blog.example.org",
-    "lwn.net", "arxiv.org", "theverge.com", "wikipedia.org", "bbc.co.uk", "substack.com",
-    "youtube.com", "twitter.com", "techcrunch.com", "wired.com", "nature.com",
-    "bloomberg.com", "reuters.com", "acm.org", "ieee.org"};
+    "github.com",   "nytimes.com",   "arstechnica.com", "medium.com",     "blog.example.org",
+    "lwn.net",      "arxiv.org",     "theverge.com",    "wikipedia.org",  "bbc.co.uk",
+    "substack.com", "youtube.com",   "twitter.com",     "techcrunch.com", "wired.com",
+    "nature.com",   "bloomberg.com", "reuters.com",     "acm.org",        "ieee.org"};
 
 constexpr uint64_t vocab_size = 30000;
 constexpr uint64_t tag_count = 300;

@@ -6,13 +6,12 @@
 //      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
 //      count each term's df and exact byte sizes;
 //   2. lay the terms out with prefix sums, then copy every record to its term's place.
-#include "search/shard_impl.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "search/shard_impl.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/search/tokenizer.h"
 
@@ -108,7 +107,8 @@ uint32_t local_shard::index_builder::tokenize(uint32_t d) {
     std::string_view tok;
     token_stream ts(field);
     while (ts.next(tok)) {
-      toks.push_back({static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
+      toks.push_back(
+          {static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
       copy_small(reinterpret_cast<uint8_t*>(tok_chars.prepare(tok.size())),
                  reinterpret_cast<const uint8_t*>(tok.data()), tok.size());
       tok_chars.commit(tok.size());
@@ -130,8 +130,8 @@ void local_shard::index_builder::intern_tokens() {
   const uint32_t nocc = static_cast<uint32_t>(toks.size());
   occ_term.resize(nocc);
   for (uint32_t k = 0; k < nocc; ++k) {
-    const uint32_t t = s.intern_term(
-        std::string_view(tok_chars.data() + toks[k].off, toks[k].len), toks[k].hash);
+    const uint32_t t =
+        s.intern_term(std::string_view(tok_chars.data() + toks[k].off, toks[k].len), toks[k].hash);
     occ_term[k] = t;
     if (t < marks.size()) {  // a term new to this doc's batch has no mark yet: nothing to fetch
       __builtin_prefetch(&marks[t], 1);

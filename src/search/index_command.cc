@@ -73,12 +73,12 @@ int run_index_command(int argc, char** argv) {
     } else if (a == "--out") {
       out = v;
     } else {
-      const bool digits = v.size() <= 3 && std::all_of(v.begin(), v.end(), [](char c) {
-                            return c >= '0' && c <= '9';
-                          });
+      const bool digits = v.size() <= 3 && std::all_of(v.begin(), v.end(),
+                                                       [](char c) { return c >= '0' && c <= '9'; });
       shards = digits ? static_cast<uint32_t>(std::stoul(v)) : 0;
       if (shards < 1 || shards > 256) {
-        return usage_error(fmt::format("--shards: '{}' is not a whole number between 1 and 256", v));
+        return usage_error(
+            fmt::format("--shards: '{}' is not a whole number between 1 and 256", v));
       }
     }
   }
@@ -113,9 +113,9 @@ int run_index_command(int argc, char** argv) {
     }
     return 1;
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - t0)
-                      .count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   fmt::print(stderr, "tollgate index: wrote {} ({} stories, {} skipped, {} shards) in {} ms\n", out,
              report.loaded, report.skipped, shards, ms);
   return 0;

@@ -302,7 +302,8 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
     return unexpected(fmt::format("cannot map it: {}", std::strerror(errno)));
   }
   index_reader r;
-  r.map_ = std::shared_ptr<const void>(m, [n](const void* p) { ::munmap(const_cast<void*>(p), n); });
+  r.map_ =
+      std::shared_ptr<const void>(m, [n](const void* p) { ::munmap(const_cast<void*>(p), n); });
   const auto* base = static_cast<const uint8_t*>(m);
   file_header fh;
   std::memcpy(&fh, base, sizeof fh);
@@ -315,8 +316,8 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
   }
   for (uint64_t i = 0; i < fh.dir_count; ++i) {
     const dir_entry& e = dir[i];
-    if (e.offset < k_header_room || e.offset > fh.dir_offset || e.bytes > fh.dir_offset - e.offset ||
-        e.offset % k_align != 0) {
+    if (e.offset < k_header_room || e.offset > fh.dir_offset ||
+        e.bytes > fh.dir_offset - e.offset || e.offset % k_align != 0) {
       return unexpected(std::string("corrupt directory (a section out of bounds)"));
     }
     r.sections_.push_back({e.tag, base + e.offset, e.bytes});
@@ -346,11 +347,11 @@ namespace {
 // What a shard's sections hold (the low byte of their tags). Never renumber: add new ones.
 enum shard_field : uint32_t {
   f_stats = 1,
-  f_docs,        // disk_doc per doc, in doc order
-  f_stories,     // each doc's id, title, url, by, text back to back
+  f_docs,     // disk_doc per doc, in doc order
+  f_stories,  // each doc's id, title, url, by, text back to back
   f_time,
   f_doc_tags,
-  f_tag_chars,   // tag names back to back
+  f_tag_chars,  // tag names back to back
   f_tag_lens,
   f_tag_escape,
   f_tag_table,
@@ -363,7 +364,7 @@ enum shard_field : uint32_t {
   f_pos_stream,
   f_skips,
   // What finalize() derived (optional: a file without them is finalized at load)
-  f_avgdl,       // the one average length the rest was made with
+  f_avgdl,  // the one average length the rest was made with
   f_len_norm,
   f_block_max,
   f_block_max_time,
@@ -408,8 +409,8 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
     const doc_rec& r = docs_[d];
     const size_t n = size_t{r.id_len} + r.title_len + r.url_len + r.by_len + r.text_len;
     w.append(r.base, n);
-    docs[d] = {off,          r.id_len,   r.title_len, r.url_len, r.by_len, r.text_len,
-               r.tags_off,   r.tag_count, r.escape,   r.score,   r.comments};
+    docs[d] = {off,        r.id_len,    r.title_len, r.url_len, r.by_len,  r.text_len,
+               r.tags_off, r.tag_count, r.escape,    r.score,   r.comments};
     off += n;
   }
   w.end_section();
@@ -431,8 +432,10 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
   w.add(section_tag(s, f_term_chars), std::span<const char>(term_chars_));
   w.add(section_tag(s, f_terms), std::span<const term_info>(terms_));
   w.add(section_tag(s, f_term_table), std::span<const term_slot>(term_table_));
-  w.add(section_tag(s, f_doc_stream), std::span<const uint8_t>(doc_stream_.get(), doc_stream_bytes_));
-  w.add(section_tag(s, f_pos_stream), std::span<const uint8_t>(pos_stream_.get(), pos_stream_bytes_));
+  w.add(section_tag(s, f_doc_stream),
+        std::span<const uint8_t>(doc_stream_.get(), doc_stream_bytes_));
+  w.add(section_tag(s, f_pos_stream),
+        std::span<const uint8_t>(pos_stream_.get(), pos_stream_bytes_));
   w.add(section_tag(s, f_skips), std::span<const skip_entry>(skips_));
   save_derived(w, slot);
 }
@@ -527,10 +530,12 @@ struct shard_sections {
            r.get(section_tag(s, f_tag_table), tag_table) &&
            r.get(section_tag(s, f_title_len), title_len) &&
            r.get(section_tag(s, f_text_len), text_len) &&
-           r.get(section_tag(s, f_term_chars), term_chars) && r.get(section_tag(s, f_terms), terms) &&
+           r.get(section_tag(s, f_term_chars), term_chars) &&
+           r.get(section_tag(s, f_terms), terms) &&
            r.get(section_tag(s, f_term_table), term_table) &&
            r.bytes(section_tag(s, f_doc_stream), doc_stream) &&
-           r.bytes(section_tag(s, f_pos_stream), pos_stream) && r.get(section_tag(s, f_skips), skips);
+           r.bytes(section_tag(s, f_pos_stream), pos_stream) &&
+           r.get(section_tag(s, f_skips), skips);
   }
 
   // Checksums already hold; these checks keep a file this build did not write (or a bug) from
@@ -539,7 +544,8 @@ struct shard_sections {
     const size_t n = docs.size();
     if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
         text_len.size() != n || tag_lens.size() != tag_escape.size() || doc_stream.size() < 16 ||
-        pos_stream.size() < 16 || (!term_table.empty() && !std::has_single_bit(term_table.size())) ||
+        pos_stream.size() < 16 ||
+        (!term_table.empty() && !std::has_single_bit(term_table.size())) ||
         (!tag_table.empty() && !std::has_single_bit(tag_table.size()))) {
       return "sections of inconsistent sizes";
     }

@@ -77,9 +77,10 @@ result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
     return unexpected(r.error());
   }
   if (!opts.skip_bad_lines && r->skipped() > 0) {
-    return unexpected(fmt::format("built with {} bad lines skipped, and bad lines are not to be "
-                                  "skipped",
-                                  r->skipped()));
+    return unexpected(
+        fmt::format("built with {} bad lines skipped, and bad lines are not to be "
+                    "skipped",
+                    r->skipped()));
   }
   std::vector<std::unique_ptr<shard_source>> shards;
   for (uint32_t i = 0; i < n; ++i) {
@@ -141,8 +142,8 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
     static_cast<const local_shard&>(b.local_shard(i)).save(w, i);
   }
   save_issues(w, report.issues);
-  std::string err = w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded,
-                              report.skipped});
+  std::string err =
+      w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded, report.skipped});
   if (err.empty() && ::fsync(fd) != 0) {
     err = std::strerror(errno);
   }
@@ -165,8 +166,7 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
 
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_from_corpus(
     const std::string& corpus, const load_options& opts, load_report& report) {
-  result<std::vector<std::unique_ptr<shard_source>>, load_issue> shards =
-      unexpected(load_issue{});
+  result<std::vector<std::unique_ptr<shard_source>>, load_issue> shards = unexpected(load_issue{});
   if (auto r = with_corpus_text(
           corpus, [&](std::string_view text) { shards = build_shards(text, opts, report); });
       !r) {
@@ -198,9 +198,10 @@ result<corpus_fingerprint, std::string> fingerprint_of(const std::string& path) 
                             ? (fp.size + k_sample_block_bytes - 1) / k_sample_block_bytes
                             : k_sample_blocks;
   for (size_t i = 0; i < blocks; ++i) {
-    const uint64_t off = blocks == k_sample_blocks && fp.size > k_sample_blocks * k_sample_block_bytes
-                             ? span * i / (k_sample_blocks - 1)
-                             : i * k_sample_block_bytes;
+    const uint64_t off =
+        blocks == k_sample_blocks && fp.size > k_sample_blocks * k_sample_block_bytes
+            ? span * i / (k_sample_blocks - 1)
+            : i * k_sample_block_bytes;
     const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
     if (got < 0) {
       const int e = errno;

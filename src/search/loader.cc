@@ -1,19 +1,18 @@
 // JSON Lines loading into in-process shards (simdjson DOM: every line is fully validated), the
 // parallel seal of the shards, and the embedded sample.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <simdjson.h>
-
-#include <algorithm>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <functional>
 #include <thread>
 #include <unordered_set>
@@ -176,8 +175,9 @@ bool parse_line(std::string_view line, const char* readable_end, simdjson::dom::
     // other fields are ignored
   }
   if (!have_id || !have_title || !have_time) {
-    reason = fmt::format("missing required field \"{}\"",
-                         !have_id ? "id" : !have_title ? "title" : "time");
+    reason = fmt::format("missing required field \"{}\"", !have_id      ? "id"
+                                                          : !have_title ? "title"
+                                                                        : "time");
     return false;
   }
   s.tags = tags;
@@ -376,7 +376,8 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view data, const load_options& opts, load_report& report) {
   report = load_report{};
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
-  uint32_t threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  uint32_t threads =
+      opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<piece_result> parsed = parse_pieces(data, opts, n, threads);
   auto joined = join_pieces(parsed, opts, n, report);
   if (!joined) {
@@ -487,10 +488,11 @@ result<void, load_issue> with_corpus_text(const std::string& path,
       ::close(fd);
       {
         // A file shrunk while it is read here would end the process with SIGBUS: say why.
-        const map_guard guard(m, n,
-                              fmt::format("tollgate: error: {}: the corpus file shrank while it was being "
-                                          "loaded (truncated or rewritten in place); not started\n",
-                                          path));
+        const map_guard guard(
+            m, n,
+            fmt::format("tollgate: error: {}: the corpus file shrank while it was being "
+                        "loaded (truncated or rewritten in place); not started\n",
+                        path));
         use(std::string_view(static_cast<const char*>(m), n));
       }
       ::munmap(m, n);
@@ -525,7 +527,8 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
                                                              const load_options& opts,
                                                              load_report& report) {
   result<std::unique_ptr<backend>, load_issue> b = unexpected(load_issue{});
-  if (auto r = with_corpus_text(path, [&](std::string_view text) { b = load_jsonl(text, opts, report); });
+  if (auto r = with_corpus_text(path,
+                                [&](std::string_view text) { b = load_jsonl(text, opts, report); });
       !r) {
     return unexpected(r.error());
   }

@@ -6,6 +6,7 @@
 #include "search/local_shard.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <bit>
@@ -13,8 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <sys/mman.h>
 
 #include "search/shard_impl.h"
 
@@ -133,7 +132,8 @@ local_shard::~local_shard() = default;
 char* local_shard::arena_alloc(size_t n) {
   if (n > chunk_left_) {
     size_t size = std::max(n, arena_bytes_ >= 4 * chunk_bytes ? big_chunk_bytes : chunk_bytes);
-    chunks_.emplace_back(static_cast<char*>(detail::alloc_build(size)));  // filled by add(): no zeroing
+    chunks_.emplace_back(
+        static_cast<char*>(detail::alloc_build(size)));  // filled by add(): no zeroing
     chunk_ptr_ = chunks_.back().get();
     chunk_left_ = size;
     arena_bytes_ += size;
@@ -223,7 +223,6 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
   o.doc_tags_.clear();
 }
 
-
 std::string_view local_shard::id(uint32_t doc) const noexcept {
   return {docs_[doc].base, docs_[doc].id_len};
 }
@@ -261,7 +260,6 @@ void local_shard::seal(std::vector<load_issue>& dups) {
   std::vector<uint64_t>().swap(line_);
   build_index();
 }
-
 
 uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
   int64_t r = probe_term(tok, h);

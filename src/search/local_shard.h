@@ -235,10 +235,10 @@ inline void posting_cursor::skip_block() noexcept {
 /// of it derived from the postings and the docs' times by local_shard::compute_prune_index(),
 /// so it can be recomputed at load or stored beside the postings.
 struct prune_index {
-  uint32_t words = 0;                  ///< 64-bit words per bitset: ceil(docs / 64)
-  std::vector<uint32_t> set_of_term;   ///< per term: its bitset's number, or UINT32_MAX
-  std::vector<uint64_t> bits;          ///< the dense terms' doc bitsets, `words` each
-  uint32_t min_len = 0;                ///< the shortest doc's length (title + text tokens)
+  uint32_t words = 0;                 ///< 64-bit words per bitset: ceil(docs / 64)
+  std::vector<uint32_t> set_of_term;  ///< per term: its bitset's number, or UINT32_MAX
+  std::vector<uint64_t> bits;         ///< the dense terms' doc bitsets, `words` each
+  uint32_t min_len = 0;               ///< the shortest doc's length (title + text tokens)
   const uint64_t* set(uint32_t term) const noexcept {
     const uint32_t s = set_of_term[term];
     return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
@@ -248,8 +248,8 @@ struct prune_index {
 /// A phrase's matches in one shard as its document frequency counted them (doc_freqs_slice),
 /// so that a search for that phrase alone, which must count the same matches, need not.
 struct known_phrase_total {
-  uint64_t shard = 0;  ///< the shard's serial; 0: empty
-  uint32_t len = 0;    ///< bytes of `words`
+  uint64_t shard = 0;             ///< the shard's serial; 0: empty
+  uint32_t len = 0;               ///< bytes of `words`
   std::array<char, 256> words{};  ///< the phrase's words in order, each followed by a NUL
   uint64_t total = 0;
 };
@@ -266,11 +266,11 @@ struct eval_state {
   uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
   bool total_known = false;    ///< the total is a phrase's known count (no counting phase)
   uint64_t known_total = 0;
-  uint32_t word = 0;           ///< counting by bitsets: the next word
+  uint32_t word = 0;                  ///< counting by bitsets: the next word
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
-  double block_ub = 0;         ///< that block's bound on any of its docs' keys
-  double avgdl = 0;       ///< the average D the norms use
-  double bound_scale = 1;  ///< block maxima scale under another corpus average
+  double block_ub = 0;                ///< that block's bound on any of its docs' keys
+  double avgdl = 0;                   ///< the average D the norms use
+  double bound_scale = 1;             ///< block maxima scale under another corpus average
 };
 
 /// Per-core evaluation state for local shards.
@@ -280,13 +280,13 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
-  std::vector<const uint64_t*> sets;    // per cursor: its term's bitset or nullptr (pruned)
-  std::vector<uint32_t> shallow;        // per cursor: the block bounds read up to (pruned)
-  std::vector<double> term_ub;          // per cursor: idf x its bound in the lead block
-  std::vector<uint32_t> seeds;          // docs offered before the walk, ascending (pruned)
+  std::vector<const uint64_t*> sets;  // per cursor: its term's bitset or nullptr (pruned)
+  std::vector<uint32_t> shallow;      // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;        // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;        // docs offered before the walk, ascending (pruned)
   std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
   uint32_t phrase_totals_next = 0;                  // the entry to replace next
-  std::vector<uint32_t> pos_a, pos_b;   // phrase checking
+  std::vector<uint32_t> pos_a, pos_b;               // phrase checking
   // a phrase's document frequency (add_doc_freqs): the phrase as a query of its own
   std::vector<std::string_view> sub_terms;
   std::vector<uint32_t> sub_phrase_terms;
@@ -397,8 +397,7 @@ class local_shard final : public shard_source {
   // Evaluation (evaluate.cc): begin_search() opens the cursors and answers what needs no
   // postings walk (true: `out` is final); step() walks until done (true) or out of budget.
   bool begin_search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
-  bool step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-            uint64_t& budget) const;
+  bool step(const query_plan& plan, shard_workspace& ws, shard_answer& out, uint64_t& budget) const;
   bool open_cursors(const query_plan& plan, shard_workspace& ws) const;
   template <bool Bounded>  // false: no budget accounting at all (search())
   bool single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
@@ -419,8 +418,8 @@ class local_shard final : public shard_source {
   void remember_phrase_total(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
                              uint64_t total) const;
   bool known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const;
-  bool lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
-                           const shard_workspace& ws, uint64_t& total) const;
+  bool lookup_phrase_total(const query_plan& plan, const phrase_span& ph, const shard_workspace& ws,
+                           uint64_t& total) const;
   void seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
   bool pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                    uint64_t& budget) const;
@@ -463,7 +462,7 @@ class local_shard final : public shard_source {
   // index
   std::vector<uint32_t> title_len_, text_len_;
   std::vector<double> len_norm_;  // per doc: k1 (1 - b + b D / avgdl_)
-  double avgdl_ = 1.0;             // the corpus average the norms (and bounds) were made with
+  double avgdl_ = 1.0;            // the corpus average the norms (and bounds) were made with
   std::vector<char> term_chars_;
   std::vector<term_info> terms_;
   struct term_slot {

@@ -19,8 +19,8 @@
 // the cursors, the heap, the phase and the bounds, so a sliced search resumes where it stopped.
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -198,8 +198,7 @@ void local_shard::remember_phrase_total(const query_plan& plan, const phrase_spa
 // Whether the plan (weighted: not a phrase's own sub-search) matches exactly the docs of its one
 // phrase (no filters, every term in the phrase) and this shard's count of them is remembered;
 // sets total.
-bool local_shard::known_total(const query_plan& plan, shard_workspace& ws,
-                              uint64_t& total) const {
+bool local_shard::known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const {
   if (plan.phrases.size() != 1 || plan.phrases[0].count < 2 || !plan.tags.empty() ||
       plan.since != std::numeric_limits<int64_t>::min() ||
       plan.until != std::numeric_limits<int64_t>::max()) {

@@ -52,8 +52,8 @@ std::optional<int64_t> parse_time(std::string_view s) noexcept {
     return static_cast<int64_t>(v);
   }
   unsigned y, mo, d, h = 0, mi = 0, sec = 0;
-  if (!digits(s, 0, 4, y) || s.size() < 10 || s[4] != '-' || !digits(s, 5, 2, mo) ||
-      s[7] != '-' || !digits(s, 8, 2, d)) {
+  if (!digits(s, 0, 4, y) || s.size() < 10 || s[4] != '-' || !digits(s, 5, 2, mo) || s[7] != '-' ||
+      !digits(s, 8, 2, d)) {
     return std::nullopt;
   }
   if (y < 1970 || mo < 1 || mo > 12 || d < 1) {
@@ -182,8 +182,14 @@ result<void, arg_error> validate(const query_args& a) noexcept {
 namespace {
 
 // The REST parameters: each but tags at most once (its bit in `seen`; 0: may repeat).
-enum qs_bit : unsigned { qs_q = 1, qs_limit = 2, qs_offset = 4, qs_since = 8, qs_until = 16,
-                         qs_sort = 32 };
+enum qs_bit : unsigned {
+  qs_q = 1,
+  qs_limit = 2,
+  qs_offset = 4,
+  qs_since = 8,
+  qs_until = 16,
+  qs_sort = 32
+};
 
 struct qs_param {
   std::string_view name;
@@ -192,9 +198,14 @@ struct qs_param {
 };
 
 constexpr qs_param qs_params[] = {
-    {"q", qs_q, "q"},           {"limit", qs_limit, "limit"}, {"offset", qs_offset, "offset"},
-    {"since", qs_since, "since"}, {"until", qs_until, "until"}, {"sort", qs_sort, "sort"},
-    {"tags", 0, "tags"},        {"tag", 0, "tags"},
+    {"q", qs_q, "q"},
+    {"limit", qs_limit, "limit"},
+    {"offset", qs_offset, "offset"},
+    {"since", qs_since, "since"},
+    {"until", qs_until, "until"},
+    {"sort", qs_sort, "sort"},
+    {"tags", 0, "tags"},
+    {"tag", 0, "tags"},
 };
 
 const qs_param* find_param(std::string_view name) noexcept {
@@ -278,7 +289,8 @@ result<void, arg_error> query_string_parser::parse(std::string_view qs, query_ar
     }
     size_t eq = pair.find('=');
     std::string_view raw_name = pair.substr(0, eq);
-    std::string_view raw_value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    std::string_view raw_value =
+        eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
     size_t at = decoded_.size();
     if (!percent_decode(raw_name, decoded_, /*plus_is_space=*/true)) {
       return unexpected(arg_error{"query string", rules::encoding});

@@ -1,10 +1,9 @@
 // local_shard::reference_search: the slow, obvious evaluator the tests hold search() to.
-#include "search/shard_impl.h"
-
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "search/shard_impl.h"
 #include "tollgate/search/tokenizer.h"
 
 namespace tollgate::search {
@@ -95,6 +94,5 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
   all.resize(std::min<size_t>(all.size(), plan.k));
   out.hits.assign(all.begin(), all.end());
 }
-
 
 }  // namespace tollgate::search

@@ -6,7 +6,8 @@
 namespace tollgate::search {
 
 remote_health::remote_health(uint32_t remotes, uint32_t failures_to_down, int64_t down_ns)
-    : n_(remotes), slots_(std::make_unique<slot[]>(remotes)),
+    : n_(remotes),
+      slots_(std::make_unique<slot[]>(remotes)),
       failures_to_down_(std::max<uint32_t>(failures_to_down, 1)),
       down_ns_(std::max<int64_t>(down_ns, 1)) {}
 
@@ -43,8 +44,7 @@ void remote_health::failure(uint32_t r, int64_t now_ns) noexcept {
   }
   const uint32_t f = slots_[r].failures.fetch_add(1, std::memory_order_acq_rel) + 1;
   if (f >= failures_to_down_) {
-    slots_[r].down_until.store(std::max<int64_t>(now_ns + down_ns_, 1),
-                               std::memory_order_release);
+    slots_[r].down_until.store(std::max<int64_t>(now_ns + down_ns_, 1), std::memory_order_release);
   }
 }
 

@@ -95,8 +95,7 @@ bool cut_stories(simdjson::ondemand::parser& od, std::string_view body, size_t h
 
 }  // namespace
 
-remote_query::remote_query(uint32_t remotes)
-    : remotes_(remotes), st_(std::make_unique<state>()) {
+remote_query::remote_query(uint32_t remotes) : remotes_(remotes), st_(std::make_unique<state>()) {
   arg_chars_.reserve(4096);
   story_id_.reserve(256);
   st_->term_chars.reserve(2048);
@@ -258,8 +257,7 @@ void remote_query::finish_df() {
     }
   }
   st.docs = all.docs;
-  score_weights(st.docs, st.alone, st.df, st.phrases.size(), st.phrase_df, st.idf,
-                st.phrase_idf);
+  score_weights(st.docs, st.alone, st.df, st.phrases.size(), st.phrase_df, st.idf, st.phrase_idf);
   st.avgdl = average_length(all);
   st.df_done = true;
 }
@@ -359,8 +357,7 @@ bool remote_query::on_story(uint32_t r, int status, std::string_view body) {
   }
   simdjson::dom::object obj;
   std::string_view id;
-  if (!parse_object(st_->dom, body, obj) || obj["id"].get_string().get(id) ||
-      id != story_id_) {
+  if (!parse_object(st_->dom, body, obj) || obj["id"].get_string().get(id) || id != story_id_) {
     return false;
   }
   const std::string_view raw = ascii::trim(body);
@@ -373,7 +370,8 @@ bool remote_query::on_story(uint32_t r, int status, std::string_view body) {
 }
 
 std::span<const std::string_view> remote_query::terms() const noexcept {
-  return story_ ? std::span<const std::string_view>() : std::span<const std::string_view>(st_->terms);
+  return story_ ? std::span<const std::string_view>()
+                : std::span<const std::string_view>(st_->terms);
 }
 
 std::span<const double> remote_query::idf() const noexcept {

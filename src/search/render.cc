@@ -1,6 +1,5 @@
 // local_shard::render_story (a stored story as JSON) and memory_bytes.
 #include "search/shard_impl.h"
-
 #include "tollgate/common/json_out.h"
 
 namespace tollgate::search {
@@ -104,6 +103,5 @@ size_t local_shard::memory_bytes() const noexcept {
          block_max_time_.capacity() * 8 + champ_at_.capacity() * 4 + champ_part_.capacity() * 8 +
          champ_doc_.capacity() * 4 + champ_date_.capacity() * 4;
 }
-
 
 }  // namespace tollgate::search

@@ -47,7 +47,6 @@ inline double length_norm_of(uint32_t len, double avgdl) noexcept {
   return k1 * (1 - b + b * d / avgdl);
 }
 
-
 // Writes v as a LEB128 varint at out (room for 5 bytes); returns the bytes written.
 inline size_t put_varint(uint8_t* out, uint32_t v) noexcept {
   size_t n = 0;
@@ -194,7 +193,8 @@ inline int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noe
 using namespace detail;
 
 // The filters a posting match must also pass: the time range, the tags, the phrases.
-[[gnu::always_inline]] inline bool local_shard::accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const {
+[[gnu::always_inline]] inline bool local_shard::accepts(const query_plan& plan, shard_workspace& ws,
+                                                        uint32_t doc) const {
   const int64_t t = time_[doc];
   if (t < plan.since || t > plan.until) {
     return false;
@@ -214,8 +214,9 @@ using namespace detail;
 // The BM25 score of the cursors' doc, or false when a full heap's k-th best `kth` is out of
 // its reach before the phrases' occurrences are counted (a phrase occurs in a field at most as
 // often as each of its words does there).
-[[gnu::always_inline]] inline bool local_shard::score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full,
-                        double kth, double& s) const {
+[[gnu::always_inline]] inline bool local_shard::score(const query_plan& plan, shard_workspace& ws,
+                                                      uint32_t doc, bool full, double kth,
+                                                      double& s) const {
   const double kn = length_norm(doc, ws.ev.avgdl);
   s = 0;
   for (size_t i = 0; i < plan.terms.size(); ++i) {

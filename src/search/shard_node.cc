@@ -134,8 +134,17 @@ int serve_df(const backend& b, scratch& s, fleet_scratch& f, std::string_view bo
 
 // The search request's fields, one bit each (a field sent twice is refused).
 enum search_field : unsigned {
-  f_terms = 1, f_idf = 2, f_phrases = 4, f_phrase_terms = 8, f_tags = 16, f_since = 32,
-  f_until = 64, f_sort = 128, f_k = 256, f_phrase_idf = 512, f_avgdl = 1024
+  f_terms = 1,
+  f_idf = 2,
+  f_phrases = 4,
+  f_phrase_terms = 8,
+  f_tags = 16,
+  f_since = 32,
+  f_until = 64,
+  f_sort = 128,
+  f_k = 256,
+  f_phrase_idf = 512,
+  f_avgdl = 1024
 };
 
 // Reads the search request's field `key` into `f` and `plan`: returns its bit, 0 for an unknown

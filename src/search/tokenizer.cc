@@ -10,9 +10,9 @@ namespace {
 // Folding of U+00C0..U+017F. Lower-case letter: that letter; upper-case letter: a digraph
 // (A=ae, T=th, S=ss, J=ij, O=oe); '_' : not a letter (x and / signs), a separator.
 constexpr char fold_table[] =
-    "aaaaaaAceeeeiiiidnooooo_ouuuuyTSaaaaaaAceeeeiiiidnooooo_ouuuuyTy"  // U+00C0..U+00FF
+    "aaaaaaAceeeeiiiidnooooo_ouuuuyTSaaaaaaAceeeeiiiidnooooo_ouuuuyTy"     // U+00C0..U+00FF
     "aaaaaaccccccccddddeeeeeeeeeegggggggghhhhiiiiiiiiiiJJjjkkkllllllllll"  // U+0100..U+0142
-    "nnnnnnnnnooooooOOrrrrrrssssssssttttttuuuuuuuuuuuuwwyyyzzzzzzs";      // U+0143..U+017F
+    "nnnnnnnnnooooooOOrrrrrrssssssssttttttuuuuuuuuuuuuwwyyyzzzzzzs";       // U+0143..U+017F
 static_assert(sizeof(fold_table) - 1 == 0x180 - 0xC0);
 
 // Decodes one code point at p (p < end). Returns its length in bytes, or 0 if the bytes at p do
@@ -111,12 +111,35 @@ bool token_stream::next(std::string_view& token) noexcept {
     if (cp < 0x180) {
       char f = fold_table[cp - 0xC0];
       switch (f) {
-        case 'A': tmp[0] = 'a'; tmp[1] = 'e'; w = 2; break;
-        case 'T': tmp[0] = 't'; tmp[1] = 'h'; w = 2; break;
-        case 'S': tmp[0] = 's'; tmp[1] = 's'; w = 2; break;
-        case 'J': tmp[0] = 'i'; tmp[1] = 'j'; w = 2; break;
-        case 'O': tmp[0] = 'o'; tmp[1] = 'e'; w = 2; break;
-        default: tmp[0] = f; w = 1; break;
+        case 'A':
+          tmp[0] = 'a';
+          tmp[1] = 'e';
+          w = 2;
+          break;
+        case 'T':
+          tmp[0] = 't';
+          tmp[1] = 'h';
+          w = 2;
+          break;
+        case 'S':
+          tmp[0] = 's';
+          tmp[1] = 's';
+          w = 2;
+          break;
+        case 'J':
+          tmp[0] = 'i';
+          tmp[1] = 'j';
+          w = 2;
+          break;
+        case 'O':
+          tmp[0] = 'o';
+          tmp[1] = 'e';
+          w = 2;
+          break;
+        default:
+          tmp[0] = f;
+          w = 1;
+          break;
       }
     } else {
       std::memcpy(tmp, p_, n);

@@ -116,8 +116,8 @@ bool refused_as_unknown(const std::string& said, const std::string& flag) {
 
 TEST(cli_help_test, every_command_help_lists_exactly_the_flags_it_takes) {
   // Verifies, for serve, stdio, keys, accounts, cluster, corpus generate and index build: the
-  // flags the help text names are the flags the command's parser takes (both ways), each of them is taken (not
-  // refused as unknown), and a made-up one is refused.
+  // flags the help text names are the flags the command's parser takes (both ways), each of them is
+  // taken (not refused as unknown), and a made-up one is refused.
   struct command {
     const char* name;
     std::string_view help;
@@ -172,8 +172,8 @@ TEST(cli_help_test, an_unknown_plan_says_where_plans_were_looked_for) {
   quota::test::temp_dir d;
   const std::string data = d.path() + "/data";
   auto none = quota::test::capture_cli([&](std::FILE* out, std::FILE* err) {
-    std::vector<std::string_view> words = {"create", "--account", "a", "--plan", "slow",
-                                           "--data-dir", data};
+    std::vector<std::string_view> words = {"create", "--account",  "a", "--plan",
+                                           "slow",   "--data-dir", data};
     return run_admin("keys", words, out, err);
   });
   EXPECT_EQ(none.code, 2);
@@ -182,8 +182,8 @@ TEST(cli_help_test, an_unknown_plan_says_where_plans_were_looked_for) {
   const std::string cfg = d.path() + "/cfg.toml";
   std::ofstream(cfg) << "[plans.gold]\nrate_per_sec = 5\nburst = 5\nmonthly_quota = 50\n";
   auto with = quota::test::capture_cli([&](std::FILE* out, std::FILE* err) {
-    std::vector<std::string_view> words = {"create", "--account", "a", "--plan", "slow",
-                                           "--config", cfg, "--data-dir", data};
+    std::vector<std::string_view> words = {"create",   "--account", "a",          "--plan", "slow",
+                                           "--config", cfg,         "--data-dir", data};
     return run_admin("keys", words, out, err);
   });
   EXPECT_EQ(with.code, 2);

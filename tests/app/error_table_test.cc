@@ -33,8 +33,8 @@ std::string mcp(std::string_view key, std::string_view body,
 
 std::string call(std::string_view tool, std::string_view args, int id = 1) {
   return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
-         R"(,"method":"tools/call","params":{"name":")" + std::string(tool) +
-         R"(","arguments":)" + std::string(args) + "}}";
+         R"(,"method":"tools/call","params":{"name":")" + std::string(tool) + R"(","arguments":)" +
+         std::string(args) + "}}";
 }
 
 std::string rest(std::string_view key, std::string_view target) {
@@ -139,8 +139,12 @@ TEST_F(error_table_test, no_answer_of_any_kind_carries_a_header_twice) {
   } cases[] = {
       {"mcp no key", mcp("", call("get_usage", "{}")), 401},
       {"mcp bad key", mcp("tg_wrong", call("get_usage", "{}")), 401},
-      {"mcp initialize", mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})"), 200},
-      {"mcp notification", mcp(k, R"({"jsonrpc":"2.0","method":"notifications/initialized"})"), 202},
+      {"mcp initialize",
+       mcp(k,
+           R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})"),
+       200},
+      {"mcp notification", mcp(k, R"({"jsonrpc":"2.0","method":"notifications/initialized"})"),
+       202},
       {"mcp response", mcp(k, R"({"jsonrpc":"2.0","id":4,"result":{}})"), 202},
       {"mcp tools/list", mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"tools/list"})"), 200},
       {"mcp unknown method", mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"nope"})"), 200},
@@ -152,12 +156,30 @@ TEST_F(error_table_test, no_answer_of_any_kind_carries_a_header_twice) {
       {"mcp not found", mcp(k, call("get_story", R"({"id":"no-such-story"})")), 200},
       {"mcp get_usage", mcp(k, call("get_usage", "{}")), 200},
       {"mcp suspended", mcp(w.suspended(), call("search_stories", R"({"query":"rust"})")), 200},
-      {"mcp batch", mcp(k, R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}])", ""), 200},
-      {"mcp bad version", mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"ping"})", "MCP-Protocol-Version: 1999-01-01\r\n"), 400},
-      {"mcp header mismatch", mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"ping"})", "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n"), 400},
-      {"mcp bad origin", mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"ping"})", "Origin: https://evil.example\r\n"), 403},
-      {"mcp bad accept", "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + k + "\r\nAccept: text/html\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", 406},
-      {"mcp bad content type", "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + k + "\r\nAccept: */*\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}", 415},
+      {"mcp batch",
+       mcp(k,
+           R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}])",
+           ""),
+       200},
+      {"mcp bad version",
+       mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+           "MCP-Protocol-Version: 1999-01-01\r\n"),
+       400},
+      {"mcp header mismatch",
+       mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+           "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n"),
+       400},
+      {"mcp bad origin",
+       mcp(k, R"({"jsonrpc":"2.0","id":1,"method":"ping"})", "Origin: https://evil.example\r\n"),
+       403},
+      {"mcp bad accept",
+       "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + k +
+           "\r\nAccept: text/html\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+       406},
+      {"mcp bad content type",
+       "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + k +
+           "\r\nAccept: */*\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+       415},
       {"mcp GET", "GET /mcp HTTP/1.1\r\nHost: t\r\n\r\n", 405},
       {"mcp PUT", "PUT /mcp HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405},
       {"rest no key", rest("", "/v1/usage"), 401},
@@ -175,7 +197,8 @@ TEST_F(error_table_test, no_answer_of_any_kind_carries_a_header_twice) {
       {"metrics", rest("", "/metrics"), 200},
       {"parser error", "GET /x HTTP/1.1\r\nHost: t\r\nBad Header: x\r\n\r\n", 400},
       {"HEAD without a key", "HEAD /v1/usage HTTP/1.1\r\nHost: t\r\n\r\n", 401},
-      {"HEAD with a key", "HEAD /v1/usage HTTP/1.1\r\nHost: t\r\nX-API-Key: " + k + "\r\n\r\n", 200},
+      {"HEAD with a key", "HEAD /v1/usage HTTP/1.1\r\nHost: t\r\nX-API-Key: " + k + "\r\n\r\n",
+       200},
       {"HEAD /mcp", "HEAD /mcp HTTP/1.1\r\nHost: t\r\n\r\n", 405},
   };
   for (const auto& c : cases) {
@@ -240,11 +263,13 @@ TEST_F(error_table_test, notifications_do_not_count_toward_the_rate_limit) {
   // notification (or a client's response, or a batch of them) sent while limited gets 202.
   const std::string& t = w.tight();
   reply init = split(w.respond(
-      mcp(t, R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})"),
+      mcp(t,
+          R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})"),
       now));
   EXPECT_EQ(init.status, 200) << init.raw;
   EXPECT_EQ(init.header("x-ratelimit-remaining"), "1");
-  reply note = split(w.respond(mcp(t, R"({"jsonrpc":"2.0","method":"notifications/initialized"})"), now));
+  reply note =
+      split(w.respond(mcp(t, R"({"jsonrpc":"2.0","method":"notifications/initialized"})"), now));
   EXPECT_EQ(note.status, 202) << note.raw;
   EXPECT_EQ(note.header("x-ratelimit-remaining"), "1") << note.raw;
   reply list = split(w.respond(mcp(t, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})"), now));
@@ -261,7 +286,9 @@ TEST_F(error_table_test, notifications_do_not_count_toward_the_rate_limit) {
     EXPECT_EQ(r.count("retry-after"), 0) << r.raw;
   }
   reply batch = split(w.respond(
-      mcp(t, R"([{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":8,"result":{}}])", ""),
+      mcp(t,
+          R"([{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":8,"result":{}}])",
+          ""),
       now));
   EXPECT_EQ(batch.status, 202) << batch.raw;
   // Nothing was given back that was never charged: still refused at the same instant.
@@ -273,11 +300,13 @@ TEST_F(error_table_test, unauthorized_challenge_names_an_invalid_token_only_when
   // Verifies RFC 6750 on /mcp and REST: a key that was sent and is not valid gets
   // error="invalid_token" with an error_description; no key gets the bare challenge; never
   // resource_metadata.
-  for (const std::string& raw : {mcp("tg_wrong", call("get_usage", "{}")), rest("tg_wrong", "/v1/usage")}) {
+  for (const std::string& raw :
+       {mcp("tg_wrong", call("get_usage", "{}")), rest("tg_wrong", "/v1/usage")}) {
     reply r = split(w.respond(raw, now));
     ASSERT_EQ(r.status, 401) << r.raw;
     const std::string c = r.header("www-authenticate");
-    EXPECT_EQ(c.rfind("Bearer realm=\"tollgate\", error=\"invalid_token\", error_description=\"", 0), 0u)
+    EXPECT_EQ(
+        c.rfind("Bearer realm=\"tollgate\", error=\"invalid_token\", error_description=\"", 0), 0u)
         << c;
     EXPECT_EQ(c.find("resource_metadata"), std::string::npos);
   }

@@ -44,7 +44,8 @@ TEST(handler_test, x_api_key_is_accepted) {
 TEST(handler_test, other_authorization_schemes_present_no_key) {
   // Verifies Basic credentials are not mistaken for an API key (and X-API-Key is not consulted
   // when Authorization is present but not Bearer).
-  std::string b = "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Basic dXNlcjpwYXNz\r\nX-API-Key: k\r\n\r\n";
+  std::string b =
+      "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Basic dXNlcjpwYXNz\r\nX-API-Key: k\r\n\r\n";
   EXPECT_EQ(presented_key(parse(b)), "");
   std::string none = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
   EXPECT_EQ(presented_key(parse(none)), "");

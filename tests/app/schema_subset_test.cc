@@ -29,9 +29,9 @@ using simdjson::dom::object;
 void check_property(element e, const std::string& where);
 
 void check_object(object o, const std::string& where, bool top) {
-  const std::set<std::string> allowed = top ? std::set<std::string>{"type", "properties", "required"}
-                                            : std::set<std::string>{"type", "description",
-                                                                    "properties", "required"};
+  const std::set<std::string> allowed =
+      top ? std::set<std::string>{"type", "properties", "required"}
+          : std::set<std::string>{"type", "description", "properties", "required"};
   std::set<std::string> names;
   for (auto [k, v] : o) {
     EXPECT_TRUE(allowed.count(std::string(k))) << where << ": keyword " << k;
@@ -61,8 +61,8 @@ void check_property(element e, const std::string& where) {
   std::string_view type;
   ASSERT_EQ(o["type"].get(type), simdjson::SUCCESS)
       << where << ": \"type\" must be one string (not an array, not absent)";
-  static const std::set<std::string_view> types = {"string", "integer", "number",
-                                                   "boolean", "array", "object"};
+  static const std::set<std::string_view> types = {"string",  "integer", "number",
+                                                   "boolean", "array",   "object"};
   ASSERT_TRUE(types.count(type)) << where << ": type " << type;
   if (type == "object") {
     check_object(o, where, false);

@@ -3,7 +3,6 @@
 // (answers byte for byte, billing, rate limits, revocation, suspension).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-
 #include <sys/mount.h>
 
 #include <algorithm>
@@ -110,10 +109,9 @@ class app_server {
 
 std::string tool_request(std::string_view key, std::string_view tool, std::string_view arguments,
                          int id) {
-  const std::string body =
-      "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(id) +
-      ",\"method\":\"tools/call\",\"params\":{\"name\":\"" + std::string(tool) +
-      "\",\"arguments\":" + std::string(arguments) + "}}";
+  const std::string body = "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(id) +
+                           ",\"method\":\"tools/call\",\"params\":{\"name\":\"" +
+                           std::string(tool) + "\",\"arguments\":" + std::string(arguments) + "}}";
   return "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(key) +
          "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
          "MCP-Protocol-Version: 2025-06-18\r\nContent-Length: " +
@@ -133,8 +131,8 @@ std::optional<response> ask(client& c, const std::string& req) {
 
 // GET `target` on a REST route with `key` (X-API-Key), on `c`'s connection.
 std::optional<response> rest_get(client& c, std::string_view key, std::string_view target) {
-  return ask(c, "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " +
-                    std::string(key) + "\r\n\r\n");
+  return ask(c, "GET " + std::string(target) +
+                    " HTTP/1.1\r\nHost: t\r\nX-API-Key: " + std::string(key) + "\r\n\r\n");
 }
 
 // The value of a response header line ("Name: value\r\n"), or "".
@@ -273,8 +271,9 @@ TEST(app_server_test, keyless_mcp_answers_carry_no_figures_and_head_has_no_body)
   EXPECT_EQ(r->status, 405);
   EXPECT_EQ(r->head.find("X-Quota"), std::string::npos) << r->head;
   EXPECT_EQ(r->head.find("RateLimit"), std::string::npos) << r->head;
-  ASSERT_TRUE(c.send_all("HEAD /mcp HTTP/1.1\r\nHost: t\r\n\r\n"
-                         "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(
+      c.send_all("HEAD /mcp HTTP/1.1\r\nHost: t\r\n\r\n"
+                 "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
   ASSERT_TRUE(c.wait_closed());
   const std::string raw = c.pending();
   const size_t head_end = raw.find("\r\n\r\n");
@@ -327,8 +326,7 @@ TEST(app_server_test, a_batch_costs_one_rate_unit_per_request) {
         << i << ": " << r->body;
   }
   for (int i = 6; i <= 8; ++i) {
-    EXPECT_NE(r->body.find(fmt::format("\"id\":{},\"error\":{{\"code\":429", i)),
-              std::string::npos)
+    EXPECT_NE(r->body.find(fmt::format("\"id\":{},\"error\":{{\"code\":429", i)), std::string::npos)
         << i << ": " << r->body;
   }
   EXPECT_EQ(header(*r, "X-RateLimit-Remaining"), "0");
@@ -576,8 +574,8 @@ TEST(app_server_test, metrics_count_answers_by_outcome_latency_by_tool_and_bille
   ASSERT_TRUE(r && r->status == 429);
   const std::string m = metrics_text(c);
   auto answers = [&](std::string_view route, std::string_view outcome) {
-    return series(m, fmt::format("tollgate_answers_total{{route=\"{}\",outcome=\"{}\"}}",
-                                 route, outcome));
+    return series(
+        m, fmt::format("tollgate_answers_total{{route=\"{}\",outcome=\"{}\"}}", route, outcome));
   };
   EXPECT_EQ(answers("v1_stories", "ok"), 1) << m;
   EXPECT_EQ(answers("v1_stories", "quota_exceeded"), 1) << m;
@@ -596,8 +594,7 @@ TEST(app_server_test, metrics_count_answers_by_outcome_latency_by_tool_and_bille
             1)
       << m;
   EXPECT_EQ(series(m, R"(tollgate_request_duration_seconds_count{route="mcp",tool=""})"), 1) << m;
-  EXPECT_EQ(series(m, R"(tollgate_request_duration_seconds_count{route="v1_stories",tool=""})"),
-            3)
+  EXPECT_EQ(series(m, R"(tollgate_request_duration_seconds_count{route="v1_stories",tool=""})"), 3)
       << m;
   EXPECT_EQ(series(m, R"(tollgate_billed_calls_total{plan="t"})"), 2) << m;
   EXPECT_EQ(series(m, R"(tollgate_overage_calls_total{plan="t"})"), 0) << m;
@@ -741,8 +738,9 @@ TEST(app_server_test, access_log_on_a_full_disk_drops_and_counts_lines_and_keeps
 
 // The head of a POST /mcp tools/call with `Expect: 100-continue` (the body follows later).
 std::string expect_head(std::string_view key, std::string_view origin, size_t body_len) {
-  std::string h = "POST /mcp HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                  "Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n";
+  std::string h =
+      "POST /mcp HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n";
   if (!key.empty()) {
     h += "Authorization: Bearer " + std::string(key) + "\r\n";
   }

@@ -1,6 +1,8 @@
 // The cluster agent against a real redis-server: leases across nodes and cores conserve a stop
 // key's budget exactly (also run under TSan: the tsan preset), key and account changes reach a
 // node within a second, and an outage serves bill keys and answers stop keys `unavailable`.
+#include "tollgate/cluster/agent.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "cluster/redis_fixture.h"
-#include "tollgate/cluster/agent.h"
 #include "tollgate/cluster/keys.h"
 #include "tollgate/quota/civil.h"
 #include "tollgate/quota/service.h"
@@ -186,8 +187,9 @@ TEST_F(cluster_agent_test, two_nodes_and_four_cores_admit_a_stop_budget_exactly)
   EXPECT_EQ(admitted.load(), 3000);
   EXPECT_EQ(unreachable.load(), 0);
   // Both nodes push their journals' counts; the cluster's sum is the quota.
-  EXPECT_TRUE(within_ms(2000, [&] { return redis_used(sa, *quota::parse_key_id(k->key_id)) == 3000; }))
-      << redis_used(sa, *quota::parse_key_id(k->key_id));
+  EXPECT_TRUE(within_ms(2000, [&] {
+    return redis_used(sa, *quota::parse_key_id(k->key_id)) == 3000;
+  })) << redis_used(sa, *quota::parse_key_id(k->key_id));
 }
 
 TEST_F(cluster_agent_test, key_and_account_changes_reach_a_node_within_a_second) {
@@ -244,7 +246,10 @@ TEST_F(cluster_agent_test, outage_serves_bill_keys_and_answers_stop_keys_unavail
   ASSERT_EQ(call(ks->secret), admit_verdict::ok);  // the node now holds a lease of the stop key
   int64_t bill_ok = call(kb->secret) == admit_verdict::ok ? 1 : 0;
   redis_.stop(/*hard=*/true);
-  EXPECT_TRUE(within_ms(3000, [&] { n.tick(); return !n.a->redis_up(); }));
+  EXPECT_TRUE(within_ms(3000, [&] {
+    n.tick();
+    return !n.a->redis_up();
+  }));
   int64_t stop_ok = 1;
   admit_verdict last = admit_verdict::ok;
   for (int i = 0; i < 5000 && last == admit_verdict::ok; ++i) {
@@ -287,9 +292,15 @@ TEST_F(cluster_agent_test, a_redis_that_lost_its_data_keeps_keys_and_gets_usage_
     sh.settle(t, true);
   }
   const uint64_t id = *quota::parse_key_id(k->key_id);
-  EXPECT_TRUE(within_ms(2000, [&] { n.tick(); return redis_used(s, id) == 7; }));
+  EXPECT_TRUE(within_ms(2000, [&] {
+    n.tick();
+    return redis_used(s, id) == 7;
+  }));
   ASSERT_TRUE(admin.conn().command({"FLUSHALL"}));
-  EXPECT_TRUE(within_ms(2000, [&] { n.tick(); return redis_used(s, id) == 7; }));
+  EXPECT_TRUE(within_ms(2000, [&] {
+    n.tick();
+    return redis_used(s, id) == 7;
+  }));
   n.tick();
   EXPECT_NE(sh.authenticate(k->secret), nullptr);
 }

@@ -31,7 +31,8 @@ TEST(json_out_test, escapes_quotes_backslashes_and_controls_at_level0) {
 
 TEST(json_out_test, nested_equals_escaping_the_level0_output) {
   // Verifies level 1 is exactly level 0 escaped once more, in one pass.
-  for (std::string_view s : {"plain", "q\"uote", "back\\slash", "nl\nx\ttab\x1f", "ünïcødé \"x\""}) {
+  for (std::string_view s :
+       {"plain", "q\"uote", "back\\slash", "nl\nx\ttab\x1f", "ünïcødé \"x\""}) {
     std::string flat = render(false, s);
     out_buffer twice;
     append_json_escaped(twice, flat);
@@ -75,12 +76,25 @@ TEST(json_out_test, word_scan_agrees_with_bytewise_escaping) {
           } else if (c < 0x20) {
             static const char* hex = "0123456789abcdef";
             switch (c) {
-              case '\n': want += "\\n"; break;
-              case '\r': want += "\\r"; break;
-              case '\t': want += "\\t"; break;
-              case '\b': want += "\\b"; break;
-              case '\f': want += "\\f"; break;
-              default: want += "\\u00"; want += hex[c >> 4]; want += hex[c & 15];
+              case '\n':
+                want += "\\n";
+                break;
+              case '\r':
+                want += "\\r";
+                break;
+              case '\t':
+                want += "\\t";
+                break;
+              case '\b':
+                want += "\\b";
+                break;
+              case '\f':
+                want += "\\f";
+                break;
+              default:
+                want += "\\u00";
+                want += hex[c >> 4];
+                want += hex[c & 15];
             }
           } else if (c >= 0x80) {
             want += "\\ufffd";
@@ -88,8 +102,8 @@ TEST(json_out_test, word_scan_agrees_with_bytewise_escaping) {
             want += static_cast<char>(c);
           }
         }
-        ASSERT_EQ(std::string(got.view()), want) << "special=" << special << " len=" << len
-                                                 << " pos=" << pos;
+        ASSERT_EQ(std::string(got.view()), want)
+            << "special=" << special << " len=" << len << " pos=" << pos;
       }
     }
   }
@@ -107,13 +121,27 @@ std::string escape_once(std::string_view s) {
   std::string r;
   for (unsigned char c : s) {
     switch (c) {
-      case '"': r += "\\\""; break;
-      case '\\': r += "\\\\"; break;
-      case '\n': r += "\\n"; break;
-      case '\r': r += "\\r"; break;
-      case '\t': r += "\\t"; break;
-      case '\b': r += "\\b"; break;
-      case '\f': r += "\\f"; break;
+      case '"':
+        r += "\\\"";
+        break;
+      case '\\':
+        r += "\\\\";
+        break;
+      case '\n':
+        r += "\\n";
+        break;
+      case '\r':
+        r += "\\r";
+        break;
+      case '\t':
+        r += "\\t";
+        break;
+      case '\b':
+        r += "\\b";
+        break;
+      case '\f':
+        r += "\\f";
+        break;
       default:
         if (c < 0x20) {
           r += "\\u00";
@@ -132,8 +160,8 @@ TEST(json_out_test, every_byte_escapes_like_the_reference_at_both_levels) {
   // for every byte value, alone, inside a plain word and in a run of escapes.
   for (int c = 0; c < 256; ++c) {
     const char ch = static_cast<char>(c);
-    for (std::string s : {std::string(1, ch), "abc" + std::string(1, ch) + "defghijk",
-                          std::string(17, ch)}) {
+    for (std::string s :
+         {std::string(1, ch), "abc" + std::string(1, ch) + "defghijk", std::string(17, ch)}) {
       out_buffer flat;
       json_out(flat, false).string(s);
       EXPECT_EQ(flat.view(), "\"" + escape_once(s) + "\"") << c;
@@ -246,15 +274,17 @@ TEST(json_out_test, escaping_replaces_bytes_that_are_not_utf8) {
     std::string want;
   };
   const c cases[] = {
-      {"\xc3\xa9t\xc3\xa9", "\xc3\xa9t\xc3\xa9"},                 // é: kept
+      {"\xc3\xa9t\xc3\xa9", "\xc3\xa9t\xc3\xa9"},                          // é: kept
       {"\xe2\x82\xac \xf0\x9f\x98\x80", "\xe2\x82\xac \xf0\x9f\x98\x80"},  // €, emoji: kept
       {"\xff", "\\ufffd"},
-      {"a\x80" "b", "a\\ufffdb"},
-      {"\xc3", "\\ufffd"},                                  // truncated at the end
-      {"\xc0\xaf", "\\ufffd\\ufffd"},                      // overlong '/'
-      {"\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd"},           // a surrogate
+      {"a\x80"
+       "b",
+       "a\\ufffdb"},
+      {"\xc3", "\\ufffd"},                                   // truncated at the end
+      {"\xc0\xaf", "\\ufffd\\ufffd"},                        // overlong '/'
+      {"\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd"},             // a surrogate
       {"\xf4\x90\x80\x80", "\\ufffd\\ufffd\\ufffd\\ufffd"},  // past U+10FFFF
-      {"\xe2\x82\"", "\\ufffd\\ufffd\\\""},                 // cut by a quote
+      {"\xe2\x82\"", "\\ufffd\\ufffd\\\""},                  // cut by a quote
   };
   for (const auto& k : cases) {
     for (size_t pad = 0; pad < 9; ++pad) {

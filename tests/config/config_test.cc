@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <unistd.h>
 
 #include "tollgate/quota/plan.h"
 
@@ -353,9 +353,11 @@ TEST(config_test, empty_paths_duplicate_shards_and_unknown_tables_are_named) {
       {"[corpus]\npath = \"\"\n", ":2: corpus.path: must not be empty"},
       {"[fleet]\nsecret = \"s\"\nshards = [\"127.0.0.1:9101\", \"127.0.0.1:9101\"]\n",
        ":3: fleet.shards: '127.0.0.1:9101': listed twice"},
-      {"[fleet]\nshards = [\"127.0.0.1:0\"]\n", "fleet.shards: '127.0.0.1:0': port 0 names no shard"},
+      {"[fleet]\nshards = [\"127.0.0.1:0\"]\n",
+       "fleet.shards: '127.0.0.1:0': port 0 names no shard"},
       {"[servr]\nlisten = \"127.0.0.1:1\"\n", ":1: servr: unknown table"},
-      {"[quota]\nfsync_ms = 100\ndemo_plan = \"gold\"\n", ":3: quota.demo_plan: no plan named 'gold'"},
+      {"[quota]\nfsync_ms = 100\ndemo_plan = \"gold\"\n",
+       ":3: quota.demo_plan: no plan named 'gold'"},
   };
   for (const bad_case& c : cases) {
     temp_toml f(c.text);

@@ -81,16 +81,21 @@ void random_payload(std::mt19937& rng, out_buffer& nested, out_buffer& raw) {
 
 std::string random_id(std::mt19937& rng) {
   switch (rng() % 3) {
-    case 0: return std::to_string(rng() % 100000);
-    case 1: return "\"" + reference::escape(random_text(rng, 12)) + "\"";
-    default: return "null";
+    case 0:
+      return std::to_string(rng() % 100000);
+    case 1:
+      return "\"" + reference::escape(random_text(rng, 12)) + "\"";
+    default:
+      return "null";
   }
 }
 
 tool_error random_tool_error(std::mt19937& rng) {
   tool_error e;
   e.code = static_cast<tool_error_code>(rng() % num_tool_error_codes);
-  auto fig = [&]() -> int64_t { return rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 5000000); };
+  auto fig = [&]() -> int64_t {
+    return rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 5000000);
+  };
   e.retry_after_secs = fig();
   e.quota_limit = fig();
   e.quota_used = fig();
@@ -177,7 +182,8 @@ TEST(envelope_test, rpc_errors_match_reference) {
     std::string id = random_id(rng);
     out_buffer fast;
     the_cache().error_response(fast, id, e);
-    ASSERT_EQ(fast.view(), reference::error_response(id, e)) << "kind " << (i % num_rpc_error_kinds);
+    ASSERT_EQ(fast.view(), reference::error_response(id, e))
+        << "kind " << (i % num_rpc_error_kinds);
   }
 }
 
@@ -199,8 +205,7 @@ TEST(envelope_test, http_framing_matches_reference) {
         body_mark m = the_cache().body_start(fast);
         fast.append(body);
         the_cache().body_end(fast, m);
-        ASSERT_EQ(fast.view(),
-                  "PREVIOUS RESPONSE" + reference::http(status, close, extra, body))
+        ASSERT_EQ(fast.view(), "PREVIOUS RESPONSE" + reference::http(status, close, extra, body))
             << status << " " << size;
       }
     }
@@ -273,12 +278,15 @@ TEST(envelope_test, result_and_prerendered_results) {
   the_cache().result_response(out, "\"a\"", the_cache().empty_result(revision::v2026_07_28));
   EXPECT_EQ(out.view(), R"({"jsonrpc":"2.0","id":"a","result":{"resultType":"complete"}})");
   EXPECT_EQ(out.view(), reference::result_response("\"a\"", R"({"resultType":"complete"})"));
-  EXPECT_NE(the_cache().initialize_result(revision::v2025_06_18).find(R"("protocolVersion":"2025-06-18")"),
+  EXPECT_NE(the_cache()
+                .initialize_result(revision::v2025_06_18)
+                .find(R"("protocolVersion":"2025-06-18")"),
             std::string_view::npos);
   std::string_view d = the_cache().discover_result();
   EXPECT_EQ(d.substr(0, 25), std::string_view(R"({"resultType":"complete",)"));
-  for (auto field : {"\"supportedVersions\":[\"2025-03-26\",\"2025-06-18\",\"2025-11-25\",\"2026-07-28\"]", "\"capabilities\":", "\"serverInfo\":",
-                     "\"ttlMs\":", "\"cacheScope\":"}) {
+  for (auto field :
+       {"\"supportedVersions\":[\"2025-03-26\",\"2025-06-18\",\"2025-11-25\",\"2026-07-28\"]",
+        "\"capabilities\":", "\"serverInfo\":", "\"ttlMs\":", "\"cacheScope\":"}) {
     EXPECT_NE(d.find(field), std::string_view::npos) << field;
   }
 }
@@ -299,7 +307,8 @@ TEST(envelope_test, steady_state_allocates_nothing) {
     the_cache().body_end(out, m);
     the_cache().tool_error_response(out, "12", revision::v2026_07_28,
                                     tool_error{tool_error_code::quota_exceeded, 5, 6, 7, 0});
-    the_cache().error_response(out, "12", rpc_error{rpc_error_kind::invalid_params, "limit", "x", 1});
+    the_cache().error_response(out, "12",
+                               rpc_error{rpc_error_kind::invalid_params, "limit", "x", 1});
   };
   once();
   test::alloc_scope scope;

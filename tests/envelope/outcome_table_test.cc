@@ -23,9 +23,9 @@ const outcome_row* find(std::string_view condition) {
 struct seed_row {
   std::string_view condition;
   mcp_form form;
-  int mcp_code;                         // HTTP status or JSON-RPC code; 0 for a tool error
-  std::string_view tool_error_name;     // the `code` of the tool error; empty when none
-  int rest_status;                      // README's REST column; 0 where REST has none
+  int mcp_code;                      // HTTP status or JSON-RPC code; 0 for a tool error
+  std::string_view tool_error_name;  // the `code` of the tool error; empty when none
+  int rest_status;                   // README's REST column; 0 where REST has none
   bool retry_after;
 };
 

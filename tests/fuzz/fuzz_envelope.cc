@@ -92,7 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       static const int statuses[] = {200, 400, 401, 403, 404, 405, 406, 413, 415, 429, 500, 503};
       const int status = statuses[sel % 12];
       const bool close = (sel & 0x80) != 0;
-      std::string extra = parts[1].empty() ? "" : "X-Test: " + std::to_string(parts[1].size()) + "\r\n";
+      std::string extra =
+          parts[1].empty() ? "" : "X-Test: " + std::to_string(parts[1].size()) + "\r\n";
       out.append(parts[2]);  // earlier responses in the same buffer stay untouched
       env.head(out, status, close);
       out.append(extra);

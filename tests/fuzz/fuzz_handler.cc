@@ -107,9 +107,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (eol != std::string::npos) {
       std::string line;
       switch (sel & 3) {
-        case 1: line = "Authorization: Bearer " + w.roomy(); break;
-        case 2: line = "X-API-Key: " + w.tight(); break;
-        default: line = "Authorization: Bearer " + w.suspended(); break;
+        case 1:
+          line = "Authorization: Bearer " + w.roomy();
+          break;
+        case 2:
+          line = "X-API-Key: " + w.tight();
+          break;
+        default:
+          line = "Authorization: Bearer " + w.suspended();
+          break;
       }
       raw.insert(eol + 2, line + "\r\n");
     }

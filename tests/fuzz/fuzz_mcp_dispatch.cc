@@ -64,7 +64,18 @@ struct world {
         {"query", mcp::arg_type::string, "q", true, 1, 50, true, true, {}, false, 0, {}},
         {"limit", mcp::arg_type::integer, "n", false, 1, 50, true, true, {}, true, 10, {}},
         {"tags", mcp::arg_type::string_array, "t", false, 0, 4, false, true, {}, false, 0, {}},
-        {"sort", mcp::arg_type::enumeration, "s", false, 0, 0, false, false, {"a", "b"}, true, 0, "a"},
+        {"sort",
+         mcp::arg_type::enumeration,
+         "s",
+         false,
+         0,
+         0,
+         false,
+         false,
+         {"a", "b"},
+         true,
+         0,
+         "a"},
     };
     t.impl = std::make_shared<echo_tool>();
     tools.add(std::move(t));
@@ -106,8 +117,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
-  static const char* versions[] = {nullptr, "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28",
-                                   "1999-01-01"};
+  static const char* versions[] = {nullptr,      "2025-03-26", "2025-06-18",
+                                   "2025-11-25", "2026-07-28", "1999-01-01"};
   http::request req;
   req.method = "POST";
   req.path = "/mcp";
@@ -132,7 +143,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // One Content-Length line whose value (after the OWS) is the body's size.
   const std::string_view head = r.substr(0, end + 2);
   size_t cl = head.find("\r\nContent-Length:");
-  if (cl == std::string_view::npos || head.find("\r\nContent-Length:", cl + 1) != std::string_view::npos) {
+  if (cl == std::string_view::npos ||
+      head.find("\r\nContent-Length:", cl + 1) != std::string_view::npos) {
     __builtin_trap();
   }
   cl = head.find_first_not_of(' ', cl + 17);

@@ -74,8 +74,8 @@ std::vector<parse_case> cases() {
       // authority.
       {"absolute_form", "GET http://a.example:8080/v1/usage?x=1 HTTP/1.1\r\n" + host + "\r\n",
        ps::complete, errc::ok, "GET", "/v1/usage", "x=1"},
-      {"absolute_form_https_upper", "GET HTTPS://a/mcp HTTP/1.1\r\n" + host + "\r\n",
-       ps::complete, errc::ok, "GET", "/mcp", ""},
+      {"absolute_form_https_upper", "GET HTTPS://a/mcp HTTP/1.1\r\n" + host + "\r\n", ps::complete,
+       errc::ok, "GET", "/mcp", ""},
 
       {"ows_and_tab_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: \t a\tb \t\r\n\r\n", ps::complete,
        errc::ok, "GET", "/"},
@@ -120,8 +120,7 @@ std::vector<parse_case> cases() {
       {"absolute_form_no_scheme_end", "GET http:/x HTTP/1.1\r\n\r\n", ps::error,
        errc::bad_request_line},
       {"not_a_target", "GET hello HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
-      {"absolute_form_no_path", "GET http://a HTTP/1.1\r\n\r\n", ps::error,
-       errc::bad_request_line},
+      {"absolute_form_no_path", "GET http://a HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
       {"absolute_form_query_no_path", "GET http://a?q=1 HTTP/1.1\r\n\r\n", ps::error,
        errc::bad_request_line},
       {"two_spaces", "GET  / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},

@@ -40,7 +40,9 @@ seen_call copy_of(const tool_def& t, const arguments& a) {
 
 struct recorder final : call_visitor {
   std::vector<seen_call> calls;
-  void on_call(const decided_call& call) override { calls.push_back(copy_of(call.tool, call.args)); }
+  void on_call(const decided_call& call) override {
+    calls.push_back(copy_of(call.tool, call.args));
+  }
 };
 
 // A search tool that records the arguments handle_http() runs it with.
@@ -87,8 +89,8 @@ class decide_calls_test : public ::testing::Test {
   }
   static std::string call(const std::string& args, const std::string& id = "1",
                           const std::string& name = "search_stories") {
-    return R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":"tools/call","params":{"name":")" + name +
-           R"(","arguments":)" + args + "}}";
+    return R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":"tools/call","params":{"name":")" +
+           name + R"(","arguments":)" + args + "}}";
   }
 };
 
@@ -137,10 +139,10 @@ TEST_F(decide_calls_test, the_calls_equal_what_handle_http_runs_single_and_batch
 TEST_F(decide_calls_test, the_batch_hands_back_each_call_in_order) {
   // Verifies a batch's calls come back in message order, a free tool's too, and refused ones
   // (unknown tool, argument out of range) not at all.
-  auto calls = decided("[" + call(R"({"query":"a"})", "1") + "," + call("{}", "2", "get_usage") +
-                       "," + call(R"({"query":"b","limit":0})", "3") + "," +
-                       call(R"({"query":"c"})", "4", "nope") + "," + call(R"({"query":"d"})", "5") +
-                       "]");
+  auto calls =
+      decided("[" + call(R"({"query":"a"})", "1") + "," + call("{}", "2", "get_usage") + "," +
+              call(R"({"query":"b","limit":0})", "3") + "," +
+              call(R"({"query":"c"})", "4", "nope") + "," + call(R"({"query":"d"})", "5") + "]");
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_EQ(calls[0].query, "a");
   EXPECT_EQ(calls[1].tool, "get_usage");

@@ -55,9 +55,10 @@ TEST_F(duplicates_test, envelope_members_given_twice_are_an_invalid_request_nami
       {R"({"jsonrpc":"2.0","id":5,"m\u0065thod":"ping","method":"ping"})", "method", "5"},
   };
   for (const auto& c : cases) {
-    const std::string want = std::string(R"({"jsonrpc":"2.0","id":)") + c.id +
-                             R"(,"error":{"code":-32600,"message":"Invalid Request: the member \")" +
-                             c.member + R"(\" appears more than once in the message."}})";
+    const std::string want =
+        std::string(R"({"jsonrpc":"2.0","id":)") + c.id +
+        R"(,"error":{"code":-32600,"message":"Invalid Request: the member \")" + c.member +
+        R"(\" appears more than once in the message."}})";
     auto [status, body] = http(c.body);
     EXPECT_EQ(status, 400) << c.body;
     EXPECT_EQ(body, want) << c.body;
@@ -89,9 +90,11 @@ TEST_F(duplicates_test, params_and_arguments_members_given_twice_are_invalid_par
   for (const auto& c : cases) {
     const std::string body =
         std::string(R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":)") + c.params + "}";
-    const std::string want = std::string(R"({"jsonrpc":"2.0","id":9,"error":{"code":-32602,"message":"Invalid params: )") +
-                             c.member + ": " + c.rule + R"(","data":{"argument":")" + c.member +
-                             R"(","rule":")" + c.rule + R"("}}})";
+    const std::string want =
+        std::string(
+            R"({"jsonrpc":"2.0","id":9,"error":{"code":-32602,"message":"Invalid params: )") +
+        c.member + ": " + c.rule + R"(","data":{"argument":")" + c.member + R"(","rule":")" +
+        c.rule + R"("}}})";
     auto [status, got] = http(body);
     EXPECT_EQ(status, 200) << body;
     EXPECT_EQ(got, want) << body;

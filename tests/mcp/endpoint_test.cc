@@ -37,8 +37,8 @@ class endpoint_test : public ::testing::Test {
   }
   static std::string call(const std::string& args, const std::string& id = "7",
                           const std::string& name = "search_stories") {
-    return R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":"tools/call","params":{"name":")" + name +
-           R"(","arguments":)" + args + "}}";
+    return R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":"tools/call","params":{"name":")" +
+           name + R"(","arguments":)" + args + "}}";
   }
 };
 
@@ -47,8 +47,10 @@ class endpoint_test : public ::testing::Test {
 TEST_F(endpoint_test, initialize_answers_with_the_requested_supported_revision) {
   // Verifies initialize echoes each supported handshake revision and mints no session when off.
   for (const char* v : {"2025-03-26", "2025-06-18", "2025-11-25"}) {
-    auto r = post(std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":")") + v +
-                  R"(","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+    auto r =
+        post(std::string(
+                 R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":")") +
+             v + R"(","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
     ASSERT_EQ(r.status, 200);
     json_doc d(r.body);
     ASSERT_TRUE(d.ok);
@@ -63,7 +65,10 @@ TEST_F(endpoint_test, initialize_answers_with_the_requested_supported_revision) 
 TEST_F(endpoint_test, initialize_with_unknown_revision_answers_latest_handshake_revision) {
   // Verifies an unsupported (or handshake-less 2026-07-28) requested version gets 2025-11-25.
   for (const char* v : {"2024-11-05", "2099-01-01", "2026-07-28"}) {
-    auto r = post(std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":")") + v + R"("}})");
+    auto r =
+        post(std::string(
+                 R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":")") +
+             v + R"("}})");
     json_doc d(r.body);
     EXPECT_EQ(d.str("/result/protocolVersion"), "2025-11-25") << v;
   }
@@ -91,7 +96,9 @@ TEST_F(endpoint_test, ping_per_revision) {
   // Verifies ping returns {} for legacy revisions and {"resultType":"complete"} for 2026-07-28.
   auto r = post(R"({"jsonrpc":"2.0","id":"p","method":"ping"})");
   EXPECT_EQ(r.body, R"({"jsonrpc":"2.0","id":"p","result":{}})");
-  r = post(modern("ping", R"({"jsonrpc":"2.0","id":"p","method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  r = post(modern(
+      "ping",
+      R"({"jsonrpc":"2.0","id":"p","method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, R"({"jsonrpc":"2.0","id":"p","result":{"resultType":"complete"}})");
 }
@@ -122,7 +129,9 @@ TEST_F(endpoint_test, tools_list_renders_schema_without_output_schema) {
 
 TEST_F(endpoint_test, tools_list_modern_has_result_type) {
   // Verifies tools/list under 2026-07-28 carries resultType complete.
-  auto r = post(modern("tools/list", R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  auto r = post(modern(
+      "tools/list",
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
   ASSERT_EQ(r.status, 200);
   json_doc d(r.body);
   EXPECT_EQ(d.str("/result/resultType"), "complete");
@@ -132,7 +141,9 @@ TEST_F(endpoint_test, tools_list_modern_has_result_type) {
 TEST_F(endpoint_test, server_discover_lists_versions_and_identity) {
   // Verifies server/discover answers with resultType, supportedVersions, capabilities,
   // serverInfo and cache hints.
-  auto r = post(modern("server/discover", R"({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  auto r = post(modern(
+      "server/discover",
+      R"({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
   ASSERT_EQ(r.status, 200);
   json_doc d(r.body);
   EXPECT_EQ(d.str("/result/resultType"), "complete");
@@ -161,7 +172,9 @@ TEST_F(endpoint_test, tools_call_success_equals_reference_envelope) {
 
 TEST_F(endpoint_test, tools_call_modern_success_has_result_type) {
   // Verifies a 2026-07-28 call with matching Mcp-Method/Mcp-Name succeeds with resultType.
-  auto c = modern("tools/call", R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
+  auto c = modern(
+      "tools/call",
+      R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
   c.set("Mcp-Name", "search_stories");
   auto r = post(c);
   ASSERT_EQ(r.status, 200);
@@ -173,7 +186,9 @@ TEST_F(endpoint_test, tools_call_modern_success_has_result_type) {
 TEST_F(endpoint_test, modern_meta_first_with_client_fields_is_read_correctly) {
   // Verifies a 2026-07-28 request whose params start with a full _meta (client info and
   // capabilities around the version) still finds name and arguments.
-  auto c = modern("tools/call", R"({"jsonrpc":"2.0","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c","version":"2"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":[1,{"y":2}]}},"arguments":{"query":"deep","limit":3},"name":"search_stories"},"method":"tools/call","id":"m1"})");
+  auto c = modern(
+      "tools/call",
+      R"({"jsonrpc":"2.0","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c","version":"2"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":[1,{"y":2}]}},"arguments":{"query":"deep","limit":3},"name":"search_stories"},"method":"tools/call","id":"m1"})");
   c.set("Mcp-Name", "search_stories");
   auto r = post(c);
   ASSERT_EQ(r.status, 200) << r.body;
@@ -374,32 +389,37 @@ TEST_F(endpoint_test, unknown_method_is_32601_http_200_legacy_404_modern) {
   EXPECT_EQ(r.status, 200);
   json_doc d(r.body);
   EXPECT_EQ(d.num("/error/code"), -32601);
-  r = post(modern("resources/list", R"({"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
+  r = post(modern(
+      "resources/list",
+      R"({"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
   EXPECT_EQ(r.status, 404);
   json_doc d2(r.body);
   EXPECT_EQ(d2.num("/error/code"), -32601);
-  r = post(modern("initialize", R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}})"));
+  r = post(modern(
+      "initialize",
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}})"));
   EXPECT_EQ(r.status, 404);
 }
 
 TEST_F(endpoint_test, malformed_json_is_32700_http_400_id_null) {
   // Verifies malformed JSON anywhere (including inside params the method never reads, and
   // trailing bytes) is -32700 with HTTP 400 and id null.
-  for (const char* body :
-       {"{", "not json", R"({"jsonrpc":"2.0","id":1,"method":"ping")",
-        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":[1,2,}})",
-        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":tru}})",
-        R"({"jsonrpc":"2.0","id":1,"method":"ping"} x)", R"({"jsonrpc":"2.0","id":1,"method":"p\q"})",
-        // A bad escape in a key or a string the method never reads is still malformed JSON
-        // (keys and strings without escapes are read in place, not unescaped).
-        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"a\q"}})",
-        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"a\q":1}})",
-        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":["ok","\u12"]}})",
-        R"({"jsonrpc\x":"2.0","id":1,"method":"ping"})",
-        R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"r\ust"}}})",
-        R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"q\uery":"rust"}}})",
-        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"a\tb\"}}",
-        ""}) {
+  for (
+      const char* body :
+      {"{", "not json", R"({"jsonrpc":"2.0","id":1,"method":"ping")",
+       R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":[1,2,}})",
+       R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":tru}})",
+       R"({"jsonrpc":"2.0","id":1,"method":"ping"} x)",
+       R"({"jsonrpc":"2.0","id":1,"method":"p\q"})",
+       // A bad escape in a key or a string the method never reads is still malformed JSON
+       // (keys and strings without escapes are read in place, not unescaped).
+       R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"a\q"}})",
+       R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"a\q":1}})",
+       R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":["ok","\u12"]}})",
+       R"({"jsonrpc\x":"2.0","id":1,"method":"ping"})",
+       R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"r\ust"}}})",
+       R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"q\uery":"rust"}}})",
+       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"a\tb\"}}", ""}) {
     auto r = post(std::string(body));
     EXPECT_EQ(r.status, 400) << body;
     EXPECT_EQ(r.body, envelope::reference::error_response(
@@ -417,8 +437,8 @@ TEST_F(endpoint_test, nesting_past_128_levels_is_32700_and_no_depth_overflows_th
     return R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":)" + std::string(levels, '[') +
            std::string(levels, ']') + "}}";
   };
-  const auto parse_error =
-      envelope::reference::error_response("null", {envelope::rpc_error_kind::parse_error, {}, {}, 0});
+  const auto parse_error = envelope::reference::error_response(
+      "null", {envelope::rpc_error_kind::parse_error, {}, {}, 0});
   auto ok = post(nested(126));  // message, params, 126 arrays: 128 levels
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(ok.body, R"({"jsonrpc":"2.0","id":1,"result":{}})");
@@ -454,8 +474,9 @@ TEST_F(endpoint_test, non_requests_are_32600_http_400) {
 TEST_F(endpoint_test, batch_array_in_array_out_for_2025_03_26) {
   // Verifies a batch answers each request in order, skips notifications, and reports invalid
   // elements individually.
-  auto r = post(R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},)"
-                R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"q"}}},3])");
+  auto r = post(
+      R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},)"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"q"}}},3])");
   ASSERT_EQ(r.status, 200);
   json_doc d(r.body);
   ASSERT_TRUE(d.ok) << r.body;
@@ -469,7 +490,8 @@ TEST_F(endpoint_test, batch_array_in_array_out_for_2025_03_26) {
 
 TEST_F(endpoint_test, batch_of_notifications_is_202) {
   // Verifies a batch of only notifications and responses gets 202 with no body.
-  auto r = post(R"([{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":3,"result":{}}])");
+  auto r = post(
+      R"([{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":3,"result":{}}])");
   EXPECT_EQ(r.status, 202);
   EXPECT_EQ(r.body, "");
 }
@@ -660,7 +682,9 @@ TEST_F(endpoint_test, connection_close_is_echoed) {
 
 TEST_F(endpoint_test, modern_mcp_method_mismatch_is_32020) {
   // Verifies Mcp-Method absent or different from the body's method is -32020 with HTTP 400.
-  auto c = modern("tools/list", R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
+  auto c = modern(
+      "tools/list",
+      R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
   auto r = post(c);
   EXPECT_EQ(r.status, 400);
   json_doc d(r.body);
@@ -673,7 +697,9 @@ TEST_F(endpoint_test, modern_mcp_method_mismatch_is_32020) {
 
 TEST_F(endpoint_test, modern_mcp_name_mismatch_is_32020) {
   // Verifies Mcp-Name absent or different from params.name on tools/call is -32020, unbilled.
-  auto c = modern("tools/call", R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
+  auto c = modern(
+      "tools/call",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
   auto r = post(c);
   EXPECT_EQ(r.status, 400);
   c.set("Mcp-Name", "get_usage");
@@ -687,13 +713,17 @@ TEST_F(endpoint_test, modern_mcp_name_mismatch_is_32020) {
 TEST_F(endpoint_test, modern_meta_version_unsupported_is_32022) {
   // Verifies an unsupported _meta protocol version is -32022 (HTTP 400) with the supported
   // list, and a supported one that differs from the header is -32020.
-  auto r = post(modern("ping", R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}})"));
+  auto r = post(modern(
+      "ping",
+      R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}})"));
   EXPECT_EQ(r.status, 400);
   json_doc d(r.body);
   EXPECT_EQ(d.num("/error/code"), -32022);
   EXPECT_EQ(d.str("/error/data/requested"), "2027-01-01");
   EXPECT_EQ(d.str("/error/data/supported/3"), "2026-07-28");
-  r = post(modern("ping", R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}})"));
+  r = post(modern(
+      "ping",
+      R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}})"));
   EXPECT_EQ(r.status, 400);
   json_doc d2(r.body);
   EXPECT_EQ(d2.num("/error/code"), -32020);
@@ -715,7 +745,8 @@ TEST(endpoint_session_test, sessions_minted_required_ended_and_expired) {
   fake_host h;
   out_buffer out;
   http_case init;
-  init.body = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})";
+  init.body =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})";
   auto r = run(ep, h, init, out, 0);
   ASSERT_EQ(r.status, 200);
   std::string sid = r.header("Mcp-Session-Id");
@@ -818,14 +849,16 @@ TEST_F(endpoint_test, render_rate_limited_echoes_id_when_body_parses) {
   EXPECT_EQ(info.status, 429);
   std::string expect_body = envelope::reference::error_response(
       "\"r1\"", {envelope::rpc_error_kind::rate_limited, {}, {}, 3});
-  std::string extra = "Retry-After: 3\r\nX-Quota-Limit: 1000\r\nX-Quota-Used: 10\r\nX-Quota-Remaining: 990\r\n";
+  std::string extra =
+      "Retry-After: 3\r\nX-Quota-Limit: 1000\r\nX-Quota-Used: 10\r\nX-Quota-Remaining: 990\r\n";
   EXPECT_EQ(out.view(), envelope::reference::http(429, false, extra, expect_body));
 
   std::string bad = "{oops" + std::string(64, ' ');
   req.body = std::string_view(bad.data(), 5);
   out.clear();
   (void)ep.render_rate_limited(req, h, out, 0);
-  EXPECT_NE(out.view().find(R"({"jsonrpc":"2.0","id":null,"error":{"code":429)"), std::string_view::npos);
+  EXPECT_NE(out.view().find(R"({"jsonrpc":"2.0","id":null,"error":{"code":429)"),
+            std::string_view::npos);
   EXPECT_NE(out.view().find("Retry-After: 1\r\n"), std::string_view::npos);
 }
 

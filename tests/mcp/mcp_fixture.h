@@ -103,10 +103,14 @@ inline registry make_registry(std::shared_ptr<fake_search> search) {
   s.name = "search_stories";
   s.title = "Search stories";
   s.description = "Full-text search over stories.";
-  arg_spec q{"query", arg_type::string, "What to search for.", true, 1, 500, true, true, {}, false, 0, {}};
-  arg_spec limit{"limit", arg_type::integer, "How many results.", false, 1, 50, true, true, {}, true, 10, {}};
-  arg_spec sort{"sort", arg_type::enumeration, "Order.", false, 0, 0, false, false, {"relevance", "date"}, true, 0, "relevance"};
-  arg_spec tags{"tags", arg_type::string_array, "Tags.", false, 0, 8, false, true, {}, false, 0, {}};
+  arg_spec q{
+      "query", arg_type::string, "What to search for.", true, 1, 500, true, true, {}, false, 0, {}};
+  arg_spec limit{
+      "limit", arg_type::integer, "How many results.", false, 1, 50, true, true, {}, true, 10, {}};
+  arg_spec sort{"sort", arg_type::enumeration, "Order.", false, 0,          0, false,
+                false,  {"relevance", "date"}, true,     0,     "relevance"};
+  arg_spec tags{"tags", arg_type::string_array, "Tags.", false, 0, 8, false, true, {}, false, 0,
+                {}};
   s.args = {q, limit, sort, tags};
   s.impl = std::move(search);
   r.add(std::move(s));

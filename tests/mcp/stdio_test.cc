@@ -1,8 +1,7 @@
 // stdio transport tests: newline-delimited JSON-RPC through real file descriptors.
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
@@ -111,7 +110,8 @@ TEST_F(stdio_test, successful_call_and_schema_error) {
       "\n"
       R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"a","limit":0}}})"
       "\n"
-      R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":")" + big + "\"}}\n";
+      R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":")" +
+      big + "\"}}\n";
   auto [rc, lines] = run_lines(ep, h, input);
   EXPECT_EQ(rc, 0);
   ASSERT_EQ(lines.size(), 3u);
@@ -128,14 +128,18 @@ TEST_F(stdio_test, meta_protocol_version_selects_2026_07_28_per_message) {
   // Verifies that on stdio (no headers) a request whose _meta names 2026-07-28 gets the
   // 2026-07-28 shapes (resultType; initialize unknown), an unsupported one gets -32022, and a
   // request without _meta keeps the negotiated revision.
-  const std::string meta = R"("_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}})";
+  const std::string meta =
+      R"("_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}})";
   std::string input =
       R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{)" + meta + "}}\n" +
-      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"q"},)" + meta + "}}\n" +
-      R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{)" + meta + "}}\n" +
-      R"({"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2026-07-28",)" + meta + "}}\n" +
-      R"({"jsonrpc":"2.0","id":5,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2030-01-01"}}})" "\n" +
-      R"({"jsonrpc":"2.0","id":6,"method":"ping"})" "\n";
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"q"},)" +
+      meta + "}}\n" + R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{)" + meta + "}}\n" +
+      R"({"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2026-07-28",)" +
+      meta + "}}\n" +
+      R"({"jsonrpc":"2.0","id":5,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2030-01-01"}}})"
+      "\n" +
+      R"({"jsonrpc":"2.0","id":6,"method":"ping"})"
+      "\n";
   auto [rc, lines] = run_lines(ep, h, input);
   EXPECT_EQ(rc, 0);
   ASSERT_EQ(lines.size(), 6u);
@@ -158,9 +162,12 @@ TEST_F(stdio_test, non_tool_requests_are_rated_through_rate_check) {
   h.rate = admission{admission::kind::rate_limited, 4, -1, -1, -1};
   auto [rc, lines] = run_lines(
       ep, h,
-      R"({"jsonrpc":"2.0","id":1,"method":"tools/list"})" "\n"
-      R"({"jsonrpc":"2.0","method":"notifications/initialized"})" "\n"
-      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"}}})" "\n");
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list"})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"}}})"
+      "\n");
   EXPECT_EQ(rc, 0);
   ASSERT_EQ(lines.size(), 2u);
   json_doc d(lines[0]);
@@ -229,8 +236,9 @@ TEST_F(stdio_test, events_that_say_go_on_are_each_handled_and_serving_continues)
   // Verifies events that do not stop (SIGHUP's reload in the app) are each handled once while
   // input is answered, until one says stop (input still open: only the events end the run).
   event_pipe ev(3, 3);
-  auto [rc, lines] = run_lines(ep, h, R"({"jsonrpc":"2.0","id":1,"method":"ping"})"
-                                      "\n",
+  auto [rc, lines] = run_lines(ep, h,
+                               R"({"jsonrpc":"2.0","id":1,"method":"ping"})"
+                               "\n",
                                ev.events(), true);
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(ev.calls, 3);

@@ -82,8 +82,8 @@ TEST_F(timestamp_test, integer_and_string_forms_reach_the_tool) {
 
 TEST_F(timestamp_test, other_types_are_invalid_params_naming_the_argument) {
   // Verifies fractions, booleans, empty strings and objects get -32602 naming `since`.
-  for (const char* bad : {R"({"since":1.5})", R"({"since":true})", R"({"since":""})",
-                          R"({"since":{}})"}) {
+  for (const char* bad :
+       {R"({"since":1.5})", R"({"since":true})", R"({"since":""})", R"({"since":{}})"}) {
     std::string body = call(bad);
     EXPECT_NE(body.find("-32602"), std::string::npos) << bad << " -> " << body;
     EXPECT_NE(body.find(R"("argument":"since")"), std::string::npos) << body;

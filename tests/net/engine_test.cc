@@ -1,9 +1,8 @@
 // The engine's HTTP/1.1 behaviour over real loopback sockets and a real io_uring: keep-alive,
 // pipelining, HTTP/1.0, Connection: close, 100-continue, the parser limits, chunked bodies and
 // requests that span receive buffers.
-#include <sys/socket.h>
-
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <charconv>
 #include <chrono>
@@ -49,7 +48,9 @@ TEST(net_engine_test, serves_keep_alive_requests_on_one_connection) {
     EXPECT_FALSE(r->has_header("Connection: close"));
   }
   EXPECT_FALSE(c.eof());
-  EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.accepted; }), 1u);
+  EXPECT_EQ(testing::total(
+                s.srv, [](const core_stats& st) -> auto& { return st.accepted; }),
+            1u);
 }
 
 TEST(net_engine_test, answers_100_pipelined_requests_in_one_write_in_order) {
@@ -265,7 +266,8 @@ TEST(net_engine_test, rejects_oversized_header_block_with_431_and_closes) {
   started s(o);
   ASSERT_TRUE(s.ok);
   expect_refused(s.srv.port(), get("/h", "X-Big: " + std::string(2000, 'a') + "\r\n"), 431);
-  EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.parse_errors; }),
+  EXPECT_EQ(testing::total(
+                s.srv, [](const core_stats& st) -> auto& { return st.parse_errors; }),
             1u);
 }
 
@@ -345,8 +347,9 @@ TEST(net_engine_test, decodes_a_chunked_body) {
   started s(test_options());
   ASSERT_TRUE(s.ok);
   client c(s.srv.port());
-  ASSERT_TRUE(c.send_all("POST /ch HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         "5\r\nhello\r\n"));
+  ASSERT_TRUE(
+      c.send_all("POST /ch HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n"));
   ASSERT_TRUE(c.send_all("1;ext=1\r\n \r\n6\r\nworld!\r\n0\r\n\r\n"));
   auto r = c.read_response();
   ASSERT_TRUE(r.has_value());
@@ -568,8 +571,8 @@ TEST(net_engine_test, answers_requests_before_a_fin_that_ends_a_partial_one) {
   started s(test_options());
   ASSERT_TRUE(s.ok);
   client c(s.srv.port());
-  ASSERT_TRUE(c.send_all(get("/whole") +
-                         "POST /part HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nabc"));
+  ASSERT_TRUE(
+      c.send_all(get("/whole") + "POST /part HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nabc"));
   ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
   auto r = c.read_response();
   ASSERT_TRUE(r.has_value());
@@ -606,7 +609,9 @@ TEST(net_engine_test, serves_with_single_shot_fallbacks) {
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->body, "/p|" + body);
   }
-  EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.accepted; }), 3u);
+  EXPECT_EQ(testing::total(
+                s.srv, [](const core_stats& st) -> auto& { return st.accepted; }),
+            3u);
 }
 
 TEST(net_engine_test, recovers_when_the_provided_buffers_run_out) {
@@ -713,4 +718,3 @@ TEST(net_engine_test, names_the_missing_feature_and_kernel_version) {
 
 }  // namespace
 }  // namespace tollgate::net
-

@@ -4,17 +4,15 @@
 // Each test runs with both ways of writing (server_options::journal_inline): write(2) on the
 // core's thread and an io_uring write.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
-
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -244,7 +242,8 @@ TEST_P(net_journal_test, never_shows_a_response_before_its_record_is_in_the_file
     EXPECT_GT(n.writes_ok.load(), 0u);
     EXPECT_EQ(n.write_errors.load(), 0u);
     EXPECT_TRUE(testing::eventually([&] { return n.syncs.load() > 0; }));
-    EXPECT_GT(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_writes; }),
+    EXPECT_GT(testing::total(
+                  s.srv, [](const core_stats& st) -> auto& { return st.journal_writes; }),
               0u);
   }
   ::close(fd.load());
@@ -270,7 +269,8 @@ TEST_P(net_journal_test, holds_responses_while_the_journal_fails_then_sends_them
     // Two failed writes (retried after a back-off) and still nothing on the wire or on file.
     send_and_expect_held(c, n, 2, EBADF);
     EXPECT_EQ(file_size(path), 0u);
-    EXPECT_GT(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_errors; }),
+    EXPECT_GT(testing::total(
+                  s.srv, [](const core_stats& st) -> auto& { return st.journal_errors; }),
               0u);
     fd.store(wfd);  // the disk is back
     auto r = c.read_response(10000);
@@ -334,7 +334,8 @@ TEST_P(net_journal_test, unbilled_answers_never_wait_for_a_failing_journal) {
     ASSERT_TRUE(s.ok);
     client billed(s.srv.port());
     send_and_expect_held(billed, n, 1, ENOSPC);
-    EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_held; }),
+    EXPECT_EQ(testing::total(
+                  s.srv, [](const core_stats& st) -> auto& { return st.journal_held; }),
               1u);
     for (int i = 0; i < 3; ++i) {
       client c(s.srv.port());
@@ -374,7 +375,8 @@ TEST_P(net_journal_test, answers_whose_records_are_dropped_become_503_and_close)
     EXPECT_NE(r->body.find("cannot be recorded"), std::string::npos) << r->body;
     EXPECT_GE(n.write_errors.load(), 2u);
     EXPECT_TRUE(billed.wait_closed(5000));
-    EXPECT_EQ(testing::total(s.srv, [](const core_stats& st) -> auto& { return st.journal_held; }),
+    EXPECT_EQ(testing::total(
+                  s.srv, [](const core_stats& st) -> auto& { return st.journal_held; }),
               0u);
     client c(s.srv.port());
     ASSERT_TRUE(c.send_all(get("/free")));
@@ -429,7 +431,8 @@ TEST_P(net_journal_test, sends_at_once_when_the_handler_journals_nothing) {
   auto r = c.read_response();
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->body, "/plain|");
-  EXPECT_EQ(testing::total(srv, [](const core_stats& st) -> auto& { return st.journal_writes; }),
+  EXPECT_EQ(testing::total(
+                srv, [](const core_stats& st) -> auto& { return st.journal_writes; }),
             0u);
 }
 

@@ -3,9 +3,8 @@
 // connections, and the no-allocation steady state.
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/resource.h>
-
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -29,10 +28,12 @@ using testing::get;
 using testing::test_options;
 
 uint64_t open_conns(const server& s) {
-  return testing::total(s, [](const core_stats& st) -> auto& { return st.open_connections; });
+  return testing::total(
+      s, [](const core_stats& st) -> auto& { return st.open_connections; });
 }
 uint64_t timeouts(const server& s) {
-  return testing::total(s, [](const core_stats& st) -> auto& { return st.timeouts; });
+  return testing::total(
+      s, [](const core_stats& st) -> auto& { return st.timeouts; });
 }
 
 std::unique_ptr<server> start(server_options o, server::handler_factory f = echo_factory()) {
@@ -196,7 +197,7 @@ TEST(net_lifecycle_test, idles_without_spinning) {
   const uint64_t p0 = s->stats(0).loop_passes.load();
   std::this_thread::sleep_for(500ms);
   const uint64_t passes = s->stats(0).loop_passes.load() - p0;
-  EXPECT_GE(passes, 1u);  // the tick still runs
+  EXPECT_GE(passes, 1u);   // the tick still runs
   EXPECT_LT(passes, 50u);  // ~5 expected; a spinning loop makes hundreds of thousands
 }
 
@@ -395,8 +396,7 @@ TEST(net_lifecycle_test, backs_off_accept_on_emfile_without_a_busy_loop) {
     const std::string req = get("/emfile");
     ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
   }
-  const bool saw_error =
-      eventually([&] { return s->stats(0).accept_errors.load() >= 1; }, 5000);
+  const bool saw_error = eventually([&] { return s->stats(0).accept_errors.load() >= 1; }, 5000);
   const uint64_t passes0 = s->stats(0).loop_passes.load();
   std::this_thread::sleep_for(500ms);
   const uint64_t passes = s->stats(0).loop_passes.load() - passes0;
@@ -564,9 +564,8 @@ TEST(net_lifecycle_test, steady_state_allocates_nothing_per_request) {
   // over keep-alive, pipelined batches that span receive buffers, and new connections.
   TOLLGATE_SKIP_WITHOUT_RING();
   std::atomic<int64_t> delta{-1};
-  auto s = start(test_options(), [&](int) {
-    return std::make_unique<alloc_probe_handler>(200, 1000, &delta);
-  });
+  auto s = start(test_options(),
+                 [&](int) { return std::make_unique<alloc_probe_handler>(200, 1000, &delta); });
   ASSERT_TRUE(s);
   const std::string body(120, 'j');
   int sent = 0;

@@ -3,13 +3,12 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cerrno>
@@ -28,12 +27,12 @@
 namespace tollgate::net::testing {
 
 /// Skips the test when this kernel cannot run the engine at all.
-#define TOLLGATE_SKIP_WITHOUT_RING()                                                   \
-  do {                                                                                 \
-    const std::string why_ = ::tollgate::net::probe_features().unusable_reason();      \
-    if (!why_.empty()) {                                                               \
-      GTEST_SKIP() << why_;                                                            \
-    }                                                                                  \
+#define TOLLGATE_SKIP_WITHOUT_RING()                                              \
+  do {                                                                            \
+    const std::string why_ = ::tollgate::net::probe_features().unusable_reason(); \
+    if (!why_.empty()) {                                                          \
+      GTEST_SKIP() << why_;                                                       \
+    }                                                                             \
   } while (0)
 
 inline int64_t ms_since(std::chrono::steady_clock::time_point t0) {

@@ -1,7 +1,8 @@
+#include "tollgate/quota/civil.h"
+
 #include <gtest/gtest.h>
 
 #include "quota/test_util.h"
-#include "tollgate/quota/civil.h"
 
 namespace tollgate::quota {
 namespace {

@@ -141,7 +141,7 @@ TEST(quota_conservation_test, a_quota_cut_by_reload_mid_run_is_spent_exactly) {
   std::atomic<int64_t> hot_final{0};
   std::vector<std::vector<int64_t>> billed(kThreads, std::vector<int64_t>(keys.size(), 0));
   std::vector<std::thread> threads;
-  threads.emplace_back([&] {  // the reloader: what SIGHUP does
+  threads.emplace_back([&] {            // the reloader: what SIGHUP does
     while (paused.load() < kThreads) {  // every spender stopped: the hot count is exact
       std::this_thread::yield();
     }

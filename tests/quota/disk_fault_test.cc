@@ -3,12 +3,11 @@
 // attribute (FS_IMMUTABLE_FL), which binds root too; where the file system or the process
 // cannot set it, the test is skipped and says why.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
@@ -108,8 +107,7 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
   ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
   s.settle(t, true);
   c = s.take_journal();
-  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()),
-            static_cast<ssize_t>(c.bytes.size()));
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), static_cast<ssize_t>(c.bytes.size()));
   s.journal_done(static_cast<int64_t>(c.bytes.size()));
   s.reconcile(kNow);
   EXPECT_EQ(svc->usage(r->key_id, svc->month()).used, 4);
@@ -275,7 +273,7 @@ TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {
   auto k = test::add_key(d.path(), "a", "big");
   auto svc = test::open_service(test::options(d.path()), kNow);
   const std::string j = d.path() + "/usage/journal-0-0.bin";
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(j.c_str(), &st), 0) << j;
   EXPECT_EQ(st.st_size, 0);
   EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_ledger::kReserveStep);

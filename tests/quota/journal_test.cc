@@ -1,14 +1,14 @@
+#include "quota/journal.h"
+
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include "quota/journal.h"
 #include "quota/test_util.h"
 #include "support/alloc_counter.h"
 
@@ -125,8 +125,8 @@ TEST(journal_test, scan_skips_a_corrupt_record_and_resynchronises) {
   // Verifies a damaged record in the middle (and stray bytes) is skipped and later records
   // still replay.
   std::string data = encode_all({{1, 1, 1}, {1, 2, 10}, {1, 3, 100}});
-  data[journal::kRecordSize + 10] ^= 0x40;                 // damage record 2
-  data.insert(2 * journal::kRecordSize, "garbage");         // stray bytes before record 3
+  data[journal::kRecordSize + 10] ^= 0x40;           // damage record 2
+  data.insert(2 * journal::kRecordSize, "garbage");  // stray bytes before record 3
   uint64_t units = 0;
   auto st = journal::scan(data, 0, [&](const journal::record& r) { units += r.count; });
   EXPECT_EQ(units, 101u);
@@ -429,17 +429,15 @@ TEST(journal_test, engine_path_survives_short_and_failed_writes_without_losing_r
     s.journal_done(static_cast<int64_t>(part));
     c = s.take_journal();
     ASSERT_EQ(c.bytes, std::string_view(first).substr(part));  // the rest, not the newer ones
-    s.journal_done(-EIO);                                       // failed: nothing counted
+    s.journal_done(-EIO);                                      // failed: nothing counted
     EXPECT_EQ(s.journal_errors(), 1u);
     c = s.take_journal();
     ASSERT_EQ(c.bytes, std::string_view(first).substr(part));
-    ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()),
-              static_cast<ssize_t>(c.bytes.size()));
+    ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), static_cast<ssize_t>(c.bytes.size()));
     s.journal_done(static_cast<int64_t>(c.bytes.size()));
     c = s.take_journal();  // now the two newer records
     ASSERT_EQ(c.bytes.size(), 2 * journal::kRecordSize);
-    ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()),
-              static_cast<ssize_t>(c.bytes.size()));
+    ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), static_cast<ssize_t>(c.bytes.size()));
     s.journal_done(static_cast<int64_t>(c.bytes.size()));
     EXPECT_TRUE(s.take_journal().bytes.empty());
     EXPECT_GT(s.journal_unsynced(), 0u);

@@ -144,8 +144,7 @@ TEST(key_store_test, suspend_and_resume_round_trip) {
   auto l = run_keys({"list"}, d.path());
   EXPECT_NE(l.out.find("suspended"), std::string::npos);
   ASSERT_EQ(run_accounts({"resume", "acme"}, d.path()).code, 0);
-  EXPECT_NE(read_text(d.path() + "/accounts.txt").find("account acme active"),
-            std::string::npos);
+  EXPECT_NE(read_text(d.path() + "/accounts.txt").find("account acme active"), std::string::npos);
 }
 
 TEST(key_store_test, suspend_unknown_account_exits_2) {

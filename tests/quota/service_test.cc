@@ -1,8 +1,9 @@
+#include "tollgate/quota/service.h"
+
 #include <gtest/gtest.h>
 #include <openssl/crypto.h>
 
 #include <cstdlib>
-
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -12,7 +13,6 @@
 #include "quota/state.h"
 #include "quota/test_util.h"
 #include "support/alloc_counter.h"
-#include "tollgate/quota/service.h"
 
 namespace tollgate::quota {
 namespace {
@@ -402,7 +402,7 @@ TEST(quota_service_test, revoked_key_is_refused_after_reload) {
   key_store store(f.dir.path());
   ASSERT_TRUE(store.revoke(k.key_id).has_value());
   f.svc->request_reload();  // the next on_tick of any core reloads
-  s.on_tick(f.now);          // reloads, then passes a quiescent point
+  s.on_tick(f.now);         // reloads, then passes a quiescent point
   EXPECT_EQ(s.authenticate(k.secret), nullptr);
 }
 
@@ -426,7 +426,7 @@ TEST(quota_service_test, replaced_plans_apply_to_the_next_request_of_every_key) 
   next["tiny"] = test::make_plan("tiny", 4, 7, 8, overage_policy::stop);
   ASSERT_TRUE(f.svc->replace_plans(next).has_value());
   EXPECT_FALSE(f.svc->wait_until_in_force(0));  // the shard still holds the old table
-  s.before_send(f.now);  // quiescent point: picks up the new table
+  s.before_send(f.now);                         // quiescent point: picks up the new table
   EXPECT_TRUE(f.svc->wait_until_in_force(0));
   r = s.authenticate(k.secret);
   ASSERT_NE(r, nullptr);
@@ -866,10 +866,12 @@ TEST(quota_service_test, headers_match_a_reference_rendering_for_any_figures) {
   }
   auto ref = [](const figures& f) {
     auto n = [](int64_t v) { return std::to_string(v); };
-    std::string r = "X-RateLimit-Limit: " + n(f.rate_limit) + "\r\nX-RateLimit-Remaining: " +
-                    n(f.rate_remaining) + "\r\nX-RateLimit-Reset: " + n(f.rate_reset_secs) +
-                    "\r\nX-Quota-Limit: " + n(f.quota_limit) + "\r\nX-Quota-Used: " +
-                    n(f.quota_used) + "\r\nX-Quota-Remaining: " + n(f.quota_remaining) +
+    std::string r = "X-RateLimit-Limit: " + n(f.rate_limit) +
+                    "\r\nX-RateLimit-Remaining: " + n(f.rate_remaining) +
+                    "\r\nX-RateLimit-Reset: " + n(f.rate_reset_secs) +
+                    "\r\nX-Quota-Limit: " + n(f.quota_limit) +
+                    "\r\nX-Quota-Used: " + n(f.quota_used) +
+                    "\r\nX-Quota-Remaining: " + n(f.quota_remaining) +
                     "\r\nX-Quota-Reset: " + n(f.quota_reset_secs) +
                     "\r\nRateLimit-Policy: \"burst\";q=" + n(f.rate_limit) +
                     ";w=" + n(f.rate_window_secs) + ", \"monthly\";q=" + n(f.quota_limit) +

@@ -7,8 +7,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,8 +78,8 @@ struct fleet_fixture {
       o.shards = local;
       auto shards = build_shards(slices[0], o, rep);
       EXPECT_TRUE(shards.has_value());
-      gateway = std::make_unique<backend>(std::move(*shards),
-                                          static_cast<uint32_t>(node_shards.size()));
+      gateway =
+          std::make_unique<backend>(std::move(*shards), static_cast<uint32_t>(node_shards.size()));
     } else {
       gateway = std::make_unique<backend>(std::vector<std::unique_ptr<shard_source>>{},
                                           static_cast<uint32_t>(node_shards.size()));
@@ -220,7 +220,8 @@ struct planned {
 
 std::vector<query_args> sample_queries() {
   std::vector<query_args> v;
-  auto add = [&v](std::string_view q, sort_order so, uint32_t offset, uint32_t limit) -> query_args& {
+  auto add = [&v](std::string_view q, sort_order so, uint32_t offset,
+                  uint32_t limit) -> query_args& {
     query_args a;
     a.query = q;
     a.sort = so;
@@ -555,8 +556,8 @@ TEST(fleet_test, find_story_local_remote_not_found_unavailable) {
 TEST(fleet_test, story_ids_with_reserved_characters) {
   // Verifies write_story_path() escapes every reserved byte, and that the node finds an id with
   // such bytes from the decoded path; escapes are not decoded a second time.
-  std::vector<mini_story> stories = {{"a b/c?d%e", "Odd id", "text"}, {"42", "Plain", "text"},
-                                     {"4%2", "Percent", "text"}};
+  std::vector<mini_story> stories = {
+      {"a b/c?d%e", "Odd id", "text"}, {"42", "Plain", "text"}, {"4%2", "Percent", "text"}};
   auto node = make_backend(stories, 2);
   auto s = node->make_scratch();
   out_buffer path, out, ref, none;
@@ -565,22 +566,19 @@ TEST(fleet_test, story_ids_with_reserved_characters) {
   path.clear();
   fleet_wire::write_story_path("Az09-._~", path);
   EXPECT_EQ(path.view(), "/fleet/v1/stories/Az09-._~");
-  EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/a b/c?d%e", padded(none),
-                                out),
+  EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/a b/c?d%e", padded(none), out),
             200);
   ASSERT_TRUE(node->get_story("a b/c?d%e", ref, false).has_value());
   EXPECT_EQ(out.view(), ref.view());
   out.clear();
   EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/42", padded(none), out), 200);
   out.clear();
-  EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/4%2", padded(none), out),
-            200);
+  EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/4%2", padded(none), out), 200);
   EXPECT_NE(out.view().find("Percent"), std::string_view::npos);
   out.clear();
   EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/", padded(none), out), 404);
   out.clear();
-  EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/43", padded(none), out),
-            404);
+  EXPECT_EQ(serve_fleet_request(*node, *s, "GET", "/fleet/v1/stories/43", padded(none), out), 404);
   EXPECT_EQ(out.view(), R"({"code":"not_found"})");
 }
 
@@ -599,9 +597,11 @@ TEST(fleet_test, nested_and_raw_renders_of_remote_hits_agree) {
   // bytes, with quotes, backslashes, control characters and non-ASCII text in the stories.
   std::vector<mini_story> stories;
   for (int i = 0; i < 40; ++i) {
-    stories.push_back({std::to_string(i), "Quotes \"and\" back\\slash rust " + std::to_string(i),
+    stories.push_back({std::to_string(i),
+                       "Quotes \"and\" back\\slash rust " + std::to_string(i),
                        "line one\nline two\ttab \x01 ctrl — ünïcødé 東京 rust",
-                       1600000000 + i, {"c++", "say \"hi\""}});
+                       1600000000 + i,
+                       {"c++", "say \"hi\""}});
   }
   fleet_fixture f(to_jsonl(stories), 1, {1, 2});
   remote_query q(f.remotes());
@@ -638,8 +638,16 @@ TEST(fleet_test, shard_node_rejects_malformed_bodies) {
   auto node = make_backend(small_corpus_for_fleet(), 2);
   auto s = node->make_scratch();
   const std::vector<std::string> bad_df = {
-      "", "nul", "[]", "{}", "{\"terms\":\"rust\"}", "{\"terms\":[1]}", "{\"terms\":[\"\"]}",
-      "{\"terms\":[\"a\"],\"terms\":[\"b\"]}", "{\"terms\":[\"a\"]", "{\"terms\":[\"a\"]}x",
+      "",
+      "nul",
+      "[]",
+      "{}",
+      "{\"terms\":\"rust\"}",
+      "{\"terms\":[1]}",
+      "{\"terms\":[\"\"]}",
+      "{\"terms\":[\"a\"],\"terms\":[\"b\"]}",
+      "{\"terms\":[\"a\"]",
+      "{\"terms\":[\"a\"]}x",
       "{\"terms\":[" + std::string(300, 'x') + "]}",
   };
   std::string many = "{\"terms\":[";
@@ -673,13 +681,16 @@ TEST(fleet_test, shard_node_rejects_malformed_bodies) {
     return b.replace(at, from.size(), to);
   };
   const std::vector<std::string> bad_search = {
-      "", "{}", "[1]", ok.substr(0, ok.size() - 1),
-      with("\"idf\":[1.5,2]", "\"idf\":[1.5]"),               // lengths mismatched
-      with("\"idf\":[1.5,2]", "\"idf\":[1.5,\"2\"]"),         // wrong type
-      with("\"idf\":[1.5,2]", "\"idf\":[1.5,-2]"),            // negative
-      with("\"idf\":[1.5,2]", "\"idf\":[1.5,1e999]"),         // not finite
-      with("[[0,2]]", "[[1,2]]"),                             // phrase out of range
-      with("[[0,2]]", "[[0,1]]"),                             // one-term phrase
+      "",
+      "{}",
+      "[1]",
+      ok.substr(0, ok.size() - 1),
+      with("\"idf\":[1.5,2]", "\"idf\":[1.5]"),        // lengths mismatched
+      with("\"idf\":[1.5,2]", "\"idf\":[1.5,\"2\"]"),  // wrong type
+      with("\"idf\":[1.5,2]", "\"idf\":[1.5,-2]"),     // negative
+      with("\"idf\":[1.5,2]", "\"idf\":[1.5,1e999]"),  // not finite
+      with("[[0,2]]", "[[1,2]]"),                      // phrase out of range
+      with("[[0,2]]", "[[0,1]]"),                      // one-term phrase
       with("[[0,2]]", "[[0]]"),
       with("[[0,2]]", "[[4294967295,2]]"),
       with("[[0,2]]", "[[-1,2]]"),
@@ -688,7 +699,7 @@ TEST(fleet_test, shard_node_rejects_malformed_bodies) {
       with("\"k\":10", "\"k\":0"),
       with("\"k\":10", "\"k\":-1"),
       with("\"k\":10", "\"k\":1.5"),
-      with(",\"k\":10", ""),                                  // missing
+      with(",\"k\":10", ""),  // missing
       with("\"sort\":\"relevance\"", "\"sort\":\"best\""),
       with("\"sort\":\"relevance\"", "\"sort\":1"),
       with("\"since\":0", "\"since\":\"0\""),
@@ -704,8 +715,7 @@ TEST(fleet_test, shard_node_rejects_malformed_bodies) {
     in.clear();
     in.append(b);
     out.clear();
-    EXPECT_EQ(serve_fleet_request(*node, *s, "POST", fleet_wire::search_path, padded(in), out),
-              400)
+    EXPECT_EQ(serve_fleet_request(*node, *s, "POST", fleet_wire::search_path, padded(in), out), 400)
         << b;
   }
   // wrong method or path
@@ -730,7 +740,10 @@ TEST(fleet_test, gateway_rejects_malformed_answers) {
   };
   out_buffer b;
   const std::vector<std::string> bad_df = {
-      "", "{}", "[]", R"({"docs":3,"title_tokens":1,"text_tokens":1})",
+      "",
+      "{}",
+      "[]",
+      R"({"docs":3,"title_tokens":1,"text_tokens":1})",
       R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1]})",
       R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2,3]})",
       R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,4]})",
@@ -743,20 +756,28 @@ TEST(fleet_test, gateway_rejects_malformed_answers) {
   };
   q.start_search(*f.gateway, a);
   EXPECT_FALSE(q.on_df(0, 0, {}));
-  EXPECT_FALSE(q.on_df(0, 500, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
+  EXPECT_FALSE(
+      q.on_df(0, 500, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
   for (const std::string& body : bad_df) {
     EXPECT_FALSE(q.on_df(0, 200, feed(body, b))) << body;
   }
-  EXPECT_FALSE(q.on_df(1, 200, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
-  EXPECT_TRUE(q.on_df(0, 200, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
-  EXPECT_FALSE(q.on_df(0, 200, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
+  EXPECT_FALSE(
+      q.on_df(1, 200, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
+  EXPECT_TRUE(
+      q.on_df(0, 200, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
+  EXPECT_FALSE(
+      q.on_df(0, 200, feed(R"({"docs":3,"title_tokens":1,"text_tokens":1,"df":[1,2]})", b)));
   q.finish_df();
   EXPECT_TRUE(q.df_ok(0));
-  const std::string good =
-      R"({"total":2,"hits":[{"key":2.5,"id":"8","story":{"id":"8"}},)"
-      R"({"key":1.5,"id":"9","story":{"id":"9","t":"x"}}]})";
+  const std::string good = R"({"total":2,"hits":[{"key":2.5,"id":"8","story":{"id":"8"}},)"
+                           R"({"key":1.5,"id":"9","story":{"id":"9","t":"x"}}]})";
   const std::vector<std::string> bad_search = {
-      "", "{}", "[]", R"({"total":2})", R"({"hits":[]})", R"({"total":-1,"hits":[]})",
+      "",
+      "{}",
+      "[]",
+      R"({"total":2})",
+      R"({"hits":[]})",
+      R"({"total":-1,"hits":[]})",
       R"({"total":1,"hits":[{"key":2.5,"id":"8","story":{"id":"8"}},{"key":1.5,"id":"9","story":{"id":"9"}}]})",
       R"({"total":5,"hits":[{"key":2.5,"id":"8","story":{"id":"8"}},{"key":1.5,"id":"9","story":{"id":"9"}},{"key":1,"id":"10","story":{"id":"10"}}]})",
       R"({"total":2,"hits":[{"key":1.5,"id":"8","story":{"id":"8"}},{"key":2.5,"id":"9","story":{"id":"9"}}]})",
@@ -845,7 +866,7 @@ TEST(fleet_test, remote_health_marks_down_and_lets_one_probe_through) {
   h.failure(0, 2700);
   h.failure(0, 2700);
   EXPECT_FALSE(h.is_down(0, 2700));  // not consecutive
-  EXPECT_FALSE(h.should_ask(2, 0));   // out of range
+  EXPECT_FALSE(h.should_ask(2, 0));  // out of range
 
   // many threads at the end of a down period: exactly one probes
   remote_health c(1, 1, 1000);

@@ -3,13 +3,10 @@
 // served; an unwritable location serves from memory.
 #include "tollgate/search/index_file.h"
 
-#include "search/index_file.h"
-#include "search/local_shard.h"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <simdjson.h>
 #include <signal.h>
+#include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "search/index_file.h"
+#include "search/local_shard.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
@@ -111,12 +110,24 @@ query_set draw_queries(const std::string& jsonl, uint64_t seed) {
     const auto& t = titles[pick(titles.size())];
     const size_t k = pick(t.size() - 2);
     switch (i % 6) {
-      case 0: qs.texts.push_back(t[k]); break;
-      case 1: qs.texts.push_back(t[k] + " " + t[k + 2]); break;
-      case 2: qs.texts.push_back(t[k] + " " + t[k + 1] + " " + t[k + 2]); break;
-      case 3: qs.texts.push_back("\"" + t[k] + " " + t[k + 1] + "\""); break;
-      case 4: qs.texts.push_back("\"" + t[k] + " " + t[k + 1] + "\" " + t[k + 2]); break;
-      default: qs.texts.push_back("the " + t[k]); break;
+      case 0:
+        qs.texts.push_back(t[k]);
+        break;
+      case 1:
+        qs.texts.push_back(t[k] + " " + t[k + 2]);
+        break;
+      case 2:
+        qs.texts.push_back(t[k] + " " + t[k + 1] + " " + t[k + 2]);
+        break;
+      case 3:
+        qs.texts.push_back("\"" + t[k] + " " + t[k + 1] + "\"");
+        break;
+      case 4:
+        qs.texts.push_back("\"" + t[k] + " " + t[k + 1] + "\" " + t[k + 2]);
+        break;
+      default:
+        qs.texts.push_back("the " + t[k]);
+        break;
     }
   }
   qs.args.resize(qs.texts.size());
@@ -322,11 +333,13 @@ TEST(index_file_test, other_shard_count_or_strict_load_rebuilds) {
   load_options lax = fx.opts;
   index_use u1;
   load_report r1;
-  ASSERT_TRUE(load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, lax, r1, u1).has_value());
+  ASSERT_TRUE(
+      load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, lax, r1, u1).has_value());
   EXPECT_EQ(r1.skipped, 1u);
   index_use u2;
   load_report r2;
-  ASSERT_TRUE(load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, lax, r2, u2).has_value());
+  ASSERT_TRUE(
+      load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, lax, r2, u2).has_value());
   EXPECT_TRUE(u2.mapped);
   EXPECT_EQ(r2.skipped, 1u);  // the bad lines are kept in the file, reported again
   ASSERT_EQ(r2.issues.size(), 1u);

@@ -110,9 +110,9 @@ TEST(index_test, two_word_phrase_scans_both_position_lists) {
 TEST(index_test, bm25_prefers_higher_tf_then_shorter_docs) {
   // Verifies BM25 ordering: more occurrences win at equal length; at equal tf, shorter wins.
   auto b = make_backend({
-      {"10", "a", "apple pie cream sugar"},   // tf 1, 4 tokens
-      {"11", "a", "apple apple apple pie"},   // tf 3, 4 tokens
-      {"12", "a", "apple pie"},               // tf 1, 2 tokens
+      {"10", "a", "apple pie cream sugar"},  // tf 1, 4 tokens
+      {"11", "a", "apple apple apple pie"},  // tf 3, 4 tokens
+      {"12", "a", "apple pie"},              // tf 1, 2 tokens
       {"13", "a", "pear pie"},
   });
   EXPECT_EQ(ids_for(*b, "apple"), (ids{"11", "12", "10"}));
@@ -160,11 +160,20 @@ TEST(index_test, filters_by_since_until_and_tags) {
   });
   EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.since = 200; }).size(), 2u);
   EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.until = 200; }).size(), 2u);
-  EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.since = 200; a.until = 200; }), ids{"2"});
+  EXPECT_EQ(ids_for(*b, "rust",
+                    [](query_args& a) {
+                      a.since = 200;
+                      a.until = 200;
+                    }),
+            ids{"2"});
   auto tagged = ids_for(*b, "rust", [](query_args& a) { a.add_tag("systems"); });
   std::sort(tagged.begin(), tagged.end());
   EXPECT_EQ(tagged, (ids{"1", "3"}));
-  EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.add_tag("systems"); a.add_tag("lang"); }),
+  EXPECT_EQ(ids_for(*b, "rust",
+                    [](query_args& a) {
+                      a.add_tag("systems");
+                      a.add_tag("lang");
+                    }),
             ids{"1"});
   EXPECT_EQ(ids_for(*b, "rust", [](query_args& a) { a.add_tag("nope"); }), ids{});
 }
@@ -177,10 +186,23 @@ TEST(index_test, offset_limit_and_exact_total) {
   }
   auto b = make_backend(c, 4);
   uint64_t total = 0;
-  auto page = ids_for(*b, "page", [](query_args& a) { a.sort = sort_order::date; a.offset = 5; a.limit = 3; }, &total);
+  auto page = ids_for(
+      *b, "page",
+      [](query_args& a) {
+        a.sort = sort_order::date;
+        a.offset = 5;
+        a.limit = 3;
+      },
+      &total);
   EXPECT_EQ(total, 30u);
   EXPECT_EQ(page, (ids{"25", "24", "23"}));
-  auto past = ids_for(*b, "page", [](query_args& a) { a.offset = 40; a.limit = 5; }, &total);
+  auto past = ids_for(
+      *b, "page",
+      [](query_args& a) {
+        a.offset = 40;
+        a.limit = 5;
+      },
+      &total);
   EXPECT_EQ(total, 30u);
   EXPECT_TRUE(past.empty());
 }
@@ -212,8 +234,8 @@ TEST(index_test, results_identical_for_any_shard_count) {
     auto b = load_sample(shards);
     auto s = b->make_scratch();
     std::string all;
-    for (std::string_view q : {"the rust", "kernel", "\"open source\"", "database query",
-                               "the", "go python"}) {
+    for (std::string_view q :
+         {"the rust", "kernel", "\"open source\"", "database query", "the", "go python"}) {
       for (sort_order so : {sort_order::relevance, sort_order::date}) {
         query_args a;
         a.query = q;
@@ -573,8 +595,8 @@ void run_differential(uint64_t stories, uint64_t seed, uint32_t nshards, int que
     for (size_t si = 0; si < fx.shards.size(); ++si) {
       ASSERT_TRUE(fx.shards[si]->search(rp.plan, ws, got));
       fx.shards[si]->reference_search(rp.plan, want);
-      expect_same(got, want, "query " + std::to_string(q) + ": " + rp.text + " shard " +
-                                 std::to_string(si));
+      expect_same(got, want,
+                  "query " + std::to_string(q) + ": " + rp.text + " shard " + std::to_string(si));
       nonempty += want.total > 0;
       fast += rp.terms.size() == 1 && want.total > champ_min_df && rp.plan.k < champ_len;
       if (::testing::Test::HasFatalFailure()) {
@@ -739,8 +761,8 @@ TEST(differential_test, equal_under_heavy_score_ties) {
   for (int i = 0; i < 700; ++i) {
     const char* text = i % 3 == 0 ? "rust rust kernel" : (i % 3 == 1 ? "rust kernel" : "kernel");
     data += "{\"id\":\"" + std::to_string(1000 + i) + "\",\"title\":\"" +
-            (i % 5 == 0 ? "rust news" : "news") + "\",\"url\":\"u\",\"by\":\"b\",\"time\":" +
-            std::to_string(1600000000 + (i % 7)) +
+            (i % 5 == 0 ? "rust news" : "news") +
+            "\",\"url\":\"u\",\"by\":\"b\",\"time\":" + std::to_string(1600000000 + (i % 7)) +
             ",\"score\":1,\"comments\":0,\"tags\":[\"t\"],\"text\":\"" + text + "\"}\n";
   }
   load_options o;

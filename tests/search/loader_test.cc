@@ -1,8 +1,7 @@
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
-
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,7 +19,8 @@ namespace tollgate::search {
 namespace {
 
 constexpr std::string_view good1 = R"({"id":"1","title":"One","time":10})";
-constexpr std::string_view good2 = R"({"id":"2","title":"Two","time":20,"tags":["a","b"],"text":"x"})";
+constexpr std::string_view good2 =
+    R"({"id":"2","title":"Two","time":20,"tags":["a","b"],"text":"x"})";
 
 std::string lines(std::initializer_list<std::string_view> ls) {
   std::string s;
@@ -33,18 +33,18 @@ std::string lines(std::initializer_list<std::string_view> ls) {
 
 std::string bad_corpus() {
   return lines({
-      good1,                                       // 1
-      "",                                          // 2 blank: ignored
-      R"({"id":"3","title":"Three","time":)",      // 3 invalid JSON
-      R"(["not","an","object"])",                  // 4
-      R"({"title":"no id","time":1})",             // 5
-      R"({"id":"6","title":"t","time":"soon"})",   // 6
+      good1,                                            // 1
+      "",                                               // 2 blank: ignored
+      R"({"id":"3","title":"Three","time":)",           // 3 invalid JSON
+      R"(["not","an","object"])",                       // 4
+      R"({"title":"no id","time":1})",                  // 5
+      R"({"id":"6","title":"t","time":"soon"})",        // 6
       R"({"id":"7","title":"t","time":1,"tags":[1]})",  // 7
-      good2,                                       // 8
-      R"({"id":"1","title":"dup","time":5})",      // 9 duplicate of line 1
-      "   ",                                       // 10 blank
-      R"({"id":12,"title":"numeric id","time":3})",  // 11 numeric id is accepted
-      "\x01garbage",                               // 12
+      good2,                                            // 8
+      R"({"id":"1","title":"dup","time":5})",           // 9 duplicate of line 1
+      "   ",                                            // 10 blank
+      R"({"id":12,"title":"numeric id","time":3})",     // 11 numeric id is accepted
+      "\x01garbage",                                    // 12
   });
 }
 
@@ -144,7 +144,8 @@ TEST(loader_test, fail_mode_reports_duplicates) {
 
 TEST(loader_test, survives_hostile_input) {
   // Verifies arbitrary bytes, CRLF endings, a missing final newline and huge lines never crash.
-  std::string s = "\r\n" + std::string(good1) + "\r\n{\"id\":\"x\xff\",\"title\":\"t\",\"time\":1}\n";
+  std::string s =
+      "\r\n" + std::string(good1) + "\r\n{\"id\":\"x\xff\",\"title\":\"t\",\"time\":1}\n";
   s += std::string(100000, '[') + "\n";
   s += std::string("\0\0\0", 3) + "\n";
   s += good2;  // no newline at the end

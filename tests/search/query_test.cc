@@ -106,9 +106,10 @@ TEST(query_args_test, count_phrases_counts_what_the_search_plans_as_phrases) {
   // Verifies count_phrases agrees with plan_terms (the search's own planner) on quoted runs of
   // two or more words, single quoted words, empty and unclosed quotes and punctuation.
   const char* const queries[] = {
-      "rust",         "\"rust lang\"", "\"rust\"",          "x \"a b\" y \"c d e\"", "\"a b",
-      "\"\"",         "\" a  b \"",     "\"-- ,,\" \"a\"",   "\"a b\"\"c d\"",         "\"a\" b \"c",
-      "\"\"\"a b\"\"\"", "a \"b c\" \"b c\" \"b c\"", "\"é ü\" \"x-y\""};
+      "rust",           "\"rust lang\"", "\"rust\"",        "x \"a b\" y \"c d e\"",
+      "\"a b",          "\"\"",          "\" a  b \"",      "\"-- ,,\" \"a\"",
+      "\"a b\"\"c d\"", "\"a\" b \"c",   "\"\"\"a b\"\"\"", "a \"b c\" \"b c\" \"b c\"",
+      "\"é ü\" \"x-y\""};
   for (const char* q : queries) {
     out_buffer chars;
     std::vector<std::string_view> terms;
@@ -156,10 +157,10 @@ TEST(query_args_test, parse_time_accepts_unix_and_rfc3339) {
 
 TEST(query_args_test, parse_time_rejects_malformed_values) {
   // Verifies malformed dates and out-of-range values are rejected.
-  for (std::string_view s : {"", "-5", "12a", "2023-02-29", "2024-13-01", "2024-05-01T12:00:00",
-                             "2024-05-01T25:00:00Z", "2024-05-01T12:00Z", "1969-12-31",
-                             "2024-05-01T12:00:00+0200", "2024-05-01T12:00:00Zjunk",
-                             "99999999999999999999"}) {
+  for (std::string_view s :
+       {"", "-5", "12a", "2023-02-29", "2024-13-01", "2024-05-01T12:00:00", "2024-05-01T25:00:00Z",
+        "2024-05-01T12:00Z", "1969-12-31", "2024-05-01T12:00:00+0200", "2024-05-01T12:00:00Zjunk",
+        "99999999999999999999"}) {
     EXPECT_FALSE(parse_time(s).has_value()) << s;
   }
 }

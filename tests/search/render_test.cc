@@ -27,14 +27,18 @@ bool valid_json(std::string_view s) {
 
 std::vector<mini_story> tricky() {
   return {
-      {"1", "Quotes \"and\" back\\slashes", "line one\nline two\ttab \x01 ctrl — ünïcødé 東京",
-       1600000000, {"c++", "say \"hi\""}},
+      {"1",
+       "Quotes \"and\" back\\slashes",
+       "line one\nline two\ttab \x01 ctrl — ünïcødé 東京",
+       1600000000,
+       {"c++", "say \"hi\""}},
       {"2", "Plain rust story", "rust text", 1600000001, {}},
   };
 }
 
 TEST(render_test, search_payload_shape) {
-  // Verifies the search payload is {"total":N,"stories":[{id,title,url,by,time,score,comments,tags}]}.
+  // Verifies the search payload is
+  // {"total":N,"stories":[{id,title,url,by,time,score,comments,tags}]}.
   auto b = make_backend({{"7", "Hello rust", "body", 1234, {"lang"}}}, 2);
   auto s = b->make_scratch();
   query_args a;
@@ -94,9 +98,11 @@ TEST(render_test, every_field_escaped_and_nested_unescapes_to_raw) {
   const std::string jsonl =
       R"({"id":"q\"1\\","title":"T \"q\" \\ \u0001 \u00e9 rust","url":"https://x/\"u\\",)"
       R"("by":"b\"y\\\t","time":-5,"score":-3,"comments":1234567890123,)"
-      R"("tags":["a\\b","\u001f","東京","plain"],"text":"rust \"t\" \\ \n\u0002 東京"})" "\n"
+      R"("tags":["a\\b","\u001f","東京","plain"],"text":"rust \"t\" \\ \n\u0002 東京"})"
+      "\n"
       R"({"id":"p2","title":"Plain rust","url":"https://e.com/p","by":"bob","time":7,)"
-      R"("score":1,"comments":0,"tags":[],"text":"rust"})" "\n";
+      R"("score":1,"comments":0,"tags":[],"text":"rust"})"
+      "\n";
   load_options o;
   o.shards = 2;
   load_report rep;

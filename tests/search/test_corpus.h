@@ -85,7 +85,8 @@ std::vector<std::string> ids_for(const backend& b, std::string_view query, Tweak
 
 inline std::vector<std::string> ids_for(const backend& b, std::string_view query,
                                         uint64_t* total = nullptr) {
-  return ids_for(b, query, [](query_args&) {}, total);
+  return ids_for(
+      b, query, [](query_args&) {}, total);
 }
 
 using ids = std::vector<std::string>;

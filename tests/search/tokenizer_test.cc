@@ -38,7 +38,10 @@ TEST(tokenizer_test, folds_latin1_and_latin_extended_letters) {
 
 TEST(tokenizer_test, latin1_symbols_separate_tokens) {
   // Verifies ×, ÷, no-break space and other Latin-1 symbols act as separators.
-  EXPECT_EQ(toks("2×3÷4\xC2\xA0" "a\xC2\xA9" "b"), (v{"2", "3", "4", "a", "b"}));
+  EXPECT_EQ(toks("2×3÷4\xC2\xA0"
+                 "a\xC2\xA9"
+                 "b"),
+            (v{"2", "3", "4", "a", "b"}));
 }
 
 TEST(tokenizer_test, keeps_other_scripts_verbatim) {
@@ -49,12 +52,22 @@ TEST(tokenizer_test, keeps_other_scripts_verbatim) {
 TEST(tokenizer_test, invalid_utf8_separates_and_is_never_copied) {
   // Verifies bad lead bytes, lone continuations, overlongs, surrogates and truncation split
   // tokens without leaking invalid bytes into them.
-  EXPECT_EQ(toks("ab\xFF" "cd"), (v{"ab", "cd"}));
-  EXPECT_EQ(toks("ab\x80" "cd"), (v{"ab", "cd"}));
-  EXPECT_EQ(toks("ab\xC0\xAF" "cd"), (v{"ab", "cd"}));      // overlong '/'
-  EXPECT_EQ(toks("ab\xED\xA0\x80" "cd"), (v{"ab", "cd"}));  // surrogate U+D800
-  EXPECT_EQ(toks("ab\xF4\x90\x80\x80" "cd"), (v{"ab", "cd"}));  // > U+10FFFF
-  EXPECT_EQ(toks("ab\xE6\x9D"), (v{"ab"}));                // truncated at the end
+  EXPECT_EQ(toks("ab\xFF"
+                 "cd"),
+            (v{"ab", "cd"}));
+  EXPECT_EQ(toks("ab\x80"
+                 "cd"),
+            (v{"ab", "cd"}));
+  EXPECT_EQ(toks("ab\xC0\xAF"
+                 "cd"),
+            (v{"ab", "cd"}));  // overlong '/'
+  EXPECT_EQ(toks("ab\xED\xA0\x80"
+                 "cd"),
+            (v{"ab", "cd"}));  // surrogate U+D800
+  EXPECT_EQ(toks("ab\xF4\x90\x80\x80"
+                 "cd"),
+            (v{"ab", "cd"}));                // > U+10FFFF
+  EXPECT_EQ(toks("ab\xE6\x9D"), (v{"ab"}));  // truncated at the end
   EXPECT_EQ(toks("\xC3"), v{});
 }
 

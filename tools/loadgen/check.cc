@@ -121,8 +121,7 @@ outcome response_checker::check(const response_head& head, std::string_view body
   if (memo_valid_ && head.status == memo_status_ && head.minor_version == memo_minor_ &&
       head.close == memo_close_ && head.has_retry_after == memo_retry_after_ &&
       want.kind == memo_want_.kind && want.id == memo_want_.id &&
-      head.content_type == std::string_view(memo_ctype_) &&
-      body == std::string_view(memo_body_)) {
+      head.content_type == std::string_view(memo_ctype_) && body == std::string_view(memo_body_)) {
     memo_hits_++;
     return outcome{};
   }
@@ -242,8 +241,7 @@ outcome response_checker::check_mcp(const response_head& head, std::string_view 
   return check_result(result, want);
 }
 
-outcome response_checker::check_result(simdjson::dom::object result,
-                                       const expectation& want) {
+outcome response_checker::check_result(simdjson::dom::object result, const expectation& want) {
   switch (want.kind) {
     case req_kind::mcp_init: {
       std::string_view pv;

@@ -6,12 +6,12 @@
 // Core-local: one checker per load thread (it owns two reused simdjson parsers).
 #pragma once
 
+#include <simdjson.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <simdjson.h>
 
 #include "http_response.h"
 
@@ -49,8 +49,8 @@ struct outcome {
 /// What the request that this response answers expects.
 struct expectation {
   req_kind kind = req_kind::get;
-  std::int64_t id = 0;     ///< JSON-RPC id sent (MCP kinds)
-  int expect_status = 200; ///< for req_kind::get
+  std::int64_t id = 0;      ///< JSON-RPC id sent (MCP kinds)
+  int expect_status = 200;  ///< for req_kind::get
 };
 
 /// Classifies responses. Core-local; allocation-free once its buffers have grown.

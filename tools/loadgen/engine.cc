@@ -12,8 +12,8 @@
 //      errors; once no SQE refers to the connection, close() and back to 1.
 #include "engine.h"
 
-#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <liburing.h>
+#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -130,8 +130,12 @@ const char* errno_name(int e) {
 }
 
 runner::runner(const run_config& cfg, const workload& w, const run_times& t, unsigned index,
-       unsigned nconns, thread_stats& out)
-    : cfg_(cfg), w_(w), t_(t), out_(out), pick_(w, cfg.seed * 0x100000001b3ull + index + 1),
+               unsigned nconns, thread_stats& out)
+    : cfg_(cfg),
+      w_(w),
+      t_(t),
+      out_(out),
+      pick_(w, cfg.seed * 0x100000001b3ull + index + 1),
       conns_(nconns) {
   open_loop_ = cfg.rate > 0;
   if (open_loop_) {
@@ -186,8 +190,8 @@ void runner::run() {
       cap_wait(ts, std::uint64_t{cfg_.wait_batch_us} * 1000);
     }
     io_uring_cqe* cqe = nullptr;
-    int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, sends_unsubmitted_ + batch, &ts,
-                                             nullptr);
+    int r =
+        io_uring_submit_and_wait_timeout(&ring_, &cqe, sends_unsubmitted_ + batch, &ts, nullptr);
     sends_unsubmitted_ = 0;
     if (batch > 1) {
       adapt_batch(r == -ETIME);
@@ -231,8 +235,8 @@ void runner::finish() {
     }
   }
   if (open_loop_ && next_due_ < static_cast<double>(t_.end)) {
-    double start = next_due_ > static_cast<double>(t_.measure) ? next_due_
-                                                                : static_cast<double>(t_.measure);
+    double start =
+        next_due_ > static_cast<double>(t_.measure) ? next_due_ : static_cast<double>(t_.measure);
     out_.backlog_at_end =
         static_cast<std::uint64_t>((static_cast<double>(t_.end) - start) / interval_ns_);
   }

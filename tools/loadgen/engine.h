@@ -7,8 +7,9 @@
 // timeout (5.11+) are required. Optional, probed at start-up, each falling back with a note in
 // `thread_stats::ring_note`: SINGLE_ISSUER + DEFER_TASKRUN (6.1+), else COOP_TASKRUN (5.19+),
 // else plain; a sparse registered-file table for the sockets (5.19+); a provided buffer ring
-// with multishot recv (6.0+); the ring's fd registered with itself (5.18+). Every submission goes out in one io_uring_enter per loop pass;
-// a wait may ask for a batch of completions (bounded by a short timeout, `wait_batch`).
+// with multishot recv (6.0+); the ring's fd registered with itself (5.18+). Every submission goes
+// out in one io_uring_enter per loop pass; a wait may ask for a batch of completions (bounded by a
+// short timeout, `wait_batch`).
 #pragma once
 
 #include <sys/socket.h>
@@ -51,8 +52,8 @@ struct run_config {
   socklen_t addr_len = 0;
   unsigned connections = 64;  ///< total, split over threads
   unsigned threads = 1;
-  unsigned depth = 1;         ///< requests outstanding per connection (pipelining when > 1)
-  double rate = 0;            ///< total requests/s; 0 = closed loop
+  unsigned depth = 1;  ///< requests outstanding per connection (pipelining when > 1)
+  double rate = 0;     ///< total requests/s; 0 = closed loop
   check_level level = check_level::full;
   std::uint64_t seed = 1;
   /// Per thread: stop once this many outcomes (responses and transport errors) were counted

@@ -1,9 +1,7 @@
 // The runner's connections (connect, close, back off, reopen) and requests (issue on a
 // connection, flush the queued ones with one send each) (engine_runner.h).
-#include "engine_runner.h"
-
-#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <liburing.h>
+#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -15,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine_runner.h"
 
 namespace tollgate::loadgen::detail {
 
@@ -100,8 +100,7 @@ void runner::begin_close(std::uint32_t i, const char* why, std::uint64_t now, bo
     return;
   }
   if (c.fifo_count > 0) {
-    count_transport(why != nullptr ? why : "closed with requests outstanding", now,
-                    c.fifo_count);
+    count_transport(why != nullptr ? why : "closed with requests outstanding", now, c.fifo_count);
   }
   inflight_ -= c.fifo_count;
   c.fifo_count = 0;

@@ -1,9 +1,7 @@
 // The runner's completions: connect, send and recv results; framing and checking responses
 // against the oldest outstanding request; the tallies (engine_runner.h).
-#include "engine_runner.h"
-
-#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <liburing.h>
+#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -15,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine_runner.h"
 
 namespace tollgate::loadgen::detail {
 
@@ -167,7 +167,7 @@ void runner::append_in(connection& c, const char* p, std::size_t n) {
 }
 
 bool runner::frame_responses(std::uint32_t i, const char* data, std::size_t len, bool eof,
-                     std::uint64_t now, std::size_t& used) {
+                             std::uint64_t now, std::size_t& used) {
   connection& c = conns_[i];
   std::size_t off = 0;
   bool keep = true;

@@ -1,9 +1,7 @@
 // The runner's ring: set-up with feature fallbacks, the provided buffer ring, TCP_INFO segment
 // counts and how long each wait may take (engine_runner.h).
-#include "engine_runner.h"
-
-#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <liburing.h>
+#include <linux/tcp.h>  // struct tcp_info with tcpi_segs_out (glibc's lacks it), TCP_* options
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -15,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine_runner.h"
 
 namespace tollgate::loadgen::detail {
 
@@ -123,8 +123,8 @@ void runner::note(const std::string& why) {
 
 int runner::setup_buf_ring() {
   std::size_t ring_bytes = sizeof(io_uring_buf) * buf_count;
-  void* mem = ::mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE,
-                     -1, 0);
+  void* mem =
+      ::mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
   if (mem == MAP_FAILED) {
     return -errno;
   }

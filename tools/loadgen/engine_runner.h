@@ -179,8 +179,8 @@ class runner {
   bool congestion_refused_ = false;
   bool tcp_window_started_ = false;  ///< the sockets' warm-up segment counts were taken off
   bool fixed_ = false;  ///< sockets live in the registered file table, slot = connection index
-  std::uint64_t inflight_ = 0;          ///< requests sent or queued, not yet answered
-  unsigned sends_unsubmitted_ = 0;      ///< send SQEs since the last submit
+  std::uint64_t inflight_ = 0;      ///< requests sent or queued, not yet answered
+  unsigned sends_unsubmitted_ = 0;  ///< send SQEs since the last submit
   static constexpr unsigned max_auto_batch = 16;
   unsigned batch_cap_ = max_auto_batch;
   bool open_loop_ = false;

@@ -16,10 +16,10 @@ namespace tollgate::loadgen {
 /// Log-linear histogram of non-negative 64-bit values (nanoseconds here). Core-local.
 class histogram {
  public:
-  static constexpr unsigned sub_bits = 8;                      ///< exact range is [0, 2^sub_bits)
-  static constexpr std::uint64_t sub_count = 1u << sub_bits;   ///< 256
-  static constexpr std::uint64_t half = sub_count / 2;         ///< 128 buckets per power of two
-  static constexpr unsigned max_shift = 40;                    ///< values above ~2^48 saturate
+  static constexpr unsigned sub_bits = 8;                     ///< exact range is [0, 2^sub_bits)
+  static constexpr std::uint64_t sub_count = 1u << sub_bits;  ///< 256
+  static constexpr std::uint64_t half = sub_count / 2;        ///< 128 buckets per power of two
+  static constexpr unsigned max_shift = 40;                   ///< values above ~2^48 saturate
   static constexpr std::size_t bucket_count = sub_count + max_shift * half;
 
   /// Adds one sample. Values past the top range land in the last bucket (max stays exact).

@@ -166,8 +166,8 @@ frame_result response_parser::parse_chunked(const char* in, std::size_t n) {
   for (;;) {
     switch (cstate_) {
       case chunk_state::size: {
-        const char* p = cpos_ < n ? static_cast<const char*>(memchr(in + cpos_, '\n', n - cpos_))
-                                  : nullptr;
+        const char* p =
+            cpos_ < n ? static_cast<const char*>(memchr(in + cpos_, '\n', n - cpos_)) : nullptr;
         if (p == nullptr) {
           if (n - cpos_ > 1024) {
             return fail(frame_errc::bad_chunk);
@@ -219,8 +219,8 @@ frame_result response_parser::parse_chunked(const char* in, std::size_t n) {
       }
       case chunk_state::trailer: {
         // Trailer fields end with an empty line; usually there are none.
-        const char* p = cpos_ < n ? static_cast<const char*>(memchr(in + cpos_, '\n', n - cpos_))
-                                  : nullptr;
+        const char* p =
+            cpos_ < n ? static_cast<const char*>(memchr(in + cpos_, '\n', n - cpos_)) : nullptr;
         if (p == nullptr) {
           if (n - cpos_ > max_head) {
             return fail(frame_errc::head_too_large);

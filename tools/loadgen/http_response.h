@@ -37,7 +37,7 @@ enum class frame_result : std::uint8_t { complete, incomplete, error };
 struct response_head {
   int status = 0;
   int minor_version = 1;
-  bool close = false;             ///< the server will close after this response
+  bool close = false;  ///< the server will close after this response
   bool has_retry_after = false;
   std::string_view content_type;  ///< empty when absent
 };
@@ -75,11 +75,11 @@ class response_parser {
   }
 
   // Head state.
-  std::size_t start_ = 0;      ///< offset of the current (non-interim) response
-  std::size_t scanned_ = 0;    ///< bytes already searched for the end of the head
-  std::size_t head_end_ = 0;   ///< offset just past the blank line; 0 while incomplete
+  std::size_t start_ = 0;     ///< offset of the current (non-interim) response
+  std::size_t scanned_ = 0;   ///< bytes already searched for the end of the head
+  std::size_t head_end_ = 0;  ///< offset just past the blank line; 0 while incomplete
   response_head head_;
-  std::size_t ct_off_ = 0;     ///< Content-Type value as an offset: the buffer may move
+  std::size_t ct_off_ = 0;  ///< Content-Type value as an offset: the buffer may move
   std::size_t ct_len_ = 0;
   body_mode mode_ = body_mode::none;
   std::uint64_t content_length_ = 0;

@@ -177,8 +177,9 @@ bool parse_load_flag(const std::string& a, arg_reader& r, options& o) {
     o.run.wait_batch_us = parse_num<unsigned>(a, r.value(a), 0, 1'000'000);
   } else if (a == "--ring") {
     if (!parse_ring_features(r.value(a), o.run.features)) {
-      die_usage("--ring wants a comma-separated list of defer_taskrun, coop_taskrun, "
-                "fixed_files, buf_ring, ring_fd, all, none");
+      die_usage(
+          "--ring wants a comma-separated list of defer_taskrun, coop_taskrun, "
+          "fixed_files, buf_ring, ring_fd, all, none");
     }
   } else if (a == "--congestion") {
     o.run.congestion = r.value(a);
@@ -506,13 +507,12 @@ report make_report(const run_output& r, const thread_stats& all) {
   f.cpu_us_per_req = all.responses ? f.cpu * 1e6 / static_cast<double>(all.responses) : 0;
   // Segments the client sent per response, and of those the ones without data (pure ACKs,
   // SYN, FIN): a closed loop whose ACKs ride on the next request sends 1 and 0.
-  f.segs_per_req = all.responses ? static_cast<double>(all.tcp_segs_out) /
-                                       static_cast<double>(all.responses)
-                                 : 0;
-  f.nodata_per_req =
-      all.responses ? static_cast<double>(all.tcp_segs_out - all.tcp_data_segs_out) /
-                          static_cast<double>(all.responses)
-                    : 0;
+  f.segs_per_req = all.responses
+                       ? static_cast<double>(all.tcp_segs_out) / static_cast<double>(all.responses)
+                       : 0;
+  f.nodata_per_req = all.responses ? static_cast<double>(all.tcp_segs_out - all.tcp_data_segs_out) /
+                                         static_cast<double>(all.responses)
+                                   : 0;
   return f;
 }
 
@@ -521,34 +521,35 @@ double us(std::uint64_t ns) { return static_cast<double>(ns) / 1e3; }
 /// --json: one object on stdout.
 void print_json(const options& o, const thread_stats& all, const report& f) {
   const histogram& h = all.latency;
-  std::printf("{\"url\":%s,\"connections\":%u,\"threads\":%u,\"depth\":%u,\"rate\":%.3f,"
-              "\"duration_s\":%.3f,\"warmup_s\":%.3f,\"check\":\"%s\",",
-              json_string(o.url).c_str(), o.run.connections, o.run.threads, o.run.depth,
-              o.run.rate, f.secs, static_cast<double>(o.warmup_ns) / 1e9,
-              o.run.level == check_level::full ? "full" : "status");
-  std::printf("\"responses\":%llu,\"ok\":%llu,\"errors\":%llu,\"rps\":%.1f,\"ok_rps\":%.1f,"
-              "\"bytes_read\":%llu,\"connects\":%llu,\"backlog_at_end\":%llu,"
-              "\"inflight_at_end\":%llu,",
-              static_cast<unsigned long long>(all.responses),
-              static_cast<unsigned long long>(f.ok), static_cast<unsigned long long>(f.errors),
-              f.rps, static_cast<double>(f.ok) / f.secs,
-              static_cast<unsigned long long>(all.bytes_read),
-              static_cast<unsigned long long>(all.connects),
-              static_cast<unsigned long long>(all.backlog_at_end),
-              static_cast<unsigned long long>(all.inflight_at_end));
-  std::printf("\"latency_us\":{\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,"
-              "\"max\":%.1f,\"mean\":%.1f,\"min\":%.1f},",
-              us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
-              us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3, us(h.min()));
-  std::printf("\"client_cpu_s\":%.4f,\"client_cpu_us_per_req\":%.3f,\"cqes_per_pass\":%.2f,"
-              "\"tcp_segs_out\":%llu,\"tcp_data_segs_out\":%llu,\"tcp_segs_per_req\":%.4f,"
-              "\"tcp_nodata_segs_per_req\":%.4f,"
-              "\"ring\":\"%s\",\"memo_hits\":%llu,\"outcomes\":{\"ok\":%llu",
-              f.cpu, f.cpu_us_per_req, f.cqes_per_pass,
-              static_cast<unsigned long long>(all.tcp_segs_out),
-              static_cast<unsigned long long>(all.tcp_data_segs_out), f.segs_per_req,
-              f.nodata_per_req, f.ring.c_str(), static_cast<unsigned long long>(all.memo_hits),
-              static_cast<unsigned long long>(f.ok));
+  std::printf(
+      "{\"url\":%s,\"connections\":%u,\"threads\":%u,\"depth\":%u,\"rate\":%.3f,"
+      "\"duration_s\":%.3f,\"warmup_s\":%.3f,\"check\":\"%s\",",
+      json_string(o.url).c_str(), o.run.connections, o.run.threads, o.run.depth, o.run.rate, f.secs,
+      static_cast<double>(o.warmup_ns) / 1e9, o.run.level == check_level::full ? "full" : "status");
+  std::printf(
+      "\"responses\":%llu,\"ok\":%llu,\"errors\":%llu,\"rps\":%.1f,\"ok_rps\":%.1f,"
+      "\"bytes_read\":%llu,\"connects\":%llu,\"backlog_at_end\":%llu,"
+      "\"inflight_at_end\":%llu,",
+      static_cast<unsigned long long>(all.responses), static_cast<unsigned long long>(f.ok),
+      static_cast<unsigned long long>(f.errors), f.rps, static_cast<double>(f.ok) / f.secs,
+      static_cast<unsigned long long>(all.bytes_read),
+      static_cast<unsigned long long>(all.connects),
+      static_cast<unsigned long long>(all.backlog_at_end),
+      static_cast<unsigned long long>(all.inflight_at_end));
+  std::printf(
+      "\"latency_us\":{\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,"
+      "\"max\":%.1f,\"mean\":%.1f,\"min\":%.1f},",
+      us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)), us(h.quantile(0.999)),
+      us(h.max()), h.mean() / 1e3, us(h.min()));
+  std::printf(
+      "\"client_cpu_s\":%.4f,\"client_cpu_us_per_req\":%.3f,\"cqes_per_pass\":%.2f,"
+      "\"tcp_segs_out\":%llu,\"tcp_data_segs_out\":%llu,\"tcp_segs_per_req\":%.4f,"
+      "\"tcp_nodata_segs_per_req\":%.4f,"
+      "\"ring\":\"%s\",\"memo_hits\":%llu,\"outcomes\":{\"ok\":%llu",
+      f.cpu, f.cpu_us_per_req, f.cqes_per_pass, static_cast<unsigned long long>(all.tcp_segs_out),
+      static_cast<unsigned long long>(all.tcp_data_segs_out), f.segs_per_req, f.nodata_per_req,
+      f.ring.c_str(), static_cast<unsigned long long>(all.memo_hits),
+      static_cast<unsigned long long>(f.ok));
   for (const auto& r : all.outcomes.rows()) {
     std::printf(",%s:%llu", json_string(outcome_label(r.kind, r.code, r.detail)).c_str(),
                 static_cast<unsigned long long>(r.count));
@@ -563,34 +564,38 @@ void print_text(const options& o, const thread_stats& all, const report& f) {
   std::printf("loadgen %s: %u connection%s, %u thread%s, %s, depth %u, %.2f s (+%.2f s warm-up)\n",
               o.url.c_str(), o.run.connections, o.run.connections == 1 ? "" : "s", threads,
               threads == 1 ? "" : "s",
-              o.run.rate > 0 ? ("open loop at " + std::to_string(static_cast<long long>(
-                                                     o.run.rate)) + " req/s").c_str()
+              o.run.rate > 0 ? ("open loop at " +
+                                std::to_string(static_cast<long long>(o.run.rate)) + " req/s")
+                                   .c_str()
                              : "closed loop",
               o.run.depth, f.secs, static_cast<double>(o.warmup_ns) / 1e9);
   std::printf("  requests     %llu responses, %.1f req/s (%.1f ok/s), %.2f MB/s read\n",
               static_cast<unsigned long long>(all.responses), f.rps,
               static_cast<double>(f.ok) / f.secs,
               static_cast<double>(all.bytes_read) / f.secs / 1e6);
-  std::printf("  latency      p50 %.1f us  p90 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us"
-              "  (mean %.1f us)\n",
-              us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)),
-              us(h.quantile(0.999)), us(h.max()), h.mean() / 1e3);
+  std::printf(
+      "  latency      p50 %.1f us  p90 %.1f us  p99 %.1f us  p99.9 %.1f us  max %.1f us"
+      "  (mean %.1f us)\n",
+      us(h.quantile(0.5)), us(h.quantile(0.9)), us(h.quantile(0.99)), us(h.quantile(0.999)),
+      us(h.max()), h.mean() / 1e3);
   std::uint64_t total = f.ok + f.errors;
   auto pct = [&](std::uint64_t n) {
     return total ? 100.0 * static_cast<double>(n) / static_cast<double>(total) : 0.0;
   };
-  std::printf("  outcomes     %-40s %12llu  %6.2f%%\n", "ok",
-              static_cast<unsigned long long>(f.ok), pct(f.ok));
+  std::printf("  outcomes     %-40s %12llu  %6.2f%%\n", "ok", static_cast<unsigned long long>(f.ok),
+              pct(f.ok));
   for (const auto& r : all.outcomes.rows()) {
     std::printf("               %-40s %12llu  %6.2f%%\n",
                 outcome_label(r.kind, r.code, r.detail).c_str(),
                 static_cast<unsigned long long>(r.count), pct(r.count));
   }
-  std::printf("  client CPU   %.3f s (%.0f%% of one core), %.2f us/request, %.1f completions per"
-              " wake-up\n",
-              f.cpu, 100.0 * f.cpu / f.secs, f.cpu_us_per_req, f.cqes_per_pass);
-  std::printf("  TCP sent     %.3f segments per response, %.3f of them without data (ACK/SYN/FIN)\n",
-              f.segs_per_req, f.nodata_per_req);
+  std::printf(
+      "  client CPU   %.3f s (%.0f%% of one core), %.2f us/request, %.1f completions per"
+      " wake-up\n",
+      f.cpu, 100.0 * f.cpu / f.secs, f.cpu_us_per_req, f.cqes_per_pass);
+  std::printf(
+      "  TCP sent     %.3f segments per response, %.3f of them without data (ACK/SYN/FIN)\n",
+      f.segs_per_req, f.nodata_per_req);
   std::printf("  io_uring     %s; %llu full checks answered by the identical-answer memo\n",
               f.ring.c_str(), static_cast<unsigned long long>(all.memo_hits));
   if (all.backlog_at_end > 0 || all.inflight_at_end > 0) {

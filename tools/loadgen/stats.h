@@ -89,23 +89,24 @@ class outcome_table {
 
 /// Everything one load thread measured inside the measurement window.
 struct thread_stats {
-  histogram latency;                 ///< ns from (intended) send to the last byte read
-  outcome_table outcomes;            ///< responses and transport failures
-  std::uint64_t responses = 0;       ///< responses read (any outcome; transport errors excluded)
+  histogram latency;            ///< ns from (intended) send to the last byte read
+  outcome_table outcomes;       ///< responses and transport failures
+  std::uint64_t responses = 0;  ///< responses read (any outcome; transport errors excluded)
   std::uint64_t bytes_read = 0;
-  std::uint64_t connects = 0;        ///< successful connects, whole run
-  std::uint64_t backlog_at_end = 0;  ///< open loop: requests due but never sent
-  std::uint64_t inflight_at_end = 0; ///< sent, no response by the end
-  std::uint64_t passes = 0;          ///< loop passes (io_uring_enter calls) in the window
-  std::uint64_t cqes = 0;            ///< completions handled in the window
-  std::uint64_t counted = 0;         ///< outcomes counted (responses + transport errors)
-  std::uint64_t finished_ns = 0;     ///< CLOCK_MONOTONIC when the thread stopped
-  std::string fatal;                 ///< set when the thread could not run at all
-  std::uint64_t memo_hits = 0;       ///< full checks answered by the identical-answer memo (whole run)
-  std::uint64_t tcp_segs_out = 0;    ///< TCP segments the client's sockets sent in the window
-  std::uint64_t tcp_data_segs_out = 0;  ///< of those, the ones carrying data (the rest: ACKs, SYN, FIN)
-  unsigned features = 0;             ///< ring_feature bits the thread's ring runs with
-  std::string ring_note;             ///< why a requested feature is not in use (empty: all are)
+  std::uint64_t connects = 0;         ///< successful connects, whole run
+  std::uint64_t backlog_at_end = 0;   ///< open loop: requests due but never sent
+  std::uint64_t inflight_at_end = 0;  ///< sent, no response by the end
+  std::uint64_t passes = 0;           ///< loop passes (io_uring_enter calls) in the window
+  std::uint64_t cqes = 0;             ///< completions handled in the window
+  std::uint64_t counted = 0;          ///< outcomes counted (responses + transport errors)
+  std::uint64_t finished_ns = 0;      ///< CLOCK_MONOTONIC when the thread stopped
+  std::string fatal;                  ///< set when the thread could not run at all
+  std::uint64_t memo_hits = 0;  ///< full checks answered by the identical-answer memo (whole run)
+  std::uint64_t tcp_segs_out = 0;  ///< TCP segments the client's sockets sent in the window
+  std::uint64_t tcp_data_segs_out =
+      0;                  ///< of those, the ones carrying data (the rest: ACKs, SYN, FIN)
+  unsigned features = 0;  ///< ring_feature bits the thread's ring runs with
+  std::string ring_note;  ///< why a requested feature is not in use (empty: all are)
 };
 
 }  // namespace tollgate::loadgen

@@ -136,8 +136,8 @@ bool workload::build(const workload_config& cfg, std::string& err) {
   }
   std::vector<std::string> queries = cfg.queries;
   if (queries.empty()) {
-    queries = {"rust", "database", "io_uring", "startup", "security", "python", "linux",
-               "compiler", "open source", "machine learning"};
+    queries = {"rust",   "database", "io_uring", "startup",     "security",
+               "python", "linux",    "compiler", "open source", "machine learning"};
   }
   if (needs_queries) {
     for (const auto& q : queries) {
@@ -208,8 +208,9 @@ void workload::render(std::string& out, std::string& body, std::size_t spec_i, s
   append_int(body, id);
   switch (s.kind) {
     case req_kind::mcp_call:
-      body += ",\"method\":\"tools/call\",\"params\":{\"name\":\"search_stories\",\"arguments\":"
-              "{\"query\":\"";
+      body +=
+          ",\"method\":\"tools/call\",\"params\":{\"name\":\"search_stories\",\"arguments\":"
+          "{\"query\":\"";
       body += json_queries_[query_i];
       body += '"';
       body += limit_arg_;

@@ -17,7 +17,7 @@ namespace tollgate::loadgen {
 /// One entry of the mix: a request kind, a path for `get`, and a relative weight.
 struct request_spec {
   req_kind kind = req_kind::get;
-  std::string path;        ///< for get: the target; others use the workload's paths
+  std::string path;  ///< for get: the target; others use the workload's paths
   std::uint32_t weight = 1;
 };
 
@@ -34,10 +34,10 @@ struct workload_config {
   std::vector<std::string> keys;                ///< empty: no Authorization header
   double zipf_s = 1.0;                          ///< key popularity skew (0 = uniform)
   std::vector<std::string> queries;
-  int limit = 0;                                ///< search `limit` argument; 0 = omitted
-  std::vector<std::string> extra_headers;       ///< "Name: value" lines
-  bool fixed_id = false;                        ///< every request id 1 (byte-identical bodies)
-  int expect_status = 200;                      ///< for get specs
+  int limit = 0;                           ///< search `limit` argument; 0 = omitted
+  std::vector<std::string> extra_headers;  ///< "Name: value" lines
+  bool fixed_id = false;                   ///< every request id 1 (byte-identical bodies)
+  int expect_status = 200;                 ///< for get specs
   std::vector<request_spec> mix;
 };
 
@@ -67,7 +67,7 @@ class workload {
  private:
   std::vector<request_spec> specs_;
   std::vector<std::uint64_t> spec_cdf_;
-  std::vector<std::string> auth_lines_;    ///< "Authorization: Bearer K\r\n"
+  std::vector<std::string> auth_lines_;  ///< "Authorization: Bearer K\r\n"
   std::vector<double> key_cdf_;
   std::vector<std::string> json_queries_;  ///< JSON-escaped (no quotes)
   std::vector<std::string> url_queries_;   ///< percent-encoded
@@ -75,7 +75,7 @@ class workload {
   std::string get_common_;                 ///< "Host..." headers for GETs
   std::string rest_prefix_;                ///< "GET /v1/stories?q="
   std::string init_params_;
-  std::string limit_arg_;                  ///< ",\"limit\":N" or empty
+  std::string limit_arg_;  ///< ",\"limit\":N" or empty
   int expect_status_ = 200;
   bool fixed_id_ = false;
 };
@@ -83,7 +83,8 @@ class workload {
 /// Random choices for one thread: which spec, key and query. Core-local.
 class picker {
  public:
-  picker(const workload& w, std::uint64_t seed) : w_(&w), state_(seed ? seed : 0x9e3779b97f4a7c15) {}
+  picker(const workload& w, std::uint64_t seed)
+      : w_(&w), state_(seed ? seed : 0x9e3779b97f4a7c15) {}
 
   std::size_t spec();
   std::size_t key();

@@ -41,23 +41,23 @@ class redis_keys;
 struct agent_stats {
   bool redis_up = false;
   bool keys_loaded = false;
-  uint64_t lease_grants = 0;   ///< lease scripts that granted units
-  uint64_t lease_units = 0;    ///< units granted in all
-  uint64_t lease_waits = 0;    ///< times a core waited for units
-  uint64_t units_returned = 0; ///< units handed back to Redis
-  uint64_t redis_commands = 0; ///< commands sent by the agent
-  double push_lag_secs = 0;    ///< since the last complete push of every key's usage
-  double outage_secs = 0;      ///< Redis unreachable, in all (including now)
-  int64_t units_held = 0;      ///< units leased to this node and not used
+  uint64_t lease_grants = 0;    ///< lease scripts that granted units
+  uint64_t lease_units = 0;     ///< units granted in all
+  uint64_t lease_waits = 0;     ///< times a core waited for units
+  uint64_t units_returned = 0;  ///< units handed back to Redis
+  uint64_t redis_commands = 0;  ///< commands sent by the agent
+  double push_lag_secs = 0;     ///< since the last complete push of every key's usage
+  double outage_secs = 0;       ///< Redis unreachable, in all (including now)
+  int64_t units_held = 0;       ///< units leased to this node and not used
 };
 
 struct agent_options {
   int64_t sync_ms = 500;          ///< push usage / read sums / top up pools this often
   int64_t version_poll_ms = 200;  ///< keys and accounts version check
   int64_t heartbeat_ms = 1000;
-  int64_t wait_ms = 500;          ///< longest a core waits for units before `unavailable`
-  int64_t recheck_ms = 200;       ///< a spent key asks Redis again after this (units come back)
-  int64_t max_lease = 1 << 20;    ///< most units a node asks for at once
+  int64_t wait_ms = 500;        ///< longest a core waits for units before `unavailable`
+  int64_t recheck_ms = 200;     ///< a spent key asks Redis again after this (units come back)
+  int64_t max_lease = 1 << 20;  ///< most units a node asks for at once
 };
 
 class agent final : public quota::lease_source {
@@ -101,22 +101,22 @@ class agent final : public quota::lease_source {
   std::thread thread_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_;   // the I/O thread waits here
-  std::condition_variable done_;   // cores wait here for a lease
+  std::condition_variable work_;  // the I/O thread waits here
+  std::condition_variable done_;  // cores wait here for a lease
   std::unordered_map<quota::key_state*, std::unique_ptr<key_info>> info_;
   bool stop_ = false;
   bool want_any_ = false;
   std::atomic<bool> up_{false};
   std::atomic<bool> keys_loaded_{false};
   int64_t keys_version_ = -2;
-  size_t loaded_keys_ = 0;  // I/O thread: keys in the last set installed
-  int64_t down_since_ns_ = 0;   // steady clock; 0 while up
-  int64_t outage_ns_ = 0;       // finished outages
+  size_t loaded_keys_ = 0;     // I/O thread: keys in the last set installed
+  int64_t down_since_ns_ = 0;  // steady clock; 0 while up
+  int64_t outage_ns_ = 0;      // finished outages
   int64_t last_push_ns_ = 0;
   uint64_t lease_grants_ = 0, lease_units_ = 0, lease_waits_ = 0, units_returned_ = 0;
   std::atomic<uint64_t> commands_{0};
   int64_t started_ns_ = 0;
-  double default_share_ = 1.0;   // I/O thread: 1 / live nodes
+  double default_share_ = 1.0;  // I/O thread: 1 / live nodes
   double applied_default_ = 1.0;
 };
 

@@ -24,11 +24,11 @@ namespace tollgate::cluster {
 
 /// The [cluster] table.
 struct settings {
-  std::string redis;         ///< "HOST:PORT" or "unix:PATH"
-  std::string node;          ///< this node's unique name
-  std::string password;      ///< AUTH password (read from password_env); empty: none
+  std::string redis;     ///< "HOST:PORT" or "unix:PATH"
+  std::string node;      ///< this node's unique name
+  std::string password;  ///< AUTH password (read from password_env); empty: none
   std::string prefix = "tollgate:";
-  int timeout_ms = 1000;     ///< connect and reply timeout
+  int timeout_ms = 1000;  ///< connect and reply timeout
 };
 
 /// Redis key names.

@@ -6,13 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define TOLLGATE_CHECK(cond)                                                             \
-  do {                                                                                   \
-    if (__builtin_expect(!(cond), 0)) {                                                  \
-      std::fprintf(stderr, "tollgate: check failed: %s at %s:%d\n", #cond, __FILE__,     \
-                   __LINE__);                                                            \
-      std::abort();                                                                      \
-    }                                                                                    \
+#define TOLLGATE_CHECK(cond)                                                                    \
+  do {                                                                                          \
+    if (__builtin_expect(!(cond), 0)) {                                                         \
+      std::fprintf(stderr, "tollgate: check failed: %s at %s:%d\n", #cond, __FILE__, __LINE__); \
+      std::abort();                                                                             \
+    }                                                                                           \
   } while (0)
 
 #ifdef NDEBUG

@@ -23,9 +23,7 @@ unexpected(E) -> unexpected<E>;
 template <class T, class E>
 class [[nodiscard]] result {
  public:
-  constexpr result()
-    requires std::is_default_constructible_v<T>
-      : v_(std::in_place_index<0>) {}
+  constexpr result() requires std::is_default_constructible_v<T> : v_(std::in_place_index<0>) {}
   constexpr result(T v) : v_(std::in_place_index<0>, std::move(v)) {}  // NOLINT: implicit
   template <class G>
   constexpr result(unexpected<G> e) : v_(std::in_place_index<1>, E(std::move(e.error_))) {}

@@ -94,11 +94,11 @@ struct settings {
   std::map<std::string, plan> plans;
 
   // [fleet]
-  bool role_shard = false;              ///< serve this node's corpus to gateways only
-  std::string shard_secret;             ///< shared by a gateway and its shard nodes
+  bool role_shard = false;               ///< serve this node's corpus to gateways only
+  std::string shard_secret;              ///< shared by a gateway and its shard nodes
   std::vector<host_port> remote_shards;  ///< gateway: the shard nodes it fans out to
-  uint32_t shard_deadline_ms = 250;     ///< gateway: per-query deadline for remote answers
-  bool fleet_local = true;              ///< gateway: also serve its own corpus in-process
+  uint32_t shard_deadline_ms = 250;      ///< gateway: per-query deadline for remote answers
+  bool fleet_local = true;               ///< gateway: also serve its own corpus in-process
 
   // [log]
   std::string access_log;   ///< JSON Lines access log: a path, "-" for stderr, empty = off

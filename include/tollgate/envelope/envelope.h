@@ -43,7 +43,12 @@ inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28;
 /// quota_unreachable is also written with the code `unavailable` and its own message: a cluster
 /// node that cannot reach the quota service (Redis) for a stop key whose lease ran out.
 enum class tool_error_code : uint8_t {
-  suspended, quota_exceeded, rate_limited, unavailable, not_found, usage_unavailable,
+  suspended,
+  quota_exceeded,
+  rate_limited,
+  unavailable,
+  not_found,
+  usage_unavailable,
   quota_unreachable
 };
 inline constexpr size_t num_tool_error_codes = 7;
@@ -79,8 +84,8 @@ int code_of(rpc_error_kind k) noexcept;
 /// The variable parts of one JSON-RPC error.
 struct rpc_error {
   rpc_error_kind kind = rpc_error_kind::internal_error;
-  std::string_view detail;  ///< see rpc_error_kind (escaped when written)
-  std::string_view rule;    ///< invalid_params only
+  std::string_view detail;       ///< see rpc_error_kind (escaped when written)
+  std::string_view rule;         ///< invalid_params only
   int64_t retry_after_secs = 1;  ///< rate_limited only
 };
 
@@ -116,7 +121,8 @@ class cache {
   /// stays where it is unless its length has 8 or more digits.
   void body_end(out_buffer& out, body_mark m) const;
   /// A whole bodiless response ("Content-Length: 0"), e.g. 202 or 204, with extra header lines.
-  void empty_response(out_buffer& out, int status, std::string_view extra_headers, bool close) const;
+  void empty_response(out_buffer& out, int status, std::string_view extra_headers,
+                      bool close) const;
 
   // --- JSON-RPC bodies ---
   /// `{"jsonrpc":"2.0","id":ID,"result":{"content":[{"type":"text","text":"` (2026-07-28 adds
@@ -157,7 +163,7 @@ class cache {
   std::array<std::string, num_revisions> initialize_;
   std::string discover_;
   std::array<std::string, num_tool_error_codes> tool_error_text_;  // escaped, up to message end
-  std::array<std::string, num_rpc_error_kinds> rpc_error_mid_;     // `,"error":{"code":N,"message":"`
+  std::array<std::string, num_rpc_error_kinds> rpc_error_mid_;  // `,"error":{"code":N,"message":"`
   std::string unauthorized_body_;
   std::string supported_json_;  // ["2025-03-26",...]
 };

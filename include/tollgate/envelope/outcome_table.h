@@ -29,48 +29,48 @@ enum class mcp_form : uint8_t { http_status, jsonrpc_error, tool_error };
 
 /// What retry_after_secs a tool error of the row carries.
 enum class retry_after : uint8_t {
-  none,      ///< never
-  figure,    ///< the figure as given (quota_exceeded: seconds to the quota's reset)
-  at_least_1 ///< the figure, at least 1 second
+  none,       ///< never
+  figure,     ///< the figure as given (quota_exceeded: seconds to the quota's reset)
+  at_least_1  ///< the figure, at least 1 second
 };
 
 struct outcome_row {
-  std::string_view condition;             ///< as the README's "What an agent sees" names it
-  mcp_form mcp;                           ///< over HTTP
-  int mcp_code;                           ///< HTTP status or JSON-RPC code; 0 for a tool error
-  std::optional<tool_error_code> code;    ///< the tool error (stdio's form of a 429 too)
-  int rest_status;                        ///< REST's status; 0 where REST has no such case
-  retry_after retry;                      ///< tool error's retry_after_secs, REST's Retry-After
-  bool quota_figures;                     ///< tool error carries quota_limit/used/remaining
-  outcome result;                         ///< the name /metrics and the access log print
+  std::string_view condition;           ///< as the README's "What an agent sees" names it
+  mcp_form mcp;                         ///< over HTTP
+  int mcp_code;                         ///< HTTP status or JSON-RPC code; 0 for a tool error
+  std::optional<tool_error_code> code;  ///< the tool error (stdio's form of a 429 too)
+  int rest_status;                      ///< REST's status; 0 where REST has no such case
+  retry_after retry;                    ///< tool error's retry_after_secs, REST's Retry-After
+  bool quota_figures;                   ///< tool error carries quota_limit/used/remaining
+  outcome result;                       ///< the name /metrics and the access log print
 };
 
 // A flat table, one line per row, read top to bottom like the seed's "What goes where".
 inline constexpr std::array<outcome_row, 11> outcome_table = {{
     // condition                         MCP over HTTP                   tool error code
     //                                   REST  retry_after  figures  outcome
-    {"missing or invalid key", mcp_form::http_status, 401, std::nullopt,
-     401, retry_after::none, false, outcome::invalid_key},
-    {"rate limit exceeded", mcp_form::http_status, 429, tool_error_code::rate_limited,
-     429, retry_after::at_least_1, false, outcome::rate_limited},
-    {"unknown tool", mcp_form::jsonrpc_error, -32602, std::nullopt,
-     0, retry_after::none, false, outcome::unknown_tool},
-    {"bad argument", mcp_form::jsonrpc_error, -32602, std::nullopt,
-     400, retry_after::none, false, outcome::invalid_argument},
-    {"unknown method", mcp_form::jsonrpc_error, -32601, std::nullopt,
-     0, retry_after::none, false, outcome::method_not_found},
-    {"account suspended", mcp_form::tool_error, 0, tool_error_code::suspended,
-     403, retry_after::none, false, outcome::suspended},
-    {"monthly quota used up", mcp_form::tool_error, 0, tool_error_code::quota_exceeded,
-     429, retry_after::figure, true, outcome::quota_exceeded},
-    {"story id not found", mcp_form::tool_error, 0, tool_error_code::not_found,
-     404, retry_after::none, false, outcome::not_found},
-    {"no shard answered", mcp_form::tool_error, 0, tool_error_code::unavailable,
-     503, retry_after::at_least_1, false, outcome::unavailable},
-    {"usage cannot be recorded", mcp_form::tool_error, 0, tool_error_code::usage_unavailable,
-     503, retry_after::at_least_1, false, outcome::unavailable},
-    {"quota service unreachable", mcp_form::tool_error, 0, tool_error_code::quota_unreachable,
-     503, retry_after::at_least_1, false, outcome::unavailable},
+    {"missing or invalid key", mcp_form::http_status, 401, std::nullopt, 401, retry_after::none,
+     false, outcome::invalid_key},
+    {"rate limit exceeded", mcp_form::http_status, 429, tool_error_code::rate_limited, 429,
+     retry_after::at_least_1, false, outcome::rate_limited},
+    {"unknown tool", mcp_form::jsonrpc_error, -32602, std::nullopt, 0, retry_after::none, false,
+     outcome::unknown_tool},
+    {"bad argument", mcp_form::jsonrpc_error, -32602, std::nullopt, 400, retry_after::none, false,
+     outcome::invalid_argument},
+    {"unknown method", mcp_form::jsonrpc_error, -32601, std::nullopt, 0, retry_after::none, false,
+     outcome::method_not_found},
+    {"account suspended", mcp_form::tool_error, 0, tool_error_code::suspended, 403,
+     retry_after::none, false, outcome::suspended},
+    {"monthly quota used up", mcp_form::tool_error, 0, tool_error_code::quota_exceeded, 429,
+     retry_after::figure, true, outcome::quota_exceeded},
+    {"story id not found", mcp_form::tool_error, 0, tool_error_code::not_found, 404,
+     retry_after::none, false, outcome::not_found},
+    {"no shard answered", mcp_form::tool_error, 0, tool_error_code::unavailable, 503,
+     retry_after::at_least_1, false, outcome::unavailable},
+    {"usage cannot be recorded", mcp_form::tool_error, 0, tool_error_code::usage_unavailable, 503,
+     retry_after::at_least_1, false, outcome::unavailable},
+    {"quota service unreachable", mcp_form::tool_error, 0, tool_error_code::quota_unreachable, 503,
+     retry_after::at_least_1, false, outcome::unavailable},
 }};
 
 /// The row of tool error `c` (every code has exactly one; outcome_table_test checks it).

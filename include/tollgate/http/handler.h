@@ -90,12 +90,13 @@ class engine_io {
 };
 
 /// Durable bytes a handler wants written before the responses that depend on them go out (the
-/// app's per-core usage journal). `data` stays valid and unchanged until durable_written() is called.
+/// app's per-core usage journal). `data` stays valid and unchanged until durable_written() is
+/// called.
 struct durable_batch {
-  int fd = -1;                 ///< append-only file (O_APPEND); -1: nothing to write
+  int fd = -1;  ///< append-only file (O_APPEND); -1: nothing to write
   const char* data = nullptr;
   size_t size = 0;
-  bool sync_due = false;       ///< the handler wants an fdatasync of `fd` (every fsync_ms)
+  bool sync_due = false;  ///< the handler wants an fdatasync of `fd` (every fsync_ms)
   /// The handler gave up on the bytes of earlier batches not yet written (their writes kept
   /// failing) and takes back what their answers billed: the engine must not send the held
   /// `durable` responses; it answers each connection holding any with 503 + Retry-After

@@ -17,13 +17,13 @@ namespace tollgate::http {
 /// What a response head says, as far as its framing and reuse go.
 struct response_fields {
   int status = 0;
-  int minor_version = 1;        ///< HTTP/1.0 or HTTP/1.1
+  int minor_version = 1;  ///< HTTP/1.0 or HTTP/1.1
   bool has_length = false;
-  uint64_t content_length = 0;  ///< valid when has_length
-  bool chunked = false;         ///< a Transfer-Encoding lists chunked
-  bool other_coding = false;    ///< a Transfer-Encoding that does not
-  bool close = false;           ///< Connection: close, or HTTP/1.0 without keep-alive
-  bool has_retry_after = false; ///< a non-empty Retry-After
+  uint64_t content_length = 0;    ///< valid when has_length
+  bool chunked = false;           ///< a Transfer-Encoding lists chunked
+  bool other_coding = false;      ///< a Transfer-Encoding that does not
+  bool close = false;             ///< Connection: close, or HTTP/1.0 without keep-alive
+  bool has_retry_after = false;   ///< a non-empty Retry-After
   std::string_view content_type;  ///< a view into the head; empty when absent
 };
 

@@ -8,8 +8,8 @@
 // Per request (the app's http::handler for POST/GET/DELETE /mcp, after the key check):
 //   info = ep.handle_http(req, host, out, now_ns);
 // A gateway first asks which tool calls the request holds: ep.decide_calls(req, visitor, now_ns).
-// Before dispatch the app may answer with ep.render_unauthorized(...) or ep.render_rate_limited(...).
-// stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
+// Before dispatch the app may answer with ep.render_unauthorized(...) or
+// ep.render_rate_limited(...). stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
 //
 // The request body must be followed by at least envelope_padding readable bytes (the engine's
 // receive buffers guarantee it): it is parsed in place, never copied.
@@ -165,7 +165,7 @@ class endpoint {
 /// A descriptor run_stdio watches next to its input (the app's signalfd), and what to do when
 /// it is readable: `on_ready` returns false to stop serving.
 struct stdio_events {
-  int fd = -1;                   ///< -1: none
+  int fd = -1;  ///< -1: none
   bool (*on_ready)(void* ctx) = nullptr;
   void* ctx = nullptr;
 };

@@ -19,7 +19,12 @@ struct admission {
   /// quota_unreachable: cluster mode, the quota service cannot be reached (tool error
   /// `unavailable` with retry_after_secs).
   enum class kind : uint8_t {
-    ok, suspended, quota_exceeded, rate_limited, unavailable, quota_unreachable
+    ok,
+    suspended,
+    quota_exceeded,
+    rate_limited,
+    unavailable,
+    quota_unreachable
   };
   kind outcome = kind::ok;
   int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited, unavailable, quota_unreachable

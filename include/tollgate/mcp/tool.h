@@ -41,7 +41,7 @@ struct arg_spec {
   arg_type type = arg_type::string;
   std::string description;  ///< for the model: what it means, units, limits
   bool required = false;
-  int64_t min = 0;          ///< see arg_type; `has_min` says whether it applies
+  int64_t min = 0;  ///< see arg_type; `has_min` says whether it applies
   int64_t max = 0;
   bool has_min = false;
   bool has_max = false;
@@ -56,12 +56,12 @@ struct arg_spec {
 /// One validated argument value. Views point into the parser's buffers and are valid only for
 /// the duration of the tool call.
 struct arg_value {
-  bool present = false;  ///< sent by the client (false: absent; a default may still be filled in)
+  bool present = false;    ///< sent by the client (false: absent; a default may still be filled in)
   bool has_value = false;  ///< present, or absent with a default
-  std::string_view str;  ///< string / enumeration
-  int64_t num = 0;       ///< integer, or timestamp given as a number
+  std::string_view str;    ///< string / enumeration
+  int64_t num = 0;         ///< integer, or timestamp given as a number
   bool is_number = false;  ///< timestamp: given as a JSON integer (num) rather than a string
-  uint8_t num_items = 0; ///< string_array
+  uint8_t num_items = 0;   ///< string_array
   std::string_view items[max_array_items];
 };
 
@@ -131,13 +131,15 @@ class registry {
   }
   /// The inputSchema JSON of tool i (for tests and docs).
   std::string_view input_schema(size_t i) const { return schemas_[i]; }
-  size_t index_of(const tool_def* t) const noexcept { return static_cast<size_t>(t - tools_.data()); }
+  size_t index_of(const tool_def* t) const noexcept {
+    return static_cast<size_t>(t - tools_.data());
+  }
 
   /// Pre-rendered rule texts for -32602 `data.rule` (rendered by finish()).
   struct rules {
-    std::string unknown;                 ///< "is not an argument of this tool (...)"
-    std::vector<std::string> type;       ///< per argument: "must be a string", ...
-    std::vector<std::string> range;      ///< per argument: "must be between 1 and 50", ...
+    std::string unknown;             ///< "is not an argument of this tool (...)"
+    std::vector<std::string> type;   ///< per argument: "must be a string", ...
+    std::vector<std::string> range;  ///< per argument: "must be between 1 and 50", ...
   };
   const rules& rules_of(size_t i) const { return rules_[i]; }
 

@@ -21,14 +21,14 @@ namespace tollgate::net {
 
 /// How the engine listens, threads and limits. Plain data, read once by server::start().
 struct server_options {
-  std::string host = "127.0.0.1";  ///< numeric IPv4/IPv6 address or name; "" or "*" = any
-  uint16_t port = 8080;            ///< 0 = the first listener picks one, the others reuse it
-  int threads = 0;                 ///< cores to run; 0 = default_threads() (online CPUs)
-  bool pin_threads = false;        ///< pin core i to the i-th CPU of the process's affinity set
-  http::limits limits;             ///< header/body limits for the request parser
+  std::string host = "127.0.0.1";      ///< numeric IPv4/IPv6 address or name; "" or "*" = any
+  uint16_t port = 8080;                ///< 0 = the first listener picks one, the others reuse it
+  int threads = 0;                     ///< cores to run; 0 = default_threads() (online CPUs)
+  bool pin_threads = false;            ///< pin core i to the i-th CPU of the process's affinity set
+  http::limits limits;                 ///< header/body limits for the request parser
   uint32_t header_timeout_ms = 10000;  ///< a request head (and each body read) must arrive in this
   uint32_t idle_timeout_ms = 60000;    ///< a keep-alive connection may sit idle this long
-  uint32_t linger_timeout_ms = 2000;   ///< after a final response: wait this long for the peer's FIN
+  uint32_t linger_timeout_ms = 2000;  ///< after a final response: wait this long for the peer's FIN
   uint32_t shutdown_timeout_ms = 10000;  ///< stop(): in-flight requests get this long, then close
   /// Per core. A core at its cap keeps accepting: it hands the connection to another core
   /// with a free slot, or, when every core is full, answers 503 and closes it (counted in
@@ -43,9 +43,9 @@ struct server_options {
   /// when accept fails with EMFILE/ENFILE the core's one spare descriptor is used to accept and
   /// refuse (503) the connections waiting in its backlog. 0: none of this.
   uint32_t fd_reserve = 0;
-  uint32_t recv_buffer_size = 16384;   ///< payload bytes per provided receive buffer
-  uint32_t recv_buffer_count = 512;    ///< provided buffers per core (power of two, ≤ 32768)
-  uint32_t ring_entries = 2048;        ///< SQ entries per core (CQ gets 4×)
+  uint32_t recv_buffer_size = 16384;  ///< payload bytes per provided receive buffer
+  uint32_t recv_buffer_count = 512;   ///< provided buffers per core (power of two, ≤ 32768)
+  uint32_t ring_entries = 2048;       ///< SQ entries per core (CQ gets 4×)
   int listen_backlog = 4096;
   /// Use the single-shot accept/recv fallbacks even where the kernel has multishot (tests of
   /// the old-kernel path).

@@ -79,8 +79,7 @@ class key_backend {
   virtual ~key_backend() = default;
   /// Creates a key for `account` (created active if new) on `plan`, which must be in `plans`.
   virtual result<created_key, store_error> create_key(std::string_view account,
-                                                      std::string_view plan,
-                                                      const plan_map& plans,
+                                                      std::string_view plan, const plan_map& plans,
                                                       int64_t now_unix) = 0;
   /// Every key ever created (revoked ones flagged), oldest first.
   virtual result<std::vector<key_entry>, store_error> list_keys() = 0;

@@ -33,9 +33,9 @@ inline constexpr double max_burst_ns = 1e18;
 
 struct plan {
   std::string name;
-  double rate_per_sec = 10;     ///< sustained requests per second (0.001 .. 1e9)
-  int64_t burst = 20;           ///< requests allowed at once from an idle key (1 .. 1e9)
-  int64_t monthly_quota = 1000; ///< billable successes per UTC calendar month (1 .. 2^40)
+  double rate_per_sec = 10;      ///< sustained requests per second (0.001 .. 1e9)
+  int64_t burst = 20;            ///< requests allowed at once from an idle key (1 .. 1e9)
+  int64_t monthly_quota = 1000;  ///< billable successes per UTC calendar month (1 .. 2^40)
   overage_policy overage = overage_policy::stop;
 };
 

@@ -21,8 +21,9 @@
 //                                           `fig` feeds the tool-error JSON, so numbers match.
 // Per loop pass: ledger.before_send(now)  (journal write(2) before responses go out; picks up a
 // new lookup table). An io_uring engine instead takes the pass's bytes with take_journal(),
-// writes them itself and reports with journal_done() (and journal_synced() for fdatasync). About every 100 ms: ledger.on_tick(now) (reconcile, fsync, reload, persist
-// when due). On SIGHUP: service.request_reload() (async-signal-safe).
+// writes them itself and reports with journal_done() (and journal_synced() for fdatasync). About
+// every 100 ms: ledger.on_tick(now) (reconcile, fsync, reload, persist when due). On SIGHUP:
+// service.request_reload() (async-signal-safe).
 //
 // Lifetimes: a key_record* from authenticate() is valid until the same ledger's next
 // before_send()/on_tick() (the quiescent points of the table reclamation scheme, see service.cc).
@@ -50,12 +51,12 @@ namespace tollgate::quota {
 struct service_options {
   std::string data_dir = "./tollgate-data";
   plan_map plans;
-  int cores = 1;                          ///< number of core_ledgers
-  int64_t reconcile_ms = 1000;            ///< per-core deltas published, snapshot persisted
-  int64_t fsync_ms = 1000;                ///< journal fdatasync period (power-loss window)
-  int64_t reload_ms = 1000;               ///< keys/accounts files checked this often
-  int64_t max_lease = 64;                 ///< largest lease a core takes from a key's budget
-  int64_t journal_rotate_bytes = 1 << 20; ///< a core starts a new journal file past this size
+  int cores = 1;                           ///< number of core_ledgers
+  int64_t reconcile_ms = 1000;             ///< per-core deltas published, snapshot persisted
+  int64_t fsync_ms = 1000;                 ///< journal fdatasync period (power-loss window)
+  int64_t reload_ms = 1000;                ///< keys/accounts files checked this often
+  int64_t max_lease = 64;                  ///< largest lease a core takes from a key's budget
+  int64_t journal_rotate_bytes = 1 << 20;  ///< a core starts a new journal file past this size
   /// How long a failing journal write is retried before its records are dropped (not billed)
   /// and the answers waiting for them are refused as unavailable (journal_chunk::dropped).
   int64_t journal_give_up_ms = 1000;
@@ -68,8 +69,8 @@ struct service_options {
   lease_source* leases = nullptr;
 };
 
-struct key_state;  // shared per-key atomics; defined in src/quota/state.h
-struct key_table;  // immutable lookup table; defined in src/quota/state.h
+struct key_state;        // shared per-key atomics; defined in src/quota/state.h
+struct key_table;        // immutable lookup table; defined in src/quota/state.h
 class core_ledger_impl;  // a core_ledger's state; defined in src/quota/core_ledger.h
 
 /// One key as the lookup table sees it. Immutable; owned by a table.
@@ -82,9 +83,9 @@ struct key_record {
   overage_policy overage = overage_policy::stop;
   int64_t monthly_quota = 0;
   int64_t burst = 0;
-  int64_t emission_ns = 0;     ///< 1e9 / rate_per_sec
-  int64_t tolerance_ns = 0;    ///< burst * emission_ns
-  int64_t window_secs = 1;     ///< ceil(tolerance_ns / 1e9), at least 1
+  int64_t emission_ns = 0;   ///< 1e9 / rate_per_sec
+  int64_t tolerance_ns = 0;  ///< burst * emission_ns
+  int64_t window_secs = 1;   ///< ceil(tolerance_ns / 1e9), at least 1
   std::string account;
   std::string plan;
 };
@@ -97,7 +98,7 @@ struct figures {
   int64_t rate_reset_secs = 0;   ///< until the bucket is full again
   int64_t rate_window_secs = 1;  ///< ceil(burst / rate): the policy window
   int64_t quota_limit = 0;
-  int64_t quota_used = 0;       ///< billed this month, counting the call answered if admitted
+  int64_t quota_used = 0;  ///< billed this month, counting the call answered if admitted
   int64_t quota_remaining = 0;
   int64_t quota_reset_secs = 0;  ///< until the end of the UTC month (>= 1)
   int64_t retry_after_secs = 0;  ///< >= 1 when rate limited or quota exceeded, else 0
@@ -109,7 +110,13 @@ enum class rate_verdict : uint8_t { ok, limited };
 /// quota_unreachable: cluster mode only, a stop key whose node holds no units while the quota
 /// service cannot be reached (tool error `unavailable` with its own message, REST 503 +
 /// Retry-After).
-enum class admit_verdict : uint8_t { ok, suspended, quota_exceeded, unavailable, quota_unreachable };
+enum class admit_verdict : uint8_t {
+  ok,
+  suspended,
+  quota_exceeded,
+  unavailable,
+  quota_unreachable
+};
 
 /// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the ledger
 /// that admitted it.
@@ -117,8 +124,8 @@ struct ticket {
   key_state* state = nullptr;
   uint64_t key_id = 0;
   uint32_t slot = 0;
-  uint32_t month = 0;     ///< month index at admission
-  bool overage = false;   ///< admitted past the quota (bill keys)
+  uint32_t month = 0;    ///< month index at admission
+  bool overage = false;  ///< admitted past the quota (bill keys)
 };
 
 /// Writes the rate/quota header lines ("Name: value\r\n" each) from one figures snapshot:
@@ -142,12 +149,12 @@ struct recovery_report {
 /// A core's usage journal as monitoring sees it. Written by the core's thread on state changes
 /// (not per request), read from any thread (/metrics, /readyz); relaxed: figures only.
 struct journal_health {
-  std::atomic<uint64_t> errors{0};    ///< write, fdatasync, open and space-reservation failures
-  std::atomic<uint64_t> refused{0};   ///< billed calls refused as unavailable (not recordable)
-  std::atomic<uint64_t> dropped{0};   ///< of them, calls answered whose records were dropped
+  std::atomic<uint64_t> errors{0};   ///< write, fdatasync, open and space-reservation failures
+  std::atomic<uint64_t> refused{0};  ///< billed calls refused as unavailable (not recordable)
+  std::atomic<uint64_t> dropped{0};  ///< of them, calls answered whose records were dropped
   std::atomic<int64_t> unwritten_since_ns{0};  ///< CLOCK_REALTIME of the oldest record not yet
                                                ///< written (0: none)
-  std::atomic<bool> failing{false};   ///< the last write, open or reservation failed
+  std::atomic<bool> failing{false};            ///< the last write, open or reservation failed
 };
 
 /// Core-local: one per core, used only by that core's thread (created and owned by service).
@@ -204,9 +211,9 @@ class core_ledger {
 
   /// The next journal write for an engine that writes asynchronously (io_uring).
   struct journal_chunk {
-    int fd = -1;                  ///< -1 with bytes: the journal file could not be opened
-    std::string_view bytes;       ///< stable until journal_done(); empty: nothing to write
-    bool sync_due = false;        ///< an fdatasync is due (fsync_ms); report via journal_synced
+    int fd = -1;             ///< -1 with bytes: the journal file could not be opened
+    std::string_view bytes;  ///< stable until journal_done(); empty: nothing to write
+    bool sync_due = false;   ///< an fdatasync is due (fsync_ms); report via journal_synced
     /// The records of every earlier chunk not written by now were dropped (their writes kept
     /// failing for journal_give_up_ms): those calls are not billed, so no answer waiting for
     /// them may go out as a success. `bytes` then holds at most the rest of a record whose
@@ -330,8 +337,7 @@ class service {
   // reload_if_changed()'s steps (reload.cc).
   std::string suspect_contents(const store_contents& c, bool keys_gone, bool accounts_gone) const;
   std::unique_ptr<key_table> build_table(const store_contents& c);
-  key_record make_record_locked(const key_entry& e, const plan& p, bool suspended,
-                                uint32_t month);
+  key_record make_record_locked(const key_entry& e, const plan& p, bool suspended, uint32_t month);
   void swap_in(std::unique_ptr<key_table> t);
   void reclaim_tables();
 

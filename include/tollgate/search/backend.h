@@ -14,8 +14,8 @@
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -69,9 +69,9 @@ class scratch {
 /// A search outcome; views valid until the next search with the same scratch.
 struct search_result {
   uint64_t total = 0;
-  std::span<const hit> stories;  ///< the page: [offset, offset + limit) of the ranking
-  uint32_t answered = 0;         ///< shards that answered (local and remote slots)
-  uint32_t shards = 0;           ///< shards asked (local and remote slots)
+  std::span<const hit> stories;          ///< the page: [offset, offset + limit) of the ranking
+  uint32_t answered = 0;                 ///< shards that answered (local and remote slots)
+  uint32_t shards = 0;                   ///< shards asked (local and remote slots)
   const remote_query* remote = nullptr;  ///< holds the remote hits' stories (may be null)
   bool partial() const noexcept { return answered < shards; }
 };
@@ -207,11 +207,11 @@ class backend {
 // ---- loading ----
 
 struct load_options {
-  uint32_t shards = 4;          ///< shard slots (>= 1)
-  bool skip_bad_lines = true;   ///< false: the first bad line fails the load
-  uint32_t threads = 0;         ///< index build threads; 0 = hardware concurrency
-  uint32_t max_issues = 20;     ///< bad lines kept in the report (all are counted)
-  uint32_t remote_slots = 0;    ///< a gateway's remote shard nodes, after the loaded shards
+  uint32_t shards = 4;         ///< shard slots (>= 1)
+  bool skip_bad_lines = true;  ///< false: the first bad line fails the load
+  uint32_t threads = 0;        ///< index build threads; 0 = hardware concurrency
+  uint32_t max_issues = 20;    ///< bad lines kept in the report (all are counted)
+  uint32_t remote_slots = 0;   ///< a gateway's remote shard nodes, after the loaded shards
   /// Progress (optional; advanced by the parsing threads about every MiB): stories parsed and
   /// bytes of the text parsed.
   std::atomic<uint64_t>* stories_parsed = nullptr;

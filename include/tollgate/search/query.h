@@ -31,9 +31,9 @@ inline constexpr uint32_t max_phrases = 8;
 /// The arguments of search_stories (design §4). String views point into caller-owned memory
 /// (the request buffer or the parser's decode buffer) and must outlive the search call.
 struct query_args {
-  std::string_view query;  ///< 1..500 code points of valid UTF-8
-  uint32_t limit = default_limit;  ///< 1..50
-  uint32_t offset = 0;             ///< 0..1000
+  std::string_view query;                               ///< 1..500 code points of valid UTF-8
+  uint32_t limit = default_limit;                       ///< 1..50
+  uint32_t offset = 0;                                  ///< 0..1000
   int64_t since = std::numeric_limits<int64_t>::min();  ///< unix seconds, inclusive
   int64_t until = std::numeric_limits<int64_t>::max();  ///< unix seconds, inclusive
   sort_order sort = sort_order::relevance;
@@ -70,9 +70,9 @@ uint32_t count_phrases(std::string_view query) noexcept;
 /// surface.
 inline constexpr int64_t max_unix_time = 253402300799;
 
-/// Parses unix seconds ("1700000000", 0 .. max_unix_time) or an RFC 3339 date-time ("2024-05-01T12:00:00Z",
-/// offsets and fractions allowed; fractions are dropped) or a full-date ("2024-05-01", midnight
-/// UTC). Returns nullopt for anything else or years outside 1970..9999.
+/// Parses unix seconds ("1700000000", 0 .. max_unix_time) or an RFC 3339 date-time
+/// ("2024-05-01T12:00:00Z", offsets and fractions allowed; fractions are dropped) or a full-date
+/// ("2024-05-01", midnight UTC). Returns nullopt for anything else or years outside 1970..9999.
 std::optional<int64_t> parse_time(std::string_view s) noexcept;
 
 /// Parses "relevance" | "date".

@@ -69,10 +69,10 @@ struct query_plan {
 
 /// One ranked match. Better = higher key, then smaller id (id_less).
 struct hit {
-  double key;            ///< BM25 score, or the story time for sort=date
-  std::string_view id;   ///< valid while the shard (or its answer buffer) lives
-  uint32_t doc;          ///< shard-local handle for render_story
-  uint32_t shard;        ///< set by the backend
+  double key;           ///< BM25 score, or the story time for sort=date
+  std::string_view id;  ///< valid while the shard (or its answer buffer) lives
+  uint32_t doc;         ///< shard-local handle for render_story
+  uint32_t shard;       ///< set by the backend
 };
 
 /// A shard's answer: exact match count and its best hits, best first, at most plan.k.

@@ -16,9 +16,10 @@ namespace tollgate::search {
 /// caller resolved the percent-escapes of write_story_path()). Writes a JSON body to `out` and
 /// returns the HTTP status: 200; 400 with {"code":"invalid_request","message":...} for a
 /// malformed body; 404 {"code":"not_found"} for an unknown story, path or method; 503
-/// {"code":"unavailable",...} when no in-process slice of the node could answer. `body` must be followed by 64 readable bytes (simdjson padding). Authentication (the
-/// secret header) is the caller's. Allocation-free in the steady state (the scratch keeps its
-/// capacity), except for 400 answers.
+/// {"code":"unavailable",...} when no in-process slice of the node could answer. `body` must be
+/// followed by 64 readable bytes (simdjson padding). Authentication (the secret header) is the
+/// caller's. Allocation-free in the steady state (the scratch keeps its capacity), except for 400
+/// answers.
 int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
                         std::string_view path, std::string_view body, out_buffer& out);
 

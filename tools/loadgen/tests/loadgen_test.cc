@@ -1,6 +1,8 @@
 // Tests for the load generator: the histogram, response framing, response checks, request
 // rendering, and the io_uring engine end to end against a small poll() server on 127.0.0.1.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <liburing.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,9 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <liburing.h>
 
 #include "check.h"
 #include "engine.h"
@@ -69,8 +68,8 @@ TEST(loadgen_histogram_test, quantiles_of_uniform_samples) {
 
 struct framed {
   frame_result r;
-  response_head head;           ///< its content_type points into a buffer that is gone
-  std::string content_type;     ///< a copy of head.content_type
+  response_head head;        ///< its content_type points into a buffer that is gone
+  std::string content_type;  ///< a copy of head.content_type
   std::string body;
   std::size_t consumed = 0;
   frame_errc err = frame_errc::none;
@@ -111,7 +110,8 @@ framed frame_bytewise(const std::string& in) {
 TEST(loadgen_framing_test, content_length_whole_and_bytewise) {
   // Verifies a Content-Length response frames to its exact body, whole and byte by byte,
   // and stops before the next pipelined response.
-  std::string one = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello";
+  std::string one =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello";
   for (const framed& f : {frame_whole(one + "HTTP/1.1 200"), frame_bytewise(one)}) {
     ASSERT_EQ(f.r, frame_result::complete);
     EXPECT_EQ(f.head.status, 200);
@@ -154,7 +154,8 @@ TEST(loadgen_framing_test, chunked_body_is_decoded) {
 
 TEST(loadgen_framing_test, interim_100_continue_is_skipped) {
   // Verifies a 100 Continue before the final response is consumed and not reported.
-  std::string in = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
+  std::string in =
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
   framed f = frame_whole(in);
   ASSERT_EQ(f.r, frame_result::complete);
   EXPECT_EQ(f.head.status, 201);
@@ -181,9 +182,11 @@ TEST(loadgen_framing_test, rejects_malformed_responses) {
       {"HTTP/1.1 200 OK\r\nX-A: bare\nLF\r\n\r\n", frame_errc::bad_header},
       {"HTTP/1.1 200 OK\r\nX-A: bare\rCR\r\n\r\n", frame_errc::bad_header},
       {"HTTP/1.1 200 OK\r\nX-A: cr-before-crlf\r\r\n\r\n", frame_errc::bad_header},
-      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", frame_errc::bad_content_length},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+       frame_errc::bad_content_length},
       {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", frame_errc::bad_content_length},
-      {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", frame_errc::conflicting_framing},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+       frame_errc::conflicting_framing},
       {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", frame_errc::bad_chunk},
       {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n", frame_errc::bad_chunk},
   };
@@ -239,9 +242,9 @@ TEST(loadgen_check_test, wrong_id_is_bad_response) {
 
 TEST(loadgen_check_test, tool_error_code_is_read_from_text_block) {
   // Verifies isError:true yields the tool-error code from the JSON inside the text block.
-  outcome o = check_one(
-      200, tool_result(3, true, R"({\"code\":\"quota_exceeded\",\"message\":\"m\"})"),
-      req_kind::mcp_call, 3);
+  outcome o =
+      check_one(200, tool_result(3, true, R"({\"code\":\"quota_exceeded\",\"message\":\"m\"})"),
+                req_kind::mcp_call, 3);
   EXPECT_EQ(o.kind, outcome_kind::tool_error);
   EXPECT_EQ(o.detail, "quota_exceeded");
 }
@@ -322,7 +325,8 @@ TEST(loadgen_check_test, statuses_401_and_429) {
 
 TEST(loadgen_check_test, sse_response_is_unwrapped) {
   // Verifies a text/event-stream answer is checked on its first event's data.
-  std::string body = "event: message\ndata: " + tool_result(5, false, R"({\"total\":0,\"stories\":[]})") + "\n\n";
+  std::string body =
+      "event: message\ndata: " + tool_result(5, false, R"({\"total\":0,\"stories\":[]})") + "\n\n";
   EXPECT_EQ(check_one(200, body, req_kind::mcp_call, 5, "text/event-stream").kind,
             outcome_kind::ok);
 }
@@ -663,10 +667,10 @@ TEST(loadgen_engine_test, every_feature_subset_gives_the_same_outcomes) {
   tiny_server srv([](const std::string& body) {
     return json_response(tool_result(id_of(body), false, kPayload));
   });
-  for (unsigned f : {0u, unsigned{feat_coop_taskrun}, unsigned{feat_defer_taskrun},
-                     feat_all & ~unsigned{feat_fixed_files}, feat_all & ~unsigned{feat_buf_ring},
-                     feat_all & ~unsigned{feat_ring_fd}, unsigned{feat_ring_fd},
-                     unsigned{feat_all}}) {
+  for (unsigned f :
+       {0u, unsigned{feat_coop_taskrun}, unsigned{feat_defer_taskrun},
+        feat_all & ~unsigned{feat_fixed_files}, feat_all & ~unsigned{feat_buf_ring},
+        feat_all & ~unsigned{feat_ring_fd}, unsigned{feat_ring_fd}, unsigned{feat_all}}) {
     run_config cfg;
     cfg.features = f;
     thread_stats st = run_against(srv, 3, 2, 60, 0, 0, cfg);
