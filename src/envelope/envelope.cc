@@ -8,6 +8,7 @@
 #include "tollgate/common/assert.h"
 #include "tollgate/common/content_length.h"
 #include "tollgate/common/json_out.h"
+#include "tollgate/http/response.h"
 
 namespace tollgate::envelope {
 namespace {
@@ -122,41 +123,6 @@ std::string_view message_of(tool_error_code c) noexcept {
 }
 int code_of(rpc_error_kind k) noexcept { return k_rpc_errors[static_cast<size_t>(k)].code; }
 
-std::string_view reason_phrase(int status) noexcept {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 202:
-      return "Accepted";
-    case 204:
-      return "No Content";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 406:
-      return "Not Acceptable";
-    case 413:
-      return "Content Too Large";
-    case 415:
-      return "Unsupported Media Type";
-    case 429:
-      return "Too Many Requests";
-    case 500:
-      return "Internal Server Error";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Unknown";
-  }
-}
-
 cache::cache(const server_identity& id) {
   const std::string info = server_info_json(id);
   const std::string instructions =
@@ -210,7 +176,7 @@ void cache::head(out_buffer& out, int status, bool close) const {
     out.append("HTTP/1.1 ");
     append_int(out, status);
     out.push_back(' ');
-    out.append(reason_phrase(status));
+    out.append(http::reason_phrase(status));
     out.append("\r\nContent-Type: application/json\r\n");
   }
   if (close) {

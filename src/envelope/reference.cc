@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "tollgate/http/response.h"
+
 namespace tollgate::envelope::reference {
 
 namespace {
@@ -84,8 +86,8 @@ std::string text(std::string_view s) { return "\"" + escape_as(s, true) + "\""; 
 }  // namespace
 
 std::string http(int status, bool close, std::string_view extra_headers, std::string_view body) {
-  std::string r =
-      "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason_phrase(status)) + "\r\n";
+  std::string r = "HTTP/1.1 " + std::to_string(status) + " " +
+                  std::string(http::reason_phrase(status)) + "\r\n";
   if (status != 202 && status != 204) {
     r += "Content-Type: application/json\r\n";
   }

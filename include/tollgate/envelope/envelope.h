@@ -168,7 +168,4 @@ class cache {
   std::string supported_json_;  // ["2025-03-26",...]
 };
 
-/// Reason phrase of an HTTP status ("OK", "Accepted", ...).
-std::string_view reason_phrase(int status) noexcept;
-
 }  // namespace tollgate::envelope
