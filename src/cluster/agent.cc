@@ -301,28 +301,31 @@ void agent::poll_keys() {
   done_.notify_all();
 }
 
-bool agent::sync_key(key_info& k, bool lease, bool final_push) {
-  quota::key_state& st = *k.st;
-  const uint32_t month = svc_->month();
-  if (k.month != month) {
-    if (k.month != 0 && k.claim >= 0) {
-      // The closed month's last figures, as the node's reconciled usage has them.
-      const quota::usage_totals u = svc_->usage(k.id, k.month);
-      auto r = conn_->eval(
-          kSync, {usage_key(s_, k.id, k.month)},
-          {s_.node, std::to_string(k.quota), std::to_string(u.used), std::to_string(u.overage),
-           std::to_string(u.used - u.overage), "0", kUsageTtlMs, "-1", std::to_string(wall_ms())});
-      if (!r && r.error().io) {
-        return false;
-      }
+// The closed month's last figures, as the node's reconciled usage has them, then a fresh start
+// for the new month. False: Redis could not be reached (the month is pushed again next time).
+bool agent::roll_month(key_info& k, uint32_t month) {
+  if (k.month != 0 && k.claim >= 0) {
+    const quota::usage_totals u = svc_->usage(k.id, k.month);
+    auto r = conn_->eval(
+        kSync, {usage_key(s_, k.id, k.month)},
+        {s_.node, std::to_string(k.quota), std::to_string(u.used), std::to_string(u.overage),
+         std::to_string(u.used - u.overage), "0", kUsageTtlMs, "-1", std::to_string(wall_ms())});
+    if (!r && r.error().io) {
+      return false;
     }
-    k.month = month;
-    k.claim = -1;
-    k.last_used = 0;
-    k.demand = 0;
   }
-  const int64_t used = st.used.load(std::memory_order_relaxed);
-  const int64_t over = st.overage.load(std::memory_order_relaxed);
+  k.month = month;
+  k.claim = -1;
+  k.last_used = 0;
+  k.demand = 0;
+  return true;
+}
+
+// How many units to ask Redis for (`want`) or hand back (`returned`, already taken from the
+// node's pool), from the key's demand and what its pool holds.
+agent::unit_plan agent::plan_units(key_info& k, bool lease, bool final_push, int64_t used,
+                                   int64_t over, uint32_t month) {
+  quota::key_state& st = *k.st;
   if (k.claim < 0) {
     // The pool is empty (only this thread fills it): the claim is what the journal used.
     k.claim = std::max<int64_t>(0, used - over);
@@ -339,49 +342,96 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
     k.demand = std::max<int64_t>(k.demand * 2, 32);
   }
   const int64_t target = std::clamp<int64_t>(2 * k.demand, 16, o_.max_lease);
-  int64_t want = 0;
-  int64_t returned = 0;
+  unit_plan p;
   if (final_push) {
     take_units(st, month, pool);
     k.claim = std::max<int64_t>(0, used - over);  // the process ends: every unit goes back
   } else if (lease) {
-    want = std::max<int64_t>(1, target - pool);
+    p.want = std::max<int64_t>(1, target - pool);
   } else if (k.demand > 0 && pool < target / 2) {
-    want = target - pool;
+    p.want = target - pool;
   } else if (k.demand == 0 && pool > 0) {
-    returned = take_units(st, month, pool);  // idle here: let other nodes have them
+    p.returned = take_units(st, month, pool);  // idle here: let other nodes have them
   } else if (pool > 2 * target) {
-    returned = take_units(st, month, pool - target);
+    p.returned = take_units(st, month, pool - target);
   }
-  k.claim -= returned;
-  // Rate demand (periodic syncs only), in requests per second at this node's share, from how far
-  // the key's GCRA tat moved since the last sample: tat follows the node's requests, so a node
-  // that served the key reports about the capacity it holds, one whose bucket is empty now twice
-  // that (it wants more), an idle one 0. -1: nothing to report (never rated here).
-  int64_t rate_demand = -1;
+  k.claim -= p.returned;
+  return p;
+}
+
+// Rate demand (periodic syncs only), in requests per second at this node's share, from how far
+// the key's GCRA tat moved since the last sample: tat follows the node's requests, so a node
+// that served the key reports about the capacity it holds, one whose bucket is empty now twice
+// that (it wants more), an idle one 0. -1: nothing to report (never rated here).
+int64_t agent::rate_demand_of(key_info& k, bool lease, bool final_push) {
   const int64_t wall = wall_ms() * kNsPerMs;
-  const int64_t tat = st.tat_ns.load(std::memory_order_relaxed);
-  if (!lease && !final_push && k.base_emission > 0 && tat != 0) {
-    const double share = k.applied > 0 ? k.applied : 1.0;
-    const int64_t em = std::max<int64_t>(1, static_cast<int64_t>(k.base_emission / share));
-    const int64_t burst = std::max<int64_t>(1, static_cast<int64_t>(k.base_burst * share));
-    double rps = 0;
-    if (k.last_rate_ns > 0 && wall > k.last_rate_ns) {
-      const int64_t from = std::max(k.last_tat, k.last_rate_ns);
-      rps = tat > from ? static_cast<double>(tat - from) / static_cast<double>(em) /
-                             (static_cast<double>(wall - k.last_rate_ns) / 1e9)
-                       : 0.0;
-    }
-    if (tat - wall > em * burst - 2 * em) {
-      rps = std::max(rps, 1e9 / static_cast<double>(em)) * 2;
-    }
-    rate_demand = static_cast<int64_t>(rps);
-    k.last_tat = tat;
-    k.last_rate_ns = wall;
+  const int64_t tat = k.st->tat_ns.load(std::memory_order_relaxed);
+  if (lease || final_push || k.base_emission <= 0 || tat == 0) {
+    return -1;
   }
+  const double share = k.applied > 0 ? k.applied : 1.0;
+  const int64_t em = std::max<int64_t>(1, static_cast<int64_t>(k.base_emission / share));
+  const int64_t burst = std::max<int64_t>(1, static_cast<int64_t>(k.base_burst * share));
+  double rps = 0;
+  if (k.last_rate_ns > 0 && wall > k.last_rate_ns) {
+    const int64_t from = std::max(k.last_tat, k.last_rate_ns);
+    rps = tat > from ? static_cast<double>(tat - from) / static_cast<double>(em) /
+                           (static_cast<double>(wall - k.last_rate_ns) / 1e9)
+                     : 0.0;
+  }
+  if (tat - wall > em * burst - 2 * em) {
+    rps = std::max(rps, 1e9 / static_cast<double>(em)) * 2;
+  }
+  k.last_tat = tat;
+  k.last_rate_ns = wall;
+  return static_cast<int64_t>(rps);
+}
+
+// Takes the sync script's answer: the key's rate share, the units granted, the other nodes'
+// usage, and the lease counters.
+void agent::apply_sync(key_info& k, const unit_plan& p, int64_t rate_demand, uint32_t month,
+                       const redis_reply& r) {
+  quota::key_state& st = *k.st;
+  if (rate_demand >= 0 && r.elements[3].integer > 0) {
+    // Every node reporting keeps a floor of 1/(10C) (an idle node is not starved when its
+    // clients come back); the rest is split by demand. The shares still sum to 1, and a node
+    // that alone serves a key (sticky sessions) gets 1 - (C-1)/(10C) > 0.9 of its rate.
+    const double c = static_cast<double>(std::max<long long>(1, r.elements[4].integer));
+    const double floor = 1.0 / (10.0 * c);
+    k.share = floor + (1.0 - c * floor) * static_cast<double>(rate_demand + 1) /
+                          static_cast<double>(r.elements[3].integer);
+  }
+  const int64_t n = r.elements[0].integer;
+  const int64_t others = r.elements[1].integer;
+  if (n > 0 && add_units(st, month, n)) {
+    k.claim += n;
+  }
+  st.remote_used.store(std::max<int64_t>(0, others), std::memory_order_relaxed);
+  std::lock_guard lk(mu_);
+  units_returned_ += static_cast<uint64_t>(p.returned);
+  if (n > 0) {
+    ++lease_grants_;
+    lease_units_ += static_cast<uint64_t>(n);
+    k.exhausted = false;
+  } else if (p.want > 0) {
+    k.exhausted = true;
+    k.exhausted_ns = steady_ns();
+  }
+}
+
+bool agent::sync_key(key_info& k, bool lease, bool final_push) {
+  quota::key_state& st = *k.st;
+  const uint32_t month = svc_->month();
+  if (k.month != month && !roll_month(k, month)) {
+    return false;
+  }
+  const int64_t used = st.used.load(std::memory_order_relaxed);
+  const int64_t over = st.overage.load(std::memory_order_relaxed);
+  const unit_plan p = plan_units(k, lease, final_push, used, over, month);
+  const int64_t rate_demand = rate_demand_of(k, lease, final_push);
   auto r = conn_->eval(kSync, {usage_key(s_, k.id, month)},
                        {s_.node, std::to_string(k.quota), std::to_string(used),
-                        std::to_string(over), std::to_string(k.claim), std::to_string(want),
+                        std::to_string(over), std::to_string(k.claim), std::to_string(p.want),
                         kUsageTtlMs, std::to_string(rate_demand), std::to_string(wall_ms())});
   commands_.store(conn_->commands(), std::memory_order_relaxed);
   if (!r) {
@@ -392,33 +442,8 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
               r.error().message);
     return true;
   }
-  if (r->elements.size() != 5) {
-    return true;
-  }
-  if (rate_demand >= 0 && r->elements[3].integer > 0) {
-    // Every node reporting keeps a floor of 1/(10C) (an idle node is not starved when its
-    // clients come back); the rest is split by demand. The shares still sum to 1, and a node
-    // that alone serves a key (sticky sessions) gets 1 - (C-1)/(10C) > 0.9 of its rate.
-    const double c = static_cast<double>(std::max<long long>(1, r->elements[4].integer));
-    const double floor = 1.0 / (10.0 * c);
-    k.share = floor + (1.0 - c * floor) * static_cast<double>(rate_demand + 1) /
-                          static_cast<double>(r->elements[3].integer);
-  }
-  const int64_t n = r->elements[0].integer;
-  const int64_t others = r->elements[1].integer;
-  if (n > 0 && add_units(st, month, n)) {
-    k.claim += n;
-  }
-  st.remote_used.store(std::max<int64_t>(0, others), std::memory_order_relaxed);
-  std::lock_guard lk(mu_);
-  units_returned_ += static_cast<uint64_t>(returned);
-  if (n > 0) {
-    ++lease_grants_;
-    lease_units_ += static_cast<uint64_t>(n);
-    k.exhausted = false;
-  } else if (want > 0) {
-    k.exhausted = true;
-    k.exhausted_ns = steady_ns();
+  if (r->elements.size() == 5) {
+    apply_sync(k, p, rate_demand, month, *r);
   }
   return true;
 }

@@ -34,6 +34,8 @@ class service;
 
 namespace tollgate::cluster {
 
+struct redis_reply;
+
 class redis_conn;
 class redis_keys;
 
@@ -88,6 +90,18 @@ class agent final : public quota::lease_source {
   void poll_keys();
   bool sync_all(bool final_push);
   bool sync_key(key_info& k, bool lease, bool final_push);
+  // sync_key's steps: a month that ended is pushed and the key starts afresh; the units to ask
+  // for or hand back; the rate demand to report; the script's answer taken in.
+  struct unit_plan {
+    int64_t want = 0;      // units asked of Redis
+    int64_t returned = 0;  // units taken from the node's pool to hand back
+  };
+  bool roll_month(key_info& k, uint32_t month);
+  unit_plan plan_units(key_info& k, bool lease, bool final_push, int64_t used, int64_t over,
+                       uint32_t month);
+  int64_t rate_demand_of(key_info& k, bool lease, bool final_push);
+  void apply_sync(key_info& k, const unit_plan& p, int64_t rate_demand, uint32_t month,
+                  const redis_reply& r);
   /// Heartbeat and live-node count; false when Redis refused it (retried soon).
   bool heartbeat();
   /// Leases for the keys cores wait on; false on a connection failure.
