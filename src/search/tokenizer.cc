@@ -66,6 +66,36 @@ bool is_separator(uint32_t cp) noexcept {
          (cp >= 0x1F000 && cp <= 0x1FAFF);
 }
 
+// Writes a Latin-1/Latin Extended-A letter's folded form (fold_table's entry: one ASCII letter,
+// or a ligature code for two) to `out`; returns its length.
+inline size_t fold_latin(char f, char* out) noexcept {
+  switch (f) {
+    case 'A':
+      out[0] = 'a';
+      out[1] = 'e';
+      return 2;
+    case 'T':
+      out[0] = 't';
+      out[1] = 'h';
+      return 2;
+    case 'S':
+      out[0] = 's';
+      out[1] = 's';
+      return 2;
+    case 'J':
+      out[0] = 'i';
+      out[1] = 'j';
+      return 2;
+    case 'O':
+      out[0] = 'o';
+      out[1] = 'e';
+      return 2;
+    default:
+      out[0] = f;
+      return 1;
+  }
+}
+
 }  // namespace
 
 bool token_stream::next(std::string_view& token) noexcept {
@@ -109,38 +139,7 @@ bool token_stream::next(std::string_view& token) noexcept {
     char tmp[4];
     size_t w = 0;
     if (cp < 0x180) {
-      char f = fold_table[cp - 0xC0];
-      switch (f) {
-        case 'A':
-          tmp[0] = 'a';
-          tmp[1] = 'e';
-          w = 2;
-          break;
-        case 'T':
-          tmp[0] = 't';
-          tmp[1] = 'h';
-          w = 2;
-          break;
-        case 'S':
-          tmp[0] = 's';
-          tmp[1] = 's';
-          w = 2;
-          break;
-        case 'J':
-          tmp[0] = 'i';
-          tmp[1] = 'j';
-          w = 2;
-          break;
-        case 'O':
-          tmp[0] = 'o';
-          tmp[1] = 'e';
-          w = 2;
-          break;
-        default:
-          tmp[0] = f;
-          w = 1;
-          break;
-      }
+      w = fold_latin(fold_table[cp - 0xC0], tmp);
     } else {
       std::memcpy(tmp, p_, n);
       w = n;
