@@ -387,19 +387,29 @@ int64_t agent::rate_demand_of(key_info& k, bool lease, bool final_push) {
   return static_cast<int64_t>(rps);
 }
 
+double rate_share(int64_t demand, int64_t demand_sum, int64_t nodes) noexcept {
+  // Every node reporting keeps a floor of 1/(10C) (an idle node is not starved when its
+  // clients come back); the rest is split in proportion to demand, so an idle node gets its
+  // floor and no more, and all idle is an even split. The shares sum to 1.
+  const double c = static_cast<double>(std::max<int64_t>(1, nodes));
+  const int64_t own = std::max<int64_t>(0, demand);
+  const int64_t sum = std::max(demand_sum, own);
+  if (sum == 0) {
+    return 1.0 / c;
+  }
+  const double floor = 1.0 / (10.0 * c);
+  return floor + (1.0 - c * floor) * static_cast<double>(own) / static_cast<double>(sum);
+}
+
 // Takes the sync script's answer: the key's rate share, the units granted, the other nodes'
 // usage, and the lease counters.
 void agent::apply_sync(key_info& k, const unit_plan& p, int64_t rate_demand, uint32_t month,
                        const redis_reply& r) {
   quota::key_state& st = *k.st;
   if (rate_demand >= 0 && r.elements[3].integer > 0) {
-    // Every node reporting keeps a floor of 1/(10C) (an idle node is not starved when its
-    // clients come back); the rest is split by demand. The shares still sum to 1, and a node
-    // that alone serves a key (sticky sessions) gets 1 - (C-1)/(10C) > 0.9 of its rate.
-    const double c = static_cast<double>(std::max<long long>(1, r.elements[4].integer));
-    const double floor = 1.0 / (10.0 * c);
-    k.share = floor + (1.0 - c * floor) * static_cast<double>(rate_demand + 1) /
-                          static_cast<double>(r.elements[3].integer);
+    // The script sums demand + 1 over the C nodes reporting (D).
+    const int64_t c = std::max<int64_t>(1, r.elements[4].integer);
+    k.share = rate_share(rate_demand, r.elements[3].integer - c, c);
   }
   const int64_t n = r.elements[0].integer;
   const int64_t others = r.elements[1].integer;
@@ -483,12 +493,12 @@ bool agent::sync_all(bool final_push) {
     if (!sync_key(*k, false, final_push) || (!final_push && !serve_waiters())) {
       return false;  // a core waiting for units is served between two keys' pushes
     }
-    // A share that moved by more than 5% (or is new) goes into the next table. A share grows
+    // A share that moved by more than 2% (or is new) goes into the next table. A share grows
     // by at most 0.1 a sync (it shrinks at once): the other nodes give up theirs at their own
     // next sync, and meanwhile the sum of the shares passes 1 by at most 0.1 per growing node.
     const double from = k->applied > 0 ? k->applied : default_share_;
     const double next = std::min(k->share, from + 0.1);
-    if (k->share > 0 && (k->applied == 0 || std::abs(next - k->applied) > 0.05 * k->applied)) {
+    if (k->share > 0 && (k->applied == 0 || std::abs(next - k->applied) > 0.02 * k->applied)) {
       k->applied = next;
       changed_shares.emplace_back(k->id, next);
     }

@@ -307,3 +307,41 @@ TEST_F(cluster_agent_test, a_redis_that_lost_its_data_keeps_keys_and_gets_usage_
 
 }  // namespace
 }  // namespace tollgate::cluster
+
+// The rate share split (README, cluster mode: rate limits), no Redis needed.
+TEST(cluster_rate_share_test, shares_of_all_nodes_sum_to_one) {
+  const std::vector<std::vector<int64_t>> cases = {
+      {0, 0, 0}, {40, 0, 0}, {72, 0}, {10, 20, 30, 40}, {1, 1000}, {5}, {0, 3, 0, 0, 0, 7}};
+  for (const auto& demands : cases) {
+    int64_t sum = 0;
+    for (int64_t d : demands) {
+      sum += d;
+    }
+    double total = 0;
+    for (int64_t d : demands) {
+      const double s = tollgate::cluster::rate_share(d, sum, static_cast<int64_t>(demands.size()));
+      EXPECT_GE(s, 1.0 / (10.0 * static_cast<double>(demands.size())));
+      total += s;
+    }
+    EXPECT_NEAR(total, 1.0, 1e-9) << demands.size() << " nodes";
+  }
+}
+
+TEST(cluster_rate_share_test, a_node_that_alone_serves_a_key_gets_over_nine_tenths) {
+  // Sticky sessions: one of three nodes has all the demand (40/s of its share; twice that when
+  // its bucket is empty); the idle two keep their floor of 1/30 and no more.
+  for (int64_t d : {4, 40, 80}) {
+    const double s = tollgate::cluster::rate_share(d, d, 3);
+    EXPECT_NEAR(s, 1.0 - 2.0 / 30, 1e-12) << d;
+    EXPECT_NEAR(tollgate::cluster::rate_share(0, d, 3), 1.0 / 30, 1e-12) << d;
+  }
+}
+
+TEST(cluster_rate_share_test, idle_nodes_split_evenly_and_demand_splits_in_proportion) {
+  EXPECT_NEAR(tollgate::cluster::rate_share(0, 0, 4), 0.25, 1e-12);
+  EXPECT_NEAR(tollgate::cluster::rate_share(7, 7, 1), 1.0, 1e-12);
+  // Two busy nodes at 30/s and 10/s: floors 1/20 each, the other 0.9 split about 3:1.
+  EXPECT_NEAR(tollgate::cluster::rate_share(30, 40, 2), 0.05 + 0.9 * 30 / 40, 1e-12);
+  // A demand figure larger than the sum read (a report racing the script) stays a share <= 1.
+  EXPECT_LE(tollgate::cluster::rate_share(50, 10, 2), 1.0);
+}

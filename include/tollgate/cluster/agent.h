@@ -39,6 +39,12 @@ struct redis_reply;
 class redis_conn;
 class redis_keys;
 
+/// A node's rate share of a key: `demand` is its own demand (requests/s), `demand_sum` the sum
+/// over the `nodes` nodes reporting (its own included). Each node keeps a floor of 1/(10C) and
+/// the rest is split by demand; the shares of all nodes sum to 1, and a node that alone has
+/// demand gets 1 - (C-1)/(10C) of it.
+double rate_share(int64_t demand, int64_t demand_sum, int64_t nodes) noexcept;
+
 /// Counters for /metrics (and tests).
 struct agent_stats {
   bool redis_up = false;

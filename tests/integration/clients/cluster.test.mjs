@@ -207,14 +207,15 @@ test('a key served by one node of three (sticky sessions) gets close to its whol
   await new Promise((r) => setTimeout(r, 3000));  // shares follow demand: 0.1 per sync
   const ok0 = d.ok;
   const t0 = Date.now();
-  await new Promise((r) => setTimeout(r, 4000));
+  await new Promise((r) => setTimeout(r, 5000));
   const admitted = d.ok - ok0;
   const elapsed = (Date.now() - t0) / 1000;
   await d.stop();
   const { rate_per_sec: rate } = PLANS.paced;
-  // README: the idle nodes keep a floor of 1/(10C) each, so n1 converges to about 0.91 of the
-  // rate with three nodes (0.81 with the former 1/(4C) floor).
-  assert.ok(admitted >= 0.87 * rate * elapsed, `admitted ${admitted} in ${elapsed}s < 87% of ${rate}/s`);
+  // README: the idle nodes keep a floor of 1/(10C) each and no more, so n1 converges to
+  // 1 - 2/30 = 0.93 of the rate with three nodes; the issue asks for within 10% over 5 s.
+  console.error(`# sticky: ${admitted} in ${elapsed}s = ${(admitted / (rate * elapsed)).toFixed(3)} of the rate`);
+  assert.ok(admitted >= 0.9 * rate * elapsed, `admitted ${admitted} in ${elapsed}s < 90% of ${rate}/s`);
   assert.ok(admitted <= rate * elapsed + 2, `admitted ${admitted} in ${elapsed}s > ${rate}/s`);
 });
 
