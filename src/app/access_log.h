@@ -51,7 +51,7 @@ class access_log {
 /// Appends the JSON line of `r` (latency `latency_ns`, core `core`) to `out`. Never the key.
 void format_access_line(out_buffer& out, const request_record& r, int core, int64_t latency_ns);
 
-/// One core's log buffers. Shard-local.
+/// One core's log buffers. Core-local.
 class access_log_core {
  public:
   static constexpr size_t flush_bytes = 64 * 1024;

@@ -1,6 +1,6 @@
 // request_observer: per-core bookkeeping of answered requests for /metrics and the access log.
 //
-// Lifecycle, per core (shard-local, no locks):
+// Lifecycle, per core (core-local, no locks):
 //   1. handle() starts: begin() notes the pass's CLOCK_MONOTONIC (engine_io::now_mono(), read
 //      once per pass by the engine) and the core's billed-call counters.
 //   2. handle() answered: answered() derives the outcome, counts billed and overage calls by

@@ -1,6 +1,6 @@
 // request_record: what one answered request came to, kept from handle() until the end of its
 // loop pass, when its latency is known (one clock read per pass), then fed to /metrics and the
-// access log. Shard-local: each core keeps its own records.
+// access log. Core-local: each core keeps its own records.
 #pragma once
 
 #include <cstdint>

@@ -40,7 +40,7 @@ inline void bump(std::atomic<uint64_t>& a, uint64_t n = 1) noexcept {
   a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
-/// One connection slot. Shard-local.
+/// One connection slot. Core-local.
 struct conn {
   int fd = -1;
   uint32_t gen = 0;  // bumped on release; carried in user_data to catch stale completions

@@ -40,7 +40,7 @@ struct journal_counters {
 /// Journals one 16-byte record per request and answers with the file offset just past that
 /// record ("<end offset>"), so a client can check the record is in the file when it sees the
 /// answer; GET /free journals nothing and answers "free" (an unbilled answer). Double-buffered
-/// like the quota shard: bytes handed to the engine never move.
+/// like the quota core ledger: bytes handed to the engine never move.
 class journal_handler : public http::handler {
  public:
   journal_handler(std::atomic<int>* fd, journal_counters* n) : fd_(fd), n_(n) {

@@ -1,7 +1,7 @@
 // A blocking Redis connection over hiredis (RESP encoding and parsing), for the cluster agent's
 // one I/O thread and the admin commands. Never used on a request path.
 //
-// Shard-local: one thread uses a connection at a time. Every I/O error closes the connection
+// Not shared: one thread uses a connection at a time. Every I/O error closes the connection
 // (connected() turns false); the caller reconnects when it chooses.
 #pragma once
 

@@ -4,7 +4,7 @@
 // handler, which writes exactly one complete HTTP/1.1 response (status line, headers, body)
 // into the connection's output buffer. Handlers are core-local: the engine makes one per core
 // with a factory and calls it only from that core's thread, so a handler may keep per-core
-// state (parsers, scratch buffers, quota shards) without locks.
+// state (parsers, scratch buffers, quota ledgers) without locks.
 #pragma once
 
 #include <cstddef>

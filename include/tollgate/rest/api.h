@@ -30,7 +30,7 @@ envelope::tool_error tool_error_of(search::errc e) noexcept;
 /// The tool error code of a refused admission (`v` is not ok).
 envelope::tool_error_code code_of(quota::admit_verdict v) noexcept;
 
-/// One request's caller: the authenticated key, its core's quota shard and the figures already
+/// One request's caller: the authenticated key, its core's quota ledger and the figures already
 /// holding the rate part (check_rate ran).
 struct caller {
   quota::core_ledger& shard;

@@ -35,7 +35,7 @@ class remote_query;
 struct fleet_scratch;  // the shard node's request parsing state (src/search/fleet_impl.h)
 
 /// Per-core state for queries: plan storage, per-shard answers, merge buffers, the in-process
-/// shards' workspace. Shard-local. Reaches its working size after a few queries; from then on a
+/// shards' workspace. Core-local. Reaches its working size after a few queries; from then on a
 /// query allocates nothing.
 class scratch {
  public:
@@ -81,7 +81,7 @@ struct search_result {
 /// arguments and plans, each backend::run() does about `budget` postings of work and returns
 /// whether the answer is complete. The answer is exactly backend::search()'s. In-process
 /// shards only (no remote slots). Owns its own scratch, so other searches of the core run in
-/// between. Shard-local.
+/// between. Core-local.
 class search_job {
  public:
   explicit search_job(const backend& b);

@@ -103,7 +103,7 @@ inline constexpr std::string_view encoding = "has an invalid percent-encoding";
 /// Parses the query string of `GET /v1/stories?...` (without the '?'): q, limit, offset, since,
 /// until, sort, tags (repeated and/or comma-separated). Percent-decodes ('+' is a space) into a
 /// buffer it owns and reuses, then validates. Errors name the REST parameter ("q" for the
-/// query). Unknown and repeated single-valued parameters are errors. Shard-local: one per core.
+/// query). Unknown and repeated single-valued parameters are errors. Core-local: one per core.
 /// The views in the returned args stay valid until the next parse() call.
 class query_string_parser {
  public:

@@ -17,7 +17,7 @@ namespace tollgate::search {
 
 inline constexpr size_t max_token_bytes = 64;
 
-/// Splits text into tokens, one at a time. Shard-local: holds a pointer into `text`, which must
+/// Splits text into tokens, one at a time. Core-local: holds a pointer into `text`, which must
 /// outlive the stream, and a small buffer for the current token. Allocation-free.
 class token_stream {
  public:
