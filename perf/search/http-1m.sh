@@ -4,7 +4,7 @@
 #   perf/search/http-1m.sh [--corpus F | --count N] [--duration SECS] [--rounds N]
 #                          [--queries Q] [--keys K] [--zipf S] [--connections C]
 #                          [--cache-entries E] [--mixed-rate R] [--only bench|mixed]
-#                          [--unsliced] [--rt] [--build DIR] [--server-core N] [--client-core N]
+#                          [--unsliced] [--rt] [--slice P] [--build DIR] [--server-core N] [--client-core N]
 #
 # Corpus: --corpus F (default /work/tmp/c1m.jsonl when it exists), else `tollgate corpus
 # generate --count N --seed 1` (default N = 1000000) cached in /tmp/tollgate-http-1m. The server
@@ -27,9 +27,10 @@
 # mixed: answer cache off (a stream of distinct queries), two open-loop loadgens at once at R
 # requests/s in total (default 40): light = 95% (1-term searches from the drawn queries and
 # tools/list, 1:1), heavy = 5% (phrases of common words, e.g. "of the"). Each round runs light
-# alone, then light + heavy with the shipped search_slice_postings, then (--unsliced) light +
-# heavy with slices off, each on a fresh server; it prints each class's p50/p99 separately
-# (latency from each request's intended send time), medians over the rounds. --rt runs the
+# alone, then light + heavy with the shipped search_slice_postings (--slice P: P), then
+# (--unsliced) light + heavy with slices off, each on a fresh server; it prints each class's
+# p50/p99 separately (latency from each request's intended send time), medians over the
+# rounds. --rt runs the
 # server and both loadgens at SCHED_FIFO priority 1 (chrt; root), so that on a machine shared
 # with other work the figures are the server's and not the scheduler's (the server is mostly
 # idle at this rate; the kernel's RT throttling bounds it at 95% of the core in any case).
@@ -55,6 +56,7 @@ WARM_REQUESTS=${WARM_REQUESTS:-50000}
 ONLY=""
 UNSLICED=0
 RT=0
+SLICE=""
 BUILD="$PERF_ROOT/build/release"
 SERVER_CORE=${SERVER_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
@@ -73,10 +75,11 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2 ;;
     --unsliced) UNSLICED=1; shift ;;
     --rt) RT=1; shift ;;
+    --slice) SLICE=$2; shift 2 ;;
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --server-core) SERVER_CORE=$2; shift 2 ;;
     --client-core) CLIENT_CORE=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) perf_die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -329,7 +332,7 @@ mixed() {
   light_rate=$(awk -v r="$MIXED_RATE" 'BEGIN { printf "%.3f", r * 0.95 }')
   local keys=(--keys "$KEYDIR/keys.txt" --zipf 1)
   [ "$RT" = 1 ] && PRIO=(chrt -f 1)
-  local runs=("alone:" "sliced:")
+  local runs=("alone:" "sliced:$SLICE")
   [ "$UNSLICED" = 1 ] && runs+=("unsliced:0")
   local results="$PERF_TMP/mixed.results" r name slice hpid round out t0 t1
   : >"$results"
