@@ -28,12 +28,12 @@
 # requests/s in total (default 40): light = 95% (1-term searches from the drawn queries and
 # tools/list, 1:1), heavy = 5% (phrases of common words, e.g. "of the"). Each round runs light
 # alone, then light + heavy with the shipped search_slice_postings (--slice P: P), then
-# (--unsliced) light + heavy with slices off, each on a fresh server; it prints each class's
-# p50/p99 separately (latency from each request's intended send time), medians over the
-# rounds. --rt runs the
-# server and both loadgens at SCHED_FIFO priority 1 (chrt; root), so that on a machine shared
-# with other work the figures are the server's and not the scheduler's (the server is mostly
-# idle at this rate; the kernel's RT throttling bounds it at 95% of the core in any case).
+# (--unsliced) light + heavy with slices off, each on a fresh server that first answers 20,000
+# closed-loop light calls (its index is mapped cold). It prints each class's p50/p99
+# separately (latency from each request's intended send time), medians over the rounds. --rt
+# runs the server and both loadgens at SCHED_FIFO priority 1 (chrt; root), so that on a
+# machine shared with other work the figures are the server's and not the scheduler's (the
+# server is mostly idle at this rate; the kernel's RT throttling bounds it at 95% of a core).
 #
 # Each measured run lasts DURATION seconds (default 20, at most 60). Every process it starts is
 # stopped by its PID at exit.
@@ -340,6 +340,10 @@ mixed() {
     for r in "${runs[@]}"; do
       name=${r%%:*} slice=${r#*:} out="$PERF_TMP/mixed.$name.$round"
       start_server "mixed-$name-$round" 0 "$slice"
+      # a fresh server maps its index cold: touch the light queries' postings first (20,000
+      # draws of the ~2,000 1-term queries reach nearly all of them; a few seconds)
+      lg "$out.prewarm.json" -c 4 -n 20000 -d 20s --warmup 0 "${keys[@]}" --req call --limit 10 \
+        --queries "$QDIR/light.txt" "http://127.0.0.1:$SRV_PORT/mcp"
       hpid=""
       if [ "$name" != alone ]; then
         taskset -c "$CLIENT_CORE" "${PRIO[@]}" "$LG" --json -c 16 -R "$heavy_rate" --warmup 5s -d "${DURATION}s" \
