@@ -64,6 +64,8 @@ Requests (the mix; default: get of URL's path):
       --mix FILE        one SPEC per line (# comments)
       --query Q         a search query (repeatable; default: a built-in list)
       --queries FILE    queries, one per line; each request draws one uniformly
+      --query-zipf S    query popularity instead: the i-th query (in the order given) is
+                        drawn with weight 1/i^S (default 0: uniform)
       --limit N         search `limit` argument (default: omitted)
       --key KEY         API key sent as Authorization: Bearer KEY (repeatable)
       --keys FILE       API keys, one per line
@@ -233,6 +235,8 @@ bool parse_request_flag(const std::string& a, arg_reader& r, options& o) {
     if (!read_lines(r.value(a), o.wl.keys, err)) {
       die_usage(err);
     }
+  } else if (a == "--query-zipf") {
+    o.wl.query_zipf_s = parse_num<double>(a, r.value(a), 0.0, 10.0);
   } else if (a == "--zipf") {
     o.wl.zipf_s = parse_num<double>(a, r.value(a), 0.0, 10.0);
   } else if (a == "--mcp-path") {

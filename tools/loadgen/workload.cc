@@ -147,6 +147,17 @@ bool workload::build(const workload_config& cfg, std::string& err) {
       }
     }
   }
+  query_cdf_.clear();
+  if (cfg.query_zipf_s > 0 && queries.size() > 1) {
+    double qacc = 0;
+    for (std::size_t i = 0; i < queries.size(); i++) {
+      qacc += 1.0 / std::pow(static_cast<double>(i + 1), cfg.query_zipf_s);
+      query_cdf_.push_back(qacc);
+    }
+    for (auto& c : query_cdf_) {
+      c /= qacc;
+    }
+  }
   for (const auto& q : queries) {
     json_queries_.push_back(json_escape(q));
     url_queries_.push_back(url_encode(q));
@@ -267,6 +278,11 @@ std::size_t picker::key() {
 }
 
 std::size_t picker::query() {
+  const auto& cdf = w_->query_cdf();
+  if (!cdf.empty()) {
+    auto it = std::upper_bound(cdf.begin(), cdf.end(), unit());
+    return it == cdf.end() ? cdf.size() - 1 : static_cast<std::size_t>(it - cdf.begin());
+  }
   std::size_t n = w_->query_count();
   return n <= 1 ? 0 : static_cast<std::size_t>(next() % n);
 }

@@ -34,7 +34,8 @@ struct workload_config {
   std::vector<std::string> keys;                ///< empty: no Authorization header
   double zipf_s = 1.0;                          ///< key popularity skew (0 = uniform)
   std::vector<std::string> queries;
-  int limit = 0;                           ///< search `limit` argument; 0 = omitted
+  double query_zipf_s = 0;  ///< query popularity skew: query i has weight 1/(i+1)^s (0 uniform)
+  int limit = 0;            ///< search `limit` argument; 0 = omitted
   std::vector<std::string> extra_headers;  ///< "Name: value" lines
   bool fixed_id = false;                   ///< every request id 1 (byte-identical bodies)
   int expect_status = 200;                 ///< for get specs
@@ -61,6 +62,8 @@ class workload {
 
   /// Cumulative Zipf weights over the keys (for picker).
   const std::vector<double>& key_cdf() const noexcept { return key_cdf_; }
+  /// Cumulative Zipf weights over the queries; empty when they are drawn uniformly.
+  const std::vector<double>& query_cdf() const noexcept { return query_cdf_; }
   /// Cumulative weights over the specs.
   const std::vector<std::uint64_t>& spec_cdf() const noexcept { return spec_cdf_; }
 
@@ -69,6 +72,7 @@ class workload {
   std::vector<std::uint64_t> spec_cdf_;
   std::vector<std::string> auth_lines_;  ///< "Authorization: Bearer K\r\n"
   std::vector<double> key_cdf_;
+  std::vector<double> query_cdf_;
   std::vector<std::string> json_queries_;  ///< JSON-escaped (no quotes)
   std::vector<std::string> url_queries_;   ///< percent-encoded
   std::string mcp_head_;                   ///< "POST /mcp HTTP/1.1\r\nHost..." up to auth

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -403,6 +404,42 @@ TEST(loadgen_workload_test, zipf_prefers_the_first_key) {
   EXPECT_GT(seen[0], 3 * seen[9]);
   for (int n : seen) {
     EXPECT_GT(n, 0);
+  }
+}
+
+TEST(loadgen_workload_test, query_zipf_follows_the_weights_and_defaults_to_uniform) {
+  // Verifies --query-zipf 1.1 draws query i about as often as 1/(i+1)^1.1 of the total, every
+  // query at least once, and that without it the draw stays uniform.
+  workload_config cfg;
+  for (int i = 0; i < 100; i++) {
+    cfg.queries.push_back("q" + std::to_string(i));
+  }
+  cfg.mix = {request_spec{req_kind::mcp_call, "", 1}};
+  std::string err;
+  workload uniform;
+  ASSERT_TRUE(uniform.build(cfg, err)) << err;
+  EXPECT_TRUE(uniform.query_cdf().empty());
+  cfg.query_zipf_s = 1.1;
+  workload zipf;
+  ASSERT_TRUE(zipf.build(cfg, err)) << err;
+  double norm = 0;
+  for (int i = 0; i < 100; i++) {
+    norm += 1.0 / std::pow(i + 1.0, 1.1);
+  }
+  constexpr int draws = 400000;
+  std::vector<int> z(100), u(100);
+  picker pz(zipf, 7), pu(uniform, 7);
+  for (int i = 0; i < draws; i++) {
+    z[pz.query()]++;
+    u[pu.query()]++;
+  }
+  for (int i : {0, 1, 9, 99}) {
+    double want = draws / std::pow(i + 1.0, 1.1) / norm;
+    EXPECT_NEAR(z[i], want, 0.1 * want + 50) << "query " << i;
+  }
+  for (int i = 0; i < 100; i++) {
+    EXPECT_GT(z[i], 0);
+    EXPECT_NEAR(u[i], draws / 100.0, draws / 100.0 * 0.1) << "query " << i;
   }
 }
 
