@@ -2,8 +2,6 @@
 
 #include <chrono>
 
-#include "tollgate/common/assert.h"
-
 namespace tollgate::app {
 namespace {
 int64_t wall_ns() {

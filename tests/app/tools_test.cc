@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "app/search_cache.h"
 #include "tollgate/common/buffer.h"
@@ -62,8 +64,9 @@ class tools_test : public ::testing::Test {
 
   // The arguments of a call of `tool`, the endpoint's way: the given ones by name, defaults
   // for the rest.
-  mcp::arguments args_of(std::string_view tool,
-                         std::initializer_list<std::pair<std::string_view, std::string_view>> given) {
+  mcp::arguments args_of(
+      std::string_view tool,
+      std::initializer_list<std::pair<std::string_view, std::string_view>> given) {
     const mcp::tool_def* def = reg.find(tool);
     mcp::arguments a;
     for (size_t i = 0; i < def->args.size(); ++i) {
@@ -168,8 +171,7 @@ TEST_F(tools_test, get_story_renders_a_story_and_reports_an_unknown_id) {
   ASSERT_FALSE(found->stories.empty());
   const std::string id(found->stories[0].id);
   ASSERT_TRUE(call("get_story", args_of("get_story", {{"id", id}})).ok);
-  EXPECT_NE(out.view().find("\\\"id\\\":\\\"" + id + "\\\""), std::string_view::npos)
-      << out.view();
+  EXPECT_NE(out.view().find("\\\"id\\\":\\\"" + id + "\\\""), std::string_view::npos) << out.view();
   EXPECT_NE(out.view().find("\\\"text\\\":"), std::string_view::npos);
   mcp::tool_result r = call("get_story", args_of("get_story", {{"id", "no-such-story"}}));
   ASSERT_FALSE(r.ok);
