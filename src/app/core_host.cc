@@ -2,8 +2,6 @@
 
 #include <chrono>
 
-#include "tollgate/common/assert.h"
-
 namespace tollgate::app {
 namespace {
 int64_t wall_ns() {
@@ -137,29 +135,6 @@ void core_host::refund_rate() {
     return;  // stdio never charged it
   }
   quota_.refund_rate(*key_, now_ns_, fig_);
-}
-
-search::search_job& core_host::next_job() {
-  TOLLGATE_CHECK(jobs_ != nullptr);
-  while (jobs_->size() <= job_next_) {
-    jobs_->push_back(std::make_unique<search::search_job>(backend_));  // warm-up only
-  }
-  return *(*jobs_)[job_next_++];
-}
-
-bool core_host::advance_jobs(size_t used) {
-  TOLLGATE_CHECK(jobs_ != nullptr && used <= jobs_->size());
-  bool ran = false;  // one slice per pass: the other connections of the core go between
-  for (size_t i = 0; i < used; ++i) {
-    search::search_job& j = *(*jobs_)[i];
-    if (j.started() && !j.done()) {
-      if (ran || !backend_.run(j, slice_)) {
-        return false;
-      }
-      ran = true;
-    }
-  }
-  return true;
 }
 
 void core_host::settle(bool success) {

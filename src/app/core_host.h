@@ -1,24 +1,23 @@
-// core_host: the app's mcp::host, binding one request to the quota core and the search backend.
+// core_host: the app's mcp::host, binding one request to the quota core. Calls go one way:
+//   mcp::endpoint → core_host (mcp::host: admit, settle, rate checks, header lines) → quota.
+// It also owns the core's tool_context (tools.h), which it hands to the endpoint for the tools
+// (host::tools()), and is that context's tool_caller (the key, figures and access-log facts of
+// the request): the tools see those two narrow types only, never core_host.
 //
-// Core-local: one per core, re-armed by begin() for each request; the MCP tools reach the
-// core's search scratch and the caller's key through it (call_context::caller).
+// Core-local: one per core, re-armed by begin() for each request.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/outcome.h"
 #include "tollgate/mcp/host.h"
 #include "tollgate/quota/service.h"
 #include "tollgate/search/backend.h"
+#include "tools.h"
 
 namespace tollgate::app {
-
-class fleet_client;
-class search_cache;
 
 /// What the MCP endpoint reported about the messages of one request (answered()): the first
 /// message's method and tool, and the first outcome that is not ok.
@@ -31,10 +30,10 @@ struct mcp_facts {
   uint32_t shards_total = 0;
 };
 
-class core_host final : public mcp::host {
+class core_host final : public mcp::host, public tool_caller {
  public:
   core_host(quota::core_ledger& quota, const search::backend& backend)
-      : quota_(quota), backend_(backend), scratch_(backend.make_scratch()) {}
+      : quota_(quota), tools_(backend, *this) {}
 
   /// Arms the host for one request of key `k` whose rate figures are already in `fig`.
   /// `check_rate_on_admit`: stdio, where a rate breach is a tool error rather than a 429.
@@ -46,8 +45,7 @@ class core_host final : public mcp::host {
     admitted_ = false;
     quota_filled_ = false;
     check_rate_on_admit_ = check_rate_on_admit;
-    job_next_ = 0;
-    yielded_ = false;
+    tools_.begin_request();
     continuing_ = false;
     facts_ = {};
   }
@@ -77,26 +75,9 @@ class core_host final : public mcp::host {
     facts_ = {};
   }
 
-  // ---- searches in slices (HTTP cores; see core_handler::handle) ----
-
-  /// The search jobs of one request: its n-th search call uses the n-th job, on every delivery.
-  using job_group = std::vector<std::unique_ptr<search::search_job>>;
-  /// Search calls run as jobs of about `postings` postings of work per slice (0: each search
-  /// runs whole, as on stdio and shard nodes).
-  void set_search_slice(uint64_t postings) noexcept { slice_ = postings; }
-  uint64_t search_slice() const noexcept { return slice_; }
-  /// The jobs of the request being handled (set by the handler before each delivery).
-  void use_jobs(job_group* g) noexcept { jobs_ = g; }
-  /// The job of the request's next search call.
-  search::search_job& next_job();
-  /// Search calls made so far in this delivery.
-  size_t jobs_used() const noexcept { return job_next_; }
-  /// A search call ran out of its slice: the request is deferred and delivered again once
-  /// advance_jobs() reports every job done; the rest of this delivery answers nothing.
-  void yield() noexcept { yielded_ = true; }
-  bool yielded() const noexcept { return yielded_; }
-  /// One slice of the first of jobs [0, used) that is not done; true when all of them are.
-  bool advance_jobs(size_t used);
+  /// The context the core's tools run against: the endpoint hands it to each tool call; the
+  /// handler sets it up and arms its search jobs.
+  tool_context* tools() noexcept override { return &tools_; }
   /// A re-delivery of a deferred request (set after begin()): its batch entries were charged
   /// to the rate limit on the first delivery, so rate_extra() charges nothing again.
   void set_continuing() noexcept { continuing_ = true; }
@@ -111,34 +92,21 @@ class core_host final : public mcp::host {
     }
   }
   /// A search answered by some shards only (the access log's partial shards).
-  void note_partial(uint32_t answered, uint32_t total) noexcept {
+  void note_partial(uint32_t answered, uint32_t total) noexcept override {
     facts_.shards_answered = answered;
     facts_.shards_total = total;
   }
   const mcp_facts& facts() const noexcept { return facts_; }
   void reset_facts() noexcept { facts_ = {}; }
 
-  /// The core's search answer cache (null: off).
-  void set_search_cache(search_cache* c) noexcept { cache_ = c; }
-  search_cache* answer_cache() const noexcept { return cache_; }
-
-  /// A gateway with remote shards: the core's fleet client (null otherwise).
-  void set_fleet(fleet_client* f) noexcept { fleet_ = f; }
-  fleet_client* fleet() const noexcept { return fleet_; }
-
-  /// The caller's key, figures (quota part filled on demand) and the core's search state.
-  const quota::key_record& key() const noexcept { return *key_; }
-  const quota::figures& figures_now();
-  search::scratch& scratch() noexcept { return *scratch_; }
-  const search::backend& backend() const noexcept { return backend_; }
+  /// The caller's key and figures (the quota part filled on demand).
+  const quota::key_record& key() const noexcept override { return *key_; }
+  const quota::figures& figures_now() override;
   quota::core_ledger& quota() noexcept { return quota_; }
 
  private:
   quota::core_ledger& quota_;
-  const search::backend& backend_;
-  std::unique_ptr<search::scratch> scratch_;
-  fleet_client* fleet_ = nullptr;
-  search_cache* cache_ = nullptr;
+  tool_context tools_;
   const quota::key_record* key_ = nullptr;
   int64_t now_ns_ = 0;
   quota::figures fig_;
@@ -146,10 +114,6 @@ class core_host final : public mcp::host {
   mcp_facts facts_;
   bool admitted_ = false;
   bool quota_filled_ = false;
-  uint64_t slice_ = 0;
-  job_group* jobs_ = nullptr;
-  size_t job_next_ = 0;
-  bool yielded_ = false;
   bool continuing_ = false;
   bool check_rate_on_admit_ = false;
   /// stdio, at the start of each call: the clock, the core's tick when due, and the key's

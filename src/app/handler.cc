@@ -349,12 +349,12 @@ core_handler::core_handler(shared_state& s, int core)
         std::make_unique<search_cache>(search_cache_options{s.settings->search_cache_entries,
                                                             s.settings->search_cache_entry_bytes},
                                        &s.search_cache[static_cast<size_t>(core)]);
-    host_.set_search_cache(cache_.get());
+    host_.tools()->set_search_cache(cache_.get());
   }
-  host_.use_jobs(&light_jobs_);
+  host_.tools()->use_jobs(&light_jobs_);
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
-    host_.set_fleet(fleet_.get());
+    host_.tools()->set_fleet(fleet_.get());
   }
 }
 
@@ -362,7 +362,7 @@ void core_handler::attach(http::engine_io& io) {
   io_ = &io;
   // Searches in slices need the engine to park requests: only once attached to one.
   if (!s_.fleet && s_.backend->remote_count() == 0) {
-    host_.set_search_slice(s_.settings->search_slice_postings);
+    host_.tools()->set_search_slice(s_.settings->search_slice_postings);
   }
   observer_.attach(io);
   if (fleet_) {
@@ -518,7 +518,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
     const size_t mark = out.size();
     http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
-    if (host_.yielded() && io_ != nullptr) {
+    if (host_.tools()->yielded() && io_ != nullptr) {
       out.resize(mark);  // answered for real once its searches are done
       return park(resuming_, fig);
     }
@@ -564,7 +564,7 @@ http::response_info core_handler::park(parked* p, const quota::figures& fig) {
     }
     p->fig = fig;
   }
-  p->used = host_.jobs_used();
+  p->used = host_.tools()->jobs_used();
   p->token = io_->defer();
   io_->resume(p->token);  // delivered again next pass: one slice each pass
   return {0, false, true};
@@ -574,12 +574,12 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
                                          int64_t now_ns) {
   resuming_ = find_parked();
   if (resuming_ != nullptr) {
-    host_.use_jobs(&resuming_->jobs);
-    if (!host_.advance_jobs(resuming_->used)) {
+    host_.tools()->use_jobs(&resuming_->jobs);
+    if (!host_.tools()->advance_jobs(resuming_->used)) {
       resuming_->token = io_->defer();
       io_->resume(resuming_->token);
       resuming_ = nullptr;
-      host_.use_jobs(&light_jobs_);
+      host_.tools()->use_jobs(&light_jobs_);
       return {0, false, true};
     }
   }
@@ -602,7 +602,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     }
     resuming_ = nullptr;
   }
-  host_.use_jobs(&light_jobs_);
+  host_.tools()->use_jobs(&light_jobs_);
   if (info.deferred) {
     if (observer_.on()) {
       observer_.deferred();

@@ -129,7 +129,7 @@ class core_handler final : public http::handler {
   /// for real (its rate charged once, on the first delivery).
   struct parked {
     http::deferral_token token;
-    core_host::job_group jobs;
+    tool_context::job_group jobs;
     size_t used = 0;  // its search calls (jobs [0, used))
     quota::figures fig;
   };
@@ -148,13 +148,13 @@ class core_handler final : public http::handler {
   search::query_string_parser fleet_qs_;  // fan_out's own REST query decoding
   out_buffer fleet_id_;                   // fan_out's percent-decoded story id
   http::engine_io* io_ = nullptr;
-  core_host::job_group light_jobs_;          // the jobs of requests not parked (yet)
-  std::vector<parked> parked_;               // requests whose searches are going on
-  std::vector<core_host::job_group> spare_;  // job groups of answered parked requests
-  parked* resuming_ = nullptr;               // the parked request being delivered, if any
-  request_observer observer_;                // /metrics and the access log
-  const quota::key_record* key_ = nullptr;   // the request's authenticated key
-  bool rate_refused_ = false;                // the request was refused for the rate limit
+  tool_context::job_group light_jobs_;          // the jobs of requests not parked (yet)
+  std::vector<parked> parked_;                  // requests whose searches are going on
+  std::vector<tool_context::job_group> spare_;  // job groups of answered parked requests
+  parked* resuming_ = nullptr;                  // the parked request being delivered, if any
+  request_observer observer_;                   // /metrics and the access log
+  const quota::key_record* key_ = nullptr;      // the request's authenticated key
+  bool rate_refused_ = false;                   // the request was refused for the rate limit
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

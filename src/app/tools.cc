@@ -2,9 +2,9 @@
 
 #include <memory>
 
-#include "core_host.h"
 #include "fleet_client.h"
 #include "search_cache.h"
+#include "tollgate/common/assert.h"
 #include "tollgate/rest/api.h"
 #include "tollgate/search/query.h"
 
@@ -64,19 +64,19 @@ class search_stories_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
                         mcp::call_context& ctx) override {
-    auto& h = *static_cast<core_host*>(ctx.caller);
+    tool_context& t = tool_context::of(ctx);
     search::query_args q;
     if (mcp::tool_result invalid = query_of(args, q); !invalid.ok) {
       return invalid;
     }
     const search::remote_query* remote = nullptr;
-    if (fleet_client* f = h.fleet()) {
+    if (fleet_client* f = t.fleet()) {
       remote = f->for_search(q);
     }
     // A whole in-process answer depends only on the arguments (the corpus does not change
     // while serving): a repeated one is copied from the core's cache. Admission and billing
     // already happened around this call and still do, per request.
-    search_cache* cache = remote == nullptr ? h.answer_cache() : nullptr;
+    search_cache* cache = remote == nullptr ? t.answer_cache() : nullptr;
     if (cache != nullptr && cache->make_key(q, out.nested())) {
       if (const std::string_view* hit = cache->find()) {
         out.buffer().append(*hit);
@@ -86,32 +86,32 @@ class search_stories_tool final : public mcp::tool {
       cache = nullptr;
     }
     result<search::search_result, search::errc> r = unexpected(search::errc::unavailable);
-    if (remote == nullptr && h.search_slice() > 0) {
+    if (remote == nullptr && t.search_slice() > 0) {
       // In slices (core_handler::handle): a search that outlasts its slice defers the request,
       // and its job goes on between the core's other requests until the answer is complete.
-      if (h.yielded()) {
+      if (t.yielded()) {
         return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
-      search::search_job& job = h.next_job();
+      search::search_job& job = t.next_job();
       if (!job.matches(q)) {
-        h.backend().start(q, job);
+        t.backend().start(q, job);
       }
-      if (!job.done() && !h.backend().run(job, h.search_slice())) {
-        h.yield();  // this delivery's answer is discarded; nothing is billed
+      if (!job.done() && !t.backend().run(job, t.search_slice())) {
+        t.yield();  // this delivery's answer is discarded; nothing is billed
         return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
       r = job.outcome();
     } else {
-      r = h.backend().search(q, h.scratch(), remote);
+      r = t.backend().search(q, t.scratch(), remote);
     }
     if (!r) {
       return mcp::tool_result::failure(rest::tool_error_of(r.error()));
     }
     if (r->partial()) {
-      h.note_partial(static_cast<uint32_t>(r->answered), static_cast<uint32_t>(r->shards));
+      t.caller().note_partial(static_cast<uint32_t>(r->answered), static_cast<uint32_t>(r->shards));
     }
     const size_t mark = out.buffer().size();
-    h.backend().render(*r, out);
+    t.backend().render(*r, out);
     if (cache != nullptr && !r->partial()) {
       cache->insert(out.buffer().view().substr(mark));
     }
@@ -123,16 +123,16 @@ class get_story_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
                         mcp::call_context& ctx) override {
-    auto& h = *static_cast<core_host*>(ctx.caller);
+    tool_context& t = tool_context::of(ctx);
     const search::remote_query* remote = nullptr;
-    if (fleet_client* f = h.fleet()) {
+    if (fleet_client* f = t.fleet()) {
       remote = f->for_story(args[0].str);
     }
-    auto ref = h.backend().find_story(args[0].str, remote);
+    auto ref = t.backend().find_story(args[0].str, remote);
     if (!ref) {
       return mcp::tool_result::failure(rest::tool_error_of(ref.error()));
     }
-    h.backend().render_story(*ref, out, remote);
+    t.backend().render_story(*ref, out, remote);
     return mcp::tool_result::success();
   }
 };
@@ -140,8 +140,8 @@ class get_story_tool final : public mcp::tool {
 class get_usage_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments&, json_out& out, mcp::call_context& ctx) override {
-    auto& h = *static_cast<core_host*>(ctx.caller);
-    rest::render_usage(out, h.key(), h.figures_now());
+    tool_caller& c = tool_context::of(ctx).caller();
+    rest::render_usage(out, c.key(), c.figures_now());
     return mcp::tool_result::success();
   }
 };
@@ -237,6 +237,42 @@ mcp::tool_def get_usage_def() {
 }
 
 }  // namespace
+
+tool_context::tool_context(const search::backend& backend, tool_caller& caller)
+    : mcp::tool_env(&kind_tag_),
+      backend_(backend),
+      caller_(caller),
+      scratch_(backend.make_scratch()) {}
+
+tool_context::~tool_context() = default;
+
+tool_context& tool_context::of(mcp::call_context& ctx) {
+  TOLLGATE_CHECK(ctx.env != nullptr && ctx.env->kind() == &kind_tag_);
+  return static_cast<tool_context&>(*ctx.env);
+}
+
+search::search_job& tool_context::next_job() {
+  TOLLGATE_CHECK(jobs_ != nullptr);
+  while (jobs_->size() <= job_next_) {
+    jobs_->push_back(std::make_unique<search::search_job>(backend_));  // warm-up only
+  }
+  return *(*jobs_)[job_next_++];
+}
+
+bool tool_context::advance_jobs(size_t used) {
+  TOLLGATE_CHECK(jobs_ != nullptr && used <= jobs_->size());
+  bool ran = false;  // one slice per pass: the other connections of the core go between
+  for (size_t i = 0; i < used; ++i) {
+    search::search_job& j = *(*jobs_)[i];
+    if (j.started() && !j.done()) {
+      if (ran || !backend_.run(j, slice_)) {
+        return false;
+      }
+      ran = true;
+    }
+  }
+  return true;
+}
 
 void fleet_calls::on_call(const mcp::decided_call& call) {
   if (call.tool.name == "search_stories") {

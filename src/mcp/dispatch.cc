@@ -310,7 +310,7 @@ bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, ou
       const size_t mark = out.size();
       c.env.success_prefix(out, r.id, r.rev);
       json_out j(out, true);
-      call_context ctx{&h, r.rev};
+      call_context ctx{h.tools(), r.rev};
       tool_result res = r.tool->impl->call(c.im.args, j, ctx);
       if (res.ok) {
         c.env.success_suffix(out);

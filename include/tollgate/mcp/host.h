@@ -1,6 +1,8 @@
-// The host: what the MCP endpoint asks of the application per request. Implemented by the app on
-// top of the quota core (and by fakes in tests). Called only from the core that handles the
-// request: implementations are core-local per core (one host object per core or per request).
+// The host: what the MCP endpoint asks of the application per request (admission and settling
+// of billable calls, the rate checks, the response's quota header lines, the tools' context).
+// The endpoint calls the host, never the reverse: the app implements it on top of the quota core
+// (app::core_host; fakes in tests). Called only from the core that handles the request:
+// implementations are core-local per core (one host object per core or per request).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 namespace tollgate::mcp {
 
 struct tool_def;
+class tool_env;
 
 /// The outcome of admitting one billable tools/call.
 struct admission {
@@ -72,6 +75,9 @@ class host {
   /// responses (answered 202, no work), which never count toward the rate limit (design §5): the
   /// host gives that charge back. Called before the 202's write_headers(). Default: nothing.
   virtual void refund_rate() {}
+  /// The context the registry's tools get in each call of this request (call_context::env):
+  /// the application's own state for its tools, passed on unread. Default: none.
+  virtual tool_env* tools() { return nullptr; }
 };
 
 }  // namespace tollgate::mcp

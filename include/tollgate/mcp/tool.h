@@ -5,7 +5,7 @@
 //
 // The registry is built at start-up and then immutable: thread-safe for concurrent readers.
 // Tool objects are called from every core at once: a tool must be thread-safe or keep per-core
-// state behind the call_context.
+// state behind the call_context (its tool_env, which the host hands over per core).
 #pragma once
 
 #include <cstddef>
@@ -19,8 +19,6 @@
 #include "tollgate/envelope/envelope.h"
 
 namespace tollgate::mcp {
-
-class host;
 
 /// The JSON type of an argument.
 enum class arg_type : uint8_t {
@@ -71,9 +69,28 @@ struct arguments {
   const arg_value& operator[](size_t i) const { return values[i]; }
 };
 
-/// Per-call context a tool may use (e.g. the app's host, to read the caller's usage).
+/// What an application gives its tools, handed over by its host (host::tools()) and passed to
+/// each call untouched: the endpoint never reads it. The application derives its own context
+/// from it and gets that back in a tool by one checked downcast (the app's:
+/// app::tool_context::of). `kind` is an address unique to the derived type, so the check is one
+/// comparison. Lives as long as the host that hands it over.
+class tool_env {
+ public:
+  tool_env(const tool_env&) = delete;
+  tool_env& operator=(const tool_env&) = delete;
+  const void* kind() const noexcept { return kind_; }
+
+ protected:
+  explicit tool_env(const void* kind) noexcept : kind_(kind) {}
+  ~tool_env() = default;
+
+ private:
+  const void* kind_;
+};
+
+/// Per-call context a tool may use.
 struct call_context {
-  host* caller = nullptr;  ///< the host serving this request
+  tool_env* env = nullptr;  ///< the host's tools context (host::tools()); null when it has none
   envelope::revision revision = envelope::revision::v2025_03_26;
 };
 
