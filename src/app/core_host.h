@@ -102,7 +102,6 @@ class core_host final : public mcp::host, public tool_caller {
   /// The caller's key and figures (the quota part filled on demand).
   const quota::key_record& key() const noexcept override { return *key_; }
   const quota::figures& figures_now() override;
-  quota::core_ledger& quota() noexcept { return quota_; }
 
  private:
   quota::core_ledger& quota_;
