@@ -1,3 +1,6 @@
+// Query semantics through the backend over local shards: all terms must match, phrases, BM25
+// order and weights, ties, filters, paging, date sort, any shard count, sliced search jobs and
+// block skipping giving the same pages, no allocation after warm-up.
 #include <gtest/gtest.h>
 
 #include <bit>
