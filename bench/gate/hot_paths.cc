@@ -328,6 +328,7 @@ void op_envelope_tool_errors() {
 
 // ---- quota: authenticate + check_rate + admit + settle ----
 
+// Over 80 lines on purpose: set-up, the measured loop and its verification read as one op.
 void op_quota() {
   if (!selected("quota_request")) {
     return;

@@ -128,6 +128,7 @@ class error_table_test : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(w.ok()); }
 };
 
+// Over 80 lines on purpose: one flat table of every error-table row, then the limit rows.
 TEST_F(error_table_test, no_answer_of_any_kind_carries_a_header_twice) {
   // Verifies every row of the error table, on MCP and REST (and the transport's own refusals),
   // is answered with each header at most once, exact framing and valid JSON.

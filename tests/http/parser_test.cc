@@ -44,7 +44,8 @@ limits small_limits() {
   return l;
 }
 
-std::vector<parse_case> cases() {
+// Valid requests: request-line forms, targets, versions and keep-alive.
+std::vector<parse_case> accepted_request_lines() {
   using ps = parse_status;
   const std::string host = "Host: x\r\n";
   return {
@@ -76,7 +77,14 @@ std::vector<parse_case> cases() {
        ps::complete, errc::ok, "GET", "/v1/usage", "x=1"},
       {"absolute_form_https_upper", "GET HTTPS://a/mcp HTTP/1.1\r\n" + host + "\r\n", ps::complete,
        errc::ok, "GET", "/mcp", ""},
+  };
+}
 
+// Valid requests: field values, Content-Length and chunked bodies, 100-continue.
+std::vector<parse_case> accepted_fields_and_bodies() {
+  using ps = parse_status;
+  const std::string host = "Host: x\r\n";
+  return {
       {"ows_and_tab_in_value", "GET / HTTP/1.1\r\nHost: x\r\nX-A: \t a\tb \t\r\n\r\n", ps::complete,
        errc::ok, "GET", "/"},
       {"empty_value", "GET / HTTP/1.1\r\nHost: x\r\nX-Empty:\r\n\r\n", ps::complete, errc::ok,
@@ -110,7 +118,13 @@ std::vector<parse_case> cases() {
        true,
        1,
        true},
+  };
+}
 
+// Refused request lines: method, target, version.
+std::vector<parse_case> request_line_errors() {
+  using ps = parse_status;
+  return {
       {"bad_method_char", "G(T / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
       {"empty_method", " / HTTP/1.1\r\n\r\n", ps::error, errc::bad_request_line},
       {"absolute_form_bad_scheme", "GET ftp://a/ HTTP/1.1\r\n\r\n", ps::error,
@@ -132,6 +146,13 @@ std::vector<parse_case> cases() {
       {"http2_preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ps::error, errc::unsupported_version},
       {"http2_get", "GET / HTTP/2.0\r\n\r\n", ps::error, errc::unsupported_version},
       {"http09", "GET / HTTP/0.9\r\n\r\n", ps::error, errc::unsupported_version},
+  };
+}
+
+// Refused header fields and ends of head.
+std::vector<parse_case> field_errors() {
+  using ps = parse_status;
+  return {
       {"space_before_colon", "GET / HTTP/1.1\r\nHost : x\r\n\r\n", ps::error, errc::bad_header},
       {"obs_fold", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", ps::error,
        errc::bad_header},
@@ -147,6 +168,14 @@ std::vector<parse_case> cases() {
       {"missing_host", "GET / HTTP/1.1\r\n\r\n", ps::error, errc::bad_header},
       {"two_hosts", "GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", ps::error, errc::bad_header},
       {"bad_end_of_head", "GET / HTTP/1.1\r\nHost: a\r\n\rX", ps::error, errc::bad_header},
+  };
+}
+
+// Refused body framing: Content-Length, Transfer-Encoding, chunks, trailers.
+std::vector<parse_case> framing_errors() {
+  using ps = parse_status;
+  const std::string host = "Host: x\r\n";
+  return {
       {"cl_not_digits", "POST / HTTP/1.1\r\n" + host + "Content-Length: 1a\r\n\r\n", ps::error,
        errc::bad_content_length},
       {"cl_signed", "POST / HTTP/1.1\r\n" + host + "Content-Length: +1\r\n\r\n", ps::error,
@@ -201,6 +230,13 @@ std::vector<parse_case> cases() {
       {"bad_trailer",
        "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n0\r\nX T: 1\r\n\r\n",
        ps::error, errc::bad_header},
+  };
+}
+
+// Past the limits (small_limits()): header count, head size.
+std::vector<parse_case> limit_errors() {
+  using ps = parse_status;
+  return {
       {"too_many_headers",
        "GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\nf: 1\r\ng: 1\r\nh: "
        "1\r\n\r\n",
@@ -211,6 +247,18 @@ std::vector<parse_case> cases() {
       {"request_line_too_large", "GET /" + std::string(300, 'a'), ps::error,
        errc::header_too_large},
   };
+}
+
+// The table: each group in the order above.
+std::vector<parse_case> cases() {
+  std::vector<parse_case> all;
+  for (auto group : {accepted_request_lines, accepted_fields_and_bodies, request_line_errors,
+                     field_errors, framing_errors, limit_errors}) {
+    std::vector<parse_case> part = group();
+    all.insert(all.end(), std::make_move_iterator(part.begin()),
+               std::make_move_iterator(part.end()));
+  }
+  return all;
 }
 
 // Parses a private copy of s (exactly sized, so ASan sees any overread).

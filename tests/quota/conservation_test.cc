@@ -108,6 +108,7 @@ TEST(quota_conservation_test, threads_spend_each_stop_budget_exactly) {
   }
 }
 
+// Over 80 lines on purpose: one scenario (spend, pause, cut the quota, spend, count) in order.
 TEST(quota_conservation_test, a_quota_cut_by_reload_mid_run_is_spent_exactly) {
   // Verifies that plans replaced while 4 threads spend leave every key with exactly its final
   // quota billed. Once ~3000 calls are billed the spenders pause, holding leases of the old

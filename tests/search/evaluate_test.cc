@@ -1,0 +1,170 @@
+// Differential test of local_shard::search (champion lists, block-max skipping, leapfrog
+// intersection, streamed phrase checks) against local_shard::reference_search (tokenize every
+// story, score every match, sort fully): the same total, ids, docs and keys, bit for bit.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "search/differential_fixture.h"
+#include "search/local_shard.h"
+#include "tollgate/search/backend.h"
+#include "tollgate/search/corpus.h"
+
+namespace tollgate::search {
+namespace {
+
+using namespace test_support;
+
+void run_differential(uint64_t stories, uint64_t seed, uint32_t nshards, int queries) {
+  corpus_fixture fx(stories, seed, nshards);
+  ASSERT_EQ(fx.total_docs, stories);
+  shard_workspace ws;
+  shard_answer got, want;
+  got.hits.reserve(1050);
+  std::mt19937_64 rng(seed * 7919 + nshards);
+  uint64_t nonempty = 0, fast = 0;
+  for (int q = 0; q < queries; ++q) {
+    random_plan rp;
+    make_plan(fx, rng, rp);
+    for (size_t si = 0; si < fx.shards.size(); ++si) {
+      ASSERT_TRUE(fx.shards[si]->search(rp.plan, ws, got));
+      fx.shards[si]->reference_search(rp.plan, want);
+      expect_same(got, want,
+                  "query " + std::to_string(q) + ": " + rp.text + " shard " + std::to_string(si));
+      nonempty += want.total > 0;
+      fast += rp.terms.size() == 1 && want.total > champ_min_df && rp.plan.k < champ_len;
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
+    }
+  }
+  // the random plans exercise matches and the champion-list path, not only empty answers
+  EXPECT_GT(nonempty, static_cast<uint64_t>(queries) * nshards / 2);
+  EXPECT_GT(fast, 0u);
+}
+
+TEST(differential_test, optimised_search_equals_exhaustive_reference) {
+  // Verifies search() gives exactly the exhaustive reference's total, ids, docs and keys for
+  // random 1-, 2-, 3-term, phrase and common-word queries, with and without filters, both sorts,
+  // k around the champion-list and block sizes.
+  run_differential(2400, 11, 2, 250);
+}
+
+TEST(differential_test, equal_on_another_corpus_and_shard_count) {
+  // Verifies the same equality on a different corpus, a single shard (long posting lists of
+  // many blocks), finalized on several threads (block maxima and champion lists computed per
+  // term range, then joined), and other random queries.
+  const uint64_t saved = parallel_finalize_postings;
+  parallel_finalize_postings = 0;
+  run_differential(2000, 23, 1, 150);
+  parallel_finalize_postings = saved;
+}
+
+TEST(differential_test, sliced_evaluation_equals_whole) {
+  // Verifies search_slice and doc_freqs_slice, stopped every few postings and continued (two
+  // evaluations interleaved slice by slice on separate workspaces), give exactly search()'s
+  // and add_doc_freqs()'s answers, and that long evaluations do take several slices.
+  corpus_fixture fx(2400, 31, 2);
+  shard_workspace ws, ws_a, ws_b;
+  shard_answer whole, a, b;
+  whole.hits.reserve(1050);
+  std::mt19937_64 rng(4242);
+  uint64_t multi_slice = 0;
+  for (int q = 0; q < 200; ++q) {
+    random_plan rp, rq;
+    make_plan(fx, rng, rp);
+    make_plan(fx, rng, rq);
+    const uint64_t budget = 1 + rng() % 64;
+    for (local_shard* s : fx.shards) {
+      bool first = true;
+      slice sa = slice::more, sb = slice::more;
+      uint64_t slices = 0;
+      while (sa == slice::more || sb == slice::more) {
+        uint64_t left = budget;
+        if (sa == slice::more) {
+          sa = s->search_slice(rp.plan, ws_a, a, first, left);
+          ++slices;
+        }
+        left = budget;
+        if (sb == slice::more) {
+          sb = s->search_slice(rq.plan, ws_b, b, first, left);
+        }
+        first = false;
+      }
+      ASSERT_EQ(sa, slice::done);
+      ASSERT_EQ(sb, slice::done);
+      multi_slice += slices > 1;
+      ASSERT_TRUE(s->search(rp.plan, ws, whole));
+      expect_same(a, whole, "query " + std::to_string(q) + ": " + rp.text);
+      ASSERT_TRUE(s->search(rq.plan, ws, whole));
+      expect_same(b, whole, "query " + std::to_string(q) + "': " + rq.text);
+      std::vector<uint64_t> df_whole(rp.terms.size() + rp.phrases.size(), 0);
+      std::vector<uint64_t> df_sliced(df_whole.size(), 0);
+      ASSERT_TRUE(s->add_doc_freqs(rp.plan, ws, df_whole.data()));
+      first = true;
+      slice sd = slice::more;
+      while (sd == slice::more) {
+        uint64_t left = budget;
+        sd = s->doc_freqs_slice(rp.plan, ws_a, df_sliced.data(), first, left);
+        first = false;
+      }
+      ASSERT_EQ(sd, slice::done);
+      EXPECT_EQ(df_sliced, df_whole) << rp.text;
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
+    }
+  }
+  EXPECT_GT(multi_slice, 50u);
+}
+
+TEST(differential_test, equal_under_heavy_score_ties) {
+  // Verifies equality when many stories score the same (identical titles and texts), so ties
+  // reach past the champion lists and across blocks and the id order decides.
+  std::string data;
+  for (int i = 0; i < 700; ++i) {
+    const char* text = i % 3 == 0 ? "rust rust kernel" : (i % 3 == 1 ? "rust kernel" : "kernel");
+    data += "{\"id\":\"" + std::to_string(1000 + i) + "\",\"title\":\"" +
+            (i % 5 == 0 ? "rust news" : "news") +
+            "\",\"url\":\"u\",\"by\":\"b\",\"time\":" + std::to_string(1600000000 + (i % 7)) +
+            ",\"score\":1,\"comments\":0,\"tags\":[\"t\"],\"text\":\"" + text + "\"}\n";
+  }
+  load_options o;
+  o.shards = 1;
+  load_report rep;
+  auto built = build_shards(data, o, rep);
+  ASSERT_TRUE(built.has_value());
+  auto& s = *(*built)[0];
+  s.finalize(s.stats());
+  auto* ls = static_cast<local_shard*>(&s);
+  shard_workspace ws;
+  shard_answer got, want;
+  got.hits.reserve(1050);
+  for (std::string_view q : {"rust", "kernel", "news", "rust kernel"}) {
+    for (sort_order so : {sort_order::relevance, sort_order::date}) {
+      for (uint32_t k : {1u, 5u, 10u, 31u, 100u, 500u}) {
+        std::vector<std::string_view> terms;
+        token_stream ts(q);
+        std::string_view tok;
+        while (ts.next(tok)) {
+          terms.push_back(tok);
+        }
+        std::vector<double> idf(terms.size(), 0.7);
+        query_plan plan{};
+        plan.terms = terms;
+        plan.idf = idf;
+        plan.since = std::numeric_limits<int64_t>::min();
+        plan.until = std::numeric_limits<int64_t>::max();
+        plan.sort = so;
+        plan.k = k;
+        ASSERT_TRUE(ls->search(plan, ws, got));
+        ls->reference_search(plan, want);
+        expect_same(got, want, std::string(q) + " k=" + std::to_string(k));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::search

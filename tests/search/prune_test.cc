@@ -1,0 +1,89 @@
+// local_shard's pruned evaluation (prune.cc) against the unpruned one: the same totals, ids,
+// order and keys bit for bit, whole and in slices.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "search/differential_fixture.h"
+#include "search/local_shard.h"
+#include "tollgate/search/backend.h"
+#include "tollgate/search/corpus.h"
+
+namespace tollgate::search {
+namespace {
+
+using namespace test_support;
+
+// Runs `queries` random plans on each shard with pruning off (the leapfrog path, every match
+// scored) and on (whole and in slices of a random budget): same totals, ids, order, keys.
+void run_prune_queries(corpus_fixture& fx, uint64_t seed, int queries) {
+  shard_workspace ws;
+  shard_answer off, on, sliced;
+  off.hits.reserve(1050);
+  std::mt19937_64 rng(seed);
+  uint64_t pruned_plans = 0;
+  for (int q = 0; q < queries; ++q) {
+    random_plan rp;
+    make_plan(fx, rng, rp);
+    if (q % 2 == 0) {  // half of them at deep offsets (up to 1000 + a page)
+      rp.plan.k = 1000 + static_cast<uint32_t>(rng() % 51);
+    }
+    pruned_plans += rp.phrases.empty();
+    const uint64_t budget = 1 + rng() % 40;
+    for (local_shard* s : fx.shards) {
+      const std::string what = "query " + std::to_string(q) + ": " + rp.text;
+      if (q % 3 != 0) {  // the phrase's count remembered, as the backend's df phase leaves it
+        std::vector<uint64_t> df(rp.terms.size() + rp.phrases.size(), 0);
+        ASSERT_TRUE(s->add_doc_freqs(rp.plan, ws, df.data()));
+      }
+      prune_enabled = false;
+      ASSERT_TRUE(s->search(rp.plan, ws, off));
+      prune_enabled = true;
+      ASSERT_TRUE(s->search(rp.plan, ws, on));
+      expect_same(on, off, what);
+      bool first = true;
+      slice sl = slice::more;
+      while (sl == slice::more) {
+        uint64_t left = budget;
+        sl = s->search_slice(rp.plan, ws, sliced, first, left);
+        first = false;
+      }
+      expect_same(sliced, off, what + " sliced");
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
+    }
+  }
+  EXPECT_GT(pruned_plans, static_cast<uint64_t>(queries) / 2);
+}
+
+void run_prune_on_off(corpus_fixture& fx, uint64_t seed, int queries) {
+  const uint32_t saved_min_lead = prune_min_lead_df;
+  prune_min_lead_df = 0;  // every query without phrases pruned, however rare its terms
+  run_prune_queries(fx, seed, queries);
+  prune_min_lead_df = saved_min_lead;
+}
+
+TEST(prune_test, pruning_on_and_off_give_identical_answers) {
+  // Verifies the pruned evaluation (block and per-doc bounds, totals counted apart) gives the
+  // unpruned evaluation's totals, ids, order and keys bit for bit, whole and sliced, for terms,
+  // phrases, filters, both sorts, a fleet's avgdl and offsets up to 1000.
+  corpus_fixture fx(2400, 57, 2);
+  run_prune_on_off(fx, 99, 300);
+}
+
+TEST(prune_test, identical_with_every_frequent_term_dense_or_none) {
+  // Verifies the same equality when every term of 128+ docs has a bitset (the AND + popcount
+  // total and the bitset rejections) and when none has (every total from the lead's walk).
+  for (uint32_t divisor : {1u << 20, 1u}) {
+    const uint32_t saved = dense_divisor;
+    dense_divisor = divisor;
+    corpus_fixture fx(1500, 61 + divisor % 7, 1);
+    dense_divisor = saved;
+    run_prune_on_off(fx, divisor, 200);
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::search
