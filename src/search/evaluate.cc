@@ -47,6 +47,24 @@ void local_shard::plan_phrase_df(const query_plan& plan, const phrase_span& ph,
   sub.k = 1;
 }
 
+bool local_shard::pair_total(const query_plan& plan, const phrase_span& ph, uint64_t& total) const {
+  if (ph.count != 2 || pair_terms_.empty()) {
+    return false;
+  }
+  const term_info* a = lookup_term(plan.terms[plan.phrase_terms[ph.first]]);
+  const term_info* b = lookup_term(plan.terms[plan.phrase_terms[ph.first + 1]]);
+  if (a == nullptr || b == nullptr) {
+    return false;
+  }
+  const uint32_t ra = pair_rank_[static_cast<size_t>(a - terms_.data())];
+  const uint32_t rb = pair_rank_[static_cast<size_t>(b - terms_.data())];
+  if (ra == UINT16_MAX || rb == UINT16_MAX) {
+    return false;
+  }
+  total = pair_docs_[size_t{ra} * pair_terms_.size() + rb];
+  return true;
+}
+
 bool local_shard::add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const {
   uint64_t unbounded = UINT64_MAX;
   return doc_freqs_slice(plan, ws, df, true, unbounded) == slice::done;

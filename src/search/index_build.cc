@@ -6,6 +6,9 @@
 //      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
 //      count each term's df and exact byte sizes;
 //   2. lay the terms out with prefix sums, then copy every record to its term's place.
+// Beside pass 1, the table of adjacent pairs of frequent words (local_shard::pair_docs_): the
+// words are picked from a first pass over a sample of docs (interning them then gives the same
+// term indices as the main pass), and each doc's adjacent pairs of two of them are counted once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -46,6 +49,11 @@ struct local_shard::index_builder {
   std::vector<tok_ref> toks;
   std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
   std::vector<uint8_t> pbuf = std::vector<uint8_t>(256);
+  struct pair_cell {
+    uint32_t seen = 0;  // d + 1 once the pair has been counted for doc d
+    uint32_t docs = 0;
+  };
+  std::vector<pair_cell> pair_cells;  // pair_terms_.size() squared
 
   explicit index_builder(local_shard& shard) : s(shard) {}
   void reserve_records();
@@ -55,6 +63,9 @@ struct local_shard::index_builder {
   void emit(uint32_t d, uint32_t tl);
   void layout();
   void scatter();
+  void choose_pair_words(uint32_t n);
+  void count_pairs(uint32_t d, uint32_t tl);
+  void finish_pairs();
 };
 
 void local_shard::build_index() {
@@ -65,9 +76,11 @@ void local_shard::build_index() {
   stats_.docs = n;
   index_builder b(*this);
   b.reserve_records();
+  b.choose_pair_words(n);
   for (uint32_t d = 0; d < n; ++d) {
     const uint32_t tl = b.tokenize(d);
     b.intern_tokens();
+    b.count_pairs(d, tl);
     const uint32_t xl = static_cast<uint32_t>(b.toks.size()) - tl;
     title_len_[d] = tl;
     text_len_[d] = xl;
@@ -80,11 +93,88 @@ void local_shard::build_index() {
     b.group(d, tl);
     b.emit(d, tl);
   }
+  b.finish_pairs();
   b.layout();
   b.scatter();
   term_chars_.shrink_to_fit();
   terms_.shrink_to_fit();
   doc_tags_.shrink_to_fit();
+}
+
+// The pair table's words: the terms of the first pair_sample_docs docs whose share of them
+// predicts at least pair_min_df docs in the shard, the most frequent first, at most
+// pair_max_words. Which words they are only decides which phrases skip the postings walk.
+void local_shard::index_builder::choose_pair_words(uint32_t n) {
+  s.pair_terms_.clear();
+  s.pair_rank_.clear();
+  s.pair_docs_.clear();
+  const uint32_t m = std::min(n, pair_sample_docs);
+  const uint32_t max_words = std::min<uint32_t>(pair_max_words, UINT16_MAX);
+  if (m == 0 || max_words == 0) {
+    return;
+  }
+  std::vector<uint32_t> sample_df, last;
+  for (uint32_t d = 0; d < m; ++d) {
+    tokenize(d);
+    intern_tokens();
+    sample_df.resize(s.terms_.size());
+    last.resize(s.terms_.size());
+    for (const uint32_t t : occ_term) {
+      if (last[t] != d + 1) {
+        last[t] = d + 1;
+        ++sample_df[t];
+      }
+    }
+  }
+  std::vector<uint32_t>& words = s.pair_terms_;
+  for (uint32_t t = 0; t < sample_df.size(); ++t) {
+    if (sample_df[t] > 0 && uint64_t{sample_df[t]} * n >= uint64_t{pair_min_df} * m) {
+      words.push_back(t);
+    }
+  }
+  std::sort(words.begin(), words.end(), [&sample_df](uint32_t a, uint32_t b) {
+    return sample_df[a] != sample_df[b] ? sample_df[a] > sample_df[b] : a < b;
+  });
+  words.resize(std::min<size_t>(words.size(), max_words));
+  s.pair_rank_.assign(s.terms_.size(), UINT16_MAX);
+  for (size_t r = 0; r < words.size(); ++r) {
+    s.pair_rank_[words[r]] = static_cast<uint16_t>(r);
+  }
+  pair_cells.assign(words.size() * words.size(), pair_cell{});
+}
+
+// Counts doc d's adjacent pairs of two table words once each. Occurrence tl is the text's first
+// token: it does not follow the title's last one (a phrase never spans the fields).
+void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
+  const uint32_t words = static_cast<uint32_t>(s.pair_terms_.size());
+  if (words == 0) {
+    return;
+  }
+  const uint16_t* rank = s.pair_rank_.data();
+  const uint32_t ranked = static_cast<uint32_t>(s.pair_rank_.size());  // later terms are rare
+  const uint32_t nocc = static_cast<uint32_t>(occ_term.size());
+  uint32_t prev = UINT16_MAX;
+  for (uint32_t k = 0; k < nocc; ++k) {
+    const uint32_t t = occ_term[k];
+    const uint32_t r = t < ranked ? rank[t] : UINT16_MAX;
+    if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
+      pair_cell& c = pair_cells[prev * words + r];
+      if (c.seen != d + 1) {
+        c.seen = d + 1;
+        ++c.docs;
+      }
+    }
+    prev = r;
+  }
+}
+
+void local_shard::index_builder::finish_pairs() {
+  s.pair_docs_.resize(pair_cells.size());
+  for (size_t i = 0; i < pair_cells.size(); ++i) {
+    s.pair_docs_[i] = pair_cells[i].docs;
+  }
+  std::vector<pair_cell>().swap(pair_cells);
+  s.pair_rank_.resize(s.terms_.size(), UINT16_MAX);
 }
 
 void local_shard::index_builder::reserve_records() {

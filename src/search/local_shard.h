@@ -63,6 +63,14 @@ inline bool prune_enabled = true;
 /// ... and only when the rarest term has at least this many docs in the shard: below it the
 /// one-pass leapfrog is cheaper than seeding, bounding and counting apart. Settable for tests.
 inline uint32_t prune_min_lead_df = 8 * block_docs;
+/// Two-word phrases of frequent words get their document count at build time (index_build.cc,
+/// see docs/design.md): the words are the (at most pair_max_words) terms whose df, estimated
+/// from the shard's first pair_sample_docs docs, is at least pair_min_df. A phrase of two of
+/// them needs no postings walk for its df nor for the total of a search of it alone. Settable
+/// so tests can vary them (pair_max_words 0: no table); set them before loading, never during.
+inline uint32_t pair_min_df = 1024;
+inline uint32_t pair_max_words = 1024;  // at most 65535 (ranks are 16-bit)
+inline uint32_t pair_sample_docs = 4096;
 /// A shard with at least this many postings finalizes on several threads. Settable so tests
 /// can run the threaded path on a small corpus; set it before loading, never during.
 inline uint64_t parallel_finalize_postings = 4'000'000;
@@ -347,6 +355,8 @@ class local_shard final : public shard_source {
   std::string_view id(uint32_t doc) const noexcept;
   /// Bytes held by the index and stored stories (approximate, for benches).
   size_t memory_bytes() const noexcept;
+  /// How many frequent words the shard's table of adjacent pairs covers (0: no table).
+  size_t pair_words() const noexcept { return pair_terms_.size(); }
 
   /// The persisted index (index_file.cc): save() writes a sealed shard's stories and postings
   /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
@@ -411,6 +421,9 @@ class local_shard final : public shard_source {
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
              double& s) const;
   void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
+  // A two-word phrase's docs in this shard from the table of adjacent pairs; false when either
+  // word is not in the table.
+  bool pair_total(const query_plan& plan, const phrase_span& ph, uint64_t& total) const;
   // Pruned evaluation (prune.cc): queries without phrases.
   prune_index compute_prune_index() const;
   void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
@@ -485,6 +498,12 @@ class local_shard final : public shard_source {
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
   prune_index prune_;  // computed by finalize
+  // Adjacent pairs of frequent words (index_build.cc): the words (term indices) by rank, per
+  // term its rank or UINT16_MAX, and per pair (rank a * words + rank b) how many docs hold a
+  // directly followed by b within one field.
+  std::vector<uint32_t> pair_terms_;
+  std::vector<uint16_t> pair_rank_;
+  std::vector<uint32_t> pair_docs_;
   // Tells shards apart in a workspace's phrase_totals (an address can be reused).
   static uint64_t next_serial() noexcept {
     static std::atomic<uint64_t> n{0};
