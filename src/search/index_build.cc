@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "search/shard_impl.h"
@@ -54,6 +55,9 @@ struct local_shard::index_builder {
     uint32_t docs = 0;
   };
   std::vector<pair_cell> pair_cells;  // pair_terms_.size() squared
+  std::vector<uint32_t> pair_term;    // per pair of posting ranks: its term, or UINT32_MAX
+  std::vector<uint32_t> pair_occ;     // the doc's pair term occurrences: term << 1 | in text
+  std::string pair_name;
 
   explicit index_builder(local_shard& shard) : s(shard) {}
   void reserve_records();
@@ -66,6 +70,7 @@ struct local_shard::index_builder {
   void choose_pair_words(uint32_t n);
   void count_pairs(uint32_t d, uint32_t tl);
   void finish_pairs();
+  void emit_pairs(uint32_t d);
 };
 
 void local_shard::build_index() {
@@ -92,6 +97,7 @@ void local_shard::build_index() {
     }
     b.group(d, tl);
     b.emit(d, tl);
+    b.emit_pairs(d);
   }
   b.finish_pairs();
   b.layout();
@@ -105,6 +111,7 @@ void local_shard::build_index() {
 // predicts at least pair_min_df docs in the shard, the most frequent first, at most
 // pair_max_words. Which words they are only decides which phrases skip the postings walk.
 void local_shard::index_builder::choose_pair_words(uint32_t n) {
+  s.pair_posting_ranks_ = 0;
   s.pair_terms_.clear();
   s.pair_rank_.clear();
   s.pair_docs_.clear();
@@ -141,6 +148,9 @@ void local_shard::index_builder::choose_pair_words(uint32_t n) {
     s.pair_rank_[words[r]] = static_cast<uint16_t>(r);
   }
   pair_cells.assign(words.size() * words.size(), pair_cell{});
+  s.pair_posting_ranks_ =
+      std::min<uint32_t>(static_cast<uint32_t>(words.size()), pair_posting_words);
+  pair_term.assign(size_t{s.pair_posting_ranks_} * s.pair_posting_ranks_, UINT32_MAX);
 }
 
 // Counts doc d's adjacent pairs of two table words once each. Occurrence tl is the text's first
@@ -153,6 +163,8 @@ void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
   const uint16_t* rank = s.pair_rank_.data();
   const uint32_t ranked = static_cast<uint32_t>(s.pair_rank_.size());  // later terms are rare
   const uint32_t nocc = static_cast<uint32_t>(occ_term.size());
+  const uint32_t posting = s.pair_posting_ranks_;
+  pair_occ.clear();
   uint32_t prev = UINT16_MAX;
   for (uint32_t k = 0; k < nocc; ++k) {
     const uint32_t t = occ_term[k];
@@ -163,8 +175,45 @@ void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
         c.seen = d + 1;
         ++c.docs;
       }
+      if (prev < posting && r < posting) {
+        uint32_t& pt = pair_term[prev * posting + r];
+        if (pt == UINT32_MAX) {
+          const term_info& a = s.terms_[occ_term[k - 1]];
+          const term_info& b = s.terms_[t];
+          pair_name.assign(s.term_chars_.data() + a.name_off, a.name_len);
+          pair_name.push_back('\0');
+          pair_name.append(s.term_chars_.data() + b.name_off, b.name_len);
+          pt = s.intern_term(pair_name, term_hash(pair_name));
+        }
+        pair_occ.push_back(pt << 1 | (k > tl ? 1u : 0u));
+      }
     }
     prev = r;
+  }
+}
+
+// One record per pair term of doc d, as emit() writes a word's, without positions: its
+// occurrences in the title and in the text are the phrase's.
+void local_shard::index_builder::emit_pairs(uint32_t d) {
+  std::sort(pair_occ.begin(), pair_occ.end());
+  for (size_t i = 0; i < pair_occ.size();) {
+    const uint32_t t = pair_occ[i] >> 1;
+    uint32_t tft = 0, tfx = 0;
+    for (; i < pair_occ.size() && pair_occ[i] >> 1 == t; ++i) {
+      ++((pair_occ[i] & 1) != 0 ? tfx : tft);
+    }
+    term_count& c = counts[t];
+    uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25));
+    size_t h = put_varint(out, t);
+    const size_t entry_at = h;
+    h += put_varint(out + h, d - c.last_doc);
+    h += put_varint(out + h, tft);
+    h += put_varint(out + h, tfx);
+    h += put_varint(out + h, 0);
+    rec_buf.commit(h);
+    c.doc_bytes += h - entry_at;
+    c.last_doc = d;
+    ++c.df;
   }
 }
 
@@ -174,6 +223,7 @@ void local_shard::index_builder::finish_pairs() {
     s.pair_docs_[i] = pair_cells[i].docs;
   }
   std::vector<pair_cell>().swap(pair_cells);
+  std::vector<uint32_t>().swap(pair_term);
   s.pair_rank_.resize(s.terms_.size(), UINT16_MAX);
 }
 

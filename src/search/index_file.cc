@@ -375,6 +375,7 @@ enum shard_field : uint32_t {
   // The table of adjacent pairs of frequent words (format 2)
   f_pair_terms,
   f_pair_docs,
+  f_pair_posting_ranks,  // the pair table's ranks that have pair terms
 };
 
 // A doc_rec with its story's place in f_stories instead of a pointer.
@@ -393,7 +394,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // load_derived, and bump index_format_version if an existing section changes), then update
 // this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
 // not saved: finalize() derives it from the postings on both paths.)
-static_assert(sizeof(local_shard) == 784, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 792, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -442,6 +443,7 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
   w.add(section_tag(s, f_skips), std::span<const skip_entry>(skips_));
   w.add(section_tag(s, f_pair_terms), std::span<const uint32_t>(pair_terms_));
   w.add(section_tag(s, f_pair_docs), std::span<const uint32_t>(pair_docs_));
+  w.add(section_tag(s, f_pair_posting_ranks), std::span<const uint32_t>(&pair_posting_ranks_, 1));
   save_derived(w, slot);
 }
 
@@ -523,7 +525,7 @@ struct shard_sections {
   std::span<const term_info> terms;
   std::span<const disk_term_slot> term_table;
   std::span<const skip_entry> skips;
-  std::span<const uint32_t> pair_terms, pair_docs;
+  std::span<const uint32_t> pair_terms, pair_docs, pair_posting_ranks;
 
   // Whether every section is there.
   bool read(const index_reader& r, uint32_t s) {
@@ -543,7 +545,8 @@ struct shard_sections {
            r.bytes(section_tag(s, f_pos_stream), pos_stream) &&
            r.get(section_tag(s, f_skips), skips) &&
            r.get(section_tag(s, f_pair_terms), pair_terms) &&
-           r.get(section_tag(s, f_pair_docs), pair_docs);
+           r.get(section_tag(s, f_pair_docs), pair_docs) &&
+           r.get(section_tag(s, f_pair_posting_ranks), pair_posting_ranks);
   }
 
   // Checksums already hold; these checks keep a file this build did not write (or a bug) from
@@ -585,7 +588,8 @@ struct shard_sections {
       }
     }
     if (pair_terms.size() > UINT16_MAX ||
-        pair_docs.size() != pair_terms.size() * pair_terms.size()) {
+        pair_docs.size() != pair_terms.size() * pair_terms.size() ||
+        pair_posting_ranks.size() != 1 || pair_posting_ranks[0] > pair_terms.size()) {
       return "a pair table of inconsistent size";
     }
     std::vector<uint8_t> paired(terms.size(), 0);
@@ -644,6 +648,7 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   copy_to(skips_, x.skips);
   copy_to(pair_terms_, x.pair_terms);
   copy_to(pair_docs_, x.pair_docs);
+  pair_posting_ranks_ = x.pair_posting_ranks[0];
   pair_rank_.assign(terms_.size(), UINT16_MAX);
   for (size_t r = 0; r < pair_terms_.size(); ++r) {
     pair_rank_[pair_terms_[r]] = static_cast<uint16_t>(r);
