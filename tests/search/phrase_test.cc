@@ -1,6 +1,7 @@
 // The table of adjacent pairs of frequent words (local_shard::pair_docs_): a two-word phrase's
 // document count read from it equals the count the postings walk makes and the exhaustive
-// reference's, and a search of the phrase whose total comes from it answers as without it.
+// reference's, and a search of the phrase (a pair term's, or with the table's total) answers as
+// without them, whole and in slices.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -124,7 +125,8 @@ TEST(phrase_pairs_test, table_counts_equal_the_walk_and_the_reference) {
   // frequency read from the pair table equals the one counted by walking the postings (a build
   // without the table) and the exhaustive reference's total; and that a ranked search of the
   // phrase, pruned with the table's total, gives the same total, docs, order and keys as the
-  // build without the table and as the reference.
+  // build without the table and as the reference; and for other pages (k 33, 200), a time
+  // filter and the date sort, whole and in slices, as the build without the table.
   std::string data;
   generate_corpus(2400, 73, [&data](std::string_view c) { data += c; });
   // words in a tenth of the docs: some frequent words in the table, others left out
@@ -192,6 +194,33 @@ TEST(phrase_pairs_test, table_counts_equal_the_walk_and_the_reference) {
       }
     }
     EXPECT_EQ(total, df_with.back()) << what;
+    // other pages, a time filter and the date sort, whole and in slices of a few postings
+    for (int variant = 0; variant < 3; ++variant) {
+      query_plan v = pp.plan;
+      v.k = variant == 0 ? 200 : 33;
+      v.sort = variant == 2 ? sort_order::date : sort_order::relevance;
+      if (variant > 0) {
+        v.since = 1500000000;
+      }
+      const std::string vwhat = what + " variant " + std::to_string(variant);
+      for (size_t si = 0; si < with.local.size(); ++si) {
+        ASSERT_TRUE(with.local[si]->search(v, ws, got));
+        ASSERT_TRUE(without.local[si]->search(v, ws, walked));
+        expect_same(got, walked, vwhat + " shard " + std::to_string(si));
+        bool first = true;
+        slice sl = slice::more;
+        while (sl == slice::more) {
+          uint64_t left = 3;
+          sl = with.local[si]->search_slice(v, ws, got, first, left);
+          first = false;
+        }
+        expect_same(got, walked, vwhat + " sliced, shard " + std::to_string(si));
+        if (::testing::Test::HasFatalFailure()) {
+          prune_min_lead_df = saved_min_lead;
+          return;
+        }
+      }
+    }
   }
   prune_min_lead_df = saved_min_lead;
   EXPECT_GT(matched, pairs.size() / 2);  // the phrases match: the comparison means something
