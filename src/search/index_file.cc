@@ -63,6 +63,9 @@ void index_checksum::stripe(const uint8_t* p) noexcept {
 }
 
 void index_checksum::update(const void* data, size_t n) noexcept {
+  if (n == 0) {
+    return;  // an empty section's data may be null, which memcpy must not be given
+  }
   const auto* p = static_cast<const uint8_t*>(data);
   total_ += n;
   if (tail_n_ > 0) {
