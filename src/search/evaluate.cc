@@ -294,7 +294,7 @@ bool local_shard::open_cursors(const query_plan& plan, shard_workspace& ws) cons
   return true;
 }
 
-bool local_shard::begin_search(const query_plan& whole, shard_workspace& ws,
+bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
                                shard_answer& out) const {
   out.total = 0;
   out.hits.clear();
@@ -303,12 +303,13 @@ bool local_shard::begin_search(const query_plan& whole, shard_workspace& ws,
   // A two-word phrase alone, of words that index their pairs: the same docs, frequencies and
   // keys (idf x term_part of the phrase's title and text counts) as a one-term query of its
   // pair term; step() follows ws.pair_plan until the search is done.
-  bool absent = false;
-  ws.pair_on = whole.k != 0 && pair_term_plan(whole, ws, absent);
-  if (absent) {
-    return true;
+  if (&plan != &ws.pair_plan) {
+    bool absent = false;
+    ws.pair_on = plan.k != 0 && pair_term_plan(plan, ws, absent);
+    if (ws.pair_on) {
+      return absent || begin_search(ws.pair_plan, ws, out);
+    }
   }
-  const query_plan& plan = ws.pair_on ? ws.pair_plan : whole;
   if (plan.terms.empty() || plan.k == 0 || !open_cursors(plan, ws)) {
     return true;
   }
@@ -342,9 +343,11 @@ bool local_shard::begin_search(const query_plan& whole, shard_workspace& ws,
   return false;
 }
 
-bool local_shard::step(const query_plan& whole, shard_workspace& ws, shard_answer& out,
+bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                        uint64_t& budget) const {
-  const query_plan& plan = ws.pair_on ? ws.pair_plan : whole;
+  if (ws.pair_on && &plan != &ws.pair_plan) {
+    return step(ws.pair_plan, ws, out, budget);  // see begin_search
+  }
   // an unbounded step (search()) runs the loops without any budget accounting
   const bool bounded = budget != UINT64_MAX;
   bool finished;
