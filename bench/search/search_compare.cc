@@ -6,6 +6,7 @@
 //                                          thread CPU time (on a shared machine, wall time
 //                                          measures the other jobs as much as the query)
 //   B <stories> <build_s>                  load + index time
+//   Q <index> <us>                          per query: median latency over the rounds
 // Query file: one query per line, "<class>\t<query>".
 //
 // Usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS]
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   // Per class: `rounds` rounds over its queries, each timed query = search + render.
+  std::vector<std::vector<double>> per_query(queries.size());
   std::map<std::string, std::vector<size_t>> by_class;
   for (size_t i = 0; i < queries.size(); ++i) {
     by_class[classes[i]].push_back(i);
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
         out.clear();
         (void)b.search_stories(a, *s, out, true);
         lat.push_back(thread_cpu_us() - q0);
+        per_query[i].push_back(lat.back());
       }
       qps.push_back(static_cast<double>(idx.size()) * 1e6 / (thread_cpu_us() - rs));
     }
@@ -114,6 +117,13 @@ int main(int argc, char** argv) {
     std::sort(lat.begin(), lat.end());
     std::printf("T %s %.1f %.1f %.1f\n", cls.c_str(), qps[qps.size() / 2], lat[lat.size() / 2],
                 lat[std::min(lat.size() - 1, lat.size() * 99 / 100)]);
+  }
+  for (size_t i = 0; i < queries.size(); ++i) {
+    std::vector<double>& l = per_query[i];
+    if (!l.empty()) {
+      std::sort(l.begin(), l.end());
+      std::printf("Q %zu %.1f\n", i, l[l.size() / 2]);
+    }
   }
   return 0;
 }

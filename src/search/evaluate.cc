@@ -47,6 +47,65 @@ void local_shard::plan_phrase_df(const query_plan& plan, const phrase_span& ph,
   sub.k = 1;
 }
 
+bool local_shard::pair_total(const query_plan& plan, const phrase_span& ph, uint64_t& total) const {
+  if (ph.count != 2 || pair_terms_.empty()) {
+    return false;
+  }
+  const term_info* a = lookup_term(plan.terms[plan.phrase_terms[ph.first]]);
+  const term_info* b = lookup_term(plan.terms[plan.phrase_terms[ph.first + 1]]);
+  if (a == nullptr || b == nullptr) {
+    return false;
+  }
+  const uint32_t ra = pair_rank_[static_cast<size_t>(a - terms_.data())];
+  const uint32_t rb = pair_rank_[static_cast<size_t>(b - terms_.data())];
+  if (ra == UINT16_MAX || rb == UINT16_MAX) {
+    return false;
+  }
+  total = pair_docs_[size_t{ra} * pair_terms_.size() + rb];
+  return true;
+}
+
+bool local_shard::pair_term_plan(const query_plan& plan, shard_workspace& ws, bool& absent) const {
+  if (pair_posting_ranks_ == 0 || plan.phrases.size() != 1 || plan.phrases[0].count != 2 ||
+      plan.terms.size() > 2) {
+    return false;
+  }
+  const phrase_span& ph = plan.phrases[0];
+  const uint32_t ia = plan.phrase_terms[ph.first], ib = plan.phrase_terms[ph.first + 1];
+  if (plan.terms.size() != (ia == ib ? 1u : 2u)) {
+    return false;  // a word outside the phrase
+  }
+  for (double idf : plan.idf) {
+    if (idf != 0) {
+      return false;  // a word that also stands alone
+    }
+  }
+  const std::string_view a = plan.terms[ia], b = plan.terms[ib];
+  const term_info* ta = lookup_term(a);
+  const term_info* tb = lookup_term(b);
+  if (ta == nullptr || tb == nullptr || a.size() + b.size() + 1 > ws.pair_name.capacity()) {
+    return false;
+  }
+  if (pair_rank_[static_cast<size_t>(ta - terms_.data())] >= pair_posting_ranks_ ||
+      pair_rank_[static_cast<size_t>(tb - terms_.data())] >= pair_posting_ranks_) {
+    return false;
+  }
+  ws.pair_name.assign(a);
+  ws.pair_name.push_back('\0');
+  ws.pair_name.append(b);
+  absent = lookup_term(ws.pair_name) == nullptr;
+  ws.pair_terms[0] = ws.pair_name;
+  ws.pair_idf[0] = phrase_weight(plan, 0);
+  query_plan& p = ws.pair_plan;
+  p = plan;
+  p.terms = ws.pair_terms;
+  p.idf = ws.pair_idf;
+  p.phrases = {};
+  p.phrase_terms = {};
+  p.phrase_idf = {};
+  return true;
+}
+
 bool local_shard::add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const {
   uint64_t unbounded = UINT64_MAX;
   return doc_freqs_slice(plan, ws, df, true, unbounded) == slice::done;
@@ -241,6 +300,16 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
   out.hits.clear();
   eval_state& ev = ws.ev;
   ev.mode = eval_state::done;
+  // A two-word phrase alone, of words that index their pairs: the same docs, frequencies and
+  // keys (idf x term_part of the phrase's title and text counts) as a one-term query of its
+  // pair term; step() follows ws.pair_plan until the search is done.
+  if (&plan != &ws.pair_plan) {
+    bool absent = false;
+    ws.pair_on = plan.k != 0 && pair_term_plan(plan, ws, absent);
+    if (ws.pair_on) {
+      return absent || begin_search(ws.pair_plan, ws, out);
+    }
+  }
   if (plan.terms.empty() || plan.k == 0 || !open_cursors(plan, ws)) {
     return true;
   }
@@ -276,6 +345,9 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
 
 bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                        uint64_t& budget) const {
+  if (ws.pair_on && &plan != &ws.pair_plan) {
+    return step(ws.pair_plan, ws, out, budget);  // see begin_search
+  }
   // an unbounded step (search()) runs the loops without any budget accounting
   const bool bounded = budget != UINT64_MAX;
   bool finished;

@@ -6,9 +6,13 @@
 //      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
 //      count each term's df and exact byte sizes;
 //   2. lay the terms out with prefix sums, then copy every record to its term's place.
+// Beside pass 1, the table of adjacent pairs of frequent words (local_shard::pair_docs_): the
+// words are picked from a first pass over a sample of docs (interning them then gives the same
+// term indices as the main pass), and each doc's adjacent pairs of two of them are counted once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "search/shard_impl.h"
@@ -46,6 +50,14 @@ struct local_shard::index_builder {
   std::vector<tok_ref> toks;
   std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
   std::vector<uint8_t> pbuf = std::vector<uint8_t>(256);
+  struct pair_cell {
+    uint32_t seen = 0;  // d + 1 once the pair has been counted for doc d
+    uint32_t docs = 0;
+  };
+  std::vector<pair_cell> pair_cells;  // pair_terms_.size() squared
+  std::vector<uint32_t> pair_term;    // per pair of posting ranks: its term, or UINT32_MAX
+  std::vector<uint32_t> pair_occ;     // the doc's pair term occurrences: term << 1 | in text
+  std::string pair_name;
 
   explicit index_builder(local_shard& shard) : s(shard) {}
   void reserve_records();
@@ -55,6 +67,10 @@ struct local_shard::index_builder {
   void emit(uint32_t d, uint32_t tl);
   void layout();
   void scatter();
+  void choose_pair_words(uint32_t n);
+  void count_pairs(uint32_t d, uint32_t tl);
+  void finish_pairs();
+  void emit_pairs(uint32_t d);
 };
 
 void local_shard::build_index() {
@@ -65,9 +81,11 @@ void local_shard::build_index() {
   stats_.docs = n;
   index_builder b(*this);
   b.reserve_records();
+  b.choose_pair_words(n);
   for (uint32_t d = 0; d < n; ++d) {
     const uint32_t tl = b.tokenize(d);
     b.intern_tokens();
+    b.count_pairs(d, tl);
     const uint32_t xl = static_cast<uint32_t>(b.toks.size()) - tl;
     title_len_[d] = tl;
     text_len_[d] = xl;
@@ -79,12 +97,134 @@ void local_shard::build_index() {
     }
     b.group(d, tl);
     b.emit(d, tl);
+    b.emit_pairs(d);
   }
+  b.finish_pairs();
   b.layout();
   b.scatter();
   term_chars_.shrink_to_fit();
   terms_.shrink_to_fit();
   doc_tags_.shrink_to_fit();
+}
+
+// The pair table's words: the terms of the first pair_sample_docs docs whose share of them
+// predicts at least pair_min_df docs in the shard, the most frequent first, at most
+// pair_max_words. Which words they are only decides which phrases skip the postings walk.
+void local_shard::index_builder::choose_pair_words(uint32_t n) {
+  s.pair_posting_ranks_ = 0;
+  s.pair_terms_.clear();
+  s.pair_rank_.clear();
+  s.pair_docs_.clear();
+  const uint32_t m = std::min(n, pair_sample_docs);
+  const uint32_t max_words = std::min<uint32_t>(pair_max_words, UINT16_MAX);
+  if (m == 0 || max_words == 0) {
+    return;
+  }
+  std::vector<uint32_t> sample_df, last;
+  for (uint32_t d = 0; d < m; ++d) {
+    tokenize(d);
+    intern_tokens();
+    sample_df.resize(s.terms_.size());
+    last.resize(s.terms_.size());
+    for (const uint32_t t : occ_term) {
+      if (last[t] != d + 1) {
+        last[t] = d + 1;
+        ++sample_df[t];
+      }
+    }
+  }
+  std::vector<uint32_t>& words = s.pair_terms_;
+  for (uint32_t t = 0; t < sample_df.size(); ++t) {
+    if (sample_df[t] > 0 && uint64_t{sample_df[t]} * n >= uint64_t{pair_min_df} * m) {
+      words.push_back(t);
+    }
+  }
+  std::sort(words.begin(), words.end(), [&sample_df](uint32_t a, uint32_t b) {
+    return sample_df[a] != sample_df[b] ? sample_df[a] > sample_df[b] : a < b;
+  });
+  words.resize(std::min<size_t>(words.size(), max_words));
+  s.pair_rank_.assign(s.terms_.size(), UINT16_MAX);
+  for (size_t r = 0; r < words.size(); ++r) {
+    s.pair_rank_[words[r]] = static_cast<uint16_t>(r);
+  }
+  pair_cells.assign(words.size() * words.size(), pair_cell{});
+  s.pair_posting_ranks_ =
+      std::min<uint32_t>(static_cast<uint32_t>(words.size()), pair_posting_words);
+  pair_term.assign(size_t{s.pair_posting_ranks_} * s.pair_posting_ranks_, UINT32_MAX);
+}
+
+// Counts doc d's adjacent pairs of two table words once each. Occurrence tl is the text's first
+// token: it does not follow the title's last one (a phrase never spans the fields).
+void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
+  const uint32_t words = static_cast<uint32_t>(s.pair_terms_.size());
+  if (words == 0) {
+    return;
+  }
+  const uint16_t* rank = s.pair_rank_.data();
+  const uint32_t ranked = static_cast<uint32_t>(s.pair_rank_.size());  // later terms are rare
+  const uint32_t nocc = static_cast<uint32_t>(occ_term.size());
+  const uint32_t posting = s.pair_posting_ranks_;
+  pair_occ.clear();
+  uint32_t prev = UINT16_MAX;
+  for (uint32_t k = 0; k < nocc; ++k) {
+    const uint32_t t = occ_term[k];
+    const uint32_t r = t < ranked ? rank[t] : UINT16_MAX;
+    if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
+      pair_cell& c = pair_cells[prev * words + r];
+      if (c.seen != d + 1) {
+        c.seen = d + 1;
+        ++c.docs;
+      }
+      if (prev < posting && r < posting) {
+        uint32_t& pt = pair_term[prev * posting + r];
+        if (pt == UINT32_MAX) {
+          const term_info& a = s.terms_[occ_term[k - 1]];
+          const term_info& b = s.terms_[t];
+          pair_name.assign(s.term_chars_.data() + a.name_off, a.name_len);
+          pair_name.push_back('\0');
+          pair_name.append(s.term_chars_.data() + b.name_off, b.name_len);
+          pt = s.intern_term(pair_name, term_hash(pair_name));
+        }
+        pair_occ.push_back(pt << 1 | (k > tl ? 1u : 0u));
+      }
+    }
+    prev = r;
+  }
+}
+
+// One record per pair term of doc d, as emit() writes a word's, without positions: its
+// occurrences in the title and in the text are the phrase's.
+void local_shard::index_builder::emit_pairs(uint32_t d) {
+  std::sort(pair_occ.begin(), pair_occ.end());
+  for (size_t i = 0; i < pair_occ.size();) {
+    const uint32_t t = pair_occ[i] >> 1;
+    uint32_t tft = 0, tfx = 0;
+    for (; i < pair_occ.size() && pair_occ[i] >> 1 == t; ++i) {
+      ++((pair_occ[i] & 1) != 0 ? tfx : tft);
+    }
+    term_count& c = counts[t];
+    uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25));
+    size_t h = put_varint(out, t);
+    const size_t entry_at = h;
+    h += put_varint(out + h, d - c.last_doc);
+    h += put_varint(out + h, tft);
+    h += put_varint(out + h, tfx);
+    h += put_varint(out + h, 0);
+    rec_buf.commit(h);
+    c.doc_bytes += h - entry_at;
+    c.last_doc = d;
+    ++c.df;
+  }
+}
+
+void local_shard::index_builder::finish_pairs() {
+  s.pair_docs_.resize(pair_cells.size());
+  for (size_t i = 0; i < pair_cells.size(); ++i) {
+    s.pair_docs_[i] = pair_cells[i].docs;
+  }
+  std::vector<pair_cell>().swap(pair_cells);
+  std::vector<uint32_t>().swap(pair_term);
+  s.pair_rank_.resize(s.terms_.size(), UINT16_MAX);
 }
 
 void local_shard::index_builder::reserve_records() {

@@ -63,6 +63,9 @@ void index_checksum::stripe(const uint8_t* p) noexcept {
 }
 
 void index_checksum::update(const void* data, size_t n) noexcept {
+  if (n == 0) {
+    return;  // an empty section's data may be null, which memcpy must not be given
+  }
   const auto* p = static_cast<const uint8_t*>(data);
   total_ += n;
   if (tail_n_ > 0) {
@@ -372,6 +375,10 @@ enum shard_field : uint32_t {
   f_champ_part,
   f_champ_doc,
   f_champ_date,
+  // The table of adjacent pairs of frequent words (format 2)
+  f_pair_terms,
+  f_pair_docs,
+  f_pair_posting_ranks,  // the pair table's ranks that have pair terms
 };
 
 // A doc_rec with its story's place in f_stories instead of a pointer.
@@ -390,7 +397,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // load_derived, and bump index_format_version if an existing section changes), then update
 // this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
 // not saved: finalize() derives it from the postings on both paths.)
-static_assert(sizeof(local_shard) == 712, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 792, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -437,6 +444,9 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
   w.add(section_tag(s, f_pos_stream),
         std::span<const uint8_t>(pos_stream_.get(), pos_stream_bytes_));
   w.add(section_tag(s, f_skips), std::span<const skip_entry>(skips_));
+  w.add(section_tag(s, f_pair_terms), std::span<const uint32_t>(pair_terms_));
+  w.add(section_tag(s, f_pair_docs), std::span<const uint32_t>(pair_docs_));
+  w.add(section_tag(s, f_pair_posting_ranks), std::span<const uint32_t>(&pair_posting_ranks_, 1));
   save_derived(w, slot);
 }
 
@@ -518,6 +528,7 @@ struct shard_sections {
   std::span<const term_info> terms;
   std::span<const disk_term_slot> term_table;
   std::span<const skip_entry> skips;
+  std::span<const uint32_t> pair_terms, pair_docs, pair_posting_ranks;
 
   // Whether every section is there.
   bool read(const index_reader& r, uint32_t s) {
@@ -535,7 +546,10 @@ struct shard_sections {
            r.get(section_tag(s, f_term_table), term_table) &&
            r.bytes(section_tag(s, f_doc_stream), doc_stream) &&
            r.bytes(section_tag(s, f_pos_stream), pos_stream) &&
-           r.get(section_tag(s, f_skips), skips);
+           r.get(section_tag(s, f_skips), skips) &&
+           r.get(section_tag(s, f_pair_terms), pair_terms) &&
+           r.get(section_tag(s, f_pair_docs), pair_docs) &&
+           r.get(section_tag(s, f_pair_posting_ranks), pair_posting_ranks);
   }
 
   // Checksums already hold; these checks keep a file this build did not write (or a bug) from
@@ -574,6 +588,22 @@ struct shard_sections {
           ti.skip_off > skips.size() || blocks > skips.size() - ti.skip_off ||
           uint64_t{ti.name_off} + ti.name_len > term_chars.size()) {
         return "a term out of bounds";
+      }
+    }
+    if (pair_terms.size() > UINT16_MAX ||
+        pair_docs.size() != pair_terms.size() * pair_terms.size() ||
+        pair_posting_ranks.size() != 1 || pair_posting_ranks[0] > pair_terms.size()) {
+      return "a pair table of inconsistent size";
+    }
+    std::vector<uint8_t> paired(terms.size(), 0);
+    for (uint32_t t : pair_terms) {
+      if (t >= terms.size() || paired[t]++ != 0) {
+        return "a pair table word out of bounds or repeated";
+      }
+    }
+    for (uint32_t docs_with : pair_docs) {
+      if (docs_with > n) {
+        return "a pair count above the shard's docs";
       }
     }
     for (const disk_term_slot& ts : term_table) {
@@ -619,6 +649,13 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   term_table_.resize(x.term_table.size());
   std::memcpy(term_table_.data(), x.term_table.data(), x.term_table.size_bytes());
   copy_to(skips_, x.skips);
+  copy_to(pair_terms_, x.pair_terms);
+  copy_to(pair_docs_, x.pair_docs);
+  pair_posting_ranks_ = x.pair_posting_ranks[0];
+  pair_rank_.assign(terms_.size(), UINT16_MAX);
+  for (size_t r = 0; r < pair_terms_.size(); ++r) {
+    pair_rank_[pair_terms_[r]] = static_cast<uint16_t>(r);
+  }
   // The streams and the stories are read in place; the mapping lives as long as the shard.
   doc_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.doc_stream.data()),
                                                        free_deleter{false});

@@ -63,6 +63,19 @@ inline bool prune_enabled = true;
 /// ... and only when the rarest term has at least this many docs in the shard: below it the
 /// one-pass leapfrog is cheaper than seeding, bounding and counting apart. Settable for tests.
 inline uint32_t prune_min_lead_df = 8 * block_docs;
+/// Two-word phrases of frequent words get their document count at build time (index_build.cc,
+/// see docs/design.md): the words are the (at most pair_max_words) terms whose df, estimated
+/// from the shard's first pair_sample_docs docs, is at least pair_min_df. A phrase of two of
+/// them needs no postings walk for its df nor for the total of a search of it alone. Settable
+/// so tests can vary them (pair_max_words 0: no table); set them before loading, never during.
+inline uint32_t pair_min_df = 1024;
+inline uint32_t pair_max_words = 1024;  // at most 65535 (ranks are 16-bit)
+inline uint32_t pair_sample_docs = 4096;
+/// The first pair_posting_words of those words (the most frequent) also index their adjacent
+/// pairs as terms of their own, named "a\0b" (no query token holds a NUL), whose postings give
+/// each doc's occurrences of the phrase "a b" in title and text: a search of such a phrase
+/// alone is a one-term search of its pair term (champion lists, block maxima, exact df).
+inline uint32_t pair_posting_words = 128;
 /// A shard with at least this many postings finalizes on several threads. Settable so tests
 /// can run the threaded path on a small corpus; set it before loading, never during.
 inline uint64_t parallel_finalize_postings = 4'000'000;
@@ -293,6 +306,12 @@ struct shard_workspace {
   shard_answer sub_answer;
   query_plan sub_plan{};
   phrase_span sub_whole{};
+  // a two-word phrase searched as its pair term (begin_search): the plan step() then follows
+  bool pair_on = false;
+  std::string pair_name;
+  std::array<std::string_view, 1> pair_terms{};
+  std::array<double, 1> pair_idf{};
+  query_plan pair_plan{};
   uint32_t df_phrase = 0;       // doc_freqs_slice: the phrase being counted
   bool df_sub_running = false;  // ... and whether its sub-search has begun
   shard_workspace() {
@@ -307,6 +326,7 @@ struct shard_workspace {
     shallow.reserve(64);
     term_ub.reserve(64);
     seeds.reserve(64 * champ_len);
+    pair_name.reserve(128);
     pos_a.reserve(1024);
     pos_b.reserve(1024);
   }
@@ -347,6 +367,8 @@ class local_shard final : public shard_source {
   std::string_view id(uint32_t doc) const noexcept;
   /// Bytes held by the index and stored stories (approximate, for benches).
   size_t memory_bytes() const noexcept;
+  /// How many frequent words the shard's table of adjacent pairs covers (0: no table).
+  size_t pair_words() const noexcept { return pair_terms_.size(); }
 
   /// The persisted index (index_file.cc): save() writes a sealed shard's stories and postings
   /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
@@ -411,6 +433,12 @@ class local_shard final : public shard_source {
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
              double& s) const;
   void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
+  // A two-word phrase's docs in this shard from the table of adjacent pairs; false when either
+  // word is not in the table.
+  bool pair_total(const query_plan& plan, const phrase_span& ph, uint64_t& total) const;
+  // Whether `plan` is a two-word phrase alone whose words both index their pairs; sets up
+  // ws.pair_plan (the phrase as its pair term) and `absent` when the pair never occurs here.
+  bool pair_term_plan(const query_plan& plan, shard_workspace& ws, bool& absent) const;
   // Pruned evaluation (prune.cc): queries without phrases.
   prune_index compute_prune_index() const;
   void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
@@ -485,6 +513,13 @@ class local_shard final : public shard_source {
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
   prune_index prune_;  // computed by finalize
+  // Adjacent pairs of frequent words (index_build.cc): the words (term indices) by rank, per
+  // term its rank or UINT16_MAX, and per pair (rank a * words + rank b) how many docs hold a
+  // directly followed by b within one field.
+  std::vector<uint32_t> pair_terms_;
+  std::vector<uint16_t> pair_rank_;
+  std::vector<uint32_t> pair_docs_;
+  uint32_t pair_posting_ranks_ = 0;  // the ranks below it have pair terms
   // Tells shards apart in a workspace's phrase_totals (an address can be reused).
   static uint64_t next_serial() noexcept {
     static std::atomic<uint64_t> n{0};

@@ -216,6 +216,9 @@ bool local_shard::known_total(const query_plan& plan, shard_workspace& ws, uint6
 
 bool local_shard::lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
                                       const shard_workspace& ws, uint64_t& total) const {
+  if (pair_total(plan, ph, total)) {
+    return true;
+  }
   known_phrase_total want;
   if (ph.count < 2 || !phrase_words(plan, ph, want)) {
     return false;

@@ -101,7 +101,8 @@ size_t local_shard::memory_bytes() const noexcept {
          term_table_.capacity() * sizeof(term_slot) + doc_stream_bytes_ + pos_stream_bytes_ +
          skips_.capacity() * sizeof(skip_entry) + block_max_.capacity() * 4 +
          block_max_time_.capacity() * 8 + champ_at_.capacity() * 4 + champ_part_.capacity() * 8 +
-         champ_doc_.capacity() * 4 + champ_date_.capacity() * 4;
+         champ_doc_.capacity() * 4 + champ_date_.capacity() * 4 + pair_terms_.capacity() * 4 +
+         pair_rank_.capacity() * 2 + pair_docs_.capacity() * 4;
 }
 
 }  // namespace tollgate::search

@@ -246,6 +246,20 @@ TEST(index_file_test, a_mapped_index_prunes_as_a_fresh_build_does) {
   prune_min_lead_df = saved;
 }
 
+TEST(index_file_test, a_mapped_pair_table_counts_phrases_as_a_fresh_build_does) {
+  // Verifies the table of adjacent pairs is written and read back: built with every sampled
+  // word in it, a mapped index answers every query (phrases among them, whose document
+  // frequencies come from the table) as a fresh build without it (these shards are too small
+  // for the default threshold) counted them by walking the postings.
+  fixture fx;
+  const uint32_t saved = pair_min_df;
+  pair_min_df = 1;
+  const auto paths = index_paths(fx.corpus, "");
+  EXPECT_FALSE(fx.load(paths).mapped);
+  EXPECT_TRUE(fx.load(paths).mapped);
+  pair_min_df = saved;
+}
+
 TEST(index_file_test, truncated_index_is_rebuilt) {
   // Verifies an index cut short is not served: the note names it, the answers are right, and
   // the rewritten file is mapped by the next load.

@@ -36,7 +36,8 @@
 
 namespace tollgate::search {
 
-inline constexpr uint32_t index_format_version = 1;
+/// 2: each shard also holds its table of adjacent pairs of frequent words (phrase counts).
+inline constexpr uint32_t index_format_version = 2;
 
 /// Identifies a corpus file's content well enough to trust an index built from it.
 struct corpus_fingerprint {
