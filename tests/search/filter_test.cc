@@ -86,8 +86,8 @@ void make_filter_plan(const filter_corpus& fx, std::mt19937_64& rng, filter_plan
   const size_t nterms = 1 + pick(3);
   const auto& title = fx.titles[pick(fx.titles.size())];
   for (size_t i = 0; i < nterms; ++i) {
-    std::string t = pick(3) != 0 || title.empty() ? common[pick(std::size(common))]
-                                                  : title[pick(title.size())];
+    std::string t =
+        pick(3) != 0 || title.empty() ? common[pick(std::size(common))] : title[pick(title.size())];
     if (std::find(fp.store.begin(), fp.store.end(), t) == fp.store.end()) {
       fp.store.push_back(std::move(t));
     }
@@ -166,8 +166,8 @@ std::vector<uint64_t> run_filter_plans(filter_corpus& fx, uint64_t seed, int que
     const uint64_t budget = 1 + rng() % 50;
     for (size_t si = 0; si < fx.shards.size(); ++si) {
       local_shard& s = *fx.shards[si];
-      const std::string what = "query " + std::to_string(q) + ": " + fp.text + " shard " +
-                               std::to_string(si);
+      const std::string what =
+          "query " + std::to_string(q) + ": " + fp.text + " shard " + std::to_string(si);
       prune_enabled = true;
       EXPECT_TRUE(s.search(fp.plan, ws, on));
       ++began[ws.ev.began];
