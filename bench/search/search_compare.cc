@@ -7,7 +7,9 @@
 //                                          measures the other jobs as much as the query)
 //   B <stories> <build_s>                  load + index time
 //   Q <index> <us>                          per query: median latency over the rounds
-// Query file: one query per line, "<class>\t<query>".
+// Query file: one query per line, "<class>\t<query>" or "<class>\t<query>\t<params>", params
+// being the REST parameters besides q (sort, since, until, tags, offset, limit), e.g.
+// "sort=date&since=2021-03-01T00:00:00Z&offset=1000".
 //
 // Usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS]
 //        search_compare corpus generate --count N [--seed S]   (same as `tollgate corpus ...`)
@@ -18,11 +20,13 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
+#include "tollgate/search/query.h"
 
 namespace {
 
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
-  std::vector<std::string> classes, queries;
+  std::vector<std::string> classes, queries, params;
   {
     std::ifstream f(argv[2]);
     std::string line;
@@ -58,8 +62,23 @@ int main(int argc, char** argv) {
         continue;
       }
       classes.push_back(line.substr(0, tab));
-      queries.push_back(line.substr(tab + 1));
+      const size_t tab2 = line.find('\t', tab + 1);
+      queries.push_back(line.substr(tab + 1, tab2 == std::string::npos ? tab2 : tab2 - tab - 1));
+      params.push_back(tab2 == std::string::npos ? "" : line.substr(tab2 + 1));
     }
+  }
+  // Each query's arguments, parsed once (the parsers hold the decoded tags the args view).
+  std::vector<query_args> args(queries.size());
+  std::vector<std::unique_ptr<query_string_parser>> parsers;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    parsers.push_back(std::make_unique<query_string_parser>());
+    const std::string qs = params[i].empty() ? "q=x" : "q=x&" + params[i];
+    if (auto pr = parsers.back()->parse(qs, args[i]); !pr) {
+      std::fprintf(stderr, "query %zu: bad parameters %s: %.*s\n", i, params[i].c_str(),
+                   static_cast<int>(pr.error().argument.size()), pr.error().argument.data());
+      return 2;
+    }
+    args[i].query = queries[i];
   }
   auto t0 = clock_type::now();
   load_options o;
@@ -78,9 +97,7 @@ int main(int argc, char** argv) {
   out_buffer out(1 << 16);
   // Top-10 ids, and warm-up.
   for (size_t i = 0; i < queries.size(); ++i) {
-    query_args a;
-    a.query = queries[i];
-    auto res = b.search(a, *s);
+    auto res = b.search(args[i], *s);
     if (!res) {
       std::printf("R %zu 0 \n", i);
       continue;
@@ -104,10 +121,8 @@ int main(int argc, char** argv) {
       double rs = thread_cpu_us();
       for (size_t i : idx) {
         double q0 = thread_cpu_us();
-        query_args a;
-        a.query = queries[i];
         out.clear();
-        (void)b.search_stories(a, *s, out, true);
+        (void)b.search_stories(args[i], *s, out, true);
         lat.push_back(thread_cpu_us() - q0);
         per_query[i].push_back(lat.back());
       }

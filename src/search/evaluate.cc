@@ -327,7 +327,9 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
       return true;
     }
     out.total = ws.cursors[0].df;
-    ev.mode = eval_state::single;
+    if (!begin_time_walk(plan, ws, out)) {
+      ev.mode = eval_state::single;
+    }
     return false;
   }
   uint64_t known = 0;
@@ -336,6 +338,9 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     begin_pruned(plan, ws);
     ev.total_known = !plan.phrases.empty();
     ev.known_total = known;
+    if (plan.phrases.empty() && begin_filtered(plan, ws, out)) {
+      return false;
+    }
     seed_heap(plan, ws, out);
     return false;
   }
@@ -353,6 +358,10 @@ bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer
   bool finished;
   if (ws.ev.mode == eval_state::pruned) {
     finished = pruned_step(plan, ws, out, budget);
+  } else if (ws.ev.mode == eval_state::filtered) {
+    finished = filtered_step(plan, ws, out, budget);
+  } else if (ws.ev.mode == eval_state::time_walk) {
+    finished = time_walk_step(plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::single) {
     finished = bounded ? single_term_step<true>(plan, ws, out, budget)
                        : single_term_step<false>(plan, ws, out, budget);
@@ -369,7 +378,9 @@ bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer
 
 bool local_shard::search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
   uint64_t unbounded = UINT64_MAX;
+  ws.ev.began = eval_state::done;
   if (!begin_search(plan, ws, out)) {
+    ws.ev.began = ws.ev.mode;
     step(plan, ws, out, unbounded);
   }
   return true;

@@ -252,11 +252,19 @@ struct prune_index {
   std::vector<uint32_t> set_of_term;  ///< per term: its bitset's number, or UINT32_MAX
   std::vector<uint64_t> bits;         ///< the dense terms' doc bitsets, `words` each
   uint32_t min_len = 0;               ///< the shortest doc's length (title + text tokens)
+  uint32_t time_step = 1;             ///< time ranks per bucket of time_cum (below)
   const uint64_t* set(uint32_t term) const noexcept {
     const uint32_t s = set_of_term[term];
     return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
   }
+  // Filters (build_filter): a since/until window is a range of time ranks; a tag, its docs.
+  std::vector<uint32_t> by_time;   ///< docs by ascending time, ties by descending doc
+  std::vector<uint64_t> time_cum;  ///< bitset j - 1 (j >= 1): the docs of rank < j * time_step
+  std::vector<uint32_t> tag_at;    ///< per tag: its first entry in tag_docs; one more at the end
+  std::vector<uint32_t> tag_docs;  ///< per tag, its docs ascending
 };
+/// Buckets of time ranks with a cumulative bitset each (prune_index::time_cum).
+inline constexpr uint32_t time_buckets = 32;
 
 /// A phrase's matches in one shard as its document frequency counted them (doc_freqs_slice),
 /// so that a search for that phrase alone, which must count the same matches, need not.
@@ -269,7 +277,7 @@ struct known_phrase_total {
 
 /// Where a local shard's evaluation stands between slices (search_slice).
 struct eval_state {
-  enum mode_t : uint8_t { done, single, intersect, pruned } mode = done;
+  enum mode_t : uint8_t { done, single, intersect, pruned, filtered, time_walk } mode = done;
   bool by_date = false;
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
   bool counting = false;
@@ -284,6 +292,10 @@ struct eval_state {
   double block_ub = 0;                ///< that block's bound on any of its docs' keys
   double avgdl = 0;                   ///< the average D the norms use
   double bound_scale = 1;             ///< block maxima scale under another corpus average
+  bool filter_on = false;             ///< ws.filter holds the time window and tags (pruned)
+  uint32_t rank = 0;                  ///< time_walk: the rank below the next one to visit
+  uint32_t rank_lo = 0;               ///< time_walk: the window's lowest rank
+  mode_t began = done;                ///< search(): the mode begin_search chose (for tests)
 };
 
 /// Per-core evaluation state for local shards.
@@ -293,10 +305,11 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
-  std::vector<const uint64_t*> sets;  // per cursor: its term's bitset or nullptr (pruned)
-  std::vector<uint32_t> shallow;      // per cursor: the block bounds read up to (pruned)
-  std::vector<double> term_ub;        // per cursor: idf x its bound in the lead block
-  std::vector<uint32_t> seeds;        // docs offered before the walk, ascending (pruned)
+  std::vector<const uint64_t*> sets;       // per cursor: its term's bitset or nullptr (pruned)
+  std::vector<uint32_t> shallow;           // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;             // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;             // docs offered before the walk, ascending (pruned)
+  std::vector<uint64_t> filter, tag_bits;  // the docs passing the time window and tags
   std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
   uint32_t phrase_totals_next = 0;                  // the entry to replace next
   std::vector<uint32_t> pos_a, pos_b;               // phrase checking
@@ -463,6 +476,17 @@ class local_shard final : public shard_source {
                         uint64_t& budget) const;
   bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
                              shard_answer& out) const;
+  // Filters and date order (prune.cc): queries without phrases with since/until or tags, or
+  // sorted by date.
+  bool begin_filtered(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
+  bool begin_time_walk(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
+  void time_ranks(const query_plan& plan, uint32_t& lo, uint32_t& hi) const noexcept;
+  uint64_t build_filter(const query_plan& plan, shard_workspace& ws) const;
+  uint64_t count_sets(const shard_workspace& ws) const noexcept;
+  bool filtered_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                     uint64_t& budget) const;
+  bool time_walk_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                      uint64_t& budget) const;
 
   // stored stories
   struct free_deleter {

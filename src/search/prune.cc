@@ -58,6 +58,45 @@ prune_index local_shard::compute_prune_index() const {
       set[c.doc >> 6] |= uint64_t{1} << (c.doc & 63);
     }
   }
+  // Time ranks: descending rank is the date order of hits (latest first, ties by lower doc).
+  px.by_time.resize(n);
+  for (uint32_t d = 0; d < n; ++d) {
+    px.by_time[d] = d;
+  }
+  std::sort(px.by_time.begin(), px.by_time.end(), [this](uint32_t a, uint32_t b) {
+    return time_[a] < time_[b] || (time_[a] == time_[b] && a > b);
+  });
+  px.time_step =
+      static_cast<uint32_t>(std::max<uint64_t>(1, (n + time_buckets - 1) / time_buckets));
+  const uint64_t cums = n == 0 ? 0 : (n - 1) / px.time_step;  // j * time_step < n for j <= cums
+  px.time_cum.assign(cums * px.words, 0);
+  for (uint64_t j = 1; j <= cums; ++j) {
+    uint64_t* cum = px.time_cum.data() + (j - 1) * px.words;
+    if (j > 1) {
+      std::memcpy(cum, cum - px.words, px.words * sizeof(uint64_t));
+    }
+    for (uint64_t r = (j - 1) * px.time_step; r < j * px.time_step; ++r) {
+      cum[px.by_time[r] >> 6] |= uint64_t{1} << (px.by_time[r] & 63);
+    }
+  }
+  // Tags' docs: counted, then placed (docs ascend, so each tag's list does).
+  px.tag_at.assign(tag_names_.size() + 1, 0);
+  for (const doc_rec& r : docs_) {
+    for (uint32_t i = 0; i < r.tag_count; ++i) {
+      ++px.tag_at[doc_tags_[r.tags_off + i] + 1];
+    }
+  }
+  for (size_t t = 1; t < px.tag_at.size(); ++t) {
+    px.tag_at[t] += px.tag_at[t - 1];
+  }
+  px.tag_docs.resize(px.tag_at.back());
+  std::vector<uint32_t> fill(px.tag_at.begin(), px.tag_at.end() - 1);
+  for (uint32_t d = 0; d < n; ++d) {
+    const doc_rec& r = docs_[d];
+    for (uint32_t i = 0; i < r.tag_count; ++i) {
+      px.tag_docs[fill[doc_tags_[r.tags_off + i]]++] = d;
+    }
+  }
   return px;
 }
 
@@ -76,6 +115,7 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
   ev.word = 0;
   ev.bound_block = UINT32_MAX;
   ev.all_dense = true;
+  ev.filter_on = false;
   ws.sets.clear();
   for (uint32_t term : ws.term_ids) {
     ws.sets.push_back(prune_.set(term));
@@ -347,7 +387,9 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   for (size_t i = 0; i < ws.sets.size() && maybe; ++i) {
     maybe = i == li || ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
   }
-  if (maybe && ws.ev.time_filtered) {  // time_[doc] is a cache miss: only when filtered
+  if (maybe && ws.ev.filter_on) {
+    maybe = (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0;
+  } else if (maybe && ws.ev.time_filtered) {  // time_[doc] is a cache miss: only when filtered
     maybe = time_[doc] >= plan.since && time_[doc] <= plan.until;
   }
   if (maybe && full && ws.ev.by_date) {
@@ -428,7 +470,9 @@ bool local_shard::count_step(const query_plan& plan, shard_workspace& ws, shard_
     } else if (ahead != doc) {
       more = lead.seek(ahead);
     } else {
-      out.total += in && accepts(plan, ws, doc) ? 1 : 0;
+      const bool pass =
+          ws.ev.filter_on ? (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0 : accepts(plan, ws, doc);
+      out.total += in && pass ? 1 : 0;
       more = lead.next();
     }
     if (!more) {
@@ -443,8 +487,11 @@ bool local_shard::count_step(const query_plan& plan, shard_workspace& ws, shard_
 bool local_shard::count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                                    uint64_t& budget_left) const {
   uint64_t budget = budget_left;
-  const bool filtered = !ws.tag_ids.empty() || plan.since != std::numeric_limits<int64_t>::min() ||
-                        plan.until != std::numeric_limits<int64_t>::max();
+  // the filter bitset (no phrases) is exactly the time window and the tags
+  const bool filter_on = ws.ev.filter_on;
+  const bool filtered =
+      !filter_on && (!ws.tag_ids.empty() || plan.since != std::numeric_limits<int64_t>::min() ||
+                     plan.until != std::numeric_limits<int64_t>::max());
   const uint32_t words = prune_.words;
   uint64_t total = out.total;
   uint32_t w = ws.ev.word;
@@ -455,6 +502,9 @@ bool local_shard::count_dense_step(const query_plan& plan, shard_workspace& ws, 
     uint64_t x = ~uint64_t{0};
     for (const uint64_t* s : ws.sets) {
       x &= s[w];
+    }
+    if (filter_on) {
+      x &= ws.filter[w];
     }
     if (!filtered) {
       total += static_cast<uint64_t>(std::popcount(x));
