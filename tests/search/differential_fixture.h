@@ -25,7 +25,8 @@ namespace tollgate::search::test_support {
 struct corpus_fixture {
   std::vector<std::unique_ptr<shard_source>> owned;
   std::vector<local_shard*> shards;
-  std::vector<std::vector<std::string>> docs;  // tokens of title + text, per generated story
+  std::vector<std::vector<std::string>> docs;    // tokens of title + text, per generated story
+  std::vector<std::vector<std::string>> titles;  // tokens of the title alone
   std::vector<int64_t> times;
   uint64_t total_docs = 0;
 
@@ -64,6 +65,9 @@ struct corpus_fixture {
         std::string_view tok;
         while (ts.next(tok)) {
           toks.emplace_back(tok);
+        }
+        if (titles.size() == docs.size()) {
+          titles.push_back(toks);  // after the first field, the title
         }
       }
       size_t t = line.find("\"time\":") + 7;

@@ -5,12 +5,14 @@
 // are the paths these plans take.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "search/differential_fixture.h"
 #include "search/local_shard.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
@@ -19,50 +21,16 @@
 namespace tollgate::search {
 namespace {
 
-struct filter_corpus {
-  std::vector<std::unique_ptr<shard_source>> owned;
-  std::vector<local_shard*> shards;
-  std::vector<std::vector<std::string>> titles;  // each story's title tokens
-  std::vector<int64_t> times;                    // each story's time
+// The evaluation tests' corpus, with its time range.
+struct filter_corpus : test_support::corpus_fixture {
   int64_t min_time = std::numeric_limits<int64_t>::max();
   int64_t max_time = std::numeric_limits<int64_t>::min();
 
-  filter_corpus(uint64_t count, uint64_t seed, uint32_t nshards) {
-    std::string data;
-    generate_corpus(count, seed, [&data](std::string_view c) { data += c; });
-    load_options o;
-    o.shards = nshards;
-    load_report rep;
-    auto built = build_shards(data, o, rep);
-    EXPECT_TRUE(built.has_value());
-    owned = std::move(*built);
-    shard_stats global;
-    for (auto& s : owned) {
-      shards.push_back(static_cast<local_shard*>(s.get()));
-      const shard_stats st = s->stats();
-      global.docs += st.docs;
-      global.title_tokens += st.title_tokens;
-      global.text_tokens += st.text_tokens;
-    }
-    for (auto& s : owned) {
-      s->finalize(global);
-    }
-    for (size_t at = 0; at < data.size();) {
-      const size_t nl = data.find('\n', at);
-      const std::string_view line(data.data() + at, nl - at);
-      const size_t f = line.find("\"title\":\"") + 9;
-      token_stream ts(line.substr(f, line.find('"', f) - f));
-      std::vector<std::string> toks;
-      std::string_view tok;
-      while (ts.next(tok)) {
-        toks.emplace_back(tok);
-      }
-      titles.push_back(std::move(toks));
-      const int64_t t = std::strtoll(line.data() + line.find("\"time\":") + 7, nullptr, 10);
-      times.push_back(t);
+  filter_corpus(uint64_t count, uint64_t seed, uint32_t nshards)
+      : corpus_fixture(count, seed, nshards) {
+    for (const int64_t t : times) {
       min_time = std::min(min_time, t);
       max_time = std::max(max_time, t);
-      at = nl + 1;
     }
   }
 };

@@ -64,6 +64,22 @@ void append_int(std::string& out, std::int64_t v) {
   out.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
 
+// The cumulative weights of n items where item i (0-based) weighs 1 / (i + 1)^s, normalised
+// so the last is 1 (s = 0: uniform).
+std::vector<double> zipf_cdf(std::size_t n, double s) {
+  std::vector<double> cdf;
+  cdf.reserve(n);
+  double acc = 0;
+  for (std::size_t i = 0; i < n; i++) {
+    acc += 1.0 / std::pow(static_cast<double>(i + 1), s);
+    cdf.push_back(acc);
+  }
+  for (auto& c : cdf) {
+    c /= acc;
+  }
+  return cdf;
+}
+
 }  // namespace
 
 bool parse_request_spec(std::string_view text, request_spec& out, std::string& err) {
@@ -125,15 +141,7 @@ bool workload::build(const workload_config& cfg, std::string& err) {
     }
     auth_lines_.push_back("Authorization: Bearer " + k + "\r\n");
   }
-  // Zipf: key i (0-based) has weight 1 / (i + 1)^s.
-  double acc = 0;
-  for (std::size_t i = 0; i < auth_lines_.size(); i++) {
-    acc += 1.0 / std::pow(static_cast<double>(i + 1), cfg.zipf_s);
-    key_cdf_.push_back(acc);
-  }
-  for (auto& c : key_cdf_) {
-    c /= acc;
-  }
+  key_cdf_ = zipf_cdf(auth_lines_.size(), cfg.zipf_s);
   std::vector<std::string> queries = cfg.queries;
   if (queries.empty()) {
     queries = {"rust",   "database", "io_uring", "startup",     "security",
@@ -149,14 +157,7 @@ bool workload::build(const workload_config& cfg, std::string& err) {
   }
   query_cdf_.clear();
   if (cfg.query_zipf_s > 0 && queries.size() > 1) {
-    double qacc = 0;
-    for (std::size_t i = 0; i < queries.size(); i++) {
-      qacc += 1.0 / std::pow(static_cast<double>(i + 1), cfg.query_zipf_s);
-      query_cdf_.push_back(qacc);
-    }
-    for (auto& c : query_cdf_) {
-      c /= qacc;
-    }
+    query_cdf_ = zipf_cdf(queries.size(), cfg.query_zipf_s);
   }
   for (const auto& q : queries) {
     json_queries_.push_back(json_escape(q));
