@@ -5,9 +5,9 @@
 #
 # Serves `tollgate corpus generate --count N --seed S` (default 200000, 1) on one core (core 0,
 # answer cache off: a stream of distinct queries) and drives it from core 1 with two loadgens
-# at once over HTTP: "heavy" (2 connections, search_stories of a phrase of common words beside a
-# term, whose ranking reads the positions of every co-occurrence of the words; a phrase alone
-# of two common words is a quick pair-term search) and "light" (8 connections,
+# at once over HTTP: "heavy" (2 connections, search_stories of a phrase of three common words,
+# which reads the positions of every doc holding both of its pairs; phrases of two common
+# words, alone or beside terms, are quick pair-term searches) and "light" (8 connections,
 # search_stories of a word in no story, and tools/list). Runs three times: light alone, light
 # + heavy with search_slice_postings = 0 (each search runs whole), light + heavy with slices
 # of P postings (default 32768, the shipped default). Prints the light calls' p50/p99 and the
@@ -69,7 +69,7 @@ TOML
   local hpid=""
   if [ "$heavy" = 1 ]; then
     taskset -c 1 "$LG" -c 2 --warmup 1s -d "$DURATION" --key "$key" --req call \
-      --query 'the "of the"' --query 'the "in the"' --query 'the "to the"' --query 'the "and the"' \
+      --query '"of the a"' --query '"in the of"' --query '"to the a"' --query '"and the of"' \
       --json "http://127.0.0.1:$port/mcp" >"$dir/heavy.json" 2>"$dir/heavy.err" &
     hpid=$!
     PERF_PIDS+=("$hpid")

@@ -65,44 +65,92 @@ bool local_shard::pair_total(const query_plan& plan, const phrase_span& ph, uint
   return true;
 }
 
-bool local_shard::pair_term_plan(const query_plan& plan, shard_workspace& ws, bool& absent) const {
-  if (pair_posting_ranks_ == 0 || plan.phrases.size() != 1 || plan.phrases[0].count != 2 ||
-      plan.terms.size() > 2) {
-    return false;
-  }
-  const phrase_span& ph = plan.phrases[0];
-  const uint32_t ia = plan.phrase_terms[ph.first], ib = plan.phrase_terms[ph.first + 1];
-  if (plan.terms.size() != (ia == ib ? 1u : 2u)) {
-    return false;  // a word outside the phrase
-  }
-  for (double idf : plan.idf) {
-    if (idf != 0) {
-      return false;  // a word that also stands alone
-    }
-  }
-  const std::string_view a = plan.terms[ia], b = plan.terms[ib];
+bool local_shard::pair_of(std::string_view a, std::string_view b, shard_workspace& ws,
+                          std::string_view& name) const {
   const term_info* ta = lookup_term(a);
   const term_info* tb = lookup_term(b);
-  if (ta == nullptr || tb == nullptr || a.size() + b.size() + 1 > ws.pair_name.capacity()) {
-    return false;
-  }
-  if (pair_rank_[static_cast<size_t>(ta - terms_.data())] >= pair_posting_ranks_ ||
+  const size_t at = ws.pair_name.size();
+  // the names are views into pair_name: it must never reallocate
+  if (ta == nullptr || tb == nullptr || at + a.size() + b.size() + 1 > ws.pair_name.capacity() ||
+      pair_rank_[static_cast<size_t>(ta - terms_.data())] >= pair_posting_ranks_ ||
       pair_rank_[static_cast<size_t>(tb - terms_.data())] >= pair_posting_ranks_) {
     return false;
   }
-  ws.pair_name.assign(a);
+  ws.pair_name.append(a);
   ws.pair_name.push_back('\0');
   ws.pair_name.append(b);
-  absent = lookup_term(ws.pair_name) == nullptr;
-  ws.pair_terms[0] = ws.pair_name;
-  ws.pair_idf[0] = phrase_weight(plan, 0);
-  query_plan& p = ws.pair_plan;
-  p = plan;
-  p.terms = ws.pair_terms;
-  p.idf = ws.pair_idf;
-  p.phrases = {};
-  p.phrase_terms = {};
-  p.phrase_idf = {};
+  name = std::string_view(ws.pair_name).substr(at);
+  return true;
+}
+
+bool local_shard::pair_term_plan(const query_plan& plan, shard_workspace& ws, bool& absent) const {
+  if (pair_posting_ranks_ == 0 || plan.phrases.empty()) {
+    return false;
+  }
+  ws.pair_name.clear();
+  ws.pair_terms.clear();
+  ws.pair_idf.clear();
+  absent = false;
+  // Every phrase two words that index their pairs: each phrase is its pair term, and a word
+  // that only occurs inside them (weight 0) is implied by its pair term and dropped.
+  ws.pair_words.assign(plan.terms.size(), 0);
+  for (const phrase_span& ph : plan.phrases) {
+    ws.pair_words[plan.phrase_terms[ph.first]] = 1;
+    ws.pair_words[plan.phrase_terms[ph.first + ph.count - 1]] = 1;
+  }
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    const double idf = plan.idf.empty() ? 0.0 : plan.idf[i];
+    if (idf != 0 || ws.pair_words[i] == 0) {
+      ws.pair_terms.push_back(plan.terms[i]);
+      ws.pair_idf.push_back(idf);
+    }
+  }
+  bool replace = true;
+  for (size_t p = 0; p < plan.phrases.size() && replace; ++p) {
+    const phrase_span& ph = plan.phrases[p];
+    std::string_view name;
+    replace = ph.count == 2 &&
+              pair_of(plan.terms[plan.phrase_terms[ph.first]],
+                      plan.terms[plan.phrase_terms[ph.first + 1]], ws, name) &&
+              std::find(ws.pair_terms.begin(), ws.pair_terms.end(), name) == ws.pair_terms.end();
+    if (replace) {
+      absent = absent || lookup_term(name) == nullptr;
+      ws.pair_terms.push_back(name);
+      ws.pair_idf.push_back(phrase_weight(plan, p));
+    }
+  }
+  query_plan& q = ws.pair_plan;
+  q = plan;
+  if (replace) {
+    q.phrases = {};
+    q.phrase_terms = {};
+    q.phrase_idf = {};
+  } else {
+    // Otherwise the phrases stay (their scores sum in phrase order) and their adjacent pairs of
+    // such words join as terms of weight 0: a doc holding a phrase holds each of its pairs in
+    // the same field, so the matches are the same and the rarest pair leads the intersection.
+    ws.pair_name.clear();
+    ws.pair_terms.assign(plan.terms.begin(), plan.terms.end());
+    ws.pair_idf.assign(plan.terms.size(), 0.0);
+    std::copy(plan.idf.begin(), plan.idf.end(), ws.pair_idf.begin());
+    for (const phrase_span& ph : plan.phrases) {
+      for (uint32_t j = 0; j + 1 < ph.count; ++j) {
+        std::string_view name;
+        if (pair_of(plan.terms[plan.phrase_terms[ph.first + j]],
+                    plan.terms[plan.phrase_terms[ph.first + j + 1]], ws, name) &&
+            std::find(ws.pair_terms.begin(), ws.pair_terms.end(), name) == ws.pair_terms.end()) {
+          absent = absent || lookup_term(name) == nullptr;
+          ws.pair_terms.push_back(name);
+          ws.pair_idf.push_back(0.0);
+        }
+      }
+    }
+    if (ws.pair_terms.size() == plan.terms.size()) {
+      return false;  // no pair to lead
+    }
+  }
+  q.terms = ws.pair_terms;
+  q.idf = ws.pair_idf;
   return true;
 }
 
@@ -300,9 +348,10 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
   out.hits.clear();
   eval_state& ev = ws.ev;
   ev.mode = eval_state::done;
-  // A two-word phrase alone, of words that index their pairs: the same docs, frequencies and
-  // keys (idf x term_part of the phrase's title and text counts) as a one-term query of its
-  // pair term; step() follows ws.pair_plan until the search is done.
+  // Two-word phrases of words that index their pairs, alone or beside terms: the same docs and
+  // keys as the query with each phrase replaced by its pair term (a phrase's part is idf x
+  // term_part of its title and text counts, summed in the same order); step() follows
+  // ws.pair_plan until the search is done.
   if (&plan != &ws.pair_plan) {
     bool absent = false;
     ws.pair_on = plan.k != 0 && pair_term_plan(plan, ws, absent);

@@ -319,11 +319,12 @@ struct shard_workspace {
   shard_answer sub_answer;
   query_plan sub_plan{};
   phrase_span sub_whole{};
-  // a two-word phrase searched as its pair term (begin_search): the plan step() then follows
+  // two-word phrases searched as their pair terms (begin_search): the plan step() then follows
   bool pair_on = false;
-  std::string pair_name;
-  std::array<std::string_view, 1> pair_terms{};
-  std::array<double, 1> pair_idf{};
+  std::string pair_name;                     // the pair terms' names back to back
+  std::vector<std::string_view> pair_terms;  // the plan's words that stand alone, then the pairs
+  std::vector<double> pair_idf;
+  std::vector<uint8_t> pair_words;  // per term of the searched plan: a word of a phrase
   query_plan pair_plan{};
   uint32_t df_phrase = 0;       // doc_freqs_slice: the phrase being counted
   bool df_sub_running = false;  // ... and whether its sub-search has begun
@@ -339,7 +340,10 @@ struct shard_workspace {
     shallow.reserve(64);
     term_ub.reserve(64);
     seeds.reserve(64 * champ_len);
-    pair_name.reserve(128);
+    pair_name.reserve(512);
+    pair_terms.reserve(64);
+    pair_idf.reserve(64);
+    pair_words.reserve(64);
     pos_a.reserve(1024);
     pos_b.reserve(1024);
   }
@@ -449,9 +453,15 @@ class local_shard final : public shard_source {
   // A two-word phrase's docs in this shard from the table of adjacent pairs; false when either
   // word is not in the table.
   bool pair_total(const query_plan& plan, const phrase_span& ph, uint64_t& total) const;
-  // Whether `plan` is a two-word phrase alone whose words both index their pairs; sets up
-  // ws.pair_plan (the phrase as its pair term) and `absent` when the pair never occurs here.
+  // Whether pair terms can stand in for `plan`'s phrases: when every phrase is two words that
+  // index their pairs, each phrase as its pair term (the words only in them dropped); else the
+  // phrases' adjacent pairs of such words added as terms of weight 0. Sets up ws.pair_plan, and
+  // `absent` when one of the pairs never occurs here.
   bool pair_term_plan(const query_plan& plan, shard_workspace& ws, bool& absent) const;
+  // The pair term of words a, b (appended to ws.pair_name, viewed by `name`) when both index
+  // their pairs here; whether the pair occurs is for the caller to look up.
+  bool pair_of(std::string_view a, std::string_view b, shard_workspace& ws,
+               std::string_view& name) const;
   // Pruned evaluation (prune.cc): queries without phrases.
   prune_index compute_prune_index() const;
   void begin_pruned(const query_plan& plan, shard_workspace& ws) const;

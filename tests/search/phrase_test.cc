@@ -226,5 +226,155 @@ TEST(phrase_pairs_test, table_counts_equal_the_walk_and_the_reference) {
   EXPECT_GT(matched, pairs.size() / 2);  // the phrases match: the comparison means something
 }
 
+// A plan of words that stand alone and phrases, e.g. {{"the"}, {"of", "a"}} for `the "of a"`:
+// distinct terms in order of first use, a standing word weighted by its own (arbitrary) idf,
+// once per use, words only in phrases weighted 0, and each phrase its own weight.
+struct mixed_plan {
+  std::vector<std::string> words;
+  std::vector<std::string_view> terms;
+  std::vector<double> idf, phrase_idf;
+  std::vector<phrase_span> phrases;
+  std::vector<uint32_t> phrase_terms;
+  query_plan plan{};
+
+  explicit mixed_plan(const std::vector<std::vector<std::string>>& units) {
+    words.reserve(64);
+    auto term_of = [this](const std::string& w) {
+      const auto at = std::find(words.begin(), words.end(), w);
+      if (at != words.end()) {
+        return static_cast<uint32_t>(at - words.begin());
+      }
+      words.push_back(w);
+      idf.push_back(0.0);
+      return static_cast<uint32_t>(words.size() - 1);
+    };
+    for (const std::vector<std::string>& u : units) {
+      if (u.size() == 1) {
+        idf[term_of(u[0])] += 0.5 + static_cast<double>(u[0].size()) / 8;
+        continue;
+      }
+      phrases.push_back(
+          {static_cast<uint32_t>(phrase_terms.size()), static_cast<uint32_t>(u.size())});
+      for (const std::string& w : u) {
+        phrase_terms.push_back(term_of(w));
+      }
+      phrase_idf.push_back(0.25 * static_cast<double>(phrases.size()) + 0.1);
+    }
+    terms.assign(words.begin(), words.end());
+    plan.terms = terms;
+    plan.idf = idf;
+    plan.phrases = phrases;
+    plan.phrase_terms = phrase_terms;
+    plan.phrase_idf = phrase_idf;
+    plan.since = std::numeric_limits<int64_t>::min();
+    plan.until = std::numeric_limits<int64_t>::max();
+    plan.sort = sort_order::relevance;
+    plan.k = 10;
+  }
+};
+
+TEST(phrase_pairs_test, phrases_through_pair_terms_answer_as_the_walk) {
+  // Verifies that queries with phrases of pair-indexed words, beside terms (one of them also a
+  // phrase's word), beside each other, repeated, or of three and five words (their pairs join
+  // as terms of weight 0), are searched through pair terms (ws.pair_on) and give the same total,
+  // docs, order and keys as the build without pair terms and as the exhaustive reference; with
+  // k 200, a time filter and the date sort, whole and in slices; and that a phrase with a word
+  // that is nowhere keeps the walk.
+  std::string data;
+  generate_corpus(2400, 91, [&data](std::string_view c) { data += c; });
+  shards with(data, 2, 120, 1000), without(data, 2, 120, 0);
+  static const char* common[] = {"the", "a", "of", "to", "is", "in", "and", "rust"};
+  std::mt19937_64 rng(11);
+  auto word = [&rng] { return std::string(common[rng() % std::size(common)]); };
+  std::vector<std::vector<std::vector<std::string>>> queries;
+  for (int i = 0; i < 60; ++i) {
+    std::vector<std::vector<std::string>> units;
+    const int standing = static_cast<int>(rng() % 3), pairs = 1 + static_cast<int>(rng() % 2);
+    for (int j = 0; j < standing; ++j) {
+      units.push_back({word()});
+    }
+    for (int j = 0; j < pairs; ++j) {
+      units.push_back({word(), word()});
+      if (rng() % 3 == 0) {
+        units.back().push_back(word());  // three words: the pairs lead, positions decide
+      }
+    }
+    std::shuffle(units.begin(), units.end(), rng);
+    queries.push_back(units);
+  }
+  queries.push_back({{"of"}, {"of", "a"}});               // a word standing and in the phrase
+  queries.push_back({{"the", "the"}, {"a", "a"}});        // repeated words
+  queries.push_back({{"the"}, {"of", "a", "the"}});       // three words
+  queries.push_back({{"is"}, {"of", "a"}, {"of", "a"}});  // the same phrase twice
+  queries.push_back({{"of", "a", "to", "the", "is"}});    // five words
+  queries.push_back({{"a", "zzzunknown"}});               // a word that is nowhere
+  const uint32_t saved_min_lead = prune_min_lead_df;
+  prune_min_lead_df = 0;
+  shard_workspace ws;
+  shard_answer got, walked, want;
+  got.hits.reserve(256);
+  walked.hits.reserve(256);
+  size_t as_pairs = 0, matched = 0;
+  for (size_t qi = 0; qi < queries.size(); ++qi) {
+    mixed_plan mp(queries[qi]);
+    std::string what = "query " + std::to_string(qi) + ":";
+    for (const auto& u : queries[qi]) {
+      std::string unit;
+      for (const std::string& w : u) {
+        unit += (unit.empty() ? "" : " ") + w;
+      }
+      what += u.size() == 1 ? " " + unit : " \"" + unit + "\"";
+    }
+    bool all_pairs = true;
+    for (size_t si = 0; si < with.local.size(); ++si) {
+      ASSERT_TRUE(with.local[si]->search(mp.plan, ws, got));
+      all_pairs = all_pairs && ws.pair_on;
+      ASSERT_TRUE(without.local[si]->search(mp.plan, ws, walked));
+      EXPECT_FALSE(ws.pair_on) << what;
+      with.local[si]->reference_search(mp.plan, want);
+      expect_same(got, want, what + " shard " + std::to_string(si));
+      expect_same(walked, want, what + " without pair terms, shard " + std::to_string(si));
+      matched += want.total > 0;
+      if (::testing::Test::HasFatalFailure()) {
+        prune_min_lead_df = saved_min_lead;
+        return;
+      }
+    }
+    if (qi + 1 == queries.size()) {
+      EXPECT_FALSE(all_pairs) << what;
+    }
+    as_pairs += all_pairs;
+    for (int variant = 0; variant < 3; ++variant) {
+      query_plan v = mp.plan;
+      v.k = variant == 0 ? 200 : 33;
+      v.sort = variant == 2 ? sort_order::date : sort_order::relevance;
+      if (variant > 0) {
+        v.since = 1500000000;
+      }
+      const std::string vwhat = what + " variant " + std::to_string(variant);
+      for (size_t si = 0; si < with.local.size(); ++si) {
+        ASSERT_TRUE(without.local[si]->search(v, ws, walked));
+        ASSERT_TRUE(with.local[si]->search(v, ws, got));
+        expect_same(got, walked, vwhat + " shard " + std::to_string(si));
+        bool first = true;
+        slice sl = slice::more;
+        while (sl == slice::more) {
+          uint64_t left = 3;
+          sl = with.local[si]->search_slice(v, ws, got, first, left);
+          first = false;
+        }
+        expect_same(got, walked, vwhat + " sliced, shard " + std::to_string(si));
+        if (::testing::Test::HasFatalFailure()) {
+          prune_min_lead_df = saved_min_lead;
+          return;
+        }
+      }
+    }
+  }
+  prune_min_lead_df = saved_min_lead;
+  EXPECT_GT(as_pairs, queries.size() / 2);  // the pair-term path ran
+  EXPECT_GT(matched, queries.size() / 2);   // and the queries match: the comparison means something
+}
+
 }  // namespace
 }  // namespace tollgate::search

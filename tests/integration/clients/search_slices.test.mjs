@@ -31,8 +31,8 @@ after(async () => {
 
 const HEAVY = [
   { query: 'the a', sort: 'date', offset: 1000, limit: 10, since: 1 },
-  // a phrase beside a term: a phrase alone of two common words is a one-term search of its
-  // pair term (docs/design.md), too quick to stay behind the light requests
+  // a phrase beside a term (searched through its pair term, docs/design.md §8): still
+  // thousands of passes at one posting each
   { query: 'the "of the"', sort: 'relevance', offset: 990, limit: 10 },
   { query: 'the to', sort: 'relevance', offset: 500, limit: 50, since: 1 },
 ];
