@@ -5,7 +5,8 @@ Starts the real `tollgate serve` on a generated corpus (127.0.0.1, a port it pic
 from the index `tollgate index build` wrote for the corpus, mapped at start), builds an
 FTS5 table over the same stories (Python's sqlite3: Debian's SQLite with FTS5), and asks both the
 same queries: one, two and three terms, a repeated term, a phrase, a phrase with a term, two
-phrases. For every query the REST answer's `total` must equal FTS5's match count and its ten
+phrases; and phrases of the commonest words (searched through pair terms) alone, beside terms,
+two at once and of three words. For every query the REST answer's `total` must equal FTS5's match count and its ten
 ids must equal, in order, FTS5's
     SELECT id FROM t WHERE t MATCH ? ORDER BY bm25(t, 0.0, 3.0, 1.0), rowid LIMIT 10
 (title weighted 3, text 1; rowid = the numeric story id, so ties break by id on both sides).
@@ -29,7 +30,7 @@ import urllib.request
 
 ap = argparse.ArgumentParser()
 ap.add_argument("tollgate")
-ap.add_argument("--count", type=int, default=3000)
+ap.add_argument("--count", type=int, default=12000)
 ap.add_argument("--seed", type=int, default=7)
 args = ap.parse_args()
 
@@ -77,6 +78,21 @@ for i, s in enumerate(stories[:: max(1, len(stories) // 60)]):
         (f'"{a} {b}"', f'"{a} {b}"'),
         (f'{c} "{a} {b}"', f'{q(c)} "{a} {b}"'),
         (f'"{a} {b}" "{c} {d}"', f'"{a} {b}" "{c} {d}"'),
+    ]
+# phrases of the commonest words, which the index also holds as pair terms (docs/design.md §8):
+# alone, beside terms, two of them, of three words
+common = ["the", "of", "a", "to", "in", "and", "is"]
+for i in range(12):
+    a, b, c, d = (common[(i * k + i // 3) % len(common)] for k in (1, 3, 5, 2))
+    if len({a, b, c}) < 3:
+        continue
+    queries += [
+        (f'"{a} {b}"', f'"{a} {b}"'),
+        (f'{c} "{a} {b}"', f'"{c}" "{a} {b}"'),
+        (f'{a} "{a} {b}"', f'"{a}" "{a} {b}"'),
+        (f'"{a} {b}" "{b} {c}" {d}', f'"{a} {b}" "{b} {c}" "{d}"'),
+        (f'"{a} {b} {c}"', f'"{a} {b} {c}"'),
+        (f'{d} "{c} {a} {b}"', f'"{d}" "{c} {a} {b}"'),
     ]
 
 port = free_port()
