@@ -119,6 +119,37 @@ void expect_same(const shard_answer& got, const shard_answer& want, const std::s
   }
 }
 
+// Other pages (k 200, 33), a time filter and the date sort of `plan`: each shard of `with`
+// answers as the same shard of `without`, whole and in slices of a few postings.
+void expect_variants_same(const query_plan& plan, const shards& with, const shards& without,
+                          shard_workspace& ws, const std::string& what) {
+  shard_answer got, walked;
+  got.hits.reserve(256);
+  walked.hits.reserve(256);
+  for (int variant = 0; variant < 3; ++variant) {
+    query_plan v = plan;
+    v.k = variant == 0 ? 200 : 33;
+    v.sort = variant == 2 ? sort_order::date : sort_order::relevance;
+    if (variant > 0) {
+      v.since = 1500000000;
+    }
+    const std::string vwhat = what + " variant " + std::to_string(variant);
+    for (size_t si = 0; si < with.local.size(); ++si) {
+      ASSERT_TRUE(without.local[si]->search(v, ws, walked));
+      ASSERT_TRUE(with.local[si]->search(v, ws, got));
+      expect_same(got, walked, vwhat + " shard " + std::to_string(si));
+      bool first = true;
+      slice sl = slice::more;
+      while (sl == slice::more) {
+        uint64_t left = 3;
+        sl = with.local[si]->search_slice(v, ws, got, first, left);
+        first = false;
+      }
+      expect_same(got, walked, vwhat + " sliced, shard " + std::to_string(si));
+    }
+  }
+}
+
 TEST(phrase_pairs_test, table_counts_equal_the_walk_and_the_reference) {
   // Verifies, for two-word phrases drawn from the stories (adjacent words, a title's last word
   // with its text's first, random pairs of common words, a repeated word), that the document
@@ -194,32 +225,10 @@ TEST(phrase_pairs_test, table_counts_equal_the_walk_and_the_reference) {
       }
     }
     EXPECT_EQ(total, df_with.back()) << what;
-    // other pages, a time filter and the date sort, whole and in slices of a few postings
-    for (int variant = 0; variant < 3; ++variant) {
-      query_plan v = pp.plan;
-      v.k = variant == 0 ? 200 : 33;
-      v.sort = variant == 2 ? sort_order::date : sort_order::relevance;
-      if (variant > 0) {
-        v.since = 1500000000;
-      }
-      const std::string vwhat = what + " variant " + std::to_string(variant);
-      for (size_t si = 0; si < with.local.size(); ++si) {
-        ASSERT_TRUE(with.local[si]->search(v, ws, got));
-        ASSERT_TRUE(without.local[si]->search(v, ws, walked));
-        expect_same(got, walked, vwhat + " shard " + std::to_string(si));
-        bool first = true;
-        slice sl = slice::more;
-        while (sl == slice::more) {
-          uint64_t left = 3;
-          sl = with.local[si]->search_slice(v, ws, got, first, left);
-          first = false;
-        }
-        expect_same(got, walked, vwhat + " sliced, shard " + std::to_string(si));
-        if (::testing::Test::HasFatalFailure()) {
-          prune_min_lead_df = saved_min_lead;
-          return;
-        }
-      }
+    expect_variants_same(pp.plan, with, without, ws, what);
+    if (::testing::Test::HasFatalFailure()) {
+      prune_min_lead_df = saved_min_lead;
+      return;
     }
   }
   prune_min_lead_df = saved_min_lead;
@@ -344,31 +353,10 @@ TEST(phrase_pairs_test, phrases_through_pair_terms_answer_as_the_walk) {
       EXPECT_FALSE(all_pairs) << what;
     }
     as_pairs += all_pairs;
-    for (int variant = 0; variant < 3; ++variant) {
-      query_plan v = mp.plan;
-      v.k = variant == 0 ? 200 : 33;
-      v.sort = variant == 2 ? sort_order::date : sort_order::relevance;
-      if (variant > 0) {
-        v.since = 1500000000;
-      }
-      const std::string vwhat = what + " variant " + std::to_string(variant);
-      for (size_t si = 0; si < with.local.size(); ++si) {
-        ASSERT_TRUE(without.local[si]->search(v, ws, walked));
-        ASSERT_TRUE(with.local[si]->search(v, ws, got));
-        expect_same(got, walked, vwhat + " shard " + std::to_string(si));
-        bool first = true;
-        slice sl = slice::more;
-        while (sl == slice::more) {
-          uint64_t left = 3;
-          sl = with.local[si]->search_slice(v, ws, got, first, left);
-          first = false;
-        }
-        expect_same(got, walked, vwhat + " sliced, shard " + std::to_string(si));
-        if (::testing::Test::HasFatalFailure()) {
-          prune_min_lead_df = saved_min_lead;
-          return;
-        }
-      }
+    expect_variants_same(mp.plan, with, without, ws, what);
+    if (::testing::Test::HasFatalFailure()) {
+      prune_min_lead_df = saved_min_lead;
+      return;
     }
   }
   prune_min_lead_df = saved_min_lead;
