@@ -330,6 +330,7 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
   }
   r.loaded_ = fh.loaded;
   r.skipped_ = fh.skipped;
+  r.file_bytes_ = n;
   return r;
 }
 
@@ -525,6 +526,53 @@ struct disk_term_slot {  // local_shard::term_slot's layout
   uint64_t key, head;
 };
 
+// Adds a section of `bytes` to its part (by the field in its tag's low byte).
+void count_part(index_parts& p, uint32_t tag, uint64_t bytes) {
+  if (tag >> 8 == 0) {
+    return;  // the file's own (the list of bad lines): other
+  }
+  switch (tag & 0xFF) {
+    case f_docs:
+    case f_stories:
+    case f_texts:
+    case f_text_at:
+    case f_text_dict:
+    case f_time:
+    case f_doc_tags:
+    case f_tag_chars:
+    case f_tag_lens:
+    case f_tag_escape:
+    case f_tag_table:
+      p.stories += bytes;
+      break;
+    case f_doc_stream:
+    case f_skips:
+    case f_block_max:
+    case f_block_max_time:
+    case f_champ_at:
+    case f_champ_part:
+    case f_champ_doc:
+    case f_champ_date:
+      p.postings += bytes;
+      break;
+    case f_pos_stream:
+      p.positions += bytes;
+      break;
+    default:
+      break;
+  }
+}
+
+template <class Sections>
+index_parts parts_of(const Sections& sections, uint64_t file_bytes) {
+  index_parts p;
+  for (const auto& s : sections) {
+    count_part(p, s.tag, s.bytes);
+  }
+  p.other = file_bytes - p.stories - p.postings - p.positions;
+  return p;
+}
+
 // A shard's sections as read from a file.
 struct shard_sections {
   std::span<const shard_stats> stats;
@@ -699,6 +747,19 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   mapping_ = r.mapping();
   load_derived(r, slot);
   return {};
+}
+
+index_parts index_writer::parts() const { return parts_of(dir_, at_); }
+
+index_parts index_reader::parts() const { return parts_of(sections_, file_bytes_); }
+
+std::string index_parts::per_story(uint64_t story_count) const {
+  const double n = static_cast<double>(std::max<uint64_t>(1, story_count));
+  return fmt::format(
+      "{:.0f} MB; per story: stories {:.0f} B, postings {:.0f} B, positions {:.0f} B, other "
+      "{:.0f} B",
+      static_cast<double>(stories + postings + positions + other) / 1e6, stories / n, postings / n,
+      positions / n, other / n);
 }
 
 }  // namespace tollgate::search

@@ -34,9 +34,9 @@ namespace {
 
 constexpr int k_level = 1;
 constexpr size_t k_dict_bytes = size_t{32} << 10;
-constexpr size_t k_dict_samples = 2000;                   // texts sampled for the dictionary
+constexpr size_t k_dict_samples = 2000;                       // texts sampled for the dictionary
 constexpr size_t k_dict_min_sample_bytes = size_t{64} << 10;  // below: no dictionary
-constexpr size_t k_min_packed_len = 32;                   // shorter texts are stored raw
+constexpr size_t k_min_packed_len = 32;                       // shorter texts are stored raw
 
 // The calling thread's decompression context and output buffer, reused by every text() call.
 struct text_scratch {
@@ -78,9 +78,9 @@ void local_shard::pack_stories() {
     }
     if (samples.size() >= k_dict_min_sample_bytes) {
       text_dict_store_.resize(k_dict_bytes);
-      const size_t got = ZDICT_trainFromBuffer(text_dict_store_.data(), text_dict_store_.size(),
-                                               samples.data(), sizes.data(),
-                                               static_cast<unsigned>(sizes.size()));
+      const size_t got =
+          ZDICT_trainFromBuffer(text_dict_store_.data(), text_dict_store_.size(), samples.data(),
+                                sizes.data(), static_cast<unsigned>(sizes.size()));
       text_dict_store_.resize(ZDICT_isError(got) ? 0 : got);
     }
   }
@@ -148,9 +148,8 @@ void local_shard::pack_stories() {
 }
 
 bool local_shard::digest_text_dict() {
-  ddict_.reset(text_dict_.empty()
-                   ? nullptr
-                   : ZSTD_createDDict(text_dict_.data(), text_dict_.size()));
+  ddict_.reset(text_dict_.empty() ? nullptr
+                                  : ZSTD_createDDict(text_dict_.data(), text_dict_.size()));
   return text_dict_.empty() || ddict_ != nullptr;
 }
 

@@ -163,6 +163,32 @@ TEST(story_pack_test, packed_shards_render_every_story_as_raw_ones_fresh_and_map
   EXPECT_TRUE(renders(*mapped, ids) == want) << "a mapped packed index renders differently";
 }
 
+TEST(story_pack_test, the_index_reports_its_bytes_by_part_and_packed_stories_take_less) {
+  // Verifies the index's report by part adds up to the file's size, is the same written and
+  // mapped, and that packed stories take well under the raw ones' bytes in the file.
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  write_file(corpus, corpus_text(2000));
+  auto total = [](const index_parts& p) { return p.stories + p.postings + p.positions + p.other; };
+  index_use raw, written, mapped;
+  load(corpus, {dir.path + "/raw.idx"}, false, raw);
+  load(corpus, {dir.path + "/packed.idx"}, true, written);
+  load(corpus, {dir.path + "/packed.idx"}, true, mapped);
+  ASSERT_FALSE(written.mapped);
+  ASSERT_TRUE(mapped.mapped);
+  EXPECT_EQ(total(raw.parts), fs::file_size(dir.path + "/raw.idx"));
+  EXPECT_EQ(total(written.parts), fs::file_size(dir.path + "/packed.idx"));
+  EXPECT_EQ(mapped.parts.stories, written.parts.stories);
+  EXPECT_EQ(mapped.parts.postings, written.parts.postings);
+  EXPECT_EQ(mapped.parts.positions, written.parts.positions);
+  EXPECT_EQ(mapped.parts.other, written.parts.other);
+  EXPECT_GT(written.parts.postings, 0u);
+  EXPECT_GT(written.parts.positions, 0u);
+  EXPECT_EQ(written.parts.postings, raw.parts.postings);
+  EXPECT_LT(written.parts.stories, raw.parts.stories * 3 / 4);
+  EXPECT_NE(written.parts.per_story(2005).find("per story: stories "), std::string::npos);
+}
+
 TEST(story_pack_test, shards_too_small_for_a_dictionary_pack_without_one) {
   // Verifies shards of a few stories (no dictionary: too few sample bytes) still compress the
   // texts that gain and render every story as raw shards do.
