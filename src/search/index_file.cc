@@ -344,6 +344,22 @@ bool index_reader::bytes(uint32_t tag, std::span<const uint8_t>& out) const {
   return false;
 }
 
+void index_reader::release(uint32_t slot_plus_one, std::span<const uint32_t> kept) const {
+  constexpr uintptr_t page = 4096;
+  for (const section& s : sections_) {
+    if (s.tag >> 8 != slot_plus_one ||
+        std::find(kept.begin(), kept.end(), s.tag & 0xFF) != kept.end()) {
+      continue;
+    }
+    // the whole pages inside the section (a page shared with a kept neighbour stays)
+    const uintptr_t from = (reinterpret_cast<uintptr_t>(s.data) + page - 1) & ~(page - 1);
+    const uintptr_t to = (reinterpret_cast<uintptr_t>(s.data) + s.bytes) & ~(page - 1);
+    if (to > from) {
+      ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+    }
+  }
+}
+
 // ---- a shard's sections ----
 
 namespace {
@@ -746,6 +762,11 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   }
   mapping_ = r.mapping();
   load_derived(r, slot);
+  // What was copied (or only checked) leaves the process' resident set: its pages stay in the
+  // page cache, and nothing reads them through the mapping again.
+  static constexpr uint32_t in_place[] = {f_stories,   f_texts,      f_text_at,
+                                          f_text_dict, f_doc_stream, f_pos_stream};
+  r.release(slot + 1, in_place);
   return {};
 }
 

@@ -107,6 +107,10 @@ class index_reader {
   uint64_t skipped() const noexcept { return skipped_; }
   /// The file's bytes by part.
   index_parts parts() const;
+  /// Drops from the resident set the mapped pages of the sections of shard `slot_plus_one`
+  /// whose field is not in `kept` (MADV_DONTNEED: they stay in the page cache, and a later
+  /// read faults them back in). For the sections a shard copied at load.
+  void release(uint32_t slot_plus_one, std::span<const uint32_t> kept) const;
   /// Keeps the mapping alive (a loaded shard holds it).
   const std::shared_ptr<const void>& mapping() const noexcept { return map_; }
 
