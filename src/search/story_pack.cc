@@ -34,7 +34,7 @@ namespace {
 
 constexpr int k_level = 1;
 constexpr size_t k_dict_bytes = size_t{32} << 10;
-constexpr size_t k_dict_samples = 2000;                       // texts sampled for the dictionary
+constexpr size_t k_dict_samples = 1000;                       // texts sampled for the dictionary
 constexpr size_t k_dict_min_sample_bytes = size_t{64} << 10;  // below: no dictionary
 constexpr size_t k_min_packed_len = 32;                       // shorter texts are stored raw
 
@@ -133,9 +133,10 @@ void local_shard::pack_stories() {
     at += len;
   }
   text_at_store_[n] = at;
-  // 3. The texts at their exact size; the arena (the raw stories) is released.
-  texts_.reset(static_cast<uint8_t*>(alloc_build(at)));
-  std::memcpy(texts_.get(), packed.get(), at);
+  // 3. The texts stay where they were compressed: the block's tail past them was never
+  // written, so it was never faulted in (no copy to an exact size). The arena (the raw
+  // stories) is released.
+  texts_ = std::move(packed);
   texts_bytes_ = at;
   text_at_ = text_at_store_;
   text_dict_ = text_dict_store_;
