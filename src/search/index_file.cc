@@ -763,7 +763,8 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   mapping_ = r.mapping();
   load_derived(r, slot);
   // What was copied (or only checked) leaves the process' resident set: its pages stay in the
-  // page cache, and nothing reads them through the mapping again.
+  // page cache, and nothing reads them through the mapping again (a section left off this list
+  // by mistake still reads right: its pages fault back in, a cost only).
   static constexpr uint32_t in_place[] = {f_stories,   f_texts,      f_text_at,
                                           f_text_dict, f_doc_stream, f_pos_stream};
   r.release(slot + 1, in_place);
