@@ -14,6 +14,7 @@ pkgs=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   valgrind
   libhiredis-dev redis-server   # cluster mode: the Redis client, and the server its tests start
+  libzstd-dev   # the index's stored texts, compressed (src/search/story_pack.cc)
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate
   clang-format-14   # tools/check-format.sh (run by tools/test.sh)
   dpkg-dev systemd   # packaging.deb: cpack's dpkg-shlibdeps, systemd-analyze verify on the unit

@@ -108,7 +108,8 @@ int load_corpus(shared_state& st, const config::settings& s) {
       log_info("index: {}", note);
     }
     if (!index.path.empty()) {
-      log_info("index: {} {}", index.mapped ? "mapped" : "wrote", index.path);
+      log_info("index: {} {} ({})", index.mapped ? "mapped" : "wrote", index.path,
+               index.parts.per_story(report.loaded));
     }
     for (const auto& issue : report.issues) {
       log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);

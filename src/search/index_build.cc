@@ -256,7 +256,7 @@ uint32_t local_shard::index_builder::tokenize(uint32_t d) {
   };
   add_field(f.title);
   const uint32_t tl = static_cast<uint32_t>(toks.size());
-  add_field(f.text);
+  add_field(unpacked_text(s.docs_[d]));
   for (tok_ref& t : toks) {
     t.hash = term_hash(std::string_view(tok_chars.data() + t.off, t.len));
     if (!s.term_table_.empty()) {

@@ -97,10 +97,11 @@ int run_index_command(int argc, char** argv) {
   const auto size = std::filesystem::file_size(corpus, ec);
   const auto t0 = std::chrono::steady_clock::now();
   load_report report;
+  index_parts parts;
   auto r = [&] {
     progress_watch progress("indexing " + corpus, "stories", stories, bytes,
                             ec ? 0 : static_cast<uint64_t>(size));
-    return build_index_file(corpus, out, opts, report);
+    return build_index_file(corpus, out, opts, report, &parts);
   }();
   for (const load_issue& issue : report.issues) {
     fmt::print(stderr, "tollgate index: {}:{}: {}\n", corpus, issue.line, issue.reason);
@@ -118,6 +119,7 @@ int run_index_command(int argc, char** argv) {
           .count();
   fmt::print(stderr, "tollgate index: wrote {} ({} stories, {} skipped, {} shards) in {} ms\n", out,
              report.loaded, report.skipped, shards, ms);
+  fmt::print(stderr, "tollgate index: {}\n", parts.per_story(report.loaded));
   return 0;
 }
 

@@ -330,6 +330,7 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
   }
   r.loaded_ = fh.loaded;
   r.skipped_ = fh.skipped;
+  r.file_bytes_ = n;
   return r;
 }
 
@@ -343,6 +344,22 @@ bool index_reader::bytes(uint32_t tag, std::span<const uint8_t>& out) const {
   return false;
 }
 
+void index_reader::release(uint32_t slot_plus_one, std::span<const uint32_t> kept) const {
+  constexpr uintptr_t page = 4096;
+  for (const section& s : sections_) {
+    if (s.tag >> 8 != slot_plus_one ||
+        std::find(kept.begin(), kept.end(), s.tag & 0xFF) != kept.end()) {
+      continue;
+    }
+    // the whole pages inside the section (a page shared with a kept neighbour stays)
+    const uintptr_t from = (reinterpret_cast<uintptr_t>(s.data) + page - 1) & ~(page - 1);
+    const uintptr_t to = (reinterpret_cast<uintptr_t>(s.data) + s.bytes) & ~(page - 1);
+    if (to > from) {
+      ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+    }
+  }
+}
+
 // ---- a shard's sections ----
 
 namespace {
@@ -351,7 +368,7 @@ namespace {
 enum shard_field : uint32_t {
   f_stats = 1,
   f_docs,     // disk_doc per doc, in doc order
-  f_stories,  // each doc's id, title, url, by, text back to back
+  f_stories,  // each doc's id, title, url, by back to back (format 3: the text apart)
   f_time,
   f_doc_tags,
   f_tag_chars,  // tag names back to back
@@ -379,6 +396,11 @@ enum shard_field : uint32_t {
   f_pair_terms,
   f_pair_docs,
   f_pair_posting_ranks,  // the pair table's ranks that have pair terms
+  // The texts (format 3, story_pack.cc): per doc a zstd frame or the raw text (k_text_raw),
+  // back to back; each doc's first byte (one more entry: the end); the shard's dictionary
+  f_texts,
+  f_text_at,
+  f_text_dict,
 };
 
 // A doc_rec with its story's place in f_stories instead of a pointer.
@@ -397,7 +419,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // load_derived, and bump index_format_version if an existing section changes), then update
 // this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
 // not saved: finalize() derives it from the postings on both paths.)
-static_assert(sizeof(local_shard) == 888, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 1000, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -414,7 +436,7 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
   uint64_t off = 0;
   for (size_t d = 0; d < docs_.size(); ++d) {
     const doc_rec& r = docs_[d];
-    const size_t n = size_t{r.id_len} + r.title_len + r.url_len + r.by_len + r.text_len;
+    const size_t n = size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
     w.append(r.base, n);
     docs[d] = {off,        r.id_len,    r.title_len, r.url_len, r.by_len,  r.text_len,
                r.tags_off, r.tag_count, r.escape,    r.score,   r.comments};
@@ -422,6 +444,9 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
   }
   w.end_section();
   w.add(section_tag(s, f_docs), std::span<const disk_doc>(docs));
+  w.add(section_tag(s, f_texts), std::span<const uint8_t>(texts_.get(), texts_bytes_));
+  w.add(section_tag(s, f_text_at), text_at_);
+  w.add(section_tag(s, f_text_dict), text_dict_);
   w.add(section_tag(s, f_time), std::span<const int64_t>(time_));
   w.add(section_tag(s, f_doc_tags), std::span<const uint32_t>(doc_tags_));
   std::vector<uint32_t> tag_lens;
@@ -517,11 +542,60 @@ struct disk_term_slot {  // local_shard::term_slot's layout
   uint64_t key, head;
 };
 
+// Adds a section of `bytes` to its part (by the field in its tag's low byte).
+void count_part(index_parts& p, uint32_t tag, uint64_t bytes) {
+  if (tag >> 8 == 0) {
+    return;  // the file's own (the list of bad lines): other
+  }
+  switch (tag & 0xFF) {
+    case f_docs:
+    case f_stories:
+    case f_texts:
+    case f_text_at:
+    case f_text_dict:
+    case f_time:
+    case f_doc_tags:
+    case f_tag_chars:
+    case f_tag_lens:
+    case f_tag_escape:
+    case f_tag_table:
+      p.stories += bytes;
+      break;
+    case f_doc_stream:
+    case f_skips:
+    case f_block_max:
+    case f_block_max_time:
+    case f_champ_at:
+    case f_champ_part:
+    case f_champ_doc:
+    case f_champ_date:
+      p.postings += bytes;
+      break;
+    case f_pos_stream:
+      p.positions += bytes;
+      break;
+    default:
+      break;
+  }
+}
+
+template <class Sections>
+index_parts parts_of(const Sections& sections, uint64_t file_bytes) {
+  index_parts p;
+  for (const auto& s : sections) {
+    count_part(p, s.tag, s.bytes);
+  }
+  p.other = file_bytes - p.stories - p.postings - p.positions;
+  return p;
+}
+
 // A shard's sections as read from a file.
 struct shard_sections {
   std::span<const shard_stats> stats;
   std::span<const disk_doc> docs;
   std::span<const uint8_t> stories, tag_chars, tag_escape, doc_stream, pos_stream;
+  std::span<const uint8_t> texts, text_dict;
+  std::span<const uint64_t> text_at;
   std::span<const int64_t> time;
   std::span<const uint32_t> doc_tags, tag_lens, tag_table, title_len, text_len;
   std::span<const char> term_chars;
@@ -549,12 +623,15 @@ struct shard_sections {
            r.get(section_tag(s, f_skips), skips) &&
            r.get(section_tag(s, f_pair_terms), pair_terms) &&
            r.get(section_tag(s, f_pair_docs), pair_docs) &&
-           r.get(section_tag(s, f_pair_posting_ranks), pair_posting_ranks);
+           r.get(section_tag(s, f_pair_posting_ranks), pair_posting_ranks) &&
+           r.bytes(section_tag(s, f_texts), texts) && r.get(section_tag(s, f_text_at), text_at) &&
+           r.bytes(section_tag(s, f_text_dict), text_dict);
   }
 
   // Checksums already hold; these checks keep a file this build did not write (or a bug) from
-  // sending a query out of bounds. "" or what is inconsistent.
-  std::string check() const {
+  // sending a query out of bounds. "" or what is inconsistent. `text_raw`: the doc flag of a
+  // text stored raw.
+  std::string check(uint32_t text_raw) const {
     const size_t n = docs.size();
     if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
         text_len.size() != n || tag_lens.size() != tag_escape.size() || doc_stream.size() < 16 ||
@@ -570,11 +647,21 @@ struct shard_sections {
     if (tag_bytes != tag_chars.size()) {
       return "tag names of inconsistent sizes";
     }
-    for (const disk_doc& x : docs) {
-      const uint64_t len = uint64_t{x.id_len} + x.title_len + x.url_len + x.by_len + x.text_len;
+    if (text_at.size() != n + 1 || text_at[0] != 0 || text_at[n] != texts.size()) {
+      return "texts of inconsistent sizes";
+    }
+    for (size_t d = 0; d < n; ++d) {
+      const disk_doc& x = docs[d];
+      const uint64_t len = uint64_t{x.id_len} + x.title_len + x.url_len + x.by_len;
       if (x.off > stories.size() || len > stories.size() - x.off ||
           uint64_t{x.tags_off} + x.tag_count > doc_tags.size()) {
         return "a story out of bounds";
+      }
+      // a raw text has its length; a compressed one is a non-empty frame
+      const bool raw = (x.escape & text_raw) != 0;
+      if (text_at[d + 1] < text_at[d] ||
+          (raw ? text_at[d + 1] - text_at[d] != x.text_len : text_at[d + 1] == text_at[d])) {
+        return "a text out of bounds";
       }
     }
     for (uint32_t t : doc_tags) {
@@ -623,7 +710,7 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   if (!x.read(r, slot + 1)) {
     return fmt::format("shard {}: a section is missing", slot);
   }
-  if (std::string why = x.check(); !why.empty()) {
+  if (std::string why = x.check(k_text_raw); !why.empty()) {
     return fmt::format("shard {}: {}", slot, why);
   }
   stats_ = x.stats[0];
@@ -663,9 +750,38 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
                                                        free_deleter{false});
   doc_stream_bytes_ = x.doc_stream.size();
   pos_stream_bytes_ = x.pos_stream.size();
+  texts_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.texts.data()),
+                                                  free_deleter{false});
+  texts_bytes_ = x.texts.size();
+  text_at_store_.clear();
+  text_at_ = x.text_at;
+  text_dict_store_.clear();
+  text_dict_ = x.text_dict;
+  if (!digest_text_dict()) {
+    return fmt::format("shard {}: a text dictionary zstd does not take", slot);
+  }
   mapping_ = r.mapping();
   load_derived(r, slot);
+  // What was copied (or only checked) leaves the process' resident set: its pages stay in the
+  // page cache, and nothing reads them through the mapping again (a section left off this list
+  // by mistake still reads right: its pages fault back in, a cost only).
+  static constexpr uint32_t in_place[] = {f_stories,   f_texts,      f_text_at,
+                                          f_text_dict, f_doc_stream, f_pos_stream};
+  r.release(slot + 1, in_place);
   return {};
+}
+
+index_parts index_writer::parts() const { return parts_of(dir_, at_); }
+
+index_parts index_reader::parts() const { return parts_of(sections_, file_bytes_); }
+
+std::string index_parts::per_story(uint64_t story_count) const {
+  const double n = static_cast<double>(std::max<uint64_t>(1, story_count));
+  return fmt::format(
+      "{:.0f} MB; per story: stories {:.0f} B, postings {:.0f} B, positions {:.0f} B, other "
+      "{:.0f} B",
+      static_cast<double>(stories + postings + positions + other) / 1e6, stories / n, postings / n,
+      positions / n, other / n);
 }
 
 }  // namespace tollgate::search

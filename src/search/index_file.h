@@ -62,6 +62,8 @@ class index_writer {
     uint64_t loaded = 0, skipped = 0;
   };
   std::string finish(const head& h);
+  /// After finish(): the file's bytes by part.
+  index_parts parts() const;
 
  private:
   struct entry {
@@ -103,6 +105,12 @@ class index_reader {
   bool bytes(uint32_t tag, std::span<const uint8_t>& out) const;
   uint64_t loaded() const noexcept { return loaded_; }
   uint64_t skipped() const noexcept { return skipped_; }
+  /// The file's bytes by part.
+  index_parts parts() const;
+  /// Drops from the resident set the mapped pages of the sections of shard `slot_plus_one`
+  /// whose field is not in `kept` (MADV_DONTNEED: they stay in the page cache, and a later
+  /// read faults them back in). For the sections a shard copied at load.
+  void release(uint32_t slot_plus_one, std::span<const uint32_t> kept) const;
   /// Keeps the mapping alive (a loaded shard holds it).
   const std::shared_ptr<const void>& mapping() const noexcept { return map_; }
 
@@ -115,6 +123,7 @@ class index_reader {
   std::shared_ptr<const void> map_;
   std::vector<section> sections_;
   uint64_t loaded_ = 0, skipped_ = 0;
+  uint64_t file_bytes_ = 0;
 };
 
 }  // namespace tollgate::search

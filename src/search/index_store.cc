@@ -70,7 +70,7 @@ bool load_issues(const index_reader& r, size_t max, std::vector<load_issue>& out
 // The shards of a verified index file, or why they cannot be used.
 result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
     const std::string& path, const corpus_fingerprint& fp, const load_options& opts,
-    load_report& report) {
+    load_report& report, index_parts& parts) {
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
   auto r = index_reader::open(path, fp, n, std::min(thread_count(opts), 4u));
   if (!r) {
@@ -97,6 +97,7 @@ result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
     return unexpected(std::string("corrupt list of bad lines"));
   }
   report = std::move(rep);
+  parts = r->parts();
   return shards;
 }
 
@@ -125,7 +126,7 @@ void remove_stale_temps(const std::filesystem::path& dir, const std::string& pat
 // Writes `shards` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the
 // directory. "" or why not (the temporary file is removed).
 std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
-                        const load_report& report) {
+                        const load_report& report, index_parts& parts) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -144,6 +145,7 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
   save_issues(w, report.issues);
   std::string err =
       w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded, report.skipped});
+  parts = w.parts();
   if (err.empty() && ::fsync(fd) != 0) {
     err = std::strerror(errno);
   }
@@ -244,7 +246,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     return load_jsonl_file(corpus, opts, report);  // its error names the problem
   }
   for (const std::string& path : paths) {
-    auto shards = open_index(path, *fp, opts, report);
+    auto shards = open_index(path, *fp, opts, report, use.parts);
     if (shards) {
       use.mapped = true;
       use.path = path;
@@ -265,7 +267,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     use.notes.push_back(fmt::format("{} changed while it was loaded: no index written", corpus));
   } else {
     for (const std::string& path : paths) {
-      std::string err = write_index(path, *b, *fp, report);
+      std::string err = write_index(path, *b, *fp, report, use.parts);
       if (err.empty()) {
         use.path = path;
         break;
@@ -280,7 +282,8 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
 }
 
 result<void, load_issue> build_index_file(const std::string& corpus, const std::string& out,
-                                          const load_options& opts, load_report& report) {
+                                          const load_options& opts, load_report& report,
+                                          index_parts* parts) {
   auto fp = fingerprint_of(corpus);
   if (!fp) {
     return unexpected(load_issue{0, fp.error()});
@@ -294,8 +297,12 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   if (!after || *after != *fp) {
     return unexpected(load_issue{0, fmt::format("{} changed while it was indexed", corpus)});
   }
-  if (std::string err = write_index(out, b, *fp, report); !err.empty()) {
+  index_parts written;
+  if (std::string err = write_index(out, b, *fp, report, written); !err.empty()) {
     return unexpected(load_issue{0, err});
+  }
+  if (parts != nullptr) {
+    *parts = written;
   }
   return {};
 }

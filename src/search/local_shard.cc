@@ -259,6 +259,7 @@ void local_shard::seal(std::vector<load_issue>& dups) {
   time_.swap(times);
   std::vector<uint64_t>().swap(line_);
   build_index();
+  pack_stories();
 }
 
 uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {

@@ -3,7 +3,9 @@
 // Lifecycle:
 //   1. add() each story of this slot (copied into 1 MiB arena chunks; any order).
 //   2. seal(): sorts stories by id (doc handle order == id_less order, so ties within a shard
-//      break by doc), drops duplicate ids, tokenizes titles and texts and builds the postings.
+//      break by doc), drops duplicate ids, tokenizes titles and texts and builds the postings,
+//      then packs the stored stories (story_pack.cc): the short fields back to back, each text
+//      compressed alone with a dictionary trained on the shard's texts.
 //   3. finalize(global stats) (by the backend): per-doc BM25 length norms (query_plan's formula).
 //   4. Queries, concurrently from any number of cores, each with its own shard_workspace. A
 //      query runs whole (search, add_doc_freqs) or in budgeted slices (search_slice,
@@ -11,8 +13,8 @@
 //
 // Units: storage, hashing and the term table (local_shard.cc), index_build.cc, finalize.cc,
 // evaluate.cc (evaluation, phrases), prune.cc (the pruned evaluation of queries without phrases,
-// see docs/design.md), reference.cc, render.cc; shared helpers in shard_impl.h; the cursor's
-// seek below.
+// see docs/design.md), reference.cc, render.cc, story_pack.cc (stored texts); shared helpers in
+// shard_impl.h; the cursor's seek below.
 //
 // Postings, per term, in three contiguous streams shared by all terms of the shard:
 //   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
@@ -35,6 +37,8 @@
 
 #include "tollgate/search/backend.h"
 #include "tollgate/search/shard.h"
+
+struct ZSTD_DDict_s;  // <zstd.h>: a digested decompression dictionary
 
 namespace tollgate::search {
 
@@ -76,6 +80,9 @@ inline uint32_t pair_sample_docs = 4096;
 /// each doc's occurrences of the phrase "a b" in title and text: a search of such a phrase
 /// alone is a one-term search of its pair term (champion lists, block maxima, exact df).
 inline uint32_t pair_posting_words = 128;
+/// Whether seal() compresses the stories' texts (story_pack.cc). Only tests turn it off, to
+/// compare a packed shard with one whose texts are all stored raw; set it before loading.
+inline bool pack_texts = true;
 /// A shard with at least this many postings finalizes on several threads. Settable so tests
 /// can run the threaded path on a small corpus; set it before loading, never during.
 inline uint64_t parallel_finalize_postings = 4'000'000;
@@ -382,6 +389,13 @@ class local_shard final : public shard_source {
 
   size_t doc_count() const noexcept { return docs_.size(); }
   std::string_view id(uint32_t doc) const noexcept;
+  /// The text of a sealed shard's `doc`: a view of the stored bytes, or of the calling thread's
+  /// scratch buffer once decompressed into it (valid until that thread's next text() call).
+  /// No allocation once the scratch has grown to the longest text read.
+  std::string_view text(uint32_t doc) const;
+  /// How many docs hold their text compressed (the others store it raw: empty, or compression
+  /// did not make it smaller).
+  size_t packed_texts() const noexcept;
   /// Bytes held by the index and stored stories (approximate, for benches).
   size_t memory_bytes() const noexcept;
   /// How many frequent words the shard's table of adjacent pairs covers (0: no table).
@@ -399,12 +413,13 @@ class local_shard final : public shard_source {
 
  private:
   static constexpr uint32_t k_escape_id = 1, k_escape_title = 2, k_escape_url = 4, k_escape_by = 8;
+  static constexpr uint32_t k_text_raw = 16;  // sealed: the text is stored uncompressed
   struct doc_rec {
-    const char* base;  // id, title, url, by, text stored back to back
+    const char* base;  // id, title, url, by back to back (before seal() the text follows)
     uint32_t id_len, title_len, url_len, by_len, text_len;
     uint32_t tags_off;
     uint32_t tag_count;
-    uint32_t escape;  // k_escape_* bits: which short fields need JSON escaping (fills padding)
+    uint32_t escape;  // k_escape_* bits: which short fields need JSON escaping; k_text_raw
     int64_t score, comments;
   };
   struct field_views;
@@ -414,7 +429,10 @@ class local_shard final : public shard_source {
   int64_t lookup_tag(std::string_view t) const noexcept;
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
-  void save_derived(index_writer& w, uint32_t slot) const;  // index_file.cc
+  void pack_stories();      // story_pack.cc
+  bool digest_text_dict();  // ddict_ from text_dict_; false: zstd refuses it
+  static std::string_view unpacked_text(const doc_rec& r) noexcept;  // before pack_stories()
+  void save_derived(index_writer& w, uint32_t slot) const;           // index_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
   struct index_builder;  // index_build.cc
   void build_index();
@@ -514,6 +532,19 @@ class local_shard final : public shard_source {
   size_t chunk_left_ = 0;
   size_t arena_bytes_ = 0;
   std::vector<doc_rec> docs_;
+  // Texts once sealed (story_pack.cc): per doc, stored raw (k_text_raw) or compressed alone as
+  // one zstd frame with the dictionary text_dict_, back to back in doc order: doc d's bytes
+  // are texts_[text_at_[d], text_at_[d + 1]). Owned (a build) or in the index file's mapping.
+  struct ddict_deleter {
+    void operator()(ZSTD_DDict_s* d) const noexcept;
+  };
+  std::unique_ptr<uint8_t, free_deleter> texts_;
+  size_t texts_bytes_ = 0;
+  std::vector<uint64_t> text_at_store_;  // a build's text_at_
+  std::span<const uint64_t> text_at_;
+  std::vector<uint8_t> text_dict_store_;  // a build's dictionary
+  std::span<const uint8_t> text_dict_;
+  std::unique_ptr<ZSTD_DDict_s, ddict_deleter> ddict_;  // text_dict_ digested (a copy)
   std::vector<int64_t> time_;
   std::vector<uint64_t> line_;  // build only
   std::vector<uint32_t> doc_tags_;

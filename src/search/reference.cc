@@ -61,7 +61,7 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
     }
     field_views f(r);
     tokenize(f.title, title);
-    tokenize(f.text, text);
+    tokenize(local_shard::text(doc), text);
     // D straight from the token lists, the norm from the formula (not len_norm_)
     const double d = static_cast<double>(title.size() + text.size());
     const double kn = k1 * (1 - b + b * d / avgdl);

@@ -87,22 +87,23 @@ void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) cons
   }
   p = out.put_literal(p, k_lit_text);
   out.end_write(base, p);
+  const std::string_view body = text(doc);  // decompressed into this thread's scratch
   char* const tbase =
-      out.begin_write(out.escaped_bound(f.text.size()) + json_out::literal_bound(k_lit_text_end));
-  p = out.put_escaped(tbase, f.text);
+      out.begin_write(out.escaped_bound(body.size()) + json_out::literal_bound(k_lit_text_end));
+  p = out.put_escaped(tbase, body);
   p = out.put_literal(p, k_lit_text_end);
   out.end_write(tbase, p);
 }
 
 size_t local_shard::memory_bytes() const noexcept {
-  return arena_bytes_ + docs_.capacity() * sizeof(doc_rec) + time_.capacity() * 8 +
-         doc_tags_.capacity() * 4 + title_len_.capacity() * 8 + len_norm_.capacity() * 8 +
-         term_chars_.capacity() + terms_.capacity() * sizeof(term_info) +
-         term_table_.capacity() * sizeof(term_slot) + doc_stream_bytes_ + pos_stream_bytes_ +
-         skips_.capacity() * sizeof(skip_entry) + block_max_.capacity() * 4 +
-         block_max_time_.capacity() * 8 + champ_at_.capacity() * 4 + champ_part_.capacity() * 8 +
-         champ_doc_.capacity() * 4 + champ_date_.capacity() * 4 + pair_terms_.capacity() * 4 +
-         pair_rank_.capacity() * 2 + pair_docs_.capacity() * 4;
+  return arena_bytes_ + texts_bytes_ + text_at_store_.capacity() * 8 + text_dict_store_.size() +
+         docs_.capacity() * sizeof(doc_rec) + time_.capacity() * 8 + doc_tags_.capacity() * 4 +
+         title_len_.capacity() * 8 + len_norm_.capacity() * 8 + term_chars_.capacity() +
+         terms_.capacity() * sizeof(term_info) + term_table_.capacity() * sizeof(term_slot) +
+         doc_stream_bytes_ + pos_stream_bytes_ + skips_.capacity() * sizeof(skip_entry) +
+         block_max_.capacity() * 4 + block_max_time_.capacity() * 8 + champ_at_.capacity() * 4 +
+         champ_part_.capacity() * 8 + champ_doc_.capacity() * 4 + champ_date_.capacity() * 4 +
+         pair_terms_.capacity() * 4 + pair_rank_.capacity() * 2 + pair_docs_.capacity() * 4;
 }
 
 }  // namespace tollgate::search

@@ -141,8 +141,9 @@ inline uint64_t term_tag(uint64_t h, size_t len) noexcept {
 
 }  // namespace detail
 
+// A story's short fields (the text is read with text(), or unpacked_text() before seal()).
 struct local_shard::field_views {
-  std::string_view id, title, url, by, text;
+  std::string_view id, title, url, by;
   explicit field_views(const doc_rec& r) {
     const char* p = r.base;
     id = {p, r.id_len};
@@ -152,10 +153,12 @@ struct local_shard::field_views {
     url = {p, r.url_len};
     p += r.url_len;
     by = {p, r.by_len};
-    p += r.by_len;
-    text = {p, r.text_len};
   }
 };
+
+inline std::string_view local_shard::unpacked_text(const doc_rec& r) noexcept {
+  return {r.base + r.id_len + r.title_len + r.url_len + r.by_len, r.text_len};
+}
 
 // Term table: open addressing over 16-byte slots {hash high bits | length | term index + 1,
 // first 8 bytes}. Most terms are at most 8 bytes long and are matched from the slot alone, so

@@ -37,7 +37,9 @@
 namespace tollgate::search {
 
 /// 2: each shard also holds its table of adjacent pairs of frequent words (phrase counts).
-inline constexpr uint32_t index_format_version = 2;
+/// 3: the stories' texts apart from their short fields, each compressed alone (zstd, with a
+/// dictionary per shard).
+inline constexpr uint32_t index_format_version = 3;
 
 /// Identifies a corpus file's content well enough to trust an index built from it.
 struct corpus_fingerprint {
@@ -54,11 +56,22 @@ result<corpus_fingerprint, std::string> fingerprint_of(const std::string& path);
 /// the corpus' absolute path). An empty data_dir leaves out the second.
 std::vector<std::string> index_paths(const std::string& corpus, const std::string& data_dir);
 
+/// An index file's bytes by part (for the reports of `index build` and `serve`).
+struct index_parts {
+  uint64_t stories = 0;    ///< stored stories: short fields, texts, doc records, times, tags
+  uint64_t postings = 0;   ///< doc streams, skips, block maxima, champion lists
+  uint64_t positions = 0;  ///< position streams
+  uint64_t other = 0;      ///< term tables, length norms, pair tables, header, directory
+  /// "N MB; per story: stories S B, postings P B, positions Q B, other O B"
+  std::string per_story(uint64_t story_count) const;
+};
+
 /// What load_indexed did with the index files.
 struct index_use {
   bool mapped = false;             ///< true: served from the index file `path`
   std::string path;                ///< the file mapped or written; empty: none
   std::vector<std::string> notes;  ///< per file found but not used or not written: why
+  index_parts parts;               ///< the file at `path`, by part
 };
 
 /// load_jsonl_file() through the persisted index (see the lifecycle above): maps the first
@@ -71,9 +84,10 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
                                                           load_report& report, index_use& use);
 
 /// Builds the shards of `corpus` and writes them to `out` (atomically, as above). Errors: the
-/// corpus' (line > 0: a bad line) or the file's (line 0).
+/// corpus' (line > 0: a bad line) or the file's (line 0). `parts`, when given: the file's.
 result<void, load_issue> build_index_file(const std::string& corpus, const std::string& out,
-                                          const load_options& opts, load_report& report);
+                                          const load_options& opts, load_report& report,
+                                          index_parts* parts = nullptr);
 
 /// `tollgate index build --corpus F [--out FILE] [--shards N] [--skip-bad-lines true|false]`
 /// (argv[0] is "index"). --help prints usage (exit 0); bad usage: stderr, exit 2; a corpus or

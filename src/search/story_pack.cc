@@ -1,0 +1,184 @@
+// local_shard's stored texts: packed at seal(), read back by text().
+//
+// A sealed shard keeps each story's short fields (id, title, url, by) raw and back to back, in
+// doc order: every search hit renders them, and the id orders hits across shards. The texts,
+// most of a story's bytes and read only by get_story (and the reference evaluator), are
+// compressed, each alone so that reading one decompresses only its own:
+//   1. a zstd dictionary is trained (ZDICT) on a sample of the shard's texts, spread evenly
+//      over its docs; too few sample bytes: no dictionary;
+//   2. each text becomes one zstd frame (level k_level, no checksum, no content size: the raw
+//      length is in the doc record, and the index file's section checksums cover the bytes);
+//      one that does not come out smaller is stored raw and flagged k_text_raw;
+//   3. text() decompresses into a per-thread scratch buffer with a per-thread context and the
+//      shard's digested dictionary (ZSTD_DDict, read-only, shared by all threads).
+// Measured on the 1M-story corpus (perf/search/README.md): level 1 with a 32 KiB dictionary
+// keeps about half of a text's bytes at a few µs per text to compress and about one to
+// decompress; higher levels cost build time for a few percent, groups of consecutive texts
+// in one frame would save another few percent but decompress several texts per read.
+#include <zdict.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "search/shard_impl.h"
+#include "tollgate/common/assert.h"
+
+namespace tollgate::search {
+
+using namespace detail;
+
+namespace {
+
+constexpr int k_level = 1;
+constexpr size_t k_dict_bytes = size_t{32} << 10;
+constexpr size_t k_dict_samples = 1000;                       // texts sampled for the dictionary
+constexpr size_t k_dict_min_sample_bytes = size_t{64} << 10;  // below: no dictionary
+constexpr size_t k_min_packed_len = 32;                       // shorter texts are stored raw
+
+// The calling thread's decompression context and output buffer, reused by every text() call.
+struct text_scratch {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  std::vector<char> buf;
+  ~text_scratch() { ZSTD_freeDCtx(dctx); }
+};
+
+text_scratch& thread_scratch() {
+  thread_local text_scratch s;
+  return s;
+}
+
+struct cctx_deleter {
+  void operator()(ZSTD_CCtx* c) const noexcept { ZSTD_freeCCtx(c); }
+};
+struct cdict_deleter {
+  void operator()(ZSTD_CDict* c) const noexcept { ZSTD_freeCDict(c); }
+};
+
+}  // namespace
+
+void local_shard::ddict_deleter::operator()(ZSTD_DDict_s* d) const noexcept { ZSTD_freeDDict(d); }
+
+void local_shard::pack_stories() {
+  const size_t n = docs_.size();
+  // 1. The dictionary, from up to k_dict_samples non-empty texts spread over the shard.
+  text_dict_store_.clear();
+  if (pack_texts) {
+    std::vector<char> samples;
+    std::vector<size_t> sizes;
+    const size_t step = std::max<size_t>(1, n / k_dict_samples);
+    for (size_t d = 0; d < n; d += step) {
+      const std::string_view t = unpacked_text(docs_[d]);
+      if (!t.empty()) {
+        samples.insert(samples.end(), t.begin(), t.end());
+        sizes.push_back(t.size());
+      }
+    }
+    if (samples.size() >= k_dict_min_sample_bytes) {
+      text_dict_store_.resize(k_dict_bytes);
+      const size_t got =
+          ZDICT_trainFromBuffer(text_dict_store_.data(), text_dict_store_.size(), samples.data(),
+                                sizes.data(), static_cast<unsigned>(sizes.size()));
+      text_dict_store_.resize(ZDICT_isError(got) ? 0 : got);
+    }
+  }
+  // 2. The short fields into one block, each text into a frame (or raw) in another.
+  size_t head_bytes = 0, bound = 0;
+  for (const doc_rec& r : docs_) {
+    head_bytes += size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
+    bound += pack_texts ? ZSTD_compressBound(r.text_len) : r.text_len;
+  }
+  std::unique_ptr<char, free_deleter> heads(static_cast<char*>(alloc_build(head_bytes)));
+  std::unique_ptr<uint8_t, free_deleter> packed(static_cast<uint8_t*>(alloc_build(bound)));
+  std::unique_ptr<ZSTD_CCtx, cctx_deleter> cctx(pack_texts ? ZSTD_createCCtx() : nullptr);
+  std::unique_ptr<ZSTD_CDict, cdict_deleter> cdict;
+  if (cctx) {
+    TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 0)));
+    TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_dictIDFlag, 0)));
+    TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 0)));
+    if (!text_dict_store_.empty()) {
+      cdict.reset(ZSTD_createCDict(text_dict_store_.data(), text_dict_store_.size(), k_level));
+      TOLLGATE_CHECK(cdict != nullptr);
+      TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_refCDict(cctx.get(), cdict.get())));
+    } else {
+      TOLLGATE_CHECK(
+          !ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, k_level)));
+    }
+  }
+  text_at_store_.resize(n + 1);
+  char* h = heads.get();
+  uint64_t at = 0;
+  for (size_t d = 0; d < n; ++d) {
+    doc_rec& r = docs_[d];
+    const size_t hn = size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
+    const std::string_view t = unpacked_text(r);
+    std::memcpy(h, r.base, hn);
+    r.base = h;
+    h += hn;
+    text_at_store_[d] = at;
+    size_t len = 0;
+    if (cctx && t.size() >= k_min_packed_len) {
+      len = ZSTD_compress2(cctx.get(), packed.get() + at, bound - at, t.data(), t.size());
+      TOLLGATE_CHECK(!ZSTD_isError(len));  // the bound leaves room for every frame
+    }
+    if (len == 0 || len >= t.size()) {
+      std::memcpy(packed.get() + at, t.data(), t.size());
+      len = t.size();
+      r.escape |= k_text_raw;
+    } else {
+      r.escape &= ~k_text_raw;
+    }
+    at += len;
+  }
+  text_at_store_[n] = at;
+  // 3. The texts stay where they were compressed: the block's tail past them was never
+  // written, so it was never faulted in (no copy to an exact size). The arena (the raw
+  // stories) is released.
+  texts_ = std::move(packed);
+  texts_bytes_ = at;
+  text_at_ = text_at_store_;
+  text_dict_ = text_dict_store_;
+  TOLLGATE_CHECK(digest_text_dict());
+  chunks_.clear();
+  chunks_.push_back(std::move(heads));
+  chunk_ptr_ = nullptr;
+  chunk_left_ = 0;
+  arena_bytes_ = head_bytes;
+}
+
+bool local_shard::digest_text_dict() {
+  ddict_.reset(text_dict_.empty() ? nullptr
+                                  : ZSTD_createDDict(text_dict_.data(), text_dict_.size()));
+  return text_dict_.empty() || ddict_ != nullptr;
+}
+
+std::string_view local_shard::text(uint32_t doc) const {
+  const doc_rec& r = docs_[doc];
+  const char* src = reinterpret_cast<const char*>(texts_.get()) + text_at_[doc];
+  const size_t len = text_at_[doc + 1] - text_at_[doc];
+  if ((r.escape & k_text_raw) != 0) {
+    return {src, len};
+  }
+  text_scratch& s = thread_scratch();
+  if (s.buf.size() < r.text_len) {
+    s.buf.resize(std::max<size_t>(r.text_len, 2 * s.buf.size()));
+  }
+  const size_t got =
+      ddict_ ? ZSTD_decompress_usingDDict(s.dctx, s.buf.data(), r.text_len, src, len, ddict_.get())
+             : ZSTD_decompressDCtx(s.dctx, s.buf.data(), r.text_len, src, len);
+  // The bytes were written by pack_stories() and, in a mapped file, verified by its checksums.
+  TOLLGATE_CHECK(!ZSTD_isError(got) && got == r.text_len);
+  return {s.buf.data(), r.text_len};
+}
+
+size_t local_shard::packed_texts() const noexcept {
+  size_t k = 0;
+  for (const doc_rec& r : docs_) {
+    k += (r.escape & k_text_raw) == 0 ? 1 : 0;
+  }
+  return k;
+}
+
+}  // namespace tollgate::search
