@@ -149,10 +149,16 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
   std::sort(ws.seeds.begin(), ws.seeds.end());
   ws.seeds.erase(std::unique(ws.seeds.begin(), ws.seeds.end()), ws.seeds.end());
   for (uint32_t doc : ws.seeds) {
+    // the dense terms' bitsets first (no postings read), then the cursors, rarest first: most
+    // seeds of a common term's list are not in the rarest term's docs
     bool on = true, left = true;
-    for (size_t i = 0; i < ws.cursors.size() && on && left; ++i) {
-      left = ws.cursors[i].seek(doc);
-      on = left && ws.cursors[i].doc == doc;
+    for (size_t i = 0; i < ws.sets.size() && on; ++i) {
+      on = ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
+    }
+    for (size_t oi = 0; oi < ws.order.size() && on && left; ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      left = c.seek(doc);
+      on = left && c.doc == doc;
     }
     if (!left) {
       break;
