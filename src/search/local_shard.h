@@ -252,7 +252,11 @@ struct prune_index {
   std::vector<uint32_t> set_of_term;  ///< per term: its bitset's number, or UINT32_MAX
   std::vector<uint64_t> bits;         ///< the dense terms' doc bitsets, `words` each
   uint32_t min_len = 0;               ///< the shortest doc's length (title + text tokens)
-  uint32_t time_step = 1;             ///< time ranks per bucket of time_cum (below)
+  /// Per doc: the class of its length (title + text tokens; len_class_min: each class's
+  /// smallest length), so that a doc's bound can take a norm close to its own from one byte
+  /// (len_norm_[doc] is eight, a cache miss for most docs a walk visits).
+  std::vector<uint8_t> len_class;
+  uint32_t time_step = 1;  ///< time ranks per bucket of time_cum (below)
   const uint64_t* set(uint32_t term) const noexcept {
     const uint32_t s = set_of_term[term];
     return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
@@ -263,6 +267,15 @@ struct prune_index {
   std::vector<uint32_t> tag_at;    ///< per tag: its first entry in tag_docs; one more at the end
   std::vector<uint32_t> tag_docs;  ///< per tag, its docs ascending
 };
+/// The smallest length (title + text tokens) of each length class (prune_index::len_class):
+/// one class per length below 64, then steps of about 4%, up to ~10^5 tokens and beyond.
+inline constexpr std::array<uint32_t, 256> len_class_min = [] {
+  std::array<uint32_t, 256> m{};
+  for (uint32_t c = 1; c < m.size(); ++c) {
+    m[c] = c < 64 ? c : std::max(m[c - 1] + 1, m[c - 1] + (m[c - 1] + 24) / 25);
+  }
+  return m;
+}();
 /// Buckets of time ranks with a cumulative bitset each (prune_index::time_cum).
 inline constexpr uint32_t time_buckets = 32;
 
@@ -281,11 +294,12 @@ struct eval_state {
   bool by_date = false;
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
   bool counting = false;
-  bool all_dense = false;      ///< counting: every term has a bitset
-  bool time_filtered = false;  ///< since or until set
-  double kn_min = 0;           ///< the smallest length norm of the shard under avgdl
-  uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
-  bool total_known = false;    ///< the total is a phrase's known count (no counting phase)
+  bool all_dense = false;            ///< counting: every term has a bitset
+  bool time_filtered = false;        ///< since or until set
+  double kn_min = 0;                 ///< the smallest length norm of the shard under avgdl
+  uint32_t seed_at = 0;              ///< the first seed not below the lead's doc
+  const double* kn_class = nullptr;  ///< per length class, its norm under avgdl (a lower bound)
+  bool total_known = false;          ///< the total is a phrase's known count (no counting phase)
   uint64_t known_total = 0;
   uint32_t word = 0;                  ///< counting by bitsets: the next word
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
@@ -305,10 +319,22 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
-  std::vector<const uint64_t*> sets;       // per cursor: its term's bitset or nullptr (pruned)
-  std::vector<uint32_t> shallow;           // per cursor: the block bounds read up to (pruned)
-  std::vector<double> term_ub;             // per cursor: idf x its bound in the lead block
-  std::vector<uint32_t> seeds;             // docs offered before the walk, ascending (pruned)
+  std::vector<const uint64_t*> sets;   // per cursor: its term's bitset or nullptr (pruned)
+  std::vector<uint32_t> shallow;       // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;         // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;         // docs offered before the walk, ascending (pruned)
+  std::array<double, 256> kn_class{};  // the norm of each length class's smallest length
+  uint64_t kn_class_shard = 0;         // ... for this shard's serial and this avgdl
+  double kn_class_avgdl = 0;
+  // pruned top k: per length class, the lead's least weighted frequency (3 x title + text tf)
+  // that can reach the k-th key with every other term at its largest block maximum
+  // (term_max); valid where f_gen[c] == f_gen_now, made for the k-th key f_kth
+  std::vector<double> term_max;
+  std::array<uint32_t, 256> f_min{};
+  std::array<uint32_t, 256> f_gen{};
+  uint32_t f_gen_now = 0;
+  double f_kth = 0;
+  uint32_t f_age = 0;                      // docs tested since the thresholds were last invalidated
   std::vector<uint64_t> filter, tag_bits;  // the docs passing the time window and tags
   std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
   uint32_t phrase_totals_next = 0;                  // the entry to replace next
@@ -468,6 +494,7 @@ class local_shard final : public shard_source {
   bool top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                 uint64_t& budget) const;
   double doc_bound(const query_plan& plan, shard_workspace& ws, double kn, bool& end) const;
+  uint32_t lead_f_min(const query_plan& plan, shard_workspace& ws, double kn, double kth) const;
   void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                bool& end) const;
   bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,

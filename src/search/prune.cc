@@ -40,6 +40,14 @@ prune_index local_shard::compute_prune_index() const {
   for (size_t d = 0; d < n; ++d) {
     px.min_len = std::min(px.min_len, title_len_[d] + text_len_[d]);
   }
+  // a class's norm bounds its docs' norms from below within a few percent
+  px.len_class.resize(n);
+  for (size_t d = 0; d < n; ++d) {
+    const uint32_t len = title_len_[d] + text_len_[d];
+    px.len_class[d] =
+        static_cast<uint8_t>(std::upper_bound(len_class_min.begin(), len_class_min.end(), len) -
+                             len_class_min.begin() - 1);
+  }
   uint32_t sets = 0;
   for (size_t ti = 0; ti < terms_.size(); ++ti) {
     const uint64_t df = terms_[ti].df;
@@ -124,6 +132,26 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
   ev.time_filtered = plan.since != std::numeric_limits<int64_t>::min() ||
                      plan.until != std::numeric_limits<int64_t>::max();
   ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
+  if (ws.kn_class_shard != serial_ || ws.kn_class_avgdl != ev.avgdl) {
+    for (size_t c = 0; c < ws.kn_class.size(); ++c) {
+      ws.kn_class[c] = length_norm_of(len_class_min[c], ev.avgdl);
+    }
+    ws.kn_class_shard = serial_;
+    ws.kn_class_avgdl = ev.avgdl;
+  }
+  ev.kn_class = ws.kn_class.data();
+  ws.term_max.assign(ws.cursors.size(), 0);
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    float m = 0;
+    for (uint32_t j = 0; j < c.nblocks; ++j) {
+      m = std::max(m, block_max_[c.skip_off + j]);
+    }
+    ws.term_max[i] = m * ev.bound_scale;
+  }
+  ++ws.f_gen_now;  // no thresholds yet
+  ws.f_kth = 0;
+  ws.f_age = 0;
   ws.shallow.assign(plan.terms.size(), 0);
   ws.term_ub.assign(plan.terms.size(), 0);
 }
@@ -379,6 +407,37 @@ double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, doubl
   return ub + phrase_bounds(plan, ws);
 }
 
+// The least weighted frequency f (3 x title tf + text tf) of the lead at norm kn whose bound,
+// with every other term at its largest block maximum (ws.term_max), summed as doc_bound sums,
+// is not below kth; 2^20 when none up to it is. The bound is non-decreasing in f (unit_part
+// increases in f by far more than its rounding below 2^20, and adding and multiplying by
+// non-negative factors keep the order), so every f below the result has a bound below kth,
+// and so has doc_bound, whose factors are each at most these.
+uint32_t local_shard::lead_f_min(const query_plan& plan, shard_workspace& ws, double kn,
+                                 double kth) const {
+  const uint32_t li = ws.order[0];
+  auto bound = [&](uint32_t f) {
+    double ub = 0;
+    for (size_t i = 0; i < ws.cursors.size(); ++i) {
+      ub += plan.idf[i] * (i == li ? unit_part(static_cast<double>(f), kn) : ws.term_max[i]);
+    }
+    return ub;
+  };
+  uint32_t lo = 0, hi = uint32_t{1} << 20;
+  if (bound(hi) < kth) {
+    return hi;
+  }
+  while (lo < hi) {  // the least f in [lo, hi] whose bound reaches kth; hi's does
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (bound(mid) < kth) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // The lead's current doc: rejected by the bitsets, the time range or its bound when it can,
 // else sought on the other cursors, checked and scored; then the lead moves on. `end`: no doc
 // is left that could match.
@@ -389,6 +448,26 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   const uint32_t doc = lead.doc;
   const bool full = heap.size() == plan.k;
   const double kth = full ? heap.front().key : 0.0;
+  if (full && !ws.ev.by_date && plan.phrases.empty()) {
+    // The cheapest test first: the lead's frequency against its length class's threshold
+    // (thresholds made for a lower k-th key are still sound, only looser: they are remade
+    // when the k-th key has risen and a few thousand docs have been tested since).
+    if (kth != ws.f_kth && (ws.f_kth == 0 || ++ws.f_age >= 2048)) {
+      ++ws.f_gen_now;
+      ws.f_kth = kth;
+      ws.f_age = 0;
+    }
+    const uint8_t cls = prune_.len_class[doc];
+    if (ws.f_gen[cls] != ws.f_gen_now) {
+      ws.f_gen[cls] = ws.f_gen_now;
+      ws.f_min[cls] = lead_f_min(plan, ws, ws.ev.kn_class[cls], ws.f_kth);
+    }
+    static_assert(w_title == 3.0 && w_text == 1.0);
+    if (uint64_t{3} * lead.tf_title + lead.tf_text < ws.f_min[cls]) {
+      end = !lead.next();
+      return;
+    }
+  }
   bool maybe = true;
   for (size_t i = 0; i < ws.sets.size() && maybe; ++i) {
     maybe = i == li || ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
@@ -402,8 +481,9 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
     maybe = !(static_cast<double>(time_[doc]) < kth);
   } else if (maybe && full) {
     // first with the shard's smallest norm (no load; a bound on the lead's part, which
-    // decreases with the norm), then with the doc's own
+    // decreases with the norm), then with its length class's (one byte), then with its own
     maybe = !(doc_bound(plan, ws, ws.ev.kn_min, end) < kth) && !end &&
+            !(doc_bound(plan, ws, ws.ev.kn_class[prune_.len_class[doc]], end) < kth) &&
             !(doc_bound(plan, ws, length_norm(doc, ws.ev.avgdl), end) < kth);
     if (end) {
       return;
