@@ -252,11 +252,7 @@ struct prune_index {
   std::vector<uint32_t> set_of_term;  ///< per term: its bitset's number, or UINT32_MAX
   std::vector<uint64_t> bits;         ///< the dense terms' doc bitsets, `words` each
   uint32_t min_len = 0;               ///< the shortest doc's length (title + text tokens)
-  /// Per doc: the class of its length (title + text tokens; len_class_min: each class's
-  /// smallest length), so that a doc's bound can take a norm close to its own from one byte
-  /// (len_norm_[doc] is eight, a cache miss for most docs a walk visits).
-  std::vector<uint8_t> len_class;
-  uint32_t time_step = 1;  ///< time ranks per bucket of time_cum (below)
+  uint32_t time_step = 1;             ///< time ranks per bucket of time_cum (below)
   const uint64_t* set(uint32_t term) const noexcept {
     const uint32_t s = set_of_term[term];
     return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
@@ -266,6 +262,11 @@ struct prune_index {
   std::vector<uint64_t> time_cum;  ///< bitset j - 1 (j >= 1): the docs of rank < j * time_step
   std::vector<uint32_t> tag_at;    ///< per tag: its first entry in tag_docs; one more at the end
   std::vector<uint32_t> tag_docs;  ///< per tag, its docs ascending
+
+  /// Per doc: the class of its length (title + text tokens; len_class_min: each class's
+  /// smallest length), so that a doc's bound can take a norm close to its own from one byte
+  /// (len_norm_[doc] is eight, a cache miss for most docs a walk visits).
+  std::vector<uint8_t> len_class;
 };
 /// The smallest length (title + text tokens) of each length class (prune_index::len_class):
 /// one class per length below 64, then steps of about 4%, up to ~10^5 tokens and beyond.
@@ -294,12 +295,11 @@ struct eval_state {
   bool by_date = false;
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
   bool counting = false;
-  bool all_dense = false;            ///< counting: every term has a bitset
-  bool time_filtered = false;        ///< since or until set
-  double kn_min = 0;                 ///< the smallest length norm of the shard under avgdl
-  uint32_t seed_at = 0;              ///< the first seed not below the lead's doc
-  const double* kn_class = nullptr;  ///< per length class, its norm under avgdl (a lower bound)
-  bool total_known = false;          ///< the total is a phrase's known count (no counting phase)
+  bool all_dense = false;      ///< counting: every term has a bitset
+  bool time_filtered = false;  ///< since or until set
+  double kn_min = 0;           ///< the smallest length norm of the shard under avgdl
+  uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
+  bool total_known = false;    ///< the total is a phrase's known count (no counting phase)
   uint64_t known_total = 0;
   uint32_t word = 0;                  ///< counting by bitsets: the next word
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
@@ -310,6 +310,8 @@ struct eval_state {
   uint32_t rank = 0;                  ///< time_walk: the rank below the next one to visit
   uint32_t rank_lo = 0;               ///< time_walk: the window's lowest rank
   mode_t began = done;                ///< search(): the mode begin_search chose (for tests)
+
+  const double* kn_class = nullptr;  ///< pruned: per length class, its norm (a lower bound)
 };
 
 /// Per-core evaluation state for local shards.
@@ -319,22 +321,10 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
-  std::vector<const uint64_t*> sets;   // per cursor: its term's bitset or nullptr (pruned)
-  std::vector<uint32_t> shallow;       // per cursor: the block bounds read up to (pruned)
-  std::vector<double> term_ub;         // per cursor: idf x its bound in the lead block
-  std::vector<uint32_t> seeds;         // docs offered before the walk, ascending (pruned)
-  std::array<double, 256> kn_class{};  // the norm of each length class's smallest length
-  uint64_t kn_class_shard = 0;         // ... for this shard's serial and this avgdl
-  double kn_class_avgdl = 0;
-  // pruned top k: per length class, the lead's least weighted frequency (3 x title + text tf)
-  // that can reach the k-th key with every other term at its largest block maximum
-  // (term_max); valid where f_gen[c] == f_gen_now, made for the k-th key f_kth
-  std::vector<double> term_max;
-  std::array<uint32_t, 256> f_min{};
-  std::array<uint32_t, 256> f_gen{};
-  uint32_t f_gen_now = 0;
-  double f_kth = 0;
-  uint32_t f_age = 0;                      // docs tested since the thresholds were last invalidated
+  std::vector<const uint64_t*> sets;       // per cursor: its term's bitset or nullptr (pruned)
+  std::vector<uint32_t> shallow;           // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;             // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;             // docs offered before the walk, ascending (pruned)
   std::vector<uint64_t> filter, tag_bits;  // the docs passing the time window and tags
   std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
   uint32_t phrase_totals_next = 0;                  // the entry to replace next
@@ -353,6 +343,20 @@ struct shard_workspace {
   query_plan pair_plan{};
   uint32_t df_phrase = 0;       // doc_freqs_slice: the phrase being counted
   bool df_sub_running = false;  // ... and whether its sub-search has begun
+
+  // pruned top k: per length class, its norm (made for the shard's serial and the avgdl), and
+  // the lead's least weighted frequency (3 x title + text tf) that can reach the k-th key with
+  // every other term at its largest block maximum (term_max); valid where f_gen[c] ==
+  // f_gen_now, made for the k-th key f_kth; f_age: docs tested since they were invalidated
+  std::array<double, 256> kn_class{};
+  uint64_t kn_class_shard = 0;
+  double kn_class_avgdl = 0;
+  std::vector<double> term_max;
+  std::array<uint32_t, 256> f_min{};
+  std::array<uint32_t, 256> f_gen{};
+  uint32_t f_gen_now = 0;
+  double f_kth = 0;
+  uint32_t f_age = 0;
   shard_workspace() {
     sub_terms.reserve(64);
     sub_phrase_terms.reserve(64);
