@@ -312,6 +312,7 @@ struct eval_state {
   mode_t began = done;                ///< search(): the mode begin_search chose (for tests)
 
   const double* kn_class = nullptr;  ///< pruned: per length class, its norm (a lower bound)
+  uint64_t below_f = 0;  ///< pruned: docs rejected by their length class's frequency threshold
 };
 
 /// Per-core evaluation state for local shards.
@@ -499,6 +500,8 @@ class local_shard final : public shard_source {
                 uint64_t& budget) const;
   double doc_bound(const query_plan& plan, shard_workspace& ws, double kn, bool& end) const;
   uint32_t lead_f_min(const query_plan& plan, shard_workspace& ws, double kn, double kth) const;
+  bool reaches_f_min(const query_plan& plan, shard_workspace& ws, double kth,
+                     const posting_cursor& lead) const;
   void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                bool& end) const;
   bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,

@@ -140,6 +140,7 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
     ws.kn_class_avgdl = ev.avgdl;
   }
   ev.kn_class = ws.kn_class.data();
+  ev.below_f = 0;
   ws.term_max.assign(ws.cursors.size(), 0);
   for (size_t i = 0; i < ws.cursors.size(); ++i) {
     const posting_cursor& c = ws.cursors[i];
@@ -367,6 +368,24 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
     if (heap.size() == plan.k && ev.block_ub < heap.front().key) {
       lead.skip_block();
       end = !lead.next();
+    } else if (heap.size() == plan.k && !ev.by_date && plan.phrases.empty()) {
+      // the block's docs whose frequency is below their length class's threshold, in a tight
+      // loop (most docs of a common lead), then the first that is not, in full
+      const uint32_t block = lead.block;
+      uint64_t tested = 0;
+      bool reached = false;
+      while (!(reached = reaches_f_min(plan, ws, heap.front().key, lead))) {
+        ++tested;
+        end = !lead.next();
+        if (end || lead.block != block || tested >= budget) {
+          break;
+        }
+      }
+      budget -= std::min(budget, tested);
+      ev.below_f += tested;
+      if (reached) {
+        top_doc(plan, ws, heap, end);
+      }
     } else {
       top_doc(plan, ws, heap, end);
     }
@@ -376,6 +395,27 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
   }
   budget_left = budget;
   return true;
+}
+
+// Whether the lead's frequency (3 x title tf + text tf) reaches the threshold of its doc's
+// length class (lead_f_min); a doc below it cannot reach the k-th key kth. Thresholds made for a
+// lower k-th key are still sound, only looser: they are remade when the k-th key has risen
+// and a few thousand docs have been tested since.
+[[gnu::always_inline]] inline bool local_shard::reaches_f_min(const query_plan& plan,
+                                                              shard_workspace& ws, double kth,
+                                                              const posting_cursor& lead) const {
+  if (kth != ws.f_kth && (ws.f_kth == 0 || ++ws.f_age >= 2048)) {
+    ++ws.f_gen_now;
+    ws.f_kth = kth;
+    ws.f_age = 0;
+  }
+  const uint8_t cls = prune_.len_class[lead.doc];
+  if (ws.f_gen[cls] != ws.f_gen_now) {
+    ws.f_gen[cls] = ws.f_gen_now;
+    ws.f_min[cls] = lead_f_min(plan, ws, ws.ev.kn_class[cls], ws.f_kth);
+  }
+  static_assert(w_title == 3.0 && w_text == 1.0);
+  return uint64_t{3} * lead.tf_title + lead.tf_text >= ws.f_min[cls];
 }
 
 // A bound on the score of the lead's current doc: the lead's part at norm kn (at least the
@@ -448,26 +488,6 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   const uint32_t doc = lead.doc;
   const bool full = heap.size() == plan.k;
   const double kth = full ? heap.front().key : 0.0;
-  if (full && !ws.ev.by_date && plan.phrases.empty()) {
-    // The cheapest test first: the lead's frequency against its length class's threshold
-    // (thresholds made for a lower k-th key are still sound, only looser: they are remade
-    // when the k-th key has risen and a few thousand docs have been tested since).
-    if (kth != ws.f_kth && (ws.f_kth == 0 || ++ws.f_age >= 2048)) {
-      ++ws.f_gen_now;
-      ws.f_kth = kth;
-      ws.f_age = 0;
-    }
-    const uint8_t cls = prune_.len_class[doc];
-    if (ws.f_gen[cls] != ws.f_gen_now) {
-      ws.f_gen[cls] = ws.f_gen_now;
-      ws.f_min[cls] = lead_f_min(plan, ws, ws.ev.kn_class[cls], ws.f_kth);
-    }
-    static_assert(w_title == 3.0 && w_text == 1.0);
-    if (uint64_t{3} * lead.tf_title + lead.tf_text < ws.f_min[cls]) {
-      end = !lead.next();
-      return;
-    }
-  }
   bool maybe = true;
   for (size_t i = 0; i < ws.sets.size() && maybe; ++i) {
     maybe = i == li || ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
