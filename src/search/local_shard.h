@@ -345,12 +345,11 @@ struct shard_workspace {
   uint32_t df_phrase = 0;       // doc_freqs_slice: the phrase being counted
   bool df_sub_running = false;  // ... and whether its sub-search has begun
 
-  // pruned top k: per length class, its norm (made for the shard's serial and the avgdl), and
+  // pruned top k: per length class, its norm (made for the average length kn_class_avgdl), and
   // the lead's least weighted frequency (3 x title + text tf) that can reach the k-th key with
   // every other term at its largest block maximum (term_max); valid where f_gen[c] ==
   // f_gen_now, made for the k-th key f_kth; f_age: docs tested since they were invalidated
   std::array<double, 256> kn_class{};
-  uint64_t kn_class_shard = 0;
   double kn_class_avgdl = 0;
   std::vector<double> term_max;
   std::array<uint32_t, 256> f_min{};
@@ -500,6 +499,7 @@ class local_shard final : public shard_source {
                 uint64_t& budget) const;
   double doc_bound(const query_plan& plan, shard_workspace& ws, double kn, bool& end) const;
   uint32_t lead_f_min(const query_plan& plan, shard_workspace& ws, double kn, double kth) const;
+  void fill_term_max(shard_workspace& ws) const;
   bool reaches_f_min(const query_plan& plan, shard_workspace& ws, double kth,
                      const posting_cursor& lead) const;
   void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,

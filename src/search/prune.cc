@@ -132,25 +132,16 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
   ev.time_filtered = plan.since != std::numeric_limits<int64_t>::min() ||
                      plan.until != std::numeric_limits<int64_t>::max();
   ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
-  if (ws.kn_class_shard != serial_ || ws.kn_class_avgdl != ev.avgdl) {
+  if (ws.kn_class_avgdl != ev.avgdl) {  // the classes are every shard's: only avgdl matters
     for (size_t c = 0; c < ws.kn_class.size(); ++c) {
       ws.kn_class[c] = length_norm_of(len_class_min[c], ev.avgdl);
     }
-    ws.kn_class_shard = serial_;
     ws.kn_class_avgdl = ev.avgdl;
   }
   ev.kn_class = ws.kn_class.data();
   ev.below_f = 0;
-  ws.term_max.assign(ws.cursors.size(), 0);
-  for (size_t i = 0; i < ws.cursors.size(); ++i) {
-    const posting_cursor& c = ws.cursors[i];
-    float m = 0;
-    for (uint32_t j = 0; j < c.nblocks; ++j) {
-      m = std::max(m, block_max_[c.skip_off + j]);
-    }
-    ws.term_max[i] = m * ev.bound_scale;
-  }
-  ++ws.f_gen_now;  // no thresholds yet
+  ws.term_max.clear();  // made with the first thresholds (a heap that fills)
+  ++ws.f_gen_now;       // no thresholds yet
   ws.f_kth = 0;
   ws.f_age = 0;
   ws.shallow.assign(plan.terms.size(), 0);
@@ -397,6 +388,19 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
   return true;
 }
 
+// Per cursor: its term's largest block maximum (scaled as the bounds are).
+void local_shard::fill_term_max(shard_workspace& ws) const {
+  ws.term_max.assign(ws.cursors.size(), 0);
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    float m = 0;
+    for (uint32_t j = 0; j < c.nblocks; ++j) {
+      m = std::max(m, block_max_[c.skip_off + j]);
+    }
+    ws.term_max[i] = m * ws.ev.bound_scale;
+  }
+}
+
 // Whether the lead's frequency (3 x title tf + text tf) reaches the threshold of its doc's
 // length class (lead_f_min); a doc below it cannot reach the k-th key kth. Thresholds made for a
 // lower k-th key are still sound, only looser: they are remade when the k-th key has risen
@@ -405,6 +409,9 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
                                                               shard_workspace& ws, double kth,
                                                               const posting_cursor& lead) const {
   if (kth != ws.f_kth && (ws.f_kth == 0 || ++ws.f_age >= 2048)) {
+    if (ws.term_max.empty()) {
+      fill_term_max(ws);
+    }
     ++ws.f_gen_now;
     ws.f_kth = kth;
     ws.f_age = 0;
