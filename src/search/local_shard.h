@@ -269,7 +269,21 @@ struct prune_index {
   std::vector<uint64_t> time_cum;  ///< bitset j - 1 (j >= 1): the docs of rank < j * time_step
   std::vector<uint32_t> tag_at;    ///< per tag: its first entry in tag_docs; one more at the end
   std::vector<uint32_t> tag_docs;  ///< per tag, its docs ascending
+
+  /// Per doc: the class of its length (title + text tokens; len_class_min: each class's
+  /// smallest length), so that a doc's bound can take a norm close to its own from one byte
+  /// (len_norm_[doc] is eight, a cache miss for most docs a walk visits).
+  std::vector<uint8_t> len_class;
 };
+/// The smallest length (title + text tokens) of each length class (prune_index::len_class):
+/// one class per length below 64, then steps of about 4%, up to ~10^5 tokens and beyond.
+inline constexpr std::array<uint32_t, 256> len_class_min = [] {
+  std::array<uint32_t, 256> m{};
+  for (uint32_t c = 1; c < m.size(); ++c) {
+    m[c] = c < 64 ? c : std::max(m[c - 1] + 1, m[c - 1] + (m[c - 1] + 24) / 25);
+  }
+  return m;
+}();
 /// Buckets of time ranks with a cumulative bitset each (prune_index::time_cum).
 inline constexpr uint32_t time_buckets = 32;
 
@@ -303,6 +317,9 @@ struct eval_state {
   uint32_t rank = 0;                  ///< time_walk: the rank below the next one to visit
   uint32_t rank_lo = 0;               ///< time_walk: the window's lowest rank
   mode_t began = done;                ///< search(): the mode begin_search chose (for tests)
+
+  const double* kn_class = nullptr;  ///< pruned: per length class, its norm (a lower bound)
+  uint64_t below_f = 0;  ///< pruned: docs rejected by their length class's frequency threshold
 };
 
 /// Per-core evaluation state for local shards.
@@ -335,6 +352,19 @@ struct shard_workspace {
   query_plan pair_plan{};
   uint32_t df_phrase = 0;       // doc_freqs_slice: the phrase being counted
   bool df_sub_running = false;  // ... and whether its sub-search has begun
+
+  // pruned top k: per length class, its norm (made for the average length kn_class_avgdl), and
+  // the lead's least weighted frequency (3 x title + text tf) that can reach the k-th key with
+  // every other term at its largest block maximum (term_max); valid where f_gen[c] ==
+  // f_gen_now, made for the k-th key f_kth; f_age: docs tested since they were invalidated
+  std::array<double, 256> kn_class{};
+  double kn_class_avgdl = 0;
+  std::vector<double> term_max;
+  std::array<uint32_t, 256> f_min{};
+  std::array<uint32_t, 256> f_gen{};
+  uint32_t f_gen_now = 0;
+  double f_kth = 0;
+  uint32_t f_age = 0;
   shard_workspace() {
     sub_terms.reserve(64);
     sub_phrase_terms.reserve(64);
@@ -496,6 +526,10 @@ class local_shard final : public shard_source {
   bool top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                 uint64_t& budget) const;
   double doc_bound(const query_plan& plan, shard_workspace& ws, double kn, bool& end) const;
+  uint32_t lead_f_min(const query_plan& plan, shard_workspace& ws, double kn, double kth) const;
+  void fill_term_max(shard_workspace& ws) const;
+  bool reaches_f_min(const query_plan& plan, shard_workspace& ws, double kth,
+                     const posting_cursor& lead) const;
   void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                bool& end) const;
   bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,

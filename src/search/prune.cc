@@ -40,6 +40,14 @@ prune_index local_shard::compute_prune_index() const {
   for (size_t d = 0; d < n; ++d) {
     px.min_len = std::min(px.min_len, title_len_[d] + text_len_[d]);
   }
+  // a class's norm bounds its docs' norms from below within a few percent
+  px.len_class.resize(n);
+  for (size_t d = 0; d < n; ++d) {
+    const uint32_t len = title_len_[d] + text_len_[d];
+    px.len_class[d] =
+        static_cast<uint8_t>(std::upper_bound(len_class_min.begin(), len_class_min.end(), len) -
+                             len_class_min.begin() - 1);
+  }
   uint32_t sets = 0;
   for (size_t ti = 0; ti < terms_.size(); ++ti) {
     const uint64_t df = terms_[ti].df;
@@ -124,6 +132,18 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
   ev.time_filtered = plan.since != std::numeric_limits<int64_t>::min() ||
                      plan.until != std::numeric_limits<int64_t>::max();
   ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
+  if (ws.kn_class_avgdl != ev.avgdl) {  // the classes are every shard's: only avgdl matters
+    for (size_t c = 0; c < ws.kn_class.size(); ++c) {
+      ws.kn_class[c] = length_norm_of(len_class_min[c], ev.avgdl);
+    }
+    ws.kn_class_avgdl = ev.avgdl;
+  }
+  ev.kn_class = ws.kn_class.data();
+  ev.below_f = 0;
+  ws.term_max.clear();  // made with the first thresholds (a heap that fills)
+  ++ws.f_gen_now;       // no thresholds yet
+  ws.f_kth = 0;
+  ws.f_age = 0;
   ws.shallow.assign(plan.terms.size(), 0);
   ws.term_ub.assign(plan.terms.size(), 0);
 }
@@ -149,10 +169,16 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
   std::sort(ws.seeds.begin(), ws.seeds.end());
   ws.seeds.erase(std::unique(ws.seeds.begin(), ws.seeds.end()), ws.seeds.end());
   for (uint32_t doc : ws.seeds) {
+    // the dense terms' bitsets first (no postings read), then the cursors, rarest first: most
+    // seeds of a common term's list are not in the rarest term's docs
     bool on = true, left = true;
-    for (size_t i = 0; i < ws.cursors.size() && on && left; ++i) {
-      left = ws.cursors[i].seek(doc);
-      on = left && ws.cursors[i].doc == doc;
+    for (size_t i = 0; i < ws.sets.size() && on; ++i) {
+      on = ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
+    }
+    for (size_t oi = 0; oi < ws.order.size() && on && left; ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      left = c.seek(doc);
+      on = left && c.doc == doc;
     }
     if (!left) {
       break;
@@ -333,6 +359,24 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
     if (heap.size() == plan.k && ev.block_ub < heap.front().key) {
       lead.skip_block();
       end = !lead.next();
+    } else if (heap.size() == plan.k && !ev.by_date && plan.phrases.empty()) {
+      // the block's docs whose frequency is below their length class's threshold, in a tight
+      // loop (most docs of a common lead), then the first that is not, in full
+      const uint32_t block = lead.block;
+      uint64_t tested = 0;
+      bool reached = false;
+      while (!(reached = reaches_f_min(plan, ws, heap.front().key, lead))) {
+        ++tested;
+        end = !lead.next();
+        if (end || lead.block != block || tested >= budget) {
+          break;
+        }
+      }
+      budget -= std::min(budget, tested);
+      ev.below_f += tested;
+      if (reached) {
+        top_doc(plan, ws, heap, end);
+      }
     } else {
       top_doc(plan, ws, heap, end);
     }
@@ -342,6 +386,43 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
   }
   budget_left = budget;
   return true;
+}
+
+// Per cursor: its term's largest block maximum (scaled as the bounds are).
+void local_shard::fill_term_max(shard_workspace& ws) const {
+  ws.term_max.assign(ws.cursors.size(), 0);
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    float m = 0;
+    for (uint32_t j = 0; j < c.nblocks; ++j) {
+      m = std::max(m, block_max_[c.skip_off + j]);
+    }
+    ws.term_max[i] = m * ws.ev.bound_scale;
+  }
+}
+
+// Whether the lead's frequency (3 x title tf + text tf) reaches the threshold of its doc's
+// length class (lead_f_min); a doc below it cannot reach the k-th key kth. Thresholds made for a
+// lower k-th key are still sound, only looser: they are remade when the k-th key has risen
+// and a few thousand docs have been tested since.
+[[gnu::always_inline]] inline bool local_shard::reaches_f_min(const query_plan& plan,
+                                                              shard_workspace& ws, double kth,
+                                                              const posting_cursor& lead) const {
+  if (kth != ws.f_kth && (ws.f_kth == 0 || ++ws.f_age >= 2048)) {
+    if (ws.term_max.empty()) {
+      fill_term_max(ws);
+    }
+    ++ws.f_gen_now;
+    ws.f_kth = kth;
+    ws.f_age = 0;
+  }
+  const uint8_t cls = prune_.len_class[lead.doc];
+  if (ws.f_gen[cls] != ws.f_gen_now) {
+    ws.f_gen[cls] = ws.f_gen_now;
+    ws.f_min[cls] = lead_f_min(plan, ws, ws.ev.kn_class[cls], ws.f_kth);
+  }
+  static_assert(w_title == 3.0 && w_text == 1.0);
+  return uint64_t{3} * lead.tf_title + lead.tf_text >= ws.f_min[cls];
 }
 
 // A bound on the score of the lead's current doc: the lead's part at norm kn (at least the
@@ -373,6 +454,37 @@ double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, doubl
   return ub + phrase_bounds(plan, ws);
 }
 
+// The least weighted frequency f (3 x title tf + text tf) of the lead at norm kn whose bound,
+// with every other term at its largest block maximum (ws.term_max), summed as doc_bound sums,
+// is not below kth; 2^20 when none up to it is. The bound is non-decreasing in f (unit_part
+// increases in f by far more than its rounding below 2^20, and adding and multiplying by
+// non-negative factors keep the order), so every f below the result has a bound below kth,
+// and so has doc_bound, whose factors are each at most these.
+uint32_t local_shard::lead_f_min(const query_plan& plan, shard_workspace& ws, double kn,
+                                 double kth) const {
+  const uint32_t li = ws.order[0];
+  auto bound = [&](uint32_t f) {
+    double ub = 0;
+    for (size_t i = 0; i < ws.cursors.size(); ++i) {
+      ub += plan.idf[i] * (i == li ? unit_part(static_cast<double>(f), kn) : ws.term_max[i]);
+    }
+    return ub;
+  };
+  uint32_t lo = 0, hi = uint32_t{1} << 20;
+  if (bound(hi) < kth) {
+    return hi;
+  }
+  while (lo < hi) {  // the least f in [lo, hi] whose bound reaches kth; hi's does
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (bound(mid) < kth) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // The lead's current doc: rejected by the bitsets, the time range or its bound when it can,
 // else sought on the other cursors, checked and scored; then the lead moves on. `end`: no doc
 // is left that could match.
@@ -396,8 +508,9 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
     maybe = !(static_cast<double>(time_[doc]) < kth);
   } else if (maybe && full) {
     // first with the shard's smallest norm (no load; a bound on the lead's part, which
-    // decreases with the norm), then with the doc's own
+    // decreases with the norm), then with its length class's (one byte), then with its own
     maybe = !(doc_bound(plan, ws, ws.ev.kn_min, end) < kth) && !end &&
+            !(doc_bound(plan, ws, ws.ev.kn_class[prune_.len_class[doc]], end) < kth) &&
             !(doc_bound(plan, ws, length_norm(doc, ws.ev.avgdl), end) < kth);
     if (end) {
       return;

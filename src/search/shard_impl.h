@@ -198,9 +198,13 @@ using namespace detail;
 // The filters a posting match must also pass: the time range, the tags, the phrases.
 [[gnu::always_inline]] inline bool local_shard::accepts(const query_plan& plan, shard_workspace& ws,
                                                         uint32_t doc) const {
-  const int64_t t = time_[doc];
-  if (t < plan.since || t > plan.until) {
-    return false;
+  // time_[doc] is a cache miss: loaded only when the plan has a window
+  if (plan.since != std::numeric_limits<int64_t>::min() ||
+      plan.until != std::numeric_limits<int64_t>::max()) {
+    const int64_t t = time_[doc];
+    if (t < plan.since || t > plan.until) {
+      return false;
+    }
   }
   if (!ws.tag_ids.empty()) {
     const doc_rec& r = docs_[doc];

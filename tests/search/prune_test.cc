@@ -2,6 +2,8 @@
 // order and keys bit for bit, whole and in slices.
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -83,6 +85,58 @@ TEST(prune_test, identical_with_every_frequent_term_dense_or_none) {
     dense_divisor = saved;
     run_prune_on_off(fx, divisor, 200);
   }
+}
+
+TEST(prune_test, frequency_thresholds_of_length_classes_reject_only_what_cannot_rank) {
+  // Verifies the top k's first test (the lead's 3 x title + text frequency against the least
+  // one whose bound, at its length class's norm and the other terms' largest block maxima,
+  // reaches the k-th key) keeps the unpruned answers bit for bit: relevance order, small k
+  // (a full heap early, so the thresholds are high), common and random terms, the shards' own
+  // average length and a fleet's, whole and sliced; and that it rejected docs.
+  corpus_fixture fx(3000, 71, 2);
+  const uint32_t saved_min_lead = prune_min_lead_df;
+  prune_min_lead_df = 0;
+  shard_workspace ws;
+  shard_answer off, on, sliced;
+  std::mt19937_64 rng(5);
+  uint64_t rejected = 0;
+  for (int q = 0; q < 300; ++q) {
+    random_plan rp;
+    do {
+      rp = random_plan{};
+      make_plan(fx, rng, rp);
+    } while (!rp.phrases.empty());
+    rp.plan.sort = sort_order::relevance;
+    rp.plan.since = std::numeric_limits<int64_t>::min();
+    rp.plan.until = std::numeric_limits<int64_t>::max();
+    rp.plan.tags = {};
+    static const uint32_t ks[] = {1, 2, 3, 5, 10, 20};
+    rp.plan.k = ks[rng() % std::size(ks)];
+    const std::string what =
+        "query " + std::to_string(q) + ": " + rp.text + " k'=" + std::to_string(rp.plan.k);
+    for (local_shard* s : fx.shards) {
+      prune_enabled = false;
+      ASSERT_TRUE(s->search(rp.plan, ws, off));
+      prune_enabled = true;
+      ASSERT_TRUE(s->search(rp.plan, ws, on));
+      rejected += ws.ev.below_f;
+      expect_same(on, off, what);
+      bool first = true;
+      slice sl = slice::more;
+      while (sl == slice::more) {
+        uint64_t left = 1 + rng() % 300;
+        sl = s->search_slice(rp.plan, ws, sliced, first, left);
+        first = false;
+      }
+      expect_same(sliced, off, what + " sliced");
+      if (::testing::Test::HasFatalFailure()) {
+        prune_min_lead_df = saved_min_lead;
+        return;
+      }
+    }
+  }
+  prune_min_lead_df = saved_min_lead;
+  EXPECT_GT(rejected, 1000u);
 }
 
 }  // namespace
