@@ -114,7 +114,7 @@ void local_shard::finalize(const shard_stats& global) {
       keys.norm[l] = length_norm_of(l, avgdl_);
     }
     keys.base_time = min_time;
-    keys.key.resize(docs_.size());
+    assign_huge(keys.key, docs_.size(), uint64_t{0});
     for (size_t d = 0; d < docs_.size(); ++d) {
       keys.key[d] = (static_cast<uint64_t>(time_[d]) - static_cast<uint64_t>(min_time)) << 32 |
                     (title_len_[d] + text_len_[d]);
@@ -247,23 +247,37 @@ void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, ch
     rel.h.clear();
     date.h.clear();
     posting_cursor c = cursor_for(t);
+    // The current block's maxima stay in registers and are stored when it ends: updating them
+    // in place chained every posting to the previous one's store.
+    uint32_t block = 0;
+    float m = 0.0f;
+    int64_t mt = std::numeric_limits<int64_t>::min();
     while (c.next()) {
       ahead.step();
+      if (c.block != block) {
+        block_max_[t.skip_off + block] = m;
+        block_max_time_[t.skip_off + block] = mt;
+        block = c.block;
+        m = 0.0f;
+        mt = std::numeric_limits<int64_t>::min();
+      }
       const auto k = keys.key[c.doc];
       const int64_t doc_time = keys.time(k);
       double v = term_part(c.tf_title, c.tf_text, keys.norm_of(k));
-      float& m = block_max_[t.skip_off + c.block];
       float f = static_cast<float>(v);
       if (f < v) {  // round up: v >= 0, so the next float is the next bit pattern
         f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) + 1);
       }
       m = std::max(m, f);
-      int64_t& mt = block_max_time_[t.skip_off + c.block];
       mt = std::max(mt, doc_time);
       if (champs) {
         rel.offer(v, c.doc);
         date.offer(static_cast<double>(doc_time), c.doc);
       }
+    }
+    if (t.df > 0) {
+      block_max_[t.skip_off + block] = m;
+      block_max_time_[t.skip_off + block] = mt;
     }
     if (champs) {
       rel.sort();

@@ -274,7 +274,8 @@ uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
   const term_slot slot{term_tag(h, tok.size()) << 32 | terms_.size(), term_head(tok)};
   if (terms_.size() * 2 > term_table_.size()) {
     size_t size = term_table_.empty() ? 4096 : term_table_.size() * 2;
-    std::vector<term_slot> t(size, term_slot{0, 0});
+    std::vector<term_slot> t;
+    assign_huge(t, size, term_slot{0, 0});
     for (size_t k = 0; k < terms_.size(); ++k) {
       const term_info& x = terms_[k];
       const std::string_view name(term_chars_.data() + x.name_off, x.name_len);
