@@ -2,10 +2,11 @@
 //
 // Two passes, so the per-term work touches small arrays instead of one growing vector per term
 // (which made every (doc, term) pair a cache miss):
-//   1. per doc: tokenize, group occurrences by term, append one record per (term, doc) to a
-//      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
-//      count each term's df and exact byte sizes;
-//   2. lay the terms out with prefix sums, then copy every record to its term's place.
+//   1. per doc: tokenize, group occurrences by term, append one record per (term, doc)
+//      [term][doc delta, tf title, tf text, positions length][positions] to the stream of the
+//      term's bucket (a range of term numbers) and count each term's df and exact byte sizes;
+//   2. lay the terms out with prefix sums, then copy every record to its term's place, bucket
+//      by bucket.
 // Beside pass 1, the table of adjacent pairs of frequent words (local_shard::pair_docs_): the
 // words are picked from a first pass over a sample of docs (interning them then gives the same
 // term indices as the main pass), and each doc's adjacent pairs of two of them are counted once.
@@ -45,7 +46,24 @@ struct local_shard::index_builder {
   local_shard& s;
   std::vector<term_count> counts;
   std::vector<term_mark> marks;
-  out_buffer rec_buf;  // the record stream (realloc growth, no zero-filling)
+  // The records, in one stream per bucket of 2^bucket_shift consecutive term numbers, so that
+  // scatter() writes the postings of few terms at a time (their write positions and the lines
+  // they write stay in cache; over all terms at once most records missed twice). A bucket's
+  // stream is a list of extents of rec_buf (at least extent_bytes each, handed out in order);
+  // a record never spans two.
+  static constexpr uint32_t bucket_shift = 10;
+  static constexpr size_t extent_bytes = size_t{64} << 10;
+  struct extent {
+    size_t off, end;
+  };
+  struct bucket {
+    std::vector<extent> extents;
+    size_t at = 0, limit = 0;  // the write offset in its last extent and that extent's end
+  };
+  out_buffer rec_buf;  // realloc growth (offsets stay valid), no zero-filling
+  size_t rec_top = 0;  // rec_buf bytes handed out to extents
+  std::vector<bucket> buckets;
+  bucket* rec_bucket = nullptr;  // the bucket of the record being written
   out_buffer tok_chars;
   std::vector<tok_ref> toks;
   std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
@@ -63,6 +81,8 @@ struct local_shard::index_builder {
 
   explicit index_builder(local_shard& shard) : s(shard) {}
   void reserve_records();
+  uint8_t* prepare_record(uint32_t t, size_t n);
+  void commit_record(size_t n) { rec_bucket->at += n; }
   uint32_t tokenize(uint32_t d);
   void intern_tokens();
   void group(uint32_t d, uint32_t tl);
@@ -226,14 +246,14 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
       ++((pair_occ[i] & 1) != 0 ? tfx : tft);
     }
     term_count& c = counts[t];
-    uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25));
+    uint8_t* out = prepare_record(t, 25);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
     h += put_varint(out + h, d - c.last_doc);
     h += put_varint(out + h, tft);
     h += put_varint(out + h, tfx);
     h += put_varint(out + h, 0);
-    rec_buf.commit(h);
+    commit_record(h);
     c.doc_bytes += h - entry_at;
     c.last_doc = d;
     ++c.df;
@@ -260,6 +280,28 @@ void local_shard::index_builder::reserve_records() {
   // not on huge pages: 4 KB faults) then never happens in practice.
   rec_buf.reserve(2 * text_bytes + 1024);
   advise_huge(rec_buf.data(), rec_buf.capacity());
+}
+
+// Room for a record of at most n bytes of term t at the end of its bucket's stream.
+uint8_t* local_shard::index_builder::prepare_record(uint32_t t, size_t n) {
+  const size_t bi = t >> bucket_shift;
+  if (bi >= buckets.size()) {
+    buckets.resize(bi + 1);
+  }
+  bucket& b = buckets[bi];
+  rec_bucket = &b;
+  if (b.limit - b.at < n) {
+    if (!b.extents.empty()) {
+      b.extents.back().end = b.at;
+    }
+    const size_t size = std::max(extent_bytes, n);
+    rec_buf.resize(rec_top + size);
+    b.extents.push_back({rec_top, rec_top});
+    b.at = rec_top;
+    b.limit = rec_top + size;
+    rec_top += size;
+  }
+  return reinterpret_cast<uint8_t*>(rec_buf.data()) + b.at;
 }
 
 // Per doc: the tokens (copied: a token_stream's view lasts until its next call) with their
@@ -366,7 +408,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       prev = p;
     }
     term_count& c = counts[t];
-    uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25 + pos_len));
+    uint8_t* out = prepare_record(t, 25 + pos_len);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
     h += put_varint(out + h, d - c.last_doc);
@@ -374,7 +416,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
     h += put_varint(out + h, tfx);
     h += put_varint(out + h, static_cast<uint32_t>(pos_len));
     copy_small(out + h, pbuf.data(), pos_len);
-    rec_buf.commit(h + pos_len);
+    commit_record(h + pos_len);
     c.doc_bytes += h - entry_at;
     c.pos_bytes += pos_len;
     c.last_doc = d;
@@ -439,8 +481,33 @@ void local_shard::index_builder::scatter() {
   constexpr uint32_t ring_size = 16;  // a power of two
   constexpr uint32_t dest_lead = ring_size / 2;
   pending ring[ring_size];
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(rec_buf.data());
-  const uint8_t* end = p + rec_buf.size();
+  // The records bucket by bucket, each bucket's extents in order.
+  for (bucket& b : buckets) {
+    if (!b.extents.empty()) {
+      b.extents.back().end = b.at;
+    }
+  }
+  const uint8_t* const base = reinterpret_cast<const uint8_t*>(rec_buf.data());
+  size_t bi = 0, ei = 0;
+  const uint8_t* p = base;
+  const uint8_t* end = base;
+  // Moves p to the next record, if any: false at the end of the last extent.
+  auto more = [&]() {
+    while (p == end) {
+      if (bi == buckets.size()) {
+        return false;
+      }
+      if (ei == buckets[bi].extents.size()) {
+        ++bi;
+        ei = 0;
+        continue;
+      }
+      const extent& e = buckets[bi].extents[ei++];
+      p = base + e.off;
+      end = base + e.end;
+    }
+    return true;
+  };
   auto decode = [&p, &w](pending& r) {
     r.t = read_varint(p);
     r.entry = p;
@@ -456,7 +523,7 @@ void local_shard::index_builder::scatter() {
   uint8_t* const pos_stream = s.pos_stream_.get();
   uint32_t head = 0;  // records decoded
   uint32_t tail = 0;  // records copied
-  while (head - tail < ring_size && p < end) {
+  while (head - tail < ring_size && more()) {
     decode(ring[head++ % ring_size]);
   }
   while (tail != head) {
@@ -470,7 +537,7 @@ void local_shard::index_builder::scatter() {
       }
     }
     const pending r = ring[tail++ % ring_size];
-    if (p < end) {
+    if (more()) {
       decode(ring[head++ % ring_size]);
     }
     term_write& tw = w[r.t];
@@ -487,6 +554,7 @@ void local_shard::index_builder::scatter() {
     }
   }
   rec_buf = out_buffer();
+  std::vector<bucket>().swap(buckets);
 }
 
 }  // namespace tollgate::search
