@@ -120,9 +120,8 @@ void local_shard::finalize(const shard_stats& global) {
   for (const term_info& t : terms_) {
     postings += t.df;
   }
-  const uint32_t threads = postings < parallel_finalize_postings
-                               ? 1
-                               : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  const uint32_t threads =
+      postings < parallel_finalize_postings ? 1 : std::clamp(usable_cpus(), 1u, 8u);
   std::vector<champ_lists> parts(threads);
   const std::vector<size_t> cut = term_cuts(terms_, postings, threads);
   // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are

@@ -6,6 +6,7 @@
 #include "search/local_shard.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "search/shard_impl.h"
 
@@ -118,6 +120,18 @@ uint64_t hash_bytes(std::string_view s) noexcept {
   }
   h = (h ^ mix64(k)) * 0x9E3779B97F4A7C15ULL;
   return mix64(h);
+}
+
+uint32_t usable_cpus() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) {
+      return static_cast<uint32_t>(n);
+    }
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 uint32_t shard_of(std::string_view id, uint32_t shard_count) noexcept {

@@ -558,4 +558,9 @@ class local_shard final : public shard_source {
 /// 64-bit hash of bytes (little-endian reads); stable across runs and nodes.
 uint64_t hash_bytes(std::string_view s) noexcept;
 
+/// How many CPUs this process may run on (its affinity mask, e.g. `taskset` or a cpuset), at
+/// least 1: the loading and build threads. More threads than that only take turns on the same
+/// cores, each evicting the others' tables from the caches.
+uint32_t usable_cpus() noexcept;
+
 }  // namespace tollgate::search

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,59 @@ TEST(tokenizer_test, utf8_length_counts_code_points_or_rejects) {
   EXPECT_EQ(utf8_length("né東😀"), 4);
   EXPECT_EQ(utf8_length("a\xFF"), -1);
   EXPECT_EQ(utf8_length(""), 0);
+}
+
+std::vector<std::string> each_toks(std::string_view s) {
+  std::vector<std::string> out;
+  for_each_token(s, [&out](std::string_view t) { out.emplace_back(t); });
+  return out;
+}
+
+TEST(tokenizer_test, for_each_token_equals_token_stream) {
+  // Verifies for_each_token (the index build's fast path) gives exactly token_stream's tokens:
+  // on fixed cases (upper case, digits, words longer than max_token_bytes in lower and mixed
+  // case, non-ASCII letters, separators and invalid bytes at every place in a word) and on
+  // random texts drawn from those pieces.
+  const std::vector<std::string> pieces = {
+      "a",
+      "Z",
+      "q9",
+      " ",
+      ",",
+      "'",
+      "\n",
+      "ab-cd",
+      "Ér",
+      "é",
+      "ß",
+      "\xC3\x97",
+      "\xE2\x80\x94",
+      "\xFF",
+      "\xC3",
+      "\xF0\x9F\x98\x80",
+      "Ω",
+      "中文",
+      "x\x80",
+      std::string(70, 'k'),
+      std::string(63, 'm') + "N",
+      std::string(64, 'p') + "Q" + std::string(5, 'r'),
+      std::string(66, 'S') + "é",
+  };
+  for (const std::string& p : pieces) {
+    for (const std::string& q : pieces) {
+      const std::string text = p + q + " " + q + p;
+      EXPECT_EQ(each_toks(text), toks(text)) << text;
+    }
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 12);
+    for (int j = 0; j < n; ++j) {
+      text += pieces[rng() % pieces.size()];
+    }
+    EXPECT_EQ(each_toks(text), toks(text)) << text;
+  }
 }
 
 }  // namespace
