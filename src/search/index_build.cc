@@ -95,13 +95,16 @@ struct local_shard::index_builder {
   void emit_pairs(uint32_t d);
 };
 
-void local_shard::build_index() {
+void local_shard::build_index(out_buffer* records) {
   const uint32_t n = static_cast<uint32_t>(docs_.size());
   title_len_.assign(n, 0);
   text_len_.assign(n, 0);
   stats_ = {};
   stats_.docs = n;
   index_builder b(*this);
+  if (records != nullptr) {
+    b.rec_buf = std::move(*records);
+  }
   b.reserve_records();
   b.choose_pair_words(n);
   for (uint32_t d = 0; d < n; ++d) {
@@ -124,6 +127,10 @@ void local_shard::build_index() {
   b.finish_pairs();
   b.layout();
   b.scatter();
+  if (records != nullptr) {
+    b.rec_buf.clear();
+    *records = std::move(b.rec_buf);
+  }
   term_chars_.shrink_to_fit();
   terms_.shrink_to_fit();
   doc_tags_.shrink_to_fit();
@@ -278,8 +285,13 @@ void local_shard::index_builder::reserve_records() {
   // Records take about 1.25 bytes per byte of title and text. Reserving twice that costs only
   // address space (pages are touched as written), and a growth (a copy into memory that is
   // not on huge pages: 4 KB faults) then never happens in practice.
-  rec_buf.reserve(2 * text_bytes + 1024);
-  advise_huge(rec_buf.data(), rec_buf.capacity());
+  const size_t want = 2 * text_bytes + 1024;
+  if (rec_buf.capacity() < want) {
+    rec_buf = out_buffer();  // not grown by realloc: that would copy (and fault in) all of it
+    rec_buf.reserve(want);
+    advise_huge(rec_buf.data(), rec_buf.capacity());
+  }
+  rec_buf.clear();
 }
 
 // Room for a record of at most n bytes of term t at the end of its bucket's stream.
@@ -551,7 +563,6 @@ void local_shard::index_builder::scatter() {
                                tw.pos_w - ti.pos_off};
     }
   }
-  rec_buf = out_buffer();
   std::vector<bucket>().swap(buckets);
 }
 

@@ -346,8 +346,9 @@ std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shar
   std::vector<std::vector<load_issue>> dups(n);
   threads = std::min(threads, n);
   auto work = [&](uint32_t t) {
+    out_buffer records;  // one per thread: its pages are faulted in once, not per shard
     for (uint32_t i = t; i < n; i += threads) {
-      shards[i]->seal(dups[i]);
+      shards[i]->seal(dups[i], &records);
     }
   };
   if (threads <= 1) {

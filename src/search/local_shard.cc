@@ -241,7 +241,7 @@ std::string_view local_shard::id(uint32_t doc) const noexcept {
   return {docs_[doc].base, docs_[doc].id_len};
 }
 
-void local_shard::seal(std::vector<load_issue>& dups) {
+void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records) {
   std::vector<uint32_t> order(docs_.size());
   for (uint32_t i = 0; i < order.size(); ++i) {
     order[i] = i;
@@ -272,7 +272,7 @@ void local_shard::seal(std::vector<load_issue>& dups) {
   docs_.swap(docs);
   time_.swap(times);
   std::vector<uint64_t>().swap(line_);
-  build_index();
+  build_index(records);
 }
 
 uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {

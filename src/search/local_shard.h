@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/common/buffer.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/shard.h"
 
@@ -358,7 +359,9 @@ class local_shard final : public shard_source {
   void absorb(local_shard&& other, uint64_t line_base);
   /// Phase 2. Duplicate ids: the first occurrence (lowest line) stays; each later one is
   /// recorded in `dups` as {line, reason}. Not thread-safe (one thread per shard).
-  void seal(std::vector<load_issue>& dups);
+  /// `records`, when given, is the build's scratch record buffer, kept (and its pages, already
+  /// faulted in) for the next shard a thread seals.
+  void seal(std::vector<load_issue>& dups, out_buffer* records = nullptr);
 
   shard_stats stats() const override { return stats_; }
   void finalize(const shard_stats& global) override;
@@ -413,7 +416,7 @@ class local_shard final : public shard_source {
   void save_derived(index_writer& w, uint32_t slot) const;  // index_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
   struct index_builder;  // index_build.cc
-  void build_index();
+  void build_index(out_buffer* records);
   struct champ_lists {
     std::vector<double> part;
     std::vector<uint32_t> doc, date;
