@@ -324,12 +324,8 @@ uint32_t local_shard::index_builder::tokenize(uint32_t d) {
   tok_chars.clear();
   toks.clear();
   auto add_field = [this](std::string_view field) {
-    for_each_token(field, [this](std::string_view tok) {
-      toks.push_back(
-          {static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
-      copy_small(reinterpret_cast<uint8_t*>(tok_chars.prepare(tok.size())),
-                 reinterpret_cast<const uint8_t*>(tok.data()), tok.size());
-      tok_chars.commit(tok.size());
+    append_tokens(field, tok_chars, [this](size_t off, size_t len) {
+      toks.push_back({static_cast<uint32_t>(off), static_cast<uint32_t>(len), 0});
     });
   };
   add_field(f.title);

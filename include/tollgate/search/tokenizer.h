@@ -15,6 +15,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "tollgate/common/buffer.h"
+
 namespace tollgate::search {
 
 inline constexpr size_t max_token_bytes = 64;
@@ -38,7 +40,7 @@ class token_stream {
 
 namespace detail {
 // Per byte: its lower-case form for an ASCII letter or digit, 0 for an ASCII separator, 0x80
-// for a byte of a multi-byte sequence (for_each_token leaves those to token_stream).
+// for a byte of a multi-byte sequence (append_tokens leaves those to token_stream).
 struct ascii_classes {
   unsigned char v[256];
   constexpr ascii_classes() : v{} {
@@ -54,15 +56,18 @@ struct ascii_classes {
 inline constexpr ascii_classes ascii_class{};
 }  // namespace detail
 
-/// Calls sink(token) for each token of `text`, exactly as token_stream gives them, faster on
-/// ASCII: one table look-up per byte, and a token already in lower case is a view of `text`
-/// (no copy). A token view lasts until the next call of sink. From the first token that holds
-/// a non-ASCII byte on, the rest of the text goes through token_stream. Allocation-free.
-template <class Sink>
-void for_each_token(std::string_view text, Sink&& sink) {
+/// Appends the tokens of `text`, exactly as token_stream gives them, to `out` back to back,
+/// and calls on_token(offset, length) for each (its bytes at out.data() + offset). Faster on
+/// ASCII: one table look-up per byte, written straight to `out`. From the first token that
+/// holds a non-ASCII byte on, the rest of the text goes through token_stream. A token is never
+/// longer than the bytes it comes from, so `out` grows by at most text.size().
+template <class OnToken>
+void append_tokens(std::string_view text, out_buffer& out, OnToken&& on_token) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   const auto* const end = p + text.size();
-  char buf[max_token_bytes];
+  const size_t base = out.size();
+  char* const o = out.prepare(text.size());
+  size_t n = 0;  // bytes written at o
   while (p < end) {
     unsigned char m = detail::ascii_class.v[*p];
     if (m == 0) {
@@ -70,15 +75,10 @@ void for_each_token(std::string_view text, Sink&& sink) {
       continue;
     }
     const unsigned char* const start = p;
-    bool lower = true;  // the token's bytes are already its lower-case form
+    const size_t at = n;
     while (m != 0 && m != 0x80) {
-      const size_t len = static_cast<size_t>(p - start);
-      if (lower && m != *p) {
-        lower = false;
-        std::memcpy(buf, start, std::min(len, max_token_bytes));
-      }
-      if (!lower && len < max_token_bytes) {
-        buf[len] = static_cast<char>(m);
+      if (n - at < max_token_bytes) {
+        o[n++] = static_cast<char>(m);
       }
       if (++p == end) {
         break;
@@ -86,18 +86,20 @@ void for_each_token(std::string_view text, Sink&& sink) {
       m = detail::ascii_class.v[*p];
     }
     if (p < end && m == 0x80) {  // the word goes on past ASCII: token_stream from its start
+      n = at;
       token_stream ts(
           std::string_view(reinterpret_cast<const char*>(start), static_cast<size_t>(end - start)));
       std::string_view tok;
       while (ts.next(tok)) {
-        sink(tok);
+        std::memcpy(o + n, tok.data(), tok.size());
+        on_token(base + n, tok.size());
+        n += tok.size();
       }
-      return;
+      break;
     }
-    const size_t len = std::min(static_cast<size_t>(p - start), max_token_bytes);
-    sink(lower ? std::string_view(reinterpret_cast<const char*>(start), len)
-               : std::string_view(buf, len));
+    on_token(base + at, n - at);
   }
+  out.commit(n);
 }
 
 /// Counts the code points of valid UTF-8 text, or returns -1 when `s` is not valid UTF-8.
