@@ -67,8 +67,7 @@ backend::backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remo
   }
   // Shards finalize concurrently (each may also split its terms over threads): one shard's
   // serial steps and uneven thread ranges then overlap another's work.
-  const size_t threads =
-      std::min<size_t>(shards_.size(), std::max(1u, std::thread::hardware_concurrency()));
+  const size_t threads = std::min<size_t>(shards_.size(), usable_cpus());
   if (threads <= 1) {
     for (auto& s : shards_) {
       s->finalize(global_);

@@ -15,12 +15,53 @@ using namespace detail;
 
 namespace {
 // A doc's BM25 length norm and time as finalize_terms reads them (see finalize).
+// A term_part rounded up to a float: v >= 0, so the next float is the next bit pattern.
+inline float round_up(double v) noexcept {
+  float f = static_cast<float>(v);
+  if (f < v) {
+    f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) + 1);
+  }
+  return f;
+}
+
 struct packed_doc_keys {
   static constexpr uint32_t max_len = 1u << 16;
-  std::vector<uint64_t> key;  // time - base_time << 32 | length
-  std::vector<double> norm;   // per length: length_norm_of(length, avgdl_)
+  // Most postings have a small weighted frequency (3 x title + text occurrences): their
+  // term_part, and its rounding up, come from a table by (length, frequency), the same values
+  // term_part computes (unit_part depends on the frequencies only through that sum), without
+  // the division and conversions per posting. Lengths up to table_max_len.
+  static constexpr uint32_t table_freqs = 8;
+  static constexpr uint32_t table_max_len = 4096;
+  std::vector<uint64_t> key;   // time - base_time << 32 | length
+  std::vector<double> norm;    // per length: length_norm_of(length, avgdl_)
+  std::vector<double> part;    // [length * table_freqs + frequency]: unit_part(frequency, norm)
+  std::vector<float> part_up;  // ... rounded up
   int64_t base_time = 0;
-  double norm_of(uint64_t k) const noexcept { return norm[static_cast<uint32_t>(k)]; }
+  void make_table(uint32_t lens) {
+    lens = std::min(lens, table_max_len);
+    part.resize(size_t{lens} * table_freqs);
+    part_up.resize(part.size());
+    for (uint32_t l = 0; l < lens; ++l) {
+      for (uint32_t w = 0; w < table_freqs; ++w) {
+        // w = 3 x title + text for some title and text counts: term_part's own double
+        const double v = unit_part(static_cast<double>(w), norm[l]);
+        part[l * table_freqs + w] = v;
+        part_up[l * table_freqs + w] = round_up(v);
+      }
+    }
+  }
+  void part_of(uint32_t tf_title, uint32_t tf_text, uint64_t k, double& v, float& f) const {
+    const uint32_t len = static_cast<uint32_t>(k);
+    const uint64_t w = uint64_t{3} * tf_title + tf_text;
+    if (w < table_freqs && size_t{len} * table_freqs < part.size()) {
+      const size_t i = size_t{len} * table_freqs + w;
+      v = part[i];
+      f = part_up[i];
+      return;
+    }
+    v = term_part(tf_title, tf_text, norm[len]);
+    f = round_up(v);
+  }
   int64_t time(uint64_t k) const noexcept {
     return static_cast<int64_t>(static_cast<uint64_t>(base_time) + (k >> 32));
   }
@@ -31,8 +72,11 @@ struct wide_doc_keys {
     int64_t time;
   };
   std::vector<entry> key;
-  static double norm_of(const entry& e) noexcept { return e.norm; }
   static int64_t time(const entry& e) noexcept { return e.time; }
+  static void part_of(uint32_t tf_title, uint32_t tf_text, const entry& e, double& v, float& f) {
+    v = term_part(tf_title, tf_text, e.norm);
+    f = round_up(v);
+  }
 };
 
 // Splits terms into `threads` ranges of about equal postings: range i is [cut[i], cut[i + 1]).
@@ -76,9 +120,8 @@ void local_shard::finalize(const shard_stats& global) {
   for (const term_info& t : terms_) {
     postings += t.df;
   }
-  const uint32_t threads = postings < parallel_finalize_postings
-                               ? 1
-                               : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  const uint32_t threads =
+      postings < parallel_finalize_postings ? 1 : std::clamp(usable_cpus(), 1u, 8u);
   std::vector<champ_lists> parts(threads);
   const std::vector<size_t> cut = term_cuts(terms_, postings, threads);
   // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are
@@ -113,8 +156,9 @@ void local_shard::finalize(const shard_stats& global) {
     for (uint32_t l = 0; l <= max_len; ++l) {
       keys.norm[l] = length_norm_of(l, avgdl_);
     }
+    keys.make_table(max_len + 1);
     keys.base_time = min_time;
-    keys.key.resize(docs_.size());
+    assign_huge(keys.key, docs_.size(), uint64_t{0});
     for (size_t d = 0; d < docs_.size(); ++d) {
       keys.key[d] = (static_cast<uint64_t>(time_[d]) - static_cast<uint64_t>(min_time)) << 32 |
                     (title_len_[d] + text_len_[d]);
@@ -247,23 +291,35 @@ void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, ch
     rel.h.clear();
     date.h.clear();
     posting_cursor c = cursor_for(t);
+    // The current block's maxima stay in registers and are stored when it ends: updating them
+    // in place chained every posting to the previous one's store.
+    uint32_t block = 0;
+    float m = 0.0f;
+    int64_t mt = std::numeric_limits<int64_t>::min();
     while (c.next()) {
       ahead.step();
+      if (c.block != block) {
+        block_max_[t.skip_off + block] = m;
+        block_max_time_[t.skip_off + block] = mt;
+        block = c.block;
+        m = 0.0f;
+        mt = std::numeric_limits<int64_t>::min();
+      }
       const auto k = keys.key[c.doc];
       const int64_t doc_time = keys.time(k);
-      double v = term_part(c.tf_title, c.tf_text, keys.norm_of(k));
-      float& m = block_max_[t.skip_off + c.block];
-      float f = static_cast<float>(v);
-      if (f < v) {  // round up: v >= 0, so the next float is the next bit pattern
-        f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) + 1);
-      }
+      double v;
+      float f;
+      keys.part_of(c.tf_title, c.tf_text, k, v, f);
       m = std::max(m, f);
-      int64_t& mt = block_max_time_[t.skip_off + c.block];
       mt = std::max(mt, doc_time);
       if (champs) {
         rel.offer(v, c.doc);
         date.offer(static_cast<double>(doc_time), c.doc);
       }
+    }
+    if (t.df > 0) {
+      block_max_[t.skip_off + block] = m;
+      block_max_time_[t.skip_off + block] = mt;
     }
     if (champs) {
       rel.sort();

@@ -2,10 +2,11 @@
 //
 // Two passes, so the per-term work touches small arrays instead of one growing vector per term
 // (which made every (doc, term) pair a cache miss):
-//   1. per doc: tokenize, group occurrences by term, append one record per (term, doc) to a
-//      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
-//      count each term's df and exact byte sizes;
-//   2. lay the terms out with prefix sums, then copy every record to its term's place.
+//   1. per doc: tokenize, group occurrences by term, append one record per (term, doc)
+//      [term][doc delta, tf title, tf text, positions length][positions] to the stream of the
+//      term's bucket (a range of term numbers) and count each term's df and exact byte sizes;
+//   2. lay the terms out with prefix sums, then copy every record to its term's place, bucket
+//      by bucket.
 // Beside pass 1, the table of adjacent pairs of frequent words (local_shard::pair_docs_): the
 // words are picked from a first pass over a sample of docs (interning them then gives the same
 // term indices as the main pass), and each doc's adjacent pairs of two of them are counted once.
@@ -45,7 +46,24 @@ struct local_shard::index_builder {
   local_shard& s;
   std::vector<term_count> counts;
   std::vector<term_mark> marks;
-  out_buffer rec_buf;  // the record stream (realloc growth, no zero-filling)
+  // The records, in one stream per bucket of 2^bucket_shift consecutive term numbers, so that
+  // scatter() writes the postings of few terms at a time (their write positions and the lines
+  // they write stay in cache; over all terms at once most records missed twice). A bucket's
+  // stream is a list of extents of rec_buf (at least extent_bytes each, handed out in order);
+  // a record never spans two.
+  static constexpr uint32_t bucket_shift = 10;
+  static constexpr size_t extent_bytes = size_t{64} << 10;
+  struct extent {
+    size_t off, end;
+  };
+  struct bucket {
+    std::vector<extent> extents;
+    size_t at = 0, limit = 0;  // the write offset in its last extent and that extent's end
+  };
+  out_buffer rec_buf;  // realloc growth (offsets stay valid), no zero-filling
+  size_t rec_top = 0;  // rec_buf bytes handed out to extents
+  std::vector<bucket> buckets;
+  bucket* rec_bucket = nullptr;  // the bucket of the record being written
   out_buffer tok_chars;
   std::vector<tok_ref> toks;
   std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
@@ -57,10 +75,14 @@ struct local_shard::index_builder {
   std::vector<pair_cell> pair_cells;  // pair_terms_.size() squared
   std::vector<uint32_t> pair_term;    // per pair of posting ranks: its term, or UINT32_MAX
   std::vector<uint32_t> pair_occ;     // the doc's pair term occurrences: term << 1 | in text
+  std::vector<uint16_t> occ_rank;     // count_pairs: per occurrence, its word's rank
+  std::vector<uint32_t> pair_at;      // count_pairs: the doc's pairs' cells
   std::string pair_name;
 
   explicit index_builder(local_shard& shard) : s(shard) {}
   void reserve_records();
+  uint8_t* prepare_record(uint32_t t, size_t n);
+  void commit_record(size_t n) { rec_bucket->at += n; }
   uint32_t tokenize(uint32_t d);
   void intern_tokens();
   void group(uint32_t d, uint32_t tl);
@@ -73,13 +95,16 @@ struct local_shard::index_builder {
   void emit_pairs(uint32_t d);
 };
 
-void local_shard::build_index() {
+void local_shard::build_index(out_buffer* records) {
   const uint32_t n = static_cast<uint32_t>(docs_.size());
   title_len_.assign(n, 0);
   text_len_.assign(n, 0);
   stats_ = {};
   stats_.docs = n;
   index_builder b(*this);
+  if (records != nullptr) {
+    b.rec_buf = std::move(*records);
+  }
   b.reserve_records();
   b.choose_pair_words(n);
   for (uint32_t d = 0; d < n; ++d) {
@@ -102,6 +127,10 @@ void local_shard::build_index() {
   b.finish_pairs();
   b.layout();
   b.scatter();
+  if (records != nullptr) {
+    b.rec_buf.clear();
+    *records = std::move(b.rec_buf);
+  }
   term_chars_.shrink_to_fit();
   terms_.shrink_to_fit();
   doc_tags_.shrink_to_fit();
@@ -147,7 +176,7 @@ void local_shard::index_builder::choose_pair_words(uint32_t n) {
   for (size_t r = 0; r < words.size(); ++r) {
     s.pair_rank_[words[r]] = static_cast<uint16_t>(r);
   }
-  pair_cells.assign(words.size() * words.size(), pair_cell{});
+  assign_huge(pair_cells, words.size() * words.size(), pair_cell{});
   s.pair_posting_ranks_ =
       std::min<uint32_t>(static_cast<uint32_t>(words.size()), pair_posting_words);
   pair_term.assign(size_t{s.pair_posting_ranks_} * s.pair_posting_ranks_, UINT32_MAX);
@@ -165,16 +194,37 @@ void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
   const uint32_t nocc = static_cast<uint32_t>(occ_term.size());
   const uint32_t posting = s.pair_posting_ranks_;
   pair_occ.clear();
+  // First the doc's pairs' cells, each prefetched (a cell of the table is mostly a cache miss:
+  // fetched one after another they were most of this function), then their updates.
+  occ_rank.resize(nocc);
+  pair_at.clear();
   uint32_t prev = UINT16_MAX;
   for (uint32_t k = 0; k < nocc; ++k) {
     const uint32_t t = occ_term[k];
     const uint32_t r = t < ranked ? rank[t] : UINT16_MAX;
+    occ_rank[k] = static_cast<uint16_t>(r);
     if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
-      pair_cell& c = pair_cells[prev * words + r];
-      if (c.seen != d + 1) {
-        c.seen = d + 1;
-        ++c.docs;
-      }
+      const uint32_t cell = prev * words + r;
+      __builtin_prefetch(&pair_cells[cell], 1);
+      pair_at.push_back(cell);
+    }
+    prev = r;
+  }
+  for (const uint32_t cell : pair_at) {
+    pair_cell& c = pair_cells[cell];
+    if (c.seen != d + 1) {
+      c.seen = d + 1;
+      ++c.docs;
+    }
+  }
+  if (posting == 0) {
+    return;
+  }
+  prev = UINT16_MAX;
+  for (uint32_t k = 0; k < nocc; ++k) {
+    const uint32_t r = occ_rank[k];
+    if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
+      const uint32_t t = occ_term[k];
       if (prev < posting && r < posting) {
         uint32_t& pt = pair_term[prev * posting + r];
         if (pt == UINT32_MAX) {
@@ -203,14 +253,14 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
       ++((pair_occ[i] & 1) != 0 ? tfx : tft);
     }
     term_count& c = counts[t];
-    uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25));
+    uint8_t* out = prepare_record(t, 25);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
     h += put_varint(out + h, d - c.last_doc);
     h += put_varint(out + h, tft);
     h += put_varint(out + h, tfx);
     h += put_varint(out + h, 0);
-    rec_buf.commit(h);
+    commit_record(h);
     c.doc_bytes += h - entry_at;
     c.last_doc = d;
     ++c.df;
@@ -232,8 +282,38 @@ void local_shard::index_builder::reserve_records() {
   for (const doc_rec& r : s.docs_) {
     text_bytes += r.title_len + r.text_len;
   }
-  rec_buf.reserve(text_bytes / 2 + text_bytes / 8 + 1024);
-  advise_huge(rec_buf.data(), rec_buf.capacity());
+  // Records take about 1.25 bytes per byte of title and text. Reserving twice that costs only
+  // address space (pages are touched as written), and a growth (a copy into memory that is
+  // not on huge pages: 4 KB faults) then never happens in practice.
+  const size_t want = 2 * text_bytes + 1024;
+  if (rec_buf.capacity() < want) {
+    rec_buf = out_buffer();  // not grown by realloc: that would copy (and fault in) all of it
+    rec_buf.reserve(want);
+    advise_huge(rec_buf.data(), rec_buf.capacity());
+  }
+  rec_buf.clear();
+}
+
+// Room for a record of at most n bytes of term t at the end of its bucket's stream.
+uint8_t* local_shard::index_builder::prepare_record(uint32_t t, size_t n) {
+  const size_t bi = t >> bucket_shift;
+  if (bi >= buckets.size()) {
+    buckets.resize(bi + 1);
+  }
+  bucket& b = buckets[bi];
+  rec_bucket = &b;
+  if (b.limit - b.at < n) {
+    if (!b.extents.empty()) {
+      b.extents.back().end = b.at;
+    }
+    const size_t size = std::max(extent_bytes, n);
+    rec_buf.resize(rec_top + size);
+    b.extents.push_back({rec_top, rec_top});
+    b.at = rec_top;
+    b.limit = rec_top + size;
+    rec_top += size;
+  }
+  return reinterpret_cast<uint8_t*>(rec_buf.data()) + b.at;
 }
 
 // Per doc: the tokens (copied: a token_stream's view lasts until its next call) with their
@@ -244,15 +324,9 @@ uint32_t local_shard::index_builder::tokenize(uint32_t d) {
   tok_chars.clear();
   toks.clear();
   auto add_field = [this](std::string_view field) {
-    std::string_view tok;
-    token_stream ts(field);
-    while (ts.next(tok)) {
-      toks.push_back(
-          {static_cast<uint32_t>(tok_chars.size()), static_cast<uint32_t>(tok.size()), 0});
-      copy_small(reinterpret_cast<uint8_t*>(tok_chars.prepare(tok.size())),
-                 reinterpret_cast<const uint8_t*>(tok.data()), tok.size());
-      tok_chars.commit(tok.size());
-    }
+    append_tokens(field, tok_chars, [this](size_t off, size_t len) {
+      toks.push_back({static_cast<uint32_t>(off), static_cast<uint32_t>(len), 0});
+    });
   };
   add_field(f.title);
   const uint32_t tl = static_cast<uint32_t>(toks.size());
@@ -340,7 +414,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       prev = p;
     }
     term_count& c = counts[t];
-    uint8_t* out = reinterpret_cast<uint8_t*>(rec_buf.prepare(25 + pos_len));
+    uint8_t* out = prepare_record(t, 25 + pos_len);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
     h += put_varint(out + h, d - c.last_doc);
@@ -348,7 +422,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
     h += put_varint(out + h, tfx);
     h += put_varint(out + h, static_cast<uint32_t>(pos_len));
     copy_small(out + h, pbuf.data(), pos_len);
-    rec_buf.commit(h + pos_len);
+    commit_record(h + pos_len);
     c.doc_bytes += h - entry_at;
     c.pos_bytes += pos_len;
     c.last_doc = d;
@@ -397,7 +471,8 @@ void local_shard::index_builder::scatter() {
     uint32_t cnt;
     uint32_t df;
   };
-  std::vector<term_write> w(s.terms_.size());
+  std::vector<term_write> w;
+  assign_huge(w, s.terms_.size(), term_write{});
   for (size_t t = 0; t < s.terms_.size(); ++t) {
     const term_info& ti = s.terms_[t];
     w[t] = {ti.doc_off, ti.pos_off, ti.skip_off, 0, 0, ti.df};
@@ -412,8 +487,33 @@ void local_shard::index_builder::scatter() {
   constexpr uint32_t ring_size = 16;  // a power of two
   constexpr uint32_t dest_lead = ring_size / 2;
   pending ring[ring_size];
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(rec_buf.data());
-  const uint8_t* end = p + rec_buf.size();
+  // The records bucket by bucket, each bucket's extents in order.
+  for (bucket& b : buckets) {
+    if (!b.extents.empty()) {
+      b.extents.back().end = b.at;
+    }
+  }
+  const uint8_t* const base = reinterpret_cast<const uint8_t*>(rec_buf.data());
+  size_t bi = 0, ei = 0;
+  const uint8_t* p = base;
+  const uint8_t* end = base;
+  // Moves p to the next record, if any: false at the end of the last extent.
+  auto more = [&]() {
+    while (p == end) {
+      if (bi == buckets.size()) {
+        return false;
+      }
+      if (ei == buckets[bi].extents.size()) {
+        ++bi;
+        ei = 0;
+        continue;
+      }
+      const extent& e = buckets[bi].extents[ei++];
+      p = base + e.off;
+      end = base + e.end;
+    }
+    return true;
+  };
   auto decode = [&p, &w](pending& r) {
     r.t = read_varint(p);
     r.entry = p;
@@ -429,7 +529,7 @@ void local_shard::index_builder::scatter() {
   uint8_t* const pos_stream = s.pos_stream_.get();
   uint32_t head = 0;  // records decoded
   uint32_t tail = 0;  // records copied
-  while (head - tail < ring_size && p < end) {
+  while (head - tail < ring_size && more()) {
     decode(ring[head++ % ring_size]);
   }
   while (tail != head) {
@@ -443,7 +543,7 @@ void local_shard::index_builder::scatter() {
       }
     }
     const pending r = ring[tail++ % ring_size];
-    if (p < end) {
+    if (more()) {
       decode(ring[head++ % ring_size]);
     }
     term_write& tw = w[r.t];
@@ -459,7 +559,7 @@ void local_shard::index_builder::scatter() {
                                tw.pos_w - ti.pos_off};
     }
   }
-  rec_buf = out_buffer();
+  std::vector<bucket>().swap(buckets);
 }
 
 }  // namespace tollgate::search

@@ -26,7 +26,7 @@ constexpr size_t k_sample_blocks = 16;
 constexpr size_t k_sample_block_bytes = size_t{64} << 10;
 
 uint32_t thread_count(const load_options& opts) {
-  return opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  return opts.threads ? opts.threads : usable_cpus();
 }
 
 // Issues as {u64 line, u32 length, reason bytes}.

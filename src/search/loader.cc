@@ -346,8 +346,9 @@ std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shar
   std::vector<std::vector<load_issue>> dups(n);
   threads = std::min(threads, n);
   auto work = [&](uint32_t t) {
+    out_buffer records;  // one per thread: its pages are faulted in once, not per shard
     for (uint32_t i = t; i < n; i += threads) {
-      shards[i]->seal(dups[i]);
+      shards[i]->seal(dups[i], &records);
     }
   };
   if (threads <= 1) {
@@ -376,8 +377,7 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view data, const load_options& opts, load_report& report) {
   report = load_report{};
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
-  uint32_t threads =
-      opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  uint32_t threads = opts.threads ? opts.threads : usable_cpus();
   std::vector<piece_result> parsed = parse_pieces(data, opts, n, threads);
   auto joined = join_pieces(parsed, opts, n, report);
   if (!joined) {

@@ -6,6 +6,7 @@
 #include "search/local_shard.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "search/shard_impl.h"
 
@@ -118,6 +120,18 @@ uint64_t hash_bytes(std::string_view s) noexcept {
   }
   h = (h ^ mix64(k)) * 0x9E3779B97F4A7C15ULL;
   return mix64(h);
+}
+
+uint32_t usable_cpus() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) {
+      return static_cast<uint32_t>(n);
+    }
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 uint32_t shard_of(std::string_view id, uint32_t shard_count) noexcept {
@@ -227,7 +241,7 @@ std::string_view local_shard::id(uint32_t doc) const noexcept {
   return {docs_[doc].base, docs_[doc].id_len};
 }
 
-void local_shard::seal(std::vector<load_issue>& dups) {
+void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records) {
   std::vector<uint32_t> order(docs_.size());
   for (uint32_t i = 0; i < order.size(); ++i) {
     order[i] = i;
@@ -258,7 +272,7 @@ void local_shard::seal(std::vector<load_issue>& dups) {
   docs_.swap(docs);
   time_.swap(times);
   std::vector<uint64_t>().swap(line_);
-  build_index();
+  build_index(records);
   pack_stories();
 }
 
@@ -275,7 +289,8 @@ uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
   const term_slot slot{term_tag(h, tok.size()) << 32 | terms_.size(), term_head(tok)};
   if (terms_.size() * 2 > term_table_.size()) {
     size_t size = term_table_.empty() ? 4096 : term_table_.size() * 2;
-    std::vector<term_slot> t(size, term_slot{0, 0});
+    std::vector<term_slot> t;
+    assign_huge(t, size, term_slot{0, 0});
     for (size_t k = 0; k < terms_.size(); ++k) {
       const term_info& x = terms_[k];
       const std::string_view name(term_chars_.data() + x.name_off, x.name_len);

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tollgate/common/buffer.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/shard.h"
 
@@ -399,7 +400,9 @@ class local_shard final : public shard_source {
   void absorb(local_shard&& other, uint64_t line_base);
   /// Phase 2. Duplicate ids: the first occurrence (lowest line) stays; each later one is
   /// recorded in `dups` as {line, reason}. Not thread-safe (one thread per shard).
-  void seal(std::vector<load_issue>& dups);
+  /// `records`, when given, is the build's scratch record buffer, kept (and its pages, already
+  /// faulted in) for the next shard a thread seals.
+  void seal(std::vector<load_issue>& dups, out_buffer* records = nullptr);
 
   shard_stats stats() const override { return stats_; }
   void finalize(const shard_stats& global) override;
@@ -465,7 +468,7 @@ class local_shard final : public shard_source {
   void save_derived(index_writer& w, uint32_t slot) const;           // index_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
   struct index_builder;  // index_build.cc
-  void build_index();
+  void build_index(out_buffer* records);
   struct champ_lists {
     std::vector<double> part;
     std::vector<uint32_t> doc, date;
@@ -632,5 +635,10 @@ class local_shard final : public shard_source {
 
 /// 64-bit hash of bytes (little-endian reads); stable across runs and nodes.
 uint64_t hash_bytes(std::string_view s) noexcept;
+
+/// How many CPUs this process may run on (its affinity mask, e.g. `taskset` or a cpuset), at
+/// least 1: the loading and build threads. More threads than that only take turns on the same
+/// cores, each evicting the others' tables from the caches.
+uint32_t usable_cpus() noexcept;
 
 }  // namespace tollgate::search

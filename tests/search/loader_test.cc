@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <simdjson.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "search/local_shard.h"
 #include "search/map_guard.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
@@ -423,6 +425,24 @@ TEST(loader_death_test, a_mapped_corpus_that_shrinks_under_the_load_is_a_clear_e
   ::munmap(m, text.size());
   ::close(fd);
   ::unlink(path);
+}
+
+TEST(loader_test, build_threads_follow_the_affinity_mask) {
+  // Verifies the loading and build threads number the CPUs the process may run on (taskset,
+  // a cpuset), not the machine's: pinned to one CPU, one thread.
+  cpu_set_t saved;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof saved, &saved), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) {
+    ++first;
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
+  EXPECT_EQ(usable_cpus(), 1u);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_EQ(usable_cpus(), static_cast<uint32_t>(CPU_COUNT(&saved)));
 }
 
 }  // namespace

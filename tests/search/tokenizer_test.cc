@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,66 @@ TEST(tokenizer_test, utf8_length_counts_code_points_or_rejects) {
   EXPECT_EQ(utf8_length("né東😀"), 4);
   EXPECT_EQ(utf8_length("a\xFF"), -1);
   EXPECT_EQ(utf8_length(""), 0);
+}
+
+std::vector<std::string> each_toks(std::string_view s) {
+  out_buffer chars;
+  chars.append("x", 1);  // offsets are from the buffer's start, not from what was appended
+  std::vector<std::pair<size_t, size_t>> at;
+  append_tokens(s, chars, [&at](size_t off, size_t len) { at.emplace_back(off, len); });
+  EXPECT_LE(chars.size(), s.size() + 1);
+  std::vector<std::string> out;
+  for (const auto& [off, len] : at) {
+    out.emplace_back(chars.data() + off, len);
+  }
+  return out;
+}
+
+TEST(tokenizer_test, append_tokens_equals_token_stream) {
+  // Verifies append_tokens (the index build's fast path) gives exactly token_stream's tokens:
+  // on fixed cases (upper case, digits, words longer than max_token_bytes in lower and mixed
+  // case, non-ASCII letters, separators and invalid bytes at every place in a word) and on
+  // random texts drawn from those pieces.
+  const std::vector<std::string> pieces = {
+      "a",
+      "Z",
+      "q9",
+      " ",
+      ",",
+      "'",
+      "\n",
+      "ab-cd",
+      "Ér",
+      "é",
+      "ß",
+      "\xC3\x97",
+      "\xE2\x80\x94",
+      "\xFF",
+      "\xC3",
+      "\xF0\x9F\x98\x80",
+      "Ω",
+      "中文",
+      "x\x80",
+      std::string(70, 'k'),
+      std::string(63, 'm') + "N",
+      std::string(64, 'p') + "Q" + std::string(5, 'r'),
+      std::string(66, 'S') + "é",
+  };
+  for (const std::string& p : pieces) {
+    for (const std::string& q : pieces) {
+      const std::string text = p + q + " " + q + p;
+      EXPECT_EQ(each_toks(text), toks(text)) << text;
+    }
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 12);
+    for (int j = 0; j < n; ++j) {
+      text += pieces[rng() % pieces.size()];
+    }
+    EXPECT_EQ(each_toks(text), toks(text)) << text;
+  }
 }
 
 }  // namespace
