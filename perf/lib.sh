@@ -74,6 +74,24 @@ perf_wait_http() {
   return 1
 }
 
+# perf_wait_mcp NAME PID URL KEY: waits (up to 600 s) until the server started as NAME (pid PID,
+# log $PERF_TMP/NAME.log) answers an MCP search_stories call at URL with API key KEY; dies with
+# the log's tail if the process exits first, returns 1 on the timeout.
+perf_wait_mcp() {
+  local name=$1 pid=$2 url=$3 key=$4 i body
+  body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"rust"}}}'
+  for i in $(seq 3000); do
+    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$PERF_TMP/$name.log" >&2; perf_die "$name exited"; }
+    if curl -sf -o /dev/null --max-time 5 -H "Authorization: Bearer $key" \
+        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        -d "$body" "$url" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  return 1
+}
+
 # perf_free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
 perf_free_port() {
   local p

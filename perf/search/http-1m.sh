@@ -197,19 +197,12 @@ start_server() {
   perf_start "$name" "$SERVER_CORE" "${PRIO[@]}" "$TG" serve --config "$dir/config.toml" --data-dir "$dir/data" \
     --listen "127.0.0.1:$SRV_PORT" --threads 1 --corpus "$CORPUS"
   SRV_PID=$PERF_LAST_PID
-  local key body
+  local key
   key=$(head -1 "$KEYDIR/keys.txt")
-  body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"rust"}}}'
-  for i in $(seq 3000); do
-    kill -0 "$SRV_PID" 2>/dev/null || { tail -n 20 "$PERF_TMP/$name.log" >&2; perf_die "$name exited"; }
-    if curl -sf -o /dev/null --max-time 5 -H "Authorization: Bearer $key" \
-        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-        -d "$body" "http://127.0.0.1:$SRV_PORT/mcp" 2>/dev/null; then
-      perf_log "$name serving after $((SECONDS - t0)) s (pid $SRV_PID, port $SRV_PORT)"
-      return 0
-    fi
-    sleep 0.2
-  done
+  if perf_wait_mcp "$name" "$SRV_PID" "http://127.0.0.1:$SRV_PORT/mcp" "$key"; then
+    perf_log "$name serving after $((SECONDS - t0)) s (pid $SRV_PID, port $SRV_PORT)"
+    return 0
+  fi
   perf_die "$name did not serve within 600 s (see $PERF_TMP/$name.log)"
 }
 

@@ -52,7 +52,7 @@ status_mb() {
 # run NAME BIN: prints "NAME rss_load anon file rss_run anon file search_p50 search_p99 get_p50
 # get_p99 index_bytes"
 run() {
-  local name=$1 bin=$2 dir="$work/$1" port key body i
+  local name=$1 bin=$2 dir="$work/$1" port key
   mkdir -p "$dir"
   [ -e "$dir/corpus.jsonl" ] || ln "$corpus" "$dir/corpus.jsonl" 2>/dev/null ||
     cp -p "$corpus" "$dir/corpus.jsonl"
@@ -69,16 +69,8 @@ run() {
   perf_start "$name" 0 "$bin" serve --config "$dir/config.toml" --data-dir "$dir/data" \
     --listen "127.0.0.1:$port" --threads 1 --corpus "$dir/corpus.jsonl"
   local pid=$PERF_LAST_PID
-  body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"rust"}}}'
-  for i in $(seq 3000); do
-    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$PERF_TMP/$name.log" >&2; perf_die "$name exited"; }
-    if curl -sf -o /dev/null --max-time 5 -H "Authorization: Bearer $key" \
-        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-        -d "$body" "http://127.0.0.1:$port/mcp" 2>/dev/null; then
-      break
-    fi
-    sleep 0.2
-  done
+  perf_wait_mcp "$name" "$pid" "http://127.0.0.1:$port/mcp" "$key" ||
+    perf_log "$name: no MCP answer within 600 s"
   grep -q "index: mapped" "$PERF_TMP/$name.log" || perf_log "$name: index not mapped (see its log)"
   grep "index: " "$PERF_TMP/$name.log" | sed "s/^/$name: /" >&2 || true
   local at_load lat
