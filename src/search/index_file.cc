@@ -419,7 +419,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // load_derived, and bump index_format_version if an existing section changes), then update
 // this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
 // not saved: finalize() derives it from the postings on both paths.)
-static_assert(sizeof(local_shard) == 1024, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 1144, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
