@@ -96,6 +96,7 @@ void local_shard::finalize(const shard_stats& global) {
     return;
   }
   avgdl_ = average_length(global);
+  loaded_impact_ = {};  // made under the file's average: computed again below
   len_norm_.resize(docs_.size());
   for (size_t d = 0; d < docs_.size(); ++d) {
     len_norm_[d] = length_norm_of(title_len_[d] + text_len_[d], avgdl_);

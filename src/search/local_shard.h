@@ -291,12 +291,13 @@ struct prune_index {
   /// The shard's commonest terms (impact terms: df * impact_divisor >= docs, at most
   /// impact_max_terms, every one dense), for the top k of a conjunction of them (impact_top):
   /// per impact term, its weighted frequency per doc and its docs by descending part.
-  std::vector<uint32_t> impact_terms;   ///< the impact terms' indices
-  std::vector<impact_row> impact_rows;  ///< per doc
-  std::vector<uint32_t> impact_at;      ///< per impact term: its first entry below; one more
-  std::vector<uint32_t> impact_doc;     ///< per impact term, its impact_depth best docs by
-                                        ///< term_part at the shard's norms (ties by doc)
-  std::vector<float> impact_part;       ///< ... and those parts, rounded up to a float
+  std::vector<uint32_t> impact_terms;        ///< the impact terms' indices
+  std::span<const impact_row> impact_rows;   ///< per doc: impact_row_store or the index file's
+  std::vector<impact_row> impact_row_store;  ///< rows computed (compute_impact)
+  std::vector<uint32_t> impact_at;           ///< per impact term: its first entry below; one more
+  std::vector<uint32_t> impact_doc;          ///< per impact term, its impact_depth best docs by
+                                             ///< term_part at the shard's norms (ties by doc)
+  std::vector<float> impact_part;            ///< ... and those parts, rounded up to a float
   /// The impact term number of `term`, or UINT32_MAX.
   uint32_t impact_of(uint32_t term) const noexcept {
     for (uint32_t i = 0; i < impact_terms.size(); ++i) {
@@ -480,6 +481,10 @@ class local_shard final : public shard_source {
   size_t memory_bytes() const noexcept;
   /// How many frequent words the shard's table of adjacent pairs covers (0: no table).
   size_t pair_words() const noexcept { return pair_terms_.size(); }
+  /// How many impact terms the shard has (prune_index), and whether their lists and rows are
+  /// an index file's (not derived at load).
+  size_t impact_terms() const noexcept { return prune_.impact_terms.size(); }
+  bool impact_from_file() const noexcept { return loaded_impact_.valid; }
 
   /// The persisted index (index_file.cc): save() writes a sealed shard's stories and postings
   /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
@@ -514,6 +519,7 @@ class local_shard final : public shard_source {
   static std::string_view unpacked_text(const doc_rec& r) noexcept;  // before pack_stories()
   void save_derived(index_writer& w, uint32_t slot) const;           // index_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
+  void load_impact(const index_reader& r, uint32_t s);
   struct index_builder;  // index_build.cc
   void build_index(out_buffer* records);
   struct champ_lists {
@@ -669,6 +675,16 @@ class local_shard final : public shard_source {
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
   prune_index prune_;  // computed by finalize
+  // The impact terms' lists and rows as an index file holds them (load_derived), for
+  // compute_prune_index to take instead of computing them; valid only with the rest of
+  // finalize()'s output read from the same file.
+  struct saved_impact {
+    bool valid = false;
+    std::span<const uint32_t> terms, at, doc;
+    std::span<const float> part;
+    std::span<const impact_row> rows;
+  };
+  saved_impact loaded_impact_;
   // Adjacent pairs of frequent words (index_build.cc): the words (term indices) by rank, per
   // term its rank or UINT16_MAX, and per pair (rank a * words + rank b) how many docs hold a
   // directly followed by b within one field.

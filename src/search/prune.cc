@@ -105,12 +105,22 @@ prune_index local_shard::compute_prune_index() const {
       px.tag_docs[fill[doc_tags_[r.tags_off + i]]++] = d;
     }
   }
-  compute_impact(px);
+  if (loaded_impact_.valid) {
+    const saved_impact& li = loaded_impact_;
+    px.impact_terms.assign(li.terms.begin(), li.terms.end());
+    px.impact_at.assign(li.at.begin(), li.at.end());
+    px.impact_doc.assign(li.doc.begin(), li.doc.end());
+    px.impact_part.assign(li.part.begin(), li.part.end());
+    px.impact_rows = li.rows;  // in the mapping
+  } else {
+    compute_impact(px);
+  }
   return px;
 }
 
-// The impact terms (prune_index): the commonest dense terms, each walked once for its weighted
-// frequency per doc and its best docs by term_part at the shard's own norms (len_norm_).
+// The impact terms (prune_index): the commonest dense terms, each walked once; a term keeps
+// the docs whose term_part at the shard's own norms (len_norm_) may still be among its
+// impact_depth best (above the part of the depth-th best so far, which only rises).
 void local_shard::compute_impact(prune_index& px) const {
   const uint64_t n = docs_.size();
   std::vector<uint32_t>& chosen = px.impact_terms;
@@ -123,31 +133,56 @@ void local_shard::compute_impact(prune_index& px) const {
     return terms_[a].df > terms_[b].df || (terms_[a].df == terms_[b].df && a < b);
   });
   chosen.resize(std::min<size_t>({chosen.size(), impact_max_terms, impact_terms_most}));
-  px.impact_rows.assign(chosen.empty() ? 0 : n, impact_row{});
-  for (size_t d = 0; d < px.impact_rows.size(); ++d) {
-    px.impact_rows[d].len = static_cast<uint16_t>(std::min(title_len_[d] + text_len_[d], 65535u));
-  }
   px.impact_at.assign(1, 0);
-  std::vector<std::pair<double, uint32_t>> parts;
-  const auto better_part = [](const std::pair<double, uint32_t>& a,
-                              const std::pair<double, uint32_t>& b) {
+  if (chosen.empty()) {
+    return;
+  }
+  const size_t m = chosen.size();
+  const size_t depth = std::max<size_t>(impact_depth, 1);
+  using entry = std::pair<double, uint32_t>;
+  const auto better_part = [](const entry& a, const entry& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  for (size_t i = 0; i < chosen.size(); ++i) {
-    parts.clear();
+  // term by term (each term's frequencies into its own column), then the columns into rows
+  std::vector<uint8_t> column(m * n, 0);
+  std::vector<std::vector<entry>> best(m);
+  for (size_t i = 0; i < m; ++i) {
+    uint8_t* col = column.data() + i * n;
+    std::vector<entry>& b = best[i];
+    b.reserve(2 * depth);
+    double floor = -1.0;  // a part at most this is not among the best
     posting_cursor c = cursor_for(terms_[chosen[i]]);
     while (c.next()) {
-      px.impact_rows[c.doc].wf[i] =
-          static_cast<uint8_t>(std::min<uint32_t>(3 * c.tf_title + c.tf_text, 255));
-      parts.emplace_back(term_part(c.tf_title, c.tf_text, len_norm_[c.doc]), c.doc);
+      col[c.doc] = static_cast<uint8_t>(std::min<uint32_t>(3 * c.tf_title + c.tf_text, 255));
+      const double part = term_part(c.tf_title, c.tf_text, len_norm_[c.doc]);
+      if (part > floor) {  // docs ascend: an equal part of a later doc ranks below
+        b.emplace_back(part, c.doc);
+        if (b.size() == 2 * depth) {
+          std::nth_element(b.begin(), b.begin() + static_cast<ptrdiff_t>(depth - 1), b.end(),
+                           better_part);
+          b.resize(depth);
+          floor = b.back().first;
+        }
+      }
     }
-    const size_t depth = std::min<size_t>(parts.size(), impact_depth);
-    std::nth_element(parts.begin(), parts.begin() + static_cast<ptrdiff_t>(depth), parts.end(),
-                     better_part);
-    std::sort(parts.begin(), parts.begin() + static_cast<ptrdiff_t>(depth), better_part);
-    for (size_t j = 0; j < depth; ++j) {
-      px.impact_doc.push_back(parts[j].second);
-      px.impact_part.push_back(round_up(parts[j].first));
+  }
+  px.impact_row_store.resize(n);
+  px.impact_rows = px.impact_row_store;
+  for (size_t d = 0; d < n; ++d) {
+    impact_row& row = px.impact_row_store[d];
+    row = impact_row{};
+    row.len = static_cast<uint16_t>(std::min(title_len_[d] + text_len_[d], 65535u));
+    for (size_t i = 0; i < m; ++i) {
+      row.wf[i] = column[i * n + d];
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    std::vector<entry>& b = best[i];
+    const size_t keep = std::min(b.size(), depth);
+    std::partial_sort(b.begin(), b.begin() + static_cast<ptrdiff_t>(keep), b.end(), better_part);
+    for (size_t j = 0; j < keep; ++j) {
+      px.impact_doc.push_back(b[j].second);
+      px.impact_part.push_back(round_up(b[j].first));
     }
     px.impact_at.push_back(static_cast<uint32_t>(px.impact_doc.size()));
   }

@@ -50,8 +50,8 @@ std::array<uint64_t, 3> run_common_queries(corpus_fixture& fx, uint64_t seed, in
     rp.plan.sort = sort_order::relevance;
     static const uint32_t ks[] = {1, 2, 3, 5, 10, 20, 50, 128};
     rp.plan.k = ks[rng() % std::size(ks)];
-    const std::string what = "query " + std::to_string(q) + ": " + rp.text +
-                             " k=" + std::to_string(rp.plan.k);
+    const std::string what =
+        "query " + std::to_string(q) + ": " + rp.text + " k=" + std::to_string(rp.plan.k);
     for (local_shard* s : fx.shards) {
       prune_enabled = false;
       EXPECT_TRUE(s->search(rp.plan, ws, off));
