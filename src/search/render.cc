@@ -41,10 +41,20 @@ inline char* put_field(const json_out& out, char* dst, std::string_view s, bool 
 
 }  // namespace
 
-void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) const {
+result<void, errc> local_shard::render_story(uint32_t doc, bool with_text, json_out& out) const {
   // One reservation for the whole summary (fields the load flagged as needing escapes count at
   // their worst case), then every piece is written straight into it; structural text is copied
-  // pre-escaped. The text, only in a single story's render, is appended after.
+  // pre-escaped. The text, only in a single story's render, is appended after: it is read
+  // first (decompressed into this thread's scratch), so that a text that cannot be read fails
+  // the render before anything is written.
+  std::string_view body;
+  if (with_text) {
+    auto t = text(doc);
+    if (!t) {
+      return unexpected(t.error());
+    }
+    body = *t;
+  }
   const doc_rec& r = docs_[doc];
   const field_views f(r);
   const uint32_t* tags = doc_tags_.data() + r.tags_off;
@@ -83,16 +93,16 @@ void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) cons
   if (!with_text) {
     p = out.put_literal(p, k_lit_end);
     out.end_write(base, p);
-    return;
+    return {};
   }
   p = out.put_literal(p, k_lit_text);
   out.end_write(base, p);
-  const std::string_view body = text(doc);  // decompressed into this thread's scratch
   char* const tbase =
       out.begin_write(out.escaped_bound(body.size()) + json_out::literal_bound(k_lit_text_end));
   p = out.put_escaped(tbase, body);
   p = out.put_literal(p, k_lit_text_end);
   out.end_write(tbase, p);
+  return {};
 }
 
 size_t local_shard::memory_bytes() const noexcept {
