@@ -430,7 +430,9 @@ class local_shard final : public shard_source {
   /// How many docs hold their text compressed (the others store it raw: empty, or compression
   /// did not make it smaller).
   size_t packed_texts() const noexcept;
-  /// Bytes held by the index and stored stories (approximate, for benches).
+  /// Bytes held by the shard: its stored stories and every table of the index, those read in
+  /// place from an index file's mapping included (resident or not), and the ones finalize()
+  /// derives (prune_index: bitsets, time order, tags, length classes). Capacities, not sizes.
   size_t memory_bytes() const noexcept;
   /// How many frequent words the shard's table of adjacent pairs covers (0: no table).
   size_t pair_words() const noexcept { return pair_terms_.size(); }
