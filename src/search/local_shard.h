@@ -461,7 +461,7 @@ class local_shard final : public shard_source {
   slice doc_freqs_slice(const query_plan& plan, shard_workspace& ws, uint64_t* df, bool first,
                         uint64_t& budget) const override;
   result<uint32_t, errc> find(std::string_view id) const override;
-  void render_story(uint32_t doc, bool with_text, json_out& out) const override;
+  result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out) const override;
 
   /// The answer search() must give, computed the slow, obvious way for tests: tokenizes every
   /// stored story, scores every match (same BM25 formula and summation order), sorts fully.
@@ -472,12 +472,15 @@ class local_shard final : public shard_source {
   std::string_view id(uint32_t doc) const noexcept;
   /// The text of a sealed shard's `doc`: a view of the stored bytes, or of the calling thread's
   /// scratch buffer once decompressed into it (valid until that thread's next text() call).
-  /// No allocation once the scratch has grown to the longest text read.
-  std::string_view text(uint32_t doc) const;
+  /// No allocation once the scratch has grown to the longest text read. errc::unreadable when
+  /// the stored bytes do not decompress (the first such story of the process is logged).
+  result<std::string_view, errc> text(uint32_t doc) const;
   /// How many docs hold their text compressed (the others store it raw: empty, or compression
   /// did not make it smaller).
   size_t packed_texts() const noexcept;
-  /// Bytes held by the index and stored stories (approximate, for benches).
+  /// Bytes held by the shard: its stored stories and every table of the index, those read in
+  /// place from an index file's mapping included (resident or not), and the ones finalize()
+  /// derives (prune_index: bitsets, time order, tags, length classes). Capacities, not sizes.
   size_t memory_bytes() const noexcept;
   /// How many frequent words the shard's table of adjacent pairs covers (0: no table).
   size_t pair_words() const noexcept { return pair_terms_.size(); }
