@@ -176,6 +176,12 @@ void local_shard::compute_impact(prune_index& px) const {
       row.wf[i] = column[i * n + d];
     }
   }
+  size_t entries = 0;
+  for (const std::vector<entry>& b : best) {
+    entries += std::min(b.size(), depth);
+  }
+  px.impact_doc.reserve(entries);  // exactly: a mapped shard's copies are exact too
+  px.impact_part.reserve(entries);
   for (size_t i = 0; i < m; ++i) {
     std::vector<entry>& b = best[i];
     const size_t keep = std::min(b.size(), depth);

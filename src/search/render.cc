@@ -145,7 +145,9 @@ size_t local_shard::memory_bytes() const noexcept {
          bytes_of(champ_part_) + bytes_of(champ_doc_) + bytes_of(champ_date_) +
          bytes_of(p.set_of_term) + bytes_of(p.bits) + bytes_of(p.by_time) + bytes_of(p.time_cum) +
          bytes_of(p.tag_at) + bytes_of(p.tag_docs) + bytes_of(p.len_class) + bytes_of(pair_terms_) +
-         bytes_of(pair_rank_) + bytes_of(pair_docs_);
+         bytes_of(pair_rank_) + bytes_of(pair_docs_) + bytes_of(p.impact_terms) +
+         bytes_of(p.impact_at) + bytes_of(p.impact_doc) + bytes_of(p.impact_part) +
+         p.impact_rows.size_bytes();  // computed, or the index file's
 }
 
 }  // namespace tollgate::search
