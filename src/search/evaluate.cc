@@ -342,6 +342,20 @@ bool local_shard::open_cursors(const query_plan& plan, shard_workspace& ws) cons
   return true;
 }
 
+// Which cursors take their frequencies from the impact rows instead of their postings: every
+// impact term but the lead of a plan without phrases (a phrase needs its words' positions).
+void local_shard::choose_rows(const query_plan& plan, shard_workspace& ws) const {
+  ws.row_slot.assign(ws.cursors.size(), UINT32_MAX);
+  if (!plan.phrases.empty() || ws.cursors.size() < 2 || prune_.impact_rows.empty()) {
+    return;
+  }
+  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    const uint32_t i = ws.order[oi];
+    ws.row_slot[i] = prune_.impact_of(ws.term_ids[i]);
+    ws.rows_on = ws.rows_on || ws.row_slot[i] != UINT32_MAX;
+  }
+}
+
 bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
                                shard_answer& out) const {
   out.total = 0;
@@ -359,9 +373,11 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
       return absent || begin_search(ws.pair_plan, ws, out);
     }
   }
+  ws.rows_on = false;
   if (plan.terms.empty() || plan.k == 0 || !open_cursors(plan, ws)) {
     return true;
   }
+  choose_rows(plan, ws);
   ev.by_date = plan.sort == sort_order::date;
   // Under another corpus average (a fleet's), norms are computed per doc and the block maxima
   // (made with avgdl_) bound scores only after scaling: every norm shrinks by at most
@@ -451,6 +467,13 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
   posting_cursor& lead = ws.cursors[ws.order[0]];
   const uint32_t target = lead.doc;
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    if (ws.rows_on && ws.row_slot[ws.order[oi]] != UINT32_MAX) {
+      if (prune_.impact_rows[target].wf[ws.row_slot[ws.order[oi]]] == 0) {
+        end = !lead.next();  // not in the doc: the lead moves on
+        return false;
+      }
+      continue;
+    }
     posting_cursor& c = ws.cursors[ws.order[oi]];
     if (!c.seek(target)) {
       end = true;
@@ -530,7 +553,8 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
         h.key = static_cast<double>(time_[doc]);
       } else {
         const bool full = heap.size() == k;
-        keep = !(full && blocks_below(plan, ws, heap.front().key)) &&
+        // (a row term's cursor stays where it was: its block bounds nothing here)
+        keep = !(full && !ws.rows_on && blocks_below(plan, ws, heap.front().key)) &&
                score(plan, ws, doc, full, full ? heap.front().key : 0.0, h.key);
       }
       if (keep) {

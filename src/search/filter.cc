@@ -242,8 +242,8 @@ bool local_shard::filtered_step(const query_plan& plan, shard_workspace& ws, sha
       const uint32_t doc = w * 64 + static_cast<uint32_t>(std::countr_zero(x));
       bool on = true;
       for (size_t i = 0; i < ws.cursors.size() && on; ++i) {
-        if (by_date && ws.sets[i] != nullptr) {
-          continue;  // in its bitset, and no frequency needed
+        if (ws.sets[i] != nullptr && (by_date || (ws.rows_on && ws.row_slot[i] != UINT32_MAX))) {
+          continue;  // in its bitset; no frequency needed, or it is in the doc's row
         }
         posting_cursor& c = ws.cursors[i];
         if (!c.seek(doc)) {

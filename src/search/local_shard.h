@@ -375,14 +375,18 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
-  std::vector<const uint64_t*> sets;       // per cursor: its term's bitset or nullptr (pruned)
-  std::vector<uint32_t> shallow;           // per cursor: the block bounds read up to (pruned)
-  std::vector<double> term_ub;             // per cursor: idf x its bound in the lead block
-  std::vector<uint32_t> seeds;             // docs offered before the walk, ascending (pruned)
-  std::vector<uint64_t> seen;              // impact_top: the docs it visited (a bitset)
-  std::vector<uint32_t> seen_docs;         // ... and the same docs, to clear it
-  std::vector<uint32_t> impact_pos;        // impact_top: per term, its next list entry
-  std::vector<uint64_t> filter, tag_bits;  // the docs passing the time window and tags
+  std::vector<const uint64_t*> sets;  // per cursor: its term's bitset or nullptr (pruned)
+  std::vector<uint32_t> shallow;      // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;        // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;        // docs offered before the walk, ascending (pruned)
+  std::vector<uint64_t> seen;         // impact_top: the docs it visited (a bitset)
+  std::vector<uint32_t> seen_docs;    // ... and the same docs, to clear it
+  std::vector<uint32_t> impact_pos;   // impact_top: per term, its next list entry
+  // Per cursor: the impact term number whose rows give its frequencies (never sought), or
+  // UINT32_MAX; rows_on when one does (set by begin_search, plans without phrases only).
+  std::vector<uint32_t> row_slot;
+  bool rows_on = false;
+  std::vector<uint64_t> filter, tag_bits;           // the docs passing the time window and tags
   std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
   uint32_t phrase_totals_next = 0;                  // the entry to replace next
   std::vector<uint32_t> pos_a, pos_b;               // phrase checking
@@ -426,6 +430,7 @@ struct shard_workspace {
     shallow.reserve(64);
     term_ub.reserve(64);
     seeds.reserve(64 * champ_len);
+    row_slot.reserve(64);
     pair_name.reserve(512);
     pair_terms.reserve(64);
     pair_idf.reserve(64);
@@ -556,6 +561,8 @@ class local_shard final : public shard_source {
   bool blocks_below(const query_plan& plan, const shard_workspace& ws, double kth) const;
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
              double& s) const;
+  uint32_t row_frequency(const shard_workspace& ws, size_t i, uint32_t doc) const;
+  void choose_rows(const query_plan& plan, shard_workspace& ws) const;
   void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
   // A two-word phrase's docs in this shard from the table of adjacent pairs; false when either
   // word is not in the table.

@@ -398,6 +398,9 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
       on = ws.sets[i] == nullptr || (ws.sets[i][doc >> 6] >> (doc & 63) & 1) != 0;
     }
     for (size_t oi = 0; oi < ws.order.size() && on && left; ++oi) {
+      if (ws.rows_on && ws.row_slot[ws.order[oi]] != UINT32_MAX) {
+        continue;  // in its bitset (tested above); its frequency is in the doc's row
+      }
       posting_cursor& c = ws.cursors[ws.order[oi]];
       left = c.seek(doc);
       on = left && c.doc == doc;
@@ -743,6 +746,9 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   }
   if (maybe) {
     for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+      if (ws.rows_on && ws.row_slot[ws.order[oi]] != UINT32_MAX) {
+        continue;  // in its bitset (tested above); its frequency is in the doc's row
+      }
       posting_cursor& c = ws.cursors[ws.order[oi]];
       if (!c.seek(doc)) {
         end = true;
@@ -901,7 +907,7 @@ void local_shard::offer_match(const query_plan& plan, shard_workspace& ws, std::
       return;
     }
     for (size_t i = 0; i < ws.cursors.size(); ++i) {
-      if (ws.sets[i] != nullptr) {
+      if (ws.sets[i] != nullptr && !(ws.rows_on && ws.row_slot[i] != UINT32_MAX)) {
         ws.cursors[i].seek(doc);  // in its bitset: the cursor lands on doc
       }
     }

@@ -236,16 +236,38 @@ using namespace detail;
   return plan.phrases.empty() || phrase_match(plan, ws);  // stops at each phrase's first occurrence
 }
 
+// Row term i's weighted frequency in doc (3 x title + text tf), which holds it: from its impact
+// row, or, at 255 (that or more), from the term's postings.
+inline uint32_t local_shard::row_frequency(const shard_workspace& ws, size_t i,
+                                           uint32_t doc) const {
+  const uint32_t f = prune_.impact_rows[doc].wf[ws.row_slot[i]];
+  if (f != 255) {
+    return f;
+  }
+  posting_cursor c = cursor_for(terms_[ws.term_ids[i]]);
+  c.next();
+  c.seek(doc);
+  return 3 * c.tf_title + c.tf_text;
+}
+
 // The BM25 score of the cursors' doc, or false when a full heap's k-th best `kth` is out of
 // its reach before the phrases' occurrences are counted (a phrase occurs in a field at most as
 // often as each of its words does there).
 [[gnu::always_inline]] inline bool local_shard::score(const query_plan& plan, shard_workspace& ws,
                                                       uint32_t doc, bool full, double kth,
                                                       double& s) const {
-  const double kn = length_norm(doc, ws.ev.avgdl);
+  // With impact rows, the doc's norm comes from its row's length by the formula len_norm_
+  // holds (no cache miss there), and a row term's frequency from its row (never sought).
+  const impact_row* row = ws.rows_on ? &prune_.impact_rows[doc] : nullptr;
+  const double kn = row != nullptr && row->len < 65535 ? length_norm_of(row->len, ws.ev.avgdl)
+                                                       : length_norm(doc, ws.ev.avgdl);
   s = 0;
   for (size_t i = 0; i < plan.terms.size(); ++i) {
     if (plan.idf[i] != 0) {  // a phrase-only term adds nothing of its own
+      if (row != nullptr && ws.row_slot[i] != UINT32_MAX) {
+        s += plan.idf[i] * unit_part(static_cast<double>(row_frequency(ws, i, doc)), kn);
+        continue;
+      }
       const posting_cursor& c = ws.cursors[i];
       s += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
     }
