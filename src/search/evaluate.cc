@@ -344,11 +344,12 @@ bool local_shard::open_cursors(const query_plan& plan, shard_workspace& ws) cons
 
 // Which cursors take their frequencies from the impact rows instead of their postings: every
 // impact term but the lead of a plan without phrases (a phrase needs its words' positions).
+// (ws.row_slot is read only when ws.rows_on is set.)
 void local_shard::choose_rows(const query_plan& plan, shard_workspace& ws) const {
-  ws.row_slot.assign(ws.cursors.size(), UINT32_MAX);
   if (!plan.phrases.empty() || ws.cursors.size() < 2 || prune_.impact_rows.empty()) {
     return;
   }
+  ws.row_slot.assign(ws.cursors.size(), UINT32_MAX);
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
     const uint32_t i = ws.order[oi];
     ws.row_slot[i] = prune_.impact_of(ws.term_ids[i]);
