@@ -68,13 +68,14 @@ struct local_shard::index_builder {
   std::vector<tok_ref> toks;
   std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
   std::vector<uint8_t> pbuf = std::vector<uint8_t>(256);
-  struct pair_cell {
-    uint32_t seen = 0;  // d + 1 once the pair has been counted for doc d
-    uint32_t docs = 0;
-  };
-  std::vector<pair_cell> pair_cells;  // pair_terms_.size() squared
-  std::vector<uint32_t> pair_term;    // per pair of posting ranks: its term, or UINT32_MAX
-  std::vector<uint32_t> pair_occ;     // the doc's pair term occurrences: term << 1 | in text
+  // Per pair of table words (pair_terms_.size() squared): the docs counted so far, and a bit
+  // per pair set while the current doc's pairs are counted (cleared after each doc), so a
+  // doc's pair counts once. 4 bytes a pair: with the doc mark beside each count (8 bytes) the
+  // table's random walk missed the cache more.
+  std::vector<uint32_t> pair_docs;
+  std::vector<uint64_t> pair_seen;
+  std::vector<uint32_t> pair_term;  // per pair of posting ranks: its term, or UINT32_MAX
+  std::vector<uint32_t> pair_occ;   // the doc's pair term occurrences: term << 1 | in text
   struct pair_group {
     uint32_t term, tft, tfx;
   };
@@ -85,7 +86,16 @@ struct local_shard::index_builder {
 
   explicit index_builder(local_shard& shard) : s(shard) {}
   void reserve_records();
-  uint8_t* prepare_record(uint32_t t, size_t n);
+  // Room for a record of at most n bytes of term t at the end of its bucket's stream.
+  uint8_t* prepare_record(uint32_t t, size_t n) {
+    const size_t bi = t >> bucket_shift;
+    if (bi < buckets.size() && buckets[bi].limit - buckets[bi].at >= n) [[likely]] {
+      rec_bucket = &buckets[bi];
+      return reinterpret_cast<uint8_t*>(rec_buf.data()) + rec_bucket->at;
+    }
+    return new_extent(t, n);
+  }
+  uint8_t* new_extent(uint32_t t, size_t n);
   void commit_record(size_t n) { rec_bucket->at += n; }
   uint32_t tokenize(uint32_t d);
   void intern_tokens();
@@ -94,7 +104,7 @@ struct local_shard::index_builder {
   void layout();
   void scatter();
   void choose_pair_words(uint32_t n);
-  void count_pairs(uint32_t d, uint32_t tl);
+  void count_pairs(uint32_t tl);
   void finish_pairs();
   void emit_pairs(uint32_t d);
 };
@@ -114,7 +124,7 @@ void local_shard::build_index(out_buffer* records) {
   for (uint32_t d = 0; d < n; ++d) {
     const uint32_t tl = b.tokenize(d);
     b.intern_tokens();
-    b.count_pairs(d, tl);
+    b.count_pairs(tl);
     const uint32_t xl = static_cast<uint32_t>(b.toks.size()) - tl;
     title_len_[d] = tl;
     text_len_[d] = xl;
@@ -180,15 +190,16 @@ void local_shard::index_builder::choose_pair_words(uint32_t n) {
   for (size_t r = 0; r < words.size(); ++r) {
     s.pair_rank_[words[r]] = static_cast<uint16_t>(r);
   }
-  assign_huge(pair_cells, words.size() * words.size(), pair_cell{});
+  assign_huge(pair_docs, words.size() * words.size(), uint32_t{0});
+  pair_seen.assign((words.size() * words.size() + 63) / 64, 0);
   s.pair_posting_ranks_ =
       std::min<uint32_t>(static_cast<uint32_t>(words.size()), pair_posting_words);
   pair_term.assign(size_t{s.pair_posting_ranks_} * s.pair_posting_ranks_, UINT32_MAX);
 }
 
-// Counts doc d's adjacent pairs of two table words once each. Occurrence tl is the text's first
+// Counts the doc's adjacent pairs of two table words once each. Occurrence tl is the text's first
 // token: it does not follow the title's last one (a phrase never spans the fields).
-void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
+void local_shard::index_builder::count_pairs(uint32_t tl) {
   const uint32_t words = static_cast<uint32_t>(s.pair_terms_.size());
   if (words == 0) {
     return;
@@ -209,17 +220,21 @@ void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
     occ_rank[k] = static_cast<uint16_t>(r);
     if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
       const uint32_t cell = prev * words + r;
-      __builtin_prefetch(&pair_cells[cell], 1);
+      __builtin_prefetch(&pair_docs[cell], 1);
       pair_at.push_back(cell);
     }
     prev = r;
   }
   for (const uint32_t cell : pair_at) {
-    pair_cell& c = pair_cells[cell];
-    if (c.seen != d + 1) {
-      c.seen = d + 1;
-      ++c.docs;
+    uint64_t& w = pair_seen[cell >> 6];
+    const uint64_t bit = uint64_t{1} << (cell & 63);
+    if ((w & bit) == 0) {
+      w |= bit;
+      ++pair_docs[cell];
     }
+  }
+  for (const uint32_t cell : pair_at) {
+    pair_seen[cell >> 6] = 0;  // only this doc's bits were set
   }
   if (posting == 0) {
     return;
@@ -278,11 +293,9 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
 }
 
 void local_shard::index_builder::finish_pairs() {
-  s.pair_docs_.resize(pair_cells.size());
-  for (size_t i = 0; i < pair_cells.size(); ++i) {
-    s.pair_docs_[i] = pair_cells[i].docs;
-  }
-  std::vector<pair_cell>().swap(pair_cells);
+  s.pair_docs_.swap(pair_docs);
+  std::vector<uint32_t>().swap(pair_docs);
+  std::vector<uint64_t>().swap(pair_seen);
   std::vector<uint32_t>().swap(pair_term);
   s.pair_rank_.resize(s.terms_.size(), UINT16_MAX);
 }
@@ -304,8 +317,9 @@ void local_shard::index_builder::reserve_records() {
   rec_buf.clear();
 }
 
-// Room for a record of at most n bytes of term t at the end of its bucket's stream.
-uint8_t* local_shard::index_builder::prepare_record(uint32_t t, size_t n) {
+// prepare_record() when term t's bucket has no room for n bytes (or no stream yet): a new
+// extent.
+uint8_t* local_shard::index_builder::new_extent(uint32_t t, size_t n) {
   const size_t bi = t >> bucket_shift;
   if (bi >= buckets.size()) {
     buckets.resize(bi + 1);
