@@ -26,26 +26,25 @@ using namespace detail;
 
 // The build's working state; lives for one build_index() call.
 struct local_shard::index_builder {
-  struct term_count {
-    uint64_t doc_bytes = 0;
-    uint64_t pos_bytes = 0;
-    uint32_t df = 0;
-    uint32_t last_doc = 0;
-  };
-  // The grouping's per-term mark, apart from the counts so that it is 8 bytes a term (a rare
-  // term's mark is a cache miss; it is prefetched as soon as the token is interned).
-  struct term_mark {
+  // Per term: the grouping's mark and the counts, in one 32-byte aligned entry, so a doc's
+  // record of a rare term costs one cache miss (prefetched as soon as the token is interned),
+  // not two (the mark and the counts apart were: emit() stalled on the counts).
+  struct alignas(32) term_state {
     uint32_t seen = 0;   // d + 1 when the term occurs in doc d being grouped
     uint32_t group = 0;  // its group in that doc
+    uint32_t df = 0;
+    uint32_t last_doc = 0;
+    uint64_t doc_bytes = 0;
+    uint64_t pos_bytes = 0;
   };
+  static_assert(sizeof(term_state) == 32);
   struct tok_ref {
     uint32_t off, len;
     uint64_t hash;
   };
 
   local_shard& s;
-  std::vector<term_count> counts;
-  std::vector<term_mark> marks;
+  std::vector<term_state> state;
   // The records, in one stream per bucket of 2^bucket_shift consecutive term numbers, so that
   // scatter() writes the postings of few terms at a time (their write positions and the lines
   // they write stay in cache; over all terms at once most records missed twice). A bucket's
@@ -130,9 +129,8 @@ void local_shard::build_index(out_buffer* records) {
     text_len_[d] = xl;
     stats_.title_tokens += tl;
     stats_.text_tokens += xl;
-    if (b.counts.size() < terms_.size()) {
-      b.counts.resize(terms_.size() + terms_.size() / 2);
-      b.marks.resize(b.counts.size());
+    if (b.state.size() < terms_.size()) {
+      b.state.resize(terms_.size() + terms_.size() / 2);
     }
     b.group(d, tl);
     b.emit(d, tl);
@@ -267,7 +265,7 @@ void local_shard::index_builder::count_pairs(uint32_t tl) {
 void local_shard::index_builder::emit_pairs(uint32_t d) {
   pair_groups.clear();
   for (const uint32_t o : pair_occ) {
-    term_mark& m = marks[o >> 1];
+    term_state& m = state[o >> 1];
     if (m.seen != d + 1) {
       m.seen = d + 1;
       m.group = static_cast<uint32_t>(pair_groups.size());
@@ -277,7 +275,7 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
   }
   for (const pair_group& g : pair_groups) {
     const uint32_t t = g.term, tft = g.tft, tfx = g.tfx;
-    term_count& c = counts[t];
+    term_state& c = state[t];
     uint8_t* out = prepare_record(t, 25);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
@@ -371,8 +369,8 @@ void local_shard::index_builder::intern_tokens() {
     const uint32_t t =
         s.intern_term(std::string_view(tok_chars.data() + toks[k].off, toks[k].len), toks[k].hash);
     occ_term[k] = t;
-    if (t < marks.size()) {  // a term new to this doc's batch has no mark yet: nothing to fetch
-      __builtin_prefetch(&marks[t], 1);
+    if (t < state.size()) {  // a term new to this doc's batch has no entry yet: nothing to fetch
+      __builtin_prefetch(&state[t], 1);
     }
   }
 }
@@ -388,12 +386,11 @@ void local_shard::index_builder::group(uint32_t d, uint32_t tl) {
   group_start.clear();
   occ_group.resize(nocc);
   for (uint32_t k = 0; k < nocc; ++k) {
-    term_mark& c = marks[occ_term[k]];
+    term_state& c = state[occ_term[k]];
     if (c.seen != d + 1) {
       c.seen = d + 1;
       c.group = static_cast<uint32_t>(group_term.size());
       group_term.push_back(occ_term[k]);
-      __builtin_prefetch(&counts[occ_term[k]], 1);  // written once the group's record is made
       group_start.push_back(0);
     }
     ++group_start[c.group];
@@ -437,7 +434,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       pos_len += put_varint(pbuf.data() + pos_len, k == i ? p : p - prev);
       prev = p;
     }
-    term_count& c = counts[t];
+    term_state& c = state[t];
     uint8_t* out = prepare_record(t, 25 + pos_len);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
@@ -460,7 +457,7 @@ void local_shard::index_builder::layout() {
   uint64_t doc_total = 0, pos_total = 0;
   uint32_t skip_total = 0;
   for (size_t t = 0; t < s.terms_.size(); ++t) {
-    const term_count& c = counts[t];
+    const term_state& c = state[t];
     term_info& ti = s.terms_[t];
     ti.doc_off = doc_total;
     ti.pos_off = pos_total;
@@ -470,8 +467,7 @@ void local_shard::index_builder::layout() {
     pos_total += c.pos_bytes;
     skip_total += (c.df + block_docs - 1) / block_docs;
   }
-  std::vector<term_count>().swap(counts);
-  std::vector<term_mark>().swap(marks);
+  std::vector<term_state>().swap(state);
   s.doc_stream_bytes_ = doc_total + 16;
   s.pos_stream_bytes_ = pos_total + 16;
   s.doc_stream_.reset(static_cast<uint8_t*>(alloc_build(s.doc_stream_bytes_)));
