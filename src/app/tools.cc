@@ -132,7 +132,9 @@ class get_story_tool final : public mcp::tool {
     if (!ref) {
       return mcp::tool_result::failure(rest::tool_error_of(ref.error()));
     }
-    t.backend().render_story(*ref, out, remote);
+    if (auto r = t.backend().render_story(*ref, out, remote); !r) {
+      return mcp::tool_result::failure(rest::tool_error_of(r.error()));
+    }
     return mcp::tool_result::success();
   }
 };

@@ -3,10 +3,16 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace tollgate {
 namespace {
 
 constexpr auto tty_interval = std::chrono::milliseconds(200);
+// Off a terminal: lines at least this far apart, a line per tenth of the share, else one this
+// often while the count advances (share known / unknown).
+constexpr auto log_spacing = std::chrono::seconds(1);
+constexpr auto log_heartbeat = std::chrono::seconds(30);
 constexpr auto log_interval = std::chrono::seconds(5);
 // Nothing is shown for work that ends sooner than this.
 constexpr auto quiet_for = std::chrono::seconds(1);
@@ -35,15 +41,27 @@ std::string duration(double secs) {
   return fmt::format("{:.1f} h", secs / 3600);
 }
 
+// The tenths of the share done (0-10), or -1 when it is unknown.
+int tenth_of(double fraction) {
+  return fraction < 0 ? -1 : static_cast<int>(std::min(1.0, fraction) * 10);
+}
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 }  // namespace
 
-progress_meter::progress_meter(std::string what, std::string unit, std::FILE* out, int tty)
+progress_meter::progress_meter(std::string what, std::string unit, std::FILE* out, int tty,
+                               now_fn now)
     : what_(std::move(what)),
       unit_(std::move(unit)),
       out_(out),
       tty_(tty >= 0 ? tty != 0 : isatty(fileno(out)) != 0),
-      start_(std::chrono::steady_clock::now()),
-      next_(start_ + quiet_for) {}
+      now_(now),
+      start_(now_()),
+      next_(start_ + quiet_for),
+      changed_(start_) {}
 
 progress_meter::~progress_meter() {
   if (shown_) {
@@ -67,22 +85,38 @@ std::string progress_meter::line(const std::string& what, const std::string& uni
 }
 
 void progress_meter::update(uint64_t done, double fraction) {
-  last_ = done;
+  const auto now = now_();
+  if (done != last_) {
+    last_ = done;
+    changed_ = now;
+  }
   fraction_ = fraction;
-  const auto now = std::chrono::steady_clock::now();
   if (now < next_) {
     return;
   }
-  next_ = now + (tty_ ? tty_interval : log_interval);
-  print(false);
+  if (tty_) {
+    next_ = now + tty_interval;
+    print(false);
+    return;
+  }
+  const int tenth = tenth_of(fraction);
+  const bool due =
+      !shown_ || tenth > shown_tenth_ ||
+      (last_ != shown_done_ && now - shown_at_ >= (tenth < 0 ? clock::duration(log_interval)
+                                                             : clock::duration(log_heartbeat)));
+  if (due) {
+    next_ = now + log_spacing;
+    print(false);
+  }
 }
 
 void progress_meter::print(bool final) {
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  std::string s = line(what_, unit_, last_, final ? -1 : fraction_, secs);
+  const auto now = now_();
+  std::string s = line(what_, unit_, last_, final ? -1 : fraction_, seconds(changed_ - start_));
   if (final) {
-    s += fmt::format(", done in {}", duration(secs));
+    s += fmt::format(", done in {}", duration(seconds(now - start_)));
+  } else if (shown_ && s == shown_text_) {
+    return;  // nothing moved since the last line
   }
   if (tty_) {
     fmt::print(out_, "\r{}\x1b[K{}", s, final ? "\n" : "");
@@ -91,6 +125,10 @@ void progress_meter::print(bool final) {
   }
   std::fflush(out_);
   shown_ = true;
+  shown_text_ = std::move(s);
+  shown_at_ = now;
+  shown_done_ = last_;
+  shown_tenth_ = tenth_of(fraction_);
 }
 
 progress_watch::progress_watch(std::string what, std::string unit,

@@ -20,7 +20,7 @@ constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
     "suspended", "quota_exceeded", "rate_limited", "unavailable",
-    "not_found", "unavailable",    "unavailable"};
+    "not_found", "unavailable",    "unavailable",  "unavailable"};
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
     "billable call can be made until the account is settled.",
@@ -36,6 +36,9 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
     "after retry_after_secs seconds.",
     "The quota service cannot be reached, so this key's monthly quota cannot be checked. This "
     "is an outage, not a spent quota; retry after retry_after_secs seconds.",
+    "This story's stored text cannot be read: the server's search index is damaged. This is a "
+    "fault of the server, not a missing story, and retrying will not help until its operator "
+    "rebuilds the index; other stories are unaffected.",
 };
 
 // The 401 challenges (RFC 6750 §3): no error code when no key was presented.

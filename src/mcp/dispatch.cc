@@ -268,6 +268,7 @@ outcome outcome_of(envelope::tool_error_code c) noexcept {
     case envelope::tool_error_code::unavailable:
     case envelope::tool_error_code::usage_unavailable:
     case envelope::tool_error_code::quota_unreachable:
+    case envelope::tool_error_code::story_unreadable:
       return outcome::unavailable;
     case envelope::tool_error_code::not_found:
       return outcome::not_found;

@@ -59,6 +59,7 @@ struct conn {
   bool deferred = false;          // a deferred request waits at the front of `in`
   bool resume_queued = false;     // in core::resumed_ (resume() accepted, not delivered yet)
   bool peer_fin = false;          // the peer half-closed: answer what came before, then close
+  bool idle_closed = false;       // lingering after its idle timeout (counted as a timeout then)
   uint32_t saved = UINT32_MAX;    // the deferred request's parsed form (core::saved_)
   uint32_t req_id = 0;            // the request being handled or deferred (deferral_token::gen)
   size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)

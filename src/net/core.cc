@@ -22,6 +22,8 @@
 //      last byte is sent the slot goes to lingering: shutdown(SHUT_WR), input is discarded until
 //      the peer's FIN or the linger timeout, so the peer reads the final response instead of a
 //      reset.
+//      An idle keep-alive connection at its idle timeout lingers the same way (FIN first, input
+//      dropped), so that a request crossing the close meets an EOF rather than a reset.
 //   4. closing (errors, timeouts, drain of idle slots): shutdown(SHUT_RDWR) makes any armed recv
 //      or send complete; when none is left, close(fd) and the slot returns to the pool with its
 //      buffers' capacity kept, so the steady state allocates nothing.

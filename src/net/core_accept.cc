@@ -193,7 +193,7 @@ void core::open_conn(int fd) {
   c.state = conn_state::open;
   c.recv_armed = c.send_inflight = c.close_after_send = false;
   c.head_done = c.continue_sent = c.paused = c.recv_cancelled = false;  // `dirty`: dirty_ member
-  c.deferred = c.resume_queued = c.peer_fin = false;
+  c.deferred = c.resume_queued = c.peer_fin = c.idle_closed = false;
   c.sent = 0;
   c.need = 0;
   c.ready = c.mark = 0;

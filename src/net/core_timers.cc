@@ -71,11 +71,26 @@ void core::tick() {
     // connection that has time left.
     while (lists_[l].head != kNil) {
       const uint32_t idx = lists_[l].head;
-      if (conns_[idx].ts + timeout_ns_[l] > now_mono_) {
+      conn& c = conns_[idx];
+      if (c.ts + timeout_ns_[l] > now_mono_) {
         break;
       }
+      if (l == kListLinger && c.idle_closed) {
+        hard_close(c, idx);  // counted at its idle timeout
+        continue;
+      }
       bump(stats_.timeouts);
-      hard_close(conns_[idx], idx);
+      if (l == kListIdle && c.in.empty() && c.out.empty() && !c.send_inflight) {
+        // An idle keep-alive connection closes gracefully (RFC 9112 9.5: "SHOULD issue a
+        // graceful close"): FIN, then what the client sends is read and dropped until its FIN
+        // or the linger timeout. A request that crossed the FIN on the wire then ends in a
+        // clean EOF before any response byte, which clients take as a connection closed while
+        // idle (and may retry), not in the reset a close with unread input sends.
+        c.idle_closed = true;
+        graceful_close(c, idx);
+      } else {
+        hard_close(c, idx);  // output the peer has not read for idle_timeout: a stalled reader
+      }
     }
   }
   sweep_idle_upstreams();

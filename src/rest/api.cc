@@ -45,6 +45,9 @@ envelope::tool_error tool_error_of(search::errc e) noexcept {
   if (e == search::errc::not_found) {
     return envelope::make_tool_error(envelope::tool_error_code::not_found);
   }
+  if (e == search::errc::unreadable) {
+    return envelope::make_tool_error(envelope::tool_error_code::story_unreadable);
+  }
   return envelope::make_tool_error(envelope::tool_error_code::unavailable, 1);
 }
 

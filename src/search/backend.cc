@@ -21,6 +21,9 @@ std::string_view message(errc e) noexcept {
     case errc::unavailable:
       return "The search backend is temporarily unavailable: no shard answered. This is an "
              "outage, not an empty result; retry after retry_after_secs.";
+    case errc::unreadable:
+      return "This story's stored text cannot be read: the server's index is damaged. This is "
+             "a fault of the server, not a missing story; other stories are unaffected.";
   }
   return "Unknown error.";
 }
@@ -30,6 +33,7 @@ std::string_view code(errc e) noexcept {
     case errc::not_found:
       return "not_found";
     case errc::unavailable:
+    case errc::unreadable:
       return "unavailable";
   }
   return "internal";
@@ -468,7 +472,11 @@ bool backend::run(search_job& job, uint64_t budget) const {
 
 void backend::render_hit(const hit& h, json_out& out, const remote_query* remote) const {
   if (h.shard < shards_.size()) {
-    shards_[h.shard]->render_story(h.doc, false, out);
+    // Without its text a story's render reads only the short fields, stored raw: it cannot
+    // fail, and a search never decompresses a text.
+    const auto r = shards_[h.shard]->render_story(h.doc, false, out);
+    TOLLGATE_ASSERT(r.has_value());
+    (void)r;
     return;
   }
   const uint32_t j = h.shard - static_cast<uint32_t>(shards_.size());
@@ -530,14 +538,15 @@ result<story_ref, errc> backend::find_story(std::string_view id, const remote_qu
   return unexpected(all_absent ? errc::not_found : errc::unavailable);
 }
 
-void backend::render_story(story_ref ref, json_out& out, const remote_query* remote) const {
+result<void, errc> backend::render_story(story_ref ref, json_out& out,
+                                         const remote_query* remote) const {
   if (ref.shard < shards_.size()) {
-    shards_[ref.shard]->render_story(ref.doc, true, out);
-    return;
+    return shards_[ref.shard]->render_story(ref.doc, true, out);
   }
   const uint32_t j = ref.shard - static_cast<uint32_t>(shards_.size());
   TOLLGATE_CHECK(remote != nullptr && j < remote->remotes());
   out.raw(remote->st_->answers[j].json(0));
+  return {};
 }
 
 result<void, errc> backend::search_stories(const query_args& args, scratch& s, out_buffer& out,
@@ -558,8 +567,7 @@ result<void, errc> backend::get_story(std::string_view id, out_buffer& out, bool
     return unexpected(r.error());
   }
   json_out j(out, nested);
-  render_story(*r, j, remote);
-  return {};
+  return render_story(*r, j, remote);
 }
 
 }  // namespace tollgate::search

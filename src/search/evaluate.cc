@@ -390,7 +390,9 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     if (plan.phrases.empty() && begin_filtered(plan, ws, out)) {
       return false;
     }
-    seed_heap(plan, ws, out);
+    if (!impact_top(plan, ws, out)) {
+      seed_heap(plan, ws, out);
+    }
     return false;
   }
   ev.mode = eval_state::intersect;

@@ -15,14 +15,6 @@ using namespace detail;
 
 namespace {
 // A doc's BM25 length norm and time as finalize_terms reads them (see finalize).
-// A term_part rounded up to a float: v >= 0, so the next float is the next bit pattern.
-inline float round_up(double v) noexcept {
-  float f = static_cast<float>(v);
-  if (f < v) {
-    f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) + 1);
-  }
-  return f;
-}
 
 struct packed_doc_keys {
   static constexpr uint32_t max_len = 1u << 16;
@@ -104,6 +96,7 @@ void local_shard::finalize(const shard_stats& global) {
     return;
   }
   avgdl_ = average_length(global);
+  loaded_impact_ = {};  // made under the file's average: computed again below
   len_norm_.resize(docs_.size());
   for (size_t d = 0; d < docs_.size(); ++d) {
     len_norm_[d] = length_norm_of(title_len_[d] + text_len_[d], avgdl_);

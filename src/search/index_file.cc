@@ -431,6 +431,13 @@ enum shard_field : uint32_t {
   f_texts,
   f_text_at,
   f_text_dict,
+  // The impact terms (prune_index, derived: optional): their term indices, lists (first entry
+  // per term, one more at the end; docs; parts) and one row per doc
+  f_impact_terms,
+  f_impact_at,
+  f_impact_doc,
+  f_impact_part,
+  f_impact_rows,
 };
 
 // A doc_rec with its story's place in f_stories instead of a pointer.
@@ -448,8 +455,9 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // it (state made by seal() or finalize(): add a section to save/load or save_derived/
 // load_derived, and bump index_format_version if an existing section changes), then update
 // this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
-// not saved: finalize() derives it from the postings on both paths.)
-static_assert(sizeof(local_shard) == 1024, "local_shard changed: see the comment above");
+// derived by finalize() on both paths: only its impact terms are saved, and taken back through
+// loaded_impact_ when the rest of finalize()'s output is.)
+static_assert(sizeof(local_shard) == 1248, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -520,6 +528,11 @@ void local_shard::save_derived(index_writer& w, uint32_t slot) const {
   w.add(section_tag(s, f_champ_part), std::span<const double>(champ_part_));
   w.add(section_tag(s, f_champ_doc), std::span<const uint32_t>(champ_doc_));
   w.add(section_tag(s, f_champ_date), std::span<const uint32_t>(champ_date_));
+  w.add(section_tag(s, f_impact_terms), std::span<const uint32_t>(prune_.impact_terms));
+  w.add(section_tag(s, f_impact_at), std::span<const uint32_t>(prune_.impact_at));
+  w.add(section_tag(s, f_impact_doc), std::span<const uint32_t>(prune_.impact_doc));
+  w.add(section_tag(s, f_impact_part), std::span<const float>(prune_.impact_part));
+  w.add(section_tag(s, f_impact_rows), prune_.impact_rows);
 }
 
 // Restores finalize()'s output when the file has all of it, consistent; else leaves it to
@@ -563,7 +576,33 @@ bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
   copy_to(champ_doc_, champ_doc);
   copy_to(champ_date_, champ_date);
   loaded_avgdl_ = avgdl_;
+  load_impact(r, s);
   return true;
+}
+
+// The impact terms' sections, when present and consistent (else finalize() computes them).
+void local_shard::load_impact(const index_reader& r, uint32_t s) {
+  saved_impact x;
+  if (!r.get(section_tag(s, f_impact_terms), x.terms) ||
+      !r.get(section_tag(s, f_impact_at), x.at) || !r.get(section_tag(s, f_impact_doc), x.doc) ||
+      !r.get(section_tag(s, f_impact_part), x.part) ||
+      !r.get(section_tag(s, f_impact_rows), x.rows)) {
+    return;
+  }
+  const size_t m = x.terms.size();
+  bool ok = m <= impact_terms_most && x.at.size() == m + 1 && x.at[0] == 0 &&
+            x.at[m] == x.doc.size() && x.part.size() == x.doc.size() &&
+            x.rows.size() == (m == 0 ? 0 : docs_.size()) &&
+            reinterpret_cast<uintptr_t>(x.rows.data()) % alignof(impact_row) == 0;
+  for (size_t i = 0; ok && i < m; ++i) {
+    ok = x.terms[i] < terms_.size() && x.at[i] <= x.at[i + 1] &&
+         x.at[i + 1] - x.at[i] <= terms_[x.terms[i]].df;
+  }
+  for (size_t j = 0; ok && j < x.doc.size(); ++j) {
+    ok = x.doc[j] < docs_.size();
+  }
+  x.valid = ok;
+  loaded_impact_ = x;
 }
 
 namespace {
@@ -599,6 +638,11 @@ void count_part(index_parts& p, uint32_t tag, uint64_t bytes) {
     case f_champ_part:
     case f_champ_doc:
     case f_champ_date:
+    case f_impact_terms:
+    case f_impact_at:
+    case f_impact_doc:
+    case f_impact_part:
+    case f_impact_rows:
       p.postings += bytes;
       break;
     case f_pos_stream:
@@ -795,6 +839,8 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   // What was copied (or only checked) leaves the process' resident set: its pages stay in the
   // page cache, and nothing reads them through the mapping again (a section left off this list
   // by mistake still reads right: its pages fault back in, a cost only).
+  // (The impact rows are read in place too, but released as well: a query of common words
+  // touches few of them, and their pages fault back in one by one.)
   static constexpr uint32_t in_place[] = {f_stories,   f_texts,      f_text_at,
                                           f_text_dict, f_doc_stream, f_pos_stream};
   r.release(slot + 1, in_place);

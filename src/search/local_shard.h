@@ -68,6 +68,9 @@ inline bool prune_enabled = true;
 /// ... and only when the rarest term has at least this many docs in the shard: below it the
 /// one-pass leapfrog is cheaper than seeding, bounding and counting apart. Settable for tests.
 inline uint32_t prune_min_lead_df = 8 * block_docs;
+/// The pruned evaluation finds the top k and the total in one walk of the lead's docs when the
+/// share of them expected to match is below this (see begin_pruned). Settable for tests.
+inline double one_pass_share = 0.25;
 /// Two-word phrases of frequent words get their document count at build time (index_build.cc,
 /// see docs/design.md): the words are the (at most pair_max_words) terms whose df, estimated
 /// from the shard's first pair_sample_docs docs, is at least pair_min_df. A phrase of two of
@@ -252,6 +255,15 @@ inline void posting_cursor::skip_block() noexcept {
   }
 }
 
+/// The impact terms' frequencies in one doc, and its length, in one cache line's half.
+inline constexpr uint32_t impact_terms_most = 30;
+struct alignas(32) impact_row {
+  uint16_t len;                   ///< title + text tokens; 65535: that or more (len_norm_)
+  uint8_t wf[impact_terms_most];  ///< per impact term: 3 x title + text tf, capped at 255
+                                  ///< (255: read the postings); 0: not in the doc
+};
+static_assert(sizeof(impact_row) == 32);
+
 /// What the pruned evaluation (prune.cc) reads besides the postings and the block maxima; all
 /// of it derived from the postings and the docs' times by local_shard::compute_prune_index(),
 /// so it can be recomputed at load or stored beside the postings.
@@ -275,7 +287,38 @@ struct prune_index {
   /// smallest length), so that a doc's bound can take a norm close to its own from one byte
   /// (len_norm_[doc] is eight, a cache miss for most docs a walk visits).
   std::vector<uint8_t> len_class;
+
+  /// The shard's commonest terms (impact terms: df * impact_divisor >= docs, at most
+  /// impact_max_terms, every one dense), for the top k of a conjunction of them (impact_top):
+  /// per impact term, its weighted frequency per doc and its docs by descending part.
+  std::vector<uint32_t> impact_terms;        ///< the impact terms' indices
+  std::span<const impact_row> impact_rows;   ///< per doc: impact_row_store or the index file's
+  std::vector<impact_row> impact_row_store;  ///< rows computed (compute_impact)
+  std::vector<uint32_t> impact_at;           ///< per impact term: its first entry below; one more
+  std::vector<uint32_t> impact_doc;          ///< per impact term, its impact_depth best docs by
+                                             ///< term_part at the shard's norms (ties by doc)
+  std::vector<float> impact_part;            ///< ... and those parts, rounded up to a float
+  /// The impact term number of `term`, or UINT32_MAX.
+  uint32_t impact_of(uint32_t term) const noexcept {
+    for (uint32_t i = 0; i < impact_terms.size(); ++i) {
+      if (impact_terms[i] == term) {
+        return i;
+      }
+    }
+    return UINT32_MAX;
+  }
 };
+/// Impact terms (prune_index): a term in at least 1 / impact_divisor of a shard's docs, the
+/// impact_max_terms commonest, each with its impact_depth best docs in order. Settable so tests
+/// can vary them; set them before loading, never during.
+inline uint32_t impact_divisor = 4;
+inline uint32_t impact_max_terms = impact_terms_most;  // at most impact_terms_most
+inline uint32_t impact_depth = 8192;
+/// impact_top runs for k up to this (deeper pages need deeper lists than it keeps), and for
+/// queries of at most impact_max_query_terms terms: it runs unsliced, reading at most that many
+/// lists of impact_depth entries.
+inline uint32_t impact_max_k = 128;
+inline uint32_t impact_max_query_terms = 4;
 /// The smallest length (title + text tokens) of each length class (prune_index::len_class):
 /// one class per length below 64, then steps of about 4%, up to ~10^5 tokens and beyond.
 inline constexpr std::array<uint32_t, 256> len_class_min = [] {
@@ -303,7 +346,9 @@ struct eval_state {
   bool by_date = false;
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
   bool counting = false;
-  bool all_dense = false;      ///< counting: every term has a bitset
+  bool all_dense = false;  ///< counting: every term has a bitset
+  bool one_pass = false;   ///< some term has no bitset: top k and total in one walk
+  enum impact_t : uint8_t { impact_none, impact_seeded, impact_found } impact = impact_none;
   bool time_filtered = false;  ///< since or until set
   double kn_min = 0;           ///< the smallest length norm of the shard under avgdl
   uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
@@ -334,6 +379,9 @@ struct shard_workspace {
   std::vector<uint32_t> shallow;           // per cursor: the block bounds read up to (pruned)
   std::vector<double> term_ub;             // per cursor: idf x its bound in the lead block
   std::vector<uint32_t> seeds;             // docs offered before the walk, ascending (pruned)
+  std::vector<uint64_t> seen;              // impact_top: the docs it visited (a bitset)
+  std::vector<uint32_t> seen_docs;         // ... and the same docs, to clear it
+  std::vector<uint32_t> impact_pos;        // impact_top: per term, its next list entry
   std::vector<uint64_t> filter, tag_bits;  // the docs passing the time window and tags
   std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
   uint32_t phrase_totals_next = 0;                  // the entry to replace next
@@ -413,7 +461,7 @@ class local_shard final : public shard_source {
   slice doc_freqs_slice(const query_plan& plan, shard_workspace& ws, uint64_t* df, bool first,
                         uint64_t& budget) const override;
   result<uint32_t, errc> find(std::string_view id) const override;
-  void render_story(uint32_t doc, bool with_text, json_out& out) const override;
+  result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out) const override;
 
   /// The answer search() must give, computed the slow, obvious way for tests: tokenizes every
   /// stored story, scores every match (same BM25 formula and summation order), sorts fully.
@@ -424,15 +472,22 @@ class local_shard final : public shard_source {
   std::string_view id(uint32_t doc) const noexcept;
   /// The text of a sealed shard's `doc`: a view of the stored bytes, or of the calling thread's
   /// scratch buffer once decompressed into it (valid until that thread's next text() call).
-  /// No allocation once the scratch has grown to the longest text read.
-  std::string_view text(uint32_t doc) const;
+  /// No allocation once the scratch has grown to the longest text read. errc::unreadable when
+  /// the stored bytes do not decompress (the first such story of the process is logged).
+  result<std::string_view, errc> text(uint32_t doc) const;
   /// How many docs hold their text compressed (the others store it raw: empty, or compression
   /// did not make it smaller).
   size_t packed_texts() const noexcept;
-  /// Bytes held by the index and stored stories (approximate, for benches).
+  /// Bytes held by the shard: its stored stories and every table of the index, those read in
+  /// place from an index file's mapping included (resident or not), and the ones finalize()
+  /// derives (prune_index: bitsets, time order, tags, length classes). Capacities, not sizes.
   size_t memory_bytes() const noexcept;
   /// How many frequent words the shard's table of adjacent pairs covers (0: no table).
   size_t pair_words() const noexcept { return pair_terms_.size(); }
+  /// How many impact terms the shard has (prune_index), and whether their lists and rows are
+  /// an index file's (not derived at load).
+  size_t impact_terms() const noexcept { return prune_.impact_terms.size(); }
+  bool impact_from_file() const noexcept { return loaded_impact_.valid; }
 
   /// The persisted index (index_file.cc): save() writes a sealed shard's stories and postings
   /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
@@ -467,6 +522,7 @@ class local_shard final : public shard_source {
   static std::string_view unpacked_text(const doc_rec& r) noexcept;  // before pack_stories()
   void save_derived(index_writer& w, uint32_t slot) const;           // index_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
+  void load_impact(const index_reader& r, uint32_t s);
   struct index_builder;  // index_build.cc
   void build_index(out_buffer* records);
   struct champ_lists {
@@ -523,6 +579,8 @@ class local_shard final : public shard_source {
   bool lookup_phrase_total(const query_plan& plan, const phrase_span& ph, const shard_workspace& ws,
                            uint64_t& total) const;
   void seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
+  bool impact_top(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
+  void compute_impact(prune_index& px) const;
   bool pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                    uint64_t& budget) const;
   bool lead_block_bound(const query_plan& plan, shard_workspace& ws) const;
@@ -537,6 +595,11 @@ class local_shard final : public shard_source {
                bool& end) const;
   bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                   uint64_t& budget) const;
+  bool counted_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                    uint64_t& budget) const;
+  void offer_match(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
+                   uint32_t doc) const;
+  double match_bound(const query_plan& plan, shard_workspace& ws, uint32_t doc, double kn) const;
   bool count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                         uint64_t& budget) const;
   bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
@@ -615,6 +678,16 @@ class local_shard final : public shard_source {
   std::vector<uint32_t> champ_doc_;
   std::vector<uint32_t> champ_date_;
   prune_index prune_;  // computed by finalize
+  // The impact terms' lists and rows as an index file holds them (load_derived), for
+  // compute_prune_index to take instead of computing them; valid only with the rest of
+  // finalize()'s output read from the same file.
+  struct saved_impact {
+    bool valid = false;
+    std::span<const uint32_t> terms, at, doc;
+    std::span<const float> part;
+    std::span<const impact_row> rows;
+  };
+  saved_impact loaded_impact_;
   // Adjacent pairs of frequent words (index_build.cc): the words (term indices) by rank, per
   // term its rank or UINT16_MAX, and per pair (rank a * words + rank b) how many docs hold a
   // directly followed by b within one field.

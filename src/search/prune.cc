@@ -105,7 +105,213 @@ prune_index local_shard::compute_prune_index() const {
       px.tag_docs[fill[doc_tags_[r.tags_off + i]]++] = d;
     }
   }
+  if (loaded_impact_.valid) {
+    const saved_impact& li = loaded_impact_;
+    px.impact_terms.assign(li.terms.begin(), li.terms.end());
+    px.impact_at.assign(li.at.begin(), li.at.end());
+    px.impact_doc.assign(li.doc.begin(), li.doc.end());
+    px.impact_part.assign(li.part.begin(), li.part.end());
+    px.impact_rows = li.rows;  // in the mapping
+  } else {
+    compute_impact(px);
+  }
   return px;
+}
+
+// The impact terms (prune_index): the commonest dense terms, each walked once; a term keeps
+// the docs whose term_part at the shard's own norms (len_norm_) may still be among its
+// impact_depth best (above the part of the depth-th best so far, which only rises).
+void local_shard::compute_impact(prune_index& px) const {
+  const uint64_t n = docs_.size();
+  std::vector<uint32_t>& chosen = px.impact_terms;
+  for (uint32_t ti = 0; ti < terms_.size(); ++ti) {
+    if (px.set_of_term[ti] != UINT32_MAX && uint64_t{terms_[ti].df} * impact_divisor >= n) {
+      chosen.push_back(ti);
+    }
+  }
+  std::sort(chosen.begin(), chosen.end(), [this](uint32_t a, uint32_t b) {
+    return terms_[a].df > terms_[b].df || (terms_[a].df == terms_[b].df && a < b);
+  });
+  chosen.resize(std::min<size_t>({chosen.size(), impact_max_terms, impact_terms_most}));
+  px.impact_at.assign(1, 0);
+  if (chosen.empty()) {
+    return;
+  }
+  const size_t m = chosen.size();
+  const size_t depth = std::max<size_t>(impact_depth, 1);
+  using entry = std::pair<double, uint32_t>;
+  const auto better_part = [](const entry& a, const entry& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  // term by term (each term's frequencies into its own column), then the columns into rows
+  std::vector<uint8_t> column(m * n, 0);
+  std::vector<std::vector<entry>> best(m);
+  for (size_t i = 0; i < m; ++i) {
+    uint8_t* col = column.data() + i * n;
+    std::vector<entry>& b = best[i];
+    b.reserve(2 * depth);
+    double floor = -1.0;  // a part at most this is not among the best
+    posting_cursor c = cursor_for(terms_[chosen[i]]);
+    while (c.next()) {
+      col[c.doc] = static_cast<uint8_t>(std::min<uint32_t>(3 * c.tf_title + c.tf_text, 255));
+      const double part = term_part(c.tf_title, c.tf_text, len_norm_[c.doc]);
+      if (part > floor) {  // docs ascend: an equal part of a later doc ranks below
+        b.emplace_back(part, c.doc);
+        if (b.size() == 2 * depth) {
+          std::nth_element(b.begin(), b.begin() + static_cast<ptrdiff_t>(depth - 1), b.end(),
+                           better_part);
+          b.resize(depth);
+          floor = b.back().first;
+        }
+      }
+    }
+  }
+  px.impact_row_store.resize(n);
+  px.impact_rows = px.impact_row_store;
+  for (size_t d = 0; d < n; ++d) {
+    impact_row& row = px.impact_row_store[d];
+    row = impact_row{};
+    row.len = static_cast<uint16_t>(std::min(title_len_[d] + text_len_[d], 65535u));
+    for (size_t i = 0; i < m; ++i) {
+      row.wf[i] = column[i * n + d];
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    std::vector<entry>& b = best[i];
+    const size_t keep = std::min(b.size(), depth);
+    std::partial_sort(b.begin(), b.begin() + static_cast<ptrdiff_t>(keep), b.end(), better_part);
+    for (size_t j = 0; j < keep; ++j) {
+      px.impact_doc.push_back(b[j].second);
+      px.impact_part.push_back(round_up(b[j].first));
+    }
+    px.impact_at.push_back(static_cast<uint32_t>(px.impact_doc.size()));
+  }
+}
+
+// The top k of a conjunction of impact terms by relevance (no phrases, no filters, the shard's
+// own norms), by the threshold algorithm over their lists of best docs: the lists are read in
+// turns, each doc seen the first time is tested against every term's bitset and, when it
+// matches, scored from the impact terms' frequencies per doc (the same products summed in the
+// same order as score()) and offered. A doc not seen yet has in each term a part no larger than
+// the part at that term's next entry, so its key is at most their weighted sum: once that is
+// below the k-th key of a full heap, the heap is the top k (true; the total is then counted by
+// the bitsets). When a list runs out first (deeper than impact_depth), the docs offered become
+// the walk's seeds (false), as seed_heap's would.
+namespace {
+constexpr uint32_t impact_prefetch = 16;  // list entries ahead whose rows are fetched
+}  // namespace
+
+bool local_shard::impact_top(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
+  eval_state& ev = ws.ev;
+  const size_t m = ws.cursors.size();
+  if (m < 2 || m > impact_max_query_terms || plan.k > impact_max_k || ev.by_date ||
+      !plan.phrases.empty() || ev.filter_on || ev.time_filtered || !ws.tag_ids.empty() ||
+      ev.avgdl != avgdl_ || ev.bound_scale != 1 || !ev.all_dense) {
+    return false;
+  }
+  ws.impact_pos.resize(m);
+  for (size_t i = 0; i < m; ++i) {
+    const uint32_t imp = prune_.impact_of(ws.term_ids[i]);
+    if (imp == UINT32_MAX) {
+      return false;
+    }
+    ws.impact_pos[i] = imp;
+  }
+  std::vector<hit>& heap = out.hits;
+  ws.seeds.clear();
+  ws.ev.seed_at = 0;
+  ws.seen.resize(prune_.words, 0);
+  ws.seen_docs.clear();
+  // per term: its list [at, end) and the next entry
+  uint32_t next[impact_terms_most], end[impact_terms_most];
+  if (m > impact_terms_most) {
+    return false;
+  }
+  for (size_t i = 0; i < m; ++i) {
+    const uint32_t imp = ws.impact_pos[i];
+    next[i] = prune_.impact_at[imp];
+    end[i] = prune_.impact_at[imp + 1];
+  }
+  bool done = false;
+  while (true) {
+    for (size_t i = 0; i < m; ++i) {
+      if (next[i] == end[i]) {
+        continue;
+      }
+      if (next[i] + impact_prefetch < end[i]) {
+        __builtin_prefetch(prune_.impact_rows.data() +
+                           prune_.impact_doc[next[i] + impact_prefetch]);
+      }
+      const uint32_t doc = prune_.impact_doc[next[i]++];
+      uint64_t& word = ws.seen[doc >> 6];
+      const uint64_t bit = uint64_t{1} << (doc & 63);
+      if ((word & bit) != 0) {
+        continue;
+      }
+      word |= bit;
+      ws.seen_docs.push_back(doc);
+      const impact_row& row = prune_.impact_rows[doc];
+      bool in = true;
+      for (size_t j = 0; j < m && in; ++j) {
+        in = row.wf[ws.impact_pos[j]] != 0;
+      }
+      if (!in) {
+        continue;
+      }
+      // len_norm_[doc], without its cache miss when the row holds the length
+      const double kn = row.len < 65535 ? length_norm_of(row.len, avgdl_) : len_norm_[doc];
+      hit h{};
+      h.doc = doc;
+      for (size_t j = 0; j < m; ++j) {
+        if (plan.idf[j] == 0) {
+          continue;  // as score(): a phrase-only term adds nothing
+        }
+        uint32_t f = row.wf[ws.impact_pos[j]];
+        if (f == 255) {  // 255 or more: the postings hold it
+          posting_cursor c = cursor_for(terms_[ws.term_ids[j]]);
+          c.next();
+          c.seek(doc);
+          f = 3 * c.tf_title + c.tf_text;
+        }
+        h.key += plan.idf[j] * unit_part(static_cast<double>(f), kn);
+      }
+      ws.seeds.push_back(doc);
+      offer(heap, plan.k, h);
+    }
+    // A doc not seen yet has, per term, at most the part of its next entry. A list read to its
+    // end that held every doc of its term: no unseen doc matches. One cut at impact_depth: no
+    // bound is left, the walk finishes the top k.
+    double ub = 0;
+    bool complete = false, bounded = true;
+    for (size_t j = 0; j < m; ++j) {
+      if (next[j] < end[j]) {
+        ub += plan.idf[j] * static_cast<double>(prune_.impact_part[next[j]]);
+      } else if (end[j] - prune_.impact_at[ws.impact_pos[j]] == terms_[ws.term_ids[j]].df) {
+        complete = true;
+      } else {
+        bounded = false;
+      }
+    }
+    if (complete || (bounded && heap.size() == plan.k && ub < heap.front().key)) {
+      done = true;
+      break;
+    }
+    if (!bounded) {
+      break;
+    }
+  }
+  for (uint32_t doc : ws.seen_docs) {
+    ws.seen[doc >> 6] = 0;
+  }
+  ev.impact = done ? eval_state::impact_found : eval_state::impact_seeded;
+  if (done) {
+    ws.seeds.clear();
+    ev.one_pass = false;
+    ev.counting = true;  // the total: the bitsets' AND (every term is dense)
+  } else {
+    std::sort(ws.seeds.begin(), ws.seeds.end());
+  }
+  return true;
 }
 
 // Puts every cursor back on its term's first doc.
@@ -129,6 +335,16 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
     ws.sets.push_back(prune_.set(term));
     ev.all_dense = ev.all_dense && ws.sets.back() != nullptr;
   }
+  // One walk for the top k and the total (counted_step) when few of the lead's docs are
+  // expected to match (each other term's share of the shard's docs, as if independent): then
+  // few of the lead's blocks could be skipped, and the total, unless every term is dense, walks
+  // them all anyway. Else the top k's walk, skipping blocks, and the count apart.
+  double share = 1;
+  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    share *= static_cast<double>(ws.cursors[ws.order[oi]].df) / static_cast<double>(docs_.size());
+  }
+  ev.one_pass = plan.phrases.empty() && share < one_pass_share;
+  ev.impact = eval_state::impact_none;
   ev.time_filtered = plan.since != std::numeric_limits<int64_t>::min() ||
                      plan.until != std::numeric_limits<int64_t>::max();
   ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
@@ -200,6 +416,9 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
 bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                               uint64_t& budget) const {
   eval_state& ev = ws.ev;
+  if (ev.one_pass && !ev.total_known) {
+    return counted_step(plan, ws, out, budget);
+  }
   if (!ev.counting) {
     if (!top_step(plan, ws, out, budget)) {
       return false;
@@ -593,6 +812,118 @@ bool local_shard::count_step(const query_plan& plan, shard_workspace& ws, shard_
       return true;
     }
   }
+}
+
+// Both phases in one walk, when some term has no bitset (so that the total walks the lead's
+// docs anyway, and a walk for the top k apart would only add to it): the lead's docs, tested
+// against the dense terms' bitsets (and the filter) and leapfrogged with the sparse terms'
+// cursors, as count_step does; each match is counted, then offered (offer_match).
+bool local_shard::counted_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                               uint64_t& budget_left) const {
+  uint64_t budget = budget_left;
+  const eval_state& ev = ws.ev;
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  while (true) {
+    if (budget == 0) {
+      budget_left = 0;
+      return false;
+    }
+    --budget;
+    const uint32_t doc = lead.doc;
+    bool in = !ev.filter_on || (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0;
+    for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
+      const uint64_t* s = ws.sets[ws.order[oi]];
+      in = s == nullptr || (s[doc >> 6] >> (doc & 63) & 1) != 0;
+    }
+    uint32_t ahead = doc;  // the doc a sparse cursor moved past this one to
+    bool exhausted = false;
+    for (size_t oi = 1; oi < ws.order.size() && in && ahead == doc; ++oi) {
+      posting_cursor& c = ws.cursors[ws.order[oi]];
+      if (ws.sets[ws.order[oi]] == nullptr) {
+        exhausted = !c.seek(doc);
+        ahead = exhausted ? doc : c.doc;
+        in = !exhausted;
+      }
+    }
+    bool more;
+    if (exhausted) {
+      more = false;
+    } else if (ahead != doc) {
+      more = lead.seek(ahead);
+    } else {
+      if (in && (ev.filter_on || accepts(plan, ws, doc))) {
+        ++out.total;
+        offer_match(plan, ws, out.hits, doc);
+      }
+      more = lead.next();
+    }
+    if (!more) {
+      budget_left = budget;
+      return true;
+    }
+  }
+}
+
+// A match of the one-pass walk (counted_step), on the lead and sparse cursors (not yet on the
+// dense ones): offered unless seed_heap offered it already, or a full heap's k-th key is above
+// its bound; by relevance the bounds come cheapest first: the lead's frequency against its
+// length class's threshold (reaches_f_min), the match's bound at its class's norm, then at its
+// own; only then are the dense cursors sought and the doc scored.
+void local_shard::offer_match(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
+                              uint32_t doc) const {
+  eval_state& ev = ws.ev;
+  uint32_t& at = ev.seed_at;
+  while (at < ws.seeds.size() && ws.seeds[at] < doc) {
+    ++at;
+  }
+  if (at < ws.seeds.size() && ws.seeds[at] == doc) {
+    return;
+  }
+  const bool full = heap.size() == plan.k;
+  hit h{};
+  h.doc = doc;
+  if (ev.by_date) {
+    h.key = static_cast<double>(time_[doc]);
+    if (full && h.key < heap.front().key) {
+      return;
+    }
+  } else {
+    const double kth = full ? heap.front().key : 0.0;
+    if (full && (!reaches_f_min(plan, ws, kth, ws.cursors[ws.order[0]]) ||
+                 match_bound(plan, ws, doc, ev.kn_class[prune_.len_class[doc]]) < kth ||
+                 match_bound(plan, ws, doc, length_norm(doc, ev.avgdl)) < kth)) {
+      return;
+    }
+    for (size_t i = 0; i < ws.cursors.size(); ++i) {
+      if (ws.sets[i] != nullptr) {
+        ws.cursors[i].seek(doc);  // in its bitset: the cursor lands on doc
+      }
+    }
+    score(plan, ws, doc, full, kth, h.key);
+  }
+  offer(heap, plan.k, h);
+}
+
+// A bound on the key of a match of the one-pass walk at norm kn (at least its own): the parts
+// of the terms whose cursors are on it (the lead, the sparse terms) at kn, the dense terms'
+// maxima of their blocks holding it; added in the score's order, each factor at least the
+// score's (term_part does not increase with the norm).
+double local_shard::match_bound(const query_plan& plan, shard_workspace& ws, uint32_t doc,
+                                double kn) const {
+  double ub = 0;
+  for (size_t i = 0; i < ws.cursors.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    if (ws.sets[i] == nullptr || c.doc == doc) {
+      ub += plan.idf[i] * term_part(c.tf_title, c.tf_text, kn);
+      continue;
+    }
+    uint32_t& j = ws.shallow[i];  // docs ascend: the block holding doc is at or after j
+    while (c.skips[j].last_doc < doc) {
+      ++j;  // the doc is in the term's bitset, so a block holds it
+    }
+    ub += plan.idf[i] * (block_max_[c.skip_off + j] * ws.ev.bound_scale);
+  }
+  return ub;
 }
 
 // Phase 2, every term with a bitset: their AND, popcounted, or its docs checked against the

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "search/shard_impl.h"
+#include "tollgate/common/assert.h"
 #include "tollgate/search/tokenizer.h"
 
 namespace tollgate::search {
@@ -61,7 +62,9 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
     }
     field_views f(r);
     tokenize(f.title, title);
-    tokenize(local_shard::text(doc), text);
+    const auto body = local_shard::text(doc);
+    TOLLGATE_CHECK(body.has_value());  // the slow oracle of tests: a damaged index is a bug
+    tokenize(*body, text);
     // D straight from the token lists, the norm from the formula (not len_norm_)
     const double d = static_cast<double>(title.size() + text.size());
     const double kn = k1 * (1 - b + b * d / avgdl);

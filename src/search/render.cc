@@ -1,4 +1,10 @@
 // local_shard::render_story (a stored story as JSON) and memory_bytes.
+#include <zstd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "search/shard_impl.h"
 #include "tollgate/common/json_out.h"
 
@@ -41,10 +47,20 @@ inline char* put_field(const json_out& out, char* dst, std::string_view s, bool 
 
 }  // namespace
 
-void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) const {
+result<void, errc> local_shard::render_story(uint32_t doc, bool with_text, json_out& out) const {
   // One reservation for the whole summary (fields the load flagged as needing escapes count at
   // their worst case), then every piece is written straight into it; structural text is copied
-  // pre-escaped. The text, only in a single story's render, is appended after.
+  // pre-escaped. The text, only in a single story's render, is appended after: it is read
+  // first (decompressed into this thread's scratch), so that a text that cannot be read fails
+  // the render before anything is written.
+  std::string_view body;
+  if (with_text) {
+    auto t = text(doc);
+    if (!t) {
+      return unexpected(t.error());
+    }
+    body = *t;
+  }
   const doc_rec& r = docs_[doc];
   const field_views f(r);
   const uint32_t* tags = doc_tags_.data() + r.tags_off;
@@ -83,27 +99,53 @@ void local_shard::render_story(uint32_t doc, bool with_text, json_out& out) cons
   if (!with_text) {
     p = out.put_literal(p, k_lit_end);
     out.end_write(base, p);
-    return;
+    return {};
   }
   p = out.put_literal(p, k_lit_text);
   out.end_write(base, p);
-  const std::string_view body = text(doc);  // decompressed into this thread's scratch
   char* const tbase =
       out.begin_write(out.escaped_bound(body.size()) + json_out::literal_bound(k_lit_text_end));
   p = out.put_escaped(tbase, body);
   p = out.put_literal(p, k_lit_text_end);
   out.end_write(tbase, p);
+  return {};
 }
 
+namespace {
+
+template <class T>
+size_t bytes_of(const std::vector<T>& v) noexcept {
+  return v.capacity() * sizeof(T);
+}
+
+}  // namespace
+
 size_t local_shard::memory_bytes() const noexcept {
-  return arena_bytes_ + texts_bytes_ + text_at_store_.capacity() * 8 + text_dict_store_.size() +
-         docs_.capacity() * sizeof(doc_rec) + time_.capacity() * 8 + doc_tags_.capacity() * 4 +
-         title_len_.capacity() * 8 + len_norm_.capacity() * 8 + term_chars_.capacity() +
-         terms_.capacity() * sizeof(term_info) + term_table_.capacity() * sizeof(term_slot) +
-         doc_stream_bytes_ + pos_stream_bytes_ + skips_.capacity() * sizeof(skip_entry) +
-         block_max_.capacity() * 4 + block_max_time_.capacity() * 8 + champ_at_.capacity() * 4 +
-         champ_part_.capacity() * 8 + champ_doc_.capacity() * 4 + champ_date_.capacity() * 4 +
-         pair_terms_.capacity() * 4 + pair_rank_.capacity() * 2 + pair_docs_.capacity() * 4;
+  // Stored stories: a build's heads in its arena; a loaded shard's in the index file's
+  // mapping, back to back in doc order from the first doc's id to the last doc's `by`.
+  size_t stories = arena_bytes_;
+  if (chunks_.empty() && !docs_.empty()) {
+    const doc_rec& last = docs_.back();
+    stories = static_cast<size_t>(last.base + last.id_len + last.title_len + last.url_len +
+                                  last.by_len - docs_.front().base);
+  }
+  size_t tags = bytes_of(tag_names_);
+  for (const std::string& t : tag_names_) {
+    tags += t.capacity() > 15 ? t.capacity() + 1 : 0;  // beyond the small-string buffer
+  }
+  const prune_index& p = prune_;
+  return sizeof(*this) + stories + bytes_of(docs_) + texts_bytes_ +
+         std::max(text_at_store_.capacity(), text_at_.size()) * sizeof(uint64_t) +
+         std::max(text_dict_store_.capacity(), text_dict_.size()) +
+         (ddict_ ? ZSTD_sizeof_DDict(ddict_.get()) : 0) + bytes_of(time_) + bytes_of(line_) +
+         bytes_of(doc_tags_) + tags + bytes_of(tag_escape_) + bytes_of(tag_table_) +
+         bytes_of(title_len_) + bytes_of(text_len_) + bytes_of(len_norm_) + bytes_of(term_chars_) +
+         bytes_of(terms_) + bytes_of(term_table_) + doc_stream_bytes_ + pos_stream_bytes_ +
+         bytes_of(skips_) + bytes_of(block_max_) + bytes_of(block_max_time_) + bytes_of(champ_at_) +
+         bytes_of(champ_part_) + bytes_of(champ_doc_) + bytes_of(champ_date_) +
+         bytes_of(p.set_of_term) + bytes_of(p.bits) + bytes_of(p.by_time) + bytes_of(p.time_cum) +
+         bytes_of(p.tag_at) + bytes_of(p.tag_docs) + bytes_of(p.len_class) + bytes_of(pair_terms_) +
+         bytes_of(pair_rank_) + bytes_of(pair_docs_);
 }
 
 }  // namespace tollgate::search

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,6 +48,14 @@ constexpr double w_text = 1.0;
 inline double unit_part(double f, double kn) noexcept { return f * (k1 + 1.0) / (f + kn); }
 inline double term_part(uint32_t tf_title, uint32_t tf_text, double kn) noexcept {
   return unit_part(w_title * tf_title + w_text * tf_text, kn);
+}
+// A term_part rounded up to a float: v >= 0, so the next float is the next bit pattern.
+inline float round_up(double v) noexcept {
+  float f = static_cast<float>(v);
+  if (f < v) {
+    f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) + 1);
+  }
+  return f;
 }
 inline double phrase_weight(const query_plan& plan, size_t p) noexcept {
   return plan.phrase_idf.empty() ? 1.0 : plan.phrase_idf[p];

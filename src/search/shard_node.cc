@@ -278,7 +278,10 @@ int serve_story(const backend& b, std::string_view id, out_buffer& out) {
     return ref.error() == errc::not_found ? not_found(out) : unavailable(out);
   }
   json_out j(out, false);
-  b.render_story(*ref, j);
+  if (auto r = b.render_story(*ref, j); !r) {
+    // nothing written: a damaged story is this node's fault, answered as not answering
+    return write_error(out, 503, "unavailable", message(r.error()));
+  }
   return 200;
 }
 

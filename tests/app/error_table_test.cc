@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "app/handler_world.h"
+#include "tollgate/search/backend.h"
+#include "tollgate/search/corpus.h"
 
 namespace tollgate::app {
 namespace {
@@ -326,6 +328,108 @@ TEST_F(error_table_test, invalid_utf8_from_a_client_never_breaks_a_json_body) {
                 "bad version bytes");
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find(R"("requested":"2025-\ufffd\ufffd-01")"), std::string::npos) << r.body;
+}
+
+// A shard whose story `broken` has a stored text that cannot be read (as a damaged index's
+// frame that does not decompress: local_shard::text() fails with errc::unreadable).
+class unreadable_text_shard final : public search::shard_source {
+ public:
+  unreadable_text_shard(std::unique_ptr<search::shard_source> inner, std::string broken)
+      : inner_(std::move(inner)), broken_(std::move(broken)) {}
+  search::shard_stats stats() const override { return inner_->stats(); }
+  void finalize(const search::shard_stats& g) override { inner_->finalize(g); }
+  bool add_doc_freqs(const search::query_plan& p, search::shard_workspace& ws,
+                     uint64_t* df) const override {
+    return inner_->add_doc_freqs(p, ws, df);
+  }
+  bool search(const search::query_plan& p, search::shard_workspace& ws,
+              search::shard_answer& out) const override {
+    return inner_->search(p, ws, out);
+  }
+  result<uint32_t, search::errc> find(std::string_view id) const override {
+    auto r = inner_->find(id);
+    if (r && id == broken_) {
+      broken_doc_ = *r;
+    }
+    return r;
+  }
+  result<void, search::errc> render_story(uint32_t doc, bool with_text,
+                                          json_out& out) const override {
+    if (with_text && doc == broken_doc_) {
+      return unexpected(search::errc::unreadable);
+    }
+    return inner_->render_story(doc, with_text, out);
+  }
+
+ private:
+  std::unique_ptr<search::shard_source> inner_;
+  std::string broken_;
+  mutable uint32_t broken_doc_ = UINT32_MAX;
+};
+
+TEST(error_table_surface_test, an_unreadable_story_is_a_tool_error_and_a_503_never_billed) {
+  // Verifies get_story of a story whose stored text cannot be read (a damaged index) answers
+  // the row "stored story unreadable" on both surfaces: MCP over HTTP 200 with a tool error
+  // whose code is `unavailable`, its own message and no retry_after_secs; REST 503 with the
+  // same JSON and no Retry-After; neither billed; the other stories still answered.
+  std::string jsonl;
+  search::generate_corpus(200, 3, [&jsonl](std::string_view c) { jsonl += c; });
+  const size_t at = jsonl.find("{\"id\":\"") + 7;
+  const std::string broken = jsonl.substr(at, jsonl.find('"', at) - at);
+  const size_t at2 = jsonl.find("{\"id\":\"", at) + 7;
+  const std::string fine = jsonl.substr(at2, jsonl.find('"', at2) - at2);
+  search::load_options o;
+  o.shards = 1;
+  search::load_report rep;
+  auto shards = search::build_shards(jsonl, o, rep);
+  ASSERT_TRUE(shards.has_value());
+  std::vector<std::unique_ptr<search::shard_source>> wrapped;
+  wrapped.push_back(std::make_unique<unreadable_text_shard>(std::move((*shards)[0]), broken));
+  handler_world w(std::make_unique<search::backend>(std::move(wrapped)));
+  ASSERT_TRUE(w.ok());
+  int64_t now = w.start_ns();
+  auto ask = [&](const std::string& raw, const std::string& what) {
+    now += kMs;
+    reply r = split(w.respond(raw, now));
+    check_well_formed(r, what);
+    return r;
+  };
+  const std::string& k = w.roomy();
+  const reply ok = ask(rest(k, "/v1/stories/" + fine), "REST get_story fine");
+  ASSERT_EQ(ok.status, 200) << ok.raw;
+  const std::string used = ok.header("x-quota-used");
+
+  const reply m = ask(mcp(k, call("get_story", R"({"id":")" + broken + R"("})")), "MCP broken");
+  ASSERT_EQ(m.status, 200) << m.raw;
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  ASSERT_EQ(p.parse(m.body).get(e), simdjson::SUCCESS) << m.body;
+  bool is_error = false;
+  ASSERT_EQ(e.at_pointer("/result/isError").get(is_error), simdjson::SUCCESS) << m.body;
+  EXPECT_TRUE(is_error);
+  std::string_view text;
+  ASSERT_EQ(e.at_pointer("/result/content/0/text").get(text), simdjson::SUCCESS) << m.body;
+  const std::string tool_error(text);
+  simdjson::dom::parser p2;
+  simdjson::dom::element te;
+  ASSERT_EQ(p2.parse(tool_error).get(te), simdjson::SUCCESS) << tool_error;
+  std::string_view code, message;
+  ASSERT_EQ(te["code"].get(code), simdjson::SUCCESS);
+  EXPECT_EQ(code, "unavailable");
+  ASSERT_EQ(te["message"].get(message), simdjson::SUCCESS);
+  EXPECT_NE(message.find("cannot be read"), std::string_view::npos) << message;
+  EXPECT_EQ(tool_error.find("retry_after_secs"), std::string::npos) << tool_error;
+  EXPECT_EQ(m.header("x-quota-used"), used) << "billed";
+
+  const reply r = ask(rest(k, "/v1/stories/" + broken), "REST broken");
+  EXPECT_EQ(r.status, 503) << r.raw;
+  EXPECT_EQ(r.header("retry-after"), "");
+  EXPECT_EQ(r.body, tool_error);
+  EXPECT_EQ(r.header("x-quota-used"), used) << "billed";
+
+  const reply again = ask(rest(k, "/v1/stories/" + fine), "REST get_story fine again");
+  EXPECT_EQ(again.status, 200) << again.raw;
+  EXPECT_EQ(again.header("x-quota-used"), std::to_string(std::stoll(used) + 1));
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ namespace tollgate::app::test {
 
 class handler_world {
  public:
-  handler_world() {
+  /// Serves `backend` (default: the embedded sample in 2 shards).
+  explicit handler_world(std::unique_ptr<search::backend> backend = nullptr) {
     char tmpl[] = "/tmp/tollgate-world-XXXXXX";
     const char* p = mkdtemp(tmpl);
     dir_ = p ? p : "/tmp/tollgate-world";
@@ -53,7 +54,7 @@ class handler_world {
     if (q) {
       st_.quota = std::move(*q);
     }
-    st_.backend = search::load_sample(2);
+    st_.backend = backend ? std::move(backend) : search::load_sample(2);
     st_.envelopes = std::make_unique<envelope::cache>(envelope::server_identity{});
     register_tools(st_.tools);
     st_.counters = std::make_unique<request_counters>(1);

@@ -41,6 +41,7 @@ constexpr seed_row k_seed[] = {
     {"no shard answered", mcp_form::tool_error, 0, "unavailable", 503, true},
     {"usage cannot be recorded", mcp_form::tool_error, 0, "unavailable", 503, true},
     {"quota service unreachable", mcp_form::tool_error, 0, "unavailable", 503, true},
+    {"stored story unreadable", mcp_form::tool_error, 0, "unavailable", 503, false},
 };
 
 TEST(outcome_table_test, every_seed_row_is_a_table_row_with_its_forms) {

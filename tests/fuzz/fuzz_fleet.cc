@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           json_out j(out, true);
           auto r = w.gateway->find_story("7", &q);
           if (r) {
-            w.gateway->render_story(*r, j, &q);
+            (void)w.gateway->render_story(*r, j, &q);
           }
         }
         break;

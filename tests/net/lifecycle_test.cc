@@ -89,6 +89,38 @@ TEST(net_lifecycle_test, closes_idle_keep_alive_connection_at_idle_timeout) {
   EXPECT_TRUE(eventually([&] { return timeouts(*s) == 1 && open_conns(*s) == 0; }));
 }
 
+TEST(net_lifecycle_test, idle_timeout_closes_gracefully_so_a_crossing_request_meets_no_reset) {
+  // Verifies the idle timeout half-closes (FIN) and then reads and drops what the client still
+  // sends, until the client's own FIN: a request that crossed the close on the wire (sent on
+  // the keep-alive connection as the FIN was on its way) ends in a clean EOF before any
+  // response byte, never a reset (EPIPE/ECONNRESET); it is counted once as a timeout. Before,
+  // the slot closed at once and the unread request drew a reset.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  server_options o = test_options();
+  o.idle_timeout_ms = 300;
+  o.linger_timeout_ms = 5000;  // the client's FIN, not the linger timeout, ends the slot here
+  auto s = start(o);
+  ASSERT_TRUE(s);
+  client c(s->port());
+  ASSERT_TRUE(c.send_all(get("/i")));
+  ASSERT_TRUE(c.read_response().has_value());
+  ASSERT_TRUE(c.wait_closed(10000));  // the FIN
+  EXPECT_EQ(c.pending(), "");
+  ASSERT_TRUE(c.send_all(get("/crossing")));  // as a client that had not seen the FIN yet
+  std::this_thread::sleep_for(200ms);         // a reset, if any, is back by now
+  char b[64];
+  errno = 0;
+  EXPECT_EQ(::recv(c.fd(), b, sizeof b, MSG_DONTWAIT), 0) << std::strerror(errno);
+  int err = 0;
+  socklen_t len = sizeof err;
+  ASSERT_EQ(::getsockopt(c.fd(), SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  EXPECT_EQ(err, 0) << std::strerror(err);
+  EXPECT_EQ(open_conns(*s), 1u);  // lingering until the client closes
+  ::shutdown(c.fd(), SHUT_WR);
+  EXPECT_TRUE(eventually([&] { return open_conns(*s) == 0; }, 3000));
+  EXPECT_EQ(timeouts(*s), 1u);
+}
+
 // A handler that blocks inside handle() for "/slow" until released: a request in flight.
 struct gate {
   std::atomic<bool> entered{false};

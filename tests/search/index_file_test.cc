@@ -126,9 +126,12 @@ query_set draw_queries(const std::string& jsonl, uint64_t seed) {
       case 4:
         qs.texts.push_back("\"" + t[k] + " " + t[k + 1] + "\" " + t[k + 2]);
         break;
-      default:
-        qs.texts.push_back("the " + t[k]);
+      default: {
+        // a word beside "the", or the commonest words alone (their impact lists)
+        static const char* common[] = {"the of", "a the", "to of in", "the and", "is the a"};
+        qs.texts.push_back(i / 6 % 2 == 0 ? "the " + t[k] : common[i / 12 % std::size(common)]);
         break;
+      }
     }
   }
   qs.args.resize(qs.texts.size());
@@ -242,6 +245,31 @@ TEST(index_file_test, a_mapped_index_prunes_as_a_fresh_build_does) {
     const auto paths = index_paths(fx.corpus, "");
     EXPECT_FALSE(fx.load(paths).mapped);
     EXPECT_TRUE(fx.load(paths).mapped);
+  }
+  prune_min_lead_df = saved;
+}
+
+TEST(index_file_test, a_mapped_index_takes_its_impact_lists_from_the_file) {
+  // Verifies the impact terms' lists and per-doc rows are written and read back in place
+  // (not derived again at load), and the mapped shards answer every query (conjunctions of the
+  // commonest words among them, pruned) as a fresh build.
+  const uint32_t saved = prune_min_lead_df;
+  prune_min_lead_df = 0;
+  {
+    fixture fx;
+    const auto paths = index_paths(fx.corpus, "");
+    EXPECT_FALSE(fx.load(paths).mapped);
+    index_use use;
+    load_report rep;
+    auto b = load_indexed(fx.corpus, paths, fx.opts, rep, use);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(use.mapped);
+    for (size_t i = 0; i < (*b)->local_count(); ++i) {
+      const auto& s = static_cast<const local_shard&>((*b)->local_shard(i));
+      EXPECT_GT(s.impact_terms(), 0u) << i;
+      EXPECT_TRUE(s.impact_from_file()) << i;
+    }
+    EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
   }
   prune_min_lead_df = saved;
 }

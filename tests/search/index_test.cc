@@ -442,5 +442,36 @@ TEST(index_test, postings_exact_over_many_terms_and_long_records) {
   EXPECT_EQ(ids_for(*b, "\"u7x6 u7x5\""), ids{});
 }
 
+// The in-process shards of `jsonl` loaded into one shard, finalized, with terms in at least
+// 1 / `divisor` of the docs given bitsets (0: none).
+std::unique_ptr<backend> one_shard(const std::string& jsonl, uint32_t divisor) {
+  const uint32_t saved = dense_divisor;
+  dense_divisor = divisor;
+  load_options o;
+  o.shards = 1;
+  load_report rep;
+  auto b = load_jsonl(jsonl, o, rep);
+  dense_divisor = saved;
+  EXPECT_TRUE(b.has_value());
+  return b ? std::move(*b) : nullptr;
+}
+
+TEST(index_test, memory_bytes_counts_the_bitsets_of_dense_terms) {
+  // Verifies local_shard::memory_bytes() counts the tables finalize() derives: the same shard
+  // with its frequent terms given doc bitsets (everything else alike) reports at least one
+  // bitset's bytes more than with none; the old figure left the prune index out.
+  std::string jsonl;
+  generate_corpus(3000, 17, [&jsonl](std::string_view c) { jsonl += c; });
+  auto none = one_shard(jsonl, 0);  // df * 0 < docs: no term has a bitset
+  auto dense = one_shard(jsonl, 16);
+  ASSERT_TRUE(none && dense);
+  const auto& a = static_cast<const local_shard&>(none->local_shard(0));
+  const auto& b = static_cast<const local_shard&>(dense->local_shard(0));
+  ASSERT_EQ(a.doc_count(), 3000u);
+  const size_t bitset_bytes = (a.doc_count() + 63) / 64 * 8;
+  EXPECT_GE(b.memory_bytes(), a.memory_bytes() + bitset_bytes)
+      << "without bitsets " << a.memory_bytes() << ", with " << b.memory_bytes();
+}
+
 }  // namespace
 }  // namespace tollgate::search

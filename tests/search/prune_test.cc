@@ -2,6 +2,7 @@
 // order and keys bit for bit, whole and in slices.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <iterator>
 #include <limits>
 #include <random>
@@ -19,7 +20,10 @@ using namespace test_support;
 
 // Runs `queries` random plans on each shard with pruning off (the leapfrog path, every match
 // scored) and on (whole and in slices of a random budget): same totals, ids, order, keys.
-void run_prune_queries(corpus_fixture& fx, uint64_t seed, int queries) {
+// Returns how many pruned evaluations took one walk for the top k and the total, and how many
+// two (the top k's, then the count).
+std::array<uint64_t, 2> run_prune_queries(corpus_fixture& fx, uint64_t seed, int queries) {
+  std::array<uint64_t, 2> walks{};
   shard_workspace ws;
   shard_answer off, on, sliced;
   off.hits.reserve(1050);
@@ -37,12 +41,15 @@ void run_prune_queries(corpus_fixture& fx, uint64_t seed, int queries) {
       const std::string what = "query " + std::to_string(q) + ": " + rp.text;
       if (q % 3 != 0) {  // the phrase's count remembered, as the backend's df phase leaves it
         std::vector<uint64_t> df(rp.terms.size() + rp.phrases.size(), 0);
-        ASSERT_TRUE(s->add_doc_freqs(rp.plan, ws, df.data()));
+        EXPECT_TRUE(s->add_doc_freqs(rp.plan, ws, df.data()));
       }
       prune_enabled = false;
-      ASSERT_TRUE(s->search(rp.plan, ws, off));
+      EXPECT_TRUE(s->search(rp.plan, ws, off));
       prune_enabled = true;
-      ASSERT_TRUE(s->search(rp.plan, ws, on));
+      EXPECT_TRUE(s->search(rp.plan, ws, on));
+      if (ws.ev.began == eval_state::pruned) {
+        ++walks[ws.ev.one_pass ? 0 : 1];
+      }
       expect_same(on, off, what);
       bool first = true;
       slice sl = slice::more;
@@ -53,18 +60,20 @@ void run_prune_queries(corpus_fixture& fx, uint64_t seed, int queries) {
       }
       expect_same(sliced, off, what + " sliced");
       if (::testing::Test::HasFatalFailure()) {
-        return;
+        return walks;
       }
     }
   }
   EXPECT_GT(pruned_plans, static_cast<uint64_t>(queries) / 2);
+  return walks;
 }
 
-void run_prune_on_off(corpus_fixture& fx, uint64_t seed, int queries) {
+std::array<uint64_t, 2> run_prune_on_off(corpus_fixture& fx, uint64_t seed, int queries) {
   const uint32_t saved_min_lead = prune_min_lead_df;
   prune_min_lead_df = 0;  // every query without phrases pruned, however rare its terms
-  run_prune_queries(fx, seed, queries);
+  const auto walks = run_prune_queries(fx, seed, queries);
   prune_min_lead_df = saved_min_lead;
+  return walks;
 }
 
 TEST(prune_test, pruning_on_and_off_give_identical_answers) {
@@ -72,7 +81,9 @@ TEST(prune_test, pruning_on_and_off_give_identical_answers) {
   // unpruned evaluation's totals, ids, order and keys bit for bit, whole and sliced, for terms,
   // phrases, filters, both sorts, a fleet's avgdl and offsets up to 1000.
   corpus_fixture fx(2400, 57, 2);
-  run_prune_on_off(fx, 99, 300);
+  const auto walks = run_prune_on_off(fx, 99, 300);
+  EXPECT_GT(walks[0], 50u);  // one walk: few of the lead's docs expected to match
+  EXPECT_GT(walks[1], 50u);  // two: most of them
 }
 
 TEST(prune_test, identical_with_every_frequent_term_dense_or_none) {

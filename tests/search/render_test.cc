@@ -190,8 +190,8 @@ class flaky_shard final : public shard_source {
     }
     return inner_->find(id);
   }
-  void render_story(uint32_t doc, bool t, json_out& out) const override {
-    inner_->render_story(doc, t, out);
+  result<void, errc> render_story(uint32_t doc, bool t, json_out& out) const override {
+    return inner_->render_story(doc, t, out);
   }
 
  private:

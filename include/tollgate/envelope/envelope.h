@@ -42,6 +42,9 @@ inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28;
 /// not made because its usage could not be recorded (the usage journal cannot be written).
 /// quota_unreachable is also written with the code `unavailable` and its own message: a cluster
 /// node that cannot reach the quota service (Redis) for a stop key whose lease ran out.
+/// story_unreadable is the code `unavailable` with its own message too: get_story of a story
+/// whose stored text cannot be read (a damaged index), a fault of the server that a retry does
+/// not mend (so no retry_after_secs).
 enum class tool_error_code : uint8_t {
   suspended,
   quota_exceeded,
@@ -49,9 +52,10 @@ enum class tool_error_code : uint8_t {
   unavailable,
   not_found,
   usage_unavailable,
-  quota_unreachable
+  quota_unreachable,
+  story_unreadable
 };
-inline constexpr size_t num_tool_error_codes = 7;
+inline constexpr size_t num_tool_error_codes = 8;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;

@@ -46,7 +46,7 @@ struct outcome_row {
 };
 
 // A flat table, one line per row, read top to bottom like the seed's "What goes where".
-inline constexpr std::array<outcome_row, 11> outcome_table = {{
+inline constexpr std::array<outcome_row, 12> outcome_table = {{
     // condition                         MCP over HTTP                   tool error code
     //                                   REST  retry_after  figures  outcome
     {"missing or invalid key", mcp_form::http_status, 401, std::nullopt, 401, retry_after::none,
@@ -71,6 +71,8 @@ inline constexpr std::array<outcome_row, 11> outcome_table = {{
      retry_after::at_least_1, false, outcome::unavailable},
     {"quota service unreachable", mcp_form::tool_error, 0, tool_error_code::quota_unreachable, 503,
      retry_after::at_least_1, false, outcome::unavailable},
+    {"stored story unreadable", mcp_form::tool_error, 0, tool_error_code::story_unreadable, 503,
+     retry_after::none, false, outcome::unavailable},
 }};
 
 /// The row of tool error `c` (every code has exactly one; outcome_table_test checks it).
@@ -83,7 +85,7 @@ constexpr const outcome_row& row_of(tool_error_code c) noexcept {
   return outcome_table[0];  // unreachable: every code has a row
 }
 
-/// The first row whose outcome is `o` (one per outcome but unavailable's three).
+/// The first row whose outcome is `o` (one per outcome but unavailable's four).
 constexpr const outcome_row& row_of(outcome o) noexcept {
   for (const outcome_row& r : outcome_table) {
     if (r.result == o) {

@@ -156,8 +156,10 @@ class backend {
   result<story_ref, errc> find_story(std::string_view id,
                                      const remote_query* remote = nullptr) const;
   /// Writes the get_story payload: the story with its text (for a remote slot, the story JSON
-  /// as received from `remote`, which must be the one passed to find_story).
-  void render_story(story_ref ref, json_out& out, const remote_query* remote = nullptr) const;
+  /// as received from `remote`, which must be the one passed to find_story). errc::unreadable,
+  /// with nothing written, when a local story's stored text cannot be read.
+  result<void, errc> render_story(story_ref ref, json_out& out,
+                                  const remote_query* remote = nullptr) const;
 
   /// Starts `job` on `args` (precondition: validate(args) passed); nothing is evaluated yet.
   void start(const query_args& args, search_job& job) const;

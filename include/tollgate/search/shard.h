@@ -19,10 +19,12 @@ namespace tollgate::search {
 enum class errc : uint8_t {
   not_found,    ///< no story has this id (tool error not_found / REST 404)
   unavailable,  ///< no shard answered (tool error unavailable / REST 503 + Retry-After)
+  unreadable,   ///< the story's stored text cannot be read: a damaged index (tool error
+                ///< unavailable with its own message / REST 503)
 };
 /// A full sentence for the error's "message" field.
 std::string_view message(errc e) noexcept;
-/// The error code string ("not_found", "unavailable").
+/// The error code string ("not_found", "unavailable"; unreadable is written "unavailable").
 std::string_view code(errc e) noexcept;
 
 /// Corpus statistics a shard contributes to the global BM25 figures.
@@ -136,8 +138,10 @@ class shard_source {
   }
   /// Finds a story: its doc handle, not_found, or unavailable.
   virtual result<uint32_t, errc> find(std::string_view id) const = 0;
-  /// Writes story `doc` as a JSON object (with "text" when asked) through `out`.
-  virtual void render_story(uint32_t doc, bool with_text, json_out& out) const = 0;
+  /// Writes story `doc` as a JSON object (with "text" when asked) through `out`, or fails
+  /// (errc::unreadable: its text cannot be read) having written nothing. Without the text it
+  /// never fails.
+  virtual result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out) const = 0;
 };
 
 }  // namespace tollgate::search

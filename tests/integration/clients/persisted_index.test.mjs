@@ -5,8 +5,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { start, restart, cleanup, runCli, restGet, tempDir } from './harness.mjs';
+import { start, restart, cleanup, runCli, restGet, tempDir, BIN } from './harness.mjs';
 
 let dir;
 let corpus;
@@ -104,4 +105,33 @@ test('tollgate index build writes the file serve maps; bad usage exits 2, a miss
   const missing = await runCli(['index', 'build', '--corpus', path.join(dir, 'missing.jsonl')]);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /cannot open/);
+});
+
+test('index build off a terminal prints sparse progress lines, 100% once, and one final line', async () => {
+  // A corpus big enough that the build outlasts the meter's first second, its stderr a pipe:
+  // plain lines (no redraws), each share of the work at most once, never a repeated 100%
+  // (the index is still being built after the last story is parsed), and a final line.
+  const big = path.join(dir, 'big.jsonl');
+  const fd = fs.openSync(big, 'w');
+  const g = spawnSync(BIN, ['corpus', 'generate', '--count', '100000', '--seed', '5'],
+    { stdio: ['ignore', fd, 'pipe'], timeout: 120000 });
+  fs.closeSync(fd);
+  assert.equal(g.status, 0, String(g.stderr));
+  const t0 = Date.now();
+  const b = await runCli(['index', 'build', '--corpus', big, '--out', path.join(dir, 'big.idx')]);
+  const ms = Date.now() - t0;
+  assert.equal(b.code, 0, b.stderr);
+  assert.ok(!b.stderr.includes('\r'), 'no redraws off a terminal');
+  const lines = b.stderr.split('\n').filter((l) => l.startsWith('tollgate: indexing '));
+  if (ms >= 1500) assert.ok(lines.length >= 2, `a ${ms} ms build shows progress:\n${b.stderr}`);
+  assert.ok(lines.length <= 12, b.stderr);
+  assert.ok(lines.filter((l) => l.includes('100%')).length <= 1, b.stderr);
+  if (lines.length > 0) {
+    assert.match(lines.at(-1), /: 100\.0k stories, [\d.]+k?\/s, done in /, b.stderr);
+    assert.equal(lines.filter((l) => l.includes('done in')).length, 1, b.stderr);
+    const shares = lines.slice(0, -1).map((l) => Number(l.match(/, (\d+)%/)?.[1]));
+    for (let i = 1; i < shares.length; ++i) assert.ok(shares[i] > shares[i - 1], b.stderr);
+  }
+  fs.rmSync(big, { force: true });
+  fs.rmSync(path.join(dir, 'big.idx'), { force: true });
 });
