@@ -197,9 +197,14 @@ struct champ_heap {
     double key;
     uint32_t doc;
   };
-  static bool worse(const scored& a, const scored& b) noexcept {
-    return a.key > b.key || (a.key == b.key && a.doc < b.doc);
-  }
+  // A function object, not a function: passed by pointer, std::push_heap's comparisons were
+  // calls (2% of a 1M build).
+  struct worse_t {
+    bool operator()(const scored& a, const scored& b) const noexcept {
+      return a.key > b.key || (a.key == b.key && a.doc < b.doc);
+    }
+  };
+  static constexpr worse_t worse{};
   std::vector<scored> h;
   champ_heap() { h.reserve(champ_len); }
   // docs arrive in ascending order, so an equal key never displaces an entry

@@ -26,26 +26,25 @@ using namespace detail;
 
 // The build's working state; lives for one build_index() call.
 struct local_shard::index_builder {
-  struct term_count {
-    uint64_t doc_bytes = 0;
-    uint64_t pos_bytes = 0;
-    uint32_t df = 0;
-    uint32_t last_doc = 0;
-  };
-  // The grouping's per-term mark, apart from the counts so that it is 8 bytes a term (a rare
-  // term's mark is a cache miss; it is prefetched as soon as the token is interned).
-  struct term_mark {
+  // Per term: the grouping's mark and the counts, in one 32-byte aligned entry, so a doc's
+  // record of a rare term costs one cache miss (prefetched as soon as the token is interned),
+  // not two (the mark and the counts apart were: emit() stalled on the counts).
+  struct alignas(32) term_state {
     uint32_t seen = 0;   // d + 1 when the term occurs in doc d being grouped
     uint32_t group = 0;  // its group in that doc
+    uint32_t df = 0;
+    uint32_t last_doc = 0;
+    uint64_t doc_bytes = 0;
+    uint64_t pos_bytes = 0;
   };
+  static_assert(sizeof(term_state) == 32);
   struct tok_ref {
     uint32_t off, len;
     uint64_t hash;
   };
 
   local_shard& s;
-  std::vector<term_count> counts;
-  std::vector<term_mark> marks;
+  std::vector<term_state> state;
   // The records, in one stream per bucket of 2^bucket_shift consecutive term numbers, so that
   // scatter() writes the postings of few terms at a time (their write positions and the lines
   // they write stay in cache; over all terms at once most records missed twice). A bucket's
@@ -68,20 +67,34 @@ struct local_shard::index_builder {
   std::vector<tok_ref> toks;
   std::vector<uint32_t> occ_term, occ_group, group_term, group_start, sorted_pos;
   std::vector<uint8_t> pbuf = std::vector<uint8_t>(256);
-  struct pair_cell {
-    uint32_t seen = 0;  // d + 1 once the pair has been counted for doc d
-    uint32_t docs = 0;
+  // Per pair of table words (pair_terms_.size() squared): the docs counted so far, and a bit
+  // per pair set while the current doc's pairs are counted (cleared after each doc), so a
+  // doc's pair counts once. 4 bytes a pair: with the doc mark beside each count (8 bytes) the
+  // table's random walk missed the cache more.
+  std::vector<uint32_t> pair_docs;
+  std::vector<uint64_t> pair_seen;
+  std::vector<uint32_t> pair_term;  // per pair of posting ranks: its term, or UINT32_MAX
+  std::vector<uint32_t> pair_occ;   // the doc's pair term occurrences: term << 1 | in text
+  struct pair_group {
+    uint32_t term, tft, tfx;
   };
-  std::vector<pair_cell> pair_cells;  // pair_terms_.size() squared
-  std::vector<uint32_t> pair_term;    // per pair of posting ranks: its term, or UINT32_MAX
-  std::vector<uint32_t> pair_occ;     // the doc's pair term occurrences: term << 1 | in text
-  std::vector<uint16_t> occ_rank;     // count_pairs: per occurrence, its word's rank
-  std::vector<uint32_t> pair_at;      // count_pairs: the doc's pairs' cells
+  std::vector<pair_group> pair_groups;  // emit_pairs: the doc's pair terms, first seen first
+  std::vector<uint16_t> occ_rank;       // count_pairs: per occurrence, its word's rank
+  std::vector<uint32_t> pair_at;        // count_pairs: the doc's pairs' cells
   std::string pair_name;
 
   explicit index_builder(local_shard& shard) : s(shard) {}
   void reserve_records();
-  uint8_t* prepare_record(uint32_t t, size_t n);
+  // Room for a record of at most n bytes of term t at the end of its bucket's stream.
+  uint8_t* prepare_record(uint32_t t, size_t n) {
+    const size_t bi = t >> bucket_shift;
+    if (bi < buckets.size() && buckets[bi].limit - buckets[bi].at >= n) [[likely]] {
+      rec_bucket = &buckets[bi];
+      return reinterpret_cast<uint8_t*>(rec_buf.data()) + rec_bucket->at;
+    }
+    return new_extent(t, n);
+  }
+  uint8_t* new_extent(uint32_t t, size_t n);
   void commit_record(size_t n) { rec_bucket->at += n; }
   uint32_t tokenize(uint32_t d);
   void intern_tokens();
@@ -90,7 +103,7 @@ struct local_shard::index_builder {
   void layout();
   void scatter();
   void choose_pair_words(uint32_t n);
-  void count_pairs(uint32_t d, uint32_t tl);
+  void count_pairs(uint32_t tl);
   void finish_pairs();
   void emit_pairs(uint32_t d);
 };
@@ -110,15 +123,14 @@ void local_shard::build_index(out_buffer* records) {
   for (uint32_t d = 0; d < n; ++d) {
     const uint32_t tl = b.tokenize(d);
     b.intern_tokens();
-    b.count_pairs(d, tl);
+    b.count_pairs(tl);
     const uint32_t xl = static_cast<uint32_t>(b.toks.size()) - tl;
     title_len_[d] = tl;
     text_len_[d] = xl;
     stats_.title_tokens += tl;
     stats_.text_tokens += xl;
-    if (b.counts.size() < terms_.size()) {
-      b.counts.resize(terms_.size() + terms_.size() / 2);
-      b.marks.resize(b.counts.size());
+    if (b.state.size() < terms_.size()) {
+      b.state.resize(terms_.size() + terms_.size() / 2);
     }
     b.group(d, tl);
     b.emit(d, tl);
@@ -176,15 +188,16 @@ void local_shard::index_builder::choose_pair_words(uint32_t n) {
   for (size_t r = 0; r < words.size(); ++r) {
     s.pair_rank_[words[r]] = static_cast<uint16_t>(r);
   }
-  assign_huge(pair_cells, words.size() * words.size(), pair_cell{});
+  assign_huge(pair_docs, words.size() * words.size(), uint32_t{0});
+  pair_seen.assign((words.size() * words.size() + 63) / 64, 0);
   s.pair_posting_ranks_ =
       std::min<uint32_t>(static_cast<uint32_t>(words.size()), pair_posting_words);
   pair_term.assign(size_t{s.pair_posting_ranks_} * s.pair_posting_ranks_, UINT32_MAX);
 }
 
-// Counts doc d's adjacent pairs of two table words once each. Occurrence tl is the text's first
+// Counts the doc's adjacent pairs of two table words once each. Occurrence tl is the text's first
 // token: it does not follow the title's last one (a phrase never spans the fields).
-void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
+void local_shard::index_builder::count_pairs(uint32_t tl) {
   const uint32_t words = static_cast<uint32_t>(s.pair_terms_.size());
   if (words == 0) {
     return;
@@ -205,17 +218,21 @@ void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
     occ_rank[k] = static_cast<uint16_t>(r);
     if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
       const uint32_t cell = prev * words + r;
-      __builtin_prefetch(&pair_cells[cell], 1);
+      __builtin_prefetch(&pair_docs[cell], 1);
       pair_at.push_back(cell);
     }
     prev = r;
   }
   for (const uint32_t cell : pair_at) {
-    pair_cell& c = pair_cells[cell];
-    if (c.seen != d + 1) {
-      c.seen = d + 1;
-      ++c.docs;
+    uint64_t& w = pair_seen[cell >> 6];
+    const uint64_t bit = uint64_t{1} << (cell & 63);
+    if ((w & bit) == 0) {
+      w |= bit;
+      ++pair_docs[cell];
     }
+  }
+  for (const uint32_t cell : pair_at) {
+    pair_seen[cell >> 6] = 0;  // only this doc's bits were set
   }
   if (posting == 0) {
     return;
@@ -243,16 +260,22 @@ void local_shard::index_builder::count_pairs(uint32_t d, uint32_t tl) {
 }
 
 // One record per pair term of doc d, as emit() writes a word's, without positions: its
-// occurrences in the title and in the text are the phrase's.
+// occurrences in the title and in the text are the phrase's. The occurrences are grouped by
+// term through the terms' marks, as group() does (a sort per doc was a fifth of this).
 void local_shard::index_builder::emit_pairs(uint32_t d) {
-  std::sort(pair_occ.begin(), pair_occ.end());
-  for (size_t i = 0; i < pair_occ.size();) {
-    const uint32_t t = pair_occ[i] >> 1;
-    uint32_t tft = 0, tfx = 0;
-    for (; i < pair_occ.size() && pair_occ[i] >> 1 == t; ++i) {
-      ++((pair_occ[i] & 1) != 0 ? tfx : tft);
+  pair_groups.clear();
+  for (const uint32_t o : pair_occ) {
+    term_state& m = state[o >> 1];
+    if (m.seen != d + 1) {
+      m.seen = d + 1;
+      m.group = static_cast<uint32_t>(pair_groups.size());
+      pair_groups.push_back({o >> 1, 0, 0});
     }
-    term_count& c = counts[t];
+    ++((o & 1) != 0 ? pair_groups[m.group].tfx : pair_groups[m.group].tft);
+  }
+  for (const pair_group& g : pair_groups) {
+    const uint32_t t = g.term, tft = g.tft, tfx = g.tfx;
+    term_state& c = state[t];
     uint8_t* out = prepare_record(t, 25);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
@@ -268,11 +291,9 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
 }
 
 void local_shard::index_builder::finish_pairs() {
-  s.pair_docs_.resize(pair_cells.size());
-  for (size_t i = 0; i < pair_cells.size(); ++i) {
-    s.pair_docs_[i] = pair_cells[i].docs;
-  }
-  std::vector<pair_cell>().swap(pair_cells);
+  s.pair_docs_.swap(pair_docs);
+  std::vector<uint32_t>().swap(pair_docs);
+  std::vector<uint64_t>().swap(pair_seen);
   std::vector<uint32_t>().swap(pair_term);
   s.pair_rank_.resize(s.terms_.size(), UINT16_MAX);
 }
@@ -294,8 +315,9 @@ void local_shard::index_builder::reserve_records() {
   rec_buf.clear();
 }
 
-// Room for a record of at most n bytes of term t at the end of its bucket's stream.
-uint8_t* local_shard::index_builder::prepare_record(uint32_t t, size_t n) {
+// prepare_record() when term t's bucket has no room for n bytes (or no stream yet): a new
+// extent.
+uint8_t* local_shard::index_builder::new_extent(uint32_t t, size_t n) {
   const size_t bi = t >> bucket_shift;
   if (bi >= buckets.size()) {
     buckets.resize(bi + 1);
@@ -347,8 +369,8 @@ void local_shard::index_builder::intern_tokens() {
     const uint32_t t =
         s.intern_term(std::string_view(tok_chars.data() + toks[k].off, toks[k].len), toks[k].hash);
     occ_term[k] = t;
-    if (t < marks.size()) {  // a term new to this doc's batch has no mark yet: nothing to fetch
-      __builtin_prefetch(&marks[t], 1);
+    if (t < state.size()) {  // a term new to this doc's batch has no entry yet: nothing to fetch
+      __builtin_prefetch(&state[t], 1);
     }
   }
 }
@@ -364,12 +386,11 @@ void local_shard::index_builder::group(uint32_t d, uint32_t tl) {
   group_start.clear();
   occ_group.resize(nocc);
   for (uint32_t k = 0; k < nocc; ++k) {
-    term_mark& c = marks[occ_term[k]];
+    term_state& c = state[occ_term[k]];
     if (c.seen != d + 1) {
       c.seen = d + 1;
       c.group = static_cast<uint32_t>(group_term.size());
       group_term.push_back(occ_term[k]);
-      __builtin_prefetch(&counts[occ_term[k]], 1);  // written once the group's record is made
       group_start.push_back(0);
     }
     ++group_start[c.group];
@@ -413,7 +434,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       pos_len += put_varint(pbuf.data() + pos_len, k == i ? p : p - prev);
       prev = p;
     }
-    term_count& c = counts[t];
+    term_state& c = state[t];
     uint8_t* out = prepare_record(t, 25 + pos_len);
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
@@ -436,7 +457,7 @@ void local_shard::index_builder::layout() {
   uint64_t doc_total = 0, pos_total = 0;
   uint32_t skip_total = 0;
   for (size_t t = 0; t < s.terms_.size(); ++t) {
-    const term_count& c = counts[t];
+    const term_state& c = state[t];
     term_info& ti = s.terms_[t];
     ti.doc_off = doc_total;
     ti.pos_off = pos_total;
@@ -446,8 +467,7 @@ void local_shard::index_builder::layout() {
     pos_total += c.pos_bytes;
     skip_total += (c.df + block_docs - 1) / block_docs;
   }
-  std::vector<term_count>().swap(counts);
-  std::vector<term_mark>().swap(marks);
+  std::vector<term_state>().swap(state);
   s.doc_stream_bytes_ = doc_total + 16;
   s.pos_stream_bytes_ = pos_total + 16;
   s.doc_stream_.reset(static_cast<uint8_t*>(alloc_build(s.doc_stream_bytes_)));

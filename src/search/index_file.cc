@@ -13,6 +13,8 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -27,6 +29,8 @@ namespace {
 constexpr char k_magic[8] = {'T', 'G', 'I', 'N', 'D', 'E', 'X', '\n'};
 constexpr size_t k_header_room = 4096;
 constexpr size_t k_align = 64;
+// O_DIRECT's alignment of offsets, sizes and buffers: the largest logical block size in use.
+constexpr size_t k_direct_align = 4096;
 
 struct file_header {
   char magic[8];
@@ -107,18 +111,39 @@ uint64_t index_checksum::final() const noexcept {
 
 // ---- writer ----
 
-index_writer::index_writer(int fd) : fd_(fd), at_(k_header_room) {
-  buf_.reserve(size_t{1} << 20);
-  if (::lseek(fd_, static_cast<off_t>(k_header_room), SEEK_SET) < 0) {
-    error_ = std::strerror(errno);
+index_writer::index_writer(int fd, bool direct)
+    : fd_(fd), stage_at_(k_header_room), at_(k_header_room) {
+  static_assert(k_header_room % k_direct_align == 0 && stage_bytes % k_direct_align == 0);
+  stage_ = static_cast<uint8_t*>(std::aligned_alloc(k_direct_align, stage_bytes));
+  if (stage_ == nullptr) {
+    std::fputs("tollgate: out of memory\n", stderr);
+    std::abort();
   }
+  direct_ = direct && set_direct(true);
 }
 
-void index_writer::write_all(const uint8_t* p, size_t size) {
+index_writer::~index_writer() { std::free(stage_); }
+
+// Sets or clears O_DIRECT on the file; false when the file system does not allow it.
+bool index_writer::set_direct(bool on) {
+  const int flags = ::fcntl(fd_, F_GETFL);
+  return flags >= 0 && ::fcntl(fd_, F_SETFL, on ? flags | O_DIRECT : flags & ~O_DIRECT) == 0;
+}
+
+// Writes the staged bytes at stage_at_ and empties the buffer. A full buffer goes out with
+// O_DIRECT when that is on (its offset and size are 4 KB multiples); a file system that refuses
+// it (EINVAL) gets plain writes from then on.
+void index_writer::write_stage() {
   size_t off = 0;
-  while (off < size && error_.empty()) {
-    const ssize_t n = ::write(fd_, p + off, size - off);
+  while (off < staged_ && error_.empty()) {
+    const ssize_t n =
+        ::pwrite(fd_, stage_ + off, staged_ - off, static_cast<off_t>(stage_at_ + off));
     if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && errno == EINVAL && direct_) {
+      direct_ = false;
+      set_direct(false);
       continue;
     }
     if (n <= 0) {
@@ -127,32 +152,34 @@ void index_writer::write_all(const uint8_t* p, size_t size) {
     }
     off += static_cast<size_t>(n);
   }
+  stage_at_ += staged_;
+  staged_ = 0;
 }
 
-void index_writer::flush() {
-  write_all(buf_.data(), buf_.size());
-  buf_.clear();
+void index_writer::stage(const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const size_t k = std::min(n, stage_bytes - staged_);
+    std::memcpy(stage_ + staged_, p, k);
+    staged_ += k;
+    p += k;
+    n -= k;
+    if (staged_ == stage_bytes) {
+      write_stage();
+    }
+  }
 }
 
 void index_writer::append(const void* data, size_t n) {
   sum_.update(data, n);
   cur_.bytes += n;
   at_ += n;
-  const auto* p = static_cast<const uint8_t*>(data);
-  if (buf_.size() + n > buf_.capacity()) {
-    flush();
-    if (n >= buf_.capacity()) {
-      write_all(p, n);  // a large section (a posting stream) goes out without a copy
-      return;
-    }
-  }
-  buf_.insert(buf_.end(), p, p + n);
+  stage(static_cast<const uint8_t*>(data), n);
 }
 
 void index_writer::begin_section(uint32_t tag) {
   static constexpr uint8_t zeros[k_align] = {};
   const size_t pad = (k_align - at_ % k_align) % k_align;
-  buf_.insert(buf_.end(), zeros, zeros + pad);
+  stage(zeros, pad);
   at_ += pad;
   cur_ = entry{tag, 0, at_, 0, 0};
   sum_ = index_checksum();
@@ -167,10 +194,13 @@ std::string index_writer::finish(const head& h) {
   begin_section(0);  // aligns the directory
   const uint64_t dir_offset = at_;
   const uint64_t dir_bytes = dir_.size() * sizeof(entry);
-  buf_.insert(buf_.end(), reinterpret_cast<const uint8_t*>(dir_.data()),
-              reinterpret_cast<const uint8_t*>(dir_.data()) + dir_bytes);
+  stage(reinterpret_cast<const uint8_t*>(dir_.data()), dir_bytes);
   at_ += dir_bytes;
-  flush();
+  // The last partial buffer (not a multiple of 4 KB) and the header: plain writes.
+  if (direct_) {
+    set_direct(false);
+  }
+  write_stage();  // direct_ stays: whether the full buffers went out with O_DIRECT
   file_header fh{};
   std::memcpy(fh.magic, k_magic, sizeof k_magic);
   fh.version = index_format_version;

@@ -38,11 +38,24 @@ class index_checksum {
   uint64_t total_ = 0;
 };
 
-/// Writes an index file section by section (buffered). Not thread-safe.
+/// Writes an index file section by section. Not thread-safe.
+///
+/// The bytes go through a staging buffer of stage_bytes (4 KB aligned) that is written out
+/// whole at 4 KB aligned offsets with O_DIRECT when the file system allows it (set on `fd`
+/// with fcntl; else, or on EINVAL from a write, plain writes): the disk reads the buffer
+/// itself, so the file's 1+ GB are not copied into fresh page-cache pages (at 1M stories that
+/// copy was ~9% of a build's CPU). The last partial buffer and the header are plain writes.
 class index_writer {
  public:
-  /// Writes to the open file `fd` (not owned), starting after the header's room.
-  explicit index_writer(int fd);
+  static constexpr size_t stage_bytes = size_t{8} << 20;
+  /// Writes to the open file `fd` (not owned), starting after the header's room. `direct`:
+  /// try O_DIRECT (tests turn it off to compare both ways).
+  explicit index_writer(int fd, bool direct = true);
+  ~index_writer();
+  index_writer(const index_writer&) = delete;
+  index_writer& operator=(const index_writer&) = delete;
+  /// Whether the full buffers went out with O_DIRECT (so far).
+  bool direct() const noexcept { return direct_; }
   /// Starts section `tag` (64-byte aligned); append() adds to it, end_section() closes it.
   void begin_section(uint32_t tag);
   void append(const void* data, size_t n);
@@ -71,11 +84,15 @@ class index_writer {
     uint32_t reserved;
     uint64_t offset, bytes, checksum;
   };
-  void flush();
-  void write_all(const uint8_t* p, size_t n);
+  void stage(const uint8_t* p, size_t n);
+  void write_stage();
+  bool set_direct(bool on);
   int fd_;
-  std::vector<uint8_t> buf_;
-  uint64_t at_;  // file offset of the next byte appended
+  bool direct_ = false;
+  uint8_t* stage_ = nullptr;  // stage_bytes, 4 KB aligned
+  size_t staged_ = 0;         // bytes in stage_
+  uint64_t stage_at_;         // file offset of stage_[0]
+  uint64_t at_;               // file offset of the next byte appended
   entry cur_{};
   index_checksum sum_;
   std::vector<entry> dir_;

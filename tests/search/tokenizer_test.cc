@@ -169,5 +169,44 @@ TEST(tokenizer_test, append_tokens_equals_token_stream) {
   }
 }
 
+TEST(tokenizer_test, append_tokens_equals_token_stream_across_64_byte_blocks) {
+  // Verifies append_tokens gives token_stream's tokens on long texts, whose words and
+  // separators fall on every place relative to its 64-byte blocks: words of 1 to 80 ASCII
+  // letters and digits (mixed case; some longer than max_token_bytes, some running into a
+  // block's end or the text's end), runs of separators (control bytes, punctuation, '@', '[',
+  // '`', '{', ':', '/'), and in some texts one non-ASCII piece at a random place (from where
+  // the rest goes byte by byte).
+  const std::string alnum = "abcxyzABCXYZ0189qQ";
+  const std::string seps = " \t\n,.;:/@[`{\x01\x1f\x7f-'";
+  const std::vector<std::string> high = {"\xC3\xA9", "\xC3\x97", "\xE2\x80\x94", "\xFF",
+                                         "\xCE\xA9"};
+  std::mt19937 rng(11);
+  for (int i = 0; i < 3000; ++i) {
+    std::string text;
+    const size_t want = rng() % 700;
+    const bool with_high = rng() % 3 == 0;
+    const size_t high_at = want == 0 ? 0 : rng() % want;
+    bool high_done = false;
+    while (text.size() < want) {
+      if (with_high && !high_done && text.size() >= high_at) {
+        text += high[rng() % high.size()];
+        high_done = true;
+      }
+      const size_t w = rng() % 4 == 0 ? 1 + rng() % 80 : 1 + rng() % 9;
+      for (size_t k = 0; k < w; ++k) {
+        text += alnum[rng() % alnum.size()];
+      }
+      const size_t g = rng() % 5 == 0 ? 0 : 1 + rng() % 3;  // 0: the word ends the text
+      for (size_t k = 0; k < g && text.size() < want; ++k) {
+        text += seps[rng() % seps.size()];
+      }
+      if (g == 0) {
+        break;
+      }
+    }
+    EXPECT_EQ(each_toks(text), toks(text)) << text;
+  }
+}
+
 }  // namespace
 }  // namespace tollgate::search
