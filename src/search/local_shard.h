@@ -604,6 +604,7 @@ class local_shard final : public shard_source {
                   uint64_t& budget) const;
   bool counted_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                     uint64_t& budget) const;
+  bool lead_matches(const query_plan& plan, shard_workspace& ws, bool& more) const;
   void offer_match(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                    uint32_t doc) const;
   double match_bound(const query_plan& plan, shard_workspace& ws, uint32_t doc, double kn) const;

@@ -780,100 +780,85 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   end = !lead.next();
 }
 
-// Phase 2, some term without a bitset: the lead's docs, tested against the dense terms' bitsets
-// and leapfrogged with the sparse terms' cursors, then against the filters.
+// One step of the lead's walk with the other terms (count_step, counted_step): true when the
+// lead's current doc matches (the filter or the time range and tags, the dense terms' bitsets,
+// the sparse cursors sought onto it), the lead left on it; else false with the lead moved on to
+// the next doc that may match, `more` false when none is left.
+[[gnu::always_inline]] inline bool local_shard::lead_matches(const query_plan& plan,
+                                                             shard_workspace& ws,
+                                                             bool& more) const {
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  const uint32_t doc = lead.doc;
+  bool in = ws.ev.filter_on ? (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0 : true;
+  for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
+    const uint64_t* s = ws.sets[ws.order[oi]];
+    in = s == nullptr || (s[doc >> 6] >> (doc & 63) & 1) != 0;
+  }
+  for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
+    posting_cursor& c = ws.cursors[ws.order[oi]];
+    if (ws.sets[ws.order[oi]] == nullptr) {
+      if (!c.seek(doc)) {
+        more = false;
+        return false;
+      }
+      if (c.doc != doc) {
+        more = lead.seek(c.doc);  // the doc this sparse cursor moved past the lead's to
+        return false;
+      }
+    }
+  }
+  if (in && (ws.ev.filter_on || accepts(plan, ws, doc))) {
+    more = true;
+    return true;
+  }
+  more = lead.next();
+  return false;
+}
+
+// Phase 2, some term without a bitset: the lead's docs, tested against the filters and the
+// dense terms' bitsets and leapfrogged with the sparse terms' cursors (lead_matches).
 bool local_shard::count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                              uint64_t& budget_left) const {
   uint64_t budget = budget_left;
   posting_cursor& lead = ws.cursors[ws.order[0]];
-  while (true) {
+  bool more = true;
+  while (more) {
     if (budget == 0) {
       budget_left = 0;
       return false;
     }
     --budget;
-    const uint32_t doc = lead.doc;
-    bool in = true;
-    for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
-      const uint64_t* s = ws.sets[ws.order[oi]];
-      in = s == nullptr || (s[doc >> 6] >> (doc & 63) & 1) != 0;
-    }
-    uint32_t ahead = doc;  // the doc a sparse cursor moved past this one to
-    bool exhausted = false;
-    for (size_t oi = 1; oi < ws.order.size() && in && ahead == doc; ++oi) {
-      posting_cursor& c = ws.cursors[ws.order[oi]];
-      if (ws.sets[ws.order[oi]] == nullptr) {
-        exhausted = !c.seek(doc);
-        ahead = exhausted ? doc : c.doc;
-        in = !exhausted;
-      }
-    }
-    bool more;
-    if (exhausted) {
-      more = false;
-    } else if (ahead != doc) {
-      more = lead.seek(ahead);
-    } else {
-      const bool pass =
-          ws.ev.filter_on ? (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0 : accepts(plan, ws, doc);
-      out.total += in && pass ? 1 : 0;
+    if (lead_matches(plan, ws, more)) {
+      ++out.total;
       more = lead.next();
     }
-    if (!more) {
-      budget_left = budget;
-      return true;
-    }
   }
+  budget_left = budget;
+  return true;
 }
 
 // Both phases in one walk, when some term has no bitset (so that the total walks the lead's
-// docs anyway, and a walk for the top k apart would only add to it): the lead's docs, tested
-// against the dense terms' bitsets (and the filter) and leapfrogged with the sparse terms'
-// cursors, as count_step does; each match is counted, then offered (offer_match).
+// docs anyway, and a walk for the top k apart would only add to it): the lead's docs, walked
+// as count_step walks them; each match is counted, then offered (offer_match).
 bool local_shard::counted_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                                uint64_t& budget_left) const {
   uint64_t budget = budget_left;
-  const eval_state& ev = ws.ev;
   posting_cursor& lead = ws.cursors[ws.order[0]];
-  while (true) {
+  bool more = true;
+  while (more) {
     if (budget == 0) {
       budget_left = 0;
       return false;
     }
     --budget;
-    const uint32_t doc = lead.doc;
-    bool in = !ev.filter_on || (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0;
-    for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
-      const uint64_t* s = ws.sets[ws.order[oi]];
-      in = s == nullptr || (s[doc >> 6] >> (doc & 63) & 1) != 0;
-    }
-    uint32_t ahead = doc;  // the doc a sparse cursor moved past this one to
-    bool exhausted = false;
-    for (size_t oi = 1; oi < ws.order.size() && in && ahead == doc; ++oi) {
-      posting_cursor& c = ws.cursors[ws.order[oi]];
-      if (ws.sets[ws.order[oi]] == nullptr) {
-        exhausted = !c.seek(doc);
-        ahead = exhausted ? doc : c.doc;
-        in = !exhausted;
-      }
-    }
-    bool more;
-    if (exhausted) {
-      more = false;
-    } else if (ahead != doc) {
-      more = lead.seek(ahead);
-    } else {
-      if (in && (ev.filter_on || accepts(plan, ws, doc))) {
-        ++out.total;
-        offer_match(plan, ws, out.hits, doc);
-      }
+    if (lead_matches(plan, ws, more)) {
+      ++out.total;
+      offer_match(plan, ws, out.hits, lead.doc);
       more = lead.next();
     }
-    if (!more) {
-      budget_left = budget;
-      return true;
-    }
   }
+  budget_left = budget;
+  return true;
 }
 
 // A match of the one-pass walk (counted_step), on the lead and sparse cursors (not yet on the
