@@ -193,6 +193,35 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
   return slice::done;
 }
 
+void local_shard::prefetch_block(shard_workspace& ws, unsigned what) const {
+  posting_cursor c = ws.cursors[ws.order[0]];
+  ws.ev.pf_block = c.block;
+  const bool rows = (what & pf_norm) != 0 && ws.rows_on;
+  const bool norms = (what & pf_norm) != 0 && !ws.rows_on && ws.ev.avgdl == avgdl_;
+  const bool filter = (what & pf_filter) != 0 && ws.ev.filter_on;
+  const size_t sets = (what & pf_sets) != 0 ? ws.sets.size() : 0;
+  while (c.left > 0) {
+    c.next();
+    const uint32_t doc = c.doc;
+    for (size_t oi = 1; oi < sets; ++oi) {
+      if (const uint64_t* s = ws.sets[ws.order[oi]]; s != nullptr) {
+        __builtin_prefetch(s + (doc >> 6));
+      }
+    }
+    if (rows) {
+      __builtin_prefetch(&prune_.impact_rows[doc]);
+    } else if (norms) {
+      __builtin_prefetch(&len_norm_[doc]);
+    }
+    if ((what & pf_class) != 0) {
+      __builtin_prefetch(&prune_.len_class[doc]);
+    }
+    if (filter) {
+      __builtin_prefetch(&ws.filter[doc >> 6]);
+    }
+  }
+}
+
 double local_shard::length_norm(uint32_t doc, double avgdl) const noexcept {
   return avgdl == 0 || avgdl == avgdl_ ? len_norm_[doc]
                                        : length_norm_of(title_len_[doc] + text_len_[doc], avgdl);
@@ -375,6 +404,7 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     }
   }
   ws.rows_on = false;
+  ev.pf_block = UINT32_MAX;
   if (plan.terms.empty() || plan.k == 0 || !open_cursors(plan, ws)) {
     return true;
   }
@@ -536,6 +566,7 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       // a phrase check reads the words' positions: it counts as phrase_cost units of work
       budget = budget > step_cost ? budget - step_cost : 0;
     }
+    prefetch_lead(ws, pf_norm);
     bool end = false;
     if (!align(ws, end)) {
       if (end) {

@@ -356,6 +356,7 @@ struct eval_state {
   uint64_t known_total = 0;
   uint32_t word = 0;                  ///< counting by bitsets: the next word
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
+  uint32_t pf_block = UINT32_MAX;     ///< the lead block whose docs' lines were prefetched
   double block_ub = 0;                ///< that block's bound on any of its docs' keys
   double avgdl = 0;                   ///< the average D the norms use
   double bound_scale = 1;             ///< block maxima scale under another corpus average
@@ -557,6 +558,11 @@ class local_shard final : public shard_source {
   bool intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                       uint64_t& budget) const;
   bool align(shard_workspace& ws, bool& end) const;
+  // What prefetch_lead fetches per doc of the lead's block: the other dense terms' bitset
+  // words, the impact row (or the length norm without rows), the length class, the filter word.
+  enum prefetch_t : unsigned { pf_sets = 1, pf_norm = 2, pf_class = 4, pf_filter = 8 };
+  void prefetch_lead(shard_workspace& ws, unsigned what) const;
+  void prefetch_block(shard_workspace& ws, unsigned what) const;
   bool accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const;
   bool blocks_below(const query_plan& plan, const shard_workspace& ws, double kth) const;
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,

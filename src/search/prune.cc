@@ -326,6 +326,7 @@ void local_shard::reopen_cursors(shard_workspace& ws) const {
     ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
     ws.cursors[i].next();  // not empty: open_cursors checked
   }
+  ws.ev.pf_block = UINT32_MAX;
 }
 
 void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) const {
