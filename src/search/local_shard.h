@@ -606,10 +606,10 @@ class local_shard final : public shard_source {
                      const posting_cursor& lead) const;
   void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                bool& end) const;
-  bool count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                  uint64_t& budget) const;
-  bool counted_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                    uint64_t& budget) const;
+  bool others_dense(const query_plan& plan, const shard_workspace& ws) const noexcept;
+  template <bool Offer>
+  bool lead_walk(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                 uint64_t& budget) const;
   bool lead_matches(const query_plan& plan, shard_workspace& ws, bool& more) const;
   void offer_match(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                    uint32_t doc) const;

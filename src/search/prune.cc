@@ -342,7 +342,7 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
     ws.sets.push_back(prune_.set(term));
     ev.all_dense = ev.all_dense && ws.sets.back() != nullptr;
   }
-  // One walk for the top k and the total (counted_step) when few of the lead's docs are
+  // One walk for the top k and the total (lead_walk<true>) when few of the lead's docs are
   // expected to match (each other term's share of the shard's docs, as if independent): then
   // few of the lead's blocks could be skipped, and the total, unless every term is dense, walks
   // them all anyway. Else the top k's walk, skipping blocks, and the count apart.
@@ -427,7 +427,7 @@ bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard
                               uint64_t& budget) const {
   eval_state& ev = ws.ev;
   if (ev.one_pass && !ev.total_known) {
-    return counted_step(plan, ws, out, budget);
+    return lead_walk<true>(plan, ws, out, budget);
   }
   if (!ev.counting) {
     if (!top_step(plan, ws, out, budget)) {
@@ -443,7 +443,8 @@ bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard
       reopen_cursors(ws);
     }
   }
-  return ev.all_dense ? count_dense_step(plan, ws, out, budget) : count_step(plan, ws, out, budget);
+  return ev.all_dense ? count_dense_step(plan, ws, out, budget)
+                      : lead_walk<false>(plan, ws, out, budget);
 }
 
 namespace {
@@ -781,7 +782,7 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   end = !lead.next();
 }
 
-// One step of the lead's walk with the other terms (count_step, counted_step): true when the
+// One step of the lead's walk with the other terms (lead_walk): true when the
 // lead's current doc matches (the filter or the time range and tags, the dense terms' bitsets,
 // the sparse cursors sought onto it), the lead left on it; else false with the lead moved on to
 // the next doc that may match, `more` false when none is left.
@@ -816,53 +817,66 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   return false;
 }
 
-// Phase 2, some term without a bitset: the lead's docs, tested against the filters and the
-// dense terms' bitsets and leapfrogged with the sparse terms' cursors (lead_matches).
-bool local_shard::count_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                             uint64_t& budget_left) const {
+// The lead's walk with the other terms: each match counted, and in the one-pass walk (Offer)
+// offered (offer_match). Phase 2 of the two-phase walk when some term has no bitset; both phases
+// in one when few of the lead's docs are expected to match (begin_pruned): then few of its
+// blocks could be skipped, and the total walks them all anyway. With nothing but the other
+// terms' bitsets to test (others_dense), a doc is tested without a branch.
+template <bool Offer>
+bool local_shard::lead_walk(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                            uint64_t& budget_left) const {
   uint64_t budget = budget_left;
   posting_cursor& lead = ws.cursors[ws.order[0]];
-  bool more = true;
-  while (more) {
-    if (budget == 0) {
-      budget_left = 0;
-      return false;
-    }
-    --budget;
-    if (lead_matches(plan, ws, more)) {
-      ++out.total;
+  bool more = lead.doc != UINT32_MAX;
+  if (others_dense(plan, ws)) {
+    uint64_t total = out.total;
+    while (more && budget != 0) {
+      const uint32_t doc = lead.doc;
+      uint64_t in = 1;
+      for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+        in &= ws.sets[ws.order[oi]][doc >> 6] >> (doc & 63);
+      }
+      if (Offer && in != 0) {
+        offer_match(plan, ws, out.hits, doc);
+      }
+      total += in;
+      --budget;
       more = lead.next();
+    }
+    out.total = total;
+  } else {
+    while (more && budget != 0) {
+      --budget;
+      if (lead_matches(plan, ws, more)) {
+        ++out.total;
+        if (Offer) {
+          offer_match(plan, ws, out.hits, lead.doc);
+        }
+        more = lead.next();
+      }
     }
   }
   budget_left = budget;
-  return true;
+  return !more;
 }
 
-// Both phases in one walk, when some term has no bitset (so that the total walks the lead's
-// docs anyway, and a walk for the top k apart would only add to it): the lead's docs, walked
-// as count_step walks them; each match is counted, then offered (offer_match).
-bool local_shard::counted_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                               uint64_t& budget_left) const {
-  uint64_t budget = budget_left;
-  posting_cursor& lead = ws.cursors[ws.order[0]];
-  bool more = true;
-  while (more) {
-    if (budget == 0) {
-      budget_left = 0;
+// Whether a lead's doc matches when it is in every other term's bitset: no filter, time window,
+// tags or phrases to check, and every other term dense.
+bool local_shard::others_dense(const query_plan& plan, const shard_workspace& ws) const noexcept {
+  if (ws.ev.filter_on || !ws.tag_ids.empty() || !plan.phrases.empty() ||
+      plan.since != std::numeric_limits<int64_t>::min() ||
+      plan.until != std::numeric_limits<int64_t>::max()) {
+    return false;
+  }
+  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    if (ws.sets[ws.order[oi]] == nullptr) {
       return false;
     }
-    --budget;
-    if (lead_matches(plan, ws, more)) {
-      ++out.total;
-      offer_match(plan, ws, out.hits, lead.doc);
-      more = lead.next();
-    }
   }
-  budget_left = budget;
   return true;
 }
 
-// A match of the one-pass walk (counted_step), on the lead and sparse cursors (not yet on the
+// A match of the one-pass walk (lead_walk<true>), on the lead and sparse cursors (not yet on the
 // dense ones): offered unless seed_heap offered it already, or a full heap's k-th key is above
 // its bound; by relevance the bounds come cheapest first: the lead's frequency against its
 // length class's threshold (reaches_f_min), the match's bound at its class's norm, then at its
