@@ -179,6 +179,8 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
     if (!ws.df_sub_running) {
       plan_phrase_df(plan, plan.phrases[ws.df_phrase], ws);
       ws.df_sub_running = true;
+      ws.keep_docs = true;  // for the search that follows (listed_phrase)
+      ws.kept_docs.clear();
       if (!begin_search(ws.sub_plan, ws, ws.sub_answer) &&
           !step(ws.sub_plan, ws, ws.sub_answer, budget)) {
         return slice::more;
@@ -187,37 +189,77 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
       return slice::more;
     }
     ws.df_sub_running = false;
+    ws.keep_docs = false;
     df[plan.terms.size() + ws.df_phrase] += ws.sub_answer.total;
     remember_phrase_total(plan, plan.phrases[ws.df_phrase], ws, ws.sub_answer.total);
   }
   return slice::done;
 }
 
-void local_shard::prefetch_block(shard_workspace& ws, unsigned what) const {
-  posting_cursor c = ws.cursors[ws.order[0]];
-  ws.ev.pf_block = c.block;
-  const bool rows = (what & pf_norm) != 0 && ws.rows_on;
-  const bool norms = (what & pf_norm) != 0 && !ws.rows_on && ws.ev.avgdl == avgdl_;
-  const bool filter = (what & pf_filter) != 0 && ws.ev.filter_on;
-  const size_t sets = (what & pf_sets) != 0 ? ws.sets.size() : 0;
-  while (c.left > 0) {
-    c.next();
-    const uint32_t doc = c.doc;
-    for (size_t oi = 1; oi < sets; ++oi) {
-      if (const uint64_t* s = ws.sets[ws.order[oi]]; s != nullptr) {
-        __builtin_prefetch(s + (doc >> 6));
+// Docs are spread about evenly over a shard, so the block holding target is first guessed from
+// the doc numbers of the blocks around it, then found by galloping from the guess: a seek far
+// into a long list (a rare lead's next doc in a common word's postings) reads two or three
+// skip entries instead of a binary search's dozen, most of them cache misses.
+uint32_t posting_cursor::far_block(uint32_t target) const noexcept {
+  uint32_t lo = block + 2;  // skips[lo - 1].last_doc < target (the caller tried the next block)
+  uint32_t hi = nblocks;    // hi == nblocks or skips[hi].last_doc >= target
+  if (lo > hi) {
+    return nblocks;
+  }
+  if (hi - lo > 8) {
+    const uint32_t base = skips[lo - 1].last_doc;
+    const uint32_t top = skips[hi - 1].last_doc;
+    if (top < target) {
+      return nblocks;
+    }
+    // base < target <= top, so the guess is in [lo, hi - 1]
+    uint32_t g = lo + static_cast<uint32_t>(uint64_t{target - base} * (hi - 1 - lo) / (top - base));
+    uint32_t step = 1;
+    if (skips[g].last_doc >= target) {
+      hi = g;
+      while (hi > lo) {
+        const uint32_t j = hi - std::min(step, hi - lo);
+        if (skips[j].last_doc < target) {
+          lo = j + 1;
+          break;
+        }
+        hi = j;
+        step *= 2;
+      }
+    } else {
+      lo = g + 1;
+      while (lo < hi) {
+        const uint32_t j = std::min(lo + step - 1, hi - 1);
+        if (skips[j].last_doc >= target) {
+          hi = j;
+          break;
+        }
+        lo = j + 1;
+        step *= 2;
       }
     }
-    if (rows) {
-      __builtin_prefetch(&prune_.impact_rows[doc]);
+  }
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (skips[mid].last_doc < target) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+void local_shard::prefetch_block(shard_workspace& ws) const {
+  posting_cursor c = ws.cursors[ws.order[0]];
+  ws.ev.pf_block = c.block;
+  const bool norms = !ws.rows_on && ws.ev.avgdl == avgdl_;
+  while (c.left > 0) {
+    c.next();
+    if (ws.rows_on) {
+      __builtin_prefetch(&prune_.impact_rows[c.doc]);
     } else if (norms) {
-      __builtin_prefetch(&len_norm_[doc]);
-    }
-    if ((what & pf_class) != 0) {
-      __builtin_prefetch(&prune_.len_class[doc]);
-    }
-    if (filter) {
-      __builtin_prefetch(&ws.filter[doc >> 6]);
+      __builtin_prefetch(&len_norm_[c.doc]);
     }
   }
 }
@@ -409,6 +451,10 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     return true;
   }
   choose_rows(plan, ws);
+  ws.sets.clear();
+  for (uint32_t term : ws.term_ids) {
+    ws.sets.push_back(prune_.set(term));
+  }
   ev.by_date = plan.sort == sort_order::date;
   // Under another corpus average (a fleet's), norms are computed per doc and the block maxima
   // (made with avgdl_) bound scores only after scaling: every norm shrinks by at most
@@ -426,6 +472,11 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     if (!begin_time_walk(plan, ws, out)) {
       ev.mode = eval_state::single;
     }
+    return false;
+  }
+  if (prune_enabled && listed_phrase(plan, ws)) {
+    ev.mode = eval_state::listed;
+    ev.word = 0;
     return false;
   }
   uint64_t known = 0;
@@ -458,6 +509,8 @@ bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer
     finished = pruned_step(plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::filtered) {
     finished = filtered_step(plan, ws, out, budget);
+  } else if (ws.ev.mode == eval_state::listed) {
+    finished = listed_step(plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::time_walk) {
     finished = time_walk_step(plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::single) {
@@ -497,12 +550,19 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 [[gnu::always_inline]] inline bool local_shard::align(shard_workspace& ws, bool& end) const {
   posting_cursor& lead = ws.cursors[ws.order[0]];
   const uint32_t target = lead.doc;
+  // first what a load tells: a row term's frequency, a dense term's bit
+  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    const uint32_t i = ws.order[oi];
+    const bool in = ws.rows_on && ws.row_slot[i] != UINT32_MAX
+                        ? prune_.impact_rows[target].wf[ws.row_slot[i]] != 0
+                        : ws.sets[i] == nullptr || (ws.sets[i][target >> 6] >> (target & 63) & 1);
+    if (!in) {
+      end = !lead.next();  // not in the doc: the lead moves on
+      return false;
+    }
+  }
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
     if (ws.rows_on && ws.row_slot[ws.order[oi]] != UINT32_MAX) {
-      if (prune_.impact_rows[target].wf[ws.row_slot[ws.order[oi]]] == 0) {
-        end = !lead.next();  // not in the doc: the lead moves on
-        return false;
-      }
       continue;
     }
     posting_cursor& c = ws.cursors[ws.order[oi]];
@@ -545,9 +605,6 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 // a doc on every cursor that passes the filters is counted and, unless the block maxima or its
 // own bound rule it out of a full heap, scored and offered. Stops between docs once the
 // budget is spent (the cursors and the heap hold the state); false: not finished.
-namespace {
-constexpr uint64_t phrase_cost = 8;
-}  // namespace
 
 template <bool Bounded>
 bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
@@ -557,6 +614,8 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
   posting_cursor& lead = ws.cursors[ws.order[0]];
   std::vector<hit>& heap = out.hits;
   const size_t k = plan.k;
+  // every match is scored (by relevance, without phrases: else only the phrase's matches are)
+  const bool prefetch = !ws.ev.by_date && plan.phrases.empty();
   while (true) {
     if constexpr (Bounded) {
       if (budget == 0) {
@@ -566,7 +625,9 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       // a phrase check reads the words' positions: it counts as phrase_cost units of work
       budget = budget > step_cost ? budget - step_cost : 0;
     }
-    prefetch_lead(ws, pf_norm);
+    if (prefetch) {
+      prefetch_lead(ws);
+    }
     bool end = false;
     if (!align(ws, end)) {
       if (end) {
@@ -578,6 +639,9 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
     const uint32_t doc = lead.doc;
     if (accepts(plan, ws, doc)) {
       ++out.total;
+      if (ws.keep_docs && ws.kept_docs.size() < listed_docs_most) {
+        ws.kept_docs.push_back(doc);
+      }
       hit h{};
       h.doc = doc;
       bool keep = true;

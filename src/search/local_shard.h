@@ -148,6 +148,8 @@ struct posting_cursor {
   bool seek(uint32_t target) noexcept;
   /// Moves to the end of the current block without decoding it; next() enters the next block.
   void skip_block() noexcept;
+  /// The first block after the next one whose last doc is >= target, or nblocks.
+  uint32_t far_block(uint32_t target) const noexcept;
 };
 
 inline bool posting_cursor::next() noexcept {
@@ -193,20 +195,9 @@ inline void posting_cursor::skip_block() noexcept {
     return doc != UINT32_MAX;
   }
   if (skips[block].last_doc < target) {
-    uint32_t lo = block + 1;
-    uint32_t hi = nblocks;
-    // most seeks of a frequent term land in the next block: try it before the binary search
-    if (lo < hi && skips[lo].last_doc >= target) {
-      hi = lo;
-    }
-    while (lo < hi) {
-      uint32_t mid = lo + (hi - lo) / 2;
-      if (skips[mid].last_doc < target) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
+    // most seeks of a frequent term land in the next block: try it before searching
+    const uint32_t lo =
+        block + 1 < nblocks && skips[block + 1].last_doc >= target ? block + 1 : far_block(target);
     if (lo == nblocks) {
       doc = UINT32_MAX;
       return false;
@@ -338,11 +329,28 @@ struct known_phrase_total {
   uint32_t len = 0;               ///< bytes of `words`
   std::array<char, 256> words{};  ///< the phrase's words in order, each followed by a NUL
   uint64_t total = 0;
+  /// The phrase's docs in the shard, ascending, when its count's walk kept them all (listed)
+  std::vector<uint32_t> docs;
+  bool listed = false;
 };
+
+/// A phrase check reads the words' positions: it counts as this many units of a slice's budget.
+inline constexpr uint64_t phrase_cost = 8;
+
+/// A phrase's docs kept by its count's walk (a shard's) for the search that follows, up to this.
+inline constexpr uint32_t listed_docs_most = 4096;
 
 /// Where a local shard's evaluation stands between slices (search_slice).
 struct eval_state {
-  enum mode_t : uint8_t { done, single, intersect, pruned, filtered, time_walk } mode = done;
+  enum mode_t : uint8_t {
+    done,
+    single,
+    intersect,
+    pruned,
+    filtered,
+    time_walk,
+    listed
+  } mode = done;
   bool by_date = false;
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)
   bool counting = false;
@@ -406,6 +414,9 @@ struct shard_workspace {
   query_plan pair_plan{};
   uint32_t df_phrase = 0;       // doc_freqs_slice: the phrase being counted
   bool df_sub_running = false;  // ... and whether its sub-search has begun
+  bool keep_docs = false;       // ... keeping its matches in kept_docs (intersect_step)
+  std::vector<uint32_t> kept_docs;
+  std::vector<uint32_t> listed_docs;  // listed: the phrase's docs to score (listed_step)
 
   // pruned top k: per length class, its norm (made for the average length kn_class_avgdl), and
   // the lead's least weighted frequency (3 x title + text tf) that can reach the k-th key with
@@ -558,11 +569,9 @@ class local_shard final : public shard_source {
   bool intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                       uint64_t& budget) const;
   bool align(shard_workspace& ws, bool& end) const;
-  // What prefetch_lead fetches per doc of the lead's block: the other dense terms' bitset
-  // words, the impact row (or the length norm without rows), the length class, the filter word.
-  enum prefetch_t : unsigned { pf_sets = 1, pf_norm = 2, pf_class = 4, pf_filter = 8 };
-  void prefetch_lead(shard_workspace& ws, unsigned what) const;
-  void prefetch_block(shard_workspace& ws, unsigned what) const;
+  // The impact rows (or length norms) of the lead block's docs still to come, once per block.
+  void prefetch_lead(shard_workspace& ws) const;
+  void prefetch_block(shard_workspace& ws) const;
   bool accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const;
   bool blocks_below(const query_plan& plan, const shard_workspace& ws, double kth) const;
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
@@ -589,6 +598,9 @@ class local_shard final : public shard_source {
   void remember_phrase_total(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
                              uint64_t total) const;
   bool known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const;
+  bool listed_phrase(const query_plan& plan, shard_workspace& ws) const;
+  bool listed_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                   uint64_t& budget) const;
   bool lookup_phrase_total(const query_plan& plan, const phrase_span& ph, const shard_workspace& ws,
                            uint64_t& total) const;
   void seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
@@ -611,6 +623,7 @@ class local_shard final : public shard_source {
   bool lead_walk(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                  uint64_t& budget) const;
   bool lead_matches(const query_plan& plan, shard_workspace& ws, bool& more) const;
+  bool seek_sparse(shard_workspace& ws, uint32_t doc, bool& end) const;
   void offer_match(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
                    uint32_t doc) const;
   double match_bound(const query_plan& plan, shard_workspace& ws, uint32_t doc, double kn) const;

@@ -337,10 +337,8 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
   ev.bound_block = UINT32_MAX;
   ev.all_dense = true;
   ev.filter_on = false;
-  ws.sets.clear();
-  for (uint32_t term : ws.term_ids) {
-    ws.sets.push_back(prune_.set(term));
-    ev.all_dense = ev.all_dense && ws.sets.back() != nullptr;
+  for (const uint64_t* set : ws.sets) {  // (begin_search)
+    ev.all_dense = ev.all_dense && set != nullptr;
   }
   // One walk for the top k and the total (lead_walk<true>) when few of the lead's docs are
   // expected to match (each other term's share of the shard's docs, as if independent): then
@@ -488,6 +486,11 @@ void local_shard::remember_phrase_total(const query_plan& plan, const phrase_spa
   }
   e.shard = serial_;
   e.total = total;
+  // the walk that counted them kept every one: the search that follows scores just these
+  e.listed = ws.kept_docs.size() == total;
+  if (e.listed) {
+    e.docs.assign(ws.kept_docs.begin(), ws.kept_docs.end());
+  }
   ws.phrase_totals_next = (ws.phrase_totals_next + 1) % ws.phrase_totals.size();
 }
 
@@ -508,6 +511,63 @@ bool local_shard::known_total(const query_plan& plan, shard_workspace& ws, uint6
     }
   }
   return plan.idf.size() == plan.terms.size() && lookup_phrase_total(plan, ph, ws, total);
+}
+
+// Whether the plan matches exactly the docs of its one phrase (as known_total) and the walk that
+// counted them in this shard kept them (ws.listed_docs then holds them).
+bool local_shard::listed_phrase(const query_plan& plan, shard_workspace& ws) const {
+  uint64_t total = 0;
+  if (!known_total(plan, ws, total)) {
+    return false;
+  }
+  known_phrase_total want;
+  if (!phrase_words(plan, plan.phrases[0], want)) {
+    return false;
+  }
+  for (const known_phrase_total& e : ws.phrase_totals) {
+    if (e.listed && e.shard == serial_ && e.len == want.len &&
+        std::memcmp(e.words.data(), want.words.data(), e.len) == 0) {
+      ws.listed_docs.assign(e.docs.begin(), e.docs.end());
+      return true;
+    }
+  }
+  return false;
+}
+
+// The listed phrase's docs (listed_phrase), each with every cursor sought onto it, scored (or
+// keyed by time) and offered; the total is their number.
+bool local_shard::listed_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
+                              uint64_t& budget_left) const {
+  uint64_t budget = budget_left;
+  const uint64_t step_cost = 1 + phrase_cost * plan.phrases.size();
+  const std::vector<uint32_t>& docs = ws.listed_docs;
+  uint32_t i = ws.ev.word;
+  for (; i < docs.size(); ++i) {
+    if (budget == 0) {
+      break;
+    }
+    budget -= std::min(budget, step_cost);
+    const uint32_t doc = docs[i];
+    for (posting_cursor& c : ws.cursors) {
+      c.seek(doc);  // the doc holds the phrase, so each of its words
+    }
+    hit h{};
+    h.doc = doc;
+    const bool full = out.hits.size() == plan.k;
+    if (ws.ev.by_date) {
+      h.key = static_cast<double>(time_[doc]);
+    } else if (!score(plan, ws, doc, full, full ? out.hits.front().key : 0.0, h.key)) {
+      continue;
+    }
+    offer(out.hits, plan.k, h);
+  }
+  ws.ev.word = i;
+  budget_left = budget;
+  if (i < docs.size()) {
+    return false;
+  }
+  out.total = docs.size();
+  return true;
 }
 
 bool local_shard::lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
@@ -738,12 +798,17 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
     maybe = !(static_cast<double>(time_[doc]) < kth);
   } else if (maybe && full) {
     // first with the shard's smallest norm (no load; a bound on the lead's part, which
-    // decreases with the norm), then with its length class's (one byte), then with its own
-    maybe = !(doc_bound(plan, ws, ws.ev.kn_min, end) < kth) && !end &&
+    // decreases with the norm); then, once the sparse cursors hold the doc too (a seek reads
+    // on along their postings where a doc's norm is a cache miss), with its length class's
+    // norm (one byte) and with its own
+    maybe = !(doc_bound(plan, ws, ws.ev.kn_min, end) < kth) && !end && seek_sparse(ws, doc, end) &&
             !(doc_bound(plan, ws, ws.ev.kn_class[prune_.len_class[doc]], end) < kth) &&
             !(doc_bound(plan, ws, length_norm(doc, ws.ev.avgdl), end) < kth);
     if (end) {
       return;
+    }
+    if (lead.doc != doc) {
+      return;  // a sparse cursor moved past doc, and the lead on to its doc
     }
   }
   if (maybe) {
@@ -780,6 +845,27 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
     }
   }
   end = !lead.next();
+}
+
+// Seeks the cursors of the other terms without a bitset onto the lead's doc: true when they all
+// hold it; else the lead moves on to the doc a cursor moved to (`end` when none is left).
+bool local_shard::seek_sparse(shard_workspace& ws, uint32_t doc, bool& end) const {
+  posting_cursor& lead = ws.cursors[ws.order[0]];
+  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+    if (ws.sets[ws.order[oi]] != nullptr) {
+      continue;
+    }
+    posting_cursor& c = ws.cursors[ws.order[oi]];
+    if (!c.seek(doc)) {
+      end = true;
+      return false;
+    }
+    if (c.doc > doc) {
+      end = !lead.seek(c.doc);
+      return false;
+    }
+  }
+  return true;
 }
 
 // One step of the lead's walk with the other terms (lead_walk): true when the

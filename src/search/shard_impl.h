@@ -236,13 +236,13 @@ using namespace detail;
   return plan.phrases.empty() || phrase_match(plan, ws);  // stops at each phrase's first occurrence
 }
 
-// Once per block of the lead: prefetches what the walk reads for each of the block's docs still
-// to come (prefetch_block). With a stream of distinct queries these lines are mostly cache
-// misses; issued together they overlap instead of following one another.
-[[gnu::always_inline]] inline void local_shard::prefetch_lead(shard_workspace& ws,
-                                                              unsigned what) const {
+// Once per block of the lead: prefetches the impact row (or length norm) of each of the block's
+// docs still to come, which scoring them reads (prefetch_block). With a stream of distinct queries
+// these lines are mostly cache misses; issued together they overlap instead of following one
+// another.
+[[gnu::always_inline]] inline void local_shard::prefetch_lead(shard_workspace& ws) const {
   if (ws.cursors[ws.order[0]].block != ws.ev.pf_block) {
-    prefetch_block(ws, what);
+    prefetch_block(ws);
   }
 }
 
