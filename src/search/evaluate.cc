@@ -196,60 +196,6 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
   return slice::done;
 }
 
-// Docs are spread about evenly over a shard, so the block holding target is first guessed from
-// the doc numbers of the blocks around it, then found by galloping from the guess: a seek far
-// into a long list (a rare lead's next doc in a common word's postings) reads two or three
-// skip entries instead of a binary search's dozen, most of them cache misses.
-uint32_t posting_cursor::far_block(uint32_t target) const noexcept {
-  uint32_t lo = block + 2;  // skips[lo - 1].last_doc < target (the caller tried the next block)
-  uint32_t hi = nblocks;    // hi == nblocks or skips[hi].last_doc >= target
-  if (lo > hi) {
-    return nblocks;
-  }
-  if (hi - lo > 8) {
-    const uint32_t base = skips[lo - 1].last_doc;
-    const uint32_t top = skips[hi - 1].last_doc;
-    if (top < target) {
-      return nblocks;
-    }
-    // base < target <= top, so the guess is in [lo, hi - 1]
-    uint32_t g = lo + static_cast<uint32_t>(uint64_t{target - base} * (hi - 1 - lo) / (top - base));
-    uint32_t step = 1;
-    if (skips[g].last_doc >= target) {
-      hi = g;
-      while (hi > lo) {
-        const uint32_t j = hi - std::min(step, hi - lo);
-        if (skips[j].last_doc < target) {
-          lo = j + 1;
-          break;
-        }
-        hi = j;
-        step *= 2;
-      }
-    } else {
-      lo = g + 1;
-      while (lo < hi) {
-        const uint32_t j = std::min(lo + step - 1, hi - 1);
-        if (skips[j].last_doc >= target) {
-          hi = j;
-          break;
-        }
-        lo = j + 1;
-        step *= 2;
-      }
-    }
-  }
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (skips[mid].last_doc < target) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
 void local_shard::prefetch_block(shard_workspace& ws) const {
   posting_cursor c = ws.cursors[ws.order[0]];
   ws.ev.pf_block = c.block;
@@ -451,10 +397,6 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     return true;
   }
   choose_rows(plan, ws);
-  ws.sets.clear();
-  for (uint32_t term : ws.term_ids) {
-    ws.sets.push_back(prune_.set(term));
-  }
   ev.by_date = plan.sort == sort_order::date;
   // Under another corpus average (a fleet's), norms are computed per doc and the block maxima
   // (made with avgdl_) bound scores only after scaling: every norm shrinks by at most
@@ -479,6 +421,10 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     ev.word = 0;
     return false;
   }
+  ws.sets.clear();
+  for (uint32_t term : ws.term_ids) {
+    ws.sets.push_back(prune_.set(term));
+  }
   uint64_t known = 0;
   if (prune_enabled && ws.cursors[ws.order[0]].df >= prune_min_lead_df &&
       (plan.phrases.empty() || known_total(plan, ws, known))) {
@@ -492,6 +438,15 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
       seed_heap(plan, ws, out);
     }
     return false;
+  }
+  // align() tests the bits of the dense terms that may reject a lead doc (in at most half the
+  // shard's docs) before seeking them: a bit that is almost always set only costs its load
+  ws.probe = false;
+  for (size_t i = 0; i < ws.sets.size(); ++i) {
+    if (ws.sets[i] != nullptr && 2 * uint64_t{ws.cursors[i].df} > docs_.size()) {
+      ws.sets[i] = nullptr;
+    }
+    ws.probe = ws.probe || ws.sets[i] != nullptr;
   }
   ev.mode = eval_state::intersect;
   return false;
@@ -547,23 +502,23 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 
 // Moves every cursor to the lead's doc or past it; true when all are on it. False with the
 // lead moved on (not aligned: call again) or with `end` set (a cursor ran out).
-[[gnu::always_inline]] inline bool local_shard::align(shard_workspace& ws, bool& end) const {
+[[gnu::always_inline]] inline bool local_shard::align(shard_workspace& ws, bool probe,
+                                                      bool& end) const {
   posting_cursor& lead = ws.cursors[ws.order[0]];
   const uint32_t target = lead.doc;
-  // first what a load tells: a row term's frequency, a dense term's bit
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
     const uint32_t i = ws.order[oi];
-    const bool in = ws.rows_on && ws.row_slot[i] != UINT32_MAX
-                        ? prune_.impact_rows[target].wf[ws.row_slot[i]] != 0
-                        : ws.sets[i] == nullptr || (ws.sets[i][target >> 6] >> (target & 63) & 1);
-    if (!in) {
-      end = !lead.next();  // not in the doc: the lead moves on
-      return false;
-    }
-  }
-  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
-    if (ws.rows_on && ws.row_slot[ws.order[oi]] != UINT32_MAX) {
+    if (ws.rows_on && ws.row_slot[i] != UINT32_MAX) {
+      if (prune_.impact_rows[target].wf[ws.row_slot[i]] == 0) {
+        end = !lead.next();  // not in the doc: the lead moves on
+        return false;
+      }
       continue;
+    }
+    // a dense term's bit before its seek (which decodes up to the doc)
+    if (probe && ws.sets[i] != nullptr && (ws.sets[i][target >> 6] >> (target & 63) & 1) == 0) {
+      end = !lead.next();
+      return false;
     }
     posting_cursor& c = ws.cursors[ws.order[oi]];
     if (!c.seek(target)) {
@@ -614,8 +569,10 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
   posting_cursor& lead = ws.cursors[ws.order[0]];
   std::vector<hit>& heap = out.hits;
   const size_t k = plan.k;
-  // every match is scored (by relevance, without phrases: else only the phrase's matches are)
-  const bool prefetch = !ws.ev.by_date && plan.phrases.empty();
+  // every match is scored (by relevance, without phrases: else only the phrase's matches are),
+  // and a shard this large holds its rows and norms mostly outside the core's caches
+  const bool prefetch = !ws.ev.by_date && plan.phrases.empty() && docs_.size() >= prefetch_min_docs;
+  const bool probe = ws.probe;  // (a local: the cursors' writes through ws may alias ws.probe)
   while (true) {
     if constexpr (Bounded) {
       if (budget == 0) {
@@ -629,7 +586,7 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       prefetch_lead(ws);
     }
     bool end = false;
-    if (!align(ws, end)) {
+    if (!align(ws, probe, end)) {
       if (end) {
         budget_left = budget;
         return true;

@@ -148,8 +148,6 @@ struct posting_cursor {
   bool seek(uint32_t target) noexcept;
   /// Moves to the end of the current block without decoding it; next() enters the next block.
   void skip_block() noexcept;
-  /// The first block after the next one whose last doc is >= target, or nblocks.
-  uint32_t far_block(uint32_t target) const noexcept;
 };
 
 inline bool posting_cursor::next() noexcept {
@@ -195,9 +193,20 @@ inline void posting_cursor::skip_block() noexcept {
     return doc != UINT32_MAX;
   }
   if (skips[block].last_doc < target) {
-    // most seeks of a frequent term land in the next block: try it before searching
-    const uint32_t lo =
-        block + 1 < nblocks && skips[block + 1].last_doc >= target ? block + 1 : far_block(target);
+    uint32_t lo = block + 1;
+    uint32_t hi = nblocks;
+    // most seeks of a frequent term land in the next block: try it before the binary search
+    if (lo < hi && skips[lo].last_doc >= target) {
+      hi = lo;
+    }
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (skips[mid].last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
     if (lo == nblocks) {
       doc = UINT32_MAX;
       return false;
@@ -334,6 +343,10 @@ struct known_phrase_total {
   bool listed = false;
 };
 
+/// The least docs in a shard for the intersection to prefetch its lead's rows or norms (2 MB of
+/// rows, 512 KB of norms: about a core's L2; below it they mostly stay cached between queries).
+inline constexpr size_t prefetch_min_docs = size_t{1} << 16;
+
 /// A phrase check reads the words' positions: it counts as this many units of a slice's budget.
 inline constexpr uint64_t phrase_cost = 8;
 
@@ -384,13 +397,16 @@ struct shard_workspace {
   std::vector<uint32_t> order;          // cursor indices by ascending df
   std::vector<uint32_t> term_ids;       // per cursor: the shard's term index
   std::vector<uint32_t> tag_ids;
-  std::vector<const uint64_t*> sets;  // per cursor: its term's bitset or nullptr (pruned)
-  std::vector<uint32_t> shallow;      // per cursor: the block bounds read up to (pruned)
-  std::vector<double> term_ub;        // per cursor: idf x its bound in the lead block
-  std::vector<uint32_t> seeds;        // docs offered before the walk, ascending (pruned)
-  std::vector<uint64_t> seen;         // impact_top: the docs it visited (a bitset)
-  std::vector<uint32_t> seen_docs;    // ... and the same docs, to clear it
-  std::vector<uint32_t> impact_pos;   // impact_top: per term, its next list entry
+  // per cursor: its term's bitset or nullptr (in the intersection, only those of terms in at
+  // most half the docs, tested before their seeks when `probe`)
+  std::vector<const uint64_t*> sets;
+  bool probe = false;
+  std::vector<uint32_t> shallow;     // per cursor: the block bounds read up to (pruned)
+  std::vector<double> term_ub;       // per cursor: idf x its bound in the lead block
+  std::vector<uint32_t> seeds;       // docs offered before the walk, ascending (pruned)
+  std::vector<uint64_t> seen;        // impact_top: the docs it visited (a bitset)
+  std::vector<uint32_t> seen_docs;   // ... and the same docs, to clear it
+  std::vector<uint32_t> impact_pos;  // impact_top: per term, its next list entry
   // Per cursor: the impact term number whose rows give its frequencies (never sought), or
   // UINT32_MAX; rows_on when one does (set by begin_search, plans without phrases only).
   std::vector<uint32_t> row_slot;
@@ -568,7 +584,7 @@ class local_shard final : public shard_source {
   template <bool Bounded>
   bool intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                       uint64_t& budget) const;
-  bool align(shard_workspace& ws, bool& end) const;
+  bool align(shard_workspace& ws, bool probe, bool& end) const;
   // The impact rows (or length norms) of the lead block's docs still to come, once per block.
   void prefetch_lead(shard_workspace& ws) const;
   void prefetch_block(shard_workspace& ws) const;
