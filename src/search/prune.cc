@@ -389,6 +389,19 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
   }
   std::sort(ws.seeds.begin(), ws.seeds.end());
   ws.seeds.erase(std::unique(ws.seeds.begin(), ws.seeds.end()), ws.seeds.end());
+  // the seeds' bitset words and rows (or norms) are a cache miss each: asked for together
+  for (uint32_t doc : ws.seeds) {
+    for (const uint64_t* set : ws.sets) {
+      if (set != nullptr) {
+        __builtin_prefetch(set + (doc >> 6));
+      }
+    }
+    if (ws.rows_on) {
+      __builtin_prefetch(&prune_.impact_rows[doc]);
+    } else {
+      __builtin_prefetch(&len_norm_[doc]);
+    }
+  }
   for (uint32_t doc : ws.seeds) {
     // the dense terms' bitsets first (no postings read), then the cursors, rarest first: most
     // seeds of a common term's list are not in the rarest term's docs
