@@ -20,10 +20,10 @@ using namespace test_support;
 
 // Runs `queries` random plans on each shard with pruning off (the leapfrog path, every match
 // scored) and on (whole and in slices of a random budget): same totals, ids, order, keys.
-// Returns how many pruned evaluations took one walk for the top k and the total, and how many
-// two (the top k's, then the count).
-std::array<uint64_t, 2> run_prune_queries(corpus_fixture& fx, uint64_t seed, int queries) {
-  std::array<uint64_t, 2> walks{};
+// Returns how many pruned evaluations took one walk for the top k and the total, how many two
+// (the top k's, then the count), and how many scored a phrase's docs kept by its count's walk.
+std::array<uint64_t, 3> run_prune_queries(corpus_fixture& fx, uint64_t seed, int queries) {
+  std::array<uint64_t, 3> walks{};
   shard_workspace ws;
   shard_answer off, on, sliced;
   off.hits.reserve(1050);
@@ -50,6 +50,7 @@ std::array<uint64_t, 2> run_prune_queries(corpus_fixture& fx, uint64_t seed, int
       if (ws.ev.began == eval_state::pruned) {
         ++walks[ws.ev.one_pass ? 0 : 1];
       }
+      walks[2] += ws.ev.began == eval_state::listed;
       expect_same(on, off, what);
       bool first = true;
       slice sl = slice::more;
@@ -68,7 +69,7 @@ std::array<uint64_t, 2> run_prune_queries(corpus_fixture& fx, uint64_t seed, int
   return walks;
 }
 
-std::array<uint64_t, 2> run_prune_on_off(corpus_fixture& fx, uint64_t seed, int queries) {
+std::array<uint64_t, 3> run_prune_on_off(corpus_fixture& fx, uint64_t seed, int queries) {
   const uint32_t saved_min_lead = prune_min_lead_df;
   prune_min_lead_df = 0;  // every query without phrases pruned, however rare its terms
   const auto walks = run_prune_queries(fx, seed, queries);
@@ -84,6 +85,7 @@ TEST(prune_test, pruning_on_and_off_give_identical_answers) {
   const auto walks = run_prune_on_off(fx, 99, 300);
   EXPECT_GT(walks[0], 50u);  // one walk: few of the lead's docs expected to match
   EXPECT_GT(walks[1], 50u);  // two: most of them
+  EXPECT_GT(walks[2], 20u);  // a phrase alone whose docs its df walk kept
 }
 
 TEST(prune_test, identical_with_every_frequent_term_dense_or_none) {
