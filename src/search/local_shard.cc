@@ -200,13 +200,13 @@ void local_shard::add(const story_in& s, uint64_t line) {
   r.tags_off = static_cast<uint32_t>(doc_tags_.size());
   r.tag_count = static_cast<uint32_t>(s.tags.size());
   for (std::string_view t : s.tags) {
-    doc_tags_.push_back(intern_tag(t));
+    push_huge(doc_tags_, intern_tag(t));
   }
   r.score = s.score;
   r.comments = s.comments;
-  docs_.push_back(r);
-  time_.push_back(s.time);
-  line_.push_back(line);
+  push_huge(docs_, r);
+  push_huge(time_, s.time);
+  push_huge(line_, line);
 }
 
 void local_shard::absorb(local_shard&& o, uint64_t line_base) {
@@ -255,8 +255,8 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records) {
   });
   std::vector<doc_rec> docs;
   std::vector<int64_t> times;
-  docs.reserve(docs_.size());
-  times.reserve(docs_.size());
+  reserve_huge(docs, docs_.size());
+  reserve_huge(times, docs_.size());
   for (size_t k = 0; k < order.size(); ++k) {
     uint32_t i = order[k];
     if (!docs.empty() && std::string_view(docs.back().base, docs.back().id_len) == id(i)) {
