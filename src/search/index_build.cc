@@ -130,7 +130,9 @@ void local_shard::build_index(out_buffer* records) {
     stats_.title_tokens += tl;
     stats_.text_tokens += xl;
     if (b.state.size() < terms_.size()) {
-      b.state.resize(terms_.size() + terms_.size() / 2);
+      const size_t want = terms_.size() + terms_.size() / 2;
+      reserve_huge(b.state, want);
+      b.state.resize(want);
     }
     b.group(d, tl);
     b.emit(d, tl);
@@ -144,8 +146,8 @@ void local_shard::build_index(out_buffer* records) {
     *records = std::move(b.rec_buf);
   }
   term_chars_.shrink_to_fit();
-  terms_.shrink_to_fit();
-  doc_tags_.shrink_to_fit();
+  shrink_huge(terms_);
+  shrink_huge(doc_tags_);
 }
 
 // The pair table's words: the terms of the first pair_sample_docs docs whose share of them

@@ -285,7 +285,7 @@ uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
   ti.name_off = static_cast<uint32_t>(term_chars_.size());
   ti.name_len = static_cast<uint32_t>(tok.size());
   term_chars_.insert(term_chars_.end(), tok.begin(), tok.end());
-  terms_.push_back(ti);
+  push_huge(terms_, ti);
   const term_slot slot{term_tag(h, tok.size()) << 32 | terms_.size(), term_head(tok)};
   if (terms_.size() * 2 > term_table_.size()) {
     size_t size = term_table_.empty() ? 4096 : term_table_.size() * 2;

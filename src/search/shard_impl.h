@@ -51,6 +51,16 @@ void reserve_huge(std::vector<T>& v, size_t n) {
   w.insert(w.end(), v.begin(), v.end());
   v.swap(w);
 }
+// shrink_to_fit through reserve_huge.
+template <class T>
+void shrink_huge(std::vector<T>& v) {
+  if (v.capacity() > v.size()) {
+    std::vector<T> w;
+    reserve_huge(w, v.size());
+    w.insert(w.end(), v.begin(), v.end());
+    v.swap(w);
+  }
+}
 // push_back that grows by doubling through reserve_huge.
 template <class T>
 void push_huge(std::vector<T>& v, const T& x) {
