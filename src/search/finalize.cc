@@ -97,7 +97,7 @@ void local_shard::finalize(const shard_stats& global) {
   }
   avgdl_ = average_length(global);
   loaded_impact_ = {};  // made under the file's average: computed again below
-  len_norm_.resize(docs_.size());
+  assign_huge(len_norm_, docs_.size(), 0.0);
   for (size_t d = 0; d < docs_.size(); ++d) {
     len_norm_[d] = length_norm_of(title_len_[d] + text_len_[d], avgdl_);
   }
@@ -106,16 +106,23 @@ void local_shard::finalize(const shard_stats& global) {
   // backend finalizes shards one after another, so a large shard splits its terms over threads
   // (ranges of about equal postings; each writes its own blocks and its own champion lists,
   // which are then joined in term order).
-  block_max_.assign(skips_.size(), 0.0f);
-  block_max_time_.assign(skips_.size(), std::numeric_limits<int64_t>::min());
-  champ_at_.assign(terms_.size(), UINT32_MAX);
+  assign_huge(block_max_, skips_.size(), 0.0f);
+  assign_huge(block_max_time_, skips_.size(), std::numeric_limits<int64_t>::min());
+  assign_huge(champ_at_, terms_.size(), UINT32_MAX);
   uint64_t postings = 0;
+  size_t champ_terms = 0;
   for (const term_info& t : terms_) {
     postings += t.df;
+    champ_terms += t.df > champ_min_df ? 1 : 0;
   }
   const uint32_t threads =
       postings < parallel_finalize_postings ? 1 : std::clamp(usable_cpus(), 1u, 8u);
   std::vector<champ_lists> parts(threads);
+  if (threads == 1) {  // the lists' exact sizes: no growth by copies into fresh pages
+    reserve_huge(parts[0].part, champ_terms * champ_len);
+    reserve_huge(parts[0].doc, champ_terms * champ_len);
+    reserve_huge(parts[0].date, champ_terms * champ_len);
+  }
   const std::vector<size_t> cut = term_cuts(terms_, postings, threads);
   // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are
   // anywhere). Both come from one 8-byte key per doc when they fit (the length, whose norm is
@@ -170,9 +177,14 @@ void local_shard::finalize(const shard_stats& global) {
 }
 
 // Joins the threads' champion lists in term order, rebasing champ_at_ to the joined lists.
-void local_shard::join_champs(const std::vector<champ_lists>& parts,
-                              const std::vector<size_t>& cut) {
+void local_shard::join_champs(std::vector<champ_lists>& parts, const std::vector<size_t>& cut) {
   const uint32_t threads = static_cast<uint32_t>(parts.size());
+  if (threads == 1) {  // already in place: taken whole, not copied
+    champ_part_.swap(parts[0].part);
+    champ_doc_.swap(parts[0].doc);
+    champ_date_.swap(parts[0].date);
+    return;
+  }
   champ_part_.clear();
   champ_doc_.clear();
   champ_date_.clear();

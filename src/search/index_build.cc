@@ -110,8 +110,8 @@ struct local_shard::index_builder {
 
 void local_shard::build_index(out_buffer* records) {
   const uint32_t n = static_cast<uint32_t>(docs_.size());
-  title_len_.assign(n, 0);
-  text_len_.assign(n, 0);
+  assign_huge(title_len_, n, 0u);
+  assign_huge(text_len_, n, 0u);
   stats_ = {};
   stats_.docs = n;
   index_builder b(*this);
@@ -130,7 +130,9 @@ void local_shard::build_index(out_buffer* records) {
     stats_.title_tokens += tl;
     stats_.text_tokens += xl;
     if (b.state.size() < terms_.size()) {
-      b.state.resize(terms_.size() + terms_.size() / 2);
+      const size_t want = terms_.size() + terms_.size() / 2;
+      reserve_huge(b.state, want);
+      b.state.resize(want);
     }
     b.group(d, tl);
     b.emit(d, tl);
@@ -144,8 +146,8 @@ void local_shard::build_index(out_buffer* records) {
     *records = std::move(b.rec_buf);
   }
   term_chars_.shrink_to_fit();
-  terms_.shrink_to_fit();
-  doc_tags_.shrink_to_fit();
+  shrink_huge(terms_);
+  shrink_huge(doc_tags_);
 }
 
 // The pair table's words: the terms of the first pair_sample_docs docs whose share of them
@@ -474,7 +476,7 @@ void local_shard::index_builder::layout() {
   s.pos_stream_.reset(static_cast<uint8_t*>(alloc_build(s.pos_stream_bytes_)));
   std::memset(s.doc_stream_.get() + doc_total, 0, 16);
   std::memset(s.pos_stream_.get() + pos_total, 0, 16);
-  s.skips_.assign(skip_total, skip_entry{});
+  assign_huge(s.skips_, skip_total, skip_entry{});
 }
 
 // Pass 2, scatter: every record copied to its term's place, skip entries written as blocks

@@ -114,11 +114,7 @@ uint64_t index_checksum::final() const noexcept {
 index_writer::index_writer(int fd, bool direct)
     : fd_(fd), stage_at_(k_header_room), at_(k_header_room) {
   static_assert(k_header_room % k_direct_align == 0 && stage_bytes % k_direct_align == 0);
-  stage_ = static_cast<uint8_t*>(std::aligned_alloc(k_direct_align, stage_bytes));
-  if (stage_ == nullptr) {
-    std::fputs("tollgate: out of memory\n", stderr);
-    std::abort();
-  }
+  stage_ = static_cast<uint8_t*>(detail::alloc_build(stage_bytes));  // 2 MB aligned
   direct_ = direct && set_direct(true);
 }
 
@@ -469,7 +465,8 @@ void copy_to(std::vector<T>& v, std::span<const T> s) {
 void local_shard::save(index_writer& w, uint32_t slot) const {
   const uint32_t s = slot + 1;
   w.add(section_tag(s, f_stats), std::span<const shard_stats>(&stats_, 1));
-  std::vector<disk_doc> docs(docs_.size());
+  std::vector<disk_doc> docs;
+  assign_huge(docs, docs_.size(), disk_doc{});
   w.begin_section(section_tag(s, f_stories));
   uint64_t off = 0;
   for (size_t d = 0; d < docs_.size(); ++d) {

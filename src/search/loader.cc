@@ -20,6 +20,7 @@
 #include "search/corpus_text.h"
 #include "search/local_shard.h"
 #include "search/map_guard.h"
+#include "search/shard_impl.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
@@ -351,6 +352,10 @@ std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shar
       shards[i]->seal(dups[i], &records);
     }
   };
+  // The story arenas the seals gave back and no later seal took: freed.
+  struct drop_spare {
+    ~drop_spare() { detail::drop_spare_build_pages(); }
+  } drop;
   if (threads <= 1) {
     work(0);
   } else {

@@ -6,6 +6,7 @@
 #include "search/local_shard.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "search/shard_impl.h"
@@ -76,6 +78,72 @@ void rehash(std::vector<uint32_t>& table, size_t count, NameOf&& name_of) {
 
 }  // namespace
 
+namespace {
+
+// The blocks recycle_build() keeps: each allocated [base, base + end), its pages from `at` on
+// written and not yet moved out (those before `at` are fresh, untouched ones).
+struct spare_block {
+  char* base;
+  size_t at, end;
+};
+std::mutex g_spare_mu;
+std::vector<spare_block> g_spare;  // guarded by g_spare_mu
+
+void out_of_memory() {
+  std::fputs("tollgate: out of memory\n", stderr);
+  std::abort();
+}
+
+// Moves spare pages to the front of [p, p + n) (p and n multiples of the huge page size).
+void take_spare_pages(char* p, size_t n) {
+  const std::lock_guard<std::mutex> lock(g_spare_mu);
+  size_t filled = 0;
+  while (!g_spare.empty() && n - filled >= huge_page_bytes) {
+    spare_block& b = g_spare.back();
+    const size_t m = std::min(b.end - b.at, (n - filled) & ~(huge_page_bytes - 1));
+    char* from = b.base + b.at;
+    // The pages (and their huge-page advice) move to p + filled, replacing its untouched ones;
+    // the hole they leave gets untouched pages again, advised alike, so the block stays whole
+    // for free() and whatever the allocator later places there still gets huge pages.
+    const bool moved =
+        ::mremap(from, m, m, MREMAP_MAYMOVE | MREMAP_FIXED, p + filled) != MAP_FAILED;
+    if (moved) {
+      if (::mmap(from, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+          MAP_FAILED) {
+        out_of_memory();
+      }
+      ::madvise(from, m, MADV_HUGEPAGE);
+      filled += m;
+      b.at += m;
+    }
+    if (!moved || b.at == b.end) {
+      std::free(b.base);
+      g_spare.pop_back();
+    }
+  }
+}
+
+}  // namespace
+
+void detail::recycle_build(void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const size_t n = p == nullptr ? 0 : ::malloc_usable_size(p) & ~(huge_page_bytes - 1);
+  if (n < 2 * huge_page_bytes || (a & (huge_page_bytes - 1)) != 0) {
+    std::free(p);
+    return;
+  }
+  const std::lock_guard<std::mutex> lock(g_spare_mu);
+  g_spare.push_back({static_cast<char*>(p), 0, n});
+}
+
+void detail::drop_spare_build_pages() {
+  const std::lock_guard<std::mutex> lock(g_spare_mu);
+  for (const spare_block& b : g_spare) {
+    std::free(b.base);
+  }
+  std::vector<spare_block>().swap(g_spare);
+}
+
 void* detail::alloc_build(size_t n) {
   void* p;
   if (n >= 2 * huge_page_bytes) {
@@ -83,13 +151,13 @@ void* detail::alloc_build(size_t n) {
     p = std::aligned_alloc(huge_page_bytes, rounded);
     if (p != nullptr) {
       ::madvise(p, rounded, MADV_HUGEPAGE);
+      take_spare_pages(static_cast<char*>(p), rounded);
     }
   } else {
     p = std::malloc(n == 0 ? 1 : n);
   }
   if (p == nullptr) {
-    std::fputs("tollgate: out of memory\n", stderr);
-    std::abort();
+    out_of_memory();
   }
   return p;
 }
@@ -200,13 +268,13 @@ void local_shard::add(const story_in& s, uint64_t line) {
   r.tags_off = static_cast<uint32_t>(doc_tags_.size());
   r.tag_count = static_cast<uint32_t>(s.tags.size());
   for (std::string_view t : s.tags) {
-    doc_tags_.push_back(intern_tag(t));
+    push_huge(doc_tags_, intern_tag(t));
   }
   r.score = s.score;
   r.comments = s.comments;
-  docs_.push_back(r);
-  time_.push_back(s.time);
-  line_.push_back(line);
+  push_huge(docs_, r);
+  push_huge(time_, s.time);
+  push_huge(line_, line);
 }
 
 void local_shard::absorb(local_shard&& o, uint64_t line_base) {
@@ -255,8 +323,8 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records) {
   });
   std::vector<doc_rec> docs;
   std::vector<int64_t> times;
-  docs.reserve(docs_.size());
-  times.reserve(docs_.size());
+  reserve_huge(docs, docs_.size());
+  reserve_huge(times, docs_.size());
   for (size_t k = 0; k < order.size(); ++k) {
     uint32_t i = order[k];
     if (!docs.empty() && std::string_view(docs.back().base, docs.back().id_len) == id(i)) {
@@ -285,7 +353,7 @@ uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
   ti.name_off = static_cast<uint32_t>(term_chars_.size());
   ti.name_len = static_cast<uint32_t>(tok.size());
   term_chars_.insert(term_chars_.end(), tok.begin(), tok.end());
-  terms_.push_back(ti);
+  push_huge(terms_, ti);
   const term_slot slot{term_tag(h, tok.size()) << 32 | terms_.size(), term_head(tok)};
   if (terms_.size() * 2 > term_table_.size()) {
     size_t size = term_table_.empty() ? 4096 : term_table_.size() * 2;

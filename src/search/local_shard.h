@@ -562,7 +562,7 @@ class local_shard final : public shard_source {
     std::vector<double> part;
     std::vector<uint32_t> doc, date;
   };
-  void join_champs(const std::vector<champ_lists>& parts, const std::vector<size_t>& cut);
+  void join_champs(std::vector<champ_lists>& parts, const std::vector<size_t>& cut);
   template <class DocKeys>
   void finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out);
   bool phrase_match(const query_plan& plan, shard_workspace& ws) const;

@@ -143,6 +143,11 @@ void local_shard::pack_stories() {
   text_at_ = text_at_store_;
   text_dict_ = text_dict_store_;
   TOLLGATE_CHECK(digest_text_dict());
+  for (auto& c : chunks_) {
+    if (c.get_deleter().owned) {
+      recycle_build(c.release());  // the next shard's streams take its pages
+    }
+  }
   chunks_.clear();
   chunks_.push_back(std::move(heads));
   chunk_ptr_ = nullptr;

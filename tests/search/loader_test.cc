@@ -14,6 +14,7 @@
 
 #include "search/local_shard.h"
 #include "search/map_guard.h"
+#include "search/shard_impl.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
 
@@ -443,6 +444,36 @@ TEST(loader_test, build_threads_follow_the_affinity_mask) {
   EXPECT_EQ(usable_cpus(), 1u);
   ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
   EXPECT_EQ(usable_cpus(), static_cast<uint32_t>(CPU_COUNT(&saved)));
+}
+
+TEST(loader_test, a_freed_story_arena_lends_its_pages_to_the_next_build_block) {
+  // Verifies a large build block given back (a shard's story arena after packing) has its
+  // written pages moved into the next large alloc_build, not faulted in afresh: that block
+  // starts with the bytes the old one held, and the rest of it is usable memory. A small block
+  // is simply freed, and what no block took is freed by drop_spare_build_pages().
+  constexpr size_t mb = size_t{1} << 20;
+  constexpr size_t page = 4096;
+  char* a = static_cast<char*>(detail::alloc_build(8 * mb));
+  for (size_t i = 0; i < 8 * mb; i += page) {
+    a[i] = static_cast<char>(1 + (i / page) % 251);
+  }
+  detail::recycle_build(a);
+  detail::recycle_build(std::malloc(100));
+  char* b = static_cast<char*>(detail::alloc_build(16 * mb + 5));
+  size_t kept = 0;
+  for (size_t i = 0; i < 8 * mb; i += page) {
+    kept += b[i] == static_cast<char>(1 + (i / page) % 251) ? 1 : 0;
+  }
+  EXPECT_EQ(kept, 8 * mb / page);
+  std::memset(b, 7, 16 * mb + 5);
+  EXPECT_EQ(b[16 * mb + 4], 7);
+  std::free(b);
+  char* c = static_cast<char*>(detail::alloc_build(8 * mb));
+  detail::recycle_build(c);
+  detail::drop_spare_build_pages();
+  char* d = static_cast<char*>(detail::alloc_build(4 * mb));
+  std::memset(d, 1, 4 * mb);
+  std::free(d);
 }
 
 }  // namespace
