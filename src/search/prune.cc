@@ -928,18 +928,42 @@ bool local_shard::lead_walk(const query_plan& plan, shard_workspace& ws, shard_a
   posting_cursor& lead = ws.cursors[ws.order[0]];
   bool more = lead.doc != UINT32_MAX;
   if (others_dense(plan, ws)) {
+    // A block of the lead at a time: its docs tested without a branch, the matches gathered
+    // (with the lead's frequencies), then offered: a match's branch would be mispredicted as
+    // often as matches are neither rare nor common.
     uint64_t total = out.total;
+    std::array<uint32_t, block_docs> docs, tf_title, tf_text;
     while (more && budget != 0) {
-      const uint32_t doc = lead.doc;
-      uint64_t in = 1;
-      for (size_t oi = 1; oi < ws.order.size(); ++oi) {
-        in &= ws.sets[ws.order[oi]][doc >> 6] >> (doc & 63);
+      posting_cursor c = lead;
+      uint32_t n = 0;
+      uint64_t seen = 0;
+      while (true) {
+        const uint32_t doc = c.doc;
+        uint64_t in = 1;
+        for (size_t oi = 1; oi < ws.order.size(); ++oi) {
+          in &= ws.sets[ws.order[oi]][doc >> 6] >> (doc & 63);
+        }
+        docs[n] = doc;
+        tf_title[n] = c.tf_title;
+        tf_text[n] = c.tf_text;
+        n += static_cast<uint32_t>(in);
+        if (++seen == budget || c.left == 0) {
+          break;
+        }
+        c.next();
       }
-      if (Offer && in != 0) {
-        offer_match(plan, ws, out.hits, doc);
+      total += n;
+      if (Offer) {
+        for (uint32_t j = 0; j < n; ++j) {
+          // offer_match reads only these of the lead: its doc and frequencies, as of this match
+          lead.doc = docs[j];
+          lead.tf_title = tf_title[j];
+          lead.tf_text = tf_text[j];
+          offer_match(plan, ws, out.hits, docs[j]);
+        }
       }
-      total += in;
-      --budget;
+      budget -= seen;
+      lead = c;
       more = lead.next();
     }
     out.total = total;
