@@ -24,6 +24,10 @@
 //   skips:       per block {last doc, doc-stream end, positions end}, for seek().
 #pragma once
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -224,6 +228,28 @@ inline void posting_cursor::skip_block() noexcept {
   const uint8_t* ps = pos + pos_len;
   uint32_t d = doc;
   uint32_t n = left;
+#if defined(__SSE2__)
+  // Four one-byte-varint postings at a time while the target lies beyond them: their doc gaps
+  // (bytes 0, 4, 8, 12) and position lengths (bytes 3, 7, 11, 15) summed by SAD. Four postings
+  // are at least 16 bytes, so the load stays in the block.
+  while (n >= 4) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    if (_mm_movemask_epi8(v) != 0) {
+      break;  // a longer varint among them
+    }
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i gs = _mm_sad_epu8(_mm_and_si128(v, _mm_set1_epi32(0xFF)), zero);
+    const uint32_t g = static_cast<uint32_t>(_mm_cvtsi128_si32(gs) + _mm_extract_epi16(gs, 4));
+    if (d + g >= target) {
+      break;
+    }
+    const __m128i ls = _mm_sad_epu8(_mm_srli_epi32(v, 24), zero);
+    ps += _mm_cvtsi128_si32(ls) + _mm_extract_epi16(ls, 4);
+    d += g;
+    q += 16;
+    n -= 4;
+  }
+#endif
   while (true) {
     uint32_t w;
     std::memcpy(&w, q, 4);
