@@ -520,13 +520,7 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
       end = !lead.next();
       return false;
     }
-    posting_cursor& c = ws.cursors[ws.order[oi]];
-    if (!c.seek(target)) {
-      end = true;
-      return false;
-    }
-    if (c.doc > target) {
-      end = !lead.seek(c.doc);
+    if (!leap(lead, ws.cursors[ws.order[oi]], target, end)) {
       return false;
     }
   }

@@ -281,6 +281,21 @@ inline void posting_cursor::skip_block() noexcept {
   }
 }
 
+/// The leapfrog's step: seeks c onto doc, the lead's; true when c holds it, else false with the
+/// lead moved on to c's doc (`end`: one of them has no doc left there).
+[[gnu::always_inline]] inline bool leap(posting_cursor& lead, posting_cursor& c, uint32_t doc,
+                                        bool& end) noexcept {
+  if (!c.seek(doc)) {
+    end = true;
+    return false;
+  }
+  if (c.doc > doc) {
+    end = !lead.seek(c.doc);
+    return false;
+  }
+  return true;
+}
+
 /// The impact terms' frequencies in one doc, and its length, in one cache line's half.
 inline constexpr uint32_t impact_terms_most = 30;
 struct alignas(32) impact_row {

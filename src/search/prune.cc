@@ -829,13 +829,7 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
       if (ws.rows_on && ws.row_slot[ws.order[oi]] != UINT32_MAX) {
         continue;  // in its bitset (tested above); its frequency is in the doc's row
       }
-      posting_cursor& c = ws.cursors[ws.order[oi]];
-      if (!c.seek(doc)) {
-        end = true;
-        return;
-      }
-      if (c.doc > doc) {
-        end = !lead.seek(c.doc);
+      if (!leap(lead, ws.cursors[ws.order[oi]], doc, end)) {
         return;
       }
     }
@@ -862,19 +856,14 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
 
 // Seeks the cursors of the other terms without a bitset onto the lead's doc: true when they all
 // hold it; else the lead moves on to the doc a cursor moved to (`end` when none is left).
-bool local_shard::seek_sparse(shard_workspace& ws, uint32_t doc, bool& end) const {
+[[gnu::always_inline]] inline bool local_shard::seek_sparse(shard_workspace& ws, uint32_t doc,
+                                                            bool& end) const {
   posting_cursor& lead = ws.cursors[ws.order[0]];
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
     if (ws.sets[ws.order[oi]] != nullptr) {
       continue;
     }
-    posting_cursor& c = ws.cursors[ws.order[oi]];
-    if (!c.seek(doc)) {
-      end = true;
-      return false;
-    }
-    if (c.doc > doc) {
-      end = !lead.seek(c.doc);
+    if (!leap(lead, ws.cursors[ws.order[oi]], doc, end)) {
       return false;
     }
   }
@@ -895,18 +884,10 @@ bool local_shard::seek_sparse(shard_workspace& ws, uint32_t doc, bool& end) cons
     const uint64_t* s = ws.sets[ws.order[oi]];
     in = s == nullptr || (s[doc >> 6] >> (doc & 63) & 1) != 0;
   }
-  for (size_t oi = 1; oi < ws.order.size() && in; ++oi) {
-    posting_cursor& c = ws.cursors[ws.order[oi]];
-    if (ws.sets[ws.order[oi]] == nullptr) {
-      if (!c.seek(doc)) {
-        more = false;
-        return false;
-      }
-      if (c.doc != doc) {
-        more = lead.seek(c.doc);  // the doc this sparse cursor moved past the lead's to
-        return false;
-      }
-    }
+  bool end = false;
+  if (in && !seek_sparse(ws, doc, end)) {
+    more = !end;  // the lead is on the doc a sparse cursor moved past its own to
+    return false;
   }
   if (in && (ws.ev.filter_on || accepts(plan, ws, doc))) {
     more = true;
