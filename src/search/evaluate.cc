@@ -196,17 +196,23 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
   return slice::done;
 }
 
-void local_shard::prefetch_block(shard_workspace& ws) const {
+void local_shard::prefetch_block(shard_workspace& ws, bool classes) const {
   posting_cursor c = ws.cursors[ws.order[0]];
   ws.ev.pf_block = c.block;
   const bool norms = !ws.rows_on && ws.ev.avgdl == avgdl_;
-  while (c.left > 0) {
-    c.next();
+  while (true) {
     if (ws.rows_on) {
       __builtin_prefetch(&prune_.impact_rows[c.doc]);
     } else if (norms) {
       __builtin_prefetch(&len_norm_[c.doc]);
     }
+    if (classes) {
+      __builtin_prefetch(&prune_.len_class[c.doc]);
+    }
+    if (c.left == 0) {
+      break;
+    }
+    c.next();
   }
 }
 
@@ -577,7 +583,7 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       budget = budget > step_cost ? budget - step_cost : 0;
     }
     if (prefetch) {
-      prefetch_lead(ws);
+      prefetch_lead(ws, false);
     }
     bool end = false;
     if (!align(ws, probe, end)) {

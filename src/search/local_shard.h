@@ -626,9 +626,10 @@ class local_shard final : public shard_source {
   bool intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                       uint64_t& budget) const;
   bool align(shard_workspace& ws, bool probe, bool& end) const;
-  // The impact rows (or length norms) of the lead block's docs still to come, once per block.
-  void prefetch_lead(shard_workspace& ws) const;
-  void prefetch_block(shard_workspace& ws) const;
+  // The impact rows (or length norms; `classes`: and length classes) of the lead block's docs
+  // from the current one, once per block.
+  void prefetch_lead(shard_workspace& ws, bool classes) const;
+  void prefetch_block(shard_workspace& ws, bool classes) const;
   bool accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const;
   bool blocks_below(const query_plan& plan, const shard_workspace& ws, double kth) const;
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,

@@ -681,6 +681,9 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
         top_doc(plan, ws, heap, end);
       }
     } else {
+      if (heap.size() == plan.k && !ev.by_date && docs_.size() >= prefetch_min_docs) {
+        prefetch_lead(ws, true);  // the bounds read each doc's length class and norm
+      }
       top_doc(plan, ws, heap, end);
     }
     if (end) {

@@ -283,12 +283,13 @@ using namespace detail;
 }
 
 // Once per block of the lead: prefetches the impact row (or length norm) of each of the block's
-// docs still to come, which scoring them reads (prefetch_block). With a stream of distinct queries
-// these lines are mostly cache misses; issued together they overlap instead of following one
-// another.
-[[gnu::always_inline]] inline void local_shard::prefetch_lead(shard_workspace& ws) const {
+// docs from the current one, which scoring them reads, and with `classes` their length classes
+// (the top-k walk's bounds read both) (prefetch_block). With a stream of distinct queries these
+// lines are mostly cache misses; issued together they overlap instead of following one another.
+[[gnu::always_inline]] inline void local_shard::prefetch_lead(shard_workspace& ws,
+                                                              bool classes) const {
   if (ws.cursors[ws.order[0]].block != ws.ev.pf_block) {
-    prefetch_block(ws);
+    prefetch_block(ws, classes);
   }
 }
 
