@@ -203,11 +203,7 @@ bool local_shard::begin_filtered(const query_plan& plan, shard_workspace& ws,
   if (lead_df * 8 < prune_.words) {
     return false;
   }
-  ws.sets.clear();
-  for (uint32_t term : ws.term_ids) {
-    ws.sets.push_back(prune_.set(term));
-  }
-  const uint64_t passing = build_filter(plan, ws);
+  const uint64_t passing = build_filter(plan, ws);  // (ws.sets: begin_search's)
   ev.filter_on = true;
   // Led by the filter, every match is visited (and, by relevance, scored); the pruned walk
   // tests the filter bit per lead doc and scores only docs that may enter the top k.

@@ -416,7 +416,7 @@ struct eval_state {
   uint32_t seed_at = 0;        ///< the first seed not below the lead's doc
   bool total_known = false;    ///< the total is a phrase's known count (no counting phase)
   uint64_t known_total = 0;
-  uint32_t word = 0;                  ///< counting by bitsets: the next word
+  uint32_t word = 0;                  ///< counting by bitsets: the next word (listed: doc)
   uint32_t bound_block = UINT32_MAX;  ///< the lead block whose bounds term_ub holds
   uint32_t pf_block = UINT32_MAX;     ///< the lead block whose docs' lines were prefetched
   double block_ub = 0;                ///< that block's bound on any of its docs' keys

@@ -502,7 +502,7 @@ void local_shard::remember_phrase_total(const query_plan& plan, const phrase_spa
   // the walk that counted them kept every one: the search that follows scores just these
   e.listed = ws.kept_docs.size() == total;
   if (e.listed) {
-    e.docs.assign(ws.kept_docs.begin(), ws.kept_docs.end());
+    e.docs.swap(ws.kept_docs);  // (kept_docs is cleared before its next walk)
   }
   ws.phrase_totals_next = (ws.phrase_totals_next + 1) % ws.phrase_totals.size();
 }
