@@ -102,17 +102,15 @@ void take_spare_pages(char* p, size_t n) {
     spare_block& b = g_spare.back();
     const size_t m = std::min(b.end - b.at, (n - filled) & ~(huge_page_bytes - 1));
     char* from = b.base + b.at;
-    // The pages (and their huge-page advice) move to p + filled, replacing its untouched ones;
-    // the hole they leave gets untouched pages again, advised alike, so the block stays whole
-    // for free() and whatever the allocator later places there still gets huge pages.
-    const bool moved =
-        ::mremap(from, m, m, MREMAP_MAYMOVE | MREMAP_FIXED, p + filled) != MAP_FAILED;
+    // The pages (and their huge-page advice) move to p + filled, replacing its untouched ones.
+    // MREMAP_DONTUNMAP keeps [from, from + m) mapped, empty, in the same step: the block stays
+    // whole for free(). Moving the pages out and then mapping fresh ones over the hole would
+    // leave a window in which another thread's mmap (a malloc of a large block, a thread's
+    // stack) can be placed in the hole, and the second mapping would then replace its pages.
+    // A kernel without the flag (before 5.7) fails the call: the block is freed instead.
+    const bool moved = ::mremap(from, m, m, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                                p + filled) != MAP_FAILED;
     if (moved) {
-      if (::mmap(from, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
-          MAP_FAILED) {
-        out_of_memory();
-      }
-      ::madvise(from, m, MADV_HUGEPAGE);
       filled += m;
       b.at += m;
     }

@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "search/local_shard.h"
 #include "search/map_guard.h"
@@ -474,6 +476,58 @@ TEST(loader_test, a_freed_story_arena_lends_its_pages_to_the_next_build_block) {
   char* d = static_cast<char*>(detail::alloc_build(4 * mb));
   std::memset(d, 1, 4 * mb);
   std::free(d);
+}
+
+TEST(loader_test, a_block_lending_its_pages_never_leaves_a_hole_another_thread_can_map) {
+  // Verifies the range of a block whose pages move to a new build block stays mapped throughout
+  // (the move and the refill are one step): while the main thread lends a 16 MB block's first
+  // 8 MB over and over, another thread keeps asking for a mapping exactly at the start of the
+  // lent range (MAP_FIXED_NOREPLACE: granted only where nothing is mapped). Were there a
+  // moment between moving the pages out and mapping fresh ones in, that thread (or any
+  // thread's malloc) could be given the range, and the refill would replace its pages. Run in
+  // a child: with the fault present the memory of the child is no longer sound.
+  constexpr size_t mb = size_t{1} << 20;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::atomic<char*> target{nullptr};
+    std::atomic<bool> stop{false};
+    std::atomic<int> granted{0};
+    std::thread prober([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        char* t = target.load(std::memory_order_relaxed);
+        if (t == nullptr) {
+          continue;
+        }
+        void* got = ::mmap(t, 2 * mb, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (got == t) {
+          granted.fetch_add(1);  // left mapped: the child ends below either way
+          return;
+        }
+        if (got != MAP_FAILED) {
+          ::munmap(got, 2 * mb);  // a kernel that took the address as a mere hint
+        }
+      }
+    });
+    for (int round = 0; round < 100 && granted.load() == 0; ++round) {
+      char* a = static_cast<char*>(detail::alloc_build(16 * mb));
+      std::memset(a, 1, 16 * mb);
+      detail::recycle_build(a);
+      target.store(a);
+      char* b = static_cast<char*>(detail::alloc_build(8 * mb));  // takes a's first 8 MB
+      target.store(nullptr);
+      std::free(b);
+      detail::drop_spare_build_pages();  // a, with its last 8 MB, is freed here
+    }
+    stop.store(true);
+    prober.join();
+    std::_Exit(granted.load() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "another thread was given part of a lent block's range";
 }
 
 }  // namespace
