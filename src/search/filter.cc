@@ -61,6 +61,7 @@ void local_shard::time_ranks(const query_plan& plan, uint32_t& lo, uint32_t& hi)
 }
 
 // Fills ws.filter with the docs that pass the time window and the tags; returns their number.
+TOLLGATE_POPCNT_CLONES
 uint64_t local_shard::build_filter(const query_plan& plan, shard_workspace& ws) const {
   const uint32_t words = prune_.words;
   const uint64_t n = docs_.size();
@@ -124,6 +125,7 @@ uint64_t local_shard::build_filter(const query_plan& plan, shard_workspace& ws) 
 }
 
 // The docs in every term's bitset (all dense) and, when on, the filter.
+TOLLGATE_POPCNT_CLONES
 uint64_t local_shard::count_sets(const shard_workspace& ws) const noexcept {
   uint64_t count = 0;
   for (uint32_t w = 0; w < prune_.words; ++w) {
@@ -139,6 +141,7 @@ uint64_t local_shard::count_sets(const shard_workspace& ws) const noexcept {
 // Sorted by date, no phrases: takes the time walk when every term is dense and the walk is
 // expected to be short (true; out.total is set). Else false; having counted the total (then
 // ev.total_known is set, and ev.filter_on when the filter was built) or not.
+TOLLGATE_POPCNT_CLONES
 bool local_shard::begin_time_walk(const query_plan& plan, shard_workspace& ws,
                                   shard_answer& out) const {
   eval_state& ev = ws.ev;
@@ -216,6 +219,7 @@ bool local_shard::begin_filtered(const query_plan& plan, shard_workspace& ws,
   return true;
 }
 
+TOLLGATE_POPCNT_CLONES
 bool local_shard::filtered_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                                 uint64_t& budget_left) const {
   uint64_t budget = budget_left;

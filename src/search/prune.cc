@@ -1047,6 +1047,7 @@ double local_shard::match_bound(const query_plan& plan, shard_workspace& ws, uin
 
 // Phase 2, every term with a bitset: their AND, popcounted, or its docs checked against the
 // filters.
+TOLLGATE_POPCNT_CLONES
 bool local_shard::count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
                                    uint64_t& budget_left) const {
   uint64_t budget = budget_left;

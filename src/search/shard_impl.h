@@ -14,6 +14,16 @@
 
 #include "search/local_shard.h"
 
+// The loops whose work is popcounts (the AND of bitsets counted, the filter's bitset sized):
+// compiled twice, with the POPCNT instruction and without, the copy picked once at load for
+// the CPU (an ifunc). Debian's x86-64 baseline has no POPCNT, and there std::popcount is a call
+// into libgcc of about a dozen instructions per word.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define TOLLGATE_POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
+#else
+#define TOLLGATE_POPCNT_CLONES
+#endif
+
 namespace tollgate::search {
 namespace detail {
 
