@@ -91,8 +91,10 @@ int load_corpus(shared_state& st, const config::settings& s) {
     search::load_report report;
     std::atomic<uint64_t> stories{0};
     std::atomic<uint64_t> bytes{0};
+    std::atomic<uint64_t> steps{0};
     lo.stories_parsed = &stories;
     lo.bytes_parsed = &bytes;
+    lo.build_steps = &steps;
     std::error_code size_error;
     const auto file_size = std::filesystem::file_size(s.corpus_path, size_error);
     // The persisted index beside the corpus or in the data dir, when it matches (else built
@@ -100,8 +102,9 @@ int load_corpus(shared_state& st, const config::settings& s) {
     search::index_use index;
     const auto index_paths = search::index_paths(s.corpus_path, s.data_dir);
     auto b = [&] {
-      progress_watch progress("loading " + s.corpus_path, "stories", stories, bytes,
-                              size_error ? 0 : static_cast<uint64_t>(file_size));
+      const uint64_t whole = size_error ? 0 : static_cast<uint64_t>(file_size);
+      progress_watch progress("loading " + s.corpus_path, "stories", stories,
+                              [&lo, whole] { return search::build_share(lo, whole); });
       return search::load_indexed(s.corpus_path, index_paths, lo, report, index);
     }();
     for (const auto& note : index.notes) {

@@ -70,7 +70,7 @@ progress_meter::~progress_meter() {
 }
 
 std::string progress_meter::line(const std::string& what, const std::string& unit, uint64_t done,
-                                 double fraction, double secs) {
+                                 double fraction, double secs, double elapsed) {
   const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
   std::string s =
       fmt::format("{}: {} {}, {}/s", what, amount(static_cast<double>(done)), unit, amount(rate));
@@ -78,7 +78,8 @@ std::string progress_meter::line(const std::string& what, const std::string& uni
     const double share = std::min(1.0, fraction);
     s += fmt::format(", {:.0f}%", share * 100);
     if (share > 0 && share < 1) {
-      s += fmt::format(", ~{} left", duration(secs * (1 - share) / share));
+      const double t = elapsed >= 0 ? elapsed : secs;
+      s += fmt::format(", ~{} left", duration(t * (1 - share) / share));
     }
   }
   return s;
@@ -112,7 +113,8 @@ void progress_meter::update(uint64_t done, double fraction) {
 
 void progress_meter::print(bool final) {
   const auto now = now_();
-  std::string s = line(what_, unit_, last_, final ? -1 : fraction_, seconds(changed_ - start_));
+  std::string s = line(what_, unit_, last_, final ? -1 : fraction_, seconds(changed_ - start_),
+                       seconds(now - start_));
   if (final) {
     s += fmt::format(", done in {}", duration(seconds(now - start_)));
   } else if (shown_ && s == shown_text_) {
@@ -132,9 +134,9 @@ void progress_meter::print(bool final) {
 }
 
 progress_watch::progress_watch(std::string what, std::string unit,
-                               const std::atomic<uint64_t>& done, const std::atomic<uint64_t>& part,
-                               uint64_t whole, std::FILE* out)
-    : meter_(std::move(what), std::move(unit), out), done_(done), part_(part), whole_(whole) {
+                               const std::atomic<uint64_t>& done, std::function<double()> share,
+                               std::FILE* out)
+    : meter_(std::move(what), std::move(unit), out), done_(done), share_(std::move(share)) {
   thread_ = std::thread([this] {
     while (!stop_.load(std::memory_order_relaxed)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -143,12 +145,7 @@ progress_watch::progress_watch(std::string what, std::string unit,
   });
 }
 
-void progress_watch::tick() {
-  const double f = whole_ == 0 ? -1
-                               : static_cast<double>(part_.load(std::memory_order_relaxed)) /
-                                     static_cast<double>(whole_);
-  meter_.update(done_.load(std::memory_order_relaxed), f);
-}
+void progress_watch::tick() { meter_.update(done_.load(std::memory_order_relaxed), share_()); }
 
 progress_watch::~progress_watch() {
   stop_.store(true, std::memory_order_relaxed);

@@ -108,7 +108,7 @@ struct local_shard::index_builder {
   void emit_pairs(uint32_t d);
 };
 
-void local_shard::build_index(out_buffer* records) {
+void local_shard::build_index(out_buffer* records, std::atomic<uint64_t>* steps) {
   const uint32_t n = static_cast<uint32_t>(docs_.size());
   assign_huge(title_len_, n, 0u);
   assign_huge(text_len_, n, 0u);
@@ -120,7 +120,11 @@ void local_shard::build_index(out_buffer* records) {
   }
   b.reserve_records();
   b.choose_pair_words(n);
+  constexpr uint32_t progress_docs = 4096;  // docs between two advances of `steps`
   for (uint32_t d = 0; d < n; ++d) {
+    if (steps != nullptr && d % progress_docs == progress_docs - 1) {
+      steps->fetch_add(progress_docs * build_steps_indexed, std::memory_order_relaxed);
+    }
     const uint32_t tl = b.tokenize(d);
     b.intern_tokens();
     b.count_pairs(tl);
@@ -137,6 +141,9 @@ void local_shard::build_index(out_buffer* records) {
     b.group(d, tl);
     b.emit(d, tl);
     b.emit_pairs(d);
+  }
+  if (steps != nullptr) {
+    steps->fetch_add((n % progress_docs) * build_steps_indexed, std::memory_order_relaxed);
   }
   b.finish_pairs();
   b.layout();

@@ -90,17 +90,19 @@ int run_index_command(int argc, char** argv) {
   }
   load_options opts;
   opts.shards = shards;
-  std::atomic<uint64_t> stories{0}, bytes{0};
+  std::atomic<uint64_t> stories{0}, bytes{0}, steps{0};
   opts.stories_parsed = &stories;
   opts.bytes_parsed = &bytes;
+  opts.build_steps = &steps;
   std::error_code ec;
   const auto size = std::filesystem::file_size(corpus, ec);
   const auto t0 = std::chrono::steady_clock::now();
   load_report report;
   index_parts parts;
   auto r = [&] {
-    progress_watch progress("indexing " + corpus, "stories", stories, bytes,
-                            ec ? 0 : static_cast<uint64_t>(size));
+    const uint64_t whole = ec ? 0 : static_cast<uint64_t>(size);
+    progress_watch progress("indexing " + corpus, "stories", stories,
+                            [&opts, whole] { return build_share(opts, whole); });
     return build_index_file(corpus, out, opts, report, &parts);
   }();
   for (const load_issue& issue : report.issues) {

@@ -126,7 +126,8 @@ void remove_stale_temps(const std::filesystem::path& dir, const std::string& pat
 // Writes `shards` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the
 // directory. "" or why not (the temporary file is removed).
 std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
-                        const load_report& report, index_parts& parts) {
+                        const load_report& report, index_parts& parts,
+                        std::atomic<uint64_t>* steps) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -140,7 +141,11 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
   }
   index_writer w(fd);
   for (uint32_t i = 0; i < b.local_count(); ++i) {
-    static_cast<const local_shard&>(b.local_shard(i)).save(w, i);
+    const auto& shard = static_cast<const local_shard&>(b.local_shard(i));
+    shard.save(w, i);
+    if (steps != nullptr) {
+      steps->fetch_add(shard.stats().docs * build_steps_written, std::memory_order_relaxed);
+    }
   }
   save_issues(w, report.issues);
   std::string err =
@@ -262,12 +267,15 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
   }
   // Written once the backend has finalized the shards, so the file holds that work too.
   auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots);
+  if (opts.build_steps != nullptr) {
+    opts.build_steps->fetch_add(report.loaded * build_steps_ranked, std::memory_order_relaxed);
+  }
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     use.notes.push_back(fmt::format("{} changed while it was loaded: no index written", corpus));
   } else {
     for (const std::string& path : paths) {
-      std::string err = write_index(path, *b, *fp, report, use.parts);
+      std::string err = write_index(path, *b, *fp, report, use.parts, opts.build_steps);
       if (err.empty()) {
         use.path = path;
         break;
@@ -293,12 +301,15 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
     return unexpected(shards.error());
   }
   const backend b(std::move(*shards));
+  if (opts.build_steps != nullptr) {
+    opts.build_steps->fetch_add(report.loaded * build_steps_ranked, std::memory_order_relaxed);
+  }
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     return unexpected(load_issue{0, fmt::format("{} changed while it was indexed", corpus)});
   }
   index_parts written;
-  if (std::string err = write_index(out, b, *fp, report, written); !err.empty()) {
+  if (std::string err = write_index(out, b, *fp, report, written, opts.build_steps); !err.empty()) {
     return unexpected(load_issue{0, err});
   }
   if (parts != nullptr) {

@@ -307,7 +307,8 @@ std::string_view local_shard::id(uint32_t doc) const noexcept {
   return {docs_[doc].base, docs_[doc].id_len};
 }
 
-void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records) {
+void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
+                       std::atomic<uint64_t>* steps) {
   std::vector<uint32_t> order(docs_.size());
   for (uint32_t i = 0; i < order.size(); ++i) {
     order[i] = i;
@@ -338,8 +339,11 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records) {
   docs_.swap(docs);
   time_.swap(times);
   std::vector<uint64_t>().swap(line_);
-  build_index(records);
+  build_index(records, steps);
   pack_stories();
+  if (steps != nullptr) {
+    steps->fetch_add(docs_.size() * build_steps_sealed, std::memory_order_relaxed);
+  }
 }
 
 uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {

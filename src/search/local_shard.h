@@ -523,8 +523,10 @@ class local_shard final : public shard_source {
   /// Phase 2. Duplicate ids: the first occurrence (lowest line) stays; each later one is
   /// recorded in `dups` as {line, reason}. Not thread-safe (one thread per shard).
   /// `records`, when given, is the build's scratch record buffer, kept (and its pages, already
-  /// faulted in) for the next shard a thread seals.
-  void seal(std::vector<load_issue>& dups, out_buffer* records = nullptr);
+  /// faulted in) for the next shard a thread seals. `steps`, when given, advances by
+  /// build_steps_indexed and build_steps_sealed per story as the work is done (progress).
+  void seal(std::vector<load_issue>& dups, out_buffer* records = nullptr,
+            std::atomic<uint64_t>* steps = nullptr);
 
   shard_stats stats() const override { return stats_; }
   void finalize(const shard_stats& global) override;
@@ -598,7 +600,7 @@ class local_shard final : public shard_source {
   bool load_derived(const index_reader& r, uint32_t slot);
   void load_impact(const index_reader& r, uint32_t s);
   struct index_builder;  // index_build.cc
-  void build_index(out_buffer* records);
+  void build_index(out_buffer* records, std::atomic<uint64_t>* steps);
   struct champ_lists {
     std::vector<double> part;
     std::vector<uint32_t> doc, date;

@@ -124,6 +124,37 @@ TEST(progress_test, off_a_terminal_a_line_per_tenth_and_one_final_line) {
             "tollgate: indexing c.jsonl: 200.0k stories, 10.0k/s, done in 1 min 20 s");
 }
 
+TEST(progress_test, a_share_that_moves_on_after_the_count_estimates_from_the_whole_time) {
+  // Verifies a build whose share keeps moving after its count stops (the stories parsed in
+  // 10 s, the share 10% by then, the rest over the next 90 s): a line per further tenth, the
+  // rate over the 10 s of counting, and the time left from all the time so far (at 50%,
+  // after 50 s: ~50 s), not from the 10 s the count moved (that said ~10 s).
+  std::FILE* f = std::tmpfile();
+  {
+    progress_meter m("indexing c.jsonl", "stories", f, 0, &fake_clock);
+    for (int i = 1; i <= 200; ++i) {
+      fake_now += std::chrono::milliseconds(50);
+      m.update(100000ULL * i / 200, 0.1 * i / 200);
+    }
+    for (int i = 1; i <= 1800; ++i) {
+      fake_now += std::chrono::milliseconds(50);
+      m.update(100000, 0.1 + 0.9 * i / 1800);
+    }
+  }
+  const std::vector<std::string> lines = lines_of(slurp(f));
+  std::fclose(f);
+  ASSERT_GE(lines.size(), 10u);
+  EXPECT_LE(lines.size(), 12u);
+  size_t half = 0;
+  for (const std::string& l : lines) {
+    EXPECT_NE(l.find(", 10.0k/s"), std::string::npos) << l;
+    half += l.find("100.0k stories, 10.0k/s, 50%, ~50 s left") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(half, 1u) << lines[5];
+  EXPECT_EQ(lines.back(),
+            "tollgate: indexing c.jsonl: 100.0k stories, 10.0k/s, done in 1 min 40 s");
+}
+
 TEST(progress_test, on_a_terminal_one_line_redrawn_only_when_it_changes) {
   // Verifies the terminal style over the same build: one line (a single newline, at the end),
   // redrawn while the count moves and not at all while the build goes on after it stopped.

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -443,6 +444,37 @@ TEST(index_file_test, build_index_file_writes_what_load_indexed_maps) {
   EXPECT_EQ(rep.loaded, 3000u);
   EXPECT_TRUE(fx.load({out}).mapped);
   EXPECT_FALSE(build_index_file(fx.dir.path + "/missing.jsonl", out, fx.opts, rep).has_value());
+}
+
+TEST(index_file_test, a_build_reports_its_share_done_through_every_stage) {
+  // Verifies the progress counters of a build: every story counts each stage's steps once
+  // (recorded, sealed, ranked, written), so the share reaches 100% exactly when the file is
+  // written and not at the end of the parse; a build served from memory stops short of the
+  // writing's steps; before anything, the share is 0, and unknown without the file's size.
+  fixture fx;
+  std::atomic<uint64_t> stories{0}, bytes{0}, steps{0};
+  load_options opts = fx.opts;
+  opts.stories_parsed = &stories;
+  opts.bytes_parsed = &bytes;
+  opts.build_steps = &steps;
+  const uint64_t whole = fs::file_size(fx.corpus);
+  EXPECT_EQ(build_share(opts, whole), 0.0);
+  EXPECT_LT(build_share(opts, 0), 0.0);
+  load_report rep;
+  ASSERT_TRUE(build_index_file(fx.corpus, fx.dir.path + "/p.idx", opts, rep).has_value());
+  EXPECT_EQ(stories.load(), 3000u);
+  EXPECT_EQ(bytes.load(), whole);
+  EXPECT_EQ(steps.load(), 3000u * build_steps_total);
+  EXPECT_DOUBLE_EQ(build_share(opts, whole), 1.0);
+  stories = 0;
+  bytes = 0;
+  steps = 0;
+  ASSERT_TRUE(load_jsonl_file(fx.corpus, opts, rep).has_value());
+  EXPECT_EQ(steps.load(), 3000u * (build_steps_total - build_steps_written));
+  EXPECT_NEAR(build_share(opts, whole),
+              0.1 + 0.9 * static_cast<double>(build_steps_total - build_steps_written) /
+                        static_cast<double>(build_steps_total),
+              1e-12);
 }
 
 // Writes sections of `sizes` bytes (a pattern by tag and offset) to `path`; whether the full

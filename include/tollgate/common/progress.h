@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -35,9 +36,12 @@ class progress_meter {
   /// The work's own thread: `done` items so far and the share of the work done (0-1; < 0:
   /// unknown). Cheap: prints at most once an interval.
   void update(uint64_t done, double fraction = -1);
-  /// The text of one report (for tests): "what: 1234 stories, 567/s, 12%, ~3 s left".
+  /// The text of one report (for tests): "what: 1234 stories, 567/s, 12%, ~3 s left". The rate
+  /// is `done` over `secs` (the time the count advanced); the time left is the share still to
+  /// do at the pace of the share done over `elapsed` (< 0: `secs`), which goes on past the
+  /// count when the work does (a build after the parse).
   static std::string line(const std::string& what, const std::string& unit, uint64_t done,
-                          double fraction, double secs);
+                          double fraction, double secs, double elapsed = -1);
 
  private:
   void print(bool final);
@@ -59,21 +63,21 @@ class progress_meter {
   int shown_tenth_ = -1;
 };
 
-/// Reports counters other threads advance (`done` items; `part` of `whole` for the share done,
-/// e.g. bytes of a file) from a thread of its own until it is destroyed (then a final line).
-/// For work that cannot call update() itself (a parallel parse).
+/// Reports work other threads advance (`done` items; `share` of the work done, 0-1 or < 0 for
+/// unknown, e.g. from bytes of a file parsed and the steps after) from a thread of its own until
+/// it is destroyed (then a final line). For work that cannot call update() itself (a parallel
+/// parse and build). `share` is called from that thread.
 class progress_watch {
  public:
   progress_watch(std::string what, std::string unit, const std::atomic<uint64_t>& done,
-                 const std::atomic<uint64_t>& part, uint64_t whole, std::FILE* out = stderr);
+                 std::function<double()> share, std::FILE* out = stderr);
   ~progress_watch();
 
  private:
   void tick();
   progress_meter meter_;
   const std::atomic<uint64_t>& done_;
-  const std::atomic<uint64_t>& part_;
-  uint64_t whole_;
+  std::function<double()> share_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

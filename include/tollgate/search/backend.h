@@ -218,7 +218,27 @@ struct load_options {
   /// bytes of the text parsed.
   std::atomic<uint64_t>* stories_parsed = nullptr;
   std::atomic<uint64_t>* bytes_parsed = nullptr;
+  /// Progress of the work after the parse (optional): each story adds build_steps_total steps
+  /// by the time the build is done (see build_steps_indexed and build_share()).
+  std::atomic<uint64_t>* build_steps = nullptr;
 };
+
+/// The steps a story adds to load_options::build_steps, per stage of the build after its
+/// parse, in proportion to the stage's share of the build's time (1M stories, one core):
+/// its tokens recorded (tokenizing, the records, the pair table), its shard sealed (postings
+/// laid out, text compressed), ranked (finalize: impacts, block maxima) and written to an index
+/// file.
+inline constexpr uint64_t build_steps_indexed = 9;
+inline constexpr uint64_t build_steps_sealed = 7;
+inline constexpr uint64_t build_steps_ranked = 3;
+inline constexpr uint64_t build_steps_written = 1;
+inline constexpr uint64_t build_steps_total =
+    build_steps_indexed + build_steps_sealed + build_steps_ranked + build_steps_written;
+
+/// The share (0-1) of a build of a corpus of `whole` bytes done, from load_options' counters:
+/// the parse (a tenth) by bytes, the rest by build steps over the stories parsed. < 0 when the
+/// size is unknown.
+double build_share(const load_options& opts, uint64_t whole) noexcept;
 
 /// A bad line (line numbers start at 1; 0 = the file itself).
 struct load_issue {
