@@ -10,7 +10,7 @@
 # words, alone or beside terms, are quick pair-term searches) and "light" (8 connections,
 # search_stories of a word in no story, and tools/list). Runs three times: light alone, light
 # + heavy with search_slice_postings = 0 (each search runs whole), light + heavy with slices
-# of P postings (default 32768, the shipped default). Prints the light calls' p50/p99 and the
+# of P postings (default 16384, the shipped default). Prints the light calls' p50/p99 and the
 # heavy calls' rate and p50/p99 for each run. Every process it starts is stopped by its PID.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -18,7 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 COUNT=200000
 SEED=1
 DURATION=10s
-SLICE=32768
+SLICE=16384
 BUILD="$PERF_ROOT/build/release"
 while [ $# -gt 0 ]; do
   case "$1" in

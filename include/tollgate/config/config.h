@@ -73,7 +73,7 @@ struct settings {
   uint32_t search_cache_entry_bytes = 16384;
   /// search_stories over MCP runs in slices of about this many postings of work, one per loop
   /// pass, so a long search never holds its core (0: each search runs whole).
-  uint32_t search_slice_postings = 32768;
+  uint32_t search_slice_postings = 16384;
 
   // [mcp]
   std::vector<std::string> allowed_origins;  ///< in addition to loopback origins
