@@ -552,6 +552,12 @@ core_handler::parked* core_handler::find_parked() {
   return nullptr;
 }
 
+void core_handler::keep_spare(tool_context::job_group&& jobs) {
+  if (spare_.size() < max_spare_job_groups) {
+    spare_.push_back(std::move(jobs));
+  }  // else freed here: a burst of parked requests does not hold its memory for good
+}
+
 http::response_info core_handler::park(parked* p, const quota::figures& fig) {
   if (p == nullptr) {
     // First park: the request takes the light jobs (its searches' state) with it.
@@ -596,7 +602,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   if (resuming_ != nullptr) {
     if (!info.deferred) {
       // answered: its job group is free again (index-stable erase: swap with the last)
-      spare_.push_back(std::move(resuming_->jobs));
+      keep_spare(std::move(resuming_->jobs));
       *resuming_ = std::move(parked_.back());
       parked_.pop_back();
     }
@@ -676,7 +682,7 @@ void core_handler::on_tick(int64_t now_ns) {
   // one is always queued for delivery, so resume() changes nothing for it.)
   for (size_t i = 0; i < parked_.size();) {
     if (io_ != nullptr && !io_->resume(parked_[i].token)) {
-      spare_.push_back(std::move(parked_[i].jobs));
+      keep_spare(std::move(parked_[i].jobs));
       parked_[i] = std::move(parked_.back());
       parked_.pop_back();
     } else {

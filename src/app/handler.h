@@ -111,6 +111,10 @@ class core_handler final : public http::handler {
   void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;
   void on_file_written(uint32_t tag, int64_t res) override;
 
+  /// Answered parked requests' job groups kept for reuse (at most max_spare_job_groups).
+  size_t spare_job_groups() const noexcept { return spare_.size(); }
+  static constexpr size_t max_spare_job_groups = 16;
+
  private:
   // Methods other than POST on /mcp: answered by the endpoint without a key (no rate or quota
   // figures), HEAD without the body.
@@ -135,6 +139,7 @@ class core_handler final : public http::handler {
   };
   parked* find_parked();
   http::response_info park(parked* p, const quota::figures& fig);
+  void keep_spare(tool_context::job_group&& jobs);
 
   shared_state& s_;
   int core_;
@@ -148,13 +153,15 @@ class core_handler final : public http::handler {
   search::query_string_parser fleet_qs_;  // fan_out's own REST query decoding
   out_buffer fleet_id_;                   // fan_out's percent-decoded story id
   http::engine_io* io_ = nullptr;
-  tool_context::job_group light_jobs_;          // the jobs of requests not parked (yet)
-  std::vector<parked> parked_;                  // requests whose searches are going on
-  std::vector<tool_context::job_group> spare_;  // job groups of answered parked requests
-  parked* resuming_ = nullptr;                  // the parked request being delivered, if any
-  request_observer observer_;                   // /metrics and the access log
-  const quota::key_record* key_ = nullptr;      // the request's authenticated key
-  bool rate_refused_ = false;                   // the request was refused for the rate limit
+  tool_context::job_group light_jobs_;  // the jobs of requests not parked (yet)
+  std::vector<parked> parked_;          // requests whose searches are going on
+  // Job groups of answered parked requests, kept for the next ones (their workspaces have grown
+  // to a search's needs: bitsets, heaps, kept phrase docs): at most max_spare_job_groups.
+  std::vector<tool_context::job_group> spare_;
+  parked* resuming_ = nullptr;              // the parked request being delivered, if any
+  request_observer observer_;               // /metrics and the access log
+  const quota::key_record* key_ = nullptr;  // the request's authenticated key
+  bool rate_refused_ = false;               // the request was refused for the rate limit
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

@@ -98,6 +98,9 @@ class handler_world {
     }
     return std::string(out_.view());
   }
+  /// The settings the handler reads (search_slice_postings is read when it is attached).
+  config::settings& settings() { return settings_; }
+  core_handler& handler() { return *handler_; }
   /// The method of the request respond() last answered ("" after a parser error).
   const std::string& last_method() const { return last_method_; }
 

@@ -1,0 +1,84 @@
+// Searches in slices through one core_handler whose engine parks requests (a fake engine_io:
+// the real ring's deferral is tested in server_test.cc and the integration tests): what a burst
+// of parked searches leaves behind once answered.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "app/handler_world.h"
+
+namespace tollgate::app {
+namespace {
+
+using test::handler_world;
+
+// Parks and re-delivers as the engine would, one request at a time: `now` is the request being
+// handled; every connection stays open.
+class fake_io final : public http::engine_io {
+ public:
+  http::deferral_token defer() override { return now; }
+  http::deferral_token current() const override { return now; }
+  bool resume(http::deferral_token) override { return true; }
+  uint32_t add_upstream(std::string_view, uint16_t) override { return 0; }
+  void fetch(uint32_t, std::string_view, uint64_t, int64_t) override {}
+  int64_t now_mono() const override { return 0; }
+  http::deferral_token now;
+};
+
+std::string search_request(std::string_view key, std::string_view query) {
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_stories",)"
+      R"("arguments":{"query":")" +
+      std::string(query) + R"(","limit":10}}})";
+  return "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(key) +
+         "\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+         "MCP-Protocol-Version: 2025-06-18\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST(parked_jobs_test, a_burst_of_parked_searches_keeps_only_a_few_job_groups) {
+  // Verifies 40 searches parked at once (slices of one posting) are each delivered again until
+  // answered with a real result, and that the handler then keeps at most
+  // max_spare_job_groups of their job groups (each holds workspaces grown to a search's needs)
+  // for later parked searches: it used to keep every one, so a burst's memory stayed for good.
+  handler_world w;
+  ASSERT_TRUE(w.ok());
+  w.settings().search_slice_postings = 1;
+  fake_io io;
+  w.handler().attach(io);
+  const std::string req = search_request(w.roomy(), "the to");
+  constexpr uint32_t n = 40;
+  for (uint32_t i = 0; i < n; ++i) {
+    io.now = {i, 1};
+    ASSERT_EQ(w.respond(req, w.start_ns()), "") << "request " << i << " was not parked";
+  }
+  std::vector<bool> answered(n, false);
+  uint32_t left = n;
+  for (int pass = 0; pass < 1000000 && left > 0; ++pass) {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (answered[i]) {
+        continue;
+      }
+      io.now = {i, 1};
+      const std::string r = w.respond(req, w.start_ns());
+      if (!r.empty()) {
+        answered[i] = true;
+        --left;
+        EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+        EXPECT_NE(r.find(R"(\"total\":)"), std::string::npos) << r;
+        EXPECT_EQ(r.find(R"("isError":true)"), std::string::npos) << r;
+      }
+    }
+  }
+  ASSERT_EQ(left, 0u);
+  EXPECT_EQ(w.handler().spare_job_groups(), core_handler::max_spare_job_groups);
+  // A later burst reuses the kept groups and leaves the same number.
+  io.now = {n, 1};
+  ASSERT_EQ(w.respond(req, w.start_ns()), "");
+  EXPECT_EQ(w.handler().spare_job_groups(), core_handler::max_spare_job_groups - 1);
+}
+
+}  // namespace
+}  // namespace tollgate::app
