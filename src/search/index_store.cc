@@ -266,10 +266,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     return unexpected(shards.error());
   }
   // Written once the backend has finalized the shards, so the file holds that work too.
-  auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots);
-  if (opts.build_steps != nullptr) {
-    opts.build_steps->fetch_add(report.loaded * build_steps_ranked, std::memory_order_relaxed);
-  }
+  auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     use.notes.push_back(fmt::format("{} changed while it was loaded: no index written", corpus));
@@ -300,10 +297,7 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   if (!shards) {
     return unexpected(shards.error());
   }
-  const backend b(std::move(*shards));
-  if (opts.build_steps != nullptr) {
-    opts.build_steps->fetch_add(report.loaded * build_steps_ranked, std::memory_order_relaxed);
-  }
+  const backend b(std::move(*shards), 0, opts.build_steps);
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     return unexpected(load_issue{0, fmt::format("{} changed while it was indexed", corpus)});

@@ -472,11 +472,7 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl(std::string_view jsonl,
   if (!shards) {
     return unexpected(shards.error());
   }
-  auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots);
-  if (opts.build_steps != nullptr) {
-    opts.build_steps->fetch_add(report.loaded * build_steps_ranked, std::memory_order_relaxed);
-  }
-  return b;
+  return std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
 }
 
 double build_share(const load_options& opts, uint64_t whole) noexcept {

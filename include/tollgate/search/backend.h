@@ -124,8 +124,10 @@ class backend {
  public:
   /// Takes the in-process shards in slot order (slot i holds the ids with shard_of(id, L) == i)
   /// and finalizes them with their summed statistics; `remote_slots` remote shard nodes follow
-  /// them as slots L..L+R-1 (remote r = slot L + r).
-  explicit backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots = 0);
+  /// them as slots L..L+R-1 (remote r = slot L + r). `steps`, when given, advances by
+  /// build_steps_ranked per story as each shard is finalized (a build's progress).
+  explicit backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots = 0,
+                   std::atomic<uint64_t>* steps = nullptr);
   ~backend();
 
   /// All slots: local + remote.
