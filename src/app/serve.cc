@@ -497,13 +497,14 @@ int start_engine(net::server& engine, shared_state& st, bool shard_node, int cor
   return 0;
 }
 
-// systemd Type=notify: ready once listening (no-op elsewhere).
+// systemd Type=notify: ready once listening (no-op elsewhere). The message is formatted in
+// place (a host name is at most 253 bytes): the main thread allocates nothing once serving.
 void notify_ready(const config::settings& s, int port) {
+  fmt::memory_buffer msg;
+  fmt::format_to(std::back_inserter(msg), "READY=1\nSTATUS=listening on {}:{}\nMAINPID={}",
+                 s.listen.host, port, getpid());
   std::string why;
-  if (!sd_notify(fmt::format("READY=1\nSTATUS=listening on {}:{}\nMAINPID={}", s.listen.host, port,
-                             getpid()),
-                 &why) &&
-      !why.empty()) {
+  if (!sd_notify(std::string_view(msg.data(), msg.size()), &why) && !why.empty()) {
     log_error("sd_notify READY=1 failed: {}", why);
   }
 }
