@@ -3,6 +3,9 @@
 // story, score every match, sort fully): the same total, ids, docs and keys, bit for bit.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -164,6 +167,115 @@ TEST(differential_test, equal_under_heavy_score_ties) {
       }
     }
   }
+}
+
+TEST(differential_soak, random_corpora_until_the_time_is_up) {
+  // A soak, not part of the test command: perf/soak/differential.sh sets the seconds. Verifies,
+  // on one random corpus after another (size, seed, shard count and finalize threads drawn),
+  // that every random plan gets exactly the exhaustive reference's answer with pruning on, with
+  // it off, and in slices of a random budget (after a df phase or not, as the backend may).
+  const char* env = std::getenv("TOLLGATE_SOAK_SECONDS");
+  if (env == nullptr) {
+    GTEST_SKIP() << "a soak run: set TOLLGATE_SOAK_SECONDS (perf/soak/differential.sh)";
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoll(env));
+  const char* seed_env = std::getenv("TOLLGATE_SOAK_SEED");
+  std::mt19937_64 draw(seed_env != nullptr ? std::strtoull(seed_env, nullptr, 10) : 1);
+  // The knobs the tests may set, drawn per corpus (the build's before it loads), so small
+  // corpora also take the paths a large one takes: dense bitsets, the pruned walk's one-pass
+  // and two-pass evaluations, the pair table and the pair terms, threaded finalize.
+  struct knobs {
+    uint64_t parallel = parallel_finalize_postings;
+    uint32_t dense = dense_divisor, lead = prune_min_lead_df;
+    double share = one_pass_share;
+    uint32_t pmin = pair_min_df, pmax = pair_max_words, pwords = pair_posting_words;
+    void restore() const {
+      parallel_finalize_postings = parallel;
+      dense_divisor = dense;
+      prune_min_lead_df = lead;
+      one_pass_share = share;
+      pair_min_df = pmin;
+      pair_max_words = pmax;
+      pair_posting_words = pwords;
+      prune_enabled = true;
+    }
+  } const saved;
+  uint64_t corpora = 0, queries = 0, pruned = 0, nonempty = 0;
+  shard_workspace ws, ws_sliced;
+  shard_answer got, want;
+  got.hits.reserve(1050);
+  while (std::chrono::steady_clock::now() < until) {
+    const uint64_t stories = 200 + draw() % 5000;
+    const uint64_t seed = draw() % 1000000;
+    const uint32_t nshards = 1 + static_cast<uint32_t>(draw() % 3);
+    saved.restore();
+    if (draw() % 4 != 0) {
+      parallel_finalize_postings = 0;  // every shard splits its terms over threads
+      dense_divisor = 2 + static_cast<uint32_t>(draw() % 31);
+      prune_min_lead_df = static_cast<uint32_t>(draw() % (2 * block_docs));
+      one_pass_share = static_cast<double>(draw() % 101) / 100.0;
+      pair_min_df = 8 + static_cast<uint32_t>(draw() % 1024);
+      pair_max_words = static_cast<uint32_t>(draw() % 1025);
+      pair_posting_words = static_cast<uint32_t>(draw() % 129);
+    }
+    const std::string where =
+        "corpus " + std::to_string(stories) + " stories, seed " + std::to_string(seed) + ", " +
+        std::to_string(nshards) + " shards, dense 1/" + std::to_string(dense_divisor) +
+        ", lead df " + std::to_string(prune_min_lead_df) + ", one-pass share " +
+        std::to_string(one_pass_share) + ", pairs df " + std::to_string(pair_min_df) + " max " +
+        std::to_string(pair_max_words) + " terms " + std::to_string(pair_posting_words);
+    corpus_fixture fx(stories, seed, nshards);
+    ++corpora;
+    std::mt19937_64 rng(draw());
+    for (int q = 0; q < 200; ++q) {
+      random_plan rp;
+      make_plan(fx, rng, rp);
+      if (rng() % 4 == 0) {
+        rp.plan.k = 1000 + static_cast<uint32_t>(rng() % 51);  // a deep offset's page
+      }
+      const uint64_t budget = 1 + rng() % 64;
+      ++queries;
+      for (size_t si = 0; si < fx.shards.size(); ++si) {
+        local_shard* s = fx.shards[si];
+        const std::string what = where + ", query " + std::to_string(q) + ": " + rp.text +
+                                 " k=" + std::to_string(rp.plan.k) + " shard " + std::to_string(si);
+        s->reference_search(rp.plan, want);
+        if (rng() % 2) {  // the df phase first, as the backend runs it for several terms
+          std::vector<uint64_t> df(rp.terms.size() + rp.phrases.size(), 0);
+          ASSERT_TRUE(s->add_doc_freqs(rp.plan, ws, df.data())) << what;
+        }
+        prune_enabled = true;
+        ASSERT_TRUE(s->search(rp.plan, ws, got)) << what;
+        expect_same(got, want, what + " (pruned)");
+        pruned += ws.ev.began == eval_state::pruned;
+        nonempty += want.total > 0;
+        prune_enabled = false;
+        ASSERT_TRUE(s->search(rp.plan, ws, got)) << what;
+        expect_same(got, want, what + " (unpruned)");
+        prune_enabled = true;
+        bool first = true;
+        slice sl = slice::more;
+        while (sl == slice::more) {
+          uint64_t left = budget;
+          sl = s->search_slice(rp.plan, ws_sliced, got, first, left);
+          first = false;
+        }
+        ASSERT_EQ(sl, slice::done) << what;
+        expect_same(got, want, what + " (sliced)");
+        if (::testing::Test::HasFailure()) {
+          saved.restore();
+          return;
+        }
+      }
+    }
+  }
+  saved.restore();
+  std::printf(
+      "soak: %llu corpora, %llu queries (%llu shard answers not empty, %llu by the pruned walk), "
+      "every answer equal to the reference\n",
+      static_cast<unsigned long long>(corpora), static_cast<unsigned long long>(queries),
+      static_cast<unsigned long long>(nonempty), static_cast<unsigned long long>(pruned));
+  EXPECT_GT(nonempty, 0u);
 }
 
 }  // namespace
