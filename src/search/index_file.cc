@@ -849,12 +849,18 @@ index_parts index_writer::parts() const { return parts_of(dir_, at_); }
 index_parts index_reader::parts() const { return parts_of(sections_, file_bytes_); }
 
 std::string index_parts::per_story(uint64_t story_count) const {
-  const double n = static_cast<double>(std::max<uint64_t>(1, story_count));
+  // MB whole from 10 MB, to a tenth below, KB under 0.1 MB (a small corpus is not "0 MB").
+  const double total = static_cast<double>(stories + postings + positions + other);
+  const std::string size = total >= 10e6  ? fmt::format("{:.0f} MB", total / 1e6)
+                           : total >= 1e5 ? fmt::format("{:.1f} MB", total / 1e6)
+                                          : fmt::format("{:.0f} KB", total / 1e3);
+  if (story_count == 0) {
+    return size + "; no stories";  // the bytes of empty shards: nothing to divide by
+  }
+  const double n = static_cast<double>(story_count);
   return fmt::format(
-      "{:.0f} MB; per story: stories {:.0f} B, postings {:.0f} B, positions {:.0f} B, other "
-      "{:.0f} B",
-      static_cast<double>(stories + postings + positions + other) / 1e6, stories / n, postings / n,
-      positions / n, other / n);
+      "{}; per story: stories {:.0f} B, postings {:.0f} B, positions {:.0f} B, other {:.0f} B",
+      size, stories / n, postings / n, positions / n, other / n);
 }
 
 }  // namespace tollgate::search

@@ -219,6 +219,19 @@ TEST(story_pack_test, the_index_reports_its_bytes_by_part_and_packed_stories_tak
   EXPECT_NE(written.parts.per_story(2005).find("per story: stories "), std::string::npos);
 }
 
+TEST(story_pack_test, the_size_report_reads_right_from_empty_to_large) {
+  // Verifies the report `index build` and `serve` print: bytes per story by part, the size in
+  // units that show it (not "0 MB" for a small corpus), and no division by zero stories.
+  const index_parts big{600'000'000, 640'000'000, 140'000'000, 48'000'000};
+  EXPECT_EQ(big.per_story(1'000'000),
+            "1428 MB; per story: stories 600 B, postings 640 B, positions 140 B, other 48 B");
+  const index_parts small{300'000, 200'000, 40'000, 10'000};
+  EXPECT_EQ(small.per_story(1000),
+            "0.6 MB; per story: stories 300 B, postings 200 B, positions 40 B, other 10 B");
+  const index_parts empty{0, 80, 64, 41'000};
+  EXPECT_EQ(empty.per_story(0), "41 KB; no stories");
+}
+
 TEST(story_pack_test, shards_too_small_for_a_dictionary_pack_without_one) {
   // Verifies shards of a few stories (no dictionary: too few sample bytes) still compress the
   // texts that gain and render every story as raw shards do.

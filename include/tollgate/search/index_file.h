@@ -62,7 +62,8 @@ struct index_parts {
   uint64_t postings = 0;   ///< doc streams, skips, block maxima, champion lists
   uint64_t positions = 0;  ///< position streams
   uint64_t other = 0;      ///< term tables, length norms, pair tables, header, directory
-  /// "N MB; per story: stories S B, postings P B, positions Q B, other O B"
+  /// "N MB; per story: stories S B, postings P B, positions Q B, other O B" (the size in KB
+  /// under 0.1 MB; "...; no stories" when story_count is 0)
   std::string per_story(uint64_t story_count) const;
 };
 

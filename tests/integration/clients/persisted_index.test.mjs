@@ -81,7 +81,7 @@ test('tollgate index build writes the file serve maps; bad usage exits 2, a miss
   assert.equal(b.code, 0, b.stderr);
   assert.match(b.stderr, /wrote .*stories\.jsonl\.tollgate-index \(4000 stories, 0 skipped, 4 shards\)/);
   // the file's bytes per story by part
-  assert.match(b.stderr, /tollgate index: \d+ MB; per story: stories \d+ B, postings \d+ B, positions \d+ B, other \d+ B\n/);
+  assert.match(b.stderr, /tollgate index: \d+(\.\d)? [KM]B; per story: stories \d+ B, postings \d+ B, positions \d+ B, other \d+ B\n/);
   const other = path.join(dir, 'elsewhere.idx');
   const o = await runCli(['index', 'build', '--corpus', corpus, '--out', other, '--shards', '2']);
   assert.equal(o.code, 0, o.stderr);
@@ -91,7 +91,7 @@ test('tollgate index build writes the file serve maps; bad usage exits 2, a miss
   await server?.stop();
   server = await restart(server);
   assert.match(server.stderr(), /index: mapped /, server.stderr());
-  assert.match(server.stderr(), /index: mapped .* \(\d+ MB; per story: stories \d+ B, postings \d+ B/);
+  assert.match(server.stderr(), /index: mapped .* \(\d+(\.\d)? [KM]B; per story: stories \d+ B, postings \d+ B/);
   assert.doesNotMatch(server.stderr(), /rebuilding/);
 
   const help = await runCli(['index', 'build', '--help']);
