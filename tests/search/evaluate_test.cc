@@ -232,13 +232,14 @@ TEST(differential_soak, random_corpora_until_the_time_is_up) {
       make_plan(fx, rng, rp);
       if (rng() % 4 == 0) {
         rp.plan.k = 1000 + static_cast<uint32_t>(rng() % 51);  // a deep offset's page
+        rp.text += ", then k=" + std::to_string(rp.plan.k);
       }
       const uint64_t budget = 1 + rng() % 64;
       ++queries;
       for (size_t si = 0; si < fx.shards.size(); ++si) {
         local_shard* s = fx.shards[si];
         const std::string what = where + ", query " + std::to_string(q) + ": " + rp.text +
-                                 " k=" + std::to_string(rp.plan.k) + " shard " + std::to_string(si);
+                                 " shard " + std::to_string(si);
         s->reference_search(rp.plan, want);
         if (rng() % 2) {  // the df phase first, as the backend runs it for several terms
           std::vector<uint64_t> df(rp.terms.size() + rp.phrases.size(), 0);
