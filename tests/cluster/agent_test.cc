@@ -120,12 +120,18 @@ class cluster_agent_test : public ::testing::Test {
 TEST_F(cluster_agent_test, two_nodes_and_four_cores_admit_a_stop_budget_exactly) {
   // Verifies leases from Redis into node pools into core leases never admit past the quota and
   // leave nothing stranded: 2 nodes x 2 cores on 4 threads spend a 3000-unit stop key exactly.
-  const settings sa = cfg(redis_, "a", "t1:");
+  // Four spinning threads, two agents and redis-server share CI's two cores: Redis calls and
+  // waits for units get seconds here (not 500 ms), so a starved agent thread is not an outage.
+  settings sa = cfg(redis_, "a", "t1:");
+  settings sb = cfg(redis_, "b", "t1:");
+  sa.timeout_ms = sb.timeout_ms = 5000;
+  agent_options patient = node::fast();
+  patient.wait_ms = 5000;
   redis_keys admin(sa);
   auto k = admin.create_key("acme", "stop", plans(), 1764633600);
   ASSERT_TRUE(k) << k.error().message;
-  node na(sa, 2);
-  node nb(cfg(redis_, "b", "t1:"), 2);
+  node na(sa, 2, patient);
+  node nb(sb, 2, patient);
   ASSERT_TRUE(na.a->start(*na.svc, 5000));
   ASSERT_TRUE(nb.a->start(*nb.svc, 5000));
   na.tick();
