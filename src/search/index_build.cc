@@ -79,7 +79,6 @@ struct local_shard::index_builder {
     uint32_t term, tft, tfx;
   };
   std::vector<pair_group> pair_groups;  // emit_pairs: the doc's pair terms, first seen first
-  std::vector<uint16_t> occ_rank;       // count_pairs: per occurrence, its word's rank
   std::vector<uint32_t> pair_at;        // count_pairs: the doc's pairs' cells
   std::string pair_name;
 
@@ -204,10 +203,12 @@ void local_shard::index_builder::choose_pair_words(uint32_t n) {
   pair_term.assign(size_t{s.pair_posting_ranks_} * s.pair_posting_ranks_, UINT32_MAX);
 }
 
-// Counts the doc's adjacent pairs of two table words once each. Occurrence tl is the text's first
-// token: it does not follow the title's last one (a phrase never spans the fields).
+// Counts the doc's adjacent pairs of two table words once each, and lists the doc's pair term
+// occurrences for emit_pairs(), in one pass over the occurrences. Occurrence tl is the text's
+// first token: it does not follow the title's last one (a phrase never spans the fields).
 void local_shard::index_builder::count_pairs(uint32_t tl) {
   const uint32_t words = static_cast<uint32_t>(s.pair_terms_.size());
+  pair_occ.clear();
   if (words == 0) {
     return;
   }
@@ -215,42 +216,18 @@ void local_shard::index_builder::count_pairs(uint32_t tl) {
   const uint32_t ranked = static_cast<uint32_t>(s.pair_rank_.size());  // later terms are rare
   const uint32_t nocc = static_cast<uint32_t>(occ_term.size());
   const uint32_t posting = s.pair_posting_ranks_;
-  pair_occ.clear();
   // First the doc's pairs' cells, each prefetched (a cell of the table is mostly a cache miss:
-  // fetched one after another they were most of this function), then their updates.
-  occ_rank.resize(nocc);
+  // fetched one after another they were most of this function), then their updates. A pair
+  // term new to the shard is interned here, in occurrence order (term numbers as before).
   pair_at.clear();
   uint32_t prev = UINT16_MAX;
   for (uint32_t k = 0; k < nocc; ++k) {
     const uint32_t t = occ_term[k];
     const uint32_t r = t < ranked ? rank[t] : UINT16_MAX;
-    occ_rank[k] = static_cast<uint16_t>(r);
     if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
       const uint32_t cell = prev * words + r;
       __builtin_prefetch(&pair_docs[cell], 1);
       pair_at.push_back(cell);
-    }
-    prev = r;
-  }
-  for (const uint32_t cell : pair_at) {
-    uint64_t& w = pair_seen[cell >> 6];
-    const uint64_t bit = uint64_t{1} << (cell & 63);
-    if ((w & bit) == 0) {
-      w |= bit;
-      ++pair_docs[cell];
-    }
-  }
-  for (const uint32_t cell : pair_at) {
-    pair_seen[cell >> 6] = 0;  // only this doc's bits were set
-  }
-  if (posting == 0) {
-    return;
-  }
-  prev = UINT16_MAX;
-  for (uint32_t k = 0; k < nocc; ++k) {
-    const uint32_t r = occ_rank[k];
-    if (r != UINT16_MAX && prev != UINT16_MAX && k != tl) {
-      const uint32_t t = occ_term[k];
       if (prev < posting && r < posting) {
         uint32_t& pt = pair_term[prev * posting + r];
         if (pt == UINT32_MAX) {
@@ -265,6 +242,17 @@ void local_shard::index_builder::count_pairs(uint32_t tl) {
       }
     }
     prev = r;
+  }
+  for (const uint32_t cell : pair_at) {
+    uint64_t& w = pair_seen[cell >> 6];
+    const uint64_t bit = uint64_t{1} << (cell & 63);
+    if ((w & bit) == 0) {
+      w |= bit;
+      ++pair_docs[cell];
+    }
+  }
+  for (const uint32_t cell : pair_at) {
+    pair_seen[cell >> 6] = 0;  // only this doc's bits were set
   }
 }
 
