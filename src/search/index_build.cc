@@ -418,6 +418,26 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
   for (uint32_t g = 0; g < ng; ++g) {
     const uint32_t t = group_term[g];
     const uint32_t i = group_start[g], j = group_start[g + 1];
+    if (j - i == 1) {  // most of a doc's terms occur once: the position goes straight in
+      const uint32_t p = sorted_pos[i];
+      const uint32_t tft = p < tl ? 1 : 0;
+      term_state& c = state[t];
+      uint8_t* out = prepare_record(t, 30);
+      size_t h = put_varint(out, t);
+      const size_t entry_at = h;
+      h += put_varint(out + h, d - c.last_doc);
+      out[h] = static_cast<uint8_t>(tft);
+      out[h + 1] = static_cast<uint8_t>(1 - tft);
+      const size_t pos_len = put_varint(out + h + 3, p);
+      out[h + 2] = static_cast<uint8_t>(pos_len);
+      h += 3;
+      commit_record(h + pos_len);
+      c.doc_bytes += h - entry_at;
+      c.pos_bytes += pos_len;
+      c.last_doc = d;
+      ++c.df;
+      continue;
+    }
     uint32_t tft = 0;
     for (uint32_t k = i; k < j && sorted_pos[k] < tl; ++k) {
       ++tft;
