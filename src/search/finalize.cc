@@ -234,11 +234,16 @@ struct champ_heap {
   void sort() { std::sort_heap(h.begin(), h.end(), worse); }
 };
 
-// A second reader of the doc streams of terms [from, to) (laid out one after another in term
-// order), kept ahead_docs postings ahead of the cursors, that prefetches its docs' keys.
+// The postings of terms [from, to) (their doc streams lie one after another in term order),
+// decoded once, ahead_docs ahead of their use: each decoded posting's doc key is prefetched
+// then, so it is in cache when the posting is taken (a rare term's docs are anywhere). A
+// cursor beside a second reader that ran ahead only to prefetch decoded every posting twice.
 template <class Keys>
-struct stream_lookahead {
-  static constexpr uint32_t ahead_docs = 16;
+struct posting_ring {
+  static constexpr uint32_t ahead_docs = 16;  // a power of two
+  struct entry {
+    uint32_t doc, tf_title, tf_text;
+  };
   const std::vector<term_info>& terms;
   const uint8_t* stream;
   uint64_t stream_end;  // bytes of doc stream before its padding
@@ -247,22 +252,30 @@ struct stream_lookahead {
   const uint8_t* at = nullptr;
   const uint8_t* end = nullptr;
   uint32_t doc = 0;
+  entry ring[ahead_docs];
+  uint32_t head = 0, tail = 0;  // postings decoded, postings taken
 
-  stream_lookahead(const std::vector<term_info>& t, const uint8_t* s, uint64_t s_end, const Keys& k,
-                   size_t from, size_t to_)
+  posting_ring(const std::vector<term_info>& t, const uint8_t* s, uint64_t s_end, const Keys& k,
+               size_t from, size_t to_)
       : terms(t), stream(s), stream_end(s_end), keys(k), term(from), to(to_) {
     if (from < to) {
       at = stream + terms[from].doc_off;
       end = stream + end_of(from);
     }
-    for (uint32_t i = 0; i < ahead_docs && term < to; ++i) {
-      step();
+    for (uint32_t i = 0; i < ahead_docs; ++i) {
+      decode();
     }
   }
   uint64_t end_of(size_t ti) const {
     return ti + 1 < terms.size() ? terms[ti + 1].doc_off : stream_end;
   }
-  void step() {
+  // The next posting, in term order then doc order (the caller takes exactly the terms' df).
+  entry take() {
+    const entry e = ring[tail++ % ahead_docs];
+    decode();
+    return e;
+  }
+  void decode() {
     if (term >= to) {
       return;
     }
@@ -273,17 +286,21 @@ struct stream_lookahead {
       end = stream + end_of(term);
       doc = 0;
     }
+    entry& e = ring[head++ % ahead_docs];
     uint32_t word;
     std::memcpy(&word, at, 4);  // the stream ends in 16 bytes of padding
     if ((word & 0x80808080u) == 0) {
       doc += word & 0xFF;
+      e.tf_title = (word >> 8) & 0xFF;
+      e.tf_text = (word >> 16) & 0xFF;
       at += 4;
     } else {
       doc += read_varint(at);
-      read_varint(at);
-      read_varint(at);
+      e.tf_title = read_varint(at);
+      e.tf_text = read_varint(at);
       read_varint(at);
     }
+    e.doc = doc;
     __builtin_prefetch(keys.key.data() + doc);
   }
 };
@@ -293,38 +310,39 @@ struct stream_lookahead {
 template <class DocKeys>
 void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, champ_lists& out) {
   champ_heap rel, date;
-  stream_lookahead<DocKeys> ahead(terms_, doc_stream_.get(), doc_stream_bytes_ - 16, keys, from,
-                                  to);
+  posting_ring<DocKeys> ring(terms_, doc_stream_.get(), doc_stream_bytes_ - 16, keys, from, to);
   for (size_t ti = from; ti < to; ++ti) {
     const term_info& t = terms_[ti];
     const bool champs = t.df > champ_min_df;
     rel.h.clear();
     date.h.clear();
-    posting_cursor c = cursor_for(t);
     // The current block's maxima stay in registers and are stored when it ends: updating them
     // in place chained every posting to the previous one's store.
     uint32_t block = 0;
+    uint32_t left = block_docs;  // postings still to come in the current block
     float m = 0.0f;
     int64_t mt = std::numeric_limits<int64_t>::min();
-    while (c.next()) {
-      ahead.step();
-      if (c.block != block) {
+    for (uint32_t n = 0; n < t.df; ++n) {
+      const auto e = ring.take();
+      if (left == 0) {
         block_max_[t.skip_off + block] = m;
         block_max_time_[t.skip_off + block] = mt;
-        block = c.block;
+        ++block;
+        left = block_docs;
         m = 0.0f;
         mt = std::numeric_limits<int64_t>::min();
       }
-      const auto k = keys.key[c.doc];
+      --left;
+      const auto k = keys.key[e.doc];
       const int64_t doc_time = keys.time(k);
       double v;
       float f;
-      keys.part_of(c.tf_title, c.tf_text, k, v, f);
+      keys.part_of(e.tf_title, e.tf_text, k, v, f);
       m = std::max(m, f);
       mt = std::max(mt, doc_time);
       if (champs) {
-        rel.offer(v, c.doc);
-        date.offer(static_cast<double>(doc_time), c.doc);
+        rel.offer(v, e.doc);
+        date.offer(static_cast<double>(doc_time), e.doc);
       }
     }
     if (t.df > 0) {
