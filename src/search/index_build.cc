@@ -363,8 +363,10 @@ void local_shard::index_builder::intern_tokens() {
   const uint32_t nocc = static_cast<uint32_t>(toks.size());
   occ_term.resize(nocc);
   for (uint32_t k = 0; k < nocc; ++k) {
-    const uint32_t t =
-        s.intern_term(std::string_view(tok_chars.data() + toks[k].off, toks[k].len), toks[k].hash);
+    // Most tokens are terms the shard has: found by the inline probe, not a call per token.
+    const std::string_view tok(tok_chars.data() + toks[k].off, toks[k].len);
+    const int64_t found = s.probe_term(tok, toks[k].hash);
+    const uint32_t t = found >= 0 ? static_cast<uint32_t>(found) : s.intern_term(tok, toks[k].hash);
     occ_term[k] = t;
     if (t < state.size()) {  // a term new to this doc's batch has no entry yet: nothing to fetch
       __builtin_prefetch(&state[t], 1);
