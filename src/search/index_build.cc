@@ -424,7 +424,8 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       const uint32_t p = sorted_pos[i];
       const uint32_t tft = p < tl ? 1 : 0;
       term_state& c = state[t];
-      uint8_t* out = prepare_record(t, 30);
+      // at most 5 bytes of term, 5 of doc delta, 3 of counts and length, 5 of position
+      uint8_t* out = prepare_record(t, 18);
       size_t h = put_varint(out, t);
       const size_t entry_at = h;
       h += put_varint(out + h, d - c.last_doc);
