@@ -252,7 +252,7 @@ struct posting_ring {
   const uint8_t* at = nullptr;
   const uint8_t* end = nullptr;
   uint32_t doc = 0;
-  entry ring[ahead_docs];
+  entry ring[ahead_docs] = {};
   uint32_t head = 0, tail = 0;  // postings decoded, postings taken
 
   posting_ring(const std::vector<term_info>& t, const uint8_t* s, uint64_t s_end, const Keys& k,
