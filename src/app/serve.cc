@@ -114,6 +114,10 @@ int load_corpus(shared_state& st, const config::settings& s) {
       log_info("index: {} {} ({})", index.mapped ? "mapped" : "wrote", index.path,
                index.parts.per_story(report.loaded));
     }
+    if (index.remapped) {
+      log_info("index: serving from {} (the build's memory given back, as later starts do)",
+               index.path);
+    }
     for (const auto& issue : report.issues) {
       log_error("{}:{}: {}", s.corpus_path, issue.line, issue.reason);
     }

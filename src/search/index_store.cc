@@ -283,6 +283,25 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
       use.notes.push_back("no index written: serving from memory; the next start builds again");
     }
   }
+  if (!use.path.empty()) {
+    // Served from the file just written, as every later start is: the built shards (about
+    // 1.8x the corpus in memory at 1M stories, against 0.6x mapped) are given back, and a
+    // first start serves the way later ones do. The build's report stands (the file holds the
+    // same). The mapped backend is made before the built one goes, so that a file that does
+    // not open again (replaced meanwhile) leaves the build serving.
+    load_report file_report;
+    index_parts file_parts;
+    auto mapped = open_index(use.path, *fp, opts, file_report, file_parts);
+    if (mapped) {
+      b = std::make_unique<backend>(std::move(*mapped), opts.remote_slots);
+      use.remapped = true;
+    } else {
+      use.notes.push_back(
+          fmt::format("index {} written but not mapped again: {}; serving the "
+                      "build from memory",
+                      use.path, mapped.error()));
+    }
+  }
   return b;
 }
 

@@ -234,6 +234,49 @@ TEST(index_file_test, written_then_mapped_answers_every_query_class_as_a_fresh_b
   EXPECT_TRUE(second.notes.empty());
 }
 
+TEST(index_file_test, a_first_load_serves_the_file_it_wrote) {
+  // Verifies a load that builds and writes the index then serves from that file, mapped, as a
+  // later load does (its shards read their impact lists from the file: a build's compute
+  // them), with the build's report, and answers every query as a fresh build; and that a load
+  // whose file cannot be written serves the build from memory.
+  const uint32_t saved = prune_min_lead_df;
+  prune_min_lead_df = 0;  // impact lists for the commonest words of these small shards
+  {
+    fixture fx;
+    index_use use;
+    load_report rep;
+    auto b = load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, fx.opts, rep, use);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_FALSE(use.mapped);
+    EXPECT_TRUE(use.remapped);
+    EXPECT_EQ(use.path, fx.index());
+    EXPECT_TRUE(use.notes.empty());
+    EXPECT_EQ(rep.loaded, 3000u);
+    for (size_t i = 0; i < (*b)->local_count(); ++i) {
+      const auto& s = static_cast<const local_shard&>((*b)->local_shard(i));
+      EXPECT_GT(s.impact_terms(), 0u) << i;
+      EXPECT_TRUE(s.impact_from_file()) << i;
+    }
+    EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
+
+    // Nowhere to write (a path under a regular file): built, served from memory, not mapped.
+    const std::string blocked = fx.dir.path + "/plain-file/x.tollgate-index";
+    write_file(fx.dir.path + "/plain-file", "x");
+    index_use mem;
+    load_report rep2;
+    auto m = load_indexed(fx.corpus, std::vector<std::string>{blocked}, fx.opts, rep2, mem);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_FALSE(mem.mapped);
+    EXPECT_FALSE(mem.remapped);
+    EXPECT_TRUE(mem.path.empty());
+    for (size_t i = 0; i < (*m)->local_count(); ++i) {
+      EXPECT_FALSE(static_cast<const local_shard&>((*m)->local_shard(i)).impact_from_file()) << i;
+    }
+    EXPECT_TRUE(answers(**m, fx.qs) == fx.fresh);
+  }
+  prune_min_lead_df = saved;
+}
+
 TEST(index_file_test, a_mapped_index_prunes_as_a_fresh_build_does) {
   // Verifies that a shard read from an index file, whose finalize() is skipped, still derives
   // the pruning bitsets, so the pruned evaluation answers every query as a fresh build. Pruning

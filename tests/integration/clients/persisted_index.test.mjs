@@ -1,7 +1,7 @@
-// Verifies the persisted index end to end: the first `serve --corpus F` builds the index and
-// writes it beside F; a second start maps it (says so) and answers every request the same; a
-// corrupted index is rebuilt, never served; `tollgate index build` writes the file a start then
-// maps, and its --help and errors behave as the other commands'.
+// Verifies the persisted index end to end: the first `serve --corpus F` builds the index,
+// writes it beside F and serves from it; a second start maps it (says so) and answers every
+// request the same; a corrupted index is rebuilt, never served; `tollgate index build` writes
+// the file a start then maps, and its --help and errors behave as the other commands'.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -50,6 +50,8 @@ test('a second start maps the index the first wrote, and answers the same', asyn
   const index = `${corpus}.tollgate-index`;
   server = await start({ threads: 1, keys: { main: { account: 'a', plan: 'big' } }, corpusArgs: ['--corpus', corpus] });
   assert.match(server.stderr(), new RegExp(`index: wrote ${index.replace(/[.]/g, '\\.')}`), server.stderr());
+  // and serves from it, as the second start will
+  assert.match(server.stderr(), new RegExp(`index: serving from ${index.replace(/[.]/g, '\\.')} `), server.stderr());
   assert.ok(fs.existsSync(index));
   const built = await answers(server);
   assert.ok(JSON.parse(built[0]).total > 100, 'the queries match');
