@@ -8,7 +8,7 @@
 #
 # Removes FILE.tollgate-index before the first start (and leaves the last one in place).
 # Prints one line per start and a summary: first, median of the later ones, their ratio, the
-# index file's size, peak RSS of each kind of start.
+# index file's size, peak RSS of each kind of start and its RSS once serving.
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
@@ -44,10 +44,10 @@ index="$corpus.tollgate-index"
 rm -f "$index"
 
 # start_once NAME: launches serve, waits for its first HTTP answer; prints "secs peak_rss_mb
-# cpu_secs" (CPU: user + system of all its threads until then; less sensitive to a busy machine
-# than the wall time).
+# cpu_secs rss_mb" (CPU: user + system of all its threads until then; less sensitive to a busy
+# machine than the wall time; RSS: resident once serving, a second after the first answer).
 start_once() {
-  local name=$1 port t0 t1 pid rss cpu
+  local name=$1 port t0 t1 pid rss cpu now
   port=$(perf_free_port)
   t0=$(date +%s.%N)
   "$bin" serve --corpus "$corpus" --data-dir "$data" --listen "127.0.0.1:$port" --threads 1 \
@@ -61,28 +61,33 @@ start_once() {
   t1=$(date +%s.%N)
   rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
   cpu=$(echo "$(perf_cpu_ticks "$pid") / $PERF_CLK_TCK" | bc -l)
+  sleep 1
+  now=$(awk '/VmRSS/ { print int($2 / 1024) }' "/proc/$pid/status")
   perf_stop "$pid"
   grep -E "index: |corpus: " "$PERF_TMP/$name.log" | sed 's/^/    /' >&2
-  echo "$(echo "$t1 - $t0" | bc -l) $rss $cpu"
+  echo "$(echo "$t1 - $t0" | bc -l) $rss $cpu $now"
 }
 
-read -r first first_rss first_cpu < <(start_once first)
-printf 'first start (builds, writes the index): %.2f s, CPU %.2f s, peak RSS %s MB\n' "$first" \
-  "$first_cpu" "$first_rss"
+read -r first first_rss first_cpu first_now < <(start_once first)
+printf 'first start (builds, writes the index): %.2f s, CPU %.2f s, peak RSS %s MB, RSS once serving %s MB\n' \
+  "$first" "$first_cpu" "$first_rss" "$first_now"
 [ -s "$index" ] || perf_die "the first start wrote no index at $index"
 later=()
 later_cpu=()
 later_rss=0
+later_now=0
 for r in $(seq "$rounds"); do
-  read -r secs rss cpu < <(start_once "second-$r")
+  read -r secs rss cpu now < <(start_once "second-$r")
   later+=("$secs")
   later_cpu+=("$cpu")
   later_rss=$rss
-  printf 'later start %d (maps the index): %.2f s, CPU %.2f s, peak RSS %s MB\n' "$r" "$secs" "$cpu" "$rss"
+  later_now=$now
+  printf 'later start %d (maps the index): %.2f s, CPU %.2f s, peak RSS %s MB, RSS once serving %s MB\n' \
+    "$r" "$secs" "$cpu" "$rss" "$now"
 done
 read -r med lo hi < <(printf '%s\n' "${later[@]}" | perf_median_minmax)
 read -r cmed _ _ < <(printf '%s\n' "${later_cpu[@]}" | perf_median_minmax)
-printf 'summary: corpus %s (%d MB), index %d MB; first %.2f s (CPU %.2f s), later median %.2f s (min %.2f, max %.2f; CPU %.2f s), %.1fx faster; peak RSS %s MB vs %s MB; load %s\n' \
+printf 'summary: corpus %s (%d MB), index %d MB; first %.2f s (CPU %.2f s), later median %.2f s (min %.2f, max %.2f; CPU %.2f s), %.1fx faster; peak RSS %s MB vs %s MB; RSS once serving %s MB vs %s MB; load %s\n' \
   "$corpus" $(( $(stat -c %s "$corpus") >> 20 )) $(( $(stat -c %s "$index") >> 20 )) \
   "$first" "$first_cpu" "$med" "$lo" "$hi" "$cmed" "$(echo "$first / $med" | bc -l)" "$first_rss" \
-  "$later_rss" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  "$later_rss" "$first_now" "$later_now" "$(cut -d' ' -f1-3 /proc/loadavg)"
