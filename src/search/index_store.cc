@@ -284,8 +284,8 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     }
   }
   if (!use.path.empty()) {
-    // Served from the file just written, as every later start is: the built shards (about
-    // 1.8x the corpus in memory at 1M stories, against 0.6x mapped) are given back, and a
+    // Served from the file just written, as every later start is: the built shards (1.6x the
+    // corpus file's size resident at 1M stories, against 0.7x mapped) are given back, and a
     // first start serves the way later ones do. The build's report stands (the file holds the
     // same). The mapped backend is made before the built one goes, so that a file that does
     // not open again (replaced meanwhile) leaves the build serving.
