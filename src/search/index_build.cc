@@ -36,6 +36,13 @@ struct local_shard::index_builder {
     uint32_t last_doc = 0;
     uint64_t doc_bytes = 0;
     uint64_t pos_bytes = 0;
+    // Counts the term's record of doc d: entry_bytes in the doc stream, pos_bytes of positions.
+    void count(uint32_t d, size_t entry_bytes, size_t pos_len) {
+      doc_bytes += entry_bytes;
+      pos_bytes += pos_len;
+      last_doc = d;
+      ++df;
+    }
   };
   static_assert(sizeof(term_state) == 32);
   struct tok_ref {
@@ -281,9 +288,7 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
     h += put_varint(out + h, tfx);
     h += put_varint(out + h, 0);
     commit_record(h);
-    c.doc_bytes += h - entry_at;
-    c.last_doc = d;
-    ++c.df;
+    c.count(d, h - entry_at, 0);
   }
 }
 
@@ -435,10 +440,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       out[h + 2] = static_cast<uint8_t>(pos_len);
       h += 3;
       commit_record(h + pos_len);
-      c.doc_bytes += h - entry_at;
-      c.pos_bytes += pos_len;
-      c.last_doc = d;
-      ++c.df;
+      c.count(d, h - entry_at, pos_len);
       continue;
     }
     uint32_t tft = 0;
@@ -464,10 +466,7 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
     h += put_varint(out + h, static_cast<uint32_t>(pos_len));
     copy_small(out + h, pbuf.data(), pos_len);
     commit_record(h + pos_len);
-    c.doc_bytes += h - entry_at;
-    c.pos_bytes += pos_len;
-    c.last_doc = d;
-    ++c.df;
+    c.count(d, h - entry_at, pos_len);
   }
 }
 
