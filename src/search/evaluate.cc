@@ -672,6 +672,68 @@ bool adjacent_pair(const posting_cursor& a, const posting_cursor& b) noexcept {
 }
 }  // namespace
 
+namespace {
+// A phrase of three words or more, read from its words' position lists (varint deltas) in
+// step, without decoding them into memory: a start p counts when word j is at p + j for every
+// j. Each list moves only forward, to the start the others require (a leapfrog over positions),
+// so a list is read once; with `first_only` the walk stops at the first start. Counts the
+// starts in the title (positions below tl) and in the text; false when there is none. The
+// same term twice in a phrase is two readers of one list.
+constexpr uint32_t stream_phrase_max = 16;  // longer phrases decode their lists (phrase_starts)
+bool phrase_starts(const posting_cursor* const* words, uint32_t n, bool first_only, uint32_t tl,
+                   uint32_t& in_title, uint32_t& in_text) noexcept {
+  struct reader {
+    const uint8_t* p;
+    const uint8_t* end;
+    uint32_t v;
+  };
+  reader r[stream_phrase_max];
+  for (uint32_t j = 0; j < n; ++j) {
+    r[j].p = words[j]->pos;
+    r[j].end = r[j].p + words[j]->pos_len;
+    if (r[j].p >= r[j].end) {
+      return false;
+    }
+    r[j].v = read_varint(r[j].p);
+  }
+  bool found = false;
+  uint32_t start = r[0].v;
+  uint32_t j = 1;  // words 0..j-1 are at start + 0..j-1
+  while (true) {
+    if (j == n) {
+      found = true;
+      (start < tl ? in_title : in_text) += 1;
+      if (first_only || r[0].p >= r[0].end) {
+        return true;
+      }
+      r[0].v += read_varint(r[0].p);
+      start = r[0].v;
+      j = 1;
+      continue;
+    }
+    while (r[j].v < start + j) {
+      if (r[j].p >= r[j].end) {
+        return found;
+      }
+      r[j].v += read_varint(r[j].p);
+    }
+    if (r[j].v == start + j) {
+      ++j;
+      continue;
+    }
+    start = r[j].v - j;  // the earliest start word j allows; word 0 catches up
+    while (r[0].v < start) {
+      if (r[0].p >= r[0].end) {
+        return found;
+      }
+      r[0].v += read_varint(r[0].p);
+    }
+    start = r[0].v;
+    j = 1;
+  }
+}
+}  // namespace
+
 bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) const {
   for (const phrase_span& ph : plan.phrases) {
     if (ph.count < 2) {
@@ -680,6 +742,17 @@ bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) cons
     if (ph.count == 2) {
       if (!adjacent_pair(ws.cursors[plan.phrase_terms[ph.first]],
                          ws.cursors[plan.phrase_terms[ph.first + 1]])) {
+        return false;
+      }
+      continue;
+    }
+    if (ph.count <= stream_phrase_max) {
+      const posting_cursor* words[stream_phrase_max];
+      for (uint32_t j = 0; j < ph.count; ++j) {
+        words[j] = &ws.cursors[plan.phrase_terms[ph.first + j]];
+      }
+      uint32_t in_title = 0, in_text = 0;
+      if (!phrase_starts(words, ph.count, true, 0, in_title, in_text)) {
         return false;
       }
       continue;
@@ -751,6 +824,14 @@ double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph, s
   if (ph.count == 2) {
     adjacent_pairs(ws.cursors[plan.phrase_terms[ph.first]],
                    ws.cursors[plan.phrase_terms[ph.first + 1]], tl, in_title, in_text);
+    return w_title * in_title + w_text * in_text;
+  }
+  if (ph.count <= stream_phrase_max) {
+    const posting_cursor* words[stream_phrase_max];
+    for (uint32_t j = 0; j < ph.count; ++j) {
+      words[j] = &ws.cursors[plan.phrase_terms[ph.first + j]];
+    }
+    phrase_starts(words, ph.count, false, tl, in_title, in_text);
     return w_title * in_title + w_text * in_text;
   }
   decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);

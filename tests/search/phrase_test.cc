@@ -364,5 +364,85 @@ TEST(phrase_pairs_test, phrases_through_pair_terms_answer_as_the_walk) {
   EXPECT_GT(matched, queries.size() / 2);   // and the queries match: the comparison means something
 }
 
+TEST(phrase_pairs_test, long_phrases_count_every_start_as_the_reference) {
+  // Verifies phrases of 3 to 20 words over texts of few words, where a phrase overlaps itself
+  // ("the the the" in "the the the the" starts twice), repeats a word, ends a title (it never
+  // runs on into the text) or first matches far into the text: the same total, docs, order and
+  // keys (each doc's count of starts, in the title and in the text) as the exhaustive reference,
+  // with and without pair terms; phrases of more than 16 words too (decoded, not streamed).
+  static const char* vocab[] = {"the", "a", "of", "the", "the", "a"};
+  std::mt19937_64 rng(23);
+  std::string data;
+  std::vector<std::vector<std::string>> texts;
+  for (int i = 0; i < 600; ++i) {
+    std::vector<std::string> title, text;
+    for (size_t k = 1 + rng() % 4; k > 0; --k) {
+      title.emplace_back(vocab[rng() % std::size(vocab)]);
+    }
+    for (size_t k = rng() % 60; k > 0; --k) {
+      text.emplace_back(rng() % 9 == 0 ? "rust" : vocab[rng() % std::size(vocab)]);
+    }
+    auto join = [](const std::vector<std::string>& w) {
+      std::string out;
+      for (const std::string& x : w) {
+        out += (out.empty() ? "" : " ") + x;
+      }
+      return out;
+    };
+    data += "{\"id\":\"s" + std::to_string(i) + "\",\"title\":\"" + join(title) +
+            "\",\"time\":" + std::to_string(1600000000 + i) + ",\"text\":\"" + join(text) + "\"}\n";
+    std::vector<std::string> all = title;
+    all.insert(all.end(), text.begin(), text.end());
+    texts.push_back(all);
+  }
+  shards with(data, 2, 20, 16), without(data, 2, 20, 0);
+  std::vector<std::vector<std::string>> phrases = {
+      {"the", "the", "the"},
+      {"the", "the", "the", "the"},
+      {"a", "the", "the"},
+      {"the", "a", "the", "a"},
+      {"of", "the", "rust"},
+      {"rust", "rust", "rust"},
+      {"the", "of", "a", "the", "the", "a", "of"},
+  };
+  for (int i = 0; i < 80; ++i) {  // windows of the stories' words: most of them match
+    const auto& w = texts[rng() % texts.size()];
+    const size_t len = 3 + rng() % 18;
+    if (w.size() >= len) {
+      const size_t at = rng() % (w.size() - len + 1);
+      phrases.emplace_back(w.begin() + static_cast<std::ptrdiff_t>(at),
+                           w.begin() + static_cast<std::ptrdiff_t>(at + len));
+    }
+  }
+  shard_workspace ws;
+  shard_answer got, walked, want;
+  got.hits.reserve(256);
+  walked.hits.reserve(256);
+  size_t matched = 0, longer = 0;
+  for (size_t qi = 0; qi < phrases.size(); ++qi) {
+    mixed_plan mp({phrases[qi]});
+    std::string what = "phrase " + std::to_string(qi) + ": \"";
+    for (const std::string& x : phrases[qi]) {
+      what += x + " ";
+    }
+    what += "\"";
+    for (size_t si = 0; si < with.local.size(); ++si) {
+      ASSERT_TRUE(with.local[si]->search(mp.plan, ws, got));
+      ASSERT_TRUE(without.local[si]->search(mp.plan, ws, walked));
+      with.local[si]->reference_search(mp.plan, want);
+      expect_same(got, want, what + " shard " + std::to_string(si));
+      expect_same(walked, want, what + " without pair terms, shard " + std::to_string(si));
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
+      matched += want.total > 0;
+      longer += want.total > 0 && phrases[qi].size() > 16;
+    }
+  }
+  EXPECT_GT(matched,
+            phrases.size());  // most phrases match, in both shards: the test means something
+  EXPECT_GT(longer, 0u);      // and some of more than 16 words do
+}
+
 }  // namespace
 }  // namespace tollgate::search
