@@ -486,27 +486,35 @@ TEST(loader_test, a_block_lending_its_pages_never_leaves_a_hole_another_thread_c
   // moment between moving the pages out and mapping fresh ones in, that thread (or any
   // thread's malloc) could be given the range, and the refill would replace its pages. Run in
   // a child: with the fault present the memory of the child is no longer sound.
+  //
+  // A grant counts only when the lending was under way from before the prober read the address
+  // until after its mmap returned (`window` odd and unchanged): the block is freed after each
+  // lending, so a prober held up between reading the address and asking for it (a loaded
+  // machine) is rightly given the freed range, and that grant is given back.
   constexpr size_t mb = size_t{1} << 20;
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::atomic<char*> target{nullptr};
+    std::atomic<uint32_t> window{0};  // odd while a lending is under way
     std::atomic<bool> stop{false};
     std::atomic<int> granted{0};
     std::thread prober([&] {
-      while (!stop.load(std::memory_order_relaxed)) {
-        char* t = target.load(std::memory_order_relaxed);
-        if (t == nullptr) {
+      while (!stop.load()) {
+        const uint32_t w = window.load();
+        char* t = target.load();
+        if ((w & 1) == 0 || t == nullptr) {
           continue;
         }
         void* got = ::mmap(t, 2 * mb, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (got == t) {
+        const bool within = window.load() == w;
+        if (got == t && within) {
           granted.fetch_add(1);  // left mapped: the child ends below either way
           return;
         }
         if (got != MAP_FAILED) {
-          ::munmap(got, 2 * mb);  // a kernel that took the address as a mere hint
+          ::munmap(got, 2 * mb);  // granted after the lending, or taken as a mere hint
         }
       }
     });
@@ -515,7 +523,9 @@ TEST(loader_test, a_block_lending_its_pages_never_leaves_a_hole_another_thread_c
       std::memset(a, 1, 16 * mb);
       detail::recycle_build(a);
       target.store(a);
+      window.fetch_add(1);
       char* b = static_cast<char*>(detail::alloc_build(8 * mb));  // takes a's first 8 MB
+      window.fetch_add(1);
       target.store(nullptr);
       std::free(b);
       detail::drop_spare_build_pages();  // a, with its last 8 MB, is freed here
