@@ -117,7 +117,7 @@ inline void make_plan(const corpus_fixture& fx, std::mt19937_64& rng, random_pla
       rp.add_term(doc[pick(doc.size())]);
     }
   } else if (kind <= 4) {
-    const size_t len = 2 + pick(2);
+    const size_t len = 2 + pick(4);  // 2 to 5 words
     const size_t start = doc.size() > len ? pick(doc.size() - len + 1) : 0;
     const uint32_t first = static_cast<uint32_t>(rp.phrase_terms.size());
     for (size_t i = start; i < std::min(doc.size(), start + len); ++i) {

@@ -49,8 +49,8 @@ void run_differential(uint64_t stories, uint64_t seed, uint32_t nshards, int que
 
 TEST(differential_test, optimised_search_equals_exhaustive_reference) {
   // Verifies search() gives exactly the exhaustive reference's total, ids, docs and keys for
-  // random 1-, 2-, 3-term, phrase and common-word queries, with and without filters, both sorts,
-  // k around the champion-list and block sizes.
+  // random 1-, 2-, 3-term, phrase (2 to 5 words) and common-word queries, with and without
+  // filters, both sorts, k around the champion-list and block sizes.
   run_differential(2400, 11, 2, 250);
 }
 
