@@ -679,7 +679,7 @@ namespace {
 // so a list is read once; with `first_only` the walk stops at the first start. Counts the
 // starts in the title (positions below tl) and in the text; false when there is none. The
 // same term twice in a phrase is two readers of one list.
-constexpr uint32_t stream_phrase_max = 16;  // longer phrases decode their lists (phrase_starts)
+constexpr uint32_t stream_phrase_max = 16;  // a longer phrase's lists are decoded instead
 bool phrase_starts(const posting_cursor* const* words, uint32_t n, bool first_only, uint32_t tl,
                    uint32_t& in_title, uint32_t& in_text) noexcept {
   struct reader {
@@ -732,6 +732,16 @@ bool phrase_starts(const posting_cursor* const* words, uint32_t n, bool first_on
     j = 1;
   }
 }
+
+// phrase_starts() of phrase `ph` over the cursors (at most stream_phrase_max words).
+bool phrase_starts(const query_plan& plan, const phrase_span& ph, const shard_workspace& ws,
+                   bool first_only, uint32_t tl, uint32_t& in_title, uint32_t& in_text) noexcept {
+  const posting_cursor* words[stream_phrase_max];
+  for (uint32_t j = 0; j < ph.count; ++j) {
+    words[j] = &ws.cursors[plan.phrase_terms[ph.first + j]];
+  }
+  return phrase_starts(words, ph.count, first_only, tl, in_title, in_text);
+}
 }  // namespace
 
 bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) const {
@@ -747,12 +757,8 @@ bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) cons
       continue;
     }
     if (ph.count <= stream_phrase_max) {
-      const posting_cursor* words[stream_phrase_max];
-      for (uint32_t j = 0; j < ph.count; ++j) {
-        words[j] = &ws.cursors[plan.phrase_terms[ph.first + j]];
-      }
       uint32_t in_title = 0, in_text = 0;
-      if (!phrase_starts(words, ph.count, true, 0, in_title, in_text)) {
+      if (!phrase_starts(plan, ph, ws, true, 0, in_title, in_text)) {
         return false;
       }
       continue;
@@ -827,11 +833,7 @@ double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph, s
     return w_title * in_title + w_text * in_text;
   }
   if (ph.count <= stream_phrase_max) {
-    const posting_cursor* words[stream_phrase_max];
-    for (uint32_t j = 0; j < ph.count; ++j) {
-      words[j] = &ws.cursors[plan.phrase_terms[ph.first + j]];
-    }
-    phrase_starts(words, ph.count, false, tl, in_title, in_text);
+    phrase_starts(plan, ph, ws, false, tl, in_title, in_text);
     return w_title * in_title + w_text * in_text;
   }
   decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);

@@ -235,6 +235,30 @@ TEST(phrase_pairs_test, table_counts_equal_the_walk_and_the_reference) {
   EXPECT_GT(matched, pairs.size() / 2);  // the phrases match: the comparison means something
 }
 
+// The answers of one comparison, reserved once.
+struct answers {
+  shard_workspace ws;
+  shard_answer got, walked, want;
+  answers() {
+    got.hits.reserve(256);
+    walked.hits.reserve(256);
+  }
+};
+
+// Searches shard si of the build with pair terms and of the one without, and the exhaustive
+// reference: all three must answer the same (a.want holds the reference's answer). `pair_on`:
+// whether the build with pair terms searched through them (never the one without).
+void expect_as_reference(const query_plan& plan, const shards& with, const shards& without,
+                         size_t si, answers& a, const std::string& what, bool& pair_on) {
+  ASSERT_TRUE(with.local[si]->search(plan, a.ws, a.got)) << what;
+  pair_on = a.ws.pair_on;
+  ASSERT_TRUE(without.local[si]->search(plan, a.ws, a.walked)) << what;
+  EXPECT_FALSE(a.ws.pair_on) << what;
+  with.local[si]->reference_search(plan, a.want);
+  expect_same(a.got, a.want, what + " shard " + std::to_string(si));
+  expect_same(a.walked, a.want, what + " without pair terms, shard " + std::to_string(si));
+}
+
 // A plan of words that stand alone and phrases, e.g. {{"the"}, {"of", "a"}} for `the "of a"`:
 // distinct terms in order of first use, a standing word weighted by its own (arbitrary) idf,
 // once per use, words only in phrases weighted 0, and each phrase its own weight.
@@ -319,10 +343,7 @@ TEST(phrase_pairs_test, phrases_through_pair_terms_answer_as_the_walk) {
   queries.push_back({{"a", "zzzunknown"}});               // a word that is nowhere
   const uint32_t saved_min_lead = prune_min_lead_df;
   prune_min_lead_df = 0;
-  shard_workspace ws;
-  shard_answer got, walked, want;
-  got.hits.reserve(256);
-  walked.hits.reserve(256);
+  answers a;
   size_t as_pairs = 0, matched = 0;
   for (size_t qi = 0; qi < queries.size(); ++qi) {
     mixed_plan mp(queries[qi]);
@@ -336,14 +357,10 @@ TEST(phrase_pairs_test, phrases_through_pair_terms_answer_as_the_walk) {
     }
     bool all_pairs = true;
     for (size_t si = 0; si < with.local.size(); ++si) {
-      ASSERT_TRUE(with.local[si]->search(mp.plan, ws, got));
-      all_pairs = all_pairs && ws.pair_on;
-      ASSERT_TRUE(without.local[si]->search(mp.plan, ws, walked));
-      EXPECT_FALSE(ws.pair_on) << what;
-      with.local[si]->reference_search(mp.plan, want);
-      expect_same(got, want, what + " shard " + std::to_string(si));
-      expect_same(walked, want, what + " without pair terms, shard " + std::to_string(si));
-      matched += want.total > 0;
+      bool pair_on = false;
+      expect_as_reference(mp.plan, with, without, si, a, what, pair_on);
+      all_pairs = all_pairs && pair_on;
+      matched += a.want.total > 0;
       if (::testing::Test::HasFatalFailure()) {
         prune_min_lead_df = saved_min_lead;
         return;
@@ -353,7 +370,7 @@ TEST(phrase_pairs_test, phrases_through_pair_terms_answer_as_the_walk) {
       EXPECT_FALSE(all_pairs) << what;
     }
     as_pairs += all_pairs;
-    expect_variants_same(mp.plan, with, without, ws, what);
+    expect_variants_same(mp.plan, with, without, a.ws, what);
     if (::testing::Test::HasFatalFailure()) {
       prune_min_lead_df = saved_min_lead;
       return;
@@ -414,10 +431,7 @@ TEST(phrase_pairs_test, long_phrases_count_every_start_as_the_reference) {
                            w.begin() + static_cast<std::ptrdiff_t>(at + len));
     }
   }
-  shard_workspace ws;
-  shard_answer got, walked, want;
-  got.hits.reserve(256);
-  walked.hits.reserve(256);
+  answers a;
   size_t matched = 0, longer = 0;
   for (size_t qi = 0; qi < phrases.size(); ++qi) {
     mixed_plan mp({phrases[qi]});
@@ -427,16 +441,13 @@ TEST(phrase_pairs_test, long_phrases_count_every_start_as_the_reference) {
     }
     what += "\"";
     for (size_t si = 0; si < with.local.size(); ++si) {
-      ASSERT_TRUE(with.local[si]->search(mp.plan, ws, got));
-      ASSERT_TRUE(without.local[si]->search(mp.plan, ws, walked));
-      with.local[si]->reference_search(mp.plan, want);
-      expect_same(got, want, what + " shard " + std::to_string(si));
-      expect_same(walked, want, what + " without pair terms, shard " + std::to_string(si));
+      bool pair_on = false;
+      expect_as_reference(mp.plan, with, without, si, a, what, pair_on);
       if (::testing::Test::HasFatalFailure()) {
         return;
       }
-      matched += want.total > 0;
-      longer += want.total > 0 && phrases[qi].size() > 16;
+      matched += a.want.total > 0;
+      longer += a.want.total > 0 && phrases[qi].size() > 16;
     }
   }
   EXPECT_GT(matched,
