@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "search/shard_impl.h"
+#include "tollgate/common/assert.h"
 
 namespace tollgate::search {
 
@@ -624,23 +625,6 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
 // ---- phrases: whether a phrase occurs in the cursors' current doc, and how often ----
 
 namespace {
-// Decodes the positions of a cursor's current doc into out.
-void decode_positions(const posting_cursor& c, std::vector<uint32_t>& out) {
-  out.clear();
-  const uint8_t* p = c.pos;
-  const uint8_t* end = p + c.pos_len;
-  uint32_t v = 0;
-  bool first = true;
-  while (p < end) {
-    uint32_t d = read_varint(p);
-    v = first ? d : v + d;
-    first = false;
-    out.push_back(v);
-  }
-}
-}  // namespace
-
-namespace {
 // Two-word phrase: walks both position lists (varint deltas) in step and stops at the first p
 // with p + 1 in the second list, decoding nothing into memory.
 bool adjacent_pair(const posting_cursor& a, const posting_cursor& b) noexcept {
@@ -679,7 +663,9 @@ namespace {
 // so a list is read once; with `first_only` the walk stops at the first start. Counts the
 // starts in the title (positions below tl) and in the text; false when there is none. The
 // same term twice in a phrase is two readers of one list.
-constexpr uint32_t stream_phrase_max = 16;  // a longer phrase's lists are decoded instead
+// A phrase has at most 256 words: a query is at most max_query_chars (500) code points, and a
+// fleet plan at most max_fleet_terms (256) phrase term indices (fleet_json.cc).
+constexpr uint32_t stream_phrase_max = 256;
 bool phrase_starts(const posting_cursor* const* words, uint32_t n, bool first_only, uint32_t tl,
                    uint32_t& in_title, uint32_t& in_text) noexcept {
   struct reader {
@@ -733,9 +719,13 @@ bool phrase_starts(const posting_cursor* const* words, uint32_t n, bool first_on
   }
 }
 
-// phrase_starts() of phrase `ph` over the cursors (at most stream_phrase_max words).
+// phrase_starts() of phrase `ph` over the cursors.
 bool phrase_starts(const query_plan& plan, const phrase_span& ph, const shard_workspace& ws,
                    bool first_only, uint32_t tl, uint32_t& in_title, uint32_t& in_text) noexcept {
+  TOLLGATE_ASSERT(ph.count <= stream_phrase_max);
+  if (ph.count > stream_phrase_max) {
+    return false;  // no parser makes one (above)
+  }
   const posting_cursor* words[stream_phrase_max];
   for (uint32_t j = 0; j < ph.count; ++j) {
     words[j] = &ws.cursors[plan.phrase_terms[ph.first + j]];
@@ -756,30 +746,8 @@ bool local_shard::phrase_match(const query_plan& plan, shard_workspace& ws) cons
       }
       continue;
     }
-    if (ph.count <= stream_phrase_max) {
-      uint32_t in_title = 0, in_text = 0;
-      if (!phrase_starts(plan, ph, ws, true, 0, in_title, in_text)) {
-        return false;
-      }
-      continue;
-    }
-    decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
-    for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
-      decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
-      // keep p in pos_a where p + j is in pos_b (both ascending)
-      size_t w = 0, b = 0;
-      for (size_t a = 0; a < ws.pos_a.size(); ++a) {
-        uint32_t want = ws.pos_a[a] + j;
-        while (b < ws.pos_b.size() && ws.pos_b[b] < want) {
-          ++b;
-        }
-        if (b < ws.pos_b.size() && ws.pos_b[b] == want) {
-          ws.pos_a[w++] = ws.pos_a[a];
-        }
-      }
-      ws.pos_a.resize(w);
-    }
-    if (ws.pos_a.empty()) {
+    uint32_t in_title = 0, in_text = 0;
+    if (!phrase_starts(plan, ph, ws, true, 0, in_title, in_text)) {
       return false;
     }
   }
@@ -832,28 +800,7 @@ double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph, s
                    ws.cursors[plan.phrase_terms[ph.first + 1]], tl, in_title, in_text);
     return w_title * in_title + w_text * in_text;
   }
-  if (ph.count <= stream_phrase_max) {
-    phrase_starts(plan, ph, ws, false, tl, in_title, in_text);
-    return w_title * in_title + w_text * in_text;
-  }
-  decode_positions(ws.cursors[plan.phrase_terms[ph.first]], ws.pos_a);
-  for (uint32_t j = 1; j < ph.count && !ws.pos_a.empty(); ++j) {
-    decode_positions(ws.cursors[plan.phrase_terms[ph.first + j]], ws.pos_b);
-    size_t w = 0, bi = 0;
-    for (size_t a = 0; a < ws.pos_a.size(); ++a) {
-      const uint32_t want = ws.pos_a[a] + j;
-      while (bi < ws.pos_b.size() && ws.pos_b[bi] < want) {
-        ++bi;
-      }
-      if (bi < ws.pos_b.size() && ws.pos_b[bi] == want) {
-        ws.pos_a[w++] = ws.pos_a[a];
-      }
-    }
-    ws.pos_a.resize(w);
-  }
-  for (uint32_t p : ws.pos_a) {
-    (p < tl ? in_title : in_text) += 1;
-  }
+  phrase_starts(plan, ph, ws, false, tl, in_title, in_text);
   return w_title * in_title + w_text * in_text;
 }
 

@@ -455,7 +455,6 @@ struct shard_workspace {
   std::vector<uint64_t> filter, tag_bits;           // the docs passing the time window and tags
   std::array<known_phrase_total, 8> phrase_totals;  // the latest phrases' counts, any shard
   uint32_t phrase_totals_next = 0;                  // the entry to replace next
-  std::vector<uint32_t> pos_a, pos_b;               // phrase checking
   // a phrase's document frequency (add_doc_freqs): the phrase as a query of its own
   std::vector<std::string_view> sub_terms;
   std::vector<uint32_t> sub_phrase_terms;
@@ -504,8 +503,6 @@ struct shard_workspace {
     pair_terms.reserve(64);
     pair_idf.reserve(64);
     pair_words.reserve(64);
-    pos_a.reserve(1024);
-    pos_b.reserve(1024);
   }
 };
 

@@ -386,7 +386,7 @@ TEST(phrase_pairs_test, long_phrases_count_every_start_as_the_reference) {
   // ("the the the" in "the the the the" starts twice), repeats a word, ends a title (it never
   // runs on into the text) or first matches far into the text: the same total, docs, order and
   // keys (each doc's count of starts, in the title and in the text) as the exhaustive reference,
-  // with and without pair terms; phrases of more than 16 words too (decoded, not streamed).
+  // with and without pair terms; long phrases (over 16 words) too.
   static const char* vocab[] = {"the", "a", "of", "the", "the", "a"};
   std::mt19937_64 rng(23);
   std::string data;
@@ -452,7 +452,7 @@ TEST(phrase_pairs_test, long_phrases_count_every_start_as_the_reference) {
   }
   EXPECT_GT(matched,
             phrases.size());  // most phrases match, in both shards: the test means something
-  EXPECT_GT(longer, 0u);      // and some of more than 16 words do
+  EXPECT_GT(longer, 0u);      // and some long ones do
 }
 
 }  // namespace
