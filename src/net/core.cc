@@ -273,6 +273,7 @@ void core::run() {
     if (!draining_ && stop_.load(std::memory_order_relaxed)) {
       begin_drain();
     }
+    maybe_wake_handler();  // before the resumes: what it resumes is delivered this pass
     process_resumes();
     if (now_mono_ >= next_tick_) {
       tick();
@@ -302,6 +303,9 @@ bool core::wait() {
   int64_t wake_at = next_tick_;
   if (!heap_.empty() && up_conns_[heap_[0]].deadline < wake_at) {
     wake_at = up_conns_[heap_[0]].deadline;
+  }
+  if (handler_wake_at_ < wake_at) {
+    wake_at = handler_wake_at_;
   }
   if (!resumed_.empty() || !replies_.empty()) {
     wake_at = now_mono_;  // work queued for the next pass: do not sleep

@@ -47,8 +47,10 @@
 #include <liburing.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +90,10 @@ class core final : public http::engine_io {
   int64_t now_mono() const override { return now_mono_; }
   bool write_file(int fd, const char* data, size_t len, uint32_t tag) override;
   size_t peer_address(char* buf, size_t cap) override;
+  std::function<void()> waker() override;
+  void wake_at(int64_t mono_ns) override {
+    handler_wake_at_ = mono_ns < handler_wake_at_ ? mono_ns : handler_wake_at_;
+  }
 
   /// The eventfd that server::stop() writes to wake this core.
   int wake_fd() const noexcept { return wake_fd_; }
@@ -150,6 +156,8 @@ class core final : public http::engine_io {
   void arm_recv(conn& c, uint32_t idx);
   void arm_accept();
   void arm_wake();
+  /// Loop step: handler::on_wake() when a waker() was called or wake_at()'s time came.
+  void maybe_wake_handler();
   void cancel(uint64_t user_data);
   void maybe_arm_accept();
   void mark_dirty(conn& c, uint32_t idx);
@@ -263,6 +271,17 @@ class core final : public http::engine_io {
   int64_t accept_resume_at_ = 0;
   int64_t accept_backoff_ns_ = 0;
   bool wake_armed_ = false;
+  // handler::on_wake: asked for by another thread (waker(): the flag, then the eventfd), or at
+  // a time (wake_at()). The wakers share `remote_wake_`, which owns a duplicate of the eventfd:
+  // a waker called after this core is gone writes to a live (unread) eventfd, never to a
+  // descriptor number reused meanwhile.
+  struct remote_wake {
+    std::atomic<bool> flag{false};
+    int fd = -1;
+    ~remote_wake();
+  };
+  std::shared_ptr<remote_wake> remote_wake_;
+  int64_t handler_wake_at_ = INT64_MAX;
   bool draining_ = false;
   int64_t drain_deadline_ = 0;
 

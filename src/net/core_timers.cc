@@ -1,6 +1,10 @@
 // Timers, wake-up and drain: the header/idle/linger lists (each FIFO, so sorted by deadline),
 // the 100 ms tick, the eventfd server::stop() writes, and the drain that stop begins.
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "net/conn.h"
 #include "tollgate/common/assert.h"
@@ -24,6 +28,38 @@ void core::on_wake(const io_uring_cqe& /*cqe*/) {
     arm_wake();  // spurious: keep listening
   }
   // Otherwise the pass calls begin_drain() once all CQEs are reaped.
+}
+
+core::remote_wake::~remote_wake() {
+  if (fd >= 0) {
+    ::close(fd);
+  }
+}
+
+std::function<void()> core::waker() {
+  if (!remote_wake_) {
+    remote_wake_ = std::make_shared<remote_wake>();
+    remote_wake_->fd = ::fcntl(wake_fd_, F_DUPFD_CLOEXEC, 0);
+    if (remote_wake_->fd < 0) {
+      log_error("core {}: no descriptor for a wake-up ({}); parked requests wait for their bound",
+                index_, std::strerror(errno));
+      remote_wake_.reset();
+      return {};
+    }
+  }
+  return [w = remote_wake_] {
+    w->flag.store(true, std::memory_order_release);  // seen by the pass the eventfd wakes
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(w->fd, &one, sizeof one);
+  };
+}
+
+void core::maybe_wake_handler() {
+  const bool woken = remote_wake_ && remote_wake_->flag.exchange(false, std::memory_order_acq_rel);
+  if (woken || now_mono_ >= handler_wake_at_) {
+    handler_wake_at_ = INT64_MAX;
+    handler_->on_wake(now_real_);
+  }
 }
 
 // ---- timers -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "tollgate/common/buffer.h"
@@ -84,6 +85,14 @@ class engine_io {
   virtual bool write_file(int /*fd*/, const char* /*data*/, size_t /*len*/, uint32_t /*tag*/) {
     return false;
   }
+  /// A thread-safe, non-blocking wake-up of this core (an eventfd write): after it, the core's
+  /// next loop pass calls handler::on_wake(). For work done by another thread that parked
+  /// requests wait on (the cluster agent's leases). Empty: not supported here.
+  virtual std::function<void()> waker() { return {}; }
+  /// Asks for a handler::on_wake() call at or soon after `mono_ns` (CLOCK_MONOTONIC): a bound on
+  /// a parked request's wait. The earliest time asked for since the last on_wake() wins.
+  virtual void wake_at(int64_t /*mono_ns*/) {}
+
   /// Only inside handle(): the peer address of the request's connection as text ("1.2.3.4:5",
   /// "[::1]:5"), written to `buf`; returns its length (0: unknown).
   virtual size_t peer_address(char* /*buf*/, size_t /*cap*/) { return 0; }
@@ -145,6 +154,10 @@ class handler {
   virtual void attach(engine_io& /*io*/) {}
   /// The completion of engine_io::fetch(tag).
   virtual void on_upstream(uint64_t /*tag*/, const upstream_reply& /*reply*/) {}
+  /// After engine_io::waker() was called from any thread, or engine_io::wake_at()'s time came:
+  /// on the core's thread, before the pass delivers resumed requests (so a resume() here is
+  /// delivered in the same pass). May be called spuriously.
+  virtual void on_wake(int64_t /*now_ns*/) {}
   /// The completion of engine_io::write_file(tag): bytes written or -errno.
   virtual void on_file_written(uint32_t /*tag*/, int64_t /*res*/) {}
 };
