@@ -115,6 +115,25 @@ int import_usage(const cluster::settings& cs, const config::settings& s, std::FI
     fmt::print(err, "tollgate cluster import: {}\n", contents.error().message);
     return contents.error().usage ? 2 : 1;
   }
+  // A key on a plan the cluster's config lacks would be refused by every node (a 401 for a
+  // key the customer holds): name every such key and copy nothing.
+  int unknown = 0;
+  for (const auto& k : contents->keys) {
+    if (!k.revoked && s.plans.find(k.plan) == s.plans.end()) {
+      fmt::print(err,
+                 "tollgate cluster import: {}: key {} (account {}) is on plan \"{}\", which {} "
+                 "does not define\n",
+                 s.data_dir, quota::key_id_string(k.id), k.account, k.plan, s.config_path);
+      ++unknown;
+    }
+  }
+  if (unknown > 0) {
+    fmt::print(err,
+               "tollgate cluster import: nothing imported: add the plan(s) to [plans] in {} (or "
+               "revoke those keys) and run it again\n",
+               s.config_path);
+    return 2;
+  }
   cluster::redis_keys keys(cs);
   auto added = keys.import(*contents);
   if (!added) {

@@ -71,7 +71,13 @@ result<void, redis_error> redis_conn::connect() {
     auto r = command({"AUTH", password_});
     if (!r) {
       close();
-      return unexpected(redis_error{true, r.error().message});
+      // Redis answers a wrong password with WRONGPASS (an error reply, not an I/O failure):
+      // named as a refused password, so the log says what to fix.
+      return unexpected(redis_error{
+          true, r.error().io ? r.error().message
+                             : fmt::format("redis {}: the password was refused (AUTH: {}); check "
+                                           "the variable [cluster] password_env names",
+                                           addr_.text, r.error().message)});
     }
   }
   return {};
