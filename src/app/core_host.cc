@@ -67,10 +67,22 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
       return a;
     }
   }
-  quota::admit_verdict v = quota_.admit(*key_, now_ns_, fig_, ticket_);
+  // A batch entry after one that was billed in this delivery never waits: a re-delivery would
+  // bill that one again. It is decided now (the outage rules when no units are held).
+  quota::admit_verdict v =
+      quota_.admit(*key_, now_ns_, fig_, ticket_, may_wait_lease_ && !billed_here_);
   quota_filled_ = true;  // admit() filled the quota part of fig_ from the same snapshot
   if (v == quota::admit_verdict::ok) {
     admitted_ = true;
+    return a;
+  }
+  if (v == quota::admit_verdict::lease_pending) {
+    // Cluster mode: the node is asking Redis for units. This delivery's answer is discarded
+    // (as a search's that outlasts its slice); the handler parks the request until its core is
+    // woken, then it is admitted again.
+    lease_pending_ = true;
+    tools_.yield();
+    a.outcome = mcp::admission::kind::quota_unreachable;
     return a;
   }
   // A refusal: the figures go along whole; the outcome table keeps those it carries.
@@ -91,6 +103,7 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
       a.outcome = mcp::admission::kind::unavailable;
       break;
     case quota::admit_verdict::quota_unreachable:
+    case quota::admit_verdict::lease_pending:  // answered above
       a.outcome = mcp::admission::kind::quota_unreachable;
       break;
   }
@@ -139,6 +152,7 @@ void core_host::refund_rate() {
 
 void core_host::settle(bool success) {
   if (admitted_) {
+    billed_here_ = billed_here_ || success;
     quota_.settle(ticket_, success);
     admitted_ = false;
     if (!success) {

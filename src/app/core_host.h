@@ -47,8 +47,17 @@ class core_host final : public mcp::host, public tool_caller {
     check_rate_on_admit_ = check_rate_on_admit;
     tools_.begin_request();
     continuing_ = false;
+    may_wait_lease_ = false;
+    lease_pending_ = false;
+    billed_here_ = false;
     facts_ = {};
   }
+  /// Cluster mode (after begin()): a billable call whose node holds no units of the key may
+  /// wait for them (admit() then yields the request, and lease_pending() says so) rather than
+  /// be answered by the outage rules at once.
+  void set_may_wait_lease(bool may_wait) noexcept { may_wait_lease_ = may_wait; }
+  /// The request yielded to wait for quota units (not for a search slice).
+  bool lease_pending() const noexcept { return lease_pending_; }
 
   /// stdio: no engine drives this core, so the host does: each call re-reads the clock, runs
   /// the quota tick, re-checks the key (a revocation or suspension takes effect), charges the
@@ -115,6 +124,9 @@ class core_host final : public mcp::host, public tool_caller {
   bool quota_filled_ = false;
   bool continuing_ = false;
   bool check_rate_on_admit_ = false;
+  bool may_wait_lease_ = false;
+  bool lease_pending_ = false;
+  bool billed_here_ = false;  // a call of this delivery was billed
   /// stdio, at the start of each call: the clock, the core's tick when due, and the key's
   /// current record (false when it was revoked).
   bool stdio_begin_call();

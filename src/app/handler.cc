@@ -194,8 +194,8 @@ void cluster_metrics(const shared_state& s_, out_buffer& out) {
   one("tollgate_cluster_lease_units_total", "Quota units leased from Redis.", "counter",
       c.lease_units);
   one("tollgate_cluster_lease_waits_total",
-      "Times a core waited for a lease (its node's pool of the key was empty).", "counter",
-      c.lease_waits);
+      "Times a core asked for a lease (its node's pool of the key was empty; the request parked).",
+      "counter", c.lease_waits);
   one("tollgate_cluster_units_returned_total", "Unused quota units handed back to Redis.",
       "counter", c.units_returned);
   one("tollgate_cluster_units_held", "Quota units leased to this node and not yet used.", "gauge",
@@ -206,6 +206,12 @@ void cluster_metrics(const shared_state& s_, out_buffer& out) {
       c.outage_secs);
   one("tollgate_cluster_redis_commands_total", "Commands this node sent to Redis.", "counter",
       c.redis_commands);
+  one("tollgate_cluster_idle_keys_skipped_total",
+      "Key pushes skipped because nothing changed (idle keys cost Redis nothing).", "counter",
+      c.idle_skipped);
+  one("tollgate_cluster_restores_total",
+      "Times this node put its copy of the keys back into a Redis that lost its data.", "counter",
+      c.restores);
 }
 
 http::response_info metrics(const shared_state& s_, const http::request& req, out_buffer& scratch_,
@@ -368,6 +374,9 @@ void core_handler::attach(http::engine_io& io) {
   if (fleet_) {
     fleet_->attach(io);
   }
+  if (s_.cluster) {
+    s_.cluster->set_waker(core_, io.waker());  // a lease attempt's end wakes parked requests
+  }
 }
 
 void core_handler::on_upstream(uint64_t tag, const http::upstream_reply& reply) {
@@ -513,14 +522,15 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
     }
     host_.begin(*key, now_ns, fig);
+    host_.set_may_wait_lease(may_wait_lease(fleet_route));
     if (resuming_ != nullptr) {
       host_.set_continuing();
     }
     const size_t mark = out.size();
     http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
     if (host_.tools()->yielded() && io_ != nullptr) {
-      out.resize(mark);  // answered for real once its searches are done
-      return park(resuming_, fig);
+      out.resize(mark);  // answered for real once its searches are done (or its units came)
+      return park(resuming_, fig, host_.lease_pending(), host_.tools()->jobs_used());
     }
     return info;
   }
@@ -529,14 +539,33 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     return rest_.rate_limited(req, fig, out);
   }
   rest::caller c{quota_, *key, fig, now_ns, fleet_ ? fleet_->single() : nullptr};
+  c.may_wait_lease = may_wait_lease(fleet_route);
+  http::response_info info;
   switch (counted) {
     case route::rest_search:
-      return rest_.search(req, c, out);
+      info = rest_.search(req, c, out);
+      break;
     case route::rest_story:
-      return rest_.story(req, m.rest, c, out);
+      info = rest_.story(req, m.rest, c, out);
+      break;
     default:
-      return rest_.usage(req, c, out);
+      info = rest_.usage(req, c, out);
+      break;
   }
+  if (c.lease_pending) {
+    return park(resuming_, fig, true, 0);
+  }
+  return info;
+}
+
+bool core_handler::may_wait_lease(bool fleet_route) const {
+  // A gateway's request already waited for its remotes (its re-delivery is not tracked here):
+  // it is decided at once.
+  if (!s_.cluster || io_ == nullptr || fleet_route) {
+    return false;
+  }
+  return resuming_ == nullptr || resuming_->lease_deadline == 0 ||
+         io_->now_mono() < resuming_->lease_deadline;
 }
 
 core_handler::parked* core_handler::find_parked() {
@@ -558,7 +587,8 @@ void core_handler::keep_spare(tool_context::job_group&& jobs) {
   }  // else freed here: a burst of parked requests does not hold its memory for good
 }
 
-http::response_info core_handler::park(parked* p, const quota::figures& fig) {
+http::response_info core_handler::park(parked* p, const quota::figures& fig, bool for_lease,
+                                       size_t used) {
   if (p == nullptr) {
     // First park: the request takes the light jobs (its searches' state) with it.
     parked_.emplace_back();
@@ -570,10 +600,40 @@ http::response_info core_handler::park(parked* p, const quota::figures& fig) {
     }
     p->fig = fig;
   }
-  p->used = host_.tools()->jobs_used();
+  p->used = used;
   p->token = io_->defer();
-  io_->resume(p->token);  // delivered again next pass: one slice each pass
+  p->lease_wait = for_lease;
+  if (for_lease) {
+    // Delivered again when the agent wakes this core, or at the bound (set once: the whole
+    // wait of a request is bounded, however often other cores take the units it was after).
+    if (p->lease_deadline == 0) {
+      p->lease_deadline = io_->now_mono() + s_.cluster->options().lease_wait_ms * 1000000;
+    }
+    io_->wake_at(p->lease_deadline);
+  } else {
+    io_->resume(p->token);  // delivered again next pass: one slice each pass
+  }
   return {0, false, true};
+}
+
+void core_handler::on_wake(int64_t /*now_ns*/) {
+  // The agent ended a lease attempt (units, a spent budget, an outage) or a bound came: every
+  // request waiting for units is admitted again (one that still may wait parks again).
+  for (size_t i = 0; i < parked_.size();) {
+    parked& p = parked_[i];
+    if (!p.lease_wait) {
+      ++i;
+      continue;
+    }
+    p.lease_wait = false;
+    if (!io_->resume(p.token)) {  // its connection closed meanwhile
+      keep_spare(std::move(p.jobs));
+      p = std::move(parked_.back());
+      parked_.pop_back();
+      continue;
+    }
+    ++i;
+  }
 }
 
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,

@@ -107,6 +107,7 @@ class core_handler final : public http::handler {
   void durable_written(int64_t res) override;
   void durable_synced(int res) override;
   void on_tick(int64_t now_ns) override;
+  void on_wake(int64_t now_ns) override;
   void attach(http::engine_io& io) override;
   void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;
   void on_file_written(uint32_t tag, int64_t res) override;
@@ -131,14 +132,22 @@ class core_handler final : public http::handler {
   /// resumed at once so that it is delivered again next pass); each re-delivery runs one
   /// slice of its jobs and parks it again, until they are done and the request is answered
   /// for real (its rate charged once, on the first delivery).
+  /// Cluster mode: a billed call whose node holds no units of its key is parked the same way,
+  /// but not resumed at once: it waits for the agent to wake the core (the lease attempt is
+  /// over) or for its bound (lease_deadline), and is then admitted again; past the bound the
+  /// outage rules answer it. The core serves its other connections meanwhile.
   struct parked {
     http::deferral_token token;
     tool_context::job_group jobs;
     size_t used = 0;  // its search calls (jobs [0, used))
     quota::figures fig;
+    int64_t lease_deadline = 0;  // CLOCK_MONOTONIC bound of its wait for units (0: never waited)
+    bool lease_wait = false;     // parked for units now (delivered again by on_wake)
   };
   parked* find_parked();
-  http::response_info park(parked* p, const quota::figures& fig);
+  http::response_info park(parked* p, const quota::figures& fig, bool for_lease, size_t used);
+  /// Whether a billed call of this delivery may still wait for quota units (cluster mode).
+  bool may_wait_lease(bool fleet_route) const;
   void keep_spare(tool_context::job_group&& jobs);
 
   shared_state& s_;

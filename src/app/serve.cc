@@ -240,6 +240,7 @@ int make_cluster_agent(shared_state& st, const config::settings& s) {
   }
   cluster::agent_options ao;
   ao.sync_ms = std::max<int64_t>(10, s.reconcile_ms / 2);  // figures lag at most one interval
+  ao.lease_wait_ms = s.cluster_lease_wait_ms;
   st.cluster = std::make_unique<cluster::agent>(std::move(*cs), ao);
   return 0;
 }
@@ -752,6 +753,14 @@ int run_config(int argc, char** argv) {
   }
   if (int rc = check_fleet(*s, false); rc != 0) {
     return rc;
+  }
+  if (s->cluster) {
+    // serve refuses a [cluster] whose password variable is unset (exit 2): so does the check,
+    // so a systemd ExecStartPre check and the start agree.
+    if (auto cs = cluster_settings(*s, "check"); !cs) {
+      fmt::print(stderr, "tollgate serve: {}\n", cs.error());
+      return 2;
+    }
   }
   if (!s->corpus_path.empty() && ::access(s->corpus_path.c_str(), R_OK) != 0) {
     fmt::print(stderr, "tollgate serve: {}: corpus.path: cannot read {}: {}\n", path,

@@ -26,6 +26,7 @@
 #include "tollgate/cluster/keys.h"
 #include "tollgate/cluster/redis.h"
 #include "tollgate/common/log.h"
+#include "tollgate/quota/fs.h"
 #include "tollgate/quota/key_state.h"
 #include "tollgate/quota/service.h"
 
@@ -47,6 +48,10 @@ int64_t wall_ms() {
       .count();
 }
 
+// ARGV: node, quota, used, over, claim, want, ttl ms, rate demand (-1: none), node wall ms,
+// recovery id, recover (1: this push re-establishes the key after Redis lost data), window ms,
+// stale ms (another node's claim unrefreshed this long counts only its used units).
+// One HGETALL reads every field; TIME is called only around a recovery.
 const redis_script kSync(R"(
 local h = KEYS[1]
 local node = ARGV[1]
@@ -55,29 +60,63 @@ local used = tonumber(ARGV[3])
 local over = tonumber(ARGV[4])
 local claim = tonumber(ARGV[5])
 local want = tonumber(ARGV[6])
-local uf, of, gf = 'u:' .. node, 'o:' .. node, 'g:' .. node
-local cu = tonumber(redis.call('HGET', h, uf) or '0')
-if used > cu then redis.call('HSET', h, uf, used); cu = used end
-local co = tonumber(redis.call('HGET', h, of) or '0')
-if over > co then redis.call('HSET', h, of, over) end
+local uf, of, gf, df, tf = 'u:' .. node, 'o:' .. node, 'g:' .. node, 'd:' .. node, 't:' .. node
+local nowms, stale = tonumber(ARGV[9]), tonumber(ARGV[13])
 local all = redis.call('HGETALL', h)
-local U, G, N = 0, 0, 1
+local cu, co, U, G, N, e, r, hasg = 0, 0, 0, 0, 1, false, 0, false
+local gs, us, ts = {}, {}, {}
 for i = 1, #all, 2 do
-  local f, v = all[i], tonumber(all[i + 1])
+  local f = all[i]
   local t = string.sub(f, 1, 2)
-  if t == 'u:' then U = U + v
-  elseif t == 'g:' and f ~= gf then
-    G = G + v
-    if v > 0 then N = N + 1 end
+  if t == 'u:' then
+    local v = tonumber(all[i + 1])
+    U = U + v
+    us[string.sub(f, 3)] = v
+    if f == uf then cu = v end
+  elseif t == 'g:' then
+    if f == gf then hasg = true else gs[string.sub(f, 3)] = tonumber(all[i + 1]) end
+  elseif t == 't:' then ts[string.sub(f, 3)] = tonumber(all[i + 1])
+  elseif f == of then co = tonumber(all[i + 1])
+  elseif f == 'e' then e = all[i + 1]
+  elseif f == 'r' then r = tonumber(all[i + 1])
   end
+end
+-- Another node's claim counts whole while it pushes; one silent for `stale` ms (dead, or cut
+-- off: a node gives its units up after half that without Redis) counts only what it used.
+for x, g in pairs(gs) do
+  if ts[x] and nowms - ts[x] > stale then g = math.min(g, us[x] or 0) end
+  G = G + g
+  if g > 0 then N = N + 1 end
+end
+if used > cu then
+  redis.call('HSET', h, uf, used)
+  U = U + used - cu
+  cu = used
+end
+if over > co then redis.call('HSET', h, of, over) end
+local nowr = -1
+local function now()
+  if nowr < 0 then
+    local t = redis.call('TIME')
+    nowr = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return nowr
+end
+if ARGV[11] == '1' and e ~= ARGV[10] then
+  r = now() + tonumber(ARGV[12])
+  redis.call('HSET', h, 'e', ARGV[10], 'r', r)
+end
+local recovering = false
+if r > 0 then
+  if now() < r then recovering = true else redis.call('HDEL', h, 'r') end
 end
 G = G + claim
 local avail = quota - G
-local dm, nowms, D, C = tonumber(ARGV[8]), tonumber(ARGV[9]), 0, 1
+local dm, D, C = tonumber(ARGV[8]), 0, 1
 if dm >= 0 then
-  redis.call('HSET', h, 'd:' .. node, dm .. ' ' .. nowms)
+  redis.call('HSET', h, df, dm .. ' ' .. nowms)
   for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'd:' and all[i] ~= 'd:' .. node then
+    if string.sub(all[i], 1, 2) == 'd:' and all[i] ~= df then
       local d, ts = string.match(all[i + 1], '^(%d+) (%d+)$')
       if d and nowms - tonumber(ts) < 3000 then
         D = D + tonumber(d) + 1
@@ -88,16 +127,16 @@ if dm >= 0 then
   D = D + dm + 1
 end
 local n = 0
-if want > 0 and avail > 0 then
+if want > 0 and avail > 0 and not recovering then
   n = math.floor(avail / (2 * N))
   if n < 1 then n = 1 end
   if n > want then n = want end
 end
-if claim + n > 0 or redis.call('HEXISTS', h, gf) == 1 then
-  redis.call('HSET', h, gf, claim + n)
+if claim + n > 0 or hasg then
+  redis.call('HSET', h, gf, claim + n, tf, nowms)
 end
 redis.call('PEXPIRE', h, ARGV[7])
-return {n, U - cu, avail - n, D, C})");
+return {n, U - cu, avail - n, D, C, recovering and 1 or 0})");
 
 // A month's usage hash lives this long after its last write (100 days): long enough for
 // billing to read a closed month.
@@ -154,14 +193,20 @@ struct agent::key_info {
   int64_t demand = 0;         // billed per sync interval (decaying maximum)
   int64_t base_emission = 0;  // the plan's GCRA figures (0: not in a table yet)
   int64_t base_burst = 0;
-  double share = 0;          // this node's share of the rate; 0: the default
-  double applied = 0;        // the share last put in force
-  int64_t last_tat = 0;      // GCRA tat at the last demand sample
-  int64_t last_rate_ns = 0;  // wall clock of that sample
-  bool want = false;         // (mu_) a core waits for units
-  bool exhausted = false;    // (mu_) the last lease found the budget spent
-  int64_t exhausted_ns = 0;  // (mu_)
-  uint64_t done_seq = 0;     // (mu_) bumped after each lease attempt
+  double share = 0;            // this node's share of the rate; 0: the default
+  double applied = 0;          // the share last put in force
+  int64_t last_tat = 0;        // GCRA tat at the last demand sample
+  int64_t last_rate_ns = 0;    // wall clock of that sample
+  bool want = false;           // (mu_) a core asked for units
+  uint64_t waiting_cores = 0;  // (mu_) the cores to wake when the attempt is over
+  bool exhausted = false;      // (mu_) the last lease found the budget spent
+  int64_t exhausted_ns = 0;    // (mu_)
+  int64_t recovering_ns = 0;   // (mu_) when Redis last said the key's usage is being rebuilt
+  // What the last acknowledged push sent (an unchanged, idle key is not pushed again).
+  int64_t pushed_used = -1;
+  int64_t pushed_over = -1;
+  int64_t pushed_claim = -1;
+  int64_t pushed_tat = 0;
 };
 
 agent::agent(settings s, agent_options o)
@@ -171,6 +216,24 @@ agent::~agent() { stop(); }
 
 bool agent::start(quota::service& svc, int64_t first_load_ms) {
   svc_ = &svc;
+  if (!svc.options().data_dir.empty()) {
+    copy_path_ = svc.options().data_dir + "/cluster-copy.txt";
+    bool missing = false;
+    auto text = quota::fs::read_file(copy_path_, &missing);
+    if (!text) {
+      log_error("cluster: {} not read: {}", copy_path_, text.error());
+    } else if (!missing) {
+      auto c = parse_copy(s_, *text);
+      if (!c) {
+        log_error("cluster: {}: {}; not used (rewritten at the next key load)", copy_path_,
+                  c.error());
+      } else {
+        epoch_ = c->epoch;
+        copy_ = std::move(c->contents);
+        copy_written_ = std::move(*text);
+      }
+    }
+  }
   started_ns_ = steady_ns();
   down_since_ns_ = started_ns_;
   thread_ = std::thread([this] { run(); });
@@ -202,6 +265,8 @@ agent_stats agent::stats() const {
   st.lease_waits = lease_waits_;
   st.units_returned = units_returned_;
   st.redis_commands = commands_.load(std::memory_order_relaxed);
+  st.idle_skipped = idle_skipped_.load(std::memory_order_relaxed);
+  st.restores = restores_.load(std::memory_order_relaxed);
   st.push_lag_secs =
       static_cast<double>(now - (last_push_ns_ != 0 ? last_push_ns_ : started_ns_)) / 1e9;
   st.outage_secs =
@@ -213,8 +278,10 @@ agent_stats agent::stats() const {
   return st;
 }
 
-quota::lease_outcome agent::refill(quota::key_state& s, uint32_t month) noexcept {
-  std::unique_lock lk(mu_);
+quota::lease_outcome agent::request(quota::key_state& s, uint32_t month, int core) noexcept {
+  (void)month;  // the I/O thread leases for the service's month; a core in another month is
+                // answered by take_lease() rolling it over
+  std::lock_guard lk(mu_);
   if (!up_.load(std::memory_order_acquire) || stop_) {
     return quota::lease_outcome::unreachable;
   }
@@ -228,41 +295,153 @@ quota::lease_outcome agent::refill(quota::key_state& s, uint32_t month) noexcept
   if (k.exhausted && now - k.exhausted_ns < o_.recheck_ms * kNsPerMs) {
     return quota::lease_outcome::exhausted;
   }
-  ++lease_waits_;
-  k.want = true;
-  want_any_ = true;
-  const uint64_t seq = k.done_seq;
-  work_.notify_one();
-  const bool answered = done_.wait_for(lk, std::chrono::milliseconds(o_.wait_ms), [&] {
-    return k.done_seq != seq || !up_.load(std::memory_order_acquire) || stop_;
-  });
-  if (pool_of(s, month) > 0) {
-    return quota::lease_outcome::refilled;
-  }
-  if (!answered || k.done_seq == seq) {
+  if (k.recovering_ns != 0 && now - k.recovering_ns < o_.recheck_ms * kNsPerMs) {
+    // Redis lost the key's usage and the nodes are pushing it again: no new units until it
+    // is re-established (stop keys: unavailable; bill keys: counted locally). Asked again
+    // after recheck_ms.
     return quota::lease_outcome::unreachable;
   }
-  return k.exhausted ? quota::lease_outcome::exhausted : quota::lease_outcome::refilled;
+  if (core >= 0 && core < 64) {
+    k.waiting_cores |= uint64_t{1} << core;
+  }
+  if (!k.want) {  // one attempt in flight per key, however many requests wait for it
+    ++lease_waits_;
+    k.want = true;
+    want_any_ = true;
+    work_.notify_one();
+  }
+  return quota::lease_outcome::pending;
+}
+
+void agent::set_waker(int core, std::function<void()> wake) {
+  std::lock_guard lk(wake_mu_);
+  if (core < 0 || core >= 64) {
+    return;
+  }
+  if (wakers_.size() <= static_cast<size_t>(core)) {
+    wakers_.resize(static_cast<size_t>(core) + 1);
+  }
+  wakers_[static_cast<size_t>(core)] = std::move(wake);
+}
+
+void agent::wake_cores(uint64_t mask) {
+  if (mask == 0) {
+    return;
+  }
+  std::lock_guard lk(wake_mu_);
+  for (size_t c = 0; c < wakers_.size() && c < 64; ++c) {
+    if ((mask >> c & 1) != 0 && wakers_[c]) {
+      wakers_[c]();  // an eventfd write: never blocks
+    }
+  }
+}
+
+void agent::give_up_units_if_cut_off(int64_t now) {
+  int64_t since = 0;
+  {
+    std::lock_guard lk(mu_);
+    since = down_since_ns_;
+  }
+  // Past half the stale bound the other nodes may take this node's unused units back (kSync):
+  // its pools stop lending them. (Units a core already leased are spent as they are.)
+  if (since == 0 || now - since < o_.stale_claim_ms / 2 * kNsPerMs || svc_ == nullptr) {
+    return;
+  }
+  const uint32_t month = svc_->month();
+  int64_t given = 0;
+  std::lock_guard lk(mu_);
+  for (auto& [s, k] : info_) {
+    const int64_t n = take_units(*s, month, pool_of(*s, month));
+    if (n > 0 && k->claim >= 0) {
+      k->claim -= n;
+    }
+    given += n;
+  }
+  if (given > 0) {
+    log_error(
+        "cluster: redis unreachable for {} s: {} unused unit(s) given up (the other nodes "
+        "reclaim them {} s after this node's last push)",
+        (now - since) / 1000000000, given, o_.stale_claim_ms / 1000);
+  }
 }
 
 void agent::mark_down(const std::string& why) {
   conn_->close();
-  std::lock_guard lk(mu_);
-  if (up_.load(std::memory_order_relaxed)) {
-    log_error("cluster: redis unreachable ({}); serving from leases and journals", why);
-    up_.store(false, std::memory_order_release);
-    down_since_ns_ = steady_ns();
+  uint64_t wake = 0;
+  {
+    std::lock_guard lk(mu_);
+    if (up_.load(std::memory_order_relaxed)) {
+      log_error("cluster: redis unreachable ({}); serving from leases and journals", why);
+      up_.store(false, std::memory_order_release);
+      down_since_ns_ = steady_ns();
+    }
+    // Requests parked for units are answered by the outage rules now, not at their bound.
+    for (auto& [s, k] : info_) {
+      wake |= k->waiting_cores;
+      k->waiting_cores = 0;
+      k->want = false;
+    }
+    want_any_ = false;
   }
+  wake_cores(wake);
   done_.notify_all();
 }
 
 void agent::poll_keys() {
-  auto v = keys_->version();
-  if (!v) {
-    mark_down(v.error().message);
+  auto m = keys_->read_marks();
+  if (!m) {
+    if (!conn_->connected()) {
+      mark_down(m.error().message);
+    }
     return;
   }
-  if (*v == keys_version_ && keys_loaded()) {
+  // A Redis that is not the continuation of what this node loaded: no epoch marker (restarted
+  // empty, flushed), another one (restarted empty, then written by the CLI or another node's
+  // restore), or the same one at an older version (an old snapshot restored).
+  const bool have_copy = !copy_.keys.empty();
+  std::string why;
+  if (m->epoch.empty() && have_copy) {
+    why = "holds no epoch marker";
+  } else if (!m->epoch.empty() && !epoch_.empty() && m->epoch != epoch_ && have_copy) {
+    why = fmt::format("has another epoch ({}, this node's keys are of {})", m->epoch, epoch_);
+  } else if (m->epoch == epoch_ && keys_version_ >= 0 && m->version < keys_version_) {
+    why =
+        fmt::format("went back to key version {} (this node loaded {})", m->version, keys_version_);
+  }
+  if (!why.empty()) {
+    restore_copy(why);
+    m = keys_->read_marks();
+    if (!m) {
+      if (!conn_->connected()) {
+        mark_down(m.error().message);
+      }
+      return;
+    }
+  } else if (m->epoch.empty()) {
+    // A new cluster and nothing to put back: start its epoch.
+    auto r = conn_->command({"SETNX", epoch_key(s_), new_epoch()});
+    if (!r) {
+      if (r.error().io) {
+        mark_down(r.error().message);
+      }
+      return;
+    }
+    m = keys_->read_marks();
+    if (!m) {
+      return;
+    }
+  }
+  epoch_ = m->epoch;
+  if (resync_ >= 0 && m->resync != resync_) {
+    // Some node (maybe this one) put its copy back: Redis lost usage too. Every node pushes
+    // every key once more, and the first push of each key opens its recovery window.
+    repush_all_ = true;
+    recovery_id_ = fmt::format("{}:{}", m->epoch, m->resync);
+    log_error("cluster: redis {} was restored (resync {}); pushing every key's usage again",
+              s_.redis, m->resync);
+  }
+  resync_ = m->resync;
+  if (m->version == keys_version_ && keys_loaded()) {
     return;
   }
   int64_t version = 0;
@@ -278,9 +457,8 @@ void agent::poll_keys() {
   }
   const size_t n = c->keys.size();
   if (n == 0 && loaded_keys_ > 0) {
-    // Keys are never deleted (a revoked one stays, flagged): an empty set means a Redis that
-    // lost its data (restarted without persistence, or flushed). Every key would turn 401;
-    // keep the last ones in force until keys appear again.
+    // Keys are never deleted (a revoked one stays, flagged): an empty set after a restore
+    // attempt means Redis cannot take the copy back yet; keep the last ones in force.
     if (keys_version_ != version) {
       log_error(
           "cluster: redis {} holds no keys any more (its data was lost?); the {} key(s) "
@@ -291,6 +469,8 @@ void agent::poll_keys() {
     return;
   }
   loaded_keys_ = n;
+  save_copy(*c);
+  copy_ = *c;
   svc_->install_keys(std::move(*c));
   keys_version_ = version;
   if (!keys_loaded()) {
@@ -301,6 +481,43 @@ void agent::poll_keys() {
   done_.notify_all();
 }
 
+void agent::restore_copy(const std::string& why) {
+  auto r = keys_->restore(copy_);
+  if (!r) {
+    if (!conn_->connected()) {
+      mark_down(r.error().message);
+    } else {
+      log_error("cluster: redis {} {}, and this node's copy could not be put back: {}", s_.redis,
+                why, r.error().message);
+    }
+    return;
+  }
+  restores_.fetch_add(1, std::memory_order_relaxed);
+  log_error(
+      "cluster: redis {} {} (it lost its data?): put back this node's copy of {} key(s) and {} "
+      "account(s) ({} key(s) were missing); every node pushes its usage again, and stop keys get "
+      "no new lease until their usage is re-established",
+      s_.redis, why, copy_.keys.size(), copy_.accounts.size(), r->added);
+}
+
+void agent::save_copy(const quota::store_contents& c) {
+  if (copy_path_.empty()) {
+    return;
+  }
+  std::string text = copy_text(s_, epoch_, c);
+  if (text == copy_written_) {
+    return;
+  }
+  if (auto w = quota::fs::write_file_atomic(copy_path_, text); !w) {
+    log_error(
+        "cluster: the copy of the keys ({}) was not written: {}; a redis that loses its "
+        "data could not get them back from this node",
+        copy_path_, w.error());
+    return;
+  }
+  copy_written_ = std::move(text);
+}
+
 // The closed month's last figures, as the node's reconciled usage has them, then a fresh start
 // for the new month. False: Redis could not be reached (the month is pushed again next time).
 bool agent::roll_month(key_info& k, uint32_t month) {
@@ -309,7 +526,8 @@ bool agent::roll_month(key_info& k, uint32_t month) {
     auto r = conn_->eval(
         kSync, {usage_key(s_, k.id, k.month)},
         {s_.node, std::to_string(k.quota), std::to_string(u.used), std::to_string(u.overage),
-         std::to_string(u.used - u.overage), "0", kUsageTtlMs, "-1", std::to_string(wall_ms())});
+         std::to_string(u.used - u.overage), "0", kUsageTtlMs, "-1", std::to_string(wall_ms()), "",
+         "0", "0", std::to_string(o_.stale_claim_ms)});
     if (!r && r.error().io) {
       return false;
     }
@@ -417,13 +635,15 @@ void agent::apply_sync(key_info& k, const unit_plan& p, int64_t rate_demand, uin
     k.claim += n;
   }
   st.remote_used.store(std::max<int64_t>(0, others), std::memory_order_relaxed);
+  const bool recovering = r.elements[5].integer != 0;
   std::lock_guard lk(mu_);
   units_returned_ += static_cast<uint64_t>(p.returned);
+  k.recovering_ns = recovering ? steady_ns() : 0;
   if (n > 0) {
     ++lease_grants_;
     lease_units_ += static_cast<uint64_t>(n);
     k.exhausted = false;
-  } else if (p.want > 0) {
+  } else if (p.want > 0 && !recovering) {  // recovering: not spent, only not yet known
     k.exhausted = true;
     k.exhausted_ns = steady_ns();
   }
@@ -439,10 +659,13 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
   const int64_t over = st.overage.load(std::memory_order_relaxed);
   const unit_plan p = plan_units(k, lease, final_push, used, over, month);
   const int64_t rate_demand = rate_demand_of(k, lease, final_push);
-  auto r = conn_->eval(kSync, {usage_key(s_, k.id, month)},
-                       {s_.node, std::to_string(k.quota), std::to_string(used),
-                        std::to_string(over), std::to_string(k.claim), std::to_string(p.want),
-                        kUsageTtlMs, std::to_string(rate_demand), std::to_string(wall_ms())});
+  const bool recover = repush_all_ && !recovery_id_.empty();
+  auto r = conn_->eval(
+      kSync, {usage_key(s_, k.id, month)},
+      {s_.node, std::to_string(k.quota), std::to_string(used), std::to_string(over),
+       std::to_string(k.claim), std::to_string(p.want), kUsageTtlMs, std::to_string(rate_demand),
+       std::to_string(wall_ms()), recovery_id_, recover ? "1" : "0", std::to_string(o_.recovery_ms),
+       std::to_string(o_.stale_claim_ms)});
   commands_.store(conn_->commands(), std::memory_order_relaxed);
   if (!r) {
     if (r.error().io) {
@@ -452,8 +675,12 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
               r.error().message);
     return true;
   }
-  if (r->elements.size() == 5) {
+  if (r->elements.size() == 6) {
     apply_sync(k, p, rate_demand, month, *r);
+    k.pushed_used = used;
+    k.pushed_over = over;
+    k.pushed_claim = k.claim;
+    k.pushed_tat = st.tat_ns.load(std::memory_order_relaxed);
   }
   return true;
 }
@@ -486,9 +713,23 @@ bool agent::sync_all(bool final_push) {
     k->quota = s.quota;
     k->base_emission = s.emission;
     k->base_burst = s.burst;
-    if (s.st->used.load(std::memory_order_relaxed) == 0 && k->claim <= 0 &&
-        pool_of(*s.st, svc_->month()) == 0 && k->month == svc_->month() && final_push) {
+    const uint32_t month = svc_->month();
+    const int64_t used = s.st->used.load(std::memory_order_relaxed);
+    if (used == 0 && k->claim <= 0 && pool_of(*s.st, month) == 0 && k->month == month &&
+        final_push) {
       continue;  // nothing of this node's to hand back
+    }
+    // Redis work follows traffic: a key whose figures are what the last push sent, that holds
+    // no units here, has no demand and saw no request (its GCRA word did not move) is not
+    // pushed again, so idle keys cost Redis nothing. (Its rate report ages out of Redis after
+    // 3 s; the other nodes' shares then count it as silent, README "rate limits".) After
+    // Redis lost data every key is pushed once more (repush_all_).
+    if (!final_push && !repush_all_ && k->month == month && used == k->pushed_used &&
+        s.st->overage.load(std::memory_order_relaxed) == k->pushed_over &&
+        k->claim == k->pushed_claim && pool_of(*s.st, month) == 0 && k->demand == 0 &&
+        s.st->tat_ns.load(std::memory_order_relaxed) == k->pushed_tat) {
+      idle_skipped_.fetch_add(1, std::memory_order_relaxed);
+      continue;
     }
     if (!sync_key(*k, false, final_push) || (!final_push && !serve_waiters())) {
       return false;  // a core waiting for units is served between two keys' pushes
@@ -507,6 +748,7 @@ bool agent::sync_all(bool final_push) {
     applied_default_ = default_share_;
     svc_->set_rate_shares(default_share_, changed_shares);
   }
+  repush_all_ = false;  // every key was pushed in the recovery
   std::lock_guard lk(mu_);
   last_push_ns_ = steady_ns();
   return true;
@@ -573,18 +815,24 @@ bool agent::serve_waiters() {
   for (key_info* k : waiting) {
     ok = ok && sync_key(*k, true, false);
   }
+  uint64_t wake = 0;
   {
     std::lock_guard lk(mu_);
     for (key_info* k : waiting) {
-      ++k->done_seq;
+      wake |= k->waiting_cores;
+      k->waiting_cores = 0;
     }
   }
-  done_.notify_all();
+  wake_cores(wake);  // each parked request admits again: units, a spent budget, or an outage
   return ok;
 }
 
 void agent::run() {
   int64_t next_connect = 0, next_poll = 0, next_sync = 0, next_beat = 0;
+  // A failed connect is logged when its reason changes (a refused password, WRONGPASS, says
+  // so at once rather than leaving the node silently not ready), and again each minute.
+  std::string last_failure;
+  int64_t last_failure_logged = 0;
   for (;;) {
     {
       std::lock_guard lk(mu_);
@@ -595,9 +843,15 @@ void agent::run() {
     int64_t now = steady_ns();
     if (!conn_->connected() && now >= next_connect) {
       if (auto c = conn_->connect(); !c) {
+        if (c.error().message != last_failure || now - last_failure_logged > 60000 * kNsPerMs) {
+          log_error("cluster: cannot use redis {}: {}", s_.redis, c.error().message);
+          last_failure = c.error().message;
+          last_failure_logged = now;
+        }
         mark_down(c.error().message);
         next_connect = now + 200 * kNsPerMs;
       } else {
+        last_failure.clear();
         std::lock_guard lk(mu_);
         if (down_since_ns_ != 0) {
           outage_ns_ += now - down_since_ns_;
@@ -607,6 +861,9 @@ void agent::run() {
         up_.store(true, std::memory_order_release);
         next_poll = next_sync = next_beat = 0;  // reload, push everything, heartbeat
       }
+    }
+    if (!conn_->connected()) {
+      give_up_units_if_cut_off(now);
     }
     if (conn_->connected() && now >= next_beat) {
       // Before the first key load: it sets the default rate share.
@@ -656,6 +913,15 @@ void agent::run() {
     }
   }
   up_.store(false, std::memory_order_release);
+  uint64_t wake = 0;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [s, k] : info_) {
+      wake |= k->waiting_cores;
+      k->waiting_cores = 0;
+    }
+  }
+  wake_cores(wake);
   done_.notify_all();
 }
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cstring>
 
 #include "tollgate/cluster/redis.h"
 #include "tollgate/quota/civil.h"
@@ -17,6 +19,18 @@ std::string keys_key(const settings& s) { return s.prefix + "{keys}:keys"; }
 std::string accounts_key(const settings& s) { return s.prefix + "{keys}:accounts"; }
 std::string version_key(const settings& s) { return s.prefix + "{keys}:version"; }
 std::string nodes_key(const settings& s) { return s.prefix + "{nodes}"; }
+std::string epoch_key(const settings& s) { return s.prefix + "{keys}:epoch"; }
+std::string resync_key(const settings& s) { return s.prefix + "{keys}:resync"; }
+
+std::string new_epoch() {
+  uint8_t b[8] = {};
+  if (!quota::fs::random_bytes(b, sizeof b)) {
+    // getrandom cannot fail once booted; a clock-based id still differs from the last epoch.
+    const auto t = std::chrono::system_clock::now().time_since_epoch().count();
+    std::memcpy(b, &t, sizeof b);
+  }
+  return quota::fs::to_hex(b, sizeof b);
+}
 std::string usage_key(const settings& s, uint64_t key_id, uint32_t month) {
   return fmt::format("{}{{{}}}:{:04}-{:02}", s.prefix, quota::key_id_string(key_id),
                      quota::month_year(month), quota::month_of_year(month));
@@ -26,9 +40,12 @@ namespace {
 
 using quota::store_error;
 
+// Every write that can start a key set also starts the epoch when Redis has none (see
+// cluster.h: an empty Redis lacks it, so a node tells a Redis that lost its data).
 const redis_script kCreate(R"(
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('HSETNX', KEYS[2], ARGV[3], 'active')
+redis.call('SETNX', KEYS[4], ARGV[4])
 redis.call('INCR', KEYS[3])
 return 1)");
 
@@ -57,11 +74,38 @@ local added = 0
 for i = 0, n - 1 do
   added = added + redis.call('HSETNX', KEYS[1], ARGV[2 + 2 * i], ARGV[3 + 2 * i])
 end
-for i = 2 + 2 * n, #ARGV, 2 do
+for i = 2 + 2 * n, #ARGV - 2, 2 do
   redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
 end
+redis.call('SETNX', KEYS[4], ARGV[#ARGV])
 if added > 0 then redis.call('INCR', KEYS[3]) end
 return added)");
+
+// A node's copy put back into a Redis that lost (some of) its data. ARGV: n_keys, id,value
+// pairs, account,status pairs, then the epoch to start if none. A key missing is added; a key
+// revoked in the copy is revoked in Redis too (a revocation is never undone by a restore); an
+// account missing is added, one present keeps Redis's status (changed since, by an operator).
+// Bumps the version (nodes reload) and the resync counter (every node pushes its usage again).
+const redis_script kRestore(R"(
+local n = tonumber(ARGV[1])
+local added = 0
+for i = 0, n - 1 do
+  local id, v = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  local cur = redis.call('HGET', KEYS[1], id)
+  if not cur then
+    redis.call('HSET', KEYS[1], id, v)
+    added = added + 1
+  elseif string.sub(v, -8) == ' revoked' and string.sub(cur, -7) == ' active' then
+    redis.call('HSET', KEYS[1], id, string.sub(cur, 1, -7) .. 'revoked')
+  end
+end
+for i = 2 + 2 * n, #ARGV - 2, 2 do
+  redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+redis.call('SETNX', KEYS[4], ARGV[#ARGV])
+redis.call('INCR', KEYS[3])
+redis.call('INCR', KEYS[5])
+return {added, redis.call('GET', KEYS[4])})");
 
 store_error io(const redis_error& e) { return store_error{false, e.message}; }
 
@@ -175,8 +219,8 @@ result<quota::created_key, store_error> redis_keys::create_key(std::string_view 
     e.account = std::string(account);
     e.plan = std::string(plan);
     e.created_unix = now_unix;
-    auto r = conn_->eval(kCreate, {keys_key(s_), accounts_key(s_), version_key(s_)},
-                         {out.key_id, key_value(e), e.account});
+    auto r = conn_->eval(kCreate, {keys_key(s_), accounts_key(s_), version_key(s_), epoch_key(s_)},
+                         {out.key_id, key_value(e), e.account, new_epoch()});
     if (!r) {
       return unexpected(io(r.error()));
     }
@@ -300,11 +344,117 @@ result<int, store_error> redis_keys::import(const quota::store_contents& c) {
     args.push_back(a.name);
     args.push_back(a.suspended ? "suspended" : "active");
   }
-  auto r = conn_->eval(kImport, {keys_key(s_), accounts_key(s_), version_key(s_)}, args);
+  args.push_back(new_epoch());
+  auto r =
+      conn_->eval(kImport, {keys_key(s_), accounts_key(s_), version_key(s_), epoch_key(s_)}, args);
   if (!r) {
     return unexpected(io(r.error()));
   }
   return static_cast<int>(r->integer);
+}
+
+result<restored, store_error> redis_keys::restore(const quota::store_contents& c) {
+  if (auto r = ready(); !r) {
+    return unexpected(r.error());
+  }
+  std::vector<std::string> args{std::to_string(c.keys.size())};
+  for (const auto& k : c.keys) {
+    args.push_back(quota::key_id_string(k.id));
+    args.push_back(key_value(k));
+  }
+  for (const auto& a : c.accounts) {
+    args.push_back(a.name);
+    args.push_back(a.suspended ? "suspended" : "active");
+  }
+  args.push_back(new_epoch());
+  auto r = conn_->eval(
+      kRestore, {keys_key(s_), accounts_key(s_), version_key(s_), epoch_key(s_), resync_key(s_)},
+      args);
+  if (!r) {
+    return unexpected(io(r.error()));
+  }
+  if (r->elements.size() != 2) {
+    return unexpected(store_error{false, "redis: unexpected reply to the key restore"});
+  }
+  return restored{static_cast<int>(r->elements[0].integer), r->elements[1].str};
+}
+
+result<marks, store_error> redis_keys::read_marks() {
+  if (auto r = ready(); !r) {
+    return unexpected(r.error());
+  }
+  auto r = conn_->command({"MGET", version_key(s_), epoch_key(s_), resync_key(s_)});
+  if (!r) {
+    return unexpected(io(r.error()));
+  }
+  if (r->elements.size() != 3) {
+    return unexpected(store_error{false, "redis: unexpected reply to MGET"});
+  }
+  marks m;
+  const auto& e = r->elements;
+  m.version = e[0].t == redis_reply::type::nil ? -1 : std::strtoll(e[0].str.c_str(), nullptr, 10);
+  m.epoch = e[1].t == redis_reply::type::nil ? std::string() : e[1].str;
+  m.resync = e[2].t == redis_reply::type::nil ? 0 : std::strtoll(e[2].str.c_str(), nullptr, 10);
+  return m;
+}
+
+std::string copy_text(const settings& s, std::string_view epoch, const quota::store_contents& c) {
+  std::string out = fmt::format(
+      "# tollgate: this node's copy of the keys and accounts in redis (hashed keys only).\n"
+      "# A node puts it back into a redis that lost its data (cluster.h); never edit it.\n"
+      "prefix {}\nepoch {}\n",
+      s.prefix, epoch);
+  for (const auto& k : c.keys) {
+    out += fmt::format("key {} {}\n", quota::key_id_string(k.id), key_value(k));
+  }
+  for (const auto& a : c.accounts) {
+    out += fmt::format("account {} {}\n", a.name, a.suspended ? "suspended" : "active");
+  }
+  return out;
+}
+
+result<node_copy, std::string> parse_copy(const settings& s, std::string_view text) {
+  node_copy out;
+  bool prefix_ok = false;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    ++line_no;
+    if (line.empty() || line.front() == '#') {
+      continue;
+    }
+    const size_t sp = line.find(' ');
+    const std::string_view word = line.substr(0, sp);
+    const std::string_view rest = sp == std::string_view::npos ? "" : line.substr(sp + 1);
+    if (word == "prefix") {
+      prefix_ok = rest == s.prefix;
+    } else if (word == "epoch") {
+      out.epoch = std::string(rest);
+    } else if (word == "key") {
+      const size_t sp2 = rest.find(' ');
+      auto e = parse_key(std::string(rest.substr(0, sp2)),
+                         sp2 == std::string_view::npos ? "" : std::string(rest.substr(sp2 + 1)));
+      if (!e) {
+        return unexpected(fmt::format("line {}: {}", line_no, e.error().message));
+      }
+      out.contents.keys.push_back(std::move(*e));
+    } else if (word == "account") {
+      const size_t sp2 = rest.find(' ');
+      const std::string_view status = sp2 == std::string_view::npos ? "" : rest.substr(sp2 + 1);
+      if (sp2 == std::string_view::npos || (status != "active" && status != "suspended")) {
+        return unexpected(fmt::format("line {}: malformed account line", line_no));
+      }
+      out.contents.accounts.push_back({std::string(rest.substr(0, sp2)), status == "suspended"});
+    } else {
+      return unexpected(fmt::format("line {}: unknown line '{}'", line_no, word));
+    }
+  }
+  if (!prefix_ok) {
+    return node_copy{};  // another cluster's (or prefix's) copy: nothing of ours
+  }
+  return out;
 }
 
 }  // namespace tollgate::cluster

@@ -34,7 +34,7 @@ const std::initializer_list<section> sections = {
     {plan_table, {"rate_per_sec", "burst", "monthly_quota", "overage"}},
     {"fleet", {"role", "secret", "shards", "deadline_ms", "local"}},
     {"log", {"access", "sample"}},
-    {"cluster", {"redis", "node", "password_env", "prefix"}},
+    {"cluster", {"redis", "node", "password_env", "prefix", "lease_wait_ms"}},
 };
 
 std::initializer_list<std::string_view> keys_of(std::string_view table) {
@@ -446,6 +446,7 @@ void read_cluster(reader& r, const toml::table& t, settings& s) {
   if (t.get("password_env") != nullptr && s.cluster_password_env.empty() && !r.failed()) {
     r.fail(t.get("password_env"), "cluster.password_env", "names no environment variable");
   }
+  r.integer(t, "cluster", "lease_wait_ms", s.cluster_lease_wait_ms, 1, 10000);
   r.string(t, "cluster", "prefix", s.cluster_prefix);
   if (t.get("prefix") != nullptr && !r.failed()) {
     bool ok = s.cluster_prefix.size() <= 64;

@@ -36,9 +36,9 @@ rate_verdict core_ledger::check_rate(const key_record& k, int64_t now_ns, figure
 void core_ledger::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
   impl_of(*this).refund_rate(k, now_ns, f);
 }
-admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f,
-                                 ticket& t) noexcept {
-  return impl_of(*this).admit(k, now_ns, f, t);
+admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
+                                 bool may_wait) noexcept {
+  return impl_of(*this).admit(k, now_ns, f, t, may_wait);
 }
 void core_ledger::settle(const ticket& t, bool success) noexcept {
   impl_of(*this).settle(t, success);
@@ -271,28 +271,8 @@ bool core_ledger_impl::take_lease(const key_record& k, local_key& lk) noexcept {
   }
 }
 
-lease_outcome core_ledger_impl::refill_from_cluster(const key_record& k, local_key& lk) noexcept {
-  // Other cores may take the fresh units first. Near the end of a budget a refill may bring a
-  // single unit, and each core wins it about as often as it loses: 8 rounds were lost in a row
-  // often enough to answer `quota_unreachable` with Redis up (a CI run of 3000 calls on 4 cores
-  // saw it). Every round that refills moves real units from the cluster to this node, so the
-  // loop ends when the budget does (exhausted) or Redis does (unreachable); 64 rounds only
-  // bound a pathological run. Still empty after them: reported as out of reach (never as a
-  // spent quota, which it may not be).
-  for (int round = 0; round < 64; ++round) {
-    const lease_outcome o = svc_.opt_.leases->refill(*k.state, month_);
-    if (o != lease_outcome::refilled) {
-      return o;
-    }
-    if (take_lease(k, lk)) {
-      return o;
-    }
-  }
-  return lease_outcome::unreachable;
-}
-
-admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figures& f,
-                                      ticket& t) noexcept {
+admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
+                                      bool may_wait) noexcept {
   if (now_ns >= month_end_ns_) {
     roll_month(month_index_of_ns(now_ns));
   }
@@ -320,8 +300,16 @@ admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figur
     give_back_lease_locked(lk);
   }
   if (lk.lease == 0 && svc_.opt_.leases != nullptr && !take_lease(k, lk)) {
-    // Cluster mode: the node's pool is filled from Redis; wait (bounded) for units.
-    const lease_outcome lo = refill_from_cluster(k, lk);
+    // Cluster mode: the node's pool is filled from Redis by the agent's thread. Asking never
+    // waits: the caller parks the request (lease_pending) and admits it again when woken.
+    lease_outcome lo = svc_.opt_.leases->request(*k.state, month_, index_);
+    if (lo == lease_outcome::pending && may_wait) {
+      fill_quota(k, now_ns, f);
+      return admit_verdict::lease_pending;
+    }
+    if (lo == lease_outcome::pending) {
+      lo = lease_outcome::unreachable;  // the caller's bound passed with no units: an outage
+    }
     if (lo == lease_outcome::unreachable && k.overage == overage_policy::stop) {
       // An outage is not a bill: the figures stay as they are, the caller retries shortly.
       fill_quota(k, now_ns, f);

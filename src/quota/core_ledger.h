@@ -25,7 +25,8 @@ class alignas(64) core_ledger_impl final : public core_ledger {
   uint64_t overage_calls() const noexcept { return overage_calls_; }
   rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
   void refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
-  admit_verdict admit(const key_record& k, int64_t now_ns, figures& f, ticket& t) noexcept;
+  admit_verdict admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
+                      bool may_wait) noexcept;
   void settle(const ticket& t, bool success) noexcept;
   void fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept;
   void before_send(int64_t now_ns) noexcept;
@@ -80,9 +81,6 @@ class alignas(64) core_ledger_impl final : public core_ledger {
   void refresh_table() noexcept;
   void roll_month(uint32_t month) noexcept;
   bool take_lease(const key_record& k, local_key& lk) noexcept;
-  /// Cluster mode: asks the lease_source for units until this core holds a lease (refilled)
-  /// or it says the budget is spent or out of reach.
-  lease_outcome refill_from_cluster(const key_record& k, local_key& lk) noexcept;
   /// Counts one billed success (and whether it was overage) in the open (not yet encoded)
   /// record, sealing the previous one when the key or month differs: consecutive successes of a
   /// key cost an increment, and the CRC is computed once per record, not per call.

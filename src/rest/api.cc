@@ -61,6 +61,7 @@ envelope::tool_error_code code_of(quota::admit_verdict v) noexcept {
       return envelope::tool_error_code::usage_unavailable;
     case quota::admit_verdict::quota_unreachable:
       return envelope::tool_error_code::quota_unreachable;
+    case quota::admit_verdict::lease_pending:  // parked, never answered with a code
     case quota::admit_verdict::ok:
       break;
   }
@@ -139,7 +140,12 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
     }
   }
   quota::ticket t;
-  if (auto v = c.shard.admit(c.key, c.now_ns, c.fig, t); v != quota::admit_verdict::ok) {
+  const quota::admit_verdict v = c.shard.admit(c.key, c.now_ns, c.fig, t, c.may_wait_lease);
+  if (v == quota::admit_verdict::lease_pending) {
+    c.lease_pending = true;  // nothing written: the request is parked and delivered again
+    return {0, false, true};
+  }
+  if (v != quota::admit_verdict::ok) {
     // Not run, not billed: the refusal's row says which figures it carries.
     return finish_error(
         req,

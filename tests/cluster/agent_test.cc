@@ -43,6 +43,22 @@ settings cfg(const test::redis_server& r, std::string node, std::string prefix) 
   return s;
 }
 
+// Admits as the HTTP handler does: a lease_pending answer parks the call (here: sleeps a
+// millisecond; the engine serves other requests) and admits it again, with may_wait false once
+// `wait_ms` has passed.
+admit_verdict admit_parked(quota::core_ledger& sh, const quota::key_record& k, quota::figures& f,
+                           quota::ticket& t, int64_t wait_ms = 2000) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    const bool may_wait = std::chrono::steady_clock::now() < until;
+    const admit_verdict v = sh.admit(k, now_ns(), f, t, may_wait);
+    if (v != admit_verdict::lease_pending) {
+      return v;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // One node: a quota service in cluster mode and its agent.
 struct node {
   quota::test::temp_dir dir;
@@ -126,7 +142,6 @@ TEST_F(cluster_agent_test, two_nodes_and_four_cores_admit_a_stop_budget_exactly)
   settings sb = cfg(redis_, "b", "t1:");
   sa.timeout_ms = sb.timeout_ms = 5000;
   agent_options patient = node::fast();
-  patient.wait_ms = 5000;
   redis_keys admin(sa);
   auto k = admin.create_key("acme", "stop", plans(), 1764633600);
   ASSERT_TRUE(k) << k.error().message;
@@ -159,7 +174,7 @@ TEST_F(cluster_agent_test, two_nodes_and_four_cores_admit_a_stop_budget_exactly)
       ASSERT_NE(rec, nullptr);
       quota::figures f;
       quota::ticket t;
-      switch (sh.admit(*rec, now, f, t)) {
+      switch (admit_parked(sh, *rec, f, t, 5000)) {
         case admit_verdict::ok:
           sh.settle(t, true);
           admitted.fetch_add(1);
@@ -219,7 +234,7 @@ TEST_F(cluster_agent_test, key_and_account_changes_reach_a_node_within_a_second)
     const quota::key_record* r = sh.authenticate(k->secret);
     quota::figures f;
     quota::ticket t;
-    return r != nullptr && sh.admit(*r, now_ns(), f, t) == admit_verdict::suspended;
+    return r != nullptr && admit_parked(sh, *r, f, t) == admit_verdict::suspended;
   }));
   ASSERT_TRUE(admin.revoke(k->key_id));
   EXPECT_TRUE(within_ms(1000, [&] { return !known(); }));
@@ -243,7 +258,7 @@ TEST_F(cluster_agent_test, outage_serves_bill_keys_and_answers_stop_keys_unavail
     EXPECT_NE(r, nullptr);
     quota::figures f;
     quota::ticket t;
-    const admit_verdict v = sh.admit(*r, now_ns(), f, t);
+    const admit_verdict v = admit_parked(sh, *r, f, t);
     if (v == admit_verdict::ok) {
       sh.settle(t, true);
     }
@@ -294,7 +309,7 @@ TEST_F(cluster_agent_test, a_redis_that_lost_its_data_keeps_keys_and_gets_usage_
     ASSERT_NE(r, nullptr);
     quota::figures f;
     quota::ticket t;
-    ASSERT_EQ(sh.admit(*r, now_ns(), f, t), admit_verdict::ok);
+    ASSERT_EQ(admit_parked(sh, *r, f, t), admit_verdict::ok);
     sh.settle(t, true);
   }
   const uint64_t id = *quota::parse_key_id(k->key_id);

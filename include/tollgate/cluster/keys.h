@@ -14,6 +14,26 @@ namespace tollgate::cluster {
 
 class redis_conn;
 
+/// What kRestore did: keys added back, and the epoch now in force.
+struct restored {
+  int added = 0;
+  std::string epoch;
+};
+/// The key set's marks, read in one command (MGET) by every node's poll.
+struct marks {
+  int64_t version = -1;  ///< -1: never set
+  std::string epoch;     ///< empty: none (a Redis that lost its data, or a new cluster)
+  int64_t resync = 0;    ///< bumped by each restore: every node pushes its usage again
+};
+/// A node's durable copy of what Redis told it (the data dir's cluster-copy.txt).
+struct node_copy {
+  std::string epoch;
+  quota::store_contents contents;
+};
+/// The copy's text, and its parser (a copy of another prefix parses as empty).
+std::string copy_text(const settings& s, std::string_view epoch, const quota::store_contents& c);
+result<node_copy, std::string> parse_copy(const settings& s, std::string_view text);
+
 class redis_keys final : public quota::key_backend {
  public:
   explicit redis_keys(settings s);
@@ -35,6 +55,11 @@ class redis_keys final : public quota::key_backend {
   /// Adds keys and accounts that are not there yet, leaving existing ones as they are
   /// (`cluster import`). Returns how many keys were added.
   result<int, quota::store_error> import(const quota::store_contents& c);
+  /// Puts a node's copy back (see kRestore in keys.cc): missing keys and accounts added, the
+  /// copy's revocations applied, the epoch started if none, version and resync bumped.
+  result<restored, quota::store_error> restore(const quota::store_contents& c);
+  /// version, epoch and resync in one round trip.
+  result<marks, quota::store_error> read_marks();
   redis_conn& conn() noexcept { return *conn_; }
 
  private:

@@ -110,6 +110,9 @@ struct settings {
   std::string cluster_node;          ///< unique node name; empty: hostname:port of the listener
   std::string cluster_password_env;  ///< AUTH password read from this environment variable
   std::string cluster_prefix = "tollgate:";  ///< namespace of every Redis key
+  /// Longest a billed request waits (parked, its core serving others) for quota units its node
+  /// asked Redis for; then the outage rules answer it.
+  int64_t cluster_lease_wait_ms = 50;
 };
 
 struct config_error {

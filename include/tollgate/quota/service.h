@@ -110,12 +110,17 @@ enum class rate_verdict : uint8_t { ok, limited };
 /// quota_unreachable: cluster mode only, a stop key whose node holds no units while the quota
 /// service cannot be reached (tool error `unavailable` with its own message, REST 503 +
 /// Retry-After).
+/// lease_pending: cluster mode only, and only when the caller said it may wait: the node holds
+/// no units of the key and has asked Redis for some. Nothing was admitted or counted; the caller
+/// parks the request and admits it again when its core is woken (lease_source.h), passing
+/// may_wait = false once its bound has passed. Never an answer: no outcome row.
 enum class admit_verdict : uint8_t {
   ok,
   suspended,
   quota_exceeded,
   unavailable,
-  quota_unreachable
+  quota_unreachable,
+  lease_pending
 };
 
 /// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the ledger
@@ -188,7 +193,10 @@ class core_ledger {
   /// Admits one billable call against the monthly quota; fills the quota part of `f`, on ok
   /// counting this call as billed (used + 1: the figures its answer reports). On ok, `t` must be
   /// settled later. Suspended accounts are refused before the quota is touched.
-  admit_verdict admit(const key_record& k, int64_t now_ns, figures& f, ticket& t) noexcept;
+  /// `may_wait` (cluster mode): when the node must ask Redis for units, answer lease_pending
+  /// instead of deciding now; false: decide now (an outage's rules when no units are held).
+  admit_verdict admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
+                      bool may_wait = false) noexcept;
   /// The outcome of an admitted call: success bills it (journal record, usage counted);
   /// failure gives its unit back.
   void settle(const ticket& t, bool success) noexcept;

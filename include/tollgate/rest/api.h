@@ -40,6 +40,11 @@ struct caller {
   /// A gateway's answers from its remote shards for this request (null: none; remote slots
   /// then count as not answered).
   const search::remote_query* remote = nullptr;
+  /// Cluster mode: a billed request whose node holds no units of the key may wait for them:
+  /// the api then writes nothing, sets lease_pending and returns a deferred info; the caller
+  /// parks the request and delivers it again when its core is woken.
+  bool may_wait_lease = false;
+  bool lease_pending = false;
 };
 
 class api {

@@ -1,0 +1,250 @@
+// Cluster mode through ordinary Redis faults (issue 28), end to end with real tollgate nodes and a
+// real redis-server without persistence (started here on a free port, ended by PID):
+//   - Redis paused (SIGSTOP): a request waiting for quota units never holds up another key's
+//     requests on the same core (completion order), and is answered `unavailable` at its bound
+//   - Redis restarted empty, then `keys create`: every old key still works on every node
+//   - Redis restarted empty while a stop key is spent across nodes: never more than its quota
+//   - idle keys cost Redis nothing: its own command count over a quiet interval
+//   - a refused Redis password is named in the log; `config check` refuses an unset password_env
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import http from 'node:http';
+import {
+  prepare, start, runCli, restGet, eventually, loadAgent, cleanup, tempDir,
+} from './harness.mjs';
+
+const REDIS_BIN = '/usr/bin/redis-server';
+const REDIS_CLI = '/usr/bin/redis-cli';
+const haveRedis = fs.existsSync(REDIS_BIN) && fs.existsSync(REDIS_CLI);
+const skip = !haveRedis && 'redis-server / redis-cli not installed';
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+// A redis-server without persistence: a kill -9 and a start make an empty Redis.
+class Redis {
+  constructor(port, extra = []) { this.port = port; this.extra = extra; this.dir = tempDir('tollgate-redis-'); this.child = null; }
+  async start() {
+    this.child = spawn(REDIS_BIN, ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir,
+      '--save', '', '--appendonly', 'no', '--loglevel', 'warning', ...this.extra], { stdio: 'ignore' });
+    this.exited = new Promise((r) => this.child.once('exit', r));
+    await eventually(() => this.cli(['PING']).startsWith('PONG') || this.cli(['PING']).includes('NOAUTH'), 10000, `redis-server on ${this.port}`);
+  }
+  cli(args) {
+    try {
+      return execFileSync(REDIS_CLI, ['-p', String(this.port), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (e) { return String(e.stdout ?? '') + String(e.stderr ?? ''); }
+  }
+  signal(sig) { process.kill(this.child.pid, sig); }
+  async stop(signal = 'SIGKILL') {
+    if (!this.child) return;
+    try { process.kill(this.child.pid, signal); } catch { /* gone */ }
+    await this.exited;
+    this.child = null;
+  }
+  // Calls as Redis counts them (calls inside scripts included), by command.
+  commandstats() {
+    const out = {};
+    for (const line of this.cli(['INFO', 'commandstats']).split('\n')) {
+      const m = /^cmdstat_([a-z|_-]+):calls=(\d+)/.exec(line.trim());
+      if (m) out[m[1]] = Number(m[2]);
+    }
+    return out;
+  }
+}
+
+const PLANS = {
+  roomy: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 100000000, overage: 'stop' },
+  capped: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 3000, overage: 'stop' },
+};
+const QUOTA = { reconcile_ms: 200, fsync_ms: 50 };
+
+const servers = [];
+const redises = [];
+after(async () => {
+  for (const n of servers) { await n.stop().catch(() => {}); cleanup(n); }
+  for (const r of redises) { await r.stop('SIGKILL'); fs.rmSync(r.dir, { recursive: true, force: true }); }
+});
+
+async function newRedis(extra = []) {
+  const r = new Redis(await freePort(), extra);
+  redises.push(r);
+  await r.start();
+  return r;
+}
+
+function clusterToml(redis, name, prefix, extra = '') {
+  return `[cluster]\nredis = "127.0.0.1:${redis.port}"\nnode = "${name}"\nprefix = "${prefix}"\n${extra}`;
+}
+
+async function startNode(redis, name, prefix, { threads = 2, extra = '' } = {}) {
+  const prepared = await prepare({ plans: PLANS, quota: QUOTA, extraConfig: clusterToml(redis, name, prefix, extra) });
+  const n = await start({ prepared, threads });
+  servers.push(n);
+  return n;
+}
+
+async function createKey(node, account, plan) {
+  const r = await runCli(['keys', 'create', '--account', account, '--plan', plan, '--config', node.configPath]);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.trim();
+}
+
+async function known(nodes, keys) {
+  const all = await Promise.all(nodes.flatMap((n) => keys.map((key) => restGet(n, '/v1/usage', { key }))));
+  return all.every((r) => r.status === 200);
+}
+
+// One GET on its own connection; resolves with its status, body and when it completed.
+function timedGet(node, path, key) {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port: node.port, path, agent: false, headers: { authorization: `Bearer ${key}` } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body, headers: res.headers, at: process.hrtime.bigint() }));
+    });
+    req.on('error', reject);
+  });
+}
+
+test('redis paused: a request waiting for units never holds up another key on its core, and is answered unavailable at its bound', { skip }, async () => {
+  const redis = await newRedis();
+  // One core, so both keys' requests share it; a generous bound, so the order below does not
+  // depend on how fast a loaded machine answers.
+  const node = await startNode(redis, 'p1', 'pz:', { threads: 1, extra: 'lease_wait_ms = 800\n' });
+  const other = await createKey(node, 'acct-other', 'roomy');
+  const waiting = await createKey(node, 'acct-wait', 'roomy');
+  await eventually(() => known([node], [other, waiting]), 3000, 'keys loaded');
+  // `waiting` has never been billed here: its node holds no units of it, so its first billed
+  // call needs Redis.
+  redis.signal('SIGSTOP');
+  try {
+    const slow = timedGet(node, '/v1/stories?q=the&limit=1', waiting);
+    await new Promise((r) => setTimeout(r, 50));
+    const fast = [];
+    for (let i = 0; i < 5; i++) fast.push(await timedGet(node, '/v1/usage', other));
+    const bad = await timedGet(node, '/v1/usage', 'tg_live_0000000000000000000000000000000000000000');
+    const s = await slow;
+    for (const f of fast) {
+      assert.equal(f.status, 200);
+      assert.ok(f.at < s.at, 'another key\'s request on the same core completed after the parked one');
+    }
+    assert.equal(bad.status, 401);
+    assert.ok(bad.at < s.at, 'a 401 waited for the parked request');
+    assert.equal(s.status, 503, s.body);
+    const j = JSON.parse(s.body);
+    assert.equal(j.code, 'unavailable');
+    assert.ok(Number(s.headers['retry-after']) >= 1);
+  } finally {
+    redis.signal('SIGCONT');
+  }
+  // Redis answers again: the same call is served.
+  await eventually(async () => (await restGet(node, '/v1/stories?q=the&limit=1', { key: waiting })).status === 200, 5000, 'served after SIGCONT');
+});
+
+test('redis restarted empty, then keys create: every old key still works on every node', { skip }, async () => {
+  const redis = await newRedis();
+  const n1 = await startNode(redis, 'e1', 'ez:');
+  const n2 = await startNode(redis, 'e2', 'ez:');
+  const old = [];
+  for (let i = 0; i < 6; i++) old.push(await createKey(n1, `acct-old-${i}`, 'roomy'));
+  await eventually(() => known([n1, n2], old), 3000, 'old keys on both nodes');
+  await redis.stop('SIGKILL');
+  await redis.start();  // empty: no persistence
+  const fresh = await createKey(n1, 'acct-after', 'roomy');
+  await eventually(() => known([n1, n2], [fresh]), 3000, 'the new key on both nodes');
+  // The old keys were never revoked, on any node, at any time after the new one arrived.
+  for (let round = 0; round < 5; round++) {
+    assert.ok(await known([n1, n2], old), 'an old key was refused after the empty restart');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const listed = await runCli(['keys', 'list', '--config', n1.configPath]);
+  assert.equal(listed.code, 0, listed.stderr);
+  const ids = listed.stdout.match(/key_[0-9a-f]{16}/g) ?? [];
+  assert.equal(new Set(ids).size, 7, listed.stdout);
+  assert.match(n1.stderr() + n2.stderr(), /put back this node's copy/);
+});
+
+test('redis restarted empty while a stop key is spent across nodes: never more than its quota', { skip }, async () => {
+  const redis = await newRedis();
+  const n1 = await startNode(redis, 'q1', 'qz:');
+  const n2 = await startNode(redis, 'q2', 'qz:');
+  const key = await createKey(n1, 'acct-capped', 'capped');
+  await eventually(() => known([n1, n2], [key]), 3000, 'key on both nodes');
+  const drive = (node) => {
+    const agent = loadAgent(4);
+    const st = { ok: 0, other: {}, stopped: false, lastOk: Date.now() };
+    const one = async () => {
+      while (!st.stopped) {
+        try {
+          const r = await restGet(node, '/v1/stories?q=the&limit=1', { key, agent });
+          if (r.status === 200) { st.ok++; st.lastOk = Date.now(); } else {
+            st.other[r.status] = (st.other[r.status] ?? 0) + 1;
+            await new Promise((res) => setTimeout(res, 10));
+          }
+        } catch { await new Promise((res) => setTimeout(res, 20)); }
+      }
+    };
+    const workers = Array.from({ length: 4 }, one);
+    st.stop = async () => { st.stopped = true; await Promise.all(workers); agent.destroy(); };
+    return st;
+  };
+  const d = [drive(n1), drive(n2)];
+  await eventually(() => d[0].ok + d[1].ok >= 1500, 30000, 'half the quota spent');
+  await redis.stop('SIGKILL');
+  await new Promise((r) => setTimeout(r, 300));
+  await redis.start();
+  // Spend on until nothing was admitted anywhere for 3 s (bounded).
+  const t0 = Date.now();
+  while (Date.now() - Math.max(d[0].lastOk, d[1].lastOk) < 3000 && Date.now() - t0 < 40000) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await Promise.all(d.map((x) => x.stop()));
+  const total = d[0].ok + d[1].ok;
+  assert.ok(total <= 3000, `admitted ${total} calls of a stop key with quota 3000 (${JSON.stringify(d.map((x) => x.other))})`);
+  assert.ok(total >= 2500, `only ${total} of 3000 admitted: the recovery stranded units`);
+});
+
+test('idle keys cost redis nothing: its own command count over a quiet interval', { skip }, async () => {
+  const redis = await newRedis();
+  const node = await startNode(redis, 'i1', 'iz:');
+  const keys = await Promise.all(Array.from({ length: 60 }, (_, i) => createKey(node, `acct-idle-${i}`, 'roomy')));
+  await eventually(() => known([node], keys.slice(-3)), 5000, 'keys loaded');
+  // Each key billed once, then left alone: every one has usage and a claim in Redis.
+  for (const key of keys) assert.equal((await restGet(node, '/v1/stories?q=the&limit=1', { key })).status, 200);
+  await new Promise((r) => setTimeout(r, 3000));  // pushes settle, units go back, demand decays
+  redis.cli(['CONFIG', 'RESETSTAT']);
+  await new Promise((r) => setTimeout(r, 3000));
+  const stats = redis.commandstats();
+  const total = Object.entries(stats).filter(([c]) => c !== 'info' && c !== 'config|resetstat' && c !== 'config').reduce((a, [, v]) => a + v, 0);
+  // A node's own cost with no traffic: its key-version poll (5/s) and heartbeat (2 commands/s),
+  // whatever the number of keys; the key pushes (scripts) are gone.
+  assert.equal(stats.evalsha ?? 0, 0, JSON.stringify(stats));
+  assert.ok(total <= 40, `${total} commands in 3 quiet seconds with 60 idle keys: ${JSON.stringify(stats)}`);
+});
+
+test('a refused redis password is named in the log, and config check refuses an unset password_env', { skip }, async () => {
+  const redis = await newRedis(['--requirepass', 'right-secret']);
+  process.env.TG_TEST_REDIS_PW = 'wrong-secret';
+  try {
+    const node = await startNode(redis, 'w1', 'wz:', { extra: 'password_env = "TG_TEST_REDIS_PW"\n' });
+    await eventually(() => /password was refused/.test(node.stderr()), 5000, 'the refused password in the log');
+    const r = await restGet(node, '/v1/usage', { key: 'tg_live_0000000000000000000000000000000000000000' });
+    assert.equal(r.status, 503);
+    delete process.env.TG_TEST_REDIS_PW;
+    const check = await runCli(['config', 'check', '--config', node.configPath]);
+    assert.equal(check.code, 2, check.stdout + check.stderr);
+    assert.match(check.stderr, /TG_TEST_REDIS_PW is not set/);
+  } finally {
+    delete process.env.TG_TEST_REDIS_PW;
+  }
+});
