@@ -326,6 +326,53 @@ TEST_F(cluster_agent_test, a_redis_that_lost_its_data_keeps_keys_and_gets_usage_
   EXPECT_NE(sh.authenticate(k->secret), nullptr);
 }
 
+TEST_F(cluster_agent_test, a_silent_nodes_unused_units_come_back_after_the_stale_bound) {
+  // Verifies another node's claim counts whole while it pushes and only its used units once it
+  // has been silent past stale_claim_ms: a dead node's leases do not strand a stop budget.
+  const settings s = cfg(redis_, "a", "t5:");
+  redis_keys admin(s);
+  auto stale = admin.create_key("acme", "stop", plans(), 1764633600);
+  auto fresh = admin.create_key("beta", "stop", plans(), 1764633600);
+  ASSERT_TRUE(stale && fresh);
+  const int64_t wall = now_ns() / 1000000;
+  const uint32_t month = quota::month_index_of_ns(now_ns());
+  // A node "gone" used 100 units and claims 2,900 of each 3,000 budget: last pushed 10 s ago
+  // for one key, just now for the other.
+  for (const auto& [key, at] : {std::pair{*stale, wall - 10000}, std::pair{*fresh, wall}}) {
+    ASSERT_TRUE(
+        admin.conn().command({"HSET", usage_key(s, *quota::parse_key_id(key.key_id), month),
+                              "u:gone", "100", "g:gone", "2900", "t:gone", std::to_string(at)}));
+  }
+  agent_options o = node::fast();
+  o.stale_claim_ms = 1000;
+  node n(s, 1, o);
+  ASSERT_TRUE(n.a->start(*n.svc, 5000));
+  n.tick();
+  quota::core_ledger& sh = n.svc->ledger(0);
+  auto spend = [&](const std::string& secret) {
+    int64_t ok = 0;
+    for (int i = 0; i < 5000; ++i) {
+      const quota::key_record* r = sh.authenticate(secret);
+      EXPECT_NE(r, nullptr);
+      quota::figures f;
+      quota::ticket t;
+      const admit_verdict v = admit_parked(sh, *r, f, t);
+      if (v != admit_verdict::ok) {
+        EXPECT_EQ(v, admit_verdict::quota_exceeded);
+        break;
+      }
+      sh.settle(t, true);
+      ++ok;
+      if (i % 64 == 0) {
+        n.tick();
+      }
+    }
+    return ok;
+  };
+  EXPECT_EQ(spend(fresh->secret), 100);   // 3,000 - the live claim of 2,900
+  EXPECT_EQ(spend(stale->secret), 2900);  // 3,000 - the 100 the silent node used
+}
+
 }  // namespace
 }  // namespace tollgate::cluster
 
