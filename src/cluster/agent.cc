@@ -195,6 +195,9 @@ struct agent::key_info {
   int64_t base_burst = 0;
   double share = 0;            // this node's share of the rate; 0: the default
   double applied = 0;          // the share last put in force
+  int reports = 0;             // rate reports answered (capped at 2)
+  int64_t reporters = 0;       // nodes reporting the key at the last report (itself included)
+  int64_t prev_reporters = 0;  // and at the one before
   int64_t last_tat = 0;        // GCRA tat at the last demand sample
   int64_t last_rate_ns = 0;    // wall clock of that sample
   bool want = false;           // (mu_) a core asked for units
@@ -628,6 +631,9 @@ void agent::apply_sync(key_info& k, const unit_plan& p, int64_t rate_demand, uin
     // The script sums demand + 1 over the C nodes reporting (D).
     const int64_t c = std::max<int64_t>(1, r.elements[4].integer);
     k.share = rate_share(rate_demand, r.elements[3].integer - c, c);
+    k.reports = std::min(k.reports + 1, 2);
+    k.prev_reporters = k.reporters;
+    k.reporters = c;
   }
   const int64_t n = r.elements[0].integer;
   const int64_t others = r.elements[1].integer;
@@ -729,6 +735,14 @@ bool agent::sync_all(bool final_push) {
         k->claim == k->pushed_claim && pool_of(*s.st, month) == 0 && k->demand == 0 &&
         s.st->tat_ns.load(std::memory_order_relaxed) == k->pushed_tat) {
       idle_skipped_.fetch_add(1, std::memory_order_relaxed);
+      // Quiet here, it stops reporting (its report ages out and the busy nodes share without
+      // it): it keeps only the floor a node reporting no demand gets, as it did when it
+      // reported, so the shares still sum to at most 1. A request here makes it report again.
+      const double floor = default_share_ / 10;
+      if (k->applied > floor * 1.02) {
+        k->applied = floor;
+        changed_shares.emplace_back(k->id, floor);
+      }
       continue;
     }
     if (!sync_key(*k, false, final_push) || (!final_push && !serve_waiters())) {
@@ -738,7 +752,15 @@ bool agent::sync_all(bool final_push) {
     // by at most 0.1 a sync (it shrinks at once): the other nodes give up theirs at their own
     // next sync, and meanwhile the sum of the shares passes 1 by at most 0.1 per growing node.
     const double from = k->applied > 0 ? k->applied : default_share_;
-    const double next = std::min(k->share, from + 0.1);
+    double next = std::min(k->share, from + 0.1);
+    // A share grows only once the key's reports have settled: this node reported it twice and
+    // no node joined the reporters since. A fresh key's first report sees only the nodes that
+    // happened to sync before it (often itself alone), and growing on that view let three busy
+    // nodes each take 0.43 of a new key's rate in its first second (issue 28, item 6); holding
+    // the default one sync longer keeps the shares' sum at 1 while every busy node reports.
+    if (next > from && (k->reports < 2 || k->reporters > k->prev_reporters)) {
+      next = from;
+    }
     if (k->share > 0 && (k->applied == 0 || std::abs(next - k->applied) > 0.02 * k->applied)) {
       k->applied = next;
       changed_shares.emplace_back(k->id, next);

@@ -5,6 +5,7 @@
 //   - Redis restarted empty, then `keys create`: every old key still works on every node
 //   - Redis restarted empty while a stop key is spent across nodes: never more than its quota
 //   - idle keys cost Redis nothing: its own command count over a quiet interval
+//   - a fresh key's first second across three busy nodes: within burst + rate x t
 //   - a refused Redis password is named in the log; `config check` refuses an unset password_env
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -64,6 +65,7 @@ class Redis {
 const PLANS = {
   roomy: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 100000000, overage: 'stop' },
   capped: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 3000, overage: 'stop' },
+  paced: { rate_per_sec: 200, burst: 50, monthly_quota: 100000000, overage: 'stop' },
 };
 const QUOTA = { reconcile_ms: 200, fsync_ms: 50 };
 
@@ -230,6 +232,37 @@ test('idle keys cost redis nothing: its own command count over a quiet interval'
   // whatever the number of keys; the key pushes (scripts) are gone.
   assert.equal(stats.evalsha ?? 0, 0, JSON.stringify(stats));
   assert.ok(total <= 40, `${total} commands in 3 quiet seconds with 60 idle keys: ${JSON.stringify(stats)}`);
+});
+
+test('a fresh key hit on three nodes at once: its first second stays within burst + rate x t', { skip }, async (t) => {
+  const redis = await newRedis();
+  const ns = [];
+  for (let i = 0; i < 3; i++) ns.push(await startNode(redis, `f${i}`, 'fz:'));
+  const key = await createKey(ns[0], 'acct-fresh', 'paced');
+  // Not probed (a probe is rated): the nodes poll the key version every 200 ms.
+  await new Promise((r) => setTimeout(r, 1500));
+  const arrivals = [];
+  let stop = false;
+  const t0 = process.hrtime.bigint();
+  const workers = ns.flatMap((n) => Array.from({ length: 6 }, async () => {
+    const agent = loadAgent(1);
+    while (!stop) {
+      const r = await restGet(n, '/v1/usage', { key, agent });
+      if (r.status === 200) arrivals.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      else assert.equal(r.status, 429, r.body);
+    }
+    agent.destroy();
+  }));
+  await new Promise((r) => setTimeout(r, 1300));
+  stop = true;
+  await Promise.all(workers);
+  const within = (ms) => arrivals.filter((a) => a <= ms).length;
+  t.diagnostic(`admitted: ${within(250)} in 0.25 s, ${within(1000)} in 1 s`);
+  // rate 200/s, burst 50: burst + rate x t, plus one per node past the first (each node's burst
+  // share is at least 1).
+  assert.ok(within(250) <= 50 + 200 * 0.25 + 2, `first 0.25 s: ${within(250)} admitted (bound 102)`);
+  assert.ok(within(1000) <= 50 + 200 + 2, `first second: ${within(1000)} admitted (bound 252)`);
+  assert.ok(within(1000) >= 150, `first second: only ${within(1000)} admitted`);
 });
 
 test('a refused redis password is named in the log, and config check refuses an unset password_env', { skip }, async () => {
