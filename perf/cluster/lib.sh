@@ -88,24 +88,35 @@ EOT
   fi
 }
 
-# cl_node_start NAME CORES BIN CONFIG: `BIN serve --threads 1 --sample` on a free port with its
-# own data dir; waits (up to 120 s) until it listens and /readyz answers 200. Sets CL_NODE_PID
-# and CL_NODE_PORT.
-cl_node_start() {
-  local name=$1 cores=$2 bin=$3 config=$4 i
+# cl_node_spawn NAME CORES BIN CONFIG: starts `BIN serve --threads 1 --sample` on a free port
+# with its own data dir, without waiting. Sets CL_NODE_PID and CL_NODE_PORT.
+cl_node_spawn() {
+  local name=$1 cores=$2 bin=$3 config=$4
   CL_NODE_PORT=$(perf_free_port)
   perf_start "$name" "$cores" "$bin" serve --listen "127.0.0.1:$CL_NODE_PORT" --threads 1 \
     --data-dir "$PERF_TMP/$name.d" --sample --config "$config"
   CL_NODE_PID=$PERF_LAST_PID
+}
+
+# cl_node_ready NAME PID PORT: waits (up to 120 s) until the node listens and /readyz answers
+# 200; dies with its log's tail if it exits first.
+cl_node_ready() {
+  local name=$1 pid=$2 port=$3 i
   for i in $(seq 1200); do
-    kill -0 "$CL_NODE_PID" 2>/dev/null ||
+    kill -0 "$pid" 2>/dev/null ||
       { tail -n 20 "$PERF_TMP/$name.log" >&2; perf_die "$name exited"; }
     [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 \
-      "http://127.0.0.1:$CL_NODE_PORT/readyz" 2>/dev/null)" = 200 ] && return 0
+      "http://127.0.0.1:$port/readyz" 2>/dev/null)" = 200 ] && return 0
     sleep 0.1
   done
   tail -n 20 "$PERF_TMP/$name.log" >&2
   perf_die "$name not ready after 120 s"
+}
+
+# cl_node_start NAME CORES BIN CONFIG: cl_node_spawn, then cl_node_ready.
+cl_node_start() {
+  cl_node_spawn "$@"
+  cl_node_ready "$1" "$CL_NODE_PID" "$CL_NODE_PORT"
 }
 
 # cl_key_create BIN CONFIG PLAN: `keys create` (the build's own CLI, which also sets the key
@@ -182,10 +193,28 @@ cl_cmdstats() {
 cl_now() { date +%s.%N; }
 cl_loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
+# cl_init: perf_init, with cl_cleanup as the exit trap.
+cl_init() {
+  perf_init
+  trap cl_cleanup EXIT
+}
+
+# cl_cleanup: perf_cleanup for `set -e` scripts: perf_stop's `wait` returns a stopped
+# process's status (137 after its SIGKILL), which must not end the cleanup.
+cl_cleanup() {
+  local pid
+  for pid in "${PERF_PIDS[@]}"; do
+    perf_stop "$pid" || true
+  done
+  if [ -n "$PERF_TMP" ] && [ "$PERF_KEEP_TMP" != 1 ]; then
+    rm -rf "$PERF_TMP"
+  fi
+}
+
 # cl_stop PID: perf_stop, and forgets the PID (so the exit trap never signals a reused one).
 cl_stop() {
   local pid=$1 i
-  perf_stop "$pid"
+  perf_stop "$pid" || true
   for i in "${!PERF_PIDS[@]}"; do
     [ "${PERF_PIDS[$i]}" = "$pid" ] && unset 'PERF_PIDS[i]'
   done
@@ -199,4 +228,11 @@ cl_node_commands() {
   v=$(curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
     awk '/^tollgate_cluster_redis_commands_total/ { s += $NF; f = 1 } END { if (f) printf "%d", s }')
   echo "${v:-0}"
+}
+
+# cl_stop_all PID...: SIGTERM to all at once, then cl_stop each (they stop in parallel).
+cl_stop_all() {
+  local pid
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "$@"; do cl_stop "$pid"; done
 }

@@ -44,7 +44,7 @@ CORES=${CORES:-0-1}
 cl_need_redis
 cl_builds "$@"
 LG=$(cl_loadgen)
-perf_init
+cl_init
 rows=$PERF_TMP/rows
 : >"$rows"
 load_start=$(cl_loadavg)
@@ -97,9 +97,10 @@ for round in $(seq "$ROUNDS"); do
     cl_put_keys "$CL_REDIS_PORT" "$KEYS" hot "$PERF_TMP/zipf-keys.txt"
     ports=(); npids=()
     for i in 1 2 3; do
-      cl_node_start "n$i-$label-$round" "$CORES" "$bin" "$PERF_TMP/n$i.toml"
+      cl_node_spawn "n$i-$label-$round" "$CORES" "$bin" "$PERF_TMP/n$i.toml"
       ports+=("$CL_NODE_PORT"); npids+=("$CL_NODE_PID")
     done
+    for i in 0 1 2; do cl_node_ready "n$((i + 1))-$label-$round" "${npids[$i]}" "${ports[$i]}"; done
     for i in 1 2 3; do cl_wait_keys "n$i-$label-$round" $((KEYS + 1)); done
     sleep "$SETTLE"
     run_quiet "$label" "$round" quiet
@@ -109,7 +110,7 @@ for round in $(seq "$ROUNDS"); do
     sleep "$AFTER"
     run_quiet "$label" "$round" quiet-after
     [ -n "${VERBOSE:-}" ] && cl_cmdstats "$CL_REDIS_PORT" >&2
-    for p in "${npids[@]}"; do cl_stop "$p"; done
+    cl_stop_all "${npids[@]}"
     cl_stop "$CL_REDIS_PID"
   done
 done

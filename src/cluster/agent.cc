@@ -182,6 +182,10 @@ int64_t pool_of(const quota::key_state& s, uint32_t month) {
 
 }  // namespace
 
+// A quiet key keeps reporting this long (as long as its rate report stays fresh in Redis)
+// before it falls silent.
+constexpr int64_t kQuietNs = 3000 * kNsPerMs;
+
 // Written by the I/O thread only, except the fields marked (mu_), which cores touch too.
 struct agent::key_info {
   quota::key_state* st = nullptr;
@@ -195,6 +199,7 @@ struct agent::key_info {
   int64_t base_burst = 0;
   double share = 0;            // this node's share of the rate; 0: the default
   double applied = 0;          // the share last put in force
+  int64_t quiet_since_ns = 0;  // steady clock: quiet since (0: it is not)
   int reports = 0;             // rate reports answered (capped at 2)
   int64_t reporters = 0;       // nodes reporting the key at the last report (itself included)
   int64_t prev_reporters = 0;  // and at the one before
@@ -726,23 +731,32 @@ bool agent::sync_all(bool final_push) {
       continue;  // nothing of this node's to hand back
     }
     // Redis work follows traffic: a key whose figures are what the last push sent, that holds
-    // no units here, has no demand and saw no request (its GCRA word did not move) is not
-    // pushed again, so idle keys cost Redis nothing. (Its rate report ages out of Redis after
-    // 3 s; the other nodes' shares then count it as silent, README "rate limits".) After
-    // Redis lost data every key is pushed once more (repush_all_).
-    if (!final_push && !repush_all_ && k->month == month && used == k->pushed_used &&
-        s.st->overage.load(std::memory_order_relaxed) == k->pushed_over &&
-        k->claim == k->pushed_claim && pool_of(*s.st, month) == 0 && k->demand == 0 &&
-        s.st->tat_ns.load(std::memory_order_relaxed) == k->pushed_tat) {
+    // no units here, has no demand and saw no request (its GCRA word did not move, and lies in
+    // the past: a node refusing requests at a small share keeps it ahead of the clock) is not
+    // pushed again once it has been so for kQuietNs and its share has settled where a node with
+    // no demand is put (the floor beside busy nodes, an even split when all are idle), so idle
+    // keys cost Redis nothing. Until then it reports as before, so a pause in a key's traffic
+    // shorter than its report's life in Redis changes nothing; after it, its report ages out
+    // and the busy nodes share without it (README "rate limits"). After Redis lost data every
+    // key is pushed once more (repush_all_).
+    const int64_t tat = s.st->tat_ns.load(std::memory_order_relaxed);
+    const bool quiet = !final_push && !repush_all_ && k->month == month && used == k->pushed_used &&
+                       s.st->overage.load(std::memory_order_relaxed) == k->pushed_over &&
+                       k->claim == k->pushed_claim && pool_of(*s.st, month) == 0 &&
+                       k->demand == 0 && tat == k->pushed_tat && tat <= wall_ms() * kNsPerMs &&
+                       (k->applied == 0 || std::abs(k->share - k->applied) <= 0.02 * k->applied);
+    const int64_t now = steady_ns();
+    if (!quiet) {
+      k->quiet_since_ns = 0;
+    } else if (k->quiet_since_ns == 0) {
+      k->quiet_since_ns = now;
+    }
+    if (quiet && now - k->quiet_since_ns >= kQuietNs) {
       idle_skipped_.fetch_add(1, std::memory_order_relaxed);
-      // Quiet here, it stops reporting (its report ages out and the busy nodes share without
-      // it): it keeps only the floor a node reporting no demand gets, as it did when it
-      // reported, so the shares still sum to at most 1. A request here makes it report again.
-      const double floor = default_share_ / 10;
-      if (k->applied > floor * 1.02) {
-        k->applied = floor;
-        changed_shares.emplace_back(k->id, floor);
-      }
+      // The next rate sample measures from this sync, as if it had reported: an average over
+      // the silence would understate the demand of a key that just came back.
+      k->last_tat = tat;
+      k->last_rate_ns = wall_ms() * kNsPerMs;
       continue;
     }
     if (!sync_key(*k, false, final_push) || (!final_push && !serve_waiters())) {

@@ -223,7 +223,8 @@ test('idle keys cost redis nothing: its own command count over a quiet interval'
   await eventually(() => known([node], keys.slice(-3)), 5000, 'keys loaded');
   // Each key billed once, then left alone: every one has usage and a claim in Redis.
   for (const key of keys) assert.equal((await restGet(node, '/v1/stories?q=the&limit=1', { key })).status, 200);
-  await new Promise((r) => setTimeout(r, 3000));  // pushes settle, units go back, demand decays
+  // Pushes settle, units go back, demand decays, and a key quiet for 3 s falls silent.
+  await new Promise((r) => setTimeout(r, 5000));
   redis.cli(['CONFIG', 'RESETSTAT']);
   await new Promise((r) => setTimeout(r, 3000));
   const stats = redis.commandstats();
