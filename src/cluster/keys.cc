@@ -331,10 +331,10 @@ result<void, store_error> redis_keys::resume(std::string_view account) {
   return set_account(account, false);
 }
 
-result<int, store_error> redis_keys::import(const quota::store_contents& c) {
-  if (auto r = ready(); !r) {
-    return unexpected(r.error());
-  }
+namespace {
+// kImport's and kRestore's ARGV: the key count, id/value pairs, account/status pairs, then the
+// epoch to start when Redis has none.
+std::vector<std::string> set_args(const quota::store_contents& c) {
   std::vector<std::string> args{std::to_string(c.keys.size())};
   for (const auto& k : c.keys) {
     args.push_back(quota::key_id_string(k.id));
@@ -345,6 +345,15 @@ result<int, store_error> redis_keys::import(const quota::store_contents& c) {
     args.push_back(a.suspended ? "suspended" : "active");
   }
   args.push_back(new_epoch());
+  return args;
+}
+}  // namespace
+
+result<int, store_error> redis_keys::import(const quota::store_contents& c) {
+  if (auto r = ready(); !r) {
+    return unexpected(r.error());
+  }
+  const std::vector<std::string> args = set_args(c);
   auto r =
       conn_->eval(kImport, {keys_key(s_), accounts_key(s_), version_key(s_), epoch_key(s_)}, args);
   if (!r) {
@@ -357,16 +366,7 @@ result<restored, store_error> redis_keys::restore(const quota::store_contents& c
   if (auto r = ready(); !r) {
     return unexpected(r.error());
   }
-  std::vector<std::string> args{std::to_string(c.keys.size())};
-  for (const auto& k : c.keys) {
-    args.push_back(quota::key_id_string(k.id));
-    args.push_back(key_value(k));
-  }
-  for (const auto& a : c.accounts) {
-    args.push_back(a.name);
-    args.push_back(a.suspended ? "suspended" : "active");
-  }
-  args.push_back(new_epoch());
+  const std::vector<std::string> args = set_args(c);
   auto r = conn_->eval(
       kRestore, {keys_key(s_), accounts_key(s_), version_key(s_), epoch_key(s_), resync_key(s_)},
       args);
