@@ -88,6 +88,10 @@ class fleet_client {
   /// request, also when handle() answered it before asking for its answers (e.g. a key revoked
   /// meanwhile).
   void finish();
+  /// The active request was parked again (it waits for quota units): its slot and answers stay
+  /// for its next delivery (activate() finds them by its token), and the next request handled
+  /// meanwhile does not see them.
+  void deactivate() noexcept { active_ = -1; }
 
   void on_upstream(uint64_t tag, const http::upstream_reply& reply);
   /// About every 100 ms: recycles answers whose request the engine never delivered again.

@@ -522,7 +522,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
     }
     host_.begin(*key, now_ns, fig);
-    host_.set_may_wait_lease(may_wait_lease(fleet_route));
+    host_.set_may_wait_lease(may_wait_lease());
     if (resuming_ != nullptr) {
       host_.set_continuing();
     }
@@ -539,7 +539,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     return rest_.rate_limited(req, fig, out);
   }
   rest::caller c{quota_, *key, fig, now_ns, fleet_ ? fleet_->single() : nullptr};
-  c.may_wait_lease = may_wait_lease(fleet_route);
+  c.may_wait_lease = may_wait_lease();
   http::response_info info;
   switch (counted) {
     case route::rest_search:
@@ -558,10 +558,8 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   return info;
 }
 
-bool core_handler::may_wait_lease(bool fleet_route) const {
-  // A gateway's request already waited for its remotes (its re-delivery is not tracked here):
-  // it is decided at once.
-  if (!s_.cluster || io_ == nullptr || fleet_route) {
+bool core_handler::may_wait_lease() const {
+  if (!s_.cluster || io_ == nullptr) {
     return false;
   }
   return resuming_ == nullptr || resuming_->lease_deadline == 0 ||
@@ -603,6 +601,9 @@ http::response_info core_handler::park(parked* p, const quota::figures& fig, boo
   p->used = used;
   p->token = io_->defer();
   p->lease_wait = for_lease;
+  if (fleet_) {
+    fleet_->deactivate();  // a gateway's remote answers wait with it for its next delivery
+  }
   if (for_lease) {
     // Delivered again when the agent wakes this core, or at the bound (set once: the whole
     // wait of a request is bounded, however often other cores take the units it was after).

@@ -147,7 +147,7 @@ class core_handler final : public http::handler {
   parked* find_parked();
   http::response_info park(parked* p, const quota::figures& fig, bool for_lease, size_t used);
   /// Whether a billed call of this delivery may still wait for quota units (cluster mode).
-  bool may_wait_lease(bool fleet_route) const;
+  bool may_wait_lease() const;
   void keep_spare(tool_context::job_group&& jobs);
 
   shared_state& s_;
