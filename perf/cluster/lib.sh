@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the perf/cluster/ scripts (sourced, not run). Bash 5.
 #
 # On top of perf/lib.sh (every process started through perf_start, stopped by its PID only):

@@ -150,7 +150,7 @@ for label in labels:
             cps = [x["cmds"] / x["evals"] for x in xs if x["evals"]]
             print(f"| {label} | {names[case]} | 0 | {fmt(rate, '{:,.1f}')} | - | - | "
                   f"{med([x['evals'] / x['secs'] for x in xs]):,.1f}/s | "
-                  f"{med(cps) if cps else float('nan'):.1f} | {med(nrate):,.1f}/s | - |")
+                  f"{(f'{med(cps):.1f}' if cps else '-')} | {med(nrate):,.1f}/s | - |")
             continue
         per = [x["cmds"] * 1000 / max(1, x["resp"]) for x in xs]
         qr = [r["quiet"]["cmds"] / r["quiet"]["secs"] for r in rs if case in r]
@@ -162,5 +162,5 @@ for label in labels:
         cps = [x["cmds"] / x["evals"] for x in xs if x["evals"]]
         print(f"| {label} | {names[case]} | {med(rps):,.0f} | {fmt(rate, '{:,.1f}')} | "
               f"{fmt(per, '{:.2f}')} | {fmt(net, '{:.2f}')} | {med(ev):.2f} | "
-              f"{med(cps) if cps else float('nan'):.1f} | {med(nc):.2f} | {bad} |")
+              f"{(f'{med(cps):.1f}' if cps else '-')} | {med(nc):.2f} | {bad} |")
 PY
