@@ -37,7 +37,10 @@ namespace {
 // ARGV: node, quota, used, over, claim, want, ttl ms, rate demand (-1: none), node wall ms,
 // recovery id, recover (1: this push re-establishes the key after Redis lost data), window ms,
 // stale ms (another node's claim unrefreshed this long counts only its used units).
-// One HGETALL reads every field; TIME is called only around a recovery.
+// One HGETALL reads every field and one HSET writes what changed (Redis counts each call a
+// script makes: a push is EVALSHA + HGETALL + HSET); TIME is called only around a recovery, and
+// PEXPIRE only when the push creates the hash (it lives 100 days from then: past its month's
+// end by more than two months, long enough for billing to read it).
 const redis_script kSync(R"(
 local h = KEYS[1]
 local node = ARGV[1]
@@ -74,12 +77,17 @@ for x, g in pairs(gs) do
   G = G + g
   if g > 0 then N = N + 1 end
 end
+local kv = {}
+local function set(f, v)
+  kv[#kv + 1] = f
+  kv[#kv + 1] = v
+end
 if used > cu then
-  redis.call('HSET', h, uf, used)
+  set(uf, used)
   U = U + used - cu
   cu = used
 end
-if over > co then redis.call('HSET', h, of, over) end
+if over > co then set(of, over) end
 local nowr = -1
 local function now()
   if nowr < 0 then
@@ -90,7 +98,8 @@ local function now()
 end
 if ARGV[11] == '1' and e ~= ARGV[10] then
   r = now() + tonumber(ARGV[12])
-  redis.call('HSET', h, 'e', ARGV[10], 'r', r)
+  set('e', ARGV[10])
+  set('r', r)
 end
 local recovering = false
 if r > 0 then
@@ -100,7 +109,7 @@ G = G + claim
 local avail = quota - G
 local dm, D, C = tonumber(ARGV[8]), 0, 1
 if dm >= 0 then
-  redis.call('HSET', h, df, dm .. ' ' .. nowms)
+  set(df, dm .. ' ' .. nowms)
   for i = 1, #all, 2 do
     if string.sub(all[i], 1, 2) == 'd:' and all[i] ~= df then
       local d, ts = string.match(all[i + 1], '^(%d+) (%d+)$')
@@ -119,12 +128,14 @@ if want > 0 and avail > 0 and not recovering then
   if n > want then n = want end
 end
 if claim + n > 0 or hasg then
-  redis.call('HSET', h, gf, claim + n, tf, nowms)
+  set(gf, claim + n)
+  set(tf, nowms)
 end
-redis.call('PEXPIRE', h, ARGV[7])
+if #kv > 0 then redis.call('HSET', h, unpack(kv)) end
+if #all == 0 and #kv > 0 then redis.call('PEXPIRE', h, ARGV[7]) end
 return {n, U - cu, avail - n, D, C, recovering and 1 or 0})");
 
-// A month's usage hash lives this long after its last write (100 days): long enough for
+// A month's usage hash lives this long after its creation (100 days): long enough for
 // billing to read a closed month.
 constexpr const char* kUsageTtlMs = "8640000000";
 
