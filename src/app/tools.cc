@@ -200,11 +200,15 @@ mcp::tool_def search_stories_def() {
       arg("offset", mcp::arg_type::integer, "How many ranked stories to skip (0-1000)."), 0, 1000);
   offset.has_default = true;
   offset.default_int = 0;
-  auto since = arg("since", mcp::arg_type::timestamp,
-                   "Only stories posted at or after this time: unix seconds (1700000000) or "
-                   "an RFC 3339 date-time (\"2024-05-01T00:00:00Z\") or date (\"2024-05-01\").");
-  auto until = arg("until", mcp::arg_type::timestamp,
-                   "Only stories posted at or before this time; same formats as since.");
+  // since/until: declared and described as unix seconds (an integer); the server also takes
+  // an RFC 3339 date-time or a date as a string (REST's formats), undeclared.
+  auto since = bounded(arg("since", mcp::arg_type::timestamp,
+                           "Only stories posted at or after this time, in unix seconds (for "
+                           "example 1700000000, which is 2023-11-14T22:13:20Z)."),
+                       0, search::max_unix_time);
+  auto until = bounded(arg("until", mcp::arg_type::timestamp,
+                           "Only stories posted at or before this time, in unix seconds."),
+                       0, search::max_unix_time);
   auto sort = arg("sort", mcp::arg_type::enumeration,
                   "\"relevance\" (best match first, default) or \"date\" (newest first).");
   sort.choices = {"relevance", "date"};
