@@ -657,6 +657,16 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   return handle(head, out, now_ns);
 }
 
+bool core_handler::answer_refused(const http::request& head, http::errc e, out_buffer& out) {
+  // The parser may refuse the size while reading the fields, before it splits the target.
+  const std::string_view path = head.target.substr(0, head.target.find('?'));
+  if (e != http::errc::body_too_large || path != "/mcp") {
+    return false;
+  }
+  endpoint_.render_too_large(out);
+  return true;
+}
+
 void core_handler::before_send(int64_t now_ns) {
   quota_.before_send(now_ns);
   if (observer_.on()) {

@@ -100,6 +100,9 @@ class core_handler final : public http::handler {
   /// forbidden Origin on /mcp) is answered now, as handle() would answer it with its body.
   http::response_info answer_before_body(const http::request& head, out_buffer& out,
                                          int64_t now_ns) override;
+  /// A body over server.max_body_bytes on /mcp: the endpoint's JSON-RPC 413 (id null) rather
+  /// than the engine's plain text, so MCP clients show the reason.
+  bool answer_refused(const http::request& head, http::errc e, out_buffer& out) override;
   void before_send(int64_t now_ns) override;
   /// The usage journal is the engine's durable write (http::durable_batch), made before the pass's
   /// sends.

@@ -91,6 +91,7 @@ struct endpoint::impl {
   out_buffer scratch;
   std::string session_header;       ///< "Mcp-Session-Id: ...\r\n" for a minted session
   std::string batch_limit_message;  ///< -32600's message for a batch over max_batch
+  std::string too_large_message;    ///< -32600's message for a body over max_body_bytes
   /// The app charged this POST to the rate limit before dispatch (false while a refused one
   /// that holds only notifications and responses is answered): a 202 gives the charge back.
   bool rate_charged = true;

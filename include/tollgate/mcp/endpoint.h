@@ -142,6 +142,10 @@ class endpoint {
   http::response_info render_rate_limited(const http::request& req, host& h, out_buffer& out,
                                           int64_t retry_after_secs, int64_t now_ns = 0);
 
+  /// HTTP 413 for a POST whose body the engine refused as larger than the server accepts,
+  /// before reading it: a JSON-RPC error (-32600, id null) as the endpoint's other transport
+  /// refusals, with `Connection: close`. No key or quota figures (the request was not read).
+  http::response_info render_too_large(out_buffer& out) const;
   /// Answers one JSON-RPC message (stdio): appends the response body (no HTTP) to `out`, or
   /// nothing for notifications and responses. `msg` must be followed by body_padding readable
   /// bytes. The revision is the one negotiated by the last initialize (default 2025-03-26).
