@@ -42,20 +42,33 @@ bool method_header_agrees(const dispatch_ctx& c, const message& m, reply& r) {
   return true;
 }
 
-// The _meta protocol version: checked against the header over HTTP (2026-07-28); on stdio,
-// which has no headers, it selects the revision of this one message (`modern`, r.rev). False
-// with `r` set when it is refused.
-bool meta_version_agrees(const dispatch_ctx& c, od::object& params, bool& modern, reply& r) {
+// The _meta protocol version: 2026-07-28 requires it in every request, a string naming the
+// revision. Over HTTP under that revision (the header's) it must be there and agree with the
+// header; on stdio, which has no headers, it selects the revision of this one message (`modern`,
+// r.rev), and its absence means a legacy message. `params`: null when the request has none.
+// False with `r` set when it is refused: missing or not a string (-32602, HTTP 400), a revision
+// not spoken (-32022), a header it contradicts (-32020).
+bool meta_version_agrees(const dispatch_ctx& c, od::object* params, bool& modern, reply& r) {
   od::value meta;
-  if (member(params, "_meta", c.im.body_has_escape, meta)) {
-    return true;
-  }
   od::object mo;
   od::value ver;
+  const bool present = params != nullptr && !member(*params, "_meta", c.im.body_has_escape, meta) &&
+                       !meta.get_object().get(mo) &&
+                       !member(mo, k_meta_version_key, c.im.body_has_escape, ver);
+  const bool required = modern && c.http.is_http;
   std::string_view v;
-  if (meta.get_object().get(mo) || member(mo, k_meta_version_key, c.im.body_has_escape, ver) ||
-      ver.get_string().get(v)) {
+  if (!present && !required) {
     return true;
+  }
+  if (!present || ver.get_string().get(v)) {
+    r = error_reply(r.id,
+                    rpc_error{rpc_error_kind::invalid_params, "_meta",
+                              "must hold io.modelcontextprotocol/protocolVersion, a string naming "
+                              "the protocol revision (\"2026-07-28\"), in every request of "
+                              "revision 2026-07-28",
+                              0},
+                    c.http.is_http ? 400 : 200);
+    return false;
   }
   revision declared;
   if (!envelope::parse_revision(v, declared)) {
@@ -163,6 +176,13 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
                     200);
     return;
   }
+  if (!m.meta_duplicate.empty() && m.mid != method_id::unknown) {
+    r = error_reply(id,
+                    rpc_error{rpc_error_kind::invalid_params, m.meta_duplicate,
+                              "must not appear more than once in _meta", 0},
+                    200);
+    return;
+  }
   // params: _meta protocol version (modern), then what the method needs.
   od::object params;
   bool have_params = false;
@@ -172,7 +192,8 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
       have_params = true;
     }
   }
-  if ((modern || !c.http.is_http) && have_params && !meta_version_agrees(c, params, modern, r)) {
+  if ((modern || !c.http.is_http) &&
+      !meta_version_agrees(c, have_params ? &params : nullptr, modern, r)) {
     return;
   }
   od::object* p = have_params ? &params : nullptr;

@@ -29,6 +29,7 @@ endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_o
   impl_->batch.reserve(opts_.max_batch);
   impl_->names.reserve(64);
   impl_->params_names.reserve(64);
+  impl_->meta_names.reserve(16);
   impl_->batch_limit_message =
       fmt::format("Invalid Request: a batch may hold at most {} messages.", opts_.max_batch);
   impl_->too_large_message = fmt::format(

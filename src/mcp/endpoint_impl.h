@@ -47,6 +47,8 @@ struct message {
   std::string_view duplicate;
   /// A member name given twice in the params object (as written; empty: none). -32602.
   std::string_view params_duplicate;
+  /// A member name given twice in params._meta (as written; empty: none). -32602.
+  std::string_view meta_duplicate;
   std::string_view id = envelope::null_id;  ///< raw JSON token
   std::string_view method;                  ///< raw contents between the quotes
   method_id mid = method_id::unknown;
@@ -85,6 +87,7 @@ struct endpoint::impl {
   std::vector<message> batch;
   std::vector<member_name> names;         ///< pass 1's member names of a message object
   std::vector<member_name> params_names;  ///< and of its params object
+  std::vector<member_name> meta_names;    ///< and of params._meta
   std::string duplicate_message;          ///< -32600's message naming a duplicated member
   std::vector<reply> replies;
   arguments args;

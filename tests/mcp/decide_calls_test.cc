@@ -178,6 +178,10 @@ TEST_F(decide_calls_test, nothing_is_handed_back_for_a_request_handle_http_refus
   EXPECT_TRUE(decided(modern_batch).empty());
 
   http_case mismatch = ok;
+  mismatch.body =
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_stories",)"
+      R"("arguments":{"query":"rust"},"_meta":{"io.modelcontextprotocol/protocolVersion":)"
+      R"("2026-07-28"}}})";
   mismatch.set("MCP-Protocol-Version", "2026-07-28").set("Mcp-Method", "tools/call");
   mismatch.set("Mcp-Name", "get_usage");
   EXPECT_TRUE(decided(mismatch).empty());
