@@ -615,6 +615,9 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     }
     return info;  // counted when it is answered
   }
+  if (counted == route::mcp) {
+    endpoint_.add_cors_headers(req, out, start);  // a browser on an allowed Origin reads it
+  }
   // Only an answer that billed waits for the journal; every other one goes out at once.
   info.durable = quota_.billed_seq() != billed_before;
   if (req.method == "HEAD") {
@@ -663,7 +666,9 @@ bool core_handler::answer_refused(const http::request& head, http::errc e, out_b
   if (e != http::errc::body_too_large || path != "/mcp") {
     return false;
   }
+  const size_t start = out.size();
   endpoint_.render_too_large(out);
+  endpoint_.add_cors_headers(head, out, start);
   return true;
 }
 

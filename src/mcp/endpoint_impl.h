@@ -92,6 +92,7 @@ struct endpoint::impl {
   std::vector<reply> replies;
   arguments args;
   out_buffer scratch;
+  out_buffer cors_tail;             ///< add_cors_headers' copy of a response's rest
   std::string session_header;       ///< "Mcp-Session-Id: ...\r\n" for a minted session
   std::string batch_limit_message;  ///< -32600's message for a batch over max_batch
   std::string too_large_message;    ///< -32600's message for a body over max_body_bytes

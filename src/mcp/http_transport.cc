@@ -184,10 +184,56 @@ http::response_info transport_error(const http_ctx& x, int status, std::string_v
   return write_refusal(x, invalid_request(status, message, extra));
 }
 
-// GET, DELETE and the rest: a DELETE ends a session (when sessions are on); anything else is
-// 405 (no server-initiated stream).
+// CORS (Fetch standard): what a browser page on an allowed Origin may send and read. The
+// request headers an MCP client sends (the key, the MCP headers, tollgate's deadline), and the
+// response headers it reads (the session, the 401 challenge, the wait, the rate and quota
+// figures).
+constexpr std::string_view k_cors_allow_methods =
+    "Access-Control-Allow-Methods: POST, GET, DELETE, OPTIONS\r\n";
+constexpr std::string_view k_cors_allow_headers =
+    "Access-Control-Allow-Headers: Authorization, X-API-Key, Content-Type, Accept, "
+    "Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, "
+    "Tollgate-Deadline\r\n";
+constexpr std::string_view k_cors_expose_headers =
+    "Access-Control-Expose-Headers: Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate, "
+    "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-Quota-Limit, "
+    "X-Quota-Used, X-Quota-Remaining, X-Quota-Reset, RateLimit-Policy, RateLimit\r\n";
+
+// The lines every answer to an allowed Origin carries (`origin` is the request's, verbatim: it
+// matched an allowed one exactly, or a loopback form).
+void cors_lines(out_buffer& out, std::string_view origin) {
+  out.append("Access-Control-Allow-Origin: ");
+  out.append(origin);
+  out.append("\r\n");
+  out.append(k_cors_expose_headers);
+  out.append("Vary: Origin\r\n");
+}
+
+// GET, DELETE and the rest: a DELETE ends a session (when sessions are on); OPTIONS is a CORS
+// preflight (answered 204 with what an allowed Origin may send); anything else is 405 (no
+// server-initiated stream).
 http::response_info answer_other_method(const http_ctx& x, const known_headers& hd,
                                         std::string_view method) {
+  if (method == "OPTIONS") {
+    out_buffer& extra = x.im.scratch;
+    extra.clear();
+    extra.append("Allow: POST, GET, DELETE, OPTIONS\r\n");
+    if (const std::string_view origin = trim(hd.value(h_origin)); !origin.empty()) {
+      // origin_allowed() passed before: a present Origin here is an allowed one.
+      extra.append("Access-Control-Allow-Origin: ");
+      extra.append(origin);
+      extra.append("\r\n");
+      extra.append(k_cors_allow_methods);
+      extra.append(k_cors_allow_headers);
+      extra.append(k_cors_expose_headers);
+      extra.append("Access-Control-Max-Age: 600\r\n");
+      extra.append(
+          "Vary: Origin, Access-Control-Request-Method, Access-Control-Request-Headers\r\n");
+    }
+    x.env.empty_response(x.out, 204, extra.view(), x.close);
+    extra.clear();
+    return {204, x.close};
+  }
   if (method == "DELETE" && x.opts.sessions != nullptr) {
     std::string_view sid = trim(hd.value(h_session));
     if (sid.empty()) {
@@ -477,6 +523,30 @@ bool endpoint::origin_allowed(const http::request& req) const noexcept {
     ok = ok || allowed == origin;
   }
   return ok;
+}
+
+void endpoint::add_cors_headers(const http::request& req, out_buffer& out,
+                                size_t response_start) const {
+  const known_headers hd{req};
+  if (!hd.has(h_origin) || req.method == "OPTIONS" || !origin_allowed(req)) {
+    return;  // not a browser's cross-origin request, or a preflight (answered with its own)
+  }
+  const std::string_view origin = trim(hd.value(h_origin));
+  const std::string_view written(out.data() + response_start, out.size() - response_start);
+  const size_t line_end = written.find("\r\n");
+  if (origin.empty() || line_end == std::string_view::npos) {
+    return;
+  }
+  // After the status line: copy the rest aside, write the lines, put the rest back (only
+  // browsers send Origin; agents' requests never pay for this).
+  out_buffer& tail = impl_->cors_tail;
+  tail.clear();
+  const size_t at = response_start + line_end + 2;
+  tail.append(std::string_view(out.data() + at, out.size() - at));
+  out.resize(at);
+  cors_lines(out, origin);
+  out.append(tail.view());
+  tail.clear();
 }
 
 // One request to /mcp:

@@ -225,6 +225,90 @@ TEST(endpoint_options_test, configured_origin_is_allowed) {
   EXPECT_EQ(run(ep, h, c, out).status, 403);
 }
 
+TEST(endpoint_options_test, cors_preflight_and_answers_for_allowed_origins) {
+  // Verifies a CORS preflight (OPTIONS with an allowed Origin) is 204 allowing the methods, the
+  // MCP headers and Authorization and exposing the session, challenge, rate and quota headers;
+  // an answer to an allowed Origin gains Access-Control-Allow-Origin (that origin) and the
+  // exposed list after its status line, framing intact; a foreign Origin gets 403 and no CORS.
+  auto search = std::make_shared<fake_search>();
+  registry tools = make_registry(search);
+  envelope::cache env{envelope::server_identity{}};
+  endpoint_options o;
+  o.allowed_origins = {"https://app.example.com"};
+  endpoint ep(tools, env, o);
+  fake_host h;
+  out_buffer out;
+  http_case pre;
+  pre.method = "OPTIONS";
+  pre.drop("Content-Type").drop("Accept");
+  pre.set("Origin", "https://app.example.com");
+  pre.set("Access-Control-Request-Method", "POST");
+  pre.set("Access-Control-Request-Headers", "authorization, content-type, mcp-protocol-version");
+  http_reply p = run(ep, h, pre, out);
+  EXPECT_EQ(p.status, 204) << p.raw;
+  EXPECT_EQ(p.header("Access-Control-Allow-Origin"), "https://app.example.com");
+  const std::string allow_headers = p.header("Access-Control-Allow-Headers");
+  for (const char* name : {"Authorization", "Content-Type", "Accept", "Mcp-Session-Id",
+                           "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"}) {
+    EXPECT_NE(allow_headers.find(name), std::string::npos) << name << " in " << allow_headers;
+  }
+  EXPECT_NE(p.header("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  const std::string exposed = p.header("Access-Control-Expose-Headers");
+  for (const char* name : {"Mcp-Session-Id", "WWW-Authenticate", "Retry-After", "X-RateLimit-Limit",
+                           "X-Quota-Remaining", "RateLimit-Policy", "RateLimit"}) {
+    EXPECT_NE(exposed.find(name), std::string::npos) << name << " in " << exposed;
+  }
+  EXPECT_EQ(h.admits, 0);
+
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  c.set("Origin", "https://app.example.com");
+  std::string padded = c.body + std::string(body_padding, ' ');
+  http::request req;
+  req.method = "POST";
+  req.target = req.path = "/mcp";
+  for (const auto& kv : c.headers) {
+    req.add_header(kv.first, kv.second);
+  }
+  req.body = std::string_view(padded.data(), c.body.size());
+  out.clear();
+  out.append("previous response bytes");
+  const size_t start = out.size();
+  ep.handle_http(req, h, out, 0);
+  const std::string plain(out.view().substr(start));
+  ep.add_cors_headers(req, out, start);
+  const std::string with(out.view().substr(start));
+  EXPECT_EQ(std::string(out.view().substr(0, start)), "previous response bytes");
+  const size_t line = plain.find("\r\n") + 2;
+  EXPECT_EQ(with.substr(0, line), plain.substr(0, line));
+  EXPECT_EQ(with.substr(with.size() - (plain.size() - line)), plain.substr(line))
+      << "the rest of the response is unchanged";
+  EXPECT_NE(with.find("\r\nAccess-Control-Allow-Origin: https://app.example.com\r\n"),
+            std::string::npos)
+      << with;
+  EXPECT_NE(with.find("Access-Control-Expose-Headers: Mcp-Session-Id"), std::string::npos);
+  EXPECT_NE(with.find("\r\nVary: Origin\r\n"), std::string::npos);
+
+  // No Origin (an agent), or a foreign one (403): nothing added.
+  for (const char* origin : {"", "https://evil.example"}) {
+    http::request r2;
+    r2.method = "POST";
+    r2.target = r2.path = "/mcp";
+    r2.add_header("Accept", "application/json");
+    r2.add_header("Content-Type", "application/json");
+    if (*origin != '\0') {
+      r2.add_header("Origin", origin);
+    }
+    r2.body = req.body;
+    out.clear();
+    const http::response_info info = ep.handle_http(r2, h, out, 0);
+    EXPECT_EQ(info.status, *origin != '\0' ? 403 : 200);
+    const std::string before(out.view());
+    ep.add_cors_headers(r2, out, 0);
+    EXPECT_EQ(std::string(out.view()), before) << origin;
+  }
+}
+
 TEST_F(endpoint_test, unsupported_protocol_version_header_is_400) {
   // Verifies an unsupported MCP-Protocol-Version is HTTP 400 with -32022 listing the supported
   // revisions; an absent header means 2025-03-26 (batches accepted).
