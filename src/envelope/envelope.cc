@@ -251,7 +251,13 @@ void cache::tool_error_response(out_buffer& out, std::string_view id, revision r
   } else {
     out.append(R"(,"result":{"isError":true,"content":[{"type":"text","text":")");
   }
-  out.append(tool_error_text_[static_cast<size_t>(e.code)]);
+  if (e.message.empty()) {
+    out.append(tool_error_text_[static_cast<size_t>(e.code)]);
+  } else {
+    out.append(escaped(R"({"code":")" +
+                       std::string(k_tool_error_names[static_cast<size_t>(e.code)]) +
+                       R"(","message":)" + quoted(e.message)));
+  }
   append_figures<true>(out, e);
   out.append(R"(}"}]}})");
 }
@@ -260,7 +266,8 @@ void cache::tool_error_json(out_buffer& out, const tool_error& e) const {
   out.append(R"({"code":")");
   out.append(k_tool_error_names[static_cast<size_t>(e.code)]);
   out.append(R"(","message":")");
-  append_json_escaped(out, k_tool_error_messages[static_cast<size_t>(e.code)]);
+  append_json_escaped(
+      out, e.message.empty() ? k_tool_error_messages[static_cast<size_t>(e.code)] : e.message);
   out.push_back('"');
   append_figures<false>(out, e);
   out.push_back('}');

@@ -377,6 +377,9 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
   endpoint::impl& im = x.im;
   const bool is_initialize = m.mid == method_id::initialize;
   if (refusal f = check_session(x.opts, hd, is_initialize, c.rev, x.now_ns); f.status != 0) {
+    if (!(m.has_id && m.has_method) && !m.invalid && im.rate_charged) {
+      x.h.refund_rate();  // a notification or response never counts (design §5), refused or not
+    }
     return write_refusal(x, f);
   }
   reply r;

@@ -21,7 +21,8 @@ class echo_tool : public mcp::tool {
   mcp::tool_result call(const mcp::arguments& a, json_out& out, mcp::call_context&) override {
     if (a[0].str == "fail") {
       out.raw("{\"partial\":");
-      return mcp::tool_result::failure({envelope::tool_error_code::unavailable, -1, -1, -1, -1});
+      return mcp::tool_result::failure(
+          {envelope::tool_error_code::unavailable, -1, -1, -1, -1, {}});
     }
     out.raw("{\"q\":");
     out.string(a[0].str);

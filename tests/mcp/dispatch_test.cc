@@ -162,7 +162,7 @@ TEST_F(endpoint_test, tool_failing_after_writing_is_rolled_back) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body, envelope::reference::tool_error_response(
                         "7", revision::v2025_03_26,
-                        {envelope::tool_error_code::unavailable, -1, -1, -1, -1}));
+                        {envelope::tool_error_code::unavailable, -1, -1, -1, -1, {}}));
   EXPECT_EQ(h.settled_failed, 1);
   EXPECT_EQ(h.settled_ok, 0);
 }
@@ -195,7 +195,7 @@ TEST_F(endpoint_test, suspended_account_is_a_tool_error_and_tool_does_not_run) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body, envelope::reference::tool_error_response(
                         "7", revision::v2025_03_26,
-                        {envelope::tool_error_code::suspended, -1, -1, -1, -1}));
+                        {envelope::tool_error_code::suspended, -1, -1, -1, -1, {}}));
   EXPECT_EQ(search->calls, 0);
   EXPECT_EQ(h.settled_ok + h.settled_failed, 0);
 }

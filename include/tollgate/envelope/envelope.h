@@ -67,6 +67,10 @@ struct tool_error {
   int64_t quota_limit = -1;
   int64_t quota_used = -1;
   int64_t quota_remaining = -1;
+  /// Non-empty: this sentence instead of the code's own (the stdio bridge names the cause it
+  /// saw: a server it cannot reach, a timeout, an HTTP status). Rendered per call, allocating:
+  /// never on the server's hot path, which uses the pre-rendered messages.
+  std::string_view message;
 };
 
 /// JSON-RPC errors the server sends. Each has a fixed code and message template.

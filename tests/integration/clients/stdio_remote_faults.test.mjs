@@ -154,6 +154,68 @@ test('reset, timeout, 5xx and malformed answers: errors per message, and the bri
   }
 });
 
+test('each bridge failure says its own cause; a refusal no retry mends is a JSON-RPC error without retry_after_secs', async () => {
+  // Issue 29 item 2. get_usage of a server that is not there: the bridge's own words, never
+  // the search backend's "no shard answered".
+  const port = await freePort();
+  const down = bridgeSession(`http://127.0.0.1:${port}/mcp`, server.keys.main);
+  try {
+    const e = toolErrorOf(await down.send(toolCall(1, 'get_usage'), { timeoutMs: 20000 }), 'unavailable');
+    assert.match(e.message, /cannot be reached/, e.message);
+    assert.match(e.message, /not sent and not billed/, e.message);
+    assert.doesNotMatch(e.message, /shard/, e.message);
+    assert.ok(e.retry_after_secs >= 1, JSON.stringify(e));
+  } finally {
+    await down.close();
+  }
+
+  // A URL without /mcp: the server's 404 is no MCP answer, and a retry cannot mend it.
+  const noMcp = bridgeSession(`${server.url}/`, server.keys.main);
+  try {
+    for (const msg of [toolCall(2, 'get_usage'), { jsonrpc: '2.0', id: 3, method: 'ping' }]) {
+      const a = await noMcp.send(msg, { timeoutMs: 20000 });
+      assert.equal(a.error?.code, -32603, JSON.stringify(a));
+      assert.match(a.error.message, /HTTP 404/);
+      assert.match(a.error.message, /MCP endpoint/);
+      assert.match(a.error.message, /Retrying will not help/);
+      assert.equal(a.error.data?.retry_after_secs, undefined, JSON.stringify(a));
+      assert.equal(a.result, undefined, 'not a tool error');
+    }
+    assert.match(noMcp.stderr, /refused a message \(HTTP 404\)/);
+  } finally {
+    await noMcp.close();
+  }
+
+  // A 2 MB message: the server's own 413, a JSON-RPC error, reaches the client under its id.
+  const big = bridgeSession(server.mcpUrl, server.keys.main);
+  try {
+    const a = await big.send(toolCall(4, 'search_stories', { query: 'x'.repeat(2 * 1024 * 1024) }), { timeoutMs: 20000 });
+    assert.equal(a.id, 4, JSON.stringify(a).slice(0, 300));
+    assert.equal(a.error?.code, -32600, JSON.stringify(a).slice(0, 300));
+    assert.match(a.error.message, /Content Too Large/);
+    assert.doesNotMatch(a.error.message, /shard/);
+  } finally {
+    await big.close();
+  }
+
+  // A proxy's 413 in plain text: the bridge says what it is, with no retry_after_secs.
+  const faulty = await faultyServer('ok');
+  const s = bridgeSession(faulty.url, 'tg_any_key');
+  try {
+    faulty.mode = '413';
+    const a = await s.send(toolCall(5, 'search_stories', { query: 'x' }), { timeoutMs: 10000 });
+    assert.equal(a.error?.code, -32603, JSON.stringify(a));
+    assert.match(a.error.message, /HTTP 413/);
+    assert.match(a.error.message, /larger than the server accepts/);
+    assert.match(a.error.message, /Retrying will not help/);
+    assert.equal(a.result, undefined);
+    assert.match(s.stderr, /refused a message \(HTTP 413\)/);
+  } finally {
+    await s.close();
+    await faulty.close();
+  }
+});
+
 test('SIGTERM with a call in flight: it is answered first, then exit 0', async () => {
   const faulty = await faultyServer('ok');
   const s = bridgeSession(faulty.url, 'tg_any_key', ['--timeout-ms', '1500']);
