@@ -169,7 +169,7 @@ constexpr std::string_view k_host_headers =
 class fixed_host : public mcp::host {
  public:
   void write_headers(out_buffer& out) override { out.append(k_host_headers); }
-  mcp::admission admit(std::string_view) override {
+  mcp::admission admit(std::string_view, std::string_view) override {
     ++admitted_;
     return {};
   }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "access_log.h"
+#include "cancel_set.h"
 #include "core_host.h"
 #include "fleet_client.h"
 #include "metrics.h"
@@ -56,6 +57,9 @@ struct shared_state {
   /// Cluster mode: the node's Redis agent (null: single node). Until it has loaded keys once,
   /// /readyz says not ready and keyed requests get 503.
   std::unique_ptr<cluster::agent> cluster;
+  /// Requests their clients cancelled (notifications/cancelled), for every core to consult
+  /// before it admits a call. Thread-safe.
+  cancel_set cancels;
 };
 
 /// Registers the routes of design §1 on `s.router`.
@@ -139,9 +143,10 @@ class core_handler final : public http::handler {
     tool_context::job_group jobs;
     size_t used = 0;  // its search calls (jobs [0, used))
     quota::figures fig;
+    int64_t received_ns = 0;  // its first delivery's time (a later cancellation reaches it)
   };
   parked* find_parked();
-  http::response_info park(parked* p, const quota::figures& fig);
+  http::response_info park(parked* p, const quota::figures& fig, int64_t received_ns);
   void keep_spare(tool_context::job_group&& jobs);
 
   shared_state& s_;

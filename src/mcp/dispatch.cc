@@ -225,13 +225,30 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
   r = error_reply(id, rpc_error{rpc_error_kind::method_not_found, {}, {}, 0}, modern ? 404 : 200);
 }
 
+void note_notification(const dispatch_ctx& c, const message& m, od::object& o, host& h) {
+  if (m.mid != method_id::cancelled || m.has_id || m.invalid) {
+    return;
+  }
+  od::value pv;
+  od::object po;
+  od::value idv;
+  od::json_type t;
+  if (member(o, "params", c.im.body_has_escape, pv) || pv.get_object().get(po) ||
+      member(po, "requestId", c.im.body_has_escape, idv) || idv.type().get(t)) {
+    return;
+  }
+  if (t == od::json_type::string || t == od::json_type::number) {
+    h.cancelled(trim(idv.raw_json_token()));
+  }
+}
+
 // Admits a billable tool call, or rates a free one (stdio only: over HTTP the handler rated the
 // request before dispatch); turns the reply into a tool error when refused.
 void prepare(reply& r, host& h) {
   if (r.k != reply::kind::tool_call) {
     return;
   }
-  admission a = r.tool->billable ? h.admit(r.tool->name) : h.rate_check();
+  admission a = r.tool->billable ? h.admit(r.tool->name, r.id) : h.rate_check();
   if (a.outcome == admission::kind::ok) {
     r.admitted = r.tool->billable;
     return;
@@ -251,6 +268,12 @@ void prepare(reply& r, host& h) {
       break;
     case admission::kind::quota_unreachable:
       code = envelope::tool_error_code::quota_unreachable;
+      break;
+    case admission::kind::expired:
+      code = envelope::tool_error_code::call_expired;
+      break;
+    case admission::kind::cancelled:
+      code = envelope::tool_error_code::call_cancelled;
       break;
     default:
       break;
@@ -291,6 +314,10 @@ outcome outcome_of(envelope::tool_error_code c) noexcept {
     case envelope::tool_error_code::quota_unreachable:
     case envelope::tool_error_code::story_unreadable:
       return outcome::unavailable;
+    case envelope::tool_error_code::call_expired:
+      return outcome::expired;
+    case envelope::tool_error_code::call_cancelled:
+      return outcome::cancelled;
     case envelope::tool_error_code::not_found:
       return outcome::not_found;
   }

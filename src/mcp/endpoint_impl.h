@@ -165,6 +165,10 @@ bool classify(const message& m, reply& r, std::string& scratch);
 /// object, positioned at its start.
 void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r);
 
+/// A notification `m` (classify() gave it no reply) that is notifications/cancelled: hands its
+/// params.requestId (raw JSON) to the host (host::cancelled). `o`: the message object.
+void note_notification(const dispatch_ctx& c, const message& m, od::object& o, host& h);
+
 /// Validates tools/call arguments into im.args. Returns false with `r` set to the -32602 reply.
 bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* args_value,
                         std::string_view id, reply& r);

@@ -393,6 +393,13 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
     decide(c, m, &o, r);
   }
   if (r.k == reply::kind::none) {
+    if (m.mid == method_id::cancelled) {
+      im.doc.rewind();
+      od::object o;
+      if (!im.doc.get_object().get(o)) {
+        note_notification(c, m, o, x.h);
+      }
+    }
     return answer_202(x);
   }
   prepare(r, x.h);
@@ -432,6 +439,11 @@ void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message&
     rated = true;
   }
   if (classify(m, r, x.im.duplicate_message)) {
+    od::value v;
+    od::object o;
+    if (m.mid == method_id::cancelled && !er.get(v) && !v.get_object().get(o)) {
+      note_notification(c, m, o, x.h);
+    }
     return;
   }
   od::value v;

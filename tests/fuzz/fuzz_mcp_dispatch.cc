@@ -40,7 +40,7 @@ class fuzz_host : public mcp::host {
  public:
   int n = 0;
   void write_headers(out_buffer& out) override { out.append("X-Quota-Used: 1\r\n"); }
-  mcp::admission admit(std::string_view) override {
+  mcp::admission admit(std::string_view, std::string_view) override {
     ++n;
     mcp::admission a;
     a.outcome = static_cast<mcp::admission::kind>(n % 4);

@@ -31,7 +31,7 @@ class fake_host : public host {
     fmt_header(out, "X-Quota-Used: ", used);
     fmt_header(out, "X-Quota-Remaining: ", limit - used);
   }
-  admission admit(std::string_view) override {
+  admission admit(std::string_view, std::string_view) override {
     ++admits;
     if (next.outcome == admission::kind::quota_exceeded) {
       limit = next.quota_limit;

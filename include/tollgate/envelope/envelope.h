@@ -45,6 +45,9 @@ inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28;
 /// story_unreadable is the code `unavailable` with its own message too: get_story of a story
 /// whose stored text cannot be read (a damaged index), a fault of the server that a retry does
 /// not mend (so no retry_after_secs).
+/// call_expired and call_cancelled (code `unavailable`, own messages): a tools/call dropped
+/// before admission because its client had given up on it (its Tollgate-Deadline passed, or a
+/// notifications/cancelled named it); not run, not billed. Its client seldom reads the answer.
 enum class tool_error_code : uint8_t {
   suspended,
   quota_exceeded,
@@ -53,9 +56,11 @@ enum class tool_error_code : uint8_t {
   not_found,
   usage_unavailable,
   quota_unreachable,
-  story_unreadable
+  story_unreadable,
+  call_expired,
+  call_cancelled
 };
-inline constexpr size_t num_tool_error_codes = 8;
+inline constexpr size_t num_tool_error_codes = 10;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;

@@ -46,7 +46,7 @@ struct outcome_row {
 };
 
 // A flat table, one line per row, read top to bottom like the seed's "What goes where".
-inline constexpr std::array<outcome_row, 12> outcome_table = {{
+inline constexpr std::array<outcome_row, 14> outcome_table = {{
     // condition                         MCP over HTTP                   tool error code
     //                                   REST  retry_after  figures  outcome
     {"missing or invalid key", mcp_form::http_status, 401, std::nullopt, 401, retry_after::none,
@@ -73,6 +73,10 @@ inline constexpr std::array<outcome_row, 12> outcome_table = {{
      retry_after::at_least_1, false, outcome::unavailable},
     {"stored story unreadable", mcp_form::tool_error, 0, tool_error_code::story_unreadable, 503,
      retry_after::none, false, outcome::unavailable},
+    {"call past its deadline", mcp_form::tool_error, 0, tool_error_code::call_expired, 0,
+     retry_after::at_least_1, false, outcome::expired},
+    {"call cancelled by its client", mcp_form::tool_error, 0, tool_error_code::call_cancelled, 0,
+     retry_after::none, false, outcome::cancelled},
 }};
 
 /// The row of tool error `c` (every code has exactly one; outcome_table_test checks it).

@@ -8,7 +8,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { start, restart, prepare, cleanup, toolCall, restGet, findStory, mcpPost } from './harness.mjs';
+import {
+  start, restart, prepare, cleanup, toolCall, restGet, findStory, mcpPost, usageOf, eventually,
+} from './harness.mjs';
 import { successText, toolError } from './common.mjs';
 import {
   bridgeSession, v1Bridge, closeBridge, freePort, selfSignedCert, httpsFront, faultyServer,
@@ -213,6 +215,48 @@ test('each bridge failure says its own cause; a refusal no retry mends is a JSON
   } finally {
     await s.close();
     await faulty.close();
+  }
+});
+
+test('a call the bridge gave up on is not billed: deadline and cancellation reach the server', async () => {
+  // Issue 29 item 3: the server is stopped (SIGSTOP) while a call is on its way; the bridge
+  // answers `unavailable` at its --timeout-ms and sends notifications/cancelled; once the
+  // server resumes it drops the call (its Tollgate-Deadline has passed, or its cancellation
+  // was read first) and the access log says which. Usage is unchanged.
+  const dir = fs.mkdtempSync('/tmp/tollgate-abandoned-');
+  const log = `${dir}/access.log`;
+  const srv = await start({
+    threads: 1,
+    keys: { main: { account: 'acct-abandoned', plan: 'big' } },
+    extraConfig: `[log]\naccess = "${log}"\n`,
+  });
+  const s = bridgeSession(srv.mcpUrl, srv.keys.main, ['--timeout-ms', '1500']);
+  try {
+    successText((await s.send(toolCall(1, 'search_stories', { query: 'the' }), { timeoutMs: 10000 })).result);
+    const before = (await usageOf(srv, srv.keys.main)).used;
+    process.kill(srv.pid, 'SIGSTOP');
+    let e;
+    const t0 = Date.now();
+    try {
+      e = toolErrorOf(await s.send(toolCall(2, 'search_stories', { query: 'rust' }), { timeoutMs: 10000 }), 'unavailable');
+    } finally {
+      await new Promise((r) => setTimeout(r, 300));  // the cancellation leaves the bridge
+      process.kill(srv.pid, 'SIGCONT');
+    }
+    assert.ok(Date.now() - t0 >= 1400, `answered at the timeout, after ${Date.now() - t0} ms`);
+    assert.match(e.message, /did not answer in time/);
+    assert.match(e.message, /cancelled/);
+    await eventually(() => fs.existsSync(log) &&
+      /"tool":"search_stories"[^\n]*"outcome":"(expired|cancelled)"/.test(fs.readFileSync(log, 'utf8')), 5000,
+      'the access log says the call was dropped as expired or cancelled');
+    await new Promise((r) => setTimeout(r, 300));  // reconcile_ms 100: figures settle
+    assert.equal((await usageOf(srv, srv.keys.main)).used, before, 'the abandoned call is not billed');
+  } finally {
+    try { process.kill(srv.pid, 'SIGCONT'); } catch { /* gone */ }
+    await s.close();
+    await srv.stop();
+    cleanup(srv);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
