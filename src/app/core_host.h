@@ -35,6 +35,9 @@ class core_host final : public mcp::host, public tool_caller {
  public:
   core_host(quota::core_ledger& quota, const search::backend& backend)
       : quota_(quota), tools_(backend, *this) {}
+  /// stdio with its corpus still loading: the tools get their backend later
+  /// (tool_context::set_backend, or the gate the app sets).
+  explicit core_host(quota::core_ledger& quota) : quota_(quota), tools_(*this) {}
 
   /// The cores' shared set of cancelled requests (null: cancellations are not recorded, as on
   /// stdio, where each call is answered before the next line is read).

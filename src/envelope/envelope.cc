@@ -19,7 +19,7 @@ constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
 constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
-    "suspended",   "quota_exceeded", "rate_limited", "unavailable", "not_found",
+    "suspended",   "quota_exceeded", "rate_limited", "unavailable", "not_found",  "unavailable",
     "unavailable", "unavailable",    "unavailable",  "unavailable", "unavailable"};
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
@@ -44,6 +44,8 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
     "after retry_after_secs seconds.",
     "This call was cancelled by its client (notifications/cancelled) before the server started "
     "it, so it was not run and not billed.",
+    "The server is still loading its story corpus, so this call was not run and not billed. "
+    "Retry after retry_after_secs seconds.",
 };
 
 // The 401 challenges (RFC 6750 §3): no error code when no key was presented.

@@ -313,6 +313,7 @@ outcome outcome_of(envelope::tool_error_code c) noexcept {
     case envelope::tool_error_code::usage_unavailable:
     case envelope::tool_error_code::quota_unreachable:
     case envelope::tool_error_code::story_unreadable:
+    case envelope::tool_error_code::corpus_loading:
       return outcome::unavailable;
     case envelope::tool_error_code::call_expired:
       return outcome::expired;

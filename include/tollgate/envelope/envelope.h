@@ -48,6 +48,7 @@ inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28;
 /// call_expired and call_cancelled (code `unavailable`, own messages): a tools/call dropped
 /// before admission because its client had given up on it (its Tollgate-Deadline passed, or a
 /// notifications/cancelled named it); not run, not billed. Its client seldom reads the answer.
+/// corpus_loading (code `unavailable`, own message): local stdio still indexing its corpus.
 enum class tool_error_code : uint8_t {
   suspended,
   quota_exceeded,
@@ -58,9 +59,10 @@ enum class tool_error_code : uint8_t {
   quota_unreachable,
   story_unreadable,
   call_expired,
-  call_cancelled
+  call_cancelled,
+  corpus_loading
 };
-inline constexpr size_t num_tool_error_codes = 10;
+inline constexpr size_t num_tool_error_codes = 11;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;
