@@ -577,6 +577,10 @@ int run_serve(int argc, char** argv) {
   sigaddset(&set, SIGUSR1);  // serve only: reopen the access log (stdio has none)
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // A file reaching the file size limit (ulimit -f) must fail its write with EFBIG, which the
+  // journal, the snapshots and the access log handle as the write failures they are, rather
+  // than kill the server (SIGXFSZ's default action).
+  signal(SIGXFSZ, SIG_IGN);
   raise_fd_limit();
 
   const net::server_options no = engine_options(*s);
@@ -697,6 +701,7 @@ int run_stdio(int argc, char** argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);  // as serve: EFBIG is a journal write failure, not a crash
   // SIGHUP reloads plans, keys and accounts; SIGTERM and SIGINT stop once the lines read so far
   // are answered, and usage is flushed (design §5, §10). Blocked before any thread starts (the
   // corpus load's) and taken from a signalfd that run_stdio watches next to stdin.
