@@ -18,6 +18,7 @@ pkgs=(
   python3   # tests/integration/fts5_equivalence.py (its sqlite3 module: SQLite with FTS5), perf/gate
   clang-format-14   # tools/check-format.sh (run by tools/test.sh)
   dpkg-dev systemd   # packaging.deb: cpack's dpkg-shlibdeps, systemd-analyze verify on the unit
+  chromium   # integration.cors_browser: a real browser page calls /mcp cross-origin (headless)
 )
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if [ "${1:-}" = "--perf" ]; then

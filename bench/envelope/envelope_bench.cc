@@ -101,9 +101,9 @@ BENCHMARK(BM_success_2k_envelope_only);
 
 void BM_tool_error(benchmark::State& state) {
   const auto code = static_cast<tool_error_code>(state.range(0));
-  tool_error e{code, -1, -1, -1, -1};
+  tool_error e{code, -1, -1, -1, -1, {}};
   if (code == tool_error_code::quota_exceeded) {
-    e = {code, 394200, 1000, 1000, 0};
+    e = {code, 394200, 1000, 1000, 0, {}};
   } else if (code == tool_error_code::rate_limited) {
     e.retry_after_secs = 1;
   }

@@ -169,7 +169,7 @@ constexpr std::string_view k_host_headers =
 class fixed_host : public mcp::host {
  public:
   void write_headers(out_buffer& out) override { out.append(k_host_headers); }
-  mcp::admission admit(std::string_view) override {
+  mcp::admission admit(std::string_view, std::string_view) override {
     ++admitted_;
     return {};
   }
@@ -299,9 +299,9 @@ void op_envelope_tool_errors() {
     if (!selected(name)) {
       continue;
     }
-    envelope::tool_error e{code, -1, -1, -1, -1};
+    envelope::tool_error e{code, -1, -1, -1, -1, {}};
     if (code == envelope::tool_error_code::quota_exceeded) {
-      e = {code, 394200, 1000, 1000, 0};
+      e = {code, 394200, 1000, 1000, 0, {}};
     } else if (code == envelope::tool_error_code::rate_limited) {
       e.retry_after_secs = 1;
     }

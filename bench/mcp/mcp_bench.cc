@@ -41,7 +41,7 @@ class bench_host : public mcp::host {
         "X-Quota-Limit: 1000\r\nX-Quota-Used: 10\r\nX-Quota-Remaining: 990\r\n"
         "X-Quota-Reset: 2419200\r\n");
   }
-  mcp::admission admit(std::string_view) override { return {}; }
+  mcp::admission admit(std::string_view, std::string_view) override { return {}; }
   void settle(bool) override {}
 };
 

@@ -54,10 +54,20 @@ bool core_host::stdio_begin_call() {
   return true;
 }
 
-mcp::admission core_host::admit(std::string_view /*tool*/) {
+mcp::admission core_host::admit(std::string_view /*tool*/, std::string_view id) {
   mcp::admission a;
   if (stdio_ && !stdio_begin_call()) {  // revoked while running: nothing more may be spent
     a.outcome = mcp::admission::kind::suspended;
+    return a;
+  }
+  // Abandoned calls (design §5): the client will not read the answer, so nothing is spent.
+  if (deadline_ms_ > 0 && now_ns_ / 1'000'000 > deadline_ms_) {
+    a.outcome = mcp::admission::kind::expired;
+    a.retry_after_secs = 1;
+    return a;
+  }
+  if (cancels_ != nullptr && cancels_->contains(key_->key_id, id, received_ns_, now_ns_)) {
+    a.outcome = mcp::admission::kind::cancelled;
     return a;
   }
   if (check_rate_on_admit_) {
@@ -108,6 +118,12 @@ mcp::admission core_host::admit(std::string_view /*tool*/) {
       break;
   }
   return a;
+}
+
+void core_host::cancelled(std::string_view id) {
+  if (cancels_ != nullptr && key_ != nullptr) {
+    cancels_->add(key_->key_id, id, now_ns_);
+  }
 }
 
 mcp::admission core_host::rate_check() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "cancel_set.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/outcome.h"
 #include "tollgate/mcp/host.h"
@@ -34,6 +35,20 @@ class core_host final : public mcp::host, public tool_caller {
  public:
   core_host(quota::core_ledger& quota, const search::backend& backend)
       : quota_(quota), tools_(backend, *this) {}
+  /// stdio with its corpus still loading: the tools get their backend later
+  /// (tool_context::set_backend, or the gate the app sets).
+  explicit core_host(quota::core_ledger& quota) : quota_(quota), tools_(*this) {}
+
+  /// The cores' shared set of cancelled requests (null: cancellations are not recorded, as on
+  /// stdio, where each call is answered before the next line is read).
+  void set_cancels(cancel_set* c) noexcept { cancels_ = c; }
+  /// The request's Tollgate-Deadline (unix ms; 0: none), after begin(): a tools/call is not
+  /// admitted past it.
+  void set_deadline_ms(int64_t ms) noexcept { deadline_ms_ = ms; }
+  /// A re-delivered request (parked, or deferred for its remote shards): when it was first
+  /// read, after begin() (which takes the delivery's time). A cancellation reaches only calls
+  /// received before it (cancel_set).
+  void set_received_ns(int64_t ns) noexcept { received_ns_ = ns; }
 
   /// Arms the host for one request of key `k` whose rate figures are already in `fig`.
   /// `check_rate_on_admit`: stdio, where a rate breach is a tool error rather than a 429.
@@ -45,6 +60,8 @@ class core_host final : public mcp::host, public tool_caller {
     admitted_ = false;
     quota_filled_ = false;
     check_rate_on_admit_ = check_rate_on_admit;
+    deadline_ms_ = 0;
+    received_ns_ = now_ns;
     tools_.begin_request();
     continuing_ = false;
     may_wait_lease_ = false;
@@ -66,7 +83,11 @@ class core_host final : public mcp::host, public tool_caller {
   void set_stdio(std::string secret);
 
   void write_headers(out_buffer& out) override;
-  mcp::admission admit(std::string_view tool) override;
+  /// Drops a call its client gave up on (past its deadline, or cancelled) before the quota
+  /// core sees it; then admits it from the core's lease.
+  mcp::admission admit(std::string_view tool, std::string_view id) override;
+  /// Records the cancellation in the shared set, for the core that holds the call.
+  void cancelled(std::string_view id) override;
   void settle(bool success) override;
   /// stdio: handshakes, lists and pings count toward the rate limit too.
   mcp::admission rate_check() override;
@@ -127,6 +148,9 @@ class core_host final : public mcp::host, public tool_caller {
   bool may_wait_lease_ = false;
   bool lease_pending_ = false;
   bool billed_here_ = false;  // a call of this delivery was billed
+  cancel_set* cancels_ = nullptr;
+  int64_t deadline_ms_ = 0;
+  int64_t received_ns_ = 0;
   /// stdio, at the start of each call: the clock, the core's tick when due, and the key's
   /// current record (false when it was revoked).
   bool stdio_begin_call();

@@ -27,6 +27,7 @@ struct fleet_client::pending {
   int64_t phase1_deadline = 0;
   int64_t deadline = 0;
   quota::figures fig;                            // the rate figures of the first delivery
+  int64_t received_ns = 0;                       // and the time it was read
   std::vector<std::unique_ptr<query_state>> qs;  // capacity kept across requests
 };
 
@@ -136,12 +137,13 @@ uint64_t fleet_client::tag_of(uint32_t slot, const pending& p, uint32_t q,
   return (uint64_t{slot} << 40) | (uint64_t{p.gen} << 24) | (uint64_t{q} << 16) | remote;
 }
 
-void fleet_client::launch(const quota::figures& fig) {
+void fleet_client::launch(const quota::figures& fig, int64_t received_ns) {
   TOLLGATE_ASSERT(building_ >= 0);
   const uint32_t slot = static_cast<uint32_t>(building_);
   building_ = -1;
   pending& p = *slots_[slot];
   p.fig = fig;
+  p.received_ns = received_ns;
   const int64_t now = io_->now_mono();
   p.deadline = now + shared_.deadline_ns;
   p.phase1_deadline = now + shared_.deadline_ns / 2;
@@ -340,6 +342,11 @@ const search::remote_query* fleet_client::for_story(std::string_view id) {
 const quota::figures& fleet_client::figures() const noexcept {
   TOLLGATE_ASSERT(active_ >= 0);
   return slots_[static_cast<uint32_t>(active_)]->fig;
+}
+
+int64_t fleet_client::received_ns() const noexcept {
+  TOLLGATE_ASSERT(active_ >= 0);
+  return slots_[static_cast<uint32_t>(active_)]->received_ns;
 }
 
 const search::remote_query* fleet_client::single() {

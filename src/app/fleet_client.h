@@ -69,8 +69,8 @@ class fleet_client {
   /// Defers the request being handled and starts its fan-out. Call from handle() only, right
   /// after end_collect() returned true; handle() then returns {.deferred = true} unless
   /// activate() is already true (nothing to wait for). `fig`: the request's rate figures,
-  /// charged now and kept for its re-delivery.
-  void launch(const quota::figures& fig);
+  /// charged now and kept for its re-delivery; `received_ns`: when it was read (kept too).
+  void launch(const quota::figures& fig, int64_t received_ns);
 
   // ---- step 3 ----
   /// When the request being handled is the re-delivery of a launched one: makes its answers
@@ -82,6 +82,8 @@ class fleet_client {
   const search::remote_query* for_story(std::string_view id);
   /// The rate figures launch() kept for the current re-delivered request.
   const quota::figures& figures() const noexcept;
+  /// When the current re-delivered request was first read (launch()'s `received_ns`).
+  int64_t received_ns() const noexcept;
   /// REST: the request's one query, whatever it was (null: none).
   const search::remote_query* single();
   /// After every request handle() answered (not deferred): recycles the slot of a re-delivered

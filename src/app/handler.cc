@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <strings.h>
 
+#include <charconv>
 #include <chrono>
 #include <iterator>
 
 #include "reload.h"
+#include "tollgate/common/ascii.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/percent.h"
 #include "tollgate/net/server.h"
@@ -16,6 +18,16 @@ namespace tollgate::app {
 namespace {
 
 constexpr http::route_id id_of(route r) { return static_cast<http::route_id>(r); }
+
+// The request's Tollgate-Deadline: the unix time in milliseconds after which its client has
+// given up (the stdio bridge sends it; design §5). 0 when absent or not a plain number, which
+// leaves the call without a deadline rather than refusing it.
+int64_t deadline_of(const http::request& req) noexcept {
+  const std::string_view v = ascii::trim(req.field_value(http::field::tollgate_deadline));
+  int64_t ms = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+  return ec == std::errc() && p == v.data() + v.size() && ms > 0 ? ms : 0;
+}
 
 }  // namespace
 
@@ -358,6 +370,7 @@ core_handler::core_handler(shared_state& s, int core)
     host_.tools()->set_search_cache(cache_.get());
   }
   host_.tools()->use_jobs(&light_jobs_);
+  host_.set_cancels(&s.cancels);
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
     host_.tools()->set_fleet(fleet_.get());
@@ -415,7 +428,7 @@ bool core_handler::fan_out(const http::request& req, app::route r, std::string_v
   if (!fleet_->end_collect()) {
     return false;
   }
-  fleet_->launch(fig);
+  fleet_->launch(fig, now_ns);
   // launch() may find nothing to wait for (every remote down): then this same call answers.
   return !fleet_->activate();
 }
@@ -498,13 +511,16 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
                                       counted == route::rest_story);
   quota::figures fig;
   bool limited;
+  int64_t received_ns = now_ns;  // when the request was first read
   if (fleet_route && fleet_->activate()) {
     // The re-delivery of a request deferred for its remote answers: its rate was charged on
     // the first delivery (a 429 never reaches the remotes), and its figures were kept.
     fig = fleet_->figures();
+    received_ns = fleet_->received_ns();
     limited = false;
   } else if (resuming_ != nullptr) {
     fig = resuming_->fig;  // charged on its first delivery
+    received_ns = resuming_->received_ns;
     limited = false;
   } else {
     limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
@@ -523,6 +539,8 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
     host_.begin(*key, now_ns, fig);
     host_.set_may_wait_lease(may_wait_lease());
+    host_.set_deadline_ms(deadline_of(req));
+    host_.set_received_ns(received_ns);
     if (resuming_ != nullptr) {
       host_.set_continuing();
     }
@@ -530,7 +548,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
     if (host_.tools()->yielded() && io_ != nullptr) {
       out.resize(mark);  // answered for real once its searches are done (or its units came)
-      return park(resuming_, fig, host_.lease_pending(), host_.tools()->jobs_used());
+      return park(resuming_, fig, host_.lease_pending(), host_.tools()->jobs_used(), received_ns);
     }
     return info;
   }
@@ -553,7 +571,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       break;
   }
   if (c.lease_pending) {
-    return park(resuming_, fig, true, 0);
+    return park(resuming_, fig, true, 0, received_ns);
   }
   return info;
 }
@@ -586,7 +604,7 @@ void core_handler::keep_spare(tool_context::job_group&& jobs) {
 }
 
 http::response_info core_handler::park(parked* p, const quota::figures& fig, bool for_lease,
-                                       size_t used) {
+                                       size_t used, int64_t received_ns) {
   if (p == nullptr) {
     // First park: the request takes the light jobs (its searches' state) with it.
     parked_.emplace_back();
@@ -597,6 +615,7 @@ http::response_info core_handler::park(parked* p, const quota::figures& fig, boo
       spare_.pop_back();
     }
     p->fig = fig;
+    p->received_ns = received_ns;
   }
   p->used = used;
   p->token = io_->defer();
@@ -676,6 +695,9 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     }
     return info;  // counted when it is answered
   }
+  if (counted == route::mcp) {
+    endpoint_.add_cors_headers(req, out, start);  // a browser on an allowed Origin reads it
+  }
   // Only an answer that billed waits for the journal; every other one goes out at once.
   info.durable = quota_.billed_seq() != billed_before;
   if (req.method == "HEAD") {
@@ -716,6 +738,18 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
     return {0, false, false};  // 100 Continue: the body decides
   }
   return handle(head, out, now_ns);
+}
+
+bool core_handler::answer_refused(const http::request& head, http::errc e, out_buffer& out) {
+  // The parser may refuse the size while reading the fields, before it splits the target.
+  const std::string_view path = head.target.substr(0, head.target.find('?'));
+  if (e != http::errc::body_too_large || path != "/mcp") {
+    return false;
+  }
+  const size_t start = out.size();
+  endpoint_.render_too_large(out);
+  endpoint_.add_cors_headers(head, out, start);
+  return true;
 }
 
 void core_handler::before_send(int64_t now_ns) {

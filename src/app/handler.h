@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "access_log.h"
+#include "cancel_set.h"
 #include "core_host.h"
 #include "fleet_client.h"
 #include "metrics.h"
@@ -56,6 +57,9 @@ struct shared_state {
   /// Cluster mode: the node's Redis agent (null: single node). Until it has loaded keys once,
   /// /readyz says not ready and keyed requests get 503.
   std::unique_ptr<cluster::agent> cluster;
+  /// Requests their clients cancelled (notifications/cancelled), for every core to consult
+  /// before it admits a call. Thread-safe.
+  cancel_set cancels;
 };
 
 /// Registers the routes of design §1 on `s.router`.
@@ -100,6 +104,9 @@ class core_handler final : public http::handler {
   /// forbidden Origin on /mcp) is answered now, as handle() would answer it with its body.
   http::response_info answer_before_body(const http::request& head, out_buffer& out,
                                          int64_t now_ns) override;
+  /// A body over server.max_body_bytes on /mcp: the endpoint's JSON-RPC 413 (id null) rather
+  /// than the engine's plain text, so MCP clients show the reason.
+  bool answer_refused(const http::request& head, http::errc e, out_buffer& out) override;
   void before_send(int64_t now_ns) override;
   /// The usage journal is the engine's durable write (http::durable_batch), made before the pass's
   /// sends.
@@ -143,9 +150,11 @@ class core_handler final : public http::handler {
     quota::figures fig;
     int64_t lease_deadline = 0;  // CLOCK_MONOTONIC bound of its wait for units (0: never waited)
     bool lease_wait = false;     // parked for units now (delivered again by on_wake)
+    int64_t received_ns = 0;     // its first delivery's time (a later cancellation reaches it)
   };
   parked* find_parked();
-  http::response_info park(parked* p, const quota::figures& fig, bool for_lease, size_t used);
+  http::response_info park(parked* p, const quota::figures& fig, bool for_lease, size_t used,
+                           int64_t received_ns);
   /// Whether a billed call of this delivery may still wait for quota units (cluster mode).
   bool may_wait_lease() const;
   void keep_spare(tool_context::job_group&& jobs);

@@ -372,26 +372,85 @@ line_facts inspect(std::string_view line) {
   return lf;
 }
 
-// Every request of the line answered with "could not answer": a tool error `unavailable` for a
-// tools/call (retry after `retry` seconds), -32603 naming `why` for the others.
+// Every request of the line answered with the bridge's own error, saying `message` (a sentence
+// naming the server and the cause). `retry` >= 1: a transient failure: a tools/call gets the tool
+// error `unavailable` with retry_after_secs, another request -32603. `retry` < 0: a refusal no
+// retry mends: every request gets -32603, with no retry_after_secs anywhere.
 verdict answer_failed(const line_facts& line, const bridge_view& view, int64_t retry,
-                      std::string why, out_buffer& out, std::string& reason) {
+                      const std::string& message, std::string why, out_buffer& out,
+                      std::string& reason) {
   reason = std::move(why);
-  const std::string message =
-      fmt::format("Internal error: the tollgate server at {} could not answer ({}); retry shortly.",
-                  view.url, reason);
   answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
-    if (m.is_tools_call()) {
+    if (retry >= 1 && m.is_tools_call()) {
       envelope::tool_error te;
       te.code = envelope::tool_error_code::unavailable;
       te.retry_after_secs = retry;
+      te.message = message;
       view.env.tool_error_response(o, m.id, revision_of(m, view), te);
     } else {
       view.env.error_response(
           o, m.id, envelope::rpc_error{envelope::rpc_error_kind::internal_error, message, {}, 0});
     }
   });
-  return verdict::failed;
+  return retry >= 1 ? verdict::failed : verdict::refused;
+}
+
+// The "message" of a JSON object body (tollgate's REST-style errors: {"code","message"}), or
+// empty; at most 300 bytes of it.
+std::string body_message(const http_answer& a) {
+  simdjson::dom::parser& parser = answer_parser();
+  simdjson::dom::element doc;
+  std::string_view m;
+  const std::string_view body = trim(a.body);
+  if (body.empty() || body.front() != '{' || parser.parse(body.data(), body.size()).get(doc) ||
+      doc["message"].get_string().get(m)) {
+    return {};
+  }
+  return std::string(m.substr(0, 300));
+}
+
+// What a status that no retry mends means for the bridge's user.
+std::string_view refusal_hint(long status) {
+  switch (status) {
+    case 404:
+    case 405:
+      return "is the URL the server's MCP endpoint (https://HOST/mcp)?";
+    case 413:
+      return "the message is larger than the server accepts (its server.max_body_bytes).";
+    case 431:
+      return "the request's headers are larger than the server accepts.";
+    case 403:
+      return "the server (or a proxy in front of it) forbids this request.";
+    default:
+      return status >= 300 && status < 400
+                 ? "the server redirects elsewhere; give the bridge the final URL."
+                 : "the server could not accept the request as it is.";
+  }
+}
+
+// Transport failures (nothing usable came back): each cause its own sentence.
+verdict answer_transport_failure(const line_facts& line, const http_answer& a,
+                                 const bridge_view& view, out_buffer& out, std::string& reason) {
+  constexpr int64_t retry = k_default_retry_secs;
+  std::string message;
+  if (a.timed_out) {
+    message = fmt::format(
+        "The tollgate server at {} did not answer in time ({}), so the bridge gave up on this "
+        "call and cancelled it; a call the server had not started is not billed. This is an "
+        "outage or a slow network, not an empty result; retry in {} second(s).",
+        view.url, a.failure, retry);
+  } else if (a.not_sent) {
+    message = fmt::format(
+        "The tollgate server at {} cannot be reached ({}), so this call was not sent and not "
+        "billed. This is an outage, not an empty result; retry in {} second(s).",
+        view.url, a.failure, retry);
+  } else {
+    message = fmt::format(
+        "The connection to the tollgate server at {} failed before an answer came back ({}). "
+        "This is an outage, not an empty result; retry in {} second(s).",
+        view.url, a.failure, retry);
+  }
+  return answer_failed(line, view, retry, message, std::string(a.failure), out, reason);
 }
 
 // A 429: a single request other than tools/call gets the server's own JSON-RPC error; every
@@ -435,17 +494,31 @@ verdict answer_rate_limited(const line_facts& line, const http_answer& a, const 
 verdict translate(const line_facts& line, const http_answer& a, const bridge_view& view,
                   out_buffer& out, std::string& reason) {
   const int64_t retry = a.retry_after_secs >= 1 ? a.retry_after_secs : k_default_retry_secs;
-  auto fail = [&](std::string why) {
-    return answer_failed(line, view, retry, std::move(why), out, reason);
+  // A server fault or a malformed answer: worth a retry.
+  auto fail = [&](std::string why, std::string message) {
+    return answer_failed(line, view, retry, message, std::move(why), out, reason);
+  };
+  // A refusal the same request would get again: no retry_after_secs.
+  auto refuse = [&]() {
+    const std::string said = body_message(a);
+    const std::string message = fmt::format(
+        "The tollgate server at {} refused this request with HTTP {}{}{}; {} Retrying will not "
+        "help.",
+        view.url, a.status, said.empty() ? "" : ": ", said, refusal_hint(a.status));
+    return answer_failed(line, view, -1, message, fmt::format("HTTP {}", a.status), out, reason);
   };
   if (a.transport_failed) {
-    return answer_failed(line, view, k_default_retry_secs, std::string(a.failure), out, reason);
+    return answer_transport_failure(line, a, view, out, reason);
   }
   if (a.status == 401) {
     return verdict::unauthorized;
   }
   if (a.status >= 500) {
-    return fail(fmt::format("HTTP {}", a.status));
+    const std::string said = body_message(a);
+    return fail(fmt::format("HTTP {}", a.status),
+                fmt::format("The tollgate server at {} answered HTTP {}{}{}. This is an outage on "
+                            "its side, not an empty result; retry in {} second(s).",
+                            view.url, a.status, said.empty() ? "" : ": ", said, retry));
   }
   if (a.status == 429) {
     return answer_rate_limited(line, a, view, out);
@@ -454,13 +527,23 @@ verdict translate(const line_facts& line, const http_answer& a, const bridge_vie
     // 202 (or any bodiless success): right for notifications and responses, which get no
     // answer; a request left unanswered would hang its client, so it is an error.
     if (line.any_request()) {
-      return fail(fmt::format("HTTP {} with no body to a request", a.status));
+      return fail(fmt::format("HTTP {} with no body to a request", a.status),
+                  fmt::format("The tollgate server at {} answered HTTP {} with no answer to this "
+                              "request; retry in {} second(s).",
+                              view.url, a.status, retry));
     }
     return verdict::answered;
   }
   std::vector<std::string> msgs;
   if (!answer_messages(a, msgs)) {
-    return fail(fmt::format("HTTP {} with a body that is not JSON-RPC", a.status));
+    if ((a.status >= 300 && a.status < 400) || (a.status >= 400 && a.status < 500)) {
+      return refuse();
+    }
+    return fail(fmt::format("HTTP {} with a body that is not JSON-RPC", a.status),
+                fmt::format("The tollgate server at {} answered HTTP {} with a body that is not "
+                            "JSON-RPC (a proxy, or a URL that is not its MCP endpoint?); retry in "
+                            "{} second(s).",
+                            view.url, a.status, retry));
   }
   if (a.status >= 400 && !line.batch && msgs.size() == 1 && line.messages.size() == 1 &&
       line.messages[0].is_request() && put_rekeyed(out, msgs[0], line.messages[0].id)) {

@@ -10,9 +10,13 @@
 //                                              Retry-After, quota figures from the body's data
 //   429 on another request                     the JSON-RPC error of the 429 body
 //   401                                        nothing: the caller exits 2
-//   refused, reset, timeout, 5xx, malformed    tools/call: tool error unavailable with
-//                                              retry_after_secs; other requests: -32603 naming
-//                                              the server
+//   not reached, reset, timeout, 5xx,          tools/call: tool error unavailable with
+//   malformed 2xx                              retry_after_secs and a message naming the cause
+//                                              (never "no shard answered": the bridge cannot
+//                                              know that); other requests: -32603 naming it
+//   3xx, or 4xx without a JSON-RPC body        every request: -32603 naming the status and
+//   (a proxy's 413, a URL without /mcp: 404)   what to fix; no retry_after_secs (a retry
+//                                              cannot succeed)
 //
 // No sockets here, so every row is unit-tested with made-up answers. Errors are rendered by the
 // envelope cache, the same writers the server uses. Not thread-safe (one bridge, one thread).
@@ -54,6 +58,8 @@ line_facts inspect(std::string_view line);
 /// What came back for one POST.
 struct http_answer {
   bool transport_failed = false;  ///< refused, reset, timeout, TLS, DNS: nothing usable came back
+  bool not_sent = false;          ///< transport_failed before the request left (DNS, connect)
+  bool timed_out = false;         ///< transport_failed: the bridge's --timeout-ms ran out
   std::string_view failure;       ///< transport_failed: libcurl's description of why
   long status = 0;
   std::string_view content_type;
@@ -71,11 +77,13 @@ struct bridge_view {
 enum class verdict : uint8_t {
   answered,      ///< the server's messages were forwarded (or nothing was due: 202)
   failed,        ///< the server could not be used; the bridge's own errors were written
+  refused,       ///< a refusal a retry cannot mend (3xx, 4xx without JSON-RPC): errors written
   unauthorized,  ///< 401: nothing was written; the key is refused
 };
 
 /// Appends to `out` what the client must read for `line` given `answer`, one message per line
-/// (each ending in '\n'); `reason` says why when the verdict is `failed` (for the log).
+/// (each ending in '\n'); `reason` says why when the verdict is `failed` or `refused` (for the
+/// log).
 verdict translate(const line_facts& line, const http_answer& answer, const bridge_view& view,
                   out_buffer& out, std::string& reason);
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -329,6 +330,8 @@ void make_serving_state(shared_state& st, const config::settings& s, int cores, 
 }
 
 // Builds everything the cores share except the engine. On failure logs and returns the code.
+// `stdio`: the corpus is left to the caller (st.backend stays null; stdio loads it on a thread
+// of its own while it answers the lifecycle methods).
 int build_shared(shared_state& st, const config::settings& s, int cores, bool stdio,
                  std::optional<data_dir_lock>& lock) {
   st.settings = &s;
@@ -345,8 +348,10 @@ int build_shared(shared_state& st, const config::settings& s, int cores, bool st
     return rc;
   }
 
-  if (int rc = load_corpus(st, s); rc != 0) {
-    return rc;
+  if (!stdio) {
+    if (int rc = load_corpus(st, s); rc != 0) {
+      return rc;
+    }
   }
   envelope::server_identity id;
   id.version = TOLLGATE_VERSION;
@@ -573,6 +578,10 @@ int run_serve(int argc, char** argv) {
   sigaddset(&set, SIGUSR1);  // serve only: reopen the access log (stdio has none)
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // A file reaching the file size limit (ulimit -f) must fail its write with EFBIG, which the
+  // journal, the snapshots and the access log handle as the write failures they are, rather
+  // than kill the server (SIGXFSZ's default action).
+  signal(SIGXFSZ, SIG_IGN);
   raise_fd_limit();
 
   const net::server_options no = engine_options(*s);
@@ -635,6 +644,53 @@ int run_serve(int argc, char** argv) {
   return 0;
 }
 
+// Local stdio's corpus, loaded on a thread of its own (issue 29): a client's initialize,
+// ping, tools/list and server/discover are answered at once, a tools/call that needs the
+// corpus waits for it at most k_wait (then the tool error `corpus_loading`). When the load
+// ends the thread raises SIGUSR2, which the stdio loop's signalfd takes: a failed load (a bad
+// corpus line with on_bad_line = "fail") then ends the process with the load's exit code.
+class corpus_loader final : public tool_context::corpus_gate {
+ public:
+  static constexpr std::chrono::seconds k_wait{5};
+
+  corpus_loader(shared_state& st, const config::settings& s) {
+    std::promise<int> p;
+    done_ = p.get_future();
+    thread_ = std::thread([&st, &s, p = std::move(p)]() mutable {
+      p.set_value(load_corpus(st, s));  // writes st.backend; read only once done_ is ready
+      ::kill(::getpid(), SIGUSR2);
+    });
+  }
+  ~corpus_loader() { thread_.join(); }
+  corpus_loader(const corpus_loader&) = delete;
+  corpus_loader& operator=(const corpus_loader&) = delete;
+
+  /// 0 while loading or once loaded; the load's exit code when it failed.
+  int failed() {
+    if (rc_ < 0 && done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      rc_ = done_.get();
+    }
+    return rc_ > 0 ? rc_ : 0;
+  }
+  const search::backend* wait() override {
+    if (rc_ < 0 && done_.wait_for(k_wait) == std::future_status::ready) {
+      rc_ = done_.get();
+    }
+    return rc_ == 0 ? backend_of() : nullptr;
+  }
+  void set_backend_source(const shared_state& st) { st_ = &st; }
+
+ private:
+  const search::backend* backend_of() const {
+    return st_ != nullptr ? st_->backend.get() : nullptr;
+  }
+
+  std::future<int> done_;
+  int rc_ = -1;  ///< the load's result once known
+  const shared_state* st_ = nullptr;
+  std::thread thread_;
+};
+
 int run_stdio(int argc, char** argv) {
   int code = 1;
   auto s = checked_settings("stdio", argc, argv, code);
@@ -646,10 +702,13 @@ int run_stdio(int argc, char** argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);  // as serve: EFBIG is a journal write failure, not a crash
   // SIGHUP reloads plans, keys and accounts; SIGTERM and SIGINT stop once the lines read so far
   // are answered, and usage is flushed (design §5, §10). Blocked before any thread starts (the
   // corpus load's) and taken from a signalfd that run_stdio watches next to stdin.
-  const sigset_t set = block_control_signals();
+  sigset_t set = block_control_signals();
+  sigaddset(&set, SIGUSR2);  // the corpus loader's "done" (corpus_loader)
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) {
     log_error("stdio: signalfd: {}", std::strerror(errno));
@@ -677,7 +736,10 @@ int run_stdio(int argc, char** argv) {
   }
   mcp::endpoint ep(st.tools, *st.envelopes,
                    mcp::endpoint_options{s->allowed_origins, true, nullptr, s->max_body_bytes, 32});
-  core_host host(shard, *st.backend);
+  corpus_loader loader(st, *s);
+  loader.set_backend_source(st);
+  core_host host(shard);
+  host.tools()->set_corpus_gate(&loader);
   quota::figures fig;
   host.begin(*key, wall_now_ns(), fig);
   host.set_stdio(key_env);
@@ -685,7 +747,8 @@ int run_stdio(int argc, char** argv) {
     shared_state& st;
     quota::core_ledger& shard;
     int fd;
-  } ctx{st, shard, sfd};
+    corpus_loader& loader;
+  } ctx{st, shard, sfd, loader};
   mcp::stdio_events events;
   events.fd = sfd;
   events.ctx = &ctx;
@@ -697,6 +760,13 @@ int run_stdio(int argc, char** argv) {
         (void)reload_plans_and_keys(c.st, "SIGHUP", &c.shard, wall_now_ns());  // logs itself
         continue;
       }
+      if (si.ssi_signo == SIGUSR2) {
+        if (c.loader.failed() != 0) {
+          log_error("stdio: the corpus could not be loaded; exiting");
+          return false;
+        }
+        continue;
+      }
       log_info("{}: every line read is answered; flushing usage, then exiting",
                si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
       return false;
@@ -704,6 +774,9 @@ int run_stdio(int argc, char** argv) {
     return true;
   };
   int rc = mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO, events);
+  if (rc == 0 && loader.failed() != 0) {
+    rc = loader.failed();
+  }
   st.quota->close(wall_now_ns());
   ::close(sfd);
   return rc;

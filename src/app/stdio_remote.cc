@@ -1,8 +1,12 @@
 // The transport half of `tollgate stdio --remote URL` (remote_bridge.h holds what is written
 // back). One thread, one libcurl multi handle:
-//   1. At start, before stdin is read, one `ping` is POSTed with the key: a 401 ends the bridge
-//      (exit 2, nothing on stdout); a server that cannot be reached is logged, and the bridge
-//      starts anyway (reachability is not a credential: the key is checked at the first answer).
+//   1. At start, before stdin is read, the key is checked with one JSON-RPC notification
+//      (`notifications/tollgate/key_check`): the server authenticates every POST to /mcp, and
+//      answers a body of only notifications 202 without counting it toward the key's rate limit
+//      (design §5), so the check costs the user nothing, even on a burst-1 key or one that is
+//      limited right now. A 401 ends the bridge (exit 2, nothing on stdout); a server that
+//      cannot be reached is logged, and the bridge starts anyway (reachability is not a
+//      credential: the key is checked at the first answer).
 //   2. The loop waits in curl_multi_poll on libcurl's sockets, stdin and a signalfd. Each
 //      complete line read is POSTed as it is, up to k_max_in_flight at once; libcurl keeps the
 //      connections alive (a dead one is replaced on the next POST: that is the reconnect), and
@@ -13,7 +17,13 @@
 //      POST; when the server answers 404 to one (it restarted, or the session expired), the
 //      bridge runs the client's initialize and notifications/initialized again itself and sends
 //      the message once more, so the client never sees its session end.
-//   5. EOF on stdin, SIGTERM or SIGINT: nothing more is read; the POSTs in flight finish and are
+//   5. Deadlines (design §5, "abandoned calls"): every POST carries `Tollgate-Deadline`, the
+//      moment (unix ms, on the server's clock as the `Date` of its answers shows it) after which
+//      the bridge will have given up: --timeout-ms from now, less a margin so an answer admitted
+//      at the last moment still arrives in time. The server does not admit a tools/call past it.
+//      When a POST times out all the same, the bridge sends `notifications/cancelled` for each
+//      of its requests, so a call the server holds but has not admitted yet is dropped.
+//   6. EOF on stdin, SIGTERM or SIGINT: nothing more is read; the POSTs in flight finish and are
 //      written; exit 0. A 401 at any time: exit 2. Nothing is written to disk.
 #include "stdio_remote.h"
 
@@ -26,6 +36,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -44,8 +55,21 @@ constexpr size_t k_max_in_flight = 64;
 constexpr size_t k_max_line = 64u << 20;
 constexpr size_t k_max_answer = 256u << 20;
 constexpr int64_t k_probe_timeout_ms = 5000;
+// A notification: authenticated, answered 202, never counted toward the rate limit.
 constexpr std::string_view k_probe_body =
-    R"({"jsonrpc":"2.0","id":"tollgate-stdio-key-check","method":"ping"})";
+    R"({"jsonrpc":"2.0","method":"notifications/tollgate/key_check"})";
+
+// How much earlier than its own timeout the bridge asks the server to give up (step 5): a tenth
+// of it, between 50 ms and 2 s, and never more than half of it.
+int64_t deadline_margin_ms(int64_t timeout_ms) {
+  return std::min(std::clamp<int64_t>(timeout_ms / 10, 50, 2000), timeout_ms / 2);
+}
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string_view usage_remote() {
   return R"(Usage: TOLLGATE_API_KEY=KEY tollgate stdio --remote URL [--cacert FILE] [--timeout-ms N]
@@ -97,6 +121,7 @@ struct transfer {
   std::string answer;
   char error[CURL_ERROR_SIZE] = {};
   bool probe = false;
+  bool cancel = false;  ///< a notifications/cancelled the bridge sent itself: its answer is dropped
   bool initialize = false;
   bool sent_session = false;  ///< the POST carried the session id
   bool retried = false;       ///< sent again after a new handshake (once at most)
@@ -119,7 +144,12 @@ class bridge {
  private:
   transfer* acquire();
   void configure(CURL* e);
-  void post(std::string_view line, bool probe);
+  void post(std::string_view line, bool probe, bool cancel = false);
+  /// A POST of `t` timed out: tells the server its requests are abandoned (step 5).
+  void cancel_requests(const transfer& t);
+  /// The server's clock minus ours, from the Date of an answer (0 within 2 s: Date has whole
+  /// seconds, so a smaller difference is not told apart from none).
+  void note_server_clock(CURL* e);
   /// Adds `t` (its body and facts set) to the multi handle with this moment's headers.
   void send(transfer& t);
   /// Runs the client's handshake again for a new session (blocking; rare). True when it got one.
@@ -157,6 +187,7 @@ class bridge {
   std::string init_line_;         ///< the client's last initialize, to open a new session with
   std::string initialized_line_;  ///< and its notifications/initialized
   bool down_ = false;             ///< the last POST failed (logged once until one succeeds)
+  int64_t clock_offset_ms_ = 0;   ///< the server's clock minus ours (note_server_clock)
   int exit_code_ = 0;
 };
 
@@ -242,6 +273,11 @@ curl_slist* bridge::headers_for(const transfer& t) {
   if (!t.initialize && !session_.empty()) {
     extra.push_back("Mcp-Session-Id: " + session_);
   }
+  if (!t.probe && !t.cancel && t.facts.any_request()) {
+    const int64_t deadline =
+        wall_ms() + clock_offset_ms_ + o_.timeout_ms - deadline_margin_ms(o_.timeout_ms);
+    extra.push_back(fmt::format("Tollgate-Deadline: {}", deadline));
+  }
   if (extra.empty()) {
     return nullptr;
   }
@@ -255,7 +291,7 @@ curl_slist* bridge::headers_for(const transfer& t) {
   return list;
 }
 
-void bridge::post(std::string_view line, bool probe) {
+void bridge::post(std::string_view line, bool probe, bool cancel) {
   transfer* t = acquire();
   if (t == nullptr) {
     log_error("stdio --remote: libcurl could not make a handle (out of memory)");
@@ -265,8 +301,9 @@ void bridge::post(std::string_view line, bool probe) {
   t->body.reserve(line.size() + 64);  // simdjson reads up to 64 bytes past the end
   t->body.assign(line);
   t->probe = probe;
-  t->facts = probe ? remote::line_facts{} : remote::inspect(t->body);
-  t->initialize = !t->facts.batch && t->facts.messages.size() == 1 &&
+  t->cancel = cancel;
+  t->facts = probe || cancel ? remote::line_facts{} : remote::inspect(t->body);
+  t->initialize = !cancel && !t->facts.batch && t->facts.messages.size() == 1 &&
                   t->facts.messages[0].is_request() && t->facts.messages[0].method == "initialize";
   t->retried = false;
   if (t->initialize) {
@@ -279,10 +316,46 @@ void bridge::post(std::string_view line, bool probe) {
              t->facts.messages[0].method == "notifications/initialized") {
     initialized_line_ = line;
   }
-  curl_easy_setopt(
-      t->easy, CURLOPT_TIMEOUT_MS,
-      static_cast<long>(probe ? std::min(o_.timeout_ms, k_probe_timeout_ms) : o_.timeout_ms));
+  curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(probe || cancel ? std::min(o_.timeout_ms, k_probe_timeout_ms)
+                                                     : o_.timeout_ms));
   send(*t);
+}
+
+void bridge::cancel_requests(const transfer& t) {
+  for (const remote::message_facts& m : t.facts.messages) {
+    if (!m.is_request()) {
+      continue;
+    }
+    const std::string note = fmt::format(
+        R"({{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},)"
+        R"("reason":"tollgate stdio --remote: no answer within {} ms"}}}})",
+        m.id, o_.timeout_ms);
+    post(note, false, true);
+  }
+}
+
+void bridge::note_server_clock(CURL* e) {
+  curl_header* h = nullptr;
+  if (curl_easy_header(e, "Date", 0, CURLH_HEADER, -1, &h) != CURLHE_OK) {
+    return;
+  }
+  const time_t server = curl_getdate(h->value, nullptr);
+  if (server <= 0) {
+    return;
+  }
+  // Date is the second the server wrote the answer in: its middle is the best guess.
+  const int64_t diff = static_cast<int64_t>(server) * 1000 + 500 - wall_ms();
+  const int64_t offset = diff > 2000 || diff < -2000 ? diff : 0;
+  if (offset != 0 && clock_offset_ms_ == 0) {
+    log_info(
+        "stdio --remote: the server's clock differs from ours by about {} ms; deadlines are "
+        "sent on its clock",
+        offset);
+  } else if (offset == 0 && clock_offset_ms_ != 0) {
+    log_info("stdio --remote: the server's clock agrees with ours again");
+  }
+  clock_offset_ms_ = offset;
 }
 
 void bridge::send(transfer& t) {
@@ -374,6 +447,9 @@ remote::http_answer bridge::answer_of(transfer& t, CURLcode rc, std::string& fai
   if (rc != CURLE_OK) {
     a.transport_failed = true;
     const char* detail = t.error[0] != '\0' ? t.error : curl_easy_strerror(rc);
+    a.not_sent = rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY ||
+                 rc == CURLE_COULDNT_CONNECT;
+    a.timed_out = rc == CURLE_OPERATION_TIMEDOUT;
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       failure = fmt::format("no answer within {} ms: {}", o_.timeout_ms, detail);
     } else if (rc == CURLE_PEER_FAILED_VERIFICATION) {
@@ -465,6 +541,12 @@ bridge::next bridge::forward(transfer& t, const remote::http_answer& a) {
       out_.clear();
       exit_code_ = 2;
       return next::stop;
+    case remote::verdict::refused:
+      // Each one: the user has something to fix (the URL, the message's size).
+      log_error("stdio --remote: {} refused a message ({}); retrying it will not help", o_.url,
+                reason);
+      down_ = false;
+      break;
     case remote::verdict::failed:
       if (!down_) {
         log_error(
@@ -487,8 +569,17 @@ bridge::next bridge::forward(transfer& t, const remote::http_answer& a) {
 bridge::next bridge::finish(transfer& t, CURLcode rc) {
   std::string failure;
   const remote::http_answer a = answer_of(t, rc, failure);
+  if (!a.transport_failed) {
+    note_server_clock(t.easy);
+  }
   if (t.probe) {
     return on_probe(a);
+  }
+  if (t.cancel) {
+    return next::done;  // a notification: its 202 (or a failure) changes nothing
+  }
+  if (a.timed_out) {
+    cancel_requests(t);
   }
   if (!a.transport_failed && a.status == 404 && t.sent_session && !t.retried && rehandshake()) {
     t.retried = true;

@@ -5,11 +5,15 @@
 #include "fleet_client.h"
 #include "search_cache.h"
 #include "tollgate/common/assert.h"
+#include "tollgate/envelope/outcome_table.h"
 #include "tollgate/rest/api.h"
 #include "tollgate/search/query.h"
 
 namespace tollgate::app {
 namespace {
+
+// The retry_after_secs of `corpus_loading`.
+constexpr int64_t k_corpus_retry_secs = 5;
 
 // Argument indexes of search_stories, in registration order.
 enum search_arg : size_t { a_query, a_limit, a_offset, a_since, a_until, a_sort, a_tags };
@@ -60,6 +64,12 @@ mcp::tool_result query_of(const mcp::arguments& args, search::query_args& q) {
   return mcp::tool_result::success();
 }
 
+// A tool that needs the corpus, called while it is still loading past the gate's bound.
+mcp::tool_result corpus_loading() {
+  return mcp::tool_result::failure(
+      envelope::make_tool_error(envelope::tool_error_code::corpus_loading, k_corpus_retry_secs));
+}
+
 class search_stories_tool final : public mcp::tool {
  public:
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
@@ -68,6 +78,9 @@ class search_stories_tool final : public mcp::tool {
     search::query_args q;
     if (mcp::tool_result invalid = query_of(args, q); !invalid.ok) {
       return invalid;
+    }
+    if (t.corpus() == nullptr) {
+      return corpus_loading();
     }
     const search::remote_query* remote = nullptr;
     if (fleet_client* f = t.fleet()) {
@@ -124,6 +137,9 @@ class get_story_tool final : public mcp::tool {
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
                         mcp::call_context& ctx) override {
     tool_context& t = tool_context::of(ctx);
+    if (t.corpus() == nullptr) {
+      return corpus_loading();
+    }
     const search::remote_query* remote = nullptr;
     if (fleet_client* f = t.fleet()) {
       remote = f->for_story(args[0].str);
@@ -200,11 +216,15 @@ mcp::tool_def search_stories_def() {
       arg("offset", mcp::arg_type::integer, "How many ranked stories to skip (0-1000)."), 0, 1000);
   offset.has_default = true;
   offset.default_int = 0;
-  auto since = arg("since", mcp::arg_type::timestamp,
-                   "Only stories posted at or after this time: unix seconds (1700000000) or "
-                   "an RFC 3339 date-time (\"2024-05-01T00:00:00Z\") or date (\"2024-05-01\").");
-  auto until = arg("until", mcp::arg_type::timestamp,
-                   "Only stories posted at or before this time; same formats as since.");
+  // since/until: declared and described as unix seconds (an integer); the server also takes
+  // an RFC 3339 date-time or a date as a string (REST's formats), undeclared.
+  auto since = bounded(arg("since", mcp::arg_type::timestamp,
+                           "Only stories posted at or after this time, in unix seconds (for "
+                           "example 1700000000, which is 2023-11-14T22:13:20Z)."),
+                       0, search::max_unix_time);
+  auto until = bounded(arg("until", mcp::arg_type::timestamp,
+                           "Only stories posted at or before this time, in unix seconds."),
+                       0, search::max_unix_time);
   auto sort = arg("sort", mcp::arg_type::enumeration,
                   "\"relevance\" (best match first, default) or \"date\" (newest first).");
   sort.choices = {"relevance", "date"};
@@ -242,9 +262,25 @@ mcp::tool_def get_usage_def() {
 
 tool_context::tool_context(const search::backend& backend, tool_caller& caller)
     : mcp::tool_env(&kind_tag_),
-      backend_(backend),
+      backend_(&backend),
       caller_(caller),
       scratch_(backend.make_scratch()) {}
+
+tool_context::tool_context(tool_caller& caller) : mcp::tool_env(&kind_tag_), caller_(caller) {}
+
+void tool_context::set_backend(const search::backend& backend) {
+  backend_ = &backend;
+  scratch_ = backend.make_scratch();
+}
+
+const search::backend* tool_context::corpus() {
+  if (backend_ == nullptr && gate_ != nullptr) {
+    if (const search::backend* b = gate_->wait(); b != nullptr) {
+      set_backend(*b);
+    }
+  }
+  return backend_;
+}
 
 tool_context::~tool_context() = default;
 
@@ -256,7 +292,7 @@ tool_context& tool_context::of(mcp::call_context& ctx) {
 search::search_job& tool_context::next_job() {
   TOLLGATE_CHECK(jobs_ != nullptr);
   while (jobs_->size() <= job_next_) {
-    jobs_->push_back(std::make_unique<search::search_job>(backend_));  // warm-up only
+    jobs_->push_back(std::make_unique<search::search_job>(*backend_));  // warm-up only
   }
   return *(*jobs_)[job_next_++];
 }
@@ -267,7 +303,7 @@ bool tool_context::advance_jobs(size_t used) {
   for (size_t i = 0; i < used; ++i) {
     search::search_job& j = *(*jobs_)[i];
     if (j.started() && !j.done()) {
-      if (ran || !backend_.run(j, slice_)) {
+      if (ran || !backend_->run(j, slice_)) {
         return false;
       }
       ran = true;

@@ -52,7 +52,26 @@ class tool_context final : public mcp::tool_env {
  public:
   /// `backend` and `caller` outlive the context.
   tool_context(const search::backend& backend, tool_caller& caller);
+  /// A context whose corpus is still loading (local stdio's start): set_backend() gives it
+  /// one; until then a tool that needs the corpus waits at the gate (set_corpus_gate).
+  explicit tool_context(tool_caller& caller);
   ~tool_context();
+
+  /// What a tool that needs the corpus waits on while it loads. wait() returns the backend once
+  /// loaded, or null when it is not loaded within the gate's bound (or failed to load).
+  class corpus_gate {
+   public:
+    virtual const search::backend* wait() = 0;
+
+   protected:
+    ~corpus_gate() = default;
+  };
+  void set_corpus_gate(corpus_gate* g) noexcept { gate_ = g; }
+  /// The corpus, from now on (`backend` outlives the context).
+  void set_backend(const search::backend& backend);
+  /// The corpus the tools search, waiting at the gate when it is still loading; null when it
+  /// did not load within the gate's bound (the tool answers `corpus_loading`).
+  const search::backend* corpus();
 
   /// The one way a tool reaches its context: the call's env, checked (fatal, TOLLGATE_CHECK)
   /// to be a tool_context.
@@ -89,7 +108,8 @@ class tool_context final : public mcp::tool_env {
 
   // ---- what a tool uses ----
 
-  const search::backend& backend() const noexcept { return backend_; }
+  /// The corpus; only after corpus() returned it.
+  const search::backend& backend() const noexcept { return *backend_; }
   search::scratch& scratch() noexcept { return *scratch_; }
   search_cache* answer_cache() const noexcept { return cache_; }
   fleet_client* fleet() const noexcept { return fleet_; }
@@ -102,7 +122,8 @@ class tool_context final : public mcp::tool_env {
  private:
   static constexpr char kind_tag_ = 0;  // its address is tool_context's tool_env::kind()
 
-  const search::backend& backend_;
+  const search::backend* backend_ = nullptr;
+  corpus_gate* gate_ = nullptr;
   tool_caller& caller_;
   std::unique_ptr<search::scratch> scratch_;
   search_cache* cache_ = nullptr;

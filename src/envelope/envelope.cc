@@ -19,8 +19,8 @@ constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
 constexpr size_t k_field = 8;
 
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
-    "suspended", "quota_exceeded", "rate_limited", "unavailable",
-    "not_found", "unavailable",    "unavailable",  "unavailable"};
+    "suspended",   "quota_exceeded", "rate_limited", "unavailable", "not_found",  "unavailable",
+    "unavailable", "unavailable",    "unavailable",  "unavailable", "unavailable"};
 constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
     "billable call can be made until the account is settled.",
@@ -39,6 +39,13 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
     "This story's stored text cannot be read: the server's search index is damaged. This is a "
     "fault of the server, not a missing story, and retrying will not help until its operator "
     "rebuilds the index; other stories are unaffected.",
+    "This call reached the server after its deadline (the Tollgate-Deadline its client sent) "
+    "had passed, so it was not run and not billed. The server or the network was slow; retry "
+    "after retry_after_secs seconds.",
+    "This call was cancelled by its client (notifications/cancelled) before the server started "
+    "it, so it was not run and not billed.",
+    "The server is still loading its story corpus, so this call was not run and not billed. "
+    "Retry after retry_after_secs seconds.",
 };
 
 // The 401 challenges (RFC 6750 §3): no error code when no key was presented.
@@ -251,7 +258,13 @@ void cache::tool_error_response(out_buffer& out, std::string_view id, revision r
   } else {
     out.append(R"(,"result":{"isError":true,"content":[{"type":"text","text":")");
   }
-  out.append(tool_error_text_[static_cast<size_t>(e.code)]);
+  if (e.message.empty()) {
+    out.append(tool_error_text_[static_cast<size_t>(e.code)]);
+  } else {
+    out.append(escaped(R"({"code":")" +
+                       std::string(k_tool_error_names[static_cast<size_t>(e.code)]) +
+                       R"(","message":)" + quoted(e.message)));
+  }
   append_figures<true>(out, e);
   out.append(R"(}"}]}})");
 }
@@ -260,7 +273,8 @@ void cache::tool_error_json(out_buffer& out, const tool_error& e) const {
   out.append(R"({"code":")");
   out.append(k_tool_error_names[static_cast<size_t>(e.code)]);
   out.append(R"(","message":")");
-  append_json_escaped(out, k_tool_error_messages[static_cast<size_t>(e.code)]);
+  append_json_escaped(
+      out, e.message.empty() ? k_tool_error_messages[static_cast<size_t>(e.code)] : e.message);
   out.push_back('"');
   append_figures<false>(out, e);
   out.push_back('}');

@@ -119,7 +119,8 @@ std::string success(std::string_view id, revision r, std::string_view raw_payloa
 }
 
 std::string tool_error_json(const tool_error& e) {
-  std::string o = "{\"code\":" + str(name_of(e.code)) + ",\"message\":" + str(message_of(e.code));
+  std::string o = "{\"code\":" + str(name_of(e.code)) +
+                  ",\"message\":" + str(e.message.empty() ? message_of(e.code) : e.message);
   auto fig = [&](const char* name, int64_t v) {
     if (v >= 0) {
       o += ",\"" + std::string(name) + "\":" + std::to_string(v);

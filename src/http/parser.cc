@@ -408,7 +408,10 @@ field classify(std::string_view name) noexcept {
       }
       return iequals_lower(name, "mcp-session-id") ? field::mcp_session_id : field::other;
     case 17:
-      return iequals_lower(name, "transfer-encoding") ? field::transfer_encoding : field::other;
+      if (iequals_lower(name, "transfer-encoding")) {
+        return field::transfer_encoding;
+      }
+      return iequals_lower(name, "tollgate-deadline") ? field::tollgate_deadline : field::other;
     case 20:
       return iequals_lower(name, "mcp-protocol-version") ? field::mcp_protocol_version
                                                          : field::other;

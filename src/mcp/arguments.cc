@@ -1,6 +1,8 @@
 // tools/call arguments: checked against the tool's argument specs (types, bounds, choices,
 // required, defaults) into the endpoint's fixed-capacity `arguments`, or refused with -32602
 // naming the argument and the rule it broke.
+#include <cmath>
+
 #include "mcp/endpoint_impl.h"
 
 namespace tollgate::mcp {
@@ -9,6 +11,31 @@ namespace {
 
 bool is_integer_token(std::string_view s) {
   return s.find_first_of(".eE") == std::string_view::npos;
+}
+
+// A JSON number as an integer, the way JSON Schema's "integer" reads it: any number whose value
+// is integral (3, 3.0, 3e0, 30e-1), so a client or model that writes 3.0 is not refused.
+// `range` on return: integral but outside int64 (a range breach, not a type breach).
+bool integral_value(od::value& v, int64_t& n, bool& range) {
+  range = false;
+  if (is_integer_token(trim(v.raw_json_token()))) {
+    if (v.get_int64().get(n)) {
+      range = true;  // integer digits beyond int64
+      return false;
+    }
+    return true;
+  }
+  double d = 0;
+  if (v.get_double().get(d) || !std::isfinite(d) || d != std::trunc(d)) {
+    return false;
+  }
+  // 2^63 is exactly representable; every double below it in magnitude converts exactly.
+  if (d >= 9223372036854775808.0 || d < -9223372036854775808.0) {
+    range = true;
+    return false;
+  }
+  n = static_cast<int64_t>(d);
+  return true;
 }
 
 // Unicode code points in UTF-8 `s` (simdjson has validated it).
@@ -62,8 +89,8 @@ bool check_timestamp(const registry::rules& rules, size_t idx, od::value& v, od:
     return true;
   }
   int64_t n = 0;
-  if (jt != od::json_type::number || !is_integer_token(trim(v.raw_json_token())) ||
-      v.get_int64().get(n)) {
+  bool range = false;
+  if (jt != od::json_type::number || !integral_value(v, n, range)) {
     return false;
   }
   out.num = n;
@@ -78,14 +105,9 @@ bool check_integer(const arg_spec& spec, const registry::rules& rules, size_t id
     return false;
   }
   int64_t n = 0;
-  const bool integral = is_integer_token(trim(v.raw_json_token()));
-  auto e = v.get_int64().get(n);
-  if (e && integral) {
-    rule = rules.range[idx].empty() ? rules.type[idx] : rules.range[idx];
-    return false;
-  }
-  if (e) {
-    rule = rules.type[idx];
+  bool range = false;
+  if (!integral_value(v, n, range)) {
+    rule = range && !rules.range[idx].empty() ? rules.range[idx] : rules.type[idx];
     return false;
   }
   if ((spec.has_min && n < spec.min) || (spec.has_max && n > spec.max)) {

@@ -42,20 +42,33 @@ bool method_header_agrees(const dispatch_ctx& c, const message& m, reply& r) {
   return true;
 }
 
-// The _meta protocol version: checked against the header over HTTP (2026-07-28); on stdio,
-// which has no headers, it selects the revision of this one message (`modern`, r.rev). False
-// with `r` set when it is refused.
-bool meta_version_agrees(const dispatch_ctx& c, od::object& params, bool& modern, reply& r) {
+// The _meta protocol version: 2026-07-28 requires it in every request, a string naming the
+// revision. Over HTTP under that revision (the header's) it must be there and agree with the
+// header; on stdio, which has no headers, it selects the revision of this one message (`modern`,
+// r.rev), and its absence means a legacy message. `params`: null when the request has none.
+// False with `r` set when it is refused: missing or not a string (-32602, HTTP 400), a revision
+// not spoken (-32022), a header it contradicts (-32020).
+bool meta_version_agrees(const dispatch_ctx& c, od::object* params, bool& modern, reply& r) {
   od::value meta;
-  if (member(params, "_meta", c.im.body_has_escape, meta)) {
-    return true;
-  }
   od::object mo;
   od::value ver;
+  const bool present = params != nullptr && !member(*params, "_meta", c.im.body_has_escape, meta) &&
+                       !meta.get_object().get(mo) &&
+                       !member(mo, k_meta_version_key, c.im.body_has_escape, ver);
+  const bool required = modern && c.http.is_http;
   std::string_view v;
-  if (meta.get_object().get(mo) || member(mo, k_meta_version_key, c.im.body_has_escape, ver) ||
-      ver.get_string().get(v)) {
+  if (!present && !required) {
     return true;
+  }
+  if (!present || ver.get_string().get(v)) {
+    r = error_reply(r.id,
+                    rpc_error{rpc_error_kind::invalid_params, "_meta",
+                              "must hold io.modelcontextprotocol/protocolVersion, a string naming "
+                              "the protocol revision (\"2026-07-28\"), in every request of "
+                              "revision 2026-07-28",
+                              0},
+                    c.http.is_http ? 400 : 200);
+    return false;
   }
   revision declared;
   if (!envelope::parse_revision(v, declared)) {
@@ -163,6 +176,13 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
                     200);
     return;
   }
+  if (!m.meta_duplicate.empty() && m.mid != method_id::unknown) {
+    r = error_reply(id,
+                    rpc_error{rpc_error_kind::invalid_params, m.meta_duplicate,
+                              "must not appear more than once in _meta", 0},
+                    200);
+    return;
+  }
   // params: _meta protocol version (modern), then what the method needs.
   od::object params;
   bool have_params = false;
@@ -172,7 +192,8 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
       have_params = true;
     }
   }
-  if ((modern || !c.http.is_http) && have_params && !meta_version_agrees(c, params, modern, r)) {
+  if ((modern || !c.http.is_http) &&
+      !meta_version_agrees(c, have_params ? &params : nullptr, modern, r)) {
     return;
   }
   od::object* p = have_params ? &params : nullptr;
@@ -204,13 +225,30 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
   r = error_reply(id, rpc_error{rpc_error_kind::method_not_found, {}, {}, 0}, modern ? 404 : 200);
 }
 
+void note_notification(const dispatch_ctx& c, const message& m, od::object& o, host& h) {
+  if (m.mid != method_id::cancelled || m.has_id || m.invalid) {
+    return;
+  }
+  od::value pv;
+  od::object po;
+  od::value idv;
+  od::json_type t;
+  if (member(o, "params", c.im.body_has_escape, pv) || pv.get_object().get(po) ||
+      member(po, "requestId", c.im.body_has_escape, idv) || idv.type().get(t)) {
+    return;
+  }
+  if (t == od::json_type::string || t == od::json_type::number) {
+    h.cancelled(trim(idv.raw_json_token()));
+  }
+}
+
 // Admits a billable tool call, or rates a free one (stdio only: over HTTP the handler rated the
 // request before dispatch); turns the reply into a tool error when refused.
 void prepare(reply& r, host& h) {
   if (r.k != reply::kind::tool_call) {
     return;
   }
-  admission a = r.tool->billable ? h.admit(r.tool->name) : h.rate_check();
+  admission a = r.tool->billable ? h.admit(r.tool->name, r.id) : h.rate_check();
   if (a.outcome == admission::kind::ok) {
     r.admitted = r.tool->billable;
     return;
@@ -230,6 +268,12 @@ void prepare(reply& r, host& h) {
       break;
     case admission::kind::quota_unreachable:
       code = envelope::tool_error_code::quota_unreachable;
+      break;
+    case admission::kind::expired:
+      code = envelope::tool_error_code::call_expired;
+      break;
+    case admission::kind::cancelled:
+      code = envelope::tool_error_code::call_cancelled;
       break;
     default:
       break;
@@ -269,7 +313,12 @@ outcome outcome_of(envelope::tool_error_code c) noexcept {
     case envelope::tool_error_code::usage_unavailable:
     case envelope::tool_error_code::quota_unreachable:
     case envelope::tool_error_code::story_unreadable:
+    case envelope::tool_error_code::corpus_loading:
       return outcome::unavailable;
+    case envelope::tool_error_code::call_expired:
+      return outcome::expired;
+    case envelope::tool_error_code::call_cancelled:
+      return outcome::cancelled;
     case envelope::tool_error_code::not_found:
       return outcome::not_found;
   }

@@ -29,8 +29,13 @@ endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_o
   impl_->batch.reserve(opts_.max_batch);
   impl_->names.reserve(64);
   impl_->params_names.reserve(64);
+  impl_->meta_names.reserve(16);
   impl_->batch_limit_message =
       fmt::format("Invalid Request: a batch may hold at most {} messages.", opts_.max_batch);
+  impl_->too_large_message = fmt::format(
+      "Content Too Large: the request body is larger than the {} bytes this server accepts "
+      "(server.max_body_bytes); sending it again will not help.",
+      opts_.max_body_bytes);
   impl_->scratch.reserve(16 * 1024);
 }
 

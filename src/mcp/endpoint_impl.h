@@ -47,6 +47,8 @@ struct message {
   std::string_view duplicate;
   /// A member name given twice in the params object (as written; empty: none). -32602.
   std::string_view params_duplicate;
+  /// A member name given twice in params._meta (as written; empty: none). -32602.
+  std::string_view meta_duplicate;
   std::string_view id = envelope::null_id;  ///< raw JSON token
   std::string_view method;                  ///< raw contents between the quotes
   method_id mid = method_id::unknown;
@@ -85,12 +87,15 @@ struct endpoint::impl {
   std::vector<message> batch;
   std::vector<member_name> names;         ///< pass 1's member names of a message object
   std::vector<member_name> params_names;  ///< and of its params object
+  std::vector<member_name> meta_names;    ///< and of params._meta
   std::string duplicate_message;          ///< -32600's message naming a duplicated member
   std::vector<reply> replies;
   arguments args;
   out_buffer scratch;
+  out_buffer cors_tail;             ///< add_cors_headers' copy of a response's rest
   std::string session_header;       ///< "Mcp-Session-Id: ...\r\n" for a minted session
   std::string batch_limit_message;  ///< -32600's message for a batch over max_batch
+  std::string too_large_message;    ///< -32600's message for a body over max_body_bytes
   /// The app charged this POST to the rate limit before dispatch (false while a refused one
   /// that holds only notifications and responses is answered): a 202 gives the charge back.
   bool rate_charged = true;
@@ -159,6 +164,10 @@ bool classify(const message& m, reply& r, std::string& scratch);
 /// Pass 2 for one request (m.has_id, m.has_method, valid): decides its reply. `o` is the message
 /// object, positioned at its start.
 void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r);
+
+/// A notification `m` (classify() gave it no reply) that is notifications/cancelled: hands its
+/// params.requestId (raw JSON) to the host (host::cancelled). `o`: the message object.
+void note_notification(const dispatch_ctx& c, const message& m, od::object& o, host& h);
 
 /// Validates tools/call arguments into im.args. Returns false with `r` set to the -32602 reply.
 bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* args_value,

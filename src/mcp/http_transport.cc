@@ -40,42 +40,77 @@ bool origin_is_loopback(std::string_view o) {
   return false;
 }
 
-// Accept must admit both application/json and text/event-stream (wildcards count).
+// Accept: tollgate answers application/json only (never an event stream), so a request is
+// served unless its Accept excludes JSON (RFC 9110 §12.5.1): no Accept field at all accepts
+// anything; otherwise the most specific range that matches application/json decides
+// (application/json, then application/*, then */*), and it must not carry q=0. Several Accept
+// lines are one comma-separated list (§5.3).
 // Header values come from the HTTP parser, which refuses every control byte but HTAB, so the
 // media-type literals (lowercase letters, '/', '*', '-', all with bit 0x20 set) can be compared
 // with ascii::iequals_lower's word-wise fold.
-void accept_scan(std::string_view accept, bool& json, bool& sse) {
+
+// True when a media range's parameters (after its first ';') give it q=0: "not acceptable".
+bool q_is_zero(std::string_view params) {
+  while (!params.empty()) {
+    const size_t semi = params.find(';');
+    std::string_view p = trim(params.substr(0, semi));
+    params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
+    if (p.empty() || (p[0] != 'q' && p[0] != 'Q')) {
+      continue;
+    }
+    const std::string_view rest = trim(p.substr(1));
+    if (rest.empty() || rest.front() != '=') {
+      continue;
+    }
+    const std::string_view v = trim(rest.substr(1));
+    bool zero = !v.empty();
+    for (char c : v) {
+      zero = zero && (c == '0' || c == '.');
+    }
+    return zero;
+  }
+  return false;
+}
+
+// Folds one Accept line into `rank`/`zero`: the most specific range matching application/json
+// seen so far (3 exact, 2 application/*, 1 */*, 0 none) and whether it says q=0.
+void accept_scan(std::string_view accept, int& rank, bool& zero) {
   using ascii::iequals_lower;
   while (!accept.empty()) {
     size_t comma = accept.find(',');
     std::string_view item = accept.substr(0, comma);
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
-    item = trim(item.substr(0, item.find(';')));
-    if (iequals_lower(item, "*/*")) {
-      json = sse = true;
-    } else if (iequals_lower(item, "application/json") || iequals_lower(item, "application/*")) {
-      json = true;
-    } else if (iequals_lower(item, "text/event-stream") || iequals_lower(item, "text/*")) {
-      sse = true;
+    const size_t semi = item.find(';');
+    const std::string_view range = trim(item.substr(0, semi));
+    int r = 0;
+    if (iequals_lower(range, "application/json")) {
+      r = 3;
+    } else if (iequals_lower(range, "application/*")) {
+      r = 2;
+    } else if (iequals_lower(range, "*/*")) {
+      r = 1;
     }
+    if (r == 0 || r < rank) {
+      continue;
+    }
+    const bool z = semi != std::string_view::npos && q_is_zero(item.substr(semi + 1));
+    // The same range twice: acceptable if either says so.
+    zero = r == rank ? zero && z : z;
+    rank = r;
   }
 }
 
-bool accept_ok(const http::request& req, std::string_view first) {
-  bool json = false;
-  bool sse = false;
-  accept_scan(first, json, sse);
-  if (json && sse) {
-    return true;
-  }
-  // RFC 9110 §5.3: several Accept lines are one comma-separated list (rare: looked at only
-  // when the first line alone does not admit both).
+bool accept_ok(const http::request& req) {
+  int rank = 0;
+  bool zero = false;
+  bool any = false;
   for (size_t i = 0; i < req.num_headers; ++i) {
     if (ascii::iequals_lower(req.headers[i].name, "accept")) {
-      accept_scan(req.headers[i].value, json, sse);
+      any = any || !trim(req.headers[i].value).empty();
+      accept_scan(req.headers[i].value, rank, zero);
     }
   }
-  return json && sse;
+  return !any || (rank > 0 && !zero);
 }
 
 bool content_type_ok(std::string_view ct) {
@@ -149,10 +184,56 @@ http::response_info transport_error(const http_ctx& x, int status, std::string_v
   return write_refusal(x, invalid_request(status, message, extra));
 }
 
-// GET, DELETE and the rest: a DELETE ends a session (when sessions are on); anything else is
-// 405 (no server-initiated stream).
+// CORS (Fetch standard): what a browser page on an allowed Origin may send and read. The
+// request headers an MCP client sends (the key, the MCP headers, tollgate's deadline), and the
+// response headers it reads (the session, the 401 challenge, the wait, the rate and quota
+// figures).
+constexpr std::string_view k_cors_allow_methods =
+    "Access-Control-Allow-Methods: POST, GET, DELETE, OPTIONS\r\n";
+constexpr std::string_view k_cors_allow_headers =
+    "Access-Control-Allow-Headers: Authorization, X-API-Key, Content-Type, Accept, "
+    "Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, "
+    "Tollgate-Deadline\r\n";
+constexpr std::string_view k_cors_expose_headers =
+    "Access-Control-Expose-Headers: Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate, "
+    "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-Quota-Limit, "
+    "X-Quota-Used, X-Quota-Remaining, X-Quota-Reset, RateLimit-Policy, RateLimit\r\n";
+
+// The lines every answer to an allowed Origin carries (`origin` is the request's, verbatim: it
+// matched an allowed one exactly, or a loopback form).
+void cors_lines(out_buffer& out, std::string_view origin) {
+  out.append("Access-Control-Allow-Origin: ");
+  out.append(origin);
+  out.append("\r\n");
+  out.append(k_cors_expose_headers);
+  out.append("Vary: Origin\r\n");
+}
+
+// GET, DELETE and the rest: a DELETE ends a session (when sessions are on); OPTIONS is a CORS
+// preflight (answered 204 with what an allowed Origin may send); anything else is 405 (no
+// server-initiated stream).
 http::response_info answer_other_method(const http_ctx& x, const known_headers& hd,
                                         std::string_view method) {
+  if (method == "OPTIONS") {
+    out_buffer& extra = x.im.scratch;
+    extra.clear();
+    extra.append("Allow: POST, GET, DELETE, OPTIONS\r\n");
+    if (const std::string_view origin = trim(hd.value(h_origin)); !origin.empty()) {
+      // origin_allowed() passed before: a present Origin here is an allowed one.
+      extra.append("Access-Control-Allow-Origin: ");
+      extra.append(origin);
+      extra.append("\r\n");
+      extra.append(k_cors_allow_methods);
+      extra.append(k_cors_allow_headers);
+      extra.append(k_cors_expose_headers);
+      extra.append("Access-Control-Max-Age: 600\r\n");
+      extra.append(
+          "Vary: Origin, Access-Control-Request-Method, Access-Control-Request-Headers\r\n");
+    }
+    x.env.empty_response(x.out, 204, extra.view(), x.close);
+    extra.clear();
+    return {204, x.close};
+  }
   if (method == "DELETE" && x.opts.sessions != nullptr) {
     std::string_view sid = trim(hd.value(h_session));
     if (sid.empty()) {
@@ -175,11 +256,11 @@ http::response_info answer_other_method(const http_ctx& x, const known_headers& 
 // A POST's headers and size: Accept, Content-Type, MCP-Protocol-Version (into `rev`), the body
 // limit.
 refusal check_post(const http::request& req, const known_headers& hd, const endpoint_options& opts,
-                   revision& rev) {
-  if (!accept_ok(req, hd.value(h_accept))) {
+                   const endpoint::impl& im, revision& rev) {
+  if (hd.has(h_accept) && !accept_ok(req)) {
     return invalid_request(406,
-                           "Not Acceptable: the client must accept both application/json and "
-                           "text/event-stream.");
+                           "Not Acceptable: this server answers application/json only, and the "
+                           "Accept header excludes it.");
   }
   if (!content_type_ok(hd.value(h_content_type))) {
     return invalid_request(415, "Unsupported Media Type: the body must be application/json.");
@@ -196,7 +277,7 @@ refusal check_post(const http::request& req, const known_headers& hd, const endp
     }
   }
   if (req.body.size() > opts.max_body_bytes) {
-    return invalid_request(413, "Content Too Large: the request body is too large.");
+    return invalid_request(413, im.too_large_message);
   }
   return {};
 }
@@ -205,7 +286,7 @@ refusal check_post(const http::request& req, const known_headers& hd, const endp
 refusal check_shape(const parsed& p, revision rev, const endpoint::impl& im) {
   switch (p.shape) {
     case body_shape::too_large:
-      return invalid_request(413, "Content Too Large: the request body is too large.");
+      return invalid_request(413, im.too_large_message);
     case body_shape::not_json:
       return whole_error(400, rpc_error{rpc_error_kind::parse_error, {}, {}, 0});
     case body_shape::not_request:
@@ -296,6 +377,9 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
   endpoint::impl& im = x.im;
   const bool is_initialize = m.mid == method_id::initialize;
   if (refusal f = check_session(x.opts, hd, is_initialize, c.rev, x.now_ns); f.status != 0) {
+    if (!(m.has_id && m.has_method) && !m.invalid && im.rate_charged) {
+      x.h.refund_rate();  // a notification or response never counts (design §5), refused or not
+    }
     return write_refusal(x, f);
   }
   reply r;
@@ -309,6 +393,13 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
     decide(c, m, &o, r);
   }
   if (r.k == reply::kind::none) {
+    if (m.mid == method_id::cancelled) {
+      im.doc.rewind();
+      od::object o;
+      if (!im.doc.get_object().get(o)) {
+        note_notification(c, m, o, x.h);
+      }
+    }
     return answer_202(x);
   }
   prepare(r, x.h);
@@ -348,6 +439,11 @@ void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message&
     rated = true;
   }
   if (classify(m, r, x.im.duplicate_message)) {
+    od::value v;
+    od::object o;
+    if (m.mid == method_id::cancelled && !er.get(v) && !v.get_object().get(o)) {
+      note_notification(c, m, o, x.h);
+    }
     return;
   }
   od::value v;
@@ -444,6 +540,30 @@ bool endpoint::origin_allowed(const http::request& req) const noexcept {
   return ok;
 }
 
+void endpoint::add_cors_headers(const http::request& req, out_buffer& out,
+                                size_t response_start) const {
+  const known_headers hd{req};
+  if (!hd.has(h_origin) || req.method == "OPTIONS" || !origin_allowed(req)) {
+    return;  // not a browser's cross-origin request, or a preflight (answered with its own)
+  }
+  const std::string_view origin = trim(hd.value(h_origin));
+  const std::string_view written(out.data() + response_start, out.size() - response_start);
+  const size_t line_end = written.find("\r\n");
+  if (origin.empty() || line_end == std::string_view::npos) {
+    return;
+  }
+  // After the status line: copy the rest aside, write the lines, put the rest back (only
+  // browsers send Origin; agents' requests never pay for this).
+  out_buffer& tail = impl_->cors_tail;
+  tail.clear();
+  const size_t at = response_start + line_end + 2;
+  tail.append(std::string_view(out.data() + at, out.size() - at));
+  out.resize(at);
+  cors_lines(out, origin);
+  out.append(tail.view());
+  tail.clear();
+}
+
 // One request to /mcp:
 //   1. Origin (DNS-rebinding protection), before anything else;
 //   2. a method other than POST: DELETE ends a session, the rest is 405;
@@ -461,7 +581,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     return answer_other_method(x, hd, req.method);
   }
   revision rev = revision::v2025_03_26;
-  if (refusal f = check_post(req, hd, opts_, rev); f.status != 0) {
+  if (refusal f = check_post(req, hd, opts_, *impl_, rev); f.status != 0) {
     return write_refusal(x, f);
   }
   const http_facts facts = facts_of(hd);
@@ -480,7 +600,8 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
 void endpoint::decide_calls(const http::request& req, call_visitor& v, int64_t now_ns) {
   const known_headers hd{req};
   revision rev = revision::v2025_03_26;
-  if (!origin_allowed(req) || req.method != "POST" || check_post(req, hd, opts_, rev).status != 0) {
+  if (!origin_allowed(req) || req.method != "POST" ||
+      check_post(req, hd, opts_, *impl_, rev).status != 0) {
     return;
   }
   impl& im = *impl_;
@@ -513,6 +634,15 @@ void endpoint::decide_calls(const http::request& req, call_visitor& v, int64_t n
     visit_call(
         c, im.batch[i++], [&](od::object& o) { return !er.get(e) && !e.get_object().get(o); }, v);
   }
+}
+
+http::response_info endpoint::render_too_large(out_buffer& out) const {
+  env_.head(out, 413, true);
+  envelope::body_mark bm = env_.body_start(out);
+  env_.error_response(out, envelope::null_id,
+                      rpc_error{rpc_error_kind::invalid_request, impl_->too_large_message, {}, 0});
+  env_.body_end(out, bm);
+  return {413, true};
 }
 
 http::response_info endpoint::render_unauthorized(const http::request& req, out_buffer& out,

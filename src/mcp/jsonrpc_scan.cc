@@ -215,10 +215,49 @@ inline void once(uint32_t& seen, uint32_t bit, std::string_view name, std::strin
   seen |= bit;
 }
 
+// Walks the members of params._meta (validating every value) and sets m.meta_duplicate when a
+// name appears twice (which protocol version, which capabilities would depend on the reader). A
+// _meta that is not an object is walked as any value (the dispatcher decides what it means).
+simdjson::error_code scan_meta(od::value v, message& m, int depth,
+                               std::vector<member_name>& names) {
+  od::json_type t;
+  simdjson::error_code err;
+  if ((err = v.type().get(t))) {
+    return err;
+  }
+  if (t != od::json_type::object) {
+    return walk(v, depth);
+  }
+  if (depth >= max_json_depth) {
+    return simdjson::DEPTH_ERROR;
+  }
+  od::object o;
+  if ((err = v.get_object().get(o))) {
+    return err;
+  }
+  names.clear();
+  for (auto fr : o) {
+    od::field f;
+    member_name name;
+    if ((err = read_member(fr, f, name))) {
+      return err;
+    }
+    names.push_back(name);
+    if ((err = walk(f.value(), depth + 1))) {
+      return err;
+    }
+  }
+  if (names.size() > 1) {
+    m.meta_duplicate = find_duplicate(names);
+  }
+  return simdjson::SUCCESS;
+}
+
 // Walks the members of a params object (validating every value) and sets m.params_duplicate
-// when a name appears twice.
+// when a name appears twice (m.meta_duplicate for one inside _meta).
 simdjson::error_code scan_params(od::value v, message& m, int depth,
-                                 std::vector<member_name>& names) {
+                                 std::vector<member_name>& names,
+                                 std::vector<member_name>& meta_names) {
   od::object o;
   simdjson::error_code err;
   if ((err = v.get_object().get(o))) {
@@ -239,6 +278,10 @@ simdjson::error_code scan_params(od::value v, message& m, int depth,
       once(seen, 2, "arguments", m.params_duplicate);
     } else if (key == "_meta") {
       once(seen, 4, "_meta", m.params_duplicate);
+      if ((err = scan_meta(f.value(), m, depth + 1, meta_names))) {
+        return err;
+      }
+      continue;
     } else {
       names.push_back(name);
     }
@@ -258,6 +301,7 @@ struct message_scan {
   uint32_t seen = 0;                       // once() bits of the members JSON-RPC defines
   std::vector<member_name>& names;         // the other members' names
   std::vector<member_name>& params_names;  // scratch for scan_params
+  std::vector<member_name>& meta_names;    // and for its _meta
 };
 
 // One member of a message object: records what a member JSON-RPC defines says in `m` (any
@@ -305,7 +349,7 @@ simdjson::error_code scan_member(const member_name& name, od::value v, message& 
     once(s.seen, 8, "params", m.duplicate);
     m.has_params = true;
     if (t == od::json_type::object) {
-      return scan_params(v, m, depth, s.params_names);
+      return scan_params(v, m, depth, s.params_names, s.meta_names);
     }
     if (t != od::json_type::array) {
       m.invalid = true;
@@ -352,8 +396,9 @@ void finish_message(message& m, const message_scan& s) {
 // `names`, `params_names`: scratch (the endpoint's, reserved: no allocation for real messages).
 simdjson::error_code scan_message(od::object o, message& m, int depth,
                                   std::vector<member_name>& names,
-                                  std::vector<member_name>& params_names) {
-  message_scan s{false, 0, names, params_names};
+                                  std::vector<member_name>& params_names,
+                                  std::vector<member_name>& meta_names) {
+  message_scan s{false, 0, names, params_names, meta_names};
   names.clear();
   for (auto fr : o) {
     od::field f;
@@ -390,7 +435,8 @@ bool scan_batch(endpoint::impl& im, size_t max_batch, parsed& p) {
     message m;
     if (et == od::json_type::object) {
       od::object o;
-      if (v.get_object().get(o) || scan_message(o, m, 2, im.names, im.params_names)) {
+      if (v.get_object().get(o) ||
+          scan_message(o, m, 2, im.names, im.params_names, im.meta_names)) {
         return false;
       }
     } else {
@@ -453,7 +499,8 @@ parsed parse_body(endpoint::impl& im, std::string_view body, size_t max_batch) {
   }
   if (t == od::json_type::object) {
     od::object o;
-    if (im.doc.get_object().get(o) || scan_message(o, p.single, 1, im.names, im.params_names)) {
+    if (im.doc.get_object().get(o) ||
+        scan_message(o, p.single, 1, im.names, im.params_names, im.meta_names)) {
       return p;
     }
     p.shape = body_shape::single;

@@ -32,10 +32,11 @@ std::string arg_schema(const arg_spec& a) {
     case arg_type::string_array:
       s += R"("type":"array","items":{"type":"string"})";
       break;
-    // Declared as a string (its description says: unix seconds or RFC 3339); a JSON integer
-    // is accepted as well.
+    // Declared as unix seconds, an integer, which is what its description says and what a
+    // client that validates against the schema (LangChain) lets a model send; the server is
+    // lenient beyond it and also takes an RFC 3339 date-time or a date as a string.
     case arg_type::timestamp:
-      s += R"("type":"string")";
+      s += R"("type":"integer")";
       break;
   }
   std::string description = a.description;
@@ -54,12 +55,13 @@ std::string arg_schema(const arg_spec& a) {
     }
     s += "]";
   }
+  const bool numeric = a.type == arg_type::integer || a.type == arg_type::timestamp;
   const char* min_key = a.type == arg_type::string         ? "minLength"
-                        : a.type == arg_type::integer      ? "minimum"
+                        : numeric                          ? "minimum"
                         : a.type == arg_type::string_array ? "minItems"
                                                            : nullptr;
   const char* max_key = a.type == arg_type::string         ? "maxLength"
-                        : a.type == arg_type::integer      ? "maximum"
+                        : numeric                          ? "maximum"
                         : a.type == arg_type::string_array ? "maxItems"
                                                            : nullptr;
   if (min_key != nullptr && a.has_min) {

@@ -217,7 +217,10 @@ size_t core::process(conn& c, uint32_t idx, char* buf, size_t len, bool& complet
       break;
     }
     bump(stats_.parse_errors);
-    http::write_error_response(c.out, r.error);  // status_of(error) + Connection: close
+    // A body too large has a complete head: the route may answer in its own format.
+    if (r.error != http::errc::body_too_large || !handler_->answer_refused(req_, r.error, c.out)) {
+      http::write_error_response(c.out, r.error);  // status_of(error) + Connection: close
+    }
     c.close_after_send = true;
     mark_dirty(c, idx);
     break;

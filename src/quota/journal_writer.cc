@@ -129,9 +129,11 @@ bool core_ledger_impl::reserve(uint64_t need) noexcept {
   if (!reserve_failed_) {
     reserve_failed_ = true;
     log_error(
-        "usage journal on core {}: cannot reserve space: {}; billed calls are refused as "
+        "usage journal on core {}: cannot reserve space: {}{}; billed calls are refused as "
         "unavailable once the {} byte(s) still reserved are used, until space returns",
-        index_, std::strerror(e), reserved_end_ > need ? reserved_end_ - need : 0);
+        index_, std::strerror(e),
+        e == EFBIG ? " (the process's file size limit, ulimit -f, is reached)" : "",
+        reserved_end_ > need ? reserved_end_ - need : 0);
     update_failing();
   }
   return reserved_end_ >= need;

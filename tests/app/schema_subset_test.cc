@@ -97,7 +97,7 @@ void check_property(element e, const std::string& where) {
 
 TEST(schema_subset_test, published_tool_schemas_stay_inside_the_provider_subset) {
   // Verifies every tool's inputSchema in tools/list (legacy and 2026-07-28 lists) uses only the
-  // subset above: one type per property (since/until are strings), no additionalProperties,
+  // subset above: one type per property (since/until are integers), no additionalProperties,
   // no default, no unions.
   mcp::registry reg;
   register_tools(reg);

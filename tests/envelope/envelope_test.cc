@@ -138,7 +138,7 @@ TEST(envelope_test, tool_errors_match_reference) {
 
 TEST(envelope_test, seed_quota_exceeded_shape) {
   // Verifies the quota_exceeded tool error has exactly the seed's shape and figure order.
-  tool_error e{tool_error_code::quota_exceeded, 394200, 1000, 1000, 0};
+  tool_error e{tool_error_code::quota_exceeded, 394200, 1000, 1000, 0, {}};
   out_buffer out;
   the_cache().tool_error_response(out, "3", revision::v2025_06_18, e);
   std::string expect =
@@ -165,6 +165,29 @@ TEST(envelope_test, the_three_unavailable_codes_share_a_name_and_differ_in_messa
   for (size_t c = 0; c < num_tool_error_codes; ++c) {
     EXPECT_FALSE(name_of(static_cast<tool_error_code>(c)).empty()) << c;
     EXPECT_FALSE(message_of(static_cast<tool_error_code>(c)).empty()) << c;
+  }
+}
+
+TEST(envelope_test, a_tool_error_with_its_own_message_matches_reference) {
+  // Verifies a tool error given a message of its own (the stdio bridge's causes) says that
+  // message instead of its code's, with any text (quotes, backslashes, control bytes, UTF-8),
+  // escaped once in the JSON object and once more in the text block, as the reference renders
+  // it, on every revision; and tool_error_json (REST's form) says it too.
+  std::mt19937 rng(29);
+  for (int i = 0; i < 2000; ++i) {
+    tool_error e;
+    e.code = static_cast<tool_error_code>(rng() % num_tool_error_codes);
+    e.retry_after_secs = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 100);
+    const std::string message = random_text(rng, 60) + "\" \\ \n";
+    e.message = message;
+    const auto r = static_cast<revision>(rng() % num_revisions);
+    const std::string id = random_id(rng);
+    out_buffer fast;
+    the_cache().tool_error_response(fast, id, r, e);
+    ASSERT_EQ(fast.view(), reference::tool_error_response(id, r, e)) << i;
+    out_buffer json;
+    the_cache().tool_error_json(json, e);
+    ASSERT_EQ(json.view(), reference::tool_error_json(e)) << i;
   }
 }
 
@@ -306,7 +329,7 @@ TEST(envelope_test, steady_state_allocates_nothing) {
     the_cache().success_suffix(out);
     the_cache().body_end(out, m);
     the_cache().tool_error_response(out, "12", revision::v2026_07_28,
-                                    tool_error{tool_error_code::quota_exceeded, 5, 6, 7, 0});
+                                    tool_error{tool_error_code::quota_exceeded, 5, 6, 7, 0, {}});
     the_cache().error_response(out, "12",
                                rpc_error{rpc_error_kind::invalid_params, "limit", "x", 1});
   };

@@ -42,6 +42,9 @@ constexpr seed_row k_seed[] = {
     {"usage cannot be recorded", mcp_form::tool_error, 0, "unavailable", 503, true},
     {"quota service unreachable", mcp_form::tool_error, 0, "unavailable", 503, true},
     {"stored story unreadable", mcp_form::tool_error, 0, "unavailable", 503, false},
+    {"call past its deadline", mcp_form::tool_error, 0, "unavailable", 0, true},
+    {"call cancelled by its client", mcp_form::tool_error, 0, "unavailable", 0, false},
+    {"corpus still loading", mcp_form::tool_error, 0, "unavailable", 0, true},
 };
 
 TEST(outcome_table_test, every_seed_row_is_a_table_row_with_its_forms) {

@@ -73,8 +73,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 1: {
-      tool_error e{static_cast<tool_error_code>(sel % num_tool_error_codes), figs[0], figs[1],
-                   figs[2], figs[3]};
+      tool_error e{static_cast<tool_error_code>(sel % num_tool_error_codes),
+                   figs[0],
+                   figs[1],
+                   figs[2],
+                   figs[3],
+                   {}};
       env.tool_error_response(out, id, rev, e);
       check(out.view(), reference::tool_error_response(id, rev, e));
       out.clear();

@@ -21,7 +21,8 @@ class echo_tool : public mcp::tool {
   mcp::tool_result call(const mcp::arguments& a, json_out& out, mcp::call_context&) override {
     if (a[0].str == "fail") {
       out.raw("{\"partial\":");
-      return mcp::tool_result::failure({envelope::tool_error_code::unavailable, -1, -1, -1, -1});
+      return mcp::tool_result::failure(
+          {envelope::tool_error_code::unavailable, -1, -1, -1, -1, {}});
     }
     out.raw("{\"q\":");
     out.string(a[0].str);
@@ -39,7 +40,7 @@ class fuzz_host : public mcp::host {
  public:
   int n = 0;
   void write_headers(out_buffer& out) override { out.append("X-Quota-Used: 1\r\n"); }
-  mcp::admission admit(std::string_view) override {
+  mcp::admission admit(std::string_view, std::string_view) override {
     ++n;
     mcp::admission a;
     a.outcome = static_cast<mcp::admission::kind>(n % 4);

@@ -357,6 +357,7 @@ const std::pair<field, std::string_view> k_indexed[] = {
     {field::mcp_protocol_version, "MCP-Protocol-Version"},
     {field::mcp_method, "Mcp-Method"},
     {field::mcp_name, "mcp-NAME"},
+    {field::tollgate_deadline, "Tollgate-DEADLINE"},
 };
 
 TEST(http_parser_test, classify_names_each_indexed_field_and_nothing_else) {

@@ -57,6 +57,37 @@ TEST_F(endpoint_test, schema_violations_are_32602_naming_argument_and_rule) {
   EXPECT_EQ(h.admits, 0);
 }
 
+TEST_F(endpoint_test, integral_numbers_are_integers) {
+  // Verifies an integer argument takes any JSON number whose value is integral, as JSON Schema's
+  // "integer" does (3.0, 3e0, 30e-1 are 3; clients and models send them), while 2.5 is still
+  // refused as not an integer and an integral 1e20 as out of range.
+  for (const char* limit : {"3.0", "3e0", "30e-1", "3.000", "0.3e1"}) {
+    auto r = post(call(std::string(R"({"query":"x","limit":)") + limit + "}"));
+    ASSERT_EQ(r.status, 200) << limit;
+    json_doc d(r.body);
+    ASSERT_TRUE(d.ok) << r.body;
+    EXPECT_EQ(d.raw("/result/isError"), "false") << limit << " → " << r.body;
+    EXPECT_NE(d.str("/result/content/0/text").find(R"("limit":3,)"), std::string::npos)
+        << limit << " → " << r.body;
+  }
+  const schema_case refused[] = {
+      {R"({"query":"x","limit":2.5})", "limit", "must be an integer"},
+      {R"({"query":"x","limit":3.0000001})", "limit", "must be an integer"},
+      {R"({"query":"x","limit":1e20})", "limit", "between 1 and 50"},
+      {R"({"query":"x","limit":-0.0})", "limit", "between 1 and 50"},
+      {R"({"query":"x","limit":1e400})", "limit", "must be an integer"},
+  };
+  for (const auto& sc : refused) {
+    auto r = post(call(sc.args));
+    json_doc d(r.body);
+    ASSERT_TRUE(d.ok) << r.body;
+    EXPECT_EQ(d.num("/error/code"), -32602) << sc.args;
+    EXPECT_EQ(d.str("/error/data/argument"), sc.argument) << sc.args;
+    EXPECT_NE(d.str("/error/data/rule").find(sc.rule_fragment), std::string::npos)
+        << sc.args << " → " << d.str("/error/data/rule");
+  }
+}
+
 TEST_F(endpoint_test, query_length_counts_characters_not_bytes) {
   // Verifies string length bounds count Unicode characters: 500 × "é" (1000 bytes) is valid.
   std::string q;

@@ -151,8 +151,8 @@ TEST_F(decide_calls_test, the_batch_hands_back_each_call_in_order) {
 
 TEST_F(decide_calls_test, nothing_is_handed_back_for_a_request_handle_http_refuses_whole) {
   // Verifies no call comes back when handle_http would refuse the request before its messages:
-  // a foreign Origin, GET, a missing Accept type, a bad protocol header, malformed JSON, a batch
-  // under 2026-07-28, a missing or unknown session, or a header/body mismatch.
+  // a foreign Origin, GET, an Accept that excludes JSON, a bad protocol header, malformed JSON, a
+  // batch under 2026-07-28, a missing or unknown session, or a header/body mismatch.
   const std::string body = call(R"({"query":"rust"})");
   http_case ok;
   ok.body = body;
@@ -165,7 +165,7 @@ TEST_F(decide_calls_test, nothing_is_handed_back_for_a_request_handle_http_refus
   get.method = "GET";
   EXPECT_TRUE(decided(get).empty());
   http_case accept = ok;
-  accept.set("Accept", "application/json");
+  accept.set("Accept", "text/event-stream");  // excludes JSON (JSON alone is served)
   EXPECT_TRUE(decided(accept).empty());
   http_case version = ok;
   version.set("MCP-Protocol-Version", "1999-01-01");
@@ -178,6 +178,10 @@ TEST_F(decide_calls_test, nothing_is_handed_back_for_a_request_handle_http_refus
   EXPECT_TRUE(decided(modern_batch).empty());
 
   http_case mismatch = ok;
+  mismatch.body =
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_stories",)"
+      R"("arguments":{"query":"rust"},"_meta":{"io.modelcontextprotocol/protocolVersion":)"
+      R"("2026-07-28"}}})";
   mismatch.set("MCP-Protocol-Version", "2026-07-28").set("Mcp-Method", "tools/call");
   mismatch.set("Mcp-Name", "get_usage");
   EXPECT_TRUE(decided(mismatch).empty());

@@ -162,7 +162,7 @@ TEST_F(endpoint_test, tool_failing_after_writing_is_rolled_back) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body, envelope::reference::tool_error_response(
                         "7", revision::v2025_03_26,
-                        {envelope::tool_error_code::unavailable, -1, -1, -1, -1}));
+                        {envelope::tool_error_code::unavailable, -1, -1, -1, -1, {}}));
   EXPECT_EQ(h.settled_failed, 1);
   EXPECT_EQ(h.settled_ok, 0);
 }
@@ -195,7 +195,7 @@ TEST_F(endpoint_test, suspended_account_is_a_tool_error_and_tool_does_not_run) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body, envelope::reference::tool_error_response(
                         "7", revision::v2025_03_26,
-                        {envelope::tool_error_code::suspended, -1, -1, -1, -1}));
+                        {envelope::tool_error_code::suspended, -1, -1, -1, -1, {}}));
   EXPECT_EQ(search->calls, 0);
   EXPECT_EQ(h.settled_ok + h.settled_failed, 0);
 }
@@ -279,8 +279,57 @@ TEST_F(endpoint_test, unknown_method_is_32601_http_200_legacy_404_modern) {
   EXPECT_EQ(d2.num("/error/code"), -32601);
   r = post(modern(
       "initialize",
-      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28"}})"));
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})"));
   EXPECT_EQ(r.status, 404);
+}
+
+TEST_F(endpoint_test, modern_request_without_a_string_meta_version_is_32602) {
+  // Verifies a 2026-07-28 request (over HTTP, by its header) whose _meta lacks
+  // io.modelcontextprotocol/protocolVersion, or holds it as a number, or has no _meta or no
+  // params at all, is refused: -32602 naming _meta, HTTP 400, nothing run. On stdio, where the
+  // _meta version alone selects the revision, a number is refused the same way and a message
+  // without one is a legacy message.
+  const char* bodies[] = {
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list"})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{}}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":"2026-07-28"}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":20260728}}})",
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}})",
+  };
+  for (const char* body : bodies) {
+    auto r = post(modern("tools/list", body));
+    EXPECT_EQ(r.status, 400) << body;
+    json_doc d(r.body);
+    ASSERT_TRUE(d.ok) << r.body;
+    EXPECT_EQ(d.num("/error/code"), -32602) << body;
+    EXPECT_EQ(d.str("/error/data/argument"), "_meta") << body;
+    EXPECT_NE(d.str("/error/data/rule").find("io.modelcontextprotocol/protocolVersion"),
+              std::string::npos)
+        << r.body;
+  }
+  auto call = modern(
+      "tools/call",
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"}}})");
+  call.set("Mcp-Name", "search_stories");
+  EXPECT_EQ(post(call).status, 400);
+  EXPECT_EQ(h.admits, 0);
+  EXPECT_EQ(search->calls, 0);
+  // stdio: a numeric version is refused; none at all is a legacy message.
+  out_buffer o;
+  std::string numeric =
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":20260728}}})";
+  numeric.append(body_padding, ' ');
+  ep.handle_message(std::string_view(numeric).substr(0, numeric.size() - body_padding), h, o);
+  json_doc sd(std::string(o.view()));
+  EXPECT_EQ(sd.num("/error/code"), -32602) << o.view();
+  o.clear();
+  std::string legacy = R"({"jsonrpc":"2.0","id":4,"method":"tools/list"})";
+  legacy.append(body_padding, ' ');
+  ep.handle_message(std::string_view(legacy).substr(0, legacy.size() - body_padding), h, o);
+  json_doc ld(std::string(o.view()));
+  EXPECT_TRUE(ld.ok) << o.view();
+  EXPECT_FALSE(ld.has("/error")) << o.view();
 }
 
 // ---- 2026-07-28 header/body agreement ----

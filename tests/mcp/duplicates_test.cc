@@ -69,8 +69,9 @@ TEST_F(duplicates_test, envelope_members_given_twice_are_an_invalid_request_nami
 }
 
 TEST_F(duplicates_test, params_and_arguments_members_given_twice_are_invalid_params_naming_them) {
-  // Verifies name, arguments or _meta twice in params, and an argument twice in arguments, is
-  // -32602 naming the member (HTTP 200 and stdio alike), and no tool runs.
+  // Verifies name, arguments or _meta twice in params, a member twice in _meta, and an argument
+  // twice in arguments, is -32602 naming the member (HTTP 200 and stdio alike), and no tool
+  // runs.
   const struct {
     const char* params;
     const char* member;
@@ -86,6 +87,10 @@ TEST_F(duplicates_test, params_and_arguments_members_given_twice_are_invalid_par
        "must not appear more than once in arguments"},
       {R"({"name":"search_stories","arguments":{"query":"x","qu\u0065ry":"y"}})", "query",
        "must not appear more than once in arguments"},
+      {R"({"name":"get_usage","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18","io.modelcontextprotocol/protocolVersion":"2026-07-28"}})",
+       "io.modelcontextprotocol/protocolVersion", "must not appear more than once in _meta"},
+      {R"({"_meta":{"a":1,"b":{"c":1,"c":2},"a":2},"name":"get_usage"})", "a",
+       "must not appear more than once in _meta"},
   };
   for (const auto& c : cases) {
     const std::string body =

@@ -41,7 +41,7 @@ TEST_F(endpoint_test, tools_call_allocates_nothing_after_warm_up) {
   }
   struct quiet_host : host {
     void write_headers(out_buffer& o) override { o.append("X-Quota-Used: 1\r\n"); }
-    admission admit(std::string_view) override { return {}; }
+    admission admit(std::string_view, std::string_view) override { return {}; }
     void settle(bool) override {}
   } qh;
   out_buffer o(64 * 1024);

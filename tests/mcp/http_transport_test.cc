@@ -100,35 +100,46 @@ TEST_F(endpoint_test, batch_refused_after_2025_03_26) {
 
 // ---- transport rules ----
 
-TEST_F(endpoint_test, accept_must_list_json_and_event_stream) {
-  // Verifies Accept without both media types (or absent) is 406; wildcards count.
-  for (const char* accept : {"application/json", "text/event-stream", "text/html"}) {
+TEST_F(endpoint_test, accept_is_406_only_when_it_excludes_json) {
+  // Verifies the server, which answers application/json only, serves every Accept that admits
+  // JSON (alone, absent, wildcards, beside text/event-stream) and is 406 only when Accept
+  // excludes it: no JSON range at all, or the most specific matching range at q=0.
+  auto status = [&](std::initializer_list<const char*> accepts) {
     http_case c;
     c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
-    c.set("Accept", accept);
-    EXPECT_EQ(post(c).status, 406) << accept;
+    c.drop("Accept");
+    for (const char* a : accepts) {
+      c.add("Accept", a);
+    }
+    return post(c).status;
+  };
+  for (const char* ok :
+       {"application/json", "APPLICATION/JSON", "application/json, text/event-stream",
+        "text/event-stream;q=0.9, APPLICATION/JSON", "*/*", "application/*", "text/html, */*;q=0.1",
+        "application/json;q=0.5", "application/json;q=0.001",
+        "application/json;q=0, application/json", "*/*;q=0, application/json",
+        "application/*;q=0, application/json;q=1", ""}) {
+    EXPECT_EQ(status({ok}), 200) << ok;
   }
+  EXPECT_EQ(status({}), 200) << "no Accept field";
+  for (const char* bad : {"text/event-stream", "text/html", "text/*", "application/json;q=0",
+                          "application/json; q=0.000", "*/*;q=0", "application/*;Q=0",
+                          "application/json;q=0, */*", "application/jsonx", "*/*;q=0, text/html"}) {
+    EXPECT_EQ(status({bad}), 406) << bad;
+  }
+  // Two Accept lines are one list (RFC 9110 §5.3).
+  EXPECT_EQ(status({"text/event-stream", "application/json"}), 200);
+  EXPECT_EQ(status({"text/event-stream", "text/html"}), 406);
+  EXPECT_EQ(status({"*/*", "application/json;q=0"}), 406);
+  // The 406 says why, as a JSON-RPC error.
   http_case c;
   c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
-  c.drop("Accept");
-  EXPECT_EQ(post(c).status, 406);
-  c.set("Accept", "text/event-stream;q=0.9, APPLICATION/JSON");
-  EXPECT_EQ(post(c).status, 200);
-  c.set("Accept", "*/*");
-  EXPECT_EQ(post(c).status, 200);
-  // Two Accept lines are one list (RFC 9110 §5.3): together they admit both.
-  http_case two;
-  two.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
-  two.drop("Accept");
-  two.add("Accept", "application/json");
-  two.add("Accept", "text/event-stream");
-  EXPECT_EQ(post(two).status, 200);
-  http_case two_json;
-  two_json.body = two.body;
-  two_json.drop("Accept");
-  two_json.add("Accept", "application/json");
-  two_json.add("Accept", "application/*");
-  EXPECT_EQ(post(two_json).status, 406);
+  c.set("Accept", "text/event-stream");
+  auto r = post(c);
+  json_doc d(r.body);
+  ASSERT_TRUE(d.ok) << r.body;
+  EXPECT_EQ(d.num("/error/code"), -32600);
+  EXPECT_NE(d.str("/error/message").find("application/json only"), std::string::npos) << r.body;
 }
 
 TEST_F(endpoint_test, content_type_must_be_json) {
@@ -158,9 +169,10 @@ TEST_F(endpoint_test, media_types_compare_case_insensitively_and_nothing_else_fo
   EXPECT_EQ(status("APPLICATION/JSON, TEXT/EVENT-STREAM", "Application/Json"), 200);
   EXPECT_EQ(status("application/jsoN,text/event-streaM", "APPLICATION/json;charset=UTF-8"), 200);
   EXPECT_EQ(status("Application/*, Text/*", "application/JSON\t"), 200);
-  EXPECT_EQ(status("application/json, text/event_stream", "application/json"), 406);
+  EXPECT_EQ(status("application/jsoN", "APPLICATION/json;charset=UTF-8"), 200);
+  EXPECT_EQ(status("application_json, text/event-stream", "application/json"), 406);
   EXPECT_EQ(status("applicationOjson, text/event-stream", "application/json"), 406);
-  EXPECT_EQ(status("application/json, text/event-streaM2", "application/json"), 406);
+  EXPECT_EQ(status("application/json2, text/event-stream", "application/json"), 406);
   EXPECT_EQ(status("application/json, text/event-stream", "applicationOjson"), 415);
   EXPECT_EQ(status("application/json, text/event-stream", "Application/jsom"), 415);
   EXPECT_EQ(status("application/json, text/event-stream", "application/jso"), 415);
@@ -211,6 +223,90 @@ TEST(endpoint_options_test, configured_origin_is_allowed) {
   EXPECT_EQ(run(ep, h, c, out).status, 200);
   c.set("Origin", "http://localhost:3000");
   EXPECT_EQ(run(ep, h, c, out).status, 403);
+}
+
+TEST(endpoint_options_test, cors_preflight_and_answers_for_allowed_origins) {
+  // Verifies a CORS preflight (OPTIONS with an allowed Origin) is 204 allowing the methods, the
+  // MCP headers and Authorization and exposing the session, challenge, rate and quota headers;
+  // an answer to an allowed Origin gains Access-Control-Allow-Origin (that origin) and the
+  // exposed list after its status line, framing intact; a foreign Origin gets 403 and no CORS.
+  auto search = std::make_shared<fake_search>();
+  registry tools = make_registry(search);
+  envelope::cache env{envelope::server_identity{}};
+  endpoint_options o;
+  o.allowed_origins = {"https://app.example.com"};
+  endpoint ep(tools, env, o);
+  fake_host h;
+  out_buffer out;
+  http_case pre;
+  pre.method = "OPTIONS";
+  pre.drop("Content-Type").drop("Accept");
+  pre.set("Origin", "https://app.example.com");
+  pre.set("Access-Control-Request-Method", "POST");
+  pre.set("Access-Control-Request-Headers", "authorization, content-type, mcp-protocol-version");
+  http_reply p = run(ep, h, pre, out);
+  EXPECT_EQ(p.status, 204) << p.raw;
+  EXPECT_EQ(p.header("Access-Control-Allow-Origin"), "https://app.example.com");
+  const std::string allow_headers = p.header("Access-Control-Allow-Headers");
+  for (const char* name : {"Authorization", "Content-Type", "Accept", "Mcp-Session-Id",
+                           "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"}) {
+    EXPECT_NE(allow_headers.find(name), std::string::npos) << name << " in " << allow_headers;
+  }
+  EXPECT_NE(p.header("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  const std::string exposed = p.header("Access-Control-Expose-Headers");
+  for (const char* name : {"Mcp-Session-Id", "WWW-Authenticate", "Retry-After", "X-RateLimit-Limit",
+                           "X-Quota-Remaining", "RateLimit-Policy", "RateLimit"}) {
+    EXPECT_NE(exposed.find(name), std::string::npos) << name << " in " << exposed;
+  }
+  EXPECT_EQ(h.admits, 0);
+
+  http_case c;
+  c.body = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  c.set("Origin", "https://app.example.com");
+  std::string padded = c.body + std::string(body_padding, ' ');
+  http::request req;
+  req.method = "POST";
+  req.target = req.path = "/mcp";
+  for (const auto& kv : c.headers) {
+    req.add_header(kv.first, kv.second);
+  }
+  req.body = std::string_view(padded.data(), c.body.size());
+  out.clear();
+  out.append("previous response bytes");
+  const size_t start = out.size();
+  ep.handle_http(req, h, out, 0);
+  const std::string plain(out.view().substr(start));
+  ep.add_cors_headers(req, out, start);
+  const std::string with(out.view().substr(start));
+  EXPECT_EQ(std::string(out.view().substr(0, start)), "previous response bytes");
+  const size_t line = plain.find("\r\n") + 2;
+  EXPECT_EQ(with.substr(0, line), plain.substr(0, line));
+  EXPECT_EQ(with.substr(with.size() - (plain.size() - line)), plain.substr(line))
+      << "the rest of the response is unchanged";
+  EXPECT_NE(with.find("\r\nAccess-Control-Allow-Origin: https://app.example.com\r\n"),
+            std::string::npos)
+      << with;
+  EXPECT_NE(with.find("Access-Control-Expose-Headers: Mcp-Session-Id"), std::string::npos);
+  EXPECT_NE(with.find("\r\nVary: Origin\r\n"), std::string::npos);
+
+  // No Origin (an agent), or a foreign one (403): nothing added.
+  for (const char* origin : {"", "https://evil.example"}) {
+    http::request r2;
+    r2.method = "POST";
+    r2.target = r2.path = "/mcp";
+    r2.add_header("Accept", "application/json");
+    r2.add_header("Content-Type", "application/json");
+    if (*origin != '\0') {
+      r2.add_header("Origin", origin);
+    }
+    r2.body = req.body;
+    out.clear();
+    const http::response_info info = ep.handle_http(r2, h, out, 0);
+    EXPECT_EQ(info.status, *origin != '\0' ? 403 : 200);
+    const std::string before(out.view());
+    ep.add_cors_headers(r2, out, 0);
+    EXPECT_EQ(std::string(out.view()), before) << origin;
+  }
 }
 
 TEST_F(endpoint_test, unsupported_protocol_version_header_is_400) {

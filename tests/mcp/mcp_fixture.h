@@ -31,7 +31,7 @@ class fake_host : public host {
     fmt_header(out, "X-Quota-Used: ", used);
     fmt_header(out, "X-Quota-Remaining: ", limit - used);
   }
-  admission admit(std::string_view) override {
+  admission admit(std::string_view, std::string_view) override {
     ++admits;
     if (next.outcome == admission::kind::quota_exceeded) {
       limit = next.quota_limit;
@@ -64,7 +64,7 @@ class fake_search : public tool {
   tool_result call(const arguments& a, json_out& out, call_context&) override {
     ++calls;
     if (a[0].str == "outage") {
-      return tool_result::failure({envelope::tool_error_code::unavailable, -1, -1, -1, -1});
+      return tool_result::failure({envelope::tool_error_code::unavailable, -1, -1, -1, -1, {}});
     }
     out.raw("{\"total\":1,\"stories\":[{\"id\":\"s1\",\"title\":");
     out.string(a[0].str);
@@ -82,7 +82,7 @@ class fake_search : public tool {
       return tool_result::invalid_argument("since", "must be unix seconds or an RFC 3339 date");
     }
     if (a[0].str == "fail-after-write") {
-      return tool_result::failure({envelope::tool_error_code::unavailable, -1, -1, -1, -1});
+      return tool_result::failure({envelope::tool_error_code::unavailable, -1, -1, -1, -1, {}});
     }
     return tool_result::success();
   }

@@ -63,9 +63,10 @@ struct timestamp_test : ::testing::Test {
 };
 
 TEST_F(timestamp_test, schema_declares_one_type) {
-  // Verifies the rendered inputSchema declares a single type, a string (providers refuse type
-  // arrays); integers are still accepted (next test).
-  EXPECT_NE(std::string(tools.input_schema(0)).find(R"("since":{"type":"string",)"),
+  // Verifies the rendered inputSchema declares a single type, an integer (unix seconds: what a
+  // schema-validating client lets through; providers refuse type arrays); strings are still
+  // accepted (next test).
+  EXPECT_NE(std::string(tools.input_schema(0)).find(R"("since":{"type":"integer",)"),
             std::string::npos)
       << tools.input_schema(0);
   EXPECT_EQ(std::string(tools.input_schema(0)).find("["), std::string::npos)
@@ -75,6 +76,7 @@ TEST_F(timestamp_test, schema_declares_one_type) {
 TEST_F(timestamp_test, integer_and_string_forms_reach_the_tool) {
   // Verifies an integer arrives as a number and a string as text.
   EXPECT_NE(call(R"({"since":1700000000})").find(R"({\"n\":1700000000})"), std::string::npos);
+  EXPECT_NE(call(R"({"since":1700000000.0})").find(R"({\"n\":1700000000})"), std::string::npos);
   std::string str = call(R"({"since":"2024-05-01"})");
   EXPECT_NE(str.find(R"({\"s\":\"2024-05-01\"})"), std::string::npos) << str;
   EXPECT_NE(call(R"({})").find(R"("text":"{}")"), std::string::npos);

@@ -29,6 +29,8 @@ enum class outcome : uint8_t {
   too_large,           ///< 413, 431
   bad_request,         ///< another 4xx
   internal_error,      ///< -32603, 5xx other than 503
+  expired,             ///< a tools/call past its Tollgate-Deadline: dropped before admission
+  cancelled,           ///< a tools/call its client cancelled: dropped before admission
   count_
 };
 inline constexpr size_t num_outcomes = static_cast<size_t>(outcome::count_);
@@ -72,6 +74,10 @@ constexpr std::string_view name_of(outcome o) noexcept {
       return "bad_request";
     case outcome::internal_error:
       return "internal_error";
+    case outcome::expired:
+      return "expired";
+    case outcome::cancelled:
+      return "cancelled";
     case outcome::count_:
       break;
   }

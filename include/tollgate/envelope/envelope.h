@@ -45,6 +45,10 @@ inline constexpr bool is_modern(revision r) { return r >= revision::v2026_07_28;
 /// story_unreadable is the code `unavailable` with its own message too: get_story of a story
 /// whose stored text cannot be read (a damaged index), a fault of the server that a retry does
 /// not mend (so no retry_after_secs).
+/// call_expired and call_cancelled (code `unavailable`, own messages): a tools/call dropped
+/// before admission because its client had given up on it (its Tollgate-Deadline passed, or a
+/// notifications/cancelled named it); not run, not billed. Its client seldom reads the answer.
+/// corpus_loading (code `unavailable`, own message): local stdio still indexing its corpus.
 enum class tool_error_code : uint8_t {
   suspended,
   quota_exceeded,
@@ -53,9 +57,12 @@ enum class tool_error_code : uint8_t {
   not_found,
   usage_unavailable,
   quota_unreachable,
-  story_unreadable
+  story_unreadable,
+  call_expired,
+  call_cancelled,
+  corpus_loading
 };
-inline constexpr size_t num_tool_error_codes = 8;
+inline constexpr size_t num_tool_error_codes = 11;
 std::string_view name_of(tool_error_code c) noexcept;
 /// The full-sentence message an agent sees for `c`.
 std::string_view message_of(tool_error_code c) noexcept;
@@ -67,6 +74,10 @@ struct tool_error {
   int64_t quota_limit = -1;
   int64_t quota_used = -1;
   int64_t quota_remaining = -1;
+  /// Non-empty: this sentence instead of the code's own (the stdio bridge names the cause it
+  /// saw: a server it cannot reach, a timeout, an HTTP status). Rendered per call, allocating:
+  /// never on the server's hot path, which uses the pre-rendered messages.
+  std::string_view message;
 };
 
 /// JSON-RPC errors the server sends. Each has a fixed code and message template.

@@ -133,6 +133,17 @@ class handler {
                                            int64_t /*now_ns*/) {
     return {0, false, false};
   }
+  /// A request the parser refused after reading its head (today: `e` = body_too_large, a
+  /// Content-Length or chunked body over limits::max_body_bytes): `head` holds its method and
+  /// target and the fields read so far (`path` may still be empty: the size can be refused
+  /// while the fields are read), and no body. The handler may write one complete response of its
+  /// own to `out` (a route whose errors have a body format of their own, as /mcp's JSON-RPC errors)
+  /// and return true; the response must say `Connection: close`, as the engine closes the
+  /// connection after it (the rest of the body is not read). False, with nothing written: the
+  /// engine writes its plain-text refusal. Must not defer.
+  virtual bool answer_refused(const request& /*head*/, errc /*e*/, out_buffer& /*out*/) {
+    return false;
+  }
   /// Called once per loop pass after all requests of the pass were handled and before the
   /// engine submits their sends: durable state (usage journals) is written here.
   virtual void before_send(int64_t /*now_ns*/) {}

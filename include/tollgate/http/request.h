@@ -34,7 +34,8 @@ enum class field : uint8_t {
   mcp_protocol_version,
   mcp_method,
   mcp_name,
-  other,  ///< any other name; not indexed
+  tollgate_deadline,  ///< the unix ms after which the client has given up (design §5)
+  other,              ///< any other name; not indexed
 };
 inline constexpr size_t indexed_fields = static_cast<size_t>(field::other);
 

@@ -131,6 +131,13 @@ class endpoint {
   /// loopback: handle_http() answers it 403 before anything else.
   bool origin_allowed(const http::request& req) const noexcept;
 
+  /// CORS for browser clients: when `req` carries an Origin that origin_allowed() accepts (an
+  /// mcp.allowed_origins entry or a loopback origin) and is not a preflight, inserts
+  /// Access-Control-Allow-Origin (that origin), Access-Control-Expose-Headers (the session, the
+  /// 401 challenge, Retry-After, the rate and quota headers) and `Vary: Origin` after the status
+  /// line of the response that starts at `out[response_start]`. Preflights (OPTIONS) are
+  /// answered by handle_http() with their own headers.
+  void add_cors_headers(const http::request& req, out_buffer& out, size_t response_start) const;
   /// HTTP 401 (missing or invalid key): never an OAuth challenge. `key_presented`: a key was
   /// sent (RFC 6750's error="invalid_token" joins the challenge).
   http::response_info render_unauthorized(const http::request& req, out_buffer& out,
@@ -142,6 +149,10 @@ class endpoint {
   http::response_info render_rate_limited(const http::request& req, host& h, out_buffer& out,
                                           int64_t retry_after_secs, int64_t now_ns = 0);
 
+  /// HTTP 413 for a POST whose body the engine refused as larger than the server accepts,
+  /// before reading it: a JSON-RPC error (-32600, id null) as the endpoint's other transport
+  /// refusals, with `Connection: close`. No key or quota figures (the request was not read).
+  http::response_info render_too_large(out_buffer& out) const;
   /// Answers one JSON-RPC message (stdio): appends the response body (no HTTP) to `out`, or
   /// nothing for notifications and responses. `msg` must be followed by body_padding readable
   /// bytes. The revision is the one negotiated by the last initialize (default 2025-03-26).

@@ -21,13 +21,17 @@ struct admission {
   /// unavailable: the call cannot be recorded (usage journal not writable): not made, not billed.
   /// quota_unreachable: cluster mode, the quota service cannot be reached (tool error
   /// `unavailable` with retry_after_secs).
+  /// expired / cancelled: the call's client gave up on it before it was admitted (its
+  /// Tollgate-Deadline passed; a notifications/cancelled named it): not run, not billed.
   enum class kind : uint8_t {
     ok,
     suspended,
     quota_exceeded,
     rate_limited,
     unavailable,
-    quota_unreachable
+    quota_unreachable,
+    expired,
+    cancelled
   };
   kind outcome = kind::ok;
   int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited, unavailable, quota_unreachable
@@ -50,9 +54,10 @@ class host {
   /// X-Quota-*, RateLimit-Policy, RateLimit). Called once per HTTP response, after admit() when
   /// the request is a billable tools/call, so the figures match the tool error's.
   virtual void write_headers(out_buffer& out) = 0;
-  /// Admits one call of billable tool `tool` (reserving a unit). rate_limited only on stdio
-  /// (HTTP rate limits are answered with a 429 before dispatch).
-  virtual admission admit(std::string_view tool) = 0;
+  /// Admits one call of billable tool `tool` (reserving a unit); `id` is the request's JSON-RPC
+  /// id (raw JSON), for a host that drops calls their client cancelled. rate_limited only on
+  /// stdio (HTTP rate limits are answered with a 429 before dispatch).
+  virtual admission admit(std::string_view tool, std::string_view id) = 0;
   /// Settles the last admitted call: billed only when `success`; a failed call gives its unit back.
   virtual void settle(bool success) = 0;
   /// stdio only: called once per request that admit() does not rate (handshakes, lists, pings
@@ -75,6 +80,11 @@ class host {
   /// responses (answered 202, no work), which never count toward the rate limit (design §5): the
   /// host gives that charge back. Called before the 202's write_headers(). Default: nothing.
   virtual void refund_rate() {}
+  /// A notifications/cancelled of this request's caller named request `id` (raw JSON: a number
+  /// or a quoted string): a host may drop that call if it has not admitted it yet (the call may
+  /// be waiting, on this core or another). Default: nothing (a call answered at once cannot be
+  /// cancelled after the fact).
+  virtual void cancelled(std::string_view /*id*/) {}
   /// The context the registry's tools get in each call of this request (call_context::env):
   /// the application's own state for its tools, passed on unread. Default: none.
   virtual tool_env* tools() { return nullptr; }

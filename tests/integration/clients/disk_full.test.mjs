@@ -173,8 +173,9 @@ function journalSize(dataDir) {
 
 // Verifies a journal whose space is reserved but whose writes then fail does not hold billed
 // answers for ever. The failure is injected without a mount: the running server's file size
-// limit is lowered to its journal's size (prlimit; the server runs with SIGXFSZ ignored, so a
-// write past it fails with EFBIG). The answer waiting for the failed write gets 503 +
+// limit is lowered to its journal's size (prlimit). The server ignores SIGXFSZ itself (issue 29:
+// it used to be killed by it), so the write past the limit fails with EFBIG and the server
+// lives on. The answer waiting for the failed write gets 503 +
 // Retry-After ("usage cannot be recorded") within a bounded time and is not billed; no billed
 // call is answered as a success while writes fail, and unbilled answers flow. Once the limit
 // is lifted the server recovers by itself, and usage, before and after a restart, is exactly
@@ -185,9 +186,7 @@ test('journal writes failing after the space was reserved: held answers become u
     plans: DEFAULT_PLANS,
     quota: { reconcile_ms: 100, fsync_ms: 50 },
   });
-  const srv = await start({
-    prepared: prep, threads: 1, launcher: ['sh', '-c', 'trap "" XFSZ; exec "$@"', 'sh'],
-  });
+  const srv = await start({ prepared: prep, threads: 1 });  // SIGXFSZ at its default action
   const ag = loadAgent(1);
   try {
     const key = srv.keys.main;
@@ -236,6 +235,9 @@ test('journal writes failing after the space was reserved: held answers become u
       const list = await mcpPost(srv, { jsonrpc: '2.0', id: 'l', method: 'tools/list' }, { key });
       assert.equal(list.status, 200);
       assert.equal((await request(`${srv.url}/healthz`, { timeoutMs: ANSWER_MS })).status, 200);
+      assert.equal(srv.child.exitCode, null, 'the server lives past its file size limit');
+      assert.equal(srv.child.signalCode, null, 'no SIGXFSZ');
+      assert.match(srv.stderr(), /File too large|file size limit/);
       const m = (await request(`${srv.url}/metrics`, { timeoutMs: ANSWER_MS })).body;
       assert.ok(metric(m, 'tollgate_journal_write_errors_total') >= 1);
       await eventually(async () => (await usageOf(srv, key)).used === successes, 3000,
@@ -267,6 +269,40 @@ test('journal writes failing after the space was reserved: held answers become u
     }
   } finally {
     ag.destroy();
+    await srv.stop();
+  }
+});
+
+// Verifies the start on a data dir that is already full (README, "The data dir's disk
+// faults"): the server starts, as it keeps serving when a disk fills while it runs (an operator
+// frees space without a restart loop): /readyz says not ready, billed calls are `unavailable`
+// and not billed, unbilled answers flow, and once space is freed it is ready and bills again.
+test('a data dir full before the start: the server starts not ready, and recovers when space returns', { skip: !mounted }, async () => {
+  const prep = await prepare({
+    dataDir: path.join(MNT, 'data-full-at-start'),
+    keys: { main: { account: 'acct-full-start', plan: 'big' } },
+    plans: DEFAULT_PLANS,
+    quota: { reconcile_ms: 100, fsync_ms: 50 },
+  });
+  const filler = fill(MNT);
+  const srv = await start({ prepared: prep, threads: 1 });
+  try {
+    const key = srv.keys.main;
+    assert.equal((await request(`${srv.url}/readyz`, { timeoutMs: ANSWER_MS })).status, 503);
+    const r = await request(`${srv.url}/v1/stories?q=the&limit=1`,
+      { headers: { Authorization: `Bearer ${key}` }, timeoutMs: ANSWER_MS });
+    assert.equal(r.status, 503, r.body);
+    assert.match(JSON.parse(r.body).message, /cannot be recorded/);
+    assert.equal((await restGet(srv, '/v1/usage', { key })).status, 200);
+    assert.equal((await usageOf(srv, key)).used, 0);
+    fs.rmSync(filler);
+    await eventually(async () => (await request(`${srv.url}/readyz`)).status === 200, 3000, 'ready once space returns');
+    const ok = await request(`${srv.url}/v1/stories?q=the&limit=1`,
+      { headers: { Authorization: `Bearer ${key}` }, timeoutMs: ANSWER_MS });
+    assert.equal(ok.status, 200, ok.body);
+    await eventually(async () => (await usageOf(srv, key)).used === 1, 3000, 'the one success is billed');
+  } finally {
+    if (fs.existsSync(filler)) fs.rmSync(filler);
     await srv.stop();
   }
 });

@@ -2,6 +2,7 @@
 // with raw HTTP requests against the real server: status, headers and body of every answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import {
   start, cleanup, admin, eventually, request, mcpPost, mcpHeaders, restGet, toolCall, findStory, keyIdOf,
   DEFAULT_PLANS,
@@ -400,15 +401,51 @@ test('2025-03-26 batch: array in, array out; only notifications -> 202', async (
   assert.equal(n.body, '');
 });
 
-test('Accept without text/event-stream: 406; Content-Type not JSON: 415', async () => {
+test('Accept: JSON alone or no Accept is served; 406 only when Accept excludes JSON; Content-Type not JSON: 415', async () => {
   const key = server.keys.main;
   const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
-  const a = await request(server.mcpUrl, { method: 'POST', body,
-    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'application/json' } });
-  assert.equal(a.status, 406, a.body);
+  const post = (headers) => request(server.mcpUrl, { method: 'POST', body,
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', ...headers } });
+  const jsonOnly = await post({ Accept: 'application/json' });
+  assert.equal(jsonOnly.status, 200, jsonOnly.body);
+  assert.deepEqual(JSON.parse(jsonOnly.body), { jsonrpc: '2.0', id: 1, result: {} });
+  // node's http client sends no Accept unless told: a client that names none is served.
+  const none = await post({});
+  assert.equal(none.status, 200, none.body);
+  const sseOnly = await post({ Accept: 'text/event-stream' });
+  assert.equal(sseOnly.status, 406, sseOnly.body);
+  assert.match(JSON.parse(sseOnly.body).error.message, /application\/json only/);
+  assert.equal((await post({ Accept: 'application/json;q=0, text/event-stream' })).status, 406);
   const c = await request(server.mcpUrl, { method: 'POST', body,
     headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'text/plain', Accept: 'application/json, text/event-stream' } });
   assert.equal(c.status, 415, c.body);
+});
+
+test('a body over server.max_body_bytes on /mcp: 413 whose body is a JSON-RPC error (id null)', async () => {
+  // The engine refuses it from the head (Content-Length) without reading the body; on /mcp the
+  // answer is the endpoint's JSON-RPC error, as the other transport errors, not plain text.
+  const raw = await new Promise((resolve, reject) => {
+    const sock = net.connect(server.port, '127.0.0.1');
+    let got = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d) => { got += d; });
+    sock.on('error', reject);
+    sock.on('close', () => resolve(got));
+    sock.setTimeout(10000, () => { sock.destroy(); reject(new Error(`no answer: ${got}`)); });
+    sock.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+      `Authorization: Bearer ${server.keys.main}\r\nContent-Type: application/json\r\n` +
+      'Accept: application/json, text/event-stream\r\nContent-Length: 2097152\r\n\r\n{"jsonrpc":"2.0"');
+  });
+  const [head, body] = [raw.slice(0, raw.indexOf('\r\n\r\n')), raw.slice(raw.indexOf('\r\n\r\n') + 4)];
+  assert.match(head, /^HTTP\/1\.1 413 /, raw);
+  assert.match(head, /\r\ncontent-type: application\/json/i, raw);
+  assert.match(head, /\r\nconnection: close/i, raw);
+  const j = JSON.parse(body);
+  assert.equal(j.jsonrpc, '2.0');
+  assert.equal(j.id, null);
+  assert.equal(j.error.code, -32600);
+  assert.match(j.error.message, /Content Too Large/);
+  assert.match(j.error.message, /max_body_bytes/);
 });
 
 test('REST: story not found is 404 not_found; unknown route 404', async () => {

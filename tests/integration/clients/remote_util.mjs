@@ -105,6 +105,7 @@ export function httpsFront(server, tls) {
  * An HTTP server that misbehaves as told: set `.mode` to
  *   'ok'      202 to everything (so the start-up key check passes)
  *   '503'     503 with Retry-After: 7 and a text body
+ *   '413'     413 with a text/plain body (a proxy's size limit)
  *   'garbage' 200 application/json whose body is not JSON
  *   'html'    200 text/html (a login page, a wrong URL)
  *   'reset'   the connection destroyed without an answer
@@ -123,6 +124,10 @@ export function faultyServer(mode = 'ok') {
           case '503':
             res.writeHead(503, { 'Content-Type': 'text/plain', 'Retry-After': '7' });
             res.end('upstream is down');
+            return;
+          case '413':
+            res.writeHead(413, { 'Content-Type': 'text/plain' });
+            res.end('request entity too large');
             return;
           case 'garbage':
             res.writeHead(200, { 'Content-Type': 'application/json' });

@@ -6,11 +6,18 @@
 // mid-search leaves the server healthy.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
-import { start, cleanup, mcpPost, restGet, toolCall, findStory, usageOf } from './harness.mjs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  start, cleanup, mcpPost, restGet, toolCall, findStory, usageOf, eventually, parseToolText,
+} from './harness.mjs';
 
 let server;
 let story;
+const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-slices-log-'));
+const accessLog = path.join(logDir, 'access.log');
 
 before(async () => {
   server = await start({
@@ -18,7 +25,7 @@ before(async () => {
     keys: { main: { account: 'acct-main', plan: 'big' } },
     // one posting of work per loop pass, and no answer cache: the heavy calls take thousands of
     // passes however fast the machine is
-    extraConfig: '[corpus]\nsearch_slice_postings = 1\nsearch_cache_entries = 0\n',
+    extraConfig: `[corpus]\nsearch_slice_postings = 1\nsearch_cache_entries = 0\n[log]\naccess = "${accessLog}"\n`,
   });
   story = await findStory(server, server.keys.main);
 });
@@ -26,6 +33,7 @@ before(async () => {
 after(async () => {
   const r = await server?.stop();
   cleanup(server);
+  fs.rmSync(logDir, { recursive: true, force: true });
   if (r) assert.equal(r.code, 0, `SIGTERM exits 0 (got ${JSON.stringify(r)})`);
 });
 
@@ -86,6 +94,35 @@ test('a sliced search is billed once', async () => {
   payloadOf(await mcpPost(server, toolCall(40, 'search_stories', HEAVY[0]), { key }));
   const afterOne = (await usageOf(server, key)).used;
   assert.equal(afterOne - before, 1, 'one unit for one call, however many slices it took');
+});
+
+test('a call cancelled (notifications/cancelled, another connection) while its search runs is dropped, not billed', async () => {
+  // Issue 29 item 3: over stateless HTTP the cancellation is a POST of its own; the call, whose
+  // search is going on in slices, is dropped before its next admission, and the access log says
+  // so. A call with another id beside it is answered and billed as usual.
+  const key = server.keys.main;
+  const agent = () => new http.Agent({ keepAlive: false });
+  const before = (await usageOf(server, key)).used;
+  const cancelled = mcpPost(server, toolCall('doomed-1', 'search_stories', HEAVY[0]), { key, agent: agent() });
+  const kept = mcpPost(server, toolCall('kept-1', 'search_stories', HEAVY[2]), { key, agent: agent() });
+  await new Promise((r) => setTimeout(r, 20));
+  const note = await mcpPost(server, { jsonrpc: '2.0', method: 'notifications/cancelled',
+    params: { requestId: 'doomed-1', reason: 'the user moved on' } }, { key, agent: agent() });
+  assert.equal(note.status, 202, note.body);
+  const r = await cancelled;
+  assert.equal(r.status, 200, r.body);
+  const j = JSON.parse(r.body);
+  assert.equal(j.id, 'doomed-1');
+  assert.equal(j.result?.isError, true, r.body);
+  const err = parseToolText(j.result);
+  assert.equal(err.code, 'unavailable');
+  assert.match(err.message, /cancelled by its client/);
+  payloadOf(await kept);
+  await eventually(async () => (await usageOf(server, key)).used === before + 1, 3000,
+    'only the call that was not cancelled is billed');
+  await eventually(() => fs.existsSync(accessLog) &&
+    /"tool":"search_stories"[^\n]*"outcome":"cancelled"/.test(fs.readFileSync(accessLog, 'utf8')), 3000,
+    'the access log says the call was cancelled');
 });
 
 test('a client leaving mid-search leaves the core serving', async () => {

@@ -21,9 +21,12 @@ let server;
 
 const PLANS = {
   ...DEFAULT_PLANS,
-  // rate 1 per 100 s after a burst of 6: the bridge's key check, initialize and initialized
-  // take 3, so a few calls get through and the next is limited for ~100 s.
+  // rate 1 per 100 s after a burst of 6: initialize takes 1 (the bridge's key check and
+  // notifications/initialized take none), so a few calls get through and the next is limited
+  // for ~100 s.
   slow: { rate_per_sec: 0.01, burst: 6, monthly_quota: 1000000, overage: 'bill' },
+  // one request, then one per 20 s: the client's initialize must get the only token.
+  burst1: { rate_per_sec: 0.05, burst: 1, monthly_quota: 1000000, overage: 'bill' },
   stop3: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 3, overage: 'stop' },
   stop6: { rate_per_sec: 1000000, burst: 1000000, monthly_quota: 6, overage: 'stop' },
 };
@@ -38,6 +41,7 @@ before(async () => {
       stop3: { account: 'acct-stop3', plan: 'stop3' },
       pair: { account: 'acct-pair', plan: 'stop6' },
       doomed: { account: 'acct-doomed', plan: 'big' },
+      burst1: { account: 'acct-burst1', plan: 'burst1' },
     },
   });
 });
@@ -77,6 +81,29 @@ test('v1 client through the bridge: tools, each tool equal to REST, errors as ov
   } finally {
     await closeBridge(b);
   }
+});
+
+test('a burst-1 key: the SDK connects through the bridge, whose key check spends no rate token', async () => {
+  // Issue 29 item 1: the bridge's start-up key check is a notification (authenticated, 202,
+  // never rate-counted), so the client's initialize gets the key's one token.
+  const b = await v1Bridge(server.mcpUrl, server.keys.burst1);
+  try {
+    assert.equal(b.client.getServerVersion()?.name, 'tollgate');
+    // The token is spent by initialize: the next request is the 429 of a limited key, which
+    // shows the key check took nothing (a spent token before initialize failed connect).
+    await assert.rejects(b.client.ping(), (err) => {
+      assert.equal(err.code, 429, err.message);
+      return true;
+    });
+    assert.doesNotMatch(b.stderr(), /refused|cannot be reached/, b.stderr());
+  } finally {
+    await closeBridge(b);
+  }
+  // A bad key is still refused at start: exit 2, nothing on stdout.
+  const r = await runCli(bridgeArgs(server.mcpUrl), { env: { TOLLGATE_API_KEY: 'tg_live_not_a_key' }, input: '' });
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /401/);
 });
 
 test('v2 client pinned to 2026-07-28 through the bridge: discover, list, each tool equal to REST', async () => {

@@ -8,7 +8,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { start, restart, prepare, cleanup, toolCall, restGet, findStory, mcpPost } from './harness.mjs';
+import {
+  start, restart, prepare, cleanup, toolCall, restGet, findStory, mcpPost, usageOf, eventually,
+} from './harness.mjs';
 import { successText, toolError } from './common.mjs';
 import {
   bridgeSession, v1Bridge, closeBridge, freePort, selfSignedCert, httpsFront, faultyServer,
@@ -151,6 +153,110 @@ test('reset, timeout, 5xx and malformed answers: errors per message, and the bri
   } finally {
     await s.close();
     await faulty.close();
+  }
+});
+
+test('each bridge failure says its own cause; a refusal no retry mends is a JSON-RPC error without retry_after_secs', async () => {
+  // Issue 29 item 2. get_usage of a server that is not there: the bridge's own words, never
+  // the search backend's "no shard answered".
+  const port = await freePort();
+  const down = bridgeSession(`http://127.0.0.1:${port}/mcp`, server.keys.main);
+  try {
+    const e = toolErrorOf(await down.send(toolCall(1, 'get_usage'), { timeoutMs: 20000 }), 'unavailable');
+    assert.match(e.message, /cannot be reached/, e.message);
+    assert.match(e.message, /not sent and not billed/, e.message);
+    assert.doesNotMatch(e.message, /shard/, e.message);
+    assert.ok(e.retry_after_secs >= 1, JSON.stringify(e));
+  } finally {
+    await down.close();
+  }
+
+  // A URL without /mcp: the server's 404 is no MCP answer, and a retry cannot mend it.
+  const noMcp = bridgeSession(`${server.url}/`, server.keys.main);
+  try {
+    for (const msg of [toolCall(2, 'get_usage'), { jsonrpc: '2.0', id: 3, method: 'ping' }]) {
+      const a = await noMcp.send(msg, { timeoutMs: 20000 });
+      assert.equal(a.error?.code, -32603, JSON.stringify(a));
+      assert.match(a.error.message, /HTTP 404/);
+      assert.match(a.error.message, /MCP endpoint/);
+      assert.match(a.error.message, /Retrying will not help/);
+      assert.equal(a.error.data?.retry_after_secs, undefined, JSON.stringify(a));
+      assert.equal(a.result, undefined, 'not a tool error');
+    }
+    assert.match(noMcp.stderr, /refused a message \(HTTP 404\)/);
+  } finally {
+    await noMcp.close();
+  }
+
+  // A 2 MB message: the server's own 413, a JSON-RPC error, reaches the client under its id.
+  const big = bridgeSession(server.mcpUrl, server.keys.main);
+  try {
+    const a = await big.send(toolCall(4, 'search_stories', { query: 'x'.repeat(2 * 1024 * 1024) }), { timeoutMs: 20000 });
+    assert.equal(a.id, 4, JSON.stringify(a).slice(0, 300));
+    assert.equal(a.error?.code, -32600, JSON.stringify(a).slice(0, 300));
+    assert.match(a.error.message, /Content Too Large/);
+    assert.doesNotMatch(a.error.message, /shard/);
+  } finally {
+    await big.close();
+  }
+
+  // A proxy's 413 in plain text: the bridge says what it is, with no retry_after_secs.
+  const faulty = await faultyServer('ok');
+  const s = bridgeSession(faulty.url, 'tg_any_key');
+  try {
+    faulty.mode = '413';
+    const a = await s.send(toolCall(5, 'search_stories', { query: 'x' }), { timeoutMs: 10000 });
+    assert.equal(a.error?.code, -32603, JSON.stringify(a));
+    assert.match(a.error.message, /HTTP 413/);
+    assert.match(a.error.message, /larger than the server accepts/);
+    assert.match(a.error.message, /Retrying will not help/);
+    assert.equal(a.result, undefined);
+    assert.match(s.stderr, /refused a message \(HTTP 413\)/);
+  } finally {
+    await s.close();
+    await faulty.close();
+  }
+});
+
+test('a call the bridge gave up on is not billed: deadline and cancellation reach the server', async () => {
+  // Issue 29 item 3: the server is stopped (SIGSTOP) while a call is on its way; the bridge
+  // answers `unavailable` at its --timeout-ms and sends notifications/cancelled; once the
+  // server resumes it drops the call (its Tollgate-Deadline has passed, or its cancellation
+  // was read first) and the access log says which. Usage is unchanged.
+  const dir = fs.mkdtempSync('/tmp/tollgate-abandoned-');
+  const log = `${dir}/access.log`;
+  const srv = await start({
+    threads: 1,
+    keys: { main: { account: 'acct-abandoned', plan: 'big' } },
+    extraConfig: `[log]\naccess = "${log}"\n`,
+  });
+  const s = bridgeSession(srv.mcpUrl, srv.keys.main, ['--timeout-ms', '1500']);
+  try {
+    successText((await s.send(toolCall(1, 'search_stories', { query: 'the' }), { timeoutMs: 10000 })).result);
+    const before = (await usageOf(srv, srv.keys.main)).used;
+    process.kill(srv.pid, 'SIGSTOP');
+    let e;
+    const t0 = Date.now();
+    try {
+      e = toolErrorOf(await s.send(toolCall(2, 'search_stories', { query: 'rust' }), { timeoutMs: 10000 }), 'unavailable');
+    } finally {
+      await new Promise((r) => setTimeout(r, 300));  // the cancellation leaves the bridge
+      process.kill(srv.pid, 'SIGCONT');
+    }
+    assert.ok(Date.now() - t0 >= 1400, `answered at the timeout, after ${Date.now() - t0} ms`);
+    assert.match(e.message, /did not answer in time/);
+    assert.match(e.message, /cancelled/);
+    await eventually(() => fs.existsSync(log) &&
+      /"tool":"search_stories"[^\n]*"outcome":"(expired|cancelled)"/.test(fs.readFileSync(log, 'utf8')), 5000,
+      'the access log says the call was dropped as expired or cancelled');
+    await new Promise((r) => setTimeout(r, 300));  // reconcile_ms 100: figures settle
+    assert.equal((await usageOf(srv, srv.keys.main)).used, before, 'the abandoned call is not billed');
+  } finally {
+    try { process.kill(srv.pid, 'SIGCONT'); } catch { /* gone */ }
+    await s.close();
+    await srv.stop();
+    cleanup(srv);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
