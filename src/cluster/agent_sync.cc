@@ -275,24 +275,57 @@ void agent::apply_sync(key_info& k, const unit_plan& p, int64_t rate_demand, uin
   }
 }
 
-bool agent::sync_key(key_info& k, bool lease, bool final_push) {
+bool agent::prepare_push(key_info& k, bool lease, bool final_push, push& out) {
   quota::key_state& st = *k.st;
   const uint32_t month = svc_->month();
   if (k.month != month && !roll_month(k, month)) {
     return false;
   }
-  const int64_t used = st.used.load(std::memory_order_relaxed);
-  const int64_t over = st.overage.load(std::memory_order_relaxed);
-  const unit_plan p = plan_units(k, lease, final_push, used, over, month);
-  const int64_t rate_demand = rate_demand_of(k, lease, final_push);
+  out.k = &k;
+  out.month = month;
+  out.used = st.used.load(std::memory_order_relaxed);
+  out.over = st.overage.load(std::memory_order_relaxed);
+  const unit_plan p = plan_units(k, lease, final_push, out.used, out.over, month);
+  out.want = p.want;
+  out.returned = p.returned;
+  out.rate_demand = rate_demand_of(k, lease, final_push);
   const bool recover = repush_all_ && !recovery_id_.empty();
-  auto r = conn_->eval(
-      kSync, {usage_key(s_, k.id, month)},
-      {s_.node, std::to_string(k.quota), std::to_string(used), std::to_string(over),
-       std::to_string(k.claim), std::to_string(p.want), kUsageTtlMs, std::to_string(rate_demand),
-       std::to_string(wall_ms()), recovery_id_, recover ? "1" : "0", std::to_string(o_.recovery_ms),
-       std::to_string(o_.stale_claim_ms)});
+  out.argv = {"EVALSHA",
+              kSync.sha1,
+              "1",
+              usage_key(s_, k.id, month),
+              s_.node,
+              std::to_string(k.quota),
+              std::to_string(out.used),
+              std::to_string(out.over),
+              std::to_string(k.claim),
+              std::to_string(p.want),
+              kUsageTtlMs,
+              std::to_string(out.rate_demand),
+              std::to_string(wall_ms()),
+              recovery_id_,
+              recover ? "1" : "0",
+              std::to_string(o_.recovery_ms),
+              std::to_string(o_.stale_claim_ms)};
+  return true;
+}
+
+bool agent::finish_push(push& p, result<redis_reply, redis_error>& r) {
+  auto noscript = [&] {
+    return !r && !r.error().io && r.error().message.rfind("NOSCRIPT", 0) == 0;
+  };
+  if (noscript()) {
+    // Redis did not know the script (restarted since it was loaded) when the batch was sent:
+    // again by its hash (an earlier push of the batch may have loaded it), else whole.
+    r = conn_->command(p.argv);
+    if (noscript()) {
+      p.argv[0] = "EVAL";
+      p.argv[1] = kSync.text;
+      r = conn_->command(p.argv);
+    }
+  }
   commands_.store(conn_->commands(), std::memory_order_relaxed);
+  key_info& k = *p.k;
   if (!r) {
     if (r.error().io) {
       return false;
@@ -302,13 +335,42 @@ bool agent::sync_key(key_info& k, bool lease, bool final_push) {
     return true;
   }
   if (r->elements.size() == 6) {
-    apply_sync(k, p, rate_demand, month, *r);
-    k.pushed_used = used;
-    k.pushed_over = over;
+    apply_sync(k, unit_plan{p.want, p.returned}, p.rate_demand, p.month, *r);
+    k.pushed_used = p.used;
+    k.pushed_over = p.over;
     k.pushed_claim = k.claim;
-    k.pushed_tat = st.tat_ns.load(std::memory_order_relaxed);
+    k.pushed_tat = k.st->tat_ns.load(std::memory_order_relaxed);
   }
   return true;
+}
+
+bool agent::sync_key(key_info& k, bool lease, bool final_push) {
+  push p;
+  if (!prepare_push(k, lease, final_push, p)) {
+    return false;
+  }
+  auto r = conn_->command(p.argv);
+  return finish_push(p, r);
+}
+
+void agent::settle_share(key_info& k, std::vector<std::pair<uint64_t, double>>& changed) {
+  // A share that moved by more than 2% (or is new) goes into the next table. A share grows
+  // by at most 0.1 a sync (it shrinks at once): the other nodes give up theirs at their own
+  // next sync, and meanwhile the sum of the shares passes 1 by at most 0.1 per growing node.
+  const double from = k.applied > 0 ? k.applied : default_share_;
+  double next = std::min(k.share, from + 0.1);
+  // A share grows only once the key's reports have settled: this node reported it twice and
+  // no node joined the reporters since. A fresh key's first report sees only the nodes that
+  // happened to sync before it (often itself alone), and growing on that view let three busy
+  // nodes each take 0.43 of a new key's rate in its first second (issue 28, item 6); holding
+  // the default one sync longer keeps the shares' sum at 1 while every busy node reports.
+  if (next > from && (k.reports < 2 || k.reporters > k.prev_reporters)) {
+    next = from;
+  }
+  if (k.share > 0 && (k.applied == 0 || std::abs(next - k.applied) > 0.02 * k.applied)) {
+    k.applied = next;
+    changed.emplace_back(k.id, next);
+  }
 }
 
 bool agent::sync_all(bool final_push) {
@@ -324,6 +386,34 @@ bool agent::sync_all(bool final_push) {
   svc_->for_each_state([&](quota::key_state& s) {
     all.push_back({&s, s.key_id, s.quota, s.base_emission_ns, s.base_burst});
   });
+  // Pushes go out in batches, each one round trip (pipelined: the replies are read in order);
+  // a core waiting for units is served between two batches.
+  constexpr size_t kPushBatch = 256;
+  std::vector<push> batch;
+  batch.reserve(std::min(all.size(), kPushBatch));
+  std::vector<result<redis_reply, redis_error>> replies;
+  auto send_batch = [&] {
+    for (const push& p : batch) {
+      conn_->append(p.argv);
+    }
+    // Every reply is read before any is taken in: a push retried below (its script unknown
+    // to a restarted Redis) is a command of its own, and must not read a later push's reply.
+    replies.clear();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      replies.push_back(conn_->read_reply());
+      if (!replies.back() && replies.back().error().io) {
+        return false;
+      }
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!finish_push(batch[i], replies[i])) {
+        return false;
+      }
+      settle_share(*batch[i].k, changed_shares);
+    }
+    batch.clear();
+    return final_push || serve_waiters();
+  };
   for (const snap& s : all) {
     key_info* k;
     {
@@ -374,26 +464,16 @@ bool agent::sync_all(bool final_push) {
       k->last_rate_ns = wall_ms() * kNsPerMs;
       continue;
     }
-    if (!sync_key(*k, false, final_push) || (!final_push && !serve_waiters())) {
-      return false;  // a core waiting for units is served between two keys' pushes
+    batch.emplace_back();
+    if (!prepare_push(*k, false, final_push, batch.back())) {
+      return false;
     }
-    // A share that moved by more than 2% (or is new) goes into the next table. A share grows
-    // by at most 0.1 a sync (it shrinks at once): the other nodes give up theirs at their own
-    // next sync, and meanwhile the sum of the shares passes 1 by at most 0.1 per growing node.
-    const double from = k->applied > 0 ? k->applied : default_share_;
-    double next = std::min(k->share, from + 0.1);
-    // A share grows only once the key's reports have settled: this node reported it twice and
-    // no node joined the reporters since. A fresh key's first report sees only the nodes that
-    // happened to sync before it (often itself alone), and growing on that view let three busy
-    // nodes each take 0.43 of a new key's rate in its first second (issue 28, item 6); holding
-    // the default one sync longer keeps the shares' sum at 1 while every busy node reports.
-    if (next > from && (k->reports < 2 || k->reporters > k->prev_reporters)) {
-      next = from;
+    if (batch.size() == kPushBatch && !send_batch()) {
+      return false;
     }
-    if (k->share > 0 && (k->applied == 0 || std::abs(next - k->applied) > 0.02 * k->applied)) {
-      k->applied = next;
-      changed_shares.emplace_back(k->id, next);
-    }
+  }
+  if (!send_batch()) {
+    return false;
   }
   if (!changed_shares.empty() || default_share_ != applied_default_) {
     applied_default_ = default_share_;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "tollgate/cluster/cluster.h"
+#include "tollgate/cluster/redis.h"
 #include "tollgate/quota/key_store.h"
 #include "tollgate/quota/lease_source.h"
 
@@ -121,6 +122,20 @@ class agent final : public quota::lease_source {
   void save_copy(const quota::store_contents& c);
   bool sync_all(bool final_push);
   bool sync_key(key_info& k, bool lease, bool final_push);
+  /// One key's push, prepared (its units planned) and then taken in, so that sync_all can send
+  /// many in one round trip (pipelined) and read their answers in order.
+  struct push {
+    key_info* k = nullptr;
+    std::vector<std::string> argv;  // EVALSHA kSync …
+    int64_t want = 0, returned = 0, rate_demand = -1, used = 0, over = 0;
+    uint32_t month = 0;
+  };
+  /// False: the month could not be rolled (Redis unreachable).
+  bool prepare_push(key_info& k, bool lease, bool final_push, push& out);
+  /// Takes the script's answer to `p` in (or logs its refusal). False: the connection failed.
+  bool finish_push(push& p, result<redis_reply, redis_error>& r);
+  /// Puts a share computed by the last answer in force (see sync_all).
+  void settle_share(key_info& k, std::vector<std::pair<uint64_t, double>>& changed);
   // sync_key's steps: a month that ended is pushed and the key starts afresh; the units to ask
   // for or hand back; the rate demand to report; the script's answer taken in.
   struct unit_plan {
