@@ -281,16 +281,23 @@ TEST(app_server_test, keyless_mcp_answers_carry_no_figures_and_head_has_no_body)
   EXPECT_EQ(raw.rfind("HTTP/1.1 405", 0), 0u) << raw;
   EXPECT_EQ(raw.find("X-Quota"), std::string::npos) << raw;
   EXPECT_EQ(raw.compare(head_end + 4, 15, "HTTP/1.1 200 OK"), 0) << raw;
-  // Any other method gets the endpoint's own 405, with the same Allow as GET.
+  // Any other method gets the endpoint's own 405, with the same Allow as GET; OPTIONS (a CORS
+  // preflight when it carries an allowed Origin) is 204 with the methods /mcp takes, keyless.
   client c2(s.port());
   ASSERT_TRUE(c2.connected());
-  for (const char* method : {"PUT", "PATCH", "OPTIONS"}) {
+  for (const char* method : {"PUT", "PATCH"}) {
     r = ask(c2, std::string(method) + " /mcp HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
     ASSERT_TRUE(r) << method;
     EXPECT_EQ(r->status, 405) << method;
     EXPECT_EQ(header(*r, "Allow"), "POST") << method << ": " << r->head;
     EXPECT_EQ(r->head.find("X-Quota"), std::string::npos) << r->head;
   }
+  r = ask(c2, "OPTIONS /mcp HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(header(*r, "Allow"), "POST, GET, DELETE, OPTIONS") << r->head;
+  EXPECT_EQ(r->head.find("X-Quota"), std::string::npos) << r->head;
+  EXPECT_EQ(r->head.find("Access-Control"), std::string::npos) << "no Origin, no CORS: " << r->head;
 }
 
 TEST(app_server_test, a_batch_costs_one_rate_unit_per_request) {
