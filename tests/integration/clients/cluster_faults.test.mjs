@@ -7,6 +7,7 @@
 //   - idle keys cost Redis nothing: its own command count over a quiet interval
 //   - a fresh key's first second across three busy nodes: within burst + rate x t
 //   - a refused Redis password is named in the log; `config check` refuses an unset password_env
+//   - `cluster import` refuses a key whose plan the cluster's config lacks (exit 2, nothing copied)
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -280,5 +281,26 @@ test('a refused redis password is named in the log, and config check refuses an 
     assert.match(check.stderr, /TG_TEST_REDIS_PW is not set/);
   } finally {
     delete process.env.TG_TEST_REDIS_PW;
+  }
+});
+
+test('cluster import refuses a key on a plan the cluster config lacks, naming it, and copies nothing', { skip }, async () => {
+  const redis = await newRedis();
+  // A single node whose key is on plan `legacy`, which the cluster's config does not define.
+  const solo = await prepare({
+    plans: { ...PLANS, legacy: PLANS.roomy }, quota: QUOTA,
+    keys: { k: { account: 'acct-legacy', plan: 'legacy' } },
+  });
+  const cfg = `${solo.dataDir}-cluster.toml`;
+  const prepared = await prepare({ plans: PLANS, quota: QUOTA, extraConfig: clusterToml(redis, 'imp', 'mz:') });
+  fs.copyFileSync(prepared.configPath, cfg);
+  try {
+    const r = await runCli(['cluster', 'import', '--config', cfg, '--data-dir', solo.dataDir]);
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /key_[0-9a-f]{16} \(account acct-legacy\) is on plan "legacy"/);
+    assert.match(r.stderr, /nothing imported/);
+    assert.equal(redis.cli(['HLEN', 'mz:{keys}:keys']).trim(), '0');
+  } finally {
+    fs.rmSync(cfg, { force: true });
   }
 });
