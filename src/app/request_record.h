@@ -20,7 +20,9 @@ struct short_text {
   uint8_t len = 0;
   void set(std::string_view s) noexcept {
     len = static_cast<uint8_t>(s.size() < N ? s.size() : N);
-    std::memcpy(data, s.data(), len);
+    if (len != 0) {  // an empty view may hold a null pointer, which memcpy must never get
+      std::memcpy(data, s.data(), len);
+    }
   }
   std::string_view view() const noexcept { return {data, len}; }
 };
