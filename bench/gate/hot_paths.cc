@@ -290,9 +290,8 @@ void op_envelope_success() {
 void op_envelope_tool_errors() {
   for (size_t c = 0; c < envelope::num_tool_error_codes; ++c) {
     const auto code = static_cast<envelope::tool_error_code>(c);
-    if (code == envelope::tool_error_code::usage_unavailable ||
-        code == envelope::tool_error_code::quota_unreachable ||
-        code == envelope::tool_error_code::story_unreadable) {
+    if (code != envelope::tool_error_code::unavailable &&
+        envelope::name_of(code) == envelope::name_of(envelope::tool_error_code::unavailable)) {
       continue;  // `unavailable` again with its own message: the same path, under the same name
     }
     const std::string name = "envelope_tool_error_" + std::string(envelope::name_of(code));
