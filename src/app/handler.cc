@@ -334,21 +334,6 @@ void register_routes(shared_state& s) {
   r.add_prefix("GET", "/.well-known/", id_of(route::well_known));
 }
 
-std::string_view presented_key(const http::request& req) noexcept {
-  std::string_view a = req.field_value(http::field::authorization);
-  if (!a.empty()) {
-    if (a.size() > 7 && strncasecmp(a.data(), "bearer ", 7) == 0) {
-      a.remove_prefix(7);
-      while (!a.empty() && a.front() == ' ') {
-        a.remove_prefix(1);
-      }
-      return a;
-    }
-    return {};
-  }
-  return req.field_value(http::field::x_api_key);
-}
-
 core_handler::core_handler(shared_state& s, int core)
     : s_(s),
       core_(core),
@@ -356,6 +341,7 @@ core_handler::core_handler(shared_state& s, int core)
       endpoint_(s.tools, *s.envelopes,
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
+      gate_(s.router, quota_, s.cluster.get()),
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes),
       observer_(core, s.metrics.get(), s.access.get(), s.tools) {
@@ -443,136 +429,94 @@ http::response_info core_handler::json_error(const http::request& req, int statu
   return {status, head.close};
 }
 
-http::response_info core_handler::keyless_mcp(const http::request& req, out_buffer& out,
-                                              int64_t now_ns) {
-  host_.begin_keyless();
-  return endpoint_.handle_http(req, host_, out, now_ns);  // HEAD: handle() drops the body
-}
-
+// match → gate → (a gateway's look-ahead) → the surface's one entry point.
 http::response_info core_handler::route(const http::request& req, out_buffer& out, int64_t now_ns,
-                                        app::route& counted) {
-  http::route_match m = s_.router.match(req.method, req.path);
-  if (m.status == 404) {
-    counted = route::not_found;
+                                        gate_verdict& v) {
+  v = gate_.match(req);
+  if (v.status == 404 || v.r == route::well_known) {
+    // (/.well-known/: never an OAuth discovery document on a key-only server.)
+    v.result = outcome::not_found;
     return json_error(req, 404, k_no_such_route, {}, out);
   }
-  if (m.status == 405 && req.path == "/mcp") {
-    // Any other method on the MCP endpoint: its own 405 (`Allow: POST`, a JSON-RPC body), as
-    // GET gets, rather than the router's list of every method some /mcp route takes.
-    counted = route::mcp;
-    return keyless_mcp(req, out, now_ns);
-  }
-  if (m.status == 405) {
-    counted = route::not_found;
+  if (v.status == 405 && v.r != route::mcp) {
+    v.result = outcome::method_not_allowed;
     scratch_.clear();
     scratch_.append("Allow: ");
-    scratch_.append(m.allow);
+    scratch_.append(v.allow);
     scratch_.append("\r\n");
     return json_error(req, 405, k_method_not_allowed, scratch_.view(), out);
   }
-  counted = static_cast<app::route>(m.id);
-  switch (counted) {
-    case route::healthz:
-    case route::readyz:
-    case route::metrics:
-      if (!s_.ops_on_main || (counted == route::metrics && !s_.public_metrics)) {
-        return json_error(req, 404, k_no_such_route, {}, out);
-      }
-      return handle_ops(s_, counted, req, scratch_, out);
-    case route::well_known:
-      // Never an OAuth discovery document: key-only server. Not rated, not billed.
+  if (v.r == route::healthz || v.r == route::readyz || v.r == route::metrics) {
+    if (!s_.ops_on_main || (v.r == route::metrics && !s_.public_metrics)) {
+      v.result = outcome::not_found;
       return json_error(req, 404, k_no_such_route, {}, out);
-    default:
-      break;
-  }
-  if (counted == route::mcp && req.method != "POST") {
-    return keyless_mcp(req, out, now_ns);
-  }
-  // Authenticated surfaces: key, then rate limit (every request counts), then the call.
-  const std::string_view presented = presented_key(req);
-  const quota::key_record* key = quota_.authenticate(presented);
-  key_ = key;
-  if (key == nullptr) {
-    if (s_.cluster && !s_.cluster->keys_loaded()) {  // no key is known yet: not a 401
-      return json_error(req, 503,
-                        R"({"code":"unavailable","message":"This node has not loaded its keys )"
-                        R"(from the quota service yet (Redis cannot be reached). Retry shortly )"
-                        R"(or use another node."})",
-                        "Retry-After: 1\r\n", out);
     }
-    if (counted == route::mcp) {
-      return endpoint_.render_unauthorized(req, out, !presented.empty());
-    }
-    http::response_info info{401, !req.keep_alive};
-    s_.envelopes->unauthorized(out, info.close, !presented.empty());
+    const http::response_info info = handle_ops(s_, v.r, req, scratch_, out);
+    v.result = info.status == 200 ? outcome::ok : outcome::unavailable;
     return info;
   }
-  const bool fleet_route = fleet_ && (counted == route::mcp || counted == route::rest_search ||
-                                      counted == route::rest_story);
-  quota::figures fig;
-  bool limited;
-  int64_t received_ns = now_ns;  // when the request was first read
-  if (fleet_route && fleet_->activate()) {
-    // The re-delivery of a request deferred for its remote answers: its rate was charged on
-    // the first delivery (a 429 never reaches the remotes), and its figures were kept.
-    fig = fleet_->figures();
-    received_ns = fleet_->received_ns();
-    limited = false;
-  } else if (resuming_ != nullptr) {
-    fig = resuming_->fig;  // charged on its first delivery
-    received_ns = resuming_->received_ns;
-    limited = false;
-  } else {
-    limited = quota_.check_rate(*key, now_ns, fig) == quota::rate_verdict::limited;
-    rate_refused_ = limited;
-    if (!limited && fleet_route && fan_out(req, counted, m.rest, now_ns, fig)) {
+  if (v.keyed) {
+    const bool fleet_route = fleet_ && v.r != route::rest_usage;
+    carried_charge carried;
+    if (fleet_route && fleet_->activate()) {
+      // Re-delivered once its remote shards answered: charged on the first delivery (a 429
+      // never reaches the remotes).
+      carried = {&fleet_->figures(), fleet_->received_ns()};
+    } else if (resuming_ != nullptr) {
+      carried = {&resuming_->fig, resuming_->received_ns};  // parked: charged when first read
+    }
+    gate_.admit(req, v, now_ns, carried);
+    if (v.refusal.row == nullptr && !v.carried && fleet_route &&
+        fan_out(req, v.r, v.rest, now_ns, v.fig)) {
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
   }
-  if (counted == route::mcp) {
-    if (limited) {
-      // The endpoint writes the 429's Retry-After; the host's rate headers must not repeat it.
-      quota::figures f = fig;
-      f.retry_after_secs = 0;
-      host_.begin(*key, now_ns, f);
-      return endpoint_.render_rate_limited(req, host_, out, fig.retry_after_secs, now_ns);
+  return v.r == route::mcp ? answer_mcp(req, v, out, now_ns) : answer_rest(req, v, out, now_ns);
+}
+
+http::response_info core_handler::answer_mcp(const http::request& req, gate_verdict& v,
+                                             out_buffer& out, int64_t now_ns) {
+  if (v.key == nullptr) {
+    host_.begin_keyless();  // no key (GET, DELETE, OPTIONS; a 401 or 503): no figures
+  } else {
+    quota::figures f = v.fig;
+    if (v.refusal.row != nullptr) {
+      f.retry_after_secs = 0;  // the 429 writes its own Retry-After; the host must not repeat it
     }
-    host_.begin(*key, now_ns, fig);
+    host_.begin(*v.key, now_ns, f);
     host_.set_may_wait_lease(may_wait_lease());
     host_.set_deadline_ms(deadline_of(req));
-    host_.set_received_ns(received_ns);
+    host_.set_received_ns(v.received_ns);
     if (resuming_ != nullptr) {
       host_.set_continuing();
     }
-    const size_t mark = out.size();
-    http::response_info info = endpoint_.handle_http(req, host_, out, now_ns);
-    if (host_.tools()->yielded() && io_ != nullptr) {
-      out.resize(mark);  // answered for real once its searches are done (or its units came)
-      return park(resuming_, fig, host_.lease_pending(), host_.tools()->jobs_used(), received_ns);
-    }
-    return info;
   }
-  if (limited) {
-    quota_.fill_quota(*key, now_ns, fig);
-    return rest_.rate_limited(req, fig, out);
+  const size_t mark = out.size();
+  http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
+  if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() && io_ != nullptr) {
+    out.resize(mark);  // answered for real once its searches are done (or its units came)
+    return park(resuming_, v.fig, host_.lease_pending(), host_.tools()->jobs_used(), v.received_ns);
   }
-  rest::caller c{quota_, *key, fig, now_ns, fleet_ ? fleet_->single() : nullptr};
+  v.result = host_.facts().any ? host_.facts().result : outcome::ok;
+  return info;
+}
+
+http::response_info core_handler::answer_rest(const http::request& req, gate_verdict& v,
+                                              out_buffer& out, int64_t now_ns) {
+  const rest::resource what = v.r == route::rest_search  ? rest::resource::search
+                              : v.r == route::rest_story ? rest::resource::story
+                                                         : rest::resource::usage;
+  if (v.key == nullptr) {  // a 401 or 503: no caller
+    v.result = v.refusal.row->result;
+    return rest_.answer(req, v.refusal, what, v.rest, nullptr, out);
+  }
+  rest::caller c{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr};
   c.may_wait_lease = may_wait_lease();
-  http::response_info info;
-  switch (counted) {
-    case route::rest_search:
-      info = rest_.search(req, c, out);
-      break;
-    case route::rest_story:
-      info = rest_.story(req, m.rest, c, out);
-      break;
-    default:
-      info = rest_.usage(req, c, out);
-      break;
-  }
+  http::response_info info = rest_.answer(req, v.refusal, what, v.rest, &c, out);
   if (c.lease_pending) {
-    return park(resuming_, fig, true, 0, received_ns);
+    return park(resuming_, v.fig, true, 0, v.received_ns);
   }
+  v.result = c.result;
   return info;
 }
 
@@ -669,16 +613,14 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
       return {0, false, true};
     }
   }
-  app::route counted = route::not_found;
+  gate_verdict v;
   const uint64_t billed_before = quota_.billed_seq();
   const size_t start = out.size();
-  key_ = nullptr;
-  rate_refused_ = false;
   host_.reset_facts();
   if (observer_.on()) {
     observer_.begin(quota_);
   }
-  http::response_info info = route(req, out, now_ns, counted);
+  http::response_info info = route(req, out, now_ns, v);
   if (resuming_ != nullptr) {
     if (!info.deferred) {
       // answered: its job group is free again (index-stable erase: swap with the last)
@@ -695,7 +637,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     }
     return info;  // counted when it is answered
   }
-  if (counted == route::mcp) {
+  if (v.r == route::mcp) {
     endpoint_.add_cors_headers(req, out, start);  // a browser on an allowed Origin reads it
   }
   // Only an answer that billed waits for the journal; every other one goes out at once.
@@ -712,11 +654,10 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   if (fleet_) {
     fleet_->finish();
   }
-  s_.counters->count(core_, counted, info.status);
+  s_.counters->count(core_, v.r, info.status);
   if (observer_.on()) {
-    observer_.answered(req, counted, info, out.size() - start, key_,
-                       counted == route::mcp ? &host_.facts() : nullptr, rate_refused_, quota_,
-                       now_ns);
+    observer_.answered(req, v.r, info, v.result, out.size() - start, v.key,
+                       v.r == route::mcp ? &host_.facts() : nullptr, quota_, now_ns);
   }
   return info;
 }
@@ -725,15 +666,10 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
                                                      int64_t now_ns) {
   // Only refusals that come before route() reads the body: the answer is the one the whole
   // request would get (handle() below takes the same path, counted once).
-  const http::route_match m = s_.router.match(head.method, head.path);
-  bool refused = m.status != 200;
-  if (!refused) {
-    const auto r = static_cast<app::route>(m.id);
-    const bool keyed = r == route::rest_search || r == route::rest_story ||
-                       r == route::rest_usage || (r == route::mcp && head.method == "POST");
-    refused = keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
-                        (r == route::mcp && !endpoint_.origin_allowed(head)));
-  }
+  const gate_verdict v = gate_.match(head);
+  const bool refused =
+      v.status != 200 || (v.keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
+                                      (v.r == route::mcp && !endpoint_.origin_allowed(head))));
   if (!refused) {
     return {0, false, false};  // 100 Continue: the body decides
   }
