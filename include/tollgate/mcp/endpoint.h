@@ -11,7 +11,7 @@
 // Before dispatch the app may answer with ep.render_unauthorized(...) or
 // ep.render_rate_limited(...). stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
 //
-// The request body must be followed by at least envelope_padding readable bytes (the engine's
+// The request body must be followed by at least body_padding readable bytes (the engine's
 // receive buffers guarantee it): it is parsed in place, never copied.
 #pragma once
 
