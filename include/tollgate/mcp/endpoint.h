@@ -13,7 +13,7 @@
 // A gateway first asks which tool calls the request holds: ep.decide_calls(req, visitor, now_ns).
 // stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
 //
-// The request body must be followed by at least envelope_padding readable bytes (the engine's
+// The request body must be followed by at least body_padding readable bytes (the engine's
 // receive buffers guarantee it): it is parsed in place, never copied.
 #pragma once
 
