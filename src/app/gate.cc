@@ -2,9 +2,25 @@
 
 #include <strings.h>
 
+#include <charconv>
+
 #include "tollgate/cluster/agent.h"
+#include "tollgate/common/ascii.h"
 
 namespace tollgate::app {
+namespace {
+
+// The request's Tollgate-Deadline: the unix time in milliseconds after which its client has
+// given up (the stdio bridge sends it; design §5). 0 when absent or not a plain number, which
+// leaves the call without a deadline rather than refusing it.
+int64_t deadline_of(const http::request& req) noexcept {
+  const std::string_view v = ascii::trim(req.field_value(http::field::tollgate_deadline));
+  int64_t ms = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+  return ec == std::errc() && p == v.data() + v.size() && ms > 0 ? ms : 0;
+}
+
+}  // namespace
 
 std::string_view presented_key(const http::request& req) noexcept {
   std::string_view a = req.field_value(http::field::authorization);
@@ -48,6 +64,7 @@ void gate::admit(const http::request& req, gate_verdict& v, int64_t now_ns,
   const std::string_view presented = presented_key(req);
   v.key = quota_.authenticate(presented);
   v.received_ns = now_ns;
+  v.deadline_ms = deadline_of(req);
   if (v.key == nullptr) {
     // Before a cluster node's first key load no key is known, so none is called invalid.
     v.refusal.row = cluster_ != nullptr && !cluster_->keys_loaded()

@@ -48,8 +48,9 @@ struct gate_verdict {
   quota::figures fig;                      ///< the rate part: charged now or carried
   envelope::gate_refusal refusal;          ///< refusal.row null: the request goes on
   int64_t received_ns = 0;                 ///< its first delivery's time
-  bool carried = false;                    ///< a re-delivery: charged on its first delivery
-  outcome result = outcome::ok;            ///< what the answer came to (set by the handler)
+  int64_t deadline_ms = 0;       ///< Tollgate-Deadline: unix ms its client gives up at (0: none)
+  bool carried = false;          ///< a re-delivery: charged on its first delivery
+  outcome result = outcome::ok;  ///< what the answer came to (set by the handler)
 };
 
 class gate {

@@ -76,21 +76,6 @@ inline constexpr std::string_view k_no_such_route =
 inline constexpr std::string_view k_method_not_allowed =
     R"({"code":"method_not_allowed","message":"This route does not support that method."})";
 
-/// Answers an ops route (healthz, readyz, metrics). `scratch` is the core's reusable buffer.
-http::response_info handle_ops(const shared_state& s, route r, const http::request& req,
-                               out_buffer& scratch, out_buffer& out);
-
-/// Serves only the ops routes: the handler of the separate admin listener (--admin-listen).
-class ops_handler final : public http::handler {
- public:
-  explicit ops_handler(const shared_state& s) : s_(s) { scratch_.reserve(16384); }
-  http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
-
- private:
-  const shared_state& s_;
-  out_buffer scratch_;
-};
-
 class core_handler final : public http::handler {
  public:
   core_handler(shared_state& s, int core);
@@ -128,10 +113,6 @@ class core_handler final : public http::handler {
                                  int64_t now_ns);
   http::response_info answer_rest(const http::request& req, gate_verdict& v, out_buffer& out,
                                   int64_t now_ns);
-  /// Gateway with remote shards: collects the searches a request makes; true when
-  /// it was deferred for their fan-out.
-  bool fan_out(const http::request& req, app::route r, std::string_view rest_id, int64_t now_ns,
-               const quota::figures& fig);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
   /// Searches in slices: a request whose search outlasted its slice is parked (deferred, and
@@ -168,8 +149,6 @@ class core_handler final : public http::handler {
   out_buffer scratch_;
   std::unique_ptr<search_cache> cache_;  // null when off or on a gateway with remote shards
   std::unique_ptr<fleet_client> fleet_;
-  search::query_string_parser fleet_qs_;  // fan_out's own REST query decoding
-  out_buffer fleet_id_;                   // fan_out's percent-decoded story id
   http::engine_io* io_ = nullptr;
   tool_context::job_group light_jobs_;  // the jobs of requests not parked (yet)
   std::vector<parked> parked_;          // requests whose searches are going on

@@ -22,6 +22,7 @@
 #include "data_dir_lock.h"
 #include "handler.h"
 #include "observability.h"
+#include "ops.h"
 #include "reload.h"
 #include "sd_notify.h"
 #include "tollgate/common/log.h"
