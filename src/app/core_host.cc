@@ -16,7 +16,6 @@ int64_t wall_ns() {
 void core_host::set_stdio(std::string secret) {
   stdio_ = true;
   stdio_secret_ = std::move(secret);
-  check_rate_on_admit_ = true;
 }
 
 const quota::figures& core_host::figures_now() {
@@ -63,16 +62,16 @@ mcp::admission core_host::admit(std::string_view /*tool*/, std::string_view id) 
     return a;
   }
   // Abandoned calls (design §5): the client will not read the answer, so nothing is spent.
-  if (deadline_ms_ > 0 && now_ns_ / 1'000'000 > deadline_ms_) {
+  if (terms_.deadline_ms > 0 && now_ns_ / 1'000'000 > terms_.deadline_ms) {
     a.refusal = envelope::tool_error_code::call_expired;
     a.retry_after_secs = 1;
     return a;
   }
-  if (cancels_ != nullptr && cancels_->contains(key_->key_id, id, received_ns_, now_ns_)) {
+  if (cancels_ != nullptr && cancels_->contains(key_->key_id, id, terms_.received_ns, now_ns_)) {
     a.refusal = envelope::tool_error_code::call_cancelled;
     return a;
   }
-  if (check_rate_on_admit_) {
+  if (stdio_) {  // a rate breach is a tool error there, not a 429
     if (quota_.check_rate(*key_, now_ns_, fig_) == quota::rate_verdict::limited) {
       a.refusal = envelope::tool_error_code::rate_limited;
       a.retry_after_secs = fig_.retry_after_secs;
@@ -82,7 +81,7 @@ mcp::admission core_host::admit(std::string_view /*tool*/, std::string_view id) 
   // A batch entry after one that was billed in this delivery never waits: a re-delivery would
   // bill that one again. It is decided now (the outage rules when no units are held).
   quota::admit_verdict v =
-      quota_.admit(*key_, now_ns_, fig_, ticket_, may_wait_lease_ && !billed_here_);
+      quota_.admit(*key_, now_ns_, fig_, ticket_, terms_.may_wait_lease && !billed_here_);
   quota_filled_ = true;  // admit() filled the quota part of fig_ from the same snapshot
   if (v == quota::admit_verdict::ok) {
     admitted_ = true;
@@ -131,7 +130,7 @@ mcp::admission core_host::rate_check() {
 
 mcp::admission core_host::rate_extra() {
   mcp::admission a;
-  if (stdio_ || key_ == nullptr || continuing_) {
+  if (stdio_ || key_ == nullptr || terms_.continuing) {
     // stdio has no batches; a re-delivery was charged on its first delivery
     return a;
   }

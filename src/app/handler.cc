@@ -140,13 +140,9 @@ http::response_info core_handler::answer_mcp(const http::request& req, gate_verd
     if (v.refusal.row != nullptr) {
       f.retry_after_secs = 0;  // the 429 writes its own Retry-After; the host must not repeat it
     }
-    host_.begin(*v.key, now_ns, f);
-    host_.set_may_wait_lease(may_wait_lease());
-    host_.set_deadline_ms(v.deadline_ms);
-    host_.set_received_ns(v.received_ns);
-    if (resuming_ != nullptr) {
-      host_.set_continuing();
-    }
+    host_.begin(
+        *v.key, now_ns, f,
+        request_terms{v.deadline_ms, v.received_ns, may_wait_lease(), resuming_ != nullptr});
   }
   const size_t mark = out.size();
   http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
