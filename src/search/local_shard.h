@@ -39,7 +39,7 @@ struct ZSTD_DDict_s;  // <zstd.h>: a digested decompression dictionary
 
 namespace tollgate::search {
 
-class index_writer;  // index_file.cc
+class index_writer;  // index_file.h
 class index_reader;
 
 /// A story as parsed from a line; views valid only during add().
@@ -144,7 +144,7 @@ class local_shard final : public shard_source {
   size_t impact_terms() const noexcept { return prune_.impact_terms.size(); }
   bool impact_from_file() const noexcept { return loaded_impact_.valid; }
 
-  /// The persisted index (index_file.cc): save() writes a sealed shard's stories and postings
+  /// The persisted index (shard_file.cc): save() writes a sealed shard's stories and postings
   /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
   /// the sections of `r` (checked already) in place: the stored stories and the posting streams
   /// stay in the mapping `r` holds (kept alive by the shard), the smaller tables are copied.
@@ -175,7 +175,7 @@ class local_shard final : public shard_source {
   void pack_stories();      // story_pack.cc
   bool digest_text_dict();  // ddict_ from text_dict_; false: zstd refuses it
   static std::string_view unpacked_text(const doc_rec& r) noexcept;  // before pack_stories()
-  void save_derived(index_writer& w, uint32_t slot) const;           // index_file.cc
+  void save_derived(index_writer& w, uint32_t slot) const;           // shard_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
   void load_impact(const index_reader& r, uint32_t s);
   struct index_builder;  // index_build.cc
