@@ -12,11 +12,13 @@
 //      doc_freqs_slice) whose state (cursors, heap, phase) stays in the workspace between them.
 //
 // Units: storage, hashing and the term table (local_shard.cc), index_build.cc, finalize.cc,
-// evaluate.cc (evaluation, phrases), prune.cc (the pruned evaluation of queries without phrases,
-// see docs/design.md), reference.cc, render.cc, story_pack.cc (stored texts); shared helpers in
-// shard_impl.h. The types the shard is made of have headers of their own: the postings and
-// their cursor (postings.h), the pruning index (prune_index.h), a core's evaluation state
-// (shard_workspace.h).
+// evaluate.cc (the evaluation's start and steps, phrases), reference.cc, render.cc,
+// story_pack.cc (stored texts), shard_file.cc (save/load); shared helpers in shard_impl.h. The
+// types the shard is made of have headers of their own: the postings and their cursor
+// (postings.h), the pruning index and its builder (prune_index.h), a core's evaluation state
+// (shard_workspace.h), and the evaluators, one type per way of answering a query (evaluators.h:
+// the pruned evaluation of queries without phrases in prune.cc, see docs/design.md; filters
+// and date order in filter.cc; ...).
 #pragma once
 
 #include <atomic>
@@ -200,87 +202,27 @@ class local_shard final : public shard_source {
   bool begin_search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
   bool step(const query_plan& plan, shard_workspace& ws, shard_answer& out, uint64_t& budget) const;
   bool open_cursors(const query_plan& plan, shard_workspace& ws) const;
-  template <bool Bounded>  // false: no budget accounting at all (search())
-  bool single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                        uint64_t& budget) const;
-  template <bool Bounded>
-  bool intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                      uint64_t& budget) const;
-  bool align(shard_workspace& ws, bool probe, bool& end) const;
   // The impact rows (or length norms; `classes`: and length classes) of the lead block's docs
   // from the current one, once per block.
   void prefetch_lead(shard_workspace& ws, bool classes) const;
   void prefetch_block(shard_workspace& ws, bool classes) const;
   bool accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const;
-  bool blocks_below(const query_plan& plan, const shard_workspace& ws, double kth) const;
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
              double& s) const;
   uint32_t row_frequency(const shard_workspace& ws, size_t i, uint32_t doc) const;
   void choose_rows(const query_plan& plan, shard_workspace& ws) const;
   void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
-  // A two-word phrase's docs in this shard from the table of adjacent pairs; false when either
-  // word is not in the table.
-  bool pair_total(const query_plan& plan, const phrase_span& ph, uint64_t& total) const;
-  // Whether pair terms can stand in for `plan`'s phrases: when every phrase is two words that
-  // index their pairs, each phrase as its pair term (the words only in them dropped); else the
-  // phrases' adjacent pairs of such words added as terms of weight 0. Sets up ws.pair_plan, and
-  // `absent` when one of the pairs never occurs here.
-  bool pair_term_plan(const query_plan& plan, shard_workspace& ws, bool& absent) const;
-  // The pair term of words a, b (appended to ws.pair_name, viewed by `name`) when both index
-  // their pairs here; whether the pair occurs is for the caller to look up.
-  bool pair_of(std::string_view a, std::string_view b, shard_workspace& ws,
-               std::string_view& name) const;
-  // Pruned evaluation (prune.cc): queries without phrases.
-  prune_index compute_prune_index() const;
-  void begin_pruned(const query_plan& plan, shard_workspace& ws) const;
-  void reopen_cursors(shard_workspace& ws) const;
-  void remember_phrase_total(const query_plan& plan, const phrase_span& ph, shard_workspace& ws,
-                             uint64_t total) const;
-  bool known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const;
-  bool listed_phrase(const query_plan& plan, shard_workspace& ws) const;
-  bool listed_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                   uint64_t& budget) const;
-  bool lookup_phrase_total(const query_plan& plan, const phrase_span& ph, const shard_workspace& ws,
-                           uint64_t& total) const;
-  void seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
-  bool impact_top(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
-  void compute_impact(prune_index& px) const;
-  bool pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                   uint64_t& budget) const;
-  bool lead_block_bound(const query_plan& plan, shard_workspace& ws) const;
-  bool top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                uint64_t& budget) const;
-  double doc_bound(const query_plan& plan, shard_workspace& ws, double kn, bool& end) const;
-  uint32_t lead_f_min(const query_plan& plan, shard_workspace& ws, double kn, double kth) const;
-  void fill_term_max(shard_workspace& ws) const;
-  bool reaches_f_min(const query_plan& plan, shard_workspace& ws, double kth,
-                     const posting_cursor& lead) const;
-  void top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
-               bool& end) const;
-  bool others_dense(const query_plan& plan, const shard_workspace& ws) const noexcept;
-  template <bool Offer>
-  bool lead_walk(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                 uint64_t& budget) const;
-  bool lead_matches(const query_plan& plan, shard_workspace& ws, bool& more) const;
-  bool seek_sparse(shard_workspace& ws, uint32_t doc, bool& end) const;
-  void offer_match(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
-                   uint32_t doc) const;
-  double match_bound(const query_plan& plan, shard_workspace& ws, uint32_t doc, double kn) const;
-  bool count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                        uint64_t& budget) const;
-  bool single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
-                             shard_answer& out) const;
-  // Filters and date order (prune.cc): queries without phrases with since/until or tags, or
-  // sorted by date.
-  bool begin_filtered(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
-  bool begin_time_walk(const query_plan& plan, shard_workspace& ws, shard_answer& out) const;
-  void time_ranks(const query_plan& plan, uint32_t& lo, uint32_t& hi) const noexcept;
-  uint64_t build_filter(const query_plan& plan, shard_workspace& ws) const;
-  uint64_t count_sets(const shard_workspace& ws) const noexcept;
-  bool filtered_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                     uint64_t& budget) const;
-  bool time_walk_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                      uint64_t& budget) const;
+  // The pruning index's builder (prune_index.h) and the evaluators (evaluators.h) are types of
+  // their own, each with its steps: they read the tables below and call the shared steps above
+  // (accepts, score, cursor_for, ...), as friends rather than as members of the shard.
+  friend struct prune_index_builder;
+  friend struct single_term_eval;
+  friend struct intersect_eval;
+  friend struct pruned_eval;
+  friend struct impact_eval;
+  friend struct filter_eval;
+  friend struct phrase_totals;
+  friend struct pair_table;
 
   // stored stories
   struct free_deleter {

@@ -1,7 +1,8 @@
 // prune_index: what the pruned evaluations read besides the postings and the block maxima (the
 // dense terms' bitsets, the docs by time and by tag, the length classes, the impact terms' lists
-// and rows), and the knobs that shape it. Derived from a sealed shard by
-// local_shard::compute_prune_index() (prune.cc) at finalize(); read by the pruned evaluation.
+// and rows), and the knobs that shape it. Derived from a sealed shard by prune_index_builder
+// (prune_index.cc) at finalize(); read by the evaluators (evaluators.h) and the shard's shared
+// steps (shard_impl.h).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <vector>
 
 namespace tollgate::search {
+
+class local_shard;
 
 /// A term in at least 1 / dense_divisor of a shard's docs also gets a bitset of its docs (see
 /// prune_index). Settable so tests can vary it; set it before loading, never during.
@@ -26,8 +29,8 @@ struct alignas(32) impact_row {
 static_assert(sizeof(impact_row) == 32);
 
 /// What the pruned evaluation (prune.cc) reads besides the postings and the block maxima; all
-/// of it derived from the postings and the docs' times by local_shard::compute_prune_index(),
-/// so it can be recomputed at load or stored beside the postings.
+/// of it derived from the postings and the docs' times by prune_index_builder, so it can be
+/// recomputed at load or stored beside the postings.
 struct prune_index {
   uint32_t words = 0;                 ///< 64-bit words per bitset: ceil(docs / 64)
   std::vector<uint32_t> set_of_term;  ///< per term: its bitset's number, or UINT32_MAX
@@ -91,5 +94,18 @@ inline constexpr std::array<uint32_t, 256> len_class_min = [] {
 }();
 /// Buckets of time ranks with a cumulative bitset each (prune_index::time_cum).
 inline constexpr uint32_t time_buckets = 32;
+
+/// Derives a sealed shard's prune_index (prune_index.cc): the bitsets, the time order and the
+/// tags' docs from its postings and stored stories, the length classes, and the impact terms'
+/// lists and rows (computed, or as an index file held them: local_shard::loaded_impact_).
+/// Run by finalize(), on a build and on a load alike; a friend of local_shard, whose tables it
+/// reads. Thread-safe for distinct shards.
+struct prune_index_builder {
+  static prune_index compute_prune_index(const local_shard& shard);
+
+ private:
+  // The impact terms (see prune_index): the commonest dense terms' lists and per-doc rows.
+  static void compute_impact(const local_shard& shard, prune_index& px);
+};
 
 }  // namespace tollgate::search
