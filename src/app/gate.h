@@ -12,6 +12,7 @@
 // Core-local: one gate per core, over its quota ledger.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -35,6 +36,13 @@ struct carried_charge {
   int64_t received_ns = 0;              ///< when its first delivery was read
 };
 
+/// What a request answered by a surface must wait for before its answer is real.
+enum class wait_for : uint8_t {
+  nothing,
+  slice,  ///< its search outlasted its slice: delivered again next pass
+  units   ///< cluster mode: its node asked Redis for quota units
+};
+
 /// What the gate decided about one request, and (after a surface answered it) what it came to.
 struct gate_verdict {
   route r = route::not_found;
@@ -51,6 +59,8 @@ struct gate_verdict {
   int64_t deadline_ms = 0;       ///< Tollgate-Deadline: unix ms its client gives up at (0: none)
   bool carried = false;          ///< a re-delivery: charged on its first delivery
   outcome result = outcome::ok;  ///< what the answer came to (set by the handler)
+  wait_for wait = wait_for::nothing;  ///< set by the surface: the request parks
+  size_t jobs_used = 0;               ///< wait: the search jobs it started
 };
 
 class gate {

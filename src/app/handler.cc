@@ -1,5 +1,7 @@
 #include "handler.h"
 
+#include <optional>
+
 #include "ops.h"
 #include "tools.h"
 
@@ -128,7 +130,16 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
   }
-  return v.r == route::mcp ? answer_mcp(req, v, out, now_ns) : answer_rest(req, v, out, now_ns);
+  const size_t mark = out.size();
+  const http::response_info info =
+      v.r == route::mcp ? answer_mcp(req, v, out, now_ns) : answer_rest(req, v, out, now_ns);
+  if (v.wait == wait_for::nothing) {
+    return info;
+  }
+  // The request must wait (a search slice, or quota units): its answer is discarded and written
+  // for real when it is delivered again, with the verdict's figures carried.
+  out.resize(mark);
+  return park(resuming_, v.fig, v.wait == wait_for::units, v.jobs_used, v.received_ns);
 }
 
 http::response_info core_handler::answer_mcp(const http::request& req, gate_verdict& v,
@@ -144,11 +155,10 @@ http::response_info core_handler::answer_mcp(const http::request& req, gate_verd
         *v.key, now_ns, f,
         request_terms{v.deadline_ms, v.received_ns, may_wait_lease(), resuming_ != nullptr});
   }
-  const size_t mark = out.size();
   http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
   if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() && io_ != nullptr) {
-    out.resize(mark);  // answered for real once its searches are done (or its units came)
-    return park(resuming_, v.fig, host_.lease_pending(), host_.tools()->jobs_used(), v.received_ns);
+    v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
+    v.jobs_used = host_.tools()->jobs_used();
   }
   v.result = host_.facts().any ? host_.facts().result : outcome::ok;
   return info;
@@ -159,17 +169,17 @@ http::response_info core_handler::answer_rest(const http::request& req, gate_ver
   const rest::resource what = v.r == route::rest_search  ? rest::resource::search
                               : v.r == route::rest_story ? rest::resource::story
                                                          : rest::resource::usage;
-  if (v.key == nullptr) {  // a 401 or 503: no caller
-    v.result = v.refusal.row->result;
-    return rest_.answer(req, v.refusal, what, v.rest, nullptr, out);
+  std::optional<rest::caller> c;  // none for a 401 or 503: no key
+  if (v.key != nullptr) {
+    c.emplace(rest::caller{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr});
+    c->may_wait_lease = may_wait_lease();
   }
-  rest::caller c{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr};
-  c.may_wait_lease = may_wait_lease();
-  http::response_info info = rest_.answer(req, v.refusal, what, v.rest, &c, out);
-  if (c.lease_pending) {
-    return park(resuming_, v.fig, true, 0, v.received_ns);
+  const http::response_info info =
+      rest_.answer(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
+  if (c && c->lease_pending) {
+    v.wait = wait_for::units;
   }
-  v.result = c.result;
+  v.result = c ? c->result : v.refusal.row->result;
   return info;
 }
 

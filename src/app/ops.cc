@@ -207,8 +207,8 @@ void cluster_metrics(const shared_state& s_, out_buffer& out) {
       c.restores);
 }
 
-http::response_info metrics(const shared_state& s_, const http::request& req, out_buffer& scratch_,
-                            out_buffer& out) {
+// The Prometheus text of every series, into scratch_.
+void render_metrics(const shared_state& s_, out_buffer& scratch_) {
   scratch_.clear();
   s_.counters->render(scratch_);
   if (s_.metrics) {
@@ -232,31 +232,42 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
   if (s_.cluster) {
     cluster_metrics(s_, scratch_);
   }
-  return ops_text(req, 200, scratch_.view(), "text/plain; version=0.0.4", out);
+}
+
+// What an ops route answers: its status and plain-text body.
+struct ops_answer {
+  int status;
+  std::string_view body;
+};
+
+ops_answer readiness(const shared_state& s) {
+  if (!s.ready.load(std::memory_order_acquire)) {
+    return {503, "starting\n"};
+  }
+  if (s.cluster && !s.cluster->keys_loaded()) {
+    return {503, "not ready: keys not loaded from redis yet\n"};
+  }
+  // Not ready while billed calls cannot be recorded (they are refused as unavailable).
+  if (s.quota && !s.quota->journals_ok()) {
+    return {503, "usage journal failing\n"};
+  }
+  return {200, "ready\n"};
 }
 
 }  // namespace
 
 http::response_info handle_ops(const shared_state& s, route r, const http::request& req,
                                out_buffer& scratch, out_buffer& out) {
-  switch (r) {
-    case route::healthz:
-      return ops_text(req, 200, "ok\n", "text/plain", out);
-    case route::readyz:
-      if (!s.ready.load(std::memory_order_acquire)) {
-        return ops_text(req, 503, "starting\n", "text/plain", out);
-      }
-      if (s.cluster && !s.cluster->keys_loaded()) {
-        return ops_text(req, 503, "not ready: keys not loaded from redis yet\n", "text/plain", out);
-      }
-      // Not ready while billed calls cannot be recorded (they are refused as unavailable).
-      if (s.quota && !s.quota->journals_ok()) {
-        return ops_text(req, 503, "usage journal failing\n", "text/plain", out);
-      }
-      return ops_text(req, 200, "ready\n", "text/plain", out);
-    default:
-      return metrics(s, req, scratch, out);
+  ops_answer a{200, "ok\n"};
+  std::string_view type = "text/plain";
+  if (r == route::metrics) {
+    render_metrics(s, scratch);
+    a.body = scratch.view();
+    type = "text/plain; version=0.0.4";
+  } else if (r == route::readyz) {
+    a = readiness(s);
   }
+  return ops_text(req, a.status, a.body, type, out);
 }
 
 http::response_info ops_handler::handle(const http::request& req, out_buffer& out,
