@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "reload.h"
+#include "tls_setup.h"
 #include "tollgate/common/ascii.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/common/percent.h"
@@ -235,6 +236,9 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
   }
   if (s_.engine != nullptr) {
     engine_metrics(*s_.engine, scratch_);
+  }
+  if (s_.tls) {
+    tls_metrics(*s_.tls, scratch_);
   }
   if (s_.quota) {
     journal_metrics(*s_.quota, scratch_);
