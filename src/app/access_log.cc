@@ -82,6 +82,9 @@ void format_access_line(out_buffer& out, const request_record& r, int core, int6
   out.push_back('"');
   put_uint_field(out, "core", static_cast<uint64_t>(core));
   put_string_field(out, "remote", r.peer.view());
+  if (r.tls.len != 0) {
+    put_string_field(out, "tls", r.tls.view());
+  }
   put_string_field(out, "method", r.method.view());
   put_string_field(out, "route", route_name(r.r));
   if (r.mcp_method.len != 0) {

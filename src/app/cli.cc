@@ -21,6 +21,7 @@ behind API keys, per-key rate limits and monthly quotas.
 Usage:
   tollgate serve  [--config FILE] [--listen HOST:PORT] [--threads N] [--data-dir DIR]
                   [--corpus FILE.jsonl | --sample] [--admin-listen HOST:PORT] [--role gateway|shard]
+                  [--tls-listen HOST:PORT --tls-cert FILE --tls-key FILE]
   tollgate stdio  [--config FILE] [--data-dir DIR] [--corpus FILE.jsonl | --sample]
                   (key: TOLLGATE_API_KEY)
   tollgate stdio  --remote URL [--cacert FILE] [--timeout-ms N]   (key: TOLLGATE_API_KEY)
@@ -52,6 +53,9 @@ Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metri
   --admin-listen H:P     serve /healthz, /readyz, /metrics and POST /admin/reload on a
                          separate address
   --role gateway|shard   shard: serve this node's slice to gateways (default gateway)
+  --tls-listen H:P       also serve HTTPS (the same routes) on this address ([tls] listen)
+  --tls-cert FILE        PEM certificate chain for it ([tls] cert; re-read on SIGHUP)
+  --tls-key FILE         PEM private key for it ([tls] key; re-read on SIGHUP)
   --accept-usage-loss    start although usage/snapshot.txt is missing or empty after usage
                          journals were compacted into it (refused otherwise: the usage it
                          counted would silently go back to what the remaining journals hold)
@@ -90,8 +94,9 @@ namespace {
 // The flags each server command takes: parse_server_args refuses any other, and the command's
 // usage text lists each (tests/app/cli_help_test.cc compares the two).
 constexpr std::string_view k_serve_flags[] = {
-    "--config", "--listen",       "--threads", "--data-dir",          "--corpus",
-    "--sample", "--admin-listen", "--role",    "--accept-usage-loss", "--help"};
+    "--config",     "--listen",       "--threads", "--data-dir",          "--corpus",
+    "--sample",     "--admin-listen", "--role",    "--accept-usage-loss", "--help",
+    "--tls-listen", "--tls-cert",     "--tls-key"};
 constexpr std::string_view k_stdio_flags[] = {
     "--config", "--data-dir", "--corpus", "--sample", "--accept-usage-loss", "--remote", "--help"};
 }  // namespace
@@ -167,7 +172,12 @@ struct corpus_flags {
 result<bool, cli_error> apply_serve_flag(int argc, char** argv, int& i, config::settings& s) {
   const std::string_view a = argv[i];
   std::string v;
-  if (a == "--listen" || a == "--admin-listen") {
+  if (a == "--tls-cert" || a == "--tls-key") {
+    if (auto r = flag_value(argc, argv, i, "a FILE", a == "--tls-cert" ? s.tls_cert : s.tls_key);
+        !r) {
+      return unexpected(r.error());
+    }
+  } else if (a == "--listen" || a == "--admin-listen" || a == "--tls-listen") {
     if (auto r = flag_value(argc, argv, i, "HOST:PORT", v); !r) {
       return unexpected(r.error());
     }
@@ -177,6 +187,8 @@ result<bool, cli_error> apply_serve_flag(int argc, char** argv, int& i, config::
     }
     if (a == "--listen") {
       s.listen = *ep;
+    } else if (a == "--tls-listen") {
+      s.tls_listen = *ep;
     } else {
       s.admin_listen = *ep;
     }

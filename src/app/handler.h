@@ -21,6 +21,7 @@
 #include "tollgate/http/response.h"
 #include "tollgate/http/router.h"
 #include "tollgate/mcp/endpoint.h"
+#include "tollgate/net/tls.h"
 #include "tollgate/quota/service.h"
 #include "tollgate/rest/api.h"
 #include "tollgate/search/backend.h"
@@ -51,9 +52,10 @@ struct shared_state {
   /// One per core: the search answer cache's counters (/metrics); null when the cache is off.
   std::unique_ptr<search_cache_stats[]> search_cache;
   int cores = 0;
-  std::unique_ptr<fleet_shared> fleet;  ///< a gateway with remote shards; null otherwise
-  const net::server* engine = nullptr;  ///< for /metrics; set once the engine exists
-  bool ops_on_main = true;              ///< false when --admin-listen moved the ops routes there
+  std::unique_ptr<fleet_shared> fleet;    ///< a gateway with remote shards; null otherwise
+  const net::server* engine = nullptr;    ///< for /metrics; set once the engine exists
+  std::shared_ptr<net::tls_context> tls;  ///< the HTTPS listener's context (null: none)
+  bool ops_on_main = true;                ///< false when --admin-listen moved the ops routes there
   std::atomic<bool> ready{false};
   /// Cluster mode: the node's Redis agent (null: single node). Until it has loaded keys once,
   /// /readyz says not ready and keyed requests get 503.

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "reload.h"
+#include "tls_setup.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/net/server.h"
 
@@ -216,6 +217,9 @@ void render_metrics(const shared_state& s_, out_buffer& scratch_) {
   }
   if (s_.engine != nullptr) {
     engine_metrics(*s_.engine, scratch_);
+  }
+  if (s_.tls) {
+    tls_metrics(*s_.tls, scratch_);
   }
   if (s_.quota) {
     journal_metrics(*s_.quota, scratch_);

@@ -57,7 +57,21 @@ reload_result reload_plans_and_keys(const shared_state& st, std::string_view sou
                                     quota::core_ledger* stdio_core, int64_t now_ns) {
   static std::mutex mu;  // SIGHUP and admin calls: one reload at a time
   std::lock_guard g(mu);
+  // The HTTPS pair first (not at start-up: it was just loaded): a pair that does not load
+  // changes nothing, plans and keys included.
+  std::string tls_note;
+  if (st.tls && source != "start-up") {
+    if (auto t = st.tls->reload(); !t) {
+      reload_result bad;
+      bad.message = t.error();
+      log_error("{}: nothing reloaded, the previous certificate, plans and keys stay in force: {}",
+                source, bad.message);
+      return bad;
+    }
+    tls_note = fmt::format("; TLS certificate {} for new connections", st.tls->cert_path());
+  }
   reload_result r = reload_locked(st, stdio_core, now_ns);
+  r.message += tls_note;
   if (r.ok) {
     log_info("{}: reloaded: {}", source, r.message);
   } else {

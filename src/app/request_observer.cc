@@ -140,6 +140,7 @@ void request_observer::answered(const http::request& req, route r, const http::r
     }
     if (io_ != nullptr) {
       rec.peer.len = static_cast<uint8_t>(io_->peer_address(rec.peer.data, sizeof(rec.peer.data)));
+      rec.tls.set(io_->tls_version());
     }
   }
   pending_.push_back(rec);

@@ -48,6 +48,7 @@ struct request_record {
   short_text<32> tool;
   short_text<64> account;
   short_text<48> peer;
+  short_text<8> tls;  ///< "TLSv1.3" over HTTPS; empty over plain HTTP
 };
 
 }  // namespace tollgate::app

@@ -21,6 +21,7 @@
 #include "sd_notify.h"
 #include "server_settings.h"
 #include "startup.h"
+#include "tls_setup.h"
 #include "tollgate/common/log.h"
 #include "tollgate/net/server.h"
 
@@ -48,6 +49,7 @@ int start_admin(shared_state& st, const config::settings& s, const net::server_o
     return 0;
   }
   net::server_options ao = no;
+  ao.tls = nullptr;  // the admin listener stays plain HTTP on its own address
   ao.host = s.admin_listen->host;
   ao.port = s.admin_listen->port;
   ao.threads = 1;
@@ -156,7 +158,17 @@ int run_serve(int argc, char** argv) {
   signal(SIGXFSZ, SIG_IGN);
   raise_fd_limit();
 
-  const net::server_options no = engine_options(*s);
+  net::server_options no = engine_options(*s);
+  int tls_code = 0;
+  std::shared_ptr<net::tls_context> tls = make_tls(*s, tls_code);  // the pair checked: exit 2
+  if (tls_code != 0) {
+    return tls_code;
+  }
+  if (tls) {
+    no.tls = tls;
+    no.tls_host = s->tls_listen->host;
+    no.tls_port = s->tls_listen->port;
+  }
   int cores = s->threads > 0 ? s->threads : net::default_threads();
   if (cores <= 0) {
     cores = 1;
@@ -178,6 +190,7 @@ int run_serve(int argc, char** argv) {
   }
   net::server engine(no);
   st.engine = &engine;
+  st.tls = tls;
   st.ops_on_main = !s->admin_listen.has_value();  // read by the cores: set before they start
   if (int rc = start_engine(engine, st, s->role_shard, cores); rc != 0) {
     return rc;
@@ -198,6 +211,9 @@ int run_serve(int argc, char** argv) {
   st.ready.store(true, std::memory_order_release);
   log_info("listening on http://{}:{} ({} threads){}", s->listen.host, engine.port(),
            engine.threads(), s->role_shard ? " as a shard node" : "");
+  if (tls) {
+    log_info("listening on https://{}:{}", s->tls_listen->host, engine.tls_port());
+  }
   notify_ready(*s, engine.port());
 
   wait_for_stop(set, st);

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cluster_cli.h"
 #include "commands.h"
+#include "tls_setup.h"
 #include "tollgate/common/log.h"
 #include "tollgate/net/server.h"
 
@@ -158,6 +159,9 @@ int run_config(int argc, char** argv) {
       fmt::print(stderr, "tollgate serve: {}\n", cs.error());
       return 2;
     }
+  }
+  if (int rc = check_tls_settings(*s); rc != 0) {
+    return rc;
   }
   if (!s->corpus_path.empty() && ::access(s->corpus_path.c_str(), R_OK) != 0) {
     fmt::print(stderr, "tollgate serve: {}: corpus.path: cannot read {}: {}\n", path,

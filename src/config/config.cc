@@ -35,6 +35,7 @@ const std::initializer_list<section> sections = {
     {"fleet", {"role", "secret", "shards", "deadline_ms", "local"}},
     {"log", {"access", "sample"}},
     {"cluster", {"redis", "node", "password_env", "prefix", "lease_wait_ms"}},
+    {"tls", {"listen", "cert", "key", "min_version"}},
 };
 
 std::initializer_list<std::string_view> keys_of(std::string_view table) {
@@ -423,6 +424,24 @@ void read_log(reader& r, const toml::table& t, settings& s) {
   r.number(t, "log", "sample", s.log_sample, 0.0, 1.0);
 }
 
+// [tls]: listen, cert and key together (the pair itself is loaded and checked by the server,
+// which names the file at fault).
+void read_tls(reader& r, const toml::table& t, settings& s) {
+  for (const char* k : {"listen", "cert", "key"}) {
+    if (t.get(k) == nullptr && !r.failed()) {
+      r.fail(&t, fmt::format("tls.{}", k), "required in [tls] (listen, cert and key go together)");
+    }
+  }
+  host_port ep;
+  r.host_port_value(t, "tls", "listen", ep);
+  s.tls_listen = ep;
+  r.string(t, "tls", "cert", s.tls_cert, true);
+  r.string(t, "tls", "key", s.tls_key, true);
+  bool v12 = true;
+  r.either(t, "tls", "min_version", "1.2", "1.3", v12);
+  s.tls_min_version = v12 ? "1.2" : "1.3";
+}
+
 void read_cluster(reader& r, const toml::table& t, settings& s) {
   if (t.get("redis") == nullptr) {
     r.fail(&t, "cluster.redis", "required: \"HOST:PORT\" or \"unix:PATH\" of the Redis server");
@@ -490,7 +509,8 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   const toml::table& root = *parsed;
   s.config_path = path;
   reader r(path);
-  r.only_keys(root, "", {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster"});
+  r.only_keys(root, "",
+              {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster", "tls"});
   struct step {
     std::string_view table;
     void (*read)(reader&, const toml::table&, settings&);
@@ -498,7 +518,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   for (const step& st :
        {step{"server", read_server}, step{"corpus", read_corpus}, step{"mcp", read_mcp},
         step{"quota", read_quota}, step{"plans", read_plans}, step{"fleet", read_fleet},
-        step{"log", read_log}, step{"cluster", read_cluster}}) {
+        step{"log", read_log}, step{"cluster", read_cluster}, step{"tls", read_tls}}) {
     if (const toml::table* t = r.table(root, st.table)) {
       if (st.table != "plans") {  // [plans] holds one table per plan name, checked by read_plans
         r.only_keys(*t, st.table, keys_of(st.table));

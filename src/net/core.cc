@@ -88,6 +88,9 @@ core::~core() {
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
   }
+  if (tls_listen_fd_ >= 0) {
+    ::close(tls_listen_fd_);
+  }
   ::close(wake_fd_);
   if (spare_fd_ >= 0) {
     ::close(spare_fd_);
@@ -261,6 +264,7 @@ void core::run() {
       break;
     }
     read_clocks();
+    run_handshake_queue();  // handshakes that waited for budget go first (core_tls.cc)
     if (draining_ && now_mono_ > drain_deadline_ + 5000 * kMs) {
       // Every connection was shut down at the deadline; completions that still have not come
       // are abandoned (exiting the ring cancels them).
@@ -307,7 +311,7 @@ bool core::wait() {
   if (handler_wake_at_ < wake_at) {
     wake_at = handler_wake_at_;
   }
-  if (!resumed_.empty() || !replies_.empty()) {
+  if (!resumed_.empty() || !replies_.empty() || !hs_wait_.empty()) {
     wake_at = now_mono_;  // work queued for the next pass: do not sleep
   }
   int64_t wait_ns = wake_at - now_mono_;
@@ -340,8 +344,8 @@ void core::reap() {
 }
 
 bool core::done() const noexcept {
-  return draining_ && open_ == 0 && !accept_armed_ && !wake_armed_ && !durable_inflight_ &&
-         !sync_inflight_ && file_writes_ == 0;
+  return draining_ && open_ == 0 && !accept_armed_ && !tls_accept_armed_ && !wake_armed_ &&
+         !durable_inflight_ && !sync_inflight_ && file_writes_ == 0;
 }
 
 void core::on_cqe(const io_uring_cqe& cqe) {
@@ -350,6 +354,9 @@ void core::on_cqe(const io_uring_cqe& cqe) {
   switch (kind) {
     case op::accept:
       on_accept(cqe);
+      return;
+    case op::accept_tls:
+      on_tls_accept(cqe);
       return;
     case op::wake:
       on_wake(cqe);

@@ -95,6 +95,10 @@ class core final : public http::engine_io {
     handler_wake_at_ = mono_ns < handler_wake_at_ ? mono_ns : handler_wake_at_;
   }
 
+  std::string_view tls_version() override;
+
+  /// Gives this core its HTTPS listener (before setup(); opts.tls is set).
+  void set_tls_listener(int fd) noexcept { tls_listen_fd_ = fd; }
   /// The eventfd that server::stop() writes to wake this core.
   int wake_fd() const noexcept { return wake_fd_; }
   /// Creates the ring, the buffer ring and the slot pool. Must run on the core's thread (the
@@ -116,6 +120,7 @@ class core final : public http::engine_io {
     up_send,
     up_recv,     // upstream connection operations (upstream.cc)
     file_write,  // engine_io::write_file (the access log)
+    accept_tls,  // the HTTPS listener (core_tls.cc)
   };
   static constexpr uint32_t kNil = UINT32_MAX;
 
@@ -137,8 +142,8 @@ class core final : public http::engine_io {
   void on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe);
   void on_send(conn& c, uint32_t idx, int res);
 
-  void open_conn(int fd);
-  void place_conn(int fd);
+  void open_conn(int fd, bool tls = false);
+  void place_conn(int fd, bool tls = false);
   void refuse_conn(int fd);
   void take_handoffs();
   void refuse_backlog();
@@ -203,6 +208,18 @@ class core final : public http::engine_io {
   void heap_remove(uint32_t idx);
   void heap_sift(uint32_t pos);
   void heap_set(uint32_t pos, uint32_t idx);
+
+  // TLS (core_tls.cc).
+  void arm_tls_accept();
+  void on_tls_accept(const io_uring_cqe& cqe);
+  bool tls_open(conn& c);
+  void tls_input(conn& c, uint32_t idx, const char* data, size_t n);
+  void tls_drive(conn& c, uint32_t idx);
+  void tls_fail(conn& c, uint32_t idx);
+  void tls_flush(conn& c, uint32_t idx);
+  bool tls_has_output(const conn& c) const noexcept;
+  void tls_release(conn& c);
+  void run_handshake_queue();
 
   void hard_close(conn& c, uint32_t idx);
   void graceful_close(conn& c, uint32_t idx);
@@ -327,6 +344,21 @@ class core final : public http::engine_io {
   uint32_t up_ops_ = 0;           // upstream operations in flight
   bool attached_ = false;         // attach() returned: add_upstream() is closed
   bool tearing_down_ = false;     // the loop ended: fetch() fails with -ECANCELED
+
+  // TLS (core_tls.cc). Handshake steps are CPU-heavy (a full one is an ECDHE + a signature):
+  // at most kHandshakeBudget run per pass; the rest wait in hs_wait_ (FIFO) for the next pass,
+  // which does not sleep while it is non-empty.
+  int tls_listen_fd_ = -1;
+  bool tls_accept_armed_ = false;
+  bool tls_accept_cancel_pending_ = false;
+  int hs_budget_ = 0;
+  struct hs_entry {
+    uint32_t idx;
+    uint32_t gen;
+  };
+  std::vector<hs_entry> hs_wait_;
+  std::vector<hs_entry> hs_work_;
+  std::vector<char> tls_plain_;  // SSL_read's plaintext, parsed in place (+ kPadding)
 };
 
 }  // namespace tollgate::net::detail

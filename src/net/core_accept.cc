@@ -49,6 +49,15 @@ void core::maybe_arm_accept() {
     cancel(uint64_t{static_cast<uint8_t>(op::accept)} << 56);
     accept_cancel_pending_ = true;
   }
+  if (tls_listen_fd_ < 0) {
+    return;
+  }
+  if (want && !tls_accept_armed_) {
+    arm_tls_accept();
+  } else if (!want && tls_accept_armed_ && !tls_accept_cancel_pending_) {
+    cancel(uint64_t{static_cast<uint8_t>(op::accept_tls)} << 56);
+    tls_accept_cancel_pending_ = true;
+  }
 }
 
 void core::on_accept(const io_uring_cqe& cqe) {
@@ -82,7 +91,10 @@ void core::on_accept(const io_uring_cqe& cqe) {
 // A connection this core accepted: kept when it has a free slot, else handed to the core with
 // the most room (handoff.h), else refused. One inside the descriptor reserve is refused first:
 // the descriptors above fd_ceiling_ belong to the rest of the process.
-void core::place_conn(int fd) {
+// A TLS connection travels through the handoff with kTlsFdBit set in its descriptor number.
+constexpr int kTlsFdBit = 1 << 30;
+
+void core::place_conn(int fd, bool tls) {
   if (draining_) {
     ::close(fd);  // accepted in the same burst as the stop
     return;
@@ -100,13 +112,13 @@ void core::place_conn(int fd) {
     accept_single_ = false;  // room again: the next accept armed is multishot
   }
   if (fd >= fd_ceiling_) {
-    bump(stats_.rejected_no_fd);  // (counted first: the client may look right after)
-    refuse_conn(fd);
+    bump(stats_.rejected_no_fd);                // (counted first: the client may look right after)
+    tls ? (void)::close(fd) : refuse_conn(fd);  // (a TLS client could not read a plain 503)
     return;
   }
   if (handoff_.reserve(index_)) {
     if (!free_.empty()) {
-      open_conn(fd);
+      open_conn(fd, tls);
       return;
     }
     handoff_.release(index_);  // (cannot happen: load counts every slot in use)
@@ -114,11 +126,11 @@ void core::place_conn(int fd) {
   const int to = handoff_.reserve_elsewhere(index_);
   if (to >= 0) {
     bump(stats_.handed_off);
-    handoff_.push(to, fd);
+    handoff_.push(to, tls ? fd | kTlsFdBit : fd);
     return;
   }
   bump(stats_.rejected);
-  refuse_conn(fd);
+  tls ? (void)::close(fd) : refuse_conn(fd);
 }
 
 // No core can take the connection: a 503 the client can read, then the close. The socket is
@@ -168,10 +180,12 @@ void core::refuse_backlog() {
 // Connections other cores accepted at their caps and handed here (their slots are reserved).
 void core::take_handoffs() {
   handoff_.take(index_, handed_);
-  for (const int fd : handed_) {
+  for (const int handed : handed_) {
+    const bool tls = (handed & kTlsFdBit) != 0;
+    const int fd = handed & ~kTlsFdBit;
     if (draining_ || free_.empty()) {
       handoff_.release(index_);
-      if (draining_) {
+      if (draining_ || tls) {
         ::close(fd);
       } else {
         bump(stats_.rejected);
@@ -179,12 +193,12 @@ void core::take_handoffs() {
       }
       continue;
     }
-    open_conn(fd);
+    open_conn(fd, tls);
   }
   handed_.clear();
 }
 
-void core::open_conn(int fd) {
+void core::open_conn(int fd, bool tls) {
   const uint32_t idx = free_.back();
   free_.pop_back();
   conn& c = conns_[idx];
@@ -199,6 +213,15 @@ void core::open_conn(int fd) {
   c.ready = c.mark = 0;
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  c.ssl = nullptr;
+  if (tls && !tls_open(c)) {
+    ::close(fd);  // no memory for the TLS state
+    c.fd = -1;
+    c.state = conn_state::free;
+    free_.push_back(idx);
+    handoff_.release(index_);
+    return;
+  }
   ++open_;
   bump(stats_.accepted);
   stats_.open_connections.store(open_, std::memory_order_relaxed);
@@ -239,6 +262,7 @@ void core::maybe_release(conn& c, uint32_t idx) {
   if (c.state != conn_state::closing || c.recv_armed || c.send_inflight) {
     return;
   }
+  tls_release(c);
   ::close(c.fd);
   c.fd = -1;
   c.state = conn_state::free;

@@ -154,6 +154,14 @@ void core::begin_drain() {
     ::close(listen_fd_);  // the armed accept keeps the socket until its cancellation completes
     listen_fd_ = -1;
   }
+  if (tls_accept_armed_ && !tls_accept_cancel_pending_) {
+    cancel(uint64_t{static_cast<uint8_t>(op::accept_tls)} << 56);
+    tls_accept_cancel_pending_ = true;
+  }
+  if (tls_listen_fd_ >= 0) {
+    ::close(tls_listen_fd_);
+    tls_listen_fd_ = -1;
+  }
   if (wake_armed_) {
     cancel(uint64_t{static_cast<uint8_t>(op::wake)} << 56);
   }

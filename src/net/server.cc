@@ -21,6 +21,7 @@
 #include "net/core.h"
 #include "tollgate/common/log.h"
 #include "tollgate/net/features.h"
+#include "tollgate/net/tls.h"
 
 namespace tollgate::net {
 namespace {
@@ -123,13 +124,13 @@ int port_taken(const addrinfo& ai) {
 
 // Listeners, one per core: the first binds `port` (0 picks one, written back), the rest join it
 // with SO_REUSEPORT. Returns an error message (nothing left open), or empty.
-std::string open_listeners(const server_options& o, int n, std::vector<int>& listeners,
-                           uint16_t& port) {
+std::string open_listeners(const server_options& o, const std::string& host_name, int n,
+                           std::vector<int>& listeners, uint16_t& port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  const char* host = (o.host.empty() || o.host == "*") ? nullptr : o.host.c_str();
+  const char* host = (host_name.empty() || host_name == "*") ? nullptr : host_name.c_str();
   auto close_listeners = [&] {
     for (const int fd : listeners) {
       ::close(fd);
@@ -142,12 +143,12 @@ std::string open_listeners(const server_options& o, int n, std::vector<int>& lis
     const int gai = ::getaddrinfo(host, service.c_str(), &hints, &res);
     if (gai != 0) {
       close_listeners();
-      return fmt::format("cannot resolve listen address {}: {}", o.host, ::gai_strerror(gai));
+      return fmt::format("cannot resolve listen address {}: {}", host_name, ::gai_strerror(gai));
     }
     if (i == 0 && port != 0) {
       if (const int e = port_taken(*res); e != 0) {
         ::freeaddrinfo(res);
-        return fmt::format("cannot listen on {}:{}: {}", o.host, port,
+        return fmt::format("cannot listen on {}:{}: {}", host_name, port,
                            e == EADDRINUSE ? "address already in use (by another process, or "
                                              "another listener of this one)"
                                            : std::strerror(e));
@@ -157,7 +158,7 @@ std::string open_listeners(const server_options& o, int n, std::vector<int>& lis
     ::freeaddrinfo(res);
     if (fd < 0) {
       close_listeners();
-      return fmt::format("cannot listen on {}:{}: {}", o.host, port, std::strerror(-fd));
+      return fmt::format("cannot listen on {}:{}: {}", host_name, port, std::strerror(-fd));
     }
     listeners.push_back(fd);
     if (i == 0) {
@@ -234,6 +235,7 @@ struct server::impl {
   std::vector<std::thread> threads;
   int nthreads = 0;
   uint16_t port = 0;
+  uint16_t tls_port = 0;
   bool started = false;
 };
 
@@ -247,6 +249,7 @@ server::~server() {
 }
 
 uint16_t server::port() const noexcept { return impl_->port; }
+uint16_t server::tls_port() const noexcept { return impl_->tls_port; }
 int server::threads() const noexcept { return impl_->nthreads; }
 const core_stats& server::stats(int core) const noexcept { return impl_->stats[core]; }
 
@@ -289,8 +292,19 @@ result<void, std::string> server::start(handler_factory factory) {
 
   std::vector<int> listeners;
   uint16_t port = o.port;
-  if (std::string bad = open_listeners(o, n, listeners, port); !bad.empty()) {
+  if (std::string bad = open_listeners(o, o.host, n, listeners, port); !bad.empty()) {
     return unexpected(std::move(bad));
+  }
+  std::vector<int> tls_listeners;
+  uint16_t tls_port = o.tls_port;
+  if (o.tls) {
+    if (std::string bad = open_listeners(o, o.tls_host, n, tls_listeners, tls_port); !bad.empty()) {
+      for (const int fd : listeners) {
+        ::close(fd);
+      }
+      return unexpected("HTTPS: " + bad);
+    }
+    log_info("HTTPS on {}:{}: {}", o.tls_host, tls_port, o.tls->ktls_status());
   }
 
   std::vector<std::unique_ptr<http::handler>> handlers;
@@ -298,6 +312,9 @@ result<void, std::string> server::start(handler_factory factory) {
     handlers.push_back(factory(i));
     if (!handlers.back()) {
       for (const int fd : listeners) {
+        ::close(fd);
+      }
+      for (const int fd : tls_listeners) {
         ::close(fd);
       }
       return unexpected(fmt::format("handler factory returned null for core {}", i));
@@ -309,12 +326,16 @@ result<void, std::string> server::start(handler_factory factory) {
   for (int i = 0; i < n; ++i) {
     s.cores.push_back(std::make_unique<detail::core>(i, o, f, listeners[i], std::move(handlers[i]),
                                                      s.stats[i], s.stop, *s.handoff));
+    if (o.tls) {
+      s.cores.back()->set_tls_listener(tls_listeners[i]);
+    }
     s.wake_fds[i] = s.cores.back()->wake_fd();
     s.handoff->set_wake_fd(i, s.wake_fds[i]);
   }
   s.wake_count.store(n, std::memory_order_release);
   s.nthreads = n;
   s.port = port;
+  s.tls_port = o.tls ? tls_port : 0;
 
   std::string first_error = run_cores(s.cores, s.threads, o, cpus);
   if (!first_error.empty()) {

@@ -113,6 +113,12 @@ struct settings {
   /// Longest a billed request waits (parked, its core serving others) for quota units its node
   /// asked Redis for; then the outage rules answer it.
   int64_t cluster_lease_wait_ms = 50;
+
+  // [tls] (its presence, or --tls-listen, adds the HTTPS listener; see net/tls.h)
+  std::optional<host_port> tls_listen;
+  std::string tls_cert;                 ///< PEM chain
+  std::string tls_key;                  ///< PEM private key
+  std::string tls_min_version = "1.2";  ///< "1.2" or "1.3"
 };
 
 struct config_error {

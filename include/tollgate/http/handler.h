@@ -96,6 +96,9 @@ class engine_io {
   /// Only inside handle(): the peer address of the request's connection as text ("1.2.3.4:5",
   /// "[::1]:5"), written to `buf`; returns its length (0: unknown).
   virtual size_t peer_address(char* /*buf*/, size_t /*cap*/) { return 0; }
+  /// Only inside handle(): the TLS protocol of the request's connection ("TLSv1.3"), or empty
+  /// for plain HTTP. The view is static text.
+  virtual std::string_view tls_version() { return {}; }
 };
 
 /// Durable bytes a handler wants written before the responses that depend on them go out (the

@@ -19,6 +19,8 @@
 
 namespace tollgate::net {
 
+class tls_context;  // tollgate/net/tls.h
+
 /// How the engine listens, threads and limits. Plain data, read once by server::start().
 struct server_options {
   std::string host = "127.0.0.1";      ///< numeric IPv4/IPv6 address or name; "" or "*" = any
@@ -59,6 +61,12 @@ struct server_options {
   ///   completion. On file systems without async buffered writes (ext4 among them) the kernel
   ///   runs it on an io-wq worker thread, which costs a thread wake-up per write.
   bool journal_inline = true;
+  /// HTTPS: with `tls` set, every core also accepts on tls_host:tls_port (its own SO_REUSEPORT
+  /// listener; 0 = pick a port, see server::tls_port()) and serves the same handler over TLS
+  /// (see src/net/core_tls.cc). Shared by the cores; reload it through the context itself.
+  std::shared_ptr<tls_context> tls;
+  std::string tls_host = "127.0.0.1";
+  uint16_t tls_port = 0;
 };
 
 /// What server_options::threads = 0 resolves to: the number of online CPUs (the same figure as
@@ -114,6 +122,8 @@ class server {
 
   /// The bound port (the picked one when options.port was 0). Valid after start() succeeded.
   uint16_t port() const noexcept;
+  /// The bound HTTPS port (0 without options.tls). Valid after start() succeeded.
+  uint16_t tls_port() const noexcept;
   /// Number of cores running. Valid after start() succeeded.
   int threads() const noexcept;
 
