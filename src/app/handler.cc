@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iterator>
 
+#include "admin_api.h"
 #include "reload.h"
 #include "tollgate/common/ascii.h"
 #include "tollgate/common/json_out.h"
@@ -251,6 +252,9 @@ http::response_info metrics(const shared_state& s_, const http::request& req, ou
   if (s_.cluster) {
     cluster_metrics(s_, scratch_);
   }
+  if (s_.admin) {
+    s_.admin->render_metrics(scratch_);
+  }
   return ops_text(req, 200, scratch_.view(), "text/plain; version=0.0.4", out);
 }
 
@@ -311,6 +315,9 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
     if (r == route::healthz || r == route::readyz || r == route::metrics) {
       return handle_ops(s_, r, req, scratch_, out);
     }
+  }
+  if (s_.admin && req.path.substr(0, 7) == "/admin/") {  // accounts, keys, usage, webhook
+    return s_.admin->handle(req, out);
   }
   auto head = http::head_for(req, 404);
   head.content_type = "application/json";
@@ -656,8 +663,15 @@ void core_handler::on_wake(int64_t /*now_ns*/) {
   }
 }
 
+bool core_handler::public_webhook(const http::request& req) const noexcept {
+  return s_.admin && s_.admin->public_webhook() && req.path == admin_api::k_webhook_path;
+}
+
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
+  if (public_webhook(req)) {  // [stripe] public_webhook: the one admin route served here
+    return s_.admin->handle_webhook(req, out, false);
+  }
   resuming_ = find_parked();
   if (resuming_ != nullptr) {
     host_.tools()->use_jobs(&resuming_->jobs);
@@ -726,7 +740,7 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   // Only refusals that come before route() reads the body: the answer is the one the whole
   // request would get (handle() below takes the same path, counted once).
   const http::route_match m = s_.router.match(head.method, head.path);
-  bool refused = m.status != 200;
+  bool refused = m.status != 200 && !public_webhook(head);
   if (!refused) {
     const auto r = static_cast<app::route>(m.id);
     const bool keyed = r == route::rest_search || r == route::rest_story ||

@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "admin_api.h"
 #include "cli.h"
 #include "cluster_cli.h"
 #include "commands.h"
@@ -598,6 +599,9 @@ int run_serve(int argc, char** argv) {
   if (int rc = build_serve_state(st, *s, cores, lock); rc != 0) {
     return rc;
   }
+  if (int rc = make_admin_api(st, *s); rc != 0) {
+    return rc;
+  }
   bool demo_key = false;
   if (st.quota && !s->cluster) {  // cluster: keys are made with `tollgate keys --config`
     if (int rc = demo_key_needed(*s, demo_key); rc != 0) {
@@ -834,6 +838,10 @@ int run_config(int argc, char** argv) {
       fmt::print(stderr, "tollgate serve: {}\n", cs.error());
       return 2;
     }
+  }
+  if (auto a = check_admin_config(*s, false); !a) {
+    fmt::print(stderr, "tollgate serve: {}: {}\n", path, a.error());
+    return 2;
   }
   if (!s->corpus_path.empty() && ::access(s->corpus_path.c_str(), R_OK) != 0) {
     fmt::print(stderr, "tollgate serve: {}: corpus.path: cannot read {}: {}\n", path,
