@@ -323,8 +323,8 @@ admin_api::admin_api(shared_state& st, const config::settings& s,
       (void)quota::fs::write_file_atomic(data_dir_ + "/stripe-events.txt", kept);
     }
   }
-  if (!token_set_) {
-    log_info("admin API: {}", disabled_why_);
+  if (!token_set_ && s.admin_listen) {
+    log_info("{}", disabled_why_);
   }
 }
 
