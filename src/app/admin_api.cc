@@ -501,6 +501,9 @@ admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t 
       log_error("admin API: idempotency record not written ({}); a retry may repeat the change",
                 r.error());
     }
+    if (idem_.size() > 100000) {  // answers older than a day are forgotten
+      std::erase_if(idem_, [&](const auto& x) { return now - x.second.at >= kRememberSecs; });
+    }
     idem_[lookup] = std::move(e);
   }
   return a;
@@ -1012,7 +1015,18 @@ admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool
       what = act::resume;
     }
   }
-  std::lock_guard g(mu_);
+  // A public core never waits for the admin core's change (which waits for every core to
+  // switch tables, this one included): it answers 503 and Stripe delivers again.
+  std::unique_lock g(mu_, std::defer_lock);
+  if (admin_core) {
+    g.lock();
+  } else if (!g.try_lock()) {
+    return {503, error_body("busy", "Another change is being made; deliver the event again."),
+            "Retry-After: 1\r\n"};
+  }
+  if (events_.size() > 100000) {  // ids older than a day are forgotten
+    std::erase_if(events_, [&](const auto& e) { return now - e.second >= kRememberSecs; });
+  }
   if (auto it = events_.find(std::string(id));
       it != events_.end() && now - it->second < kRememberSecs) {
     events_duplicate_.fetch_add(1, std::memory_order_relaxed);

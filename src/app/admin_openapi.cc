@@ -1044,6 +1044,16 @@ constexpr std::string_view kDoc =
         }
        }
       }
+     },
+     "503": {
+      "description": "Another change was being made (a public core never waits): deliver again.",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
      }
     }
    }
@@ -1053,7 +1063,8 @@ constexpr std::string_view kDoc =
     "operationId": "openapi",
     "summary": "This document.",
     "security": [],
-    "responses": {
+)json"
+    R"json(    "responses": {
      "200": {
       "description": "OpenAPI 3.1",
       "content": {
@@ -1070,8 +1081,7 @@ constexpr std::string_view kDoc =
  },
  "components": {
   "securitySchemes": {
-)json"
-    R"json(   "adminToken": {
+   "adminToken": {
     "type": "http",
     "scheme": "bearer",
     "description": "The admin token ([admin] token_env, token_file or token_sha256)."
@@ -1290,7 +1300,8 @@ constexpr std::string_view kDoc =
      "replaces": {
       "type": "string"
      },
-     "old_key_expires": {
+)json"
+    R"json(     "old_key_expires": {
       "type": "string",
       "format": "date-time"
      }
@@ -1304,8 +1315,7 @@ constexpr std::string_view kDoc =
     ],
     "properties": {
      "plan": {
-)json"
-    R"json(      "type": "string"
+      "type": "string"
      }
     },
     "additionalProperties": false
