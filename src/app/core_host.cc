@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "tollgate/envelope/outcome_table.h"
+
 namespace tollgate::app {
 namespace {
 int64_t wall_ns() {
@@ -14,7 +16,6 @@ int64_t wall_ns() {
 void core_host::set_stdio(std::string secret) {
   stdio_ = true;
   stdio_secret_ = std::move(secret);
-  check_rate_on_admit_ = true;
 }
 
 const quota::figures& core_host::figures_now() {
@@ -57,22 +58,22 @@ bool core_host::stdio_begin_call() {
 mcp::admission core_host::admit(std::string_view /*tool*/, std::string_view id) {
   mcp::admission a;
   if (stdio_ && !stdio_begin_call()) {  // revoked while running: nothing more may be spent
-    a.outcome = mcp::admission::kind::suspended;
+    a.refusal = envelope::tool_error_code::suspended;
     return a;
   }
   // Abandoned calls (design §5): the client will not read the answer, so nothing is spent.
-  if (deadline_ms_ > 0 && now_ns_ / 1'000'000 > deadline_ms_) {
-    a.outcome = mcp::admission::kind::expired;
+  if (terms_.deadline_ms > 0 && now_ns_ / 1'000'000 > terms_.deadline_ms) {
+    a.refusal = envelope::tool_error_code::call_expired;
     a.retry_after_secs = 1;
     return a;
   }
-  if (cancels_ != nullptr && cancels_->contains(key_->key_id, id, received_ns_, now_ns_)) {
-    a.outcome = mcp::admission::kind::cancelled;
+  if (cancels_ != nullptr && cancels_->contains(key_->key_id, id, terms_.received_ns, now_ns_)) {
+    a.refusal = envelope::tool_error_code::call_cancelled;
     return a;
   }
-  if (check_rate_on_admit_) {
+  if (stdio_) {  // a rate breach is a tool error there, not a 429
     if (quota_.check_rate(*key_, now_ns_, fig_) == quota::rate_verdict::limited) {
-      a.outcome = mcp::admission::kind::rate_limited;
+      a.refusal = envelope::tool_error_code::rate_limited;
       a.retry_after_secs = fig_.retry_after_secs;
       return a;
     }
@@ -80,7 +81,7 @@ mcp::admission core_host::admit(std::string_view /*tool*/, std::string_view id) 
   // A batch entry after one that was billed in this delivery never waits: a re-delivery would
   // bill that one again. It is decided now (the outage rules when no units are held).
   quota::admit_verdict v =
-      quota_.admit(*key_, now_ns_, fig_, ticket_, may_wait_lease_ && !billed_here_);
+      quota_.admit(*key_, now_ns_, fig_, ticket_, terms_.may_wait_lease && !billed_here_);
   quota_filled_ = true;  // admit() filled the quota part of fig_ from the same snapshot
   if (v == quota::admit_verdict::ok) {
     admitted_ = true;
@@ -92,31 +93,16 @@ mcp::admission core_host::admit(std::string_view /*tool*/, std::string_view id) 
     // woken, then it is admitted again.
     lease_pending_ = true;
     tools_.yield();
-    a.outcome = mcp::admission::kind::quota_unreachable;
+    a.refusal = envelope::tool_error_code::quota_unreachable;
     return a;
   }
-  // A refusal: the figures go along whole; the outcome table keeps those it carries.
+  // A refusal: the outcome table names its code; the figures go along whole and the row keeps
+  // those it carries.
+  a.refusal = envelope::row_of(v).code;
   a.retry_after_secs = fig_.retry_after_secs;
   a.quota_limit = fig_.quota_limit;
   a.quota_used = fig_.quota_used;
   a.quota_remaining = fig_.quota_remaining;
-  switch (v) {
-    case quota::admit_verdict::ok:
-      break;
-    case quota::admit_verdict::suspended:
-      a.outcome = mcp::admission::kind::suspended;
-      break;
-    case quota::admit_verdict::quota_exceeded:
-      a.outcome = mcp::admission::kind::quota_exceeded;
-      break;
-    case quota::admit_verdict::unavailable:
-      a.outcome = mcp::admission::kind::unavailable;
-      break;
-    case quota::admit_verdict::quota_unreachable:
-    case quota::admit_verdict::lease_pending:  // answered above
-      a.outcome = mcp::admission::kind::quota_unreachable;
-      break;
-  }
   return a;
 }
 
@@ -132,11 +118,11 @@ mcp::admission core_host::rate_check() {
     return a;  // over HTTP the handler rated the request before dispatch
   }
   if (!stdio_begin_call()) {
-    a.outcome = mcp::admission::kind::suspended;
+    a.refusal = envelope::tool_error_code::suspended;
     return a;
   }
   if (quota_.check_rate(*key_, now_ns_, fig_) == quota::rate_verdict::limited) {
-    a.outcome = mcp::admission::kind::rate_limited;
+    a.refusal = envelope::tool_error_code::rate_limited;
     a.retry_after_secs = fig_.retry_after_secs;
   }
   return a;
@@ -144,14 +130,14 @@ mcp::admission core_host::rate_check() {
 
 mcp::admission core_host::rate_extra() {
   mcp::admission a;
-  if (stdio_ || key_ == nullptr || continuing_) {
+  if (stdio_ || key_ == nullptr || terms_.continuing) {
     // stdio has no batches; a re-delivery was charged on its first delivery
     return a;
   }
   // Into a copy: a refusal's retry_after_secs must not put Retry-After on the batch's 200.
   quota::figures f = fig_;
   if (quota_.check_rate(*key_, now_ns_, f) == quota::rate_verdict::limited) {
-    a.outcome = mcp::admission::kind::rate_limited;
+    a.refusal = envelope::tool_error_code::rate_limited;
     a.retry_after_secs = f.retry_after_secs;
   }
   fig_.rate_remaining = f.rate_remaining;  // 0 when refused

@@ -31,6 +31,22 @@ struct mcp_facts {
   uint32_t shards_total = 0;
 };
 
+/// What the handler's gate knows of one HTTP request besides its key and figures.
+struct request_terms {
+  /// Tollgate-Deadline (unix ms; 0: none): a tools/call is not admitted past it.
+  int64_t deadline_ms = 0;
+  /// A re-delivered request (parked, or deferred for its remote shards): when it was first
+  /// read (0: now). A cancellation reaches only calls received before it (cancel_set).
+  int64_t received_ns = 0;
+  /// Cluster mode: a billable call whose node holds no units of the key may wait for them
+  /// (admit() then yields the request, and lease_pending() says so) rather than be answered
+  /// by the outage rules at once.
+  bool may_wait_lease = false;
+  /// A re-delivery: its batch entries were charged to the rate limit on the first delivery,
+  /// so rate_extra() charges nothing again.
+  bool continuing = false;
+};
+
 class core_host final : public mcp::host, public tool_caller {
  public:
   core_host(quota::core_ledger& quota, const search::backend& backend)
@@ -42,42 +58,30 @@ class core_host final : public mcp::host, public tool_caller {
   /// The cores' shared set of cancelled requests (null: cancellations are not recorded, as on
   /// stdio, where each call is answered before the next line is read).
   void set_cancels(cancel_set* c) noexcept { cancels_ = c; }
-  /// The request's Tollgate-Deadline (unix ms; 0: none), after begin(): a tools/call is not
-  /// admitted past it.
-  void set_deadline_ms(int64_t ms) noexcept { deadline_ms_ = ms; }
-  /// A re-delivered request (parked, or deferred for its remote shards): when it was first
-  /// read, after begin() (which takes the delivery's time). A cancellation reaches only calls
-  /// received before it (cancel_set).
-  void set_received_ns(int64_t ns) noexcept { received_ns_ = ns; }
 
   /// Arms the host for one request of key `k` whose rate figures are already in `fig`.
-  /// `check_rate_on_admit`: stdio, where a rate breach is a tool error rather than a 429.
   void begin(const quota::key_record& k, int64_t now_ns, const quota::figures& fig,
-             bool check_rate_on_admit = false) noexcept {
+             const request_terms& t = {}) noexcept {
     key_ = &k;
     now_ns_ = now_ns;
     fig_ = fig;
+    terms_ = t;
+    if (terms_.received_ns == 0) {
+      terms_.received_ns = now_ns;
+    }
     admitted_ = false;
     quota_filled_ = false;
-    check_rate_on_admit_ = check_rate_on_admit;
-    deadline_ms_ = 0;
-    received_ns_ = now_ns;
     tools_.begin_request();
-    continuing_ = false;
-    may_wait_lease_ = false;
     lease_pending_ = false;
     billed_here_ = false;
     facts_ = {};
   }
-  /// Cluster mode (after begin()): a billable call whose node holds no units of the key may
-  /// wait for them (admit() then yields the request, and lease_pending() says so) rather than
-  /// be answered by the outage rules at once.
-  void set_may_wait_lease(bool may_wait) noexcept { may_wait_lease_ = may_wait; }
   /// The request yielded to wait for quota units (not for a search slice).
   bool lease_pending() const noexcept { return lease_pending_; }
 
-  /// stdio: no engine drives this core, so the host does: each call re-reads the clock, runs
-  /// the quota tick, re-checks the key (a revocation or suspension takes effect), charges the
+  /// stdio (the one mode): no engine drives this core, so the host does: each call re-reads the
+  /// clock, runs the quota tick, re-checks the key (a revocation or suspension takes effect),
+  /// charges the
   /// rate limit (a breach is a rate_limited tool error) and writes the journal before the
   /// response goes out.
   void set_stdio(std::string secret);
@@ -108,9 +112,6 @@ class core_host final : public mcp::host, public tool_caller {
   /// The context the core's tools run against: the endpoint hands it to each tool call; the
   /// handler sets it up and arms its search jobs.
   tool_context* tools() noexcept override { return &tools_; }
-  /// A re-delivery of a deferred request (set after begin()): its batch entries were charged
-  /// to the rate limit on the first delivery, so rate_extra() charges nothing again.
-  void set_continuing() noexcept { continuing_ = true; }
   void answered(const mcp::answer_note& note) override {
     if (!facts_.any) {
       facts_.any = true;
@@ -141,16 +142,14 @@ class core_host final : public mcp::host, public tool_caller {
   quota::figures fig_;
   quota::ticket ticket_;
   mcp_facts facts_;
+  request_terms terms_;
+  // The request's state: a call admitted and not yet settled; fig_'s quota part current; the
+  // request yielded for quota units; a call of this delivery was billed.
   bool admitted_ = false;
   bool quota_filled_ = false;
-  bool continuing_ = false;
-  bool check_rate_on_admit_ = false;
-  bool may_wait_lease_ = false;
   bool lease_pending_ = false;
-  bool billed_here_ = false;  // a call of this delivery was billed
+  bool billed_here_ = false;
   cancel_set* cancels_ = nullptr;
-  int64_t deadline_ms_ = 0;
-  int64_t received_ns_ = 0;
   /// stdio, at the start of each call: the clock, the core's tick when due, and the key's
   /// current record (false when it was revoked).
   bool stdio_begin_call();

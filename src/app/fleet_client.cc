@@ -3,6 +3,9 @@
 #include <charconv>
 
 #include "tollgate/common/assert.h"
+#include "tollgate/common/percent.h"
+#include "tollgate/mcp/endpoint.h"
+#include "tools.h"
 
 namespace tollgate::app {
 
@@ -385,6 +388,41 @@ void fleet_client::finish() {
     release(static_cast<uint32_t>(active_));
     active_ = -1;
   }
+}
+
+bool fleet_client::look_ahead(const http::request& req, route r, std::string_view rest_id,
+                              mcp::endpoint& ep, int64_t now_ns, const quota::figures& fig) {
+  begin_collect();
+  switch (r) {
+    case route::mcp: {
+      fleet_calls calls(*this);
+      ep.decide_calls(req, calls, now_ns);
+      break;
+    }
+    case route::rest_search: {
+      search::query_args args;
+      if (qs_.parse(req.query, args) && search::validate(args)) {
+        collect_search(args);
+      }
+      break;
+    }
+    default:
+      // The id as rest::api::story reads it: percent-decoded (a malformed one is answered 400
+      // without the remotes).
+      if (!rest_id.empty() && rest_id.find('/') == std::string_view::npos) {
+        id_buf_.clear();
+        if (percent_decode(rest_id, id_buf_, /*plus_is_space=*/false)) {
+          collect_story(id_buf_.view());
+        }
+      }
+      break;
+  }
+  if (!end_collect()) {
+    return false;
+  }
+  launch(fig, now_ns);
+  // launch() may find nothing to wait for (every remote down): then this same call answers.
+  return !activate();
 }
 
 }  // namespace tollgate::app

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "metrics.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/config/config.h"
 #include "tollgate/http/handler.h"
@@ -34,6 +35,10 @@
 #include "tollgate/search/query.h"
 #include "tollgate/search/remote_health.h"
 #include "tollgate/search/remote_query.h"
+
+namespace tollgate::mcp {
+class endpoint;
+}
 
 namespace tollgate::app {
 
@@ -96,6 +101,12 @@ class fleet_client {
   void deactivate() noexcept { active_ = -1; }
 
   void on_upstream(uint64_t tag, const http::upstream_reply& reply);
+  /// Steps 1 and 2 for a request the gate let through, on route `r` (MCP, a REST search or a
+  /// story, `rest_id` its percent-encoded id): collects what it asks of the remotes (MCP: the
+  /// calls `ep` decides, nothing run) and launches them. True when it is deferred for them;
+  /// false when there is nothing to ask, or no remote is up (it is answered now).
+  bool look_ahead(const http::request& req, route r, std::string_view rest_id, mcp::endpoint& ep,
+                  int64_t now_ns, const quota::figures& fig);
   /// About every 100 ms: recycles answers whose request the engine never delivered again.
   void on_tick();
 
@@ -137,6 +148,8 @@ class fleet_client {
   out_buffer body_;
   out_buffer request_;
   out_buffer path_;
+  search::query_string_parser qs_;  // look_ahead's own REST query decoding
+  out_buffer id_buf_;               // look_ahead's percent-decoded story id
 };
 
 }  // namespace tollgate::app

@@ -10,6 +10,7 @@
 #include "cancel_set.h"
 #include "core_host.h"
 #include "fleet_client.h"
+#include "gate.h"
 #include "metrics.h"
 #include "request_observer.h"
 #include "search_cache.h"
@@ -73,12 +74,6 @@ void register_routes(shared_state& s);
 /// A shard node's routes: the fleet routes and the ops routes.
 void register_shard_routes(shared_state& s);
 
-/// The key presented by a request: `Authorization: Bearer KEY` (scheme in any case, blanks
-/// after it skipped) or, only when there is no Authorization field, `X-API-Key: KEY`. Empty
-/// when neither is there, or the Authorization scheme is not Bearer: a request that authorizes
-/// itself some other way (Basic) presents no key, even with an X-API-Key beside it.
-std::string_view presented_key(const http::request& req) noexcept;
-
 /// The body of every 404 for a path no route takes (or a route this listener does not serve),
 /// on the public, admin and shard-node listeners alike.
 inline constexpr std::string_view k_no_such_route =
@@ -86,21 +81,6 @@ inline constexpr std::string_view k_no_such_route =
 /// The body of every 405 for a route that does not take the request's method.
 inline constexpr std::string_view k_method_not_allowed =
     R"({"code":"method_not_allowed","message":"This route does not support that method."})";
-
-/// Answers an ops route (healthz, readyz, metrics). `scratch` is the core's reusable buffer.
-http::response_info handle_ops(const shared_state& s, route r, const http::request& req,
-                               out_buffer& scratch, out_buffer& out);
-
-/// Serves only the ops routes: the handler of the separate admin listener (--admin-listen).
-class ops_handler final : public http::handler {
- public:
-  explicit ops_handler(const shared_state& s) : s_(s) { scratch_.reserve(16384); }
-  http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
-
- private:
-  const shared_state& s_;
-  out_buffer scratch_;
-};
 
 class core_handler final : public http::handler {
  public:
@@ -132,15 +112,15 @@ class core_handler final : public http::handler {
  private:
   /// POST /admin/webhooks/stripe with [stripe] public_webhook on (admin_api.h).
   bool public_webhook(const http::request& req) const noexcept;
-  // Methods other than POST on /mcp: answered by the endpoint without a key (no rate or quota
-  // figures), HEAD without the body.
-  http::response_info keyless_mcp(const http::request& req, out_buffer& out, int64_t now_ns);
+  // match → gate → (a gateway's look-ahead) → the surface's answer; `v` is the gate's verdict,
+  // with what the answer came to.
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
-                            route& counted);
-  /// Gateway with remote shards: collects the searches a request makes; true when
-  /// it was deferred for their fan-out.
-  bool fan_out(const http::request& req, app::route r, std::string_view rest_id, int64_t now_ns,
-               const quota::figures& fig);
+                            gate_verdict& v);
+  // The surfaces' one entry each, from the verdict (refusals included).
+  http::response_info answer_mcp(const http::request& req, gate_verdict& v, out_buffer& out,
+                                 int64_t now_ns);
+  http::response_info answer_rest(const http::request& req, gate_verdict& v, out_buffer& out,
+                                  int64_t now_ns);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
   /// Searches in slices: a request whose search outlasted its slice is parked (deferred, and
@@ -171,23 +151,20 @@ class core_handler final : public http::handler {
   int core_;
   quota::core_ledger& quota_;
   mcp::endpoint endpoint_;
+  gate gate_;
   core_host host_;
   rest::api rest_;
   out_buffer scratch_;
   std::unique_ptr<search_cache> cache_;  // null when off or on a gateway with remote shards
   std::unique_ptr<fleet_client> fleet_;
-  search::query_string_parser fleet_qs_;  // fan_out's own REST query decoding
-  out_buffer fleet_id_;                   // fan_out's percent-decoded story id
   http::engine_io* io_ = nullptr;
   tool_context::job_group light_jobs_;  // the jobs of requests not parked (yet)
   std::vector<parked> parked_;          // requests whose searches are going on
   // Job groups of answered parked requests, kept for the next ones (their workspaces have grown
   // to a search's needs: bitsets, heaps, kept phrase docs): at most max_spare_job_groups.
   std::vector<tool_context::job_group> spare_;
-  parked* resuming_ = nullptr;              // the parked request being delivered, if any
-  request_observer observer_;               // /metrics and the access log
-  const quota::key_record* key_ = nullptr;  // the request's authenticated key
-  bool rate_refused_ = false;               // the request was refused for the rate limit
+  parked* resuming_ = nullptr;  // the parked request being delivered, if any
+  request_observer observer_;   // /metrics and the access log
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   // Memory freed goes back to the system at once, not after a delay: mimalloc returns delayed
   // pages on a later allocation, and the server allocates nothing once it serves, so a start's
   // build (given back when the shards are mapped from the file it wrote) stayed resident,
-  // ~250 MB at 1M stories. The build's own speed is the same either way (perf/README.md).
+  // ~250 MB at 1M stories. The build's own speed is the same either way
+  // (perf/notes/2026-12-history.md, the first-start row of 2026-12-05).
   mi_option_set(mi_option_decommit_delay, 0);
 #endif
   return tollgate::app::run_main(argc, argv);

@@ -1,6 +1,6 @@
-// The protocol half of `tollgate stdio --remote URL` (stdio_remote.cc holds the transport): what
-// the bridge reads from a client's JSON-RPC line before it POSTs it, and what it writes back for
-// each way the server or the network can answer (the table of issue 18):
+// The protocol half of `tollgate stdio --remote URL` (remote_transport.cc holds the transport):
+// what the bridge reads from a client's JSON-RPC line before it POSTs it, and what it writes back
+// for each way the server or the network can answer (the table of issue 18):
 //
 //   server or network                          bridge writes (one line per JSON-RPC message)
 //   2xx/4xx with a JSON-RPC body or SSE events  each message, byte for byte (202: nothing)

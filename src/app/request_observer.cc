@@ -90,9 +90,9 @@ bool request_observer::sampled(outcome o) noexcept {
 }
 
 void request_observer::answered(const http::request& req, route r, const http::response_info& info,
-                                uint64_t bytes_out, const quota::key_record* key,
-                                const mcp_facts* facts, bool rate_refused,
-                                const quota::core_ledger& q, int64_t now_ns) {
+                                outcome result, uint64_t bytes_out, const quota::key_record* key,
+                                const mcp_facts* facts, const quota::core_ledger& q,
+                                int64_t now_ns) {
   request_record rec;
   rec.start_mono_ns = start_;
   if (io_ != nullptr && !deferred_.empty()) {
@@ -111,19 +111,7 @@ void request_observer::answered(const http::request& req, route r, const http::r
   rec.overage = q.overage_calls() - overage0_;
   rec.bytes_in = request_bytes(req);
   rec.bytes_out = bytes_out;
-  // The outcome: the MCP endpoint's report when it answered a message; else the status, read
-  // as the route uses it.
-  if (facts != nullptr && facts->any) {
-    rec.result = facts->result;
-  } else if (info.status == 429 && r != route::mcp && !rate_refused) {
-    rec.result = outcome::quota_exceeded;  // REST: a stop-at-quota key
-  } else if (r == route::mcp && info.status == 400) {
-    rec.result = outcome::invalid_request;  // a header or session the transport refused
-  } else if (r == route::mcp && info.status == 403) {
-    rec.result = outcome::forbidden;  // an Origin not allowed
-  } else {
-    rec.result = outcome_of_status(info.status);
-  }
+  rec.result = result;
   if (facts != nullptr) {
     rec.shards_answered = facts->shards_answered;
     rec.shards_total = facts->shards_total;

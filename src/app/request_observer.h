@@ -3,7 +3,8 @@
 // Lifecycle, per core (core-local, no locks):
 //   1. handle() starts: begin() notes the pass's CLOCK_MONOTONIC (engine_io::now_mono(), read
 //      once per pass by the engine) and the core's billed-call counters.
-//   2. handle() answered: answered() derives the outcome, counts billed and overage calls by
+//   2. handle() answered: answered() takes the outcome the gate's verdict came to, counts billed
+//      and overage calls by
 //      plan, and queues a request_record (copying the few strings the access log prints).
 //      A deferred request (a gateway's fan-out) keeps its first start until it is answered.
 //   3. before_send(), once per pass: end_pass() reads the clock once, so every record of the
@@ -40,11 +41,12 @@ class request_observer {
   void begin(const quota::core_ledger& q) noexcept;
   /// The request was deferred: its start is kept for its re-delivery.
   void deferred() noexcept;
-  /// Step 2. `key`: the authenticated key or null; `facts`: the MCP endpoint's report (null
-  /// for other routes); `rate_refused`: the handler refused it for the rate limit.
-  void answered(const http::request& req, route r, const http::response_info& info,
+  /// Step 2. `result`: what the answer came to (the gate's verdict, as the surface that answered
+  /// set it); `key`: the authenticated key or null; `facts`: the MCP endpoint's report (null
+  /// for other routes: its method, tool and partial shards).
+  void answered(const http::request& req, route r, const http::response_info& info, outcome result,
                 uint64_t bytes_out, const quota::key_record* key, const mcp_facts* facts,
-                bool rate_refused, const quota::core_ledger& q, int64_t now_ns);
+                const quota::core_ledger& q, int64_t now_ns);
   /// Step 3, once per loop pass.
   void end_pass();
   /// About every 100 ms: the access log's timed flush.

@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 
 #include "handler.h"
+#include "ops.h"
 #include "tollgate/common/percent.h"
 #include "tollgate/search/shard_node.h"
 

@@ -181,23 +181,8 @@ result<quota::created_key, store_error> redis_keys::create_key(std::string_view 
                                                                std::string_view plan,
                                                                const quota::plan_map& plans,
                                                                int64_t now_unix) {
-  if (!quota::valid_name(account)) {
-    return unexpected(store_error{
-        true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
-                          account)});
-  }
-  if (!quota::valid_name(plan)) {
-    return unexpected(store_error{
-        true,
-        fmt::format("invalid plan name \"{}\": use 1-64 letters, digits, '.', '_' or '-'", plan)});
-  }
-  if (plans.find(plan) == plans.end()) {
-    std::string known;
-    for (const auto& [n, p] : plans) {
-      known += known.empty() ? n : ", " + n;
-    }
-    return unexpected(store_error{true, fmt::format("unknown plan \"{}\" (configured plans: {})",
-                                                    plan, known.empty() ? "none" : known)});
+  if (auto c = quota::check_new_key(account, plan, plans); !c) {
+    return unexpected(c.error());
   }
   if (auto r = ready(); !r) {
     return unexpected(r.error());

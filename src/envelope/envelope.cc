@@ -351,6 +351,15 @@ void cache::result_response(out_buffer& out, std::string_view id,
   out.push_back('}');
 }
 
+void cache::keys_not_loaded(out_buffer& out, bool close) const {
+  head(out, 503, close);
+  out.append("Retry-After: 1\r\n");
+  const body_mark m = body_start(out);
+  out.append(R"({"code":"unavailable","message":"This node has not loaded its keys from the quota )"
+             R"(service yet (Redis cannot be reached). Retry shortly or use another node."})");
+  body_end(out, m);
+}
+
 void cache::unauthorized(out_buffer& out, bool close, bool key_presented) const {
   head(out, 401, close);
   out.append(key_presented ? std::string_view(k_challenge_invalid_token)

@@ -249,36 +249,13 @@ void prepare(reply& r, host& h) {
     return;
   }
   admission a = r.tool->billable ? h.admit(r.tool->name, r.id) : h.rate_check();
-  if (a.outcome == admission::kind::ok) {
+  if (!a.refusal) {
     r.admitted = r.tool->billable;
     return;
   }
+  // The host named the outcome table's code; the row decides which figures it carries.
   r.k = reply::kind::tool_error;
-  // The refusal's name in the outcome table's words; the row decides which figures it carries.
-  envelope::tool_error_code code = envelope::tool_error_code::rate_limited;
-  switch (a.outcome) {
-    case admission::kind::suspended:
-      code = envelope::tool_error_code::suspended;
-      break;
-    case admission::kind::quota_exceeded:
-      code = envelope::tool_error_code::quota_exceeded;
-      break;
-    case admission::kind::unavailable:
-      code = envelope::tool_error_code::usage_unavailable;
-      break;
-    case admission::kind::quota_unreachable:
-      code = envelope::tool_error_code::quota_unreachable;
-      break;
-    case admission::kind::expired:
-      code = envelope::tool_error_code::call_expired;
-      break;
-    case admission::kind::cancelled:
-      code = envelope::tool_error_code::call_cancelled;
-      break;
-    default:
-      break;
-  }
-  r.terr = envelope::make_tool_error(code, a.retry_after_secs, a.quota_limit, a.quota_used,
+  r.terr = envelope::make_tool_error(*a.refusal, a.retry_after_secs, a.quota_limit, a.quota_used,
                                      a.quota_remaining);
 }
 
@@ -301,29 +278,7 @@ outcome outcome_of(const envelope::rpc_error& e) noexcept {
   }
 }
 
-outcome outcome_of(envelope::tool_error_code c) noexcept {
-  switch (c) {
-    case envelope::tool_error_code::suspended:
-      return outcome::suspended;
-    case envelope::tool_error_code::quota_exceeded:
-      return outcome::quota_exceeded;
-    case envelope::tool_error_code::rate_limited:
-      return outcome::rate_limited;
-    case envelope::tool_error_code::unavailable:
-    case envelope::tool_error_code::usage_unavailable:
-    case envelope::tool_error_code::quota_unreachable:
-    case envelope::tool_error_code::story_unreadable:
-    case envelope::tool_error_code::corpus_loading:
-      return outcome::unavailable;
-    case envelope::tool_error_code::call_expired:
-      return outcome::expired;
-    case envelope::tool_error_code::call_cancelled:
-      return outcome::cancelled;
-    case envelope::tool_error_code::not_found:
-      return outcome::not_found;
-  }
-  return outcome::internal_error;
-}
+outcome outcome_of(envelope::tool_error_code c) noexcept { return envelope::row_of(c).result; }
 
 // Writes the JSON-RPC body of a decided (and prepared) reply; runs the tool for a tool call.
 // Returns true when an admitted (billable) call failed and so was not billed: the quota figures

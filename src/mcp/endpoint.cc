@@ -87,7 +87,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
     }
     if (m.mid != method_id::tools_call) {
       admission a = h.rate_check();
-      if (a.outcome == admission::kind::rate_limited) {
+      if (a.refusal == envelope::tool_error_code::rate_limited) {
         env_.error_response(out, m.id,
                             rpc_error{rpc_error_kind::rate_limited,
                                       {},

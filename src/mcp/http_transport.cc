@@ -143,11 +143,19 @@ struct refusal {
   std::string_view id = envelope::null_id;
   bool answered = false;   ///< the body was read: the host hears its outcome (answered())
   std::string_view extra;  ///< header lines after the status line (405's Allow)
+  outcome result = outcome::invalid_request;  ///< a body not read: what the host hears
 };
 
-refusal invalid_request(int status, std::string_view message, std::string_view extra = {}) {
-  return {status, rpc_error{rpc_error_kind::invalid_request, message, {}, 0}, envelope::null_id,
-          false, extra};
+// A request refused by the transport before its body was read, with the outcome the host
+// hears (the access log and /metrics print it).
+refusal invalid_request(int status, outcome result, std::string_view message,
+                        std::string_view extra = {}) {
+  return {status,
+          rpc_error{rpc_error_kind::invalid_request, message, {}, 0},
+          envelope::null_id,
+          false,
+          extra,
+          result};
 }
 
 // A refusal of a body that was read (pass 1 or the rewind failed).
@@ -167,9 +175,7 @@ struct http_ctx {
 };
 
 http::response_info write_refusal(const http_ctx& x, const refusal& f) {
-  if (f.answered) {
-    x.h.answered(answer_note{{}, nullptr, outcome_of(f.err)});
-  }
+  x.h.answered(answer_note{{}, nullptr, f.answered ? outcome_of(f.err) : f.result});
   x.env.head(x.out, f.status, x.close);
   x.out.append(f.extra);
   x.h.write_headers(x.out);
@@ -179,9 +185,9 @@ http::response_info write_refusal(const http_ctx& x, const refusal& f) {
   return {f.status, x.close};
 }
 
-http::response_info transport_error(const http_ctx& x, int status, std::string_view message,
-                                    std::string_view extra = {}) {
-  return write_refusal(x, invalid_request(status, message, extra));
+http::response_info transport_error(const http_ctx& x, int status, outcome result,
+                                    std::string_view message, std::string_view extra = {}) {
+  return write_refusal(x, invalid_request(status, result, message, extra));
 }
 
 // CORS (Fetch standard): what a browser page on an allowed Origin may send and read. The
@@ -237,17 +243,18 @@ http::response_info answer_other_method(const http_ctx& x, const known_headers& 
   if (method == "DELETE" && x.opts.sessions != nullptr) {
     std::string_view sid = trim(hd.value(h_session));
     if (sid.empty()) {
-      return transport_error(x, 400, "Bad Request: DELETE needs an Mcp-Session-Id header.");
+      return transport_error(x, 400, outcome::invalid_request,
+                             "Bad Request: DELETE needs an Mcp-Session-Id header.");
     }
     if (!x.opts.sessions->end(sid)) {
-      return transport_error(x, 404, k_session_not_found);
+      return transport_error(x, 404, outcome::not_found, k_session_not_found);
     }
     x.h.write_headers(x.im.scratch);  // headers are per response: write them via a bodiless reply
     x.env.empty_response(x.out, 204, x.im.scratch.view(), x.close);
     x.im.scratch.clear();
     return {204, x.close};
   }
-  return transport_error(x, 405,
+  return transport_error(x, 405, outcome::method_not_allowed,
                          "Method Not Allowed: this server offers no server-initiated stream; "
                          "send JSON-RPC messages with POST.",
                          "Allow: POST\r\n");
@@ -258,12 +265,13 @@ http::response_info answer_other_method(const http_ctx& x, const known_headers& 
 refusal check_post(const http::request& req, const known_headers& hd, const endpoint_options& opts,
                    const endpoint::impl& im, revision& rev) {
   if (hd.has(h_accept) && !accept_ok(req)) {
-    return invalid_request(406,
+    return invalid_request(406, outcome::not_acceptable,
                            "Not Acceptable: this server answers application/json only, and the "
                            "Accept header excludes it.");
   }
   if (!content_type_ok(hd.value(h_content_type))) {
-    return invalid_request(415, "Unsupported Media Type: the body must be application/json.");
+    return invalid_request(415, outcome::not_acceptable,
+                           "Unsupported Media Type: the body must be application/json.");
   }
   rev = revision::v2025_03_26;
   if (hd.has(h_protocol)) {
@@ -277,7 +285,7 @@ refusal check_post(const http::request& req, const known_headers& hd, const endp
     }
   }
   if (req.body.size() > opts.max_body_bytes) {
-    return invalid_request(413, im.too_large_message);
+    return invalid_request(413, outcome::too_large, im.too_large_message);
   }
   return {};
 }
@@ -286,7 +294,7 @@ refusal check_post(const http::request& req, const known_headers& hd, const endp
 refusal check_shape(const parsed& p, revision rev, const endpoint::impl& im) {
   switch (p.shape) {
     case body_shape::too_large:
-      return invalid_request(413, im.too_large_message);
+      return invalid_request(413, outcome::too_large, im.too_large_message);
     case body_shape::not_json:
       return whole_error(400, rpc_error{rpc_error_kind::parse_error, {}, {}, 0});
     case body_shape::not_request:
@@ -319,11 +327,11 @@ refusal check_session(const endpoint_options& opts, const known_headers& hd, boo
   }
   std::string_view sid = trim(hd.value(h_session));
   if (sid.empty()) {
-    return invalid_request(400,
+    return invalid_request(400, outcome::invalid_request,
                            "Bad Request: the Mcp-Session-Id header is required after initialize.");
   }
   if (!opts.sessions->touch(sid, now_ns)) {
-    return invalid_request(404, k_session_not_found);
+    return invalid_request(404, outcome::not_found, k_session_not_found);
   }
   return {};
 }
@@ -425,7 +433,7 @@ void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message&
                         simdjson::simdjson_result<od::value> er, bool& rated, reply& r) {
   if (m.has_id && m.has_method && !m.invalid) {
     if (rated) {
-      if (admission a = x.h.rate_extra(); a.outcome == admission::kind::rate_limited) {
+      if (admission a = x.h.rate_extra(); a.refusal == envelope::tool_error_code::rate_limited) {
         r = error_reply(m.id,
                         rpc_error{rpc_error_kind::rate_limited,
                                   {},
@@ -575,7 +583,7 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
   const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, now_ns};
   const known_headers hd{req};
   if (!origin_allowed(req)) {
-    return transport_error(x, 403, "Forbidden: this Origin is not allowed.");
+    return transport_error(x, 403, outcome::forbidden, "Forbidden: this Origin is not allowed.");
   }
   if (req.method != "POST") {
     return answer_other_method(x, hd, req.method);
@@ -594,6 +602,23 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     return answer_single(x, c, hd, p.single);
   }
   return answer_batch(x, c, hd);
+}
+
+http::response_info endpoint::answer(const http::request& req, const envelope::gate_refusal& g,
+                                     host& h, out_buffer& out, int64_t now_ns) {
+  if (g.row == nullptr) {
+    return handle_http(req, h, out, now_ns);
+  }
+  if (g.row->result == outcome::rate_limited) {
+    return render_rate_limited(req, h, out, g.retry_after_secs, now_ns);
+  }
+  h.answered(answer_note{{}, nullptr, g.row->result});
+  if (g.row->result == outcome::invalid_key) {
+    return render_unauthorized(req, out, g.key_presented);
+  }
+  const bool close = !req.keep_alive;  // keys not loaded yet: the one other whole refusal
+  env_.keys_not_loaded(out, close);
+  return {g.row->mcp_code, close};
 }
 
 // handle_http's steps 1-4 up to deciding each message, with nothing admitted or written.
@@ -681,6 +706,7 @@ http::response_info endpoint::render_rate_limited(const http::request& req, host
       return info;
     }
   }
+  h.answered(answer_note{{}, nullptr, outcome::rate_limited});
   env_.head(out, 429, close);
   out.append("Retry-After: ");
   fmt::format_int f(retry_after_secs);

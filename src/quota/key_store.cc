@@ -204,28 +204,36 @@ result<void, store_error> key_store::save(const store_contents& c) {
   return {};
 }
 
-result<created_key, store_error> key_store::create_key(std::string_view account,
-                                                       std::string_view plan_name,
-                                                       const plan_map& plans, int64_t now_unix) {
+result<void, store_error> check_new_key(std::string_view account, std::string_view plan,
+                                        const plan_map& plans) {
   if (!valid_name(account)) {
     return unexpected(store_error{
         true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
                           account)});
   }
-  // A plan name comes from the config: one that is not a word would make a line load() refuses
+  // A plan name comes from the config: one that is not a word would make a line a store refuses
   // (or, with a newline, a line of its own), so it is never written.
-  if (!valid_name(plan_name)) {
+  if (!valid_name(plan)) {
     return unexpected(store_error{
-        true, fmt::format("invalid plan name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
-                          plan_name)});
+        true,
+        fmt::format("invalid plan name \"{}\": use 1-64 letters, digits, '.', '_' or '-'", plan)});
   }
-  if (plans.find(plan_name) == plans.end()) {
+  if (plans.find(plan) == plans.end()) {
     std::string known;
     for (const auto& [n, p] : plans) {
       known += known.empty() ? n : ", " + n;
     }
     return unexpected(store_error{true, fmt::format("unknown plan \"{}\" (configured plans: {})",
-                                                    plan_name, known.empty() ? "none" : known)});
+                                                    plan, known.empty() ? "none" : known)});
+  }
+  return {};
+}
+
+result<created_key, store_error> key_store::create_key(std::string_view account,
+                                                       std::string_view plan_name,
+                                                       const plan_map& plans, int64_t now_unix) {
+  if (auto c = check_new_key(account, plan_name, plans); !c) {
+    return unexpected(c.error());
   }
   std::lock_guard lk(mu_);
   auto d = fs::ensure_dir(dir_);

@@ -7,20 +7,6 @@
 
 namespace tollgate::quota {
 
-bool valid_name(std::string_view s) noexcept {
-  if (s.empty() || s.size() > 64) {
-    return false;
-  }
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      return false;
-    }
-  }
-  return true;
-}
-
 result<overage_policy, std::string> parse_overage(std::string_view s) {
   if (s == "stop") {
     return overage_policy::stop;

@@ -51,23 +51,6 @@ envelope::tool_error tool_error_of(search::errc e) noexcept {
   return envelope::make_tool_error(envelope::tool_error_code::unavailable, 1);
 }
 
-envelope::tool_error_code code_of(quota::admit_verdict v) noexcept {
-  switch (v) {
-    case quota::admit_verdict::suspended:
-      return envelope::tool_error_code::suspended;
-    case quota::admit_verdict::quota_exceeded:
-      return envelope::tool_error_code::quota_exceeded;
-    case quota::admit_verdict::unavailable:
-      return envelope::tool_error_code::usage_unavailable;
-    case quota::admit_verdict::quota_unreachable:
-      return envelope::tool_error_code::quota_unreachable;
-    case quota::admit_verdict::lease_pending:  // parked, never answered with a code
-    case quota::admit_verdict::ok:
-      break;
-  }
-  return envelope::tool_error_code::unavailable;  // not a refusal; callers never ask
-}
-
 api::api(const search::backend& backend, const envelope::cache& env)
     : backend_(backend), env_(env), scratch_(backend.make_scratch()) {
   headers_.reserve(1024);
@@ -97,7 +80,9 @@ http::response_info api::finish_error(const http::request& req, const envelope::
                                       const quota::figures& fig, out_buffer& out) {
   body_.clear();
   env_.tool_error_json(body_, e);
-  return send_body(req, envelope::rest_status_of(e.code), fig, out);
+  const envelope::outcome_row& row = envelope::row_of(e.code);
+  result_ = row.result;
+  return send_body(req, row.rest_status, fig, out);
 }
 
 http::response_info api::invalid_argument(const http::request& req, const search::arg_error& e,
@@ -116,14 +101,41 @@ http::response_info api::invalid_argument(const http::request& req, const search
   j.raw(",\"rule\":");
   j.string(e.rule);
   j.raw("}");
+  result_ = outcome::invalid_argument;
   return send_body(req, envelope::row_of(outcome::invalid_argument).rest_status, fig, out);
 }
 
-http::response_info api::rate_limited(const http::request& req, const quota::figures& fig,
-                                      out_buffer& out) {
-  return finish_error(
-      req, envelope::make_tool_error(envelope::tool_error_code::rate_limited, fig.retry_after_secs),
-      fig, out);
+http::response_info api::answer(const http::request& req, const envelope::gate_refusal& g,
+                                resource what, std::string_view id, caller* c, out_buffer& out) {
+  result_ = outcome::ok;
+  http::response_info info;
+  if (g.row != nullptr) {
+    result_ = g.row->result;
+    const bool close = !req.keep_alive;
+    if (g.row->result == outcome::rate_limited) {
+      c->shard.fill_quota(c->key, c->now_ns, c->fig);
+      info = finish_error(req,
+                          envelope::make_tool_error(envelope::tool_error_code::rate_limited,
+                                                    c->fig.retry_after_secs),
+                          c->fig, out);
+    } else if (g.row->result == outcome::invalid_key) {
+      env_.unauthorized(out, close, g.key_presented);
+      info = {g.row->rest_status, close};
+    } else {  // keys not loaded yet: the one other whole refusal
+      env_.keys_not_loaded(out, close);
+      info = {g.row->rest_status, close};
+    }
+  } else if (what == resource::search) {
+    info = search(req, *c, out);
+  } else if (what == resource::story) {
+    info = story(req, id, *c, out);
+  } else {
+    info = usage(req, *c, out);
+  }
+  if (c != nullptr) {
+    c->result = result_;
+  }
+  return info;
 }
 
 http::response_info api::billed(const http::request& req, caller& c, out_buffer& out,
@@ -149,8 +161,8 @@ http::response_info api::billed(const http::request& req, caller& c, out_buffer&
     // Not run, not billed: the refusal's row says which figures it carries.
     return finish_error(
         req,
-        envelope::make_tool_error(code_of(v), c.fig.retry_after_secs, c.fig.quota_limit,
-                                  c.fig.quota_used, c.fig.quota_remaining),
+        envelope::make_tool_error(*envelope::row_of(v).code, c.fig.retry_after_secs,
+                                  c.fig.quota_limit, c.fig.quota_used, c.fig.quota_remaining),
         c.fig, out);
   }
   // Admitted: write the body straight after the head; an error rolls back to `mark`.

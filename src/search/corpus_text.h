@@ -1,5 +1,5 @@
 // Private: a corpus file's whole text for one call, shared by load_jsonl_file and the persisted
-// index (index_file.cc), which builds shards from the text and writes them before the backend
+// index (index_store.cc), which builds shards from the text and writes them before the backend
 // takes them.
 #pragma once
 

@@ -1,13 +1,17 @@
-// local_shard query evaluation: document frequencies, champion lists, single-term block
-// skipping, the leapfrog intersection with block-max bounds (queries with phrases, or all of
-// them when prune_enabled is off; the others go to prune.cc), phrase checks. One unit, so that
-// the phrase checks inline into the evaluation loops (seek() is inline in local_shard.h).
+// local_shard's query evaluation: its start (begin_search picks the evaluator, evaluators.h)
+// and its steps, document frequencies, and the two evaluators that walk the postings as they
+// are: single_term_eval (champion lists, single-term block skipping) and intersect_eval (the
+// leapfrog intersection with block-max bounds: queries with phrases, or all of them when
+// prune_enabled is off; the others go to pruned_eval, prune.cc), with the phrase checks. One
+// unit, so that the phrase checks inline into the evaluation loops (seek() is inline in
+// postings.h).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "search/evaluators.h"
 #include "search/shard_impl.h"
 #include "tollgate/common/assert.h"
 
@@ -48,113 +52,6 @@ void local_shard::plan_phrase_df(const query_plan& plan, const phrase_span& ph,
   sub.k = 1;
 }
 
-bool local_shard::pair_total(const query_plan& plan, const phrase_span& ph, uint64_t& total) const {
-  if (ph.count != 2 || pair_terms_.empty()) {
-    return false;
-  }
-  const term_info* a = lookup_term(plan.terms[plan.phrase_terms[ph.first]]);
-  const term_info* b = lookup_term(plan.terms[plan.phrase_terms[ph.first + 1]]);
-  if (a == nullptr || b == nullptr) {
-    return false;
-  }
-  const uint32_t ra = pair_rank_[static_cast<size_t>(a - terms_.data())];
-  const uint32_t rb = pair_rank_[static_cast<size_t>(b - terms_.data())];
-  if (ra == UINT16_MAX || rb == UINT16_MAX) {
-    return false;
-  }
-  total = pair_docs_[size_t{ra} * pair_terms_.size() + rb];
-  return true;
-}
-
-bool local_shard::pair_of(std::string_view a, std::string_view b, shard_workspace& ws,
-                          std::string_view& name) const {
-  const term_info* ta = lookup_term(a);
-  const term_info* tb = lookup_term(b);
-  const size_t at = ws.pair_name.size();
-  // the names are views into pair_name: it must never reallocate
-  if (ta == nullptr || tb == nullptr || at + a.size() + b.size() + 1 > ws.pair_name.capacity() ||
-      pair_rank_[static_cast<size_t>(ta - terms_.data())] >= pair_posting_ranks_ ||
-      pair_rank_[static_cast<size_t>(tb - terms_.data())] >= pair_posting_ranks_) {
-    return false;
-  }
-  ws.pair_name.append(a);
-  ws.pair_name.push_back('\0');
-  ws.pair_name.append(b);
-  name = std::string_view(ws.pair_name).substr(at);
-  return true;
-}
-
-bool local_shard::pair_term_plan(const query_plan& plan, shard_workspace& ws, bool& absent) const {
-  if (pair_posting_ranks_ == 0 || plan.phrases.empty()) {
-    return false;
-  }
-  ws.pair_name.clear();
-  ws.pair_terms.clear();
-  ws.pair_idf.clear();
-  absent = false;
-  // Every phrase two words that index their pairs: each phrase is its pair term, and a word
-  // that only occurs inside them (weight 0) is implied by its pair term and dropped.
-  ws.pair_words.assign(plan.terms.size(), 0);
-  for (const phrase_span& ph : plan.phrases) {
-    ws.pair_words[plan.phrase_terms[ph.first]] = 1;
-    ws.pair_words[plan.phrase_terms[ph.first + ph.count - 1]] = 1;
-  }
-  for (size_t i = 0; i < plan.terms.size(); ++i) {
-    const double idf = plan.idf.empty() ? 0.0 : plan.idf[i];
-    if (idf != 0 || ws.pair_words[i] == 0) {
-      ws.pair_terms.push_back(plan.terms[i]);
-      ws.pair_idf.push_back(idf);
-    }
-  }
-  bool replace = true;
-  for (size_t p = 0; p < plan.phrases.size() && replace; ++p) {
-    const phrase_span& ph = plan.phrases[p];
-    std::string_view name;
-    replace = ph.count == 2 &&
-              pair_of(plan.terms[plan.phrase_terms[ph.first]],
-                      plan.terms[plan.phrase_terms[ph.first + 1]], ws, name) &&
-              std::find(ws.pair_terms.begin(), ws.pair_terms.end(), name) == ws.pair_terms.end();
-    if (replace) {
-      absent = absent || lookup_term(name) == nullptr;
-      ws.pair_terms.push_back(name);
-      ws.pair_idf.push_back(phrase_weight(plan, p));
-    }
-  }
-  query_plan& q = ws.pair_plan;
-  q = plan;
-  if (replace) {
-    q.phrases = {};
-    q.phrase_terms = {};
-    q.phrase_idf = {};
-  } else {
-    // Otherwise the phrases stay (their scores sum in phrase order) and their adjacent pairs of
-    // such words join as terms of weight 0: a doc holding a phrase holds each of its pairs in
-    // the same field, so the matches are the same and the rarest pair leads the intersection.
-    ws.pair_name.clear();
-    ws.pair_terms.assign(plan.terms.begin(), plan.terms.end());
-    ws.pair_idf.assign(plan.terms.size(), 0.0);
-    std::copy(plan.idf.begin(), plan.idf.end(), ws.pair_idf.begin());
-    for (const phrase_span& ph : plan.phrases) {
-      for (uint32_t j = 0; j + 1 < ph.count; ++j) {
-        std::string_view name;
-        if (pair_of(plan.terms[plan.phrase_terms[ph.first + j]],
-                    plan.terms[plan.phrase_terms[ph.first + j + 1]], ws, name) &&
-            std::find(ws.pair_terms.begin(), ws.pair_terms.end(), name) == ws.pair_terms.end()) {
-          absent = absent || lookup_term(name) == nullptr;
-          ws.pair_terms.push_back(name);
-          ws.pair_idf.push_back(0.0);
-        }
-      }
-    }
-    if (ws.pair_terms.size() == plan.terms.size()) {
-      return false;  // no pair to lead
-    }
-  }
-  q.terms = ws.pair_terms;
-  q.idf = ws.pair_idf;
-  return true;
-}
-
 bool local_shard::add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const {
   uint64_t unbounded = UINT64_MAX;
   return doc_freqs_slice(plan, ws, df, true, unbounded) == slice::done;
@@ -173,7 +70,8 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
   }
   for (; ws.df_phrase < plan.phrases.size(); ++ws.df_phrase) {
     uint64_t known = 0;
-    if (!ws.df_sub_running && lookup_phrase_total(plan, plan.phrases[ws.df_phrase], ws, known)) {
+    if (!ws.df_sub_running &&
+        phrase_totals::lookup_phrase_total(*this, plan, plan.phrases[ws.df_phrase], ws, known)) {
       df[plan.terms.size() + ws.df_phrase] += known;  // counted by an earlier query
       continue;
     }
@@ -192,7 +90,8 @@ slice local_shard::doc_freqs_slice(const query_plan& plan, shard_workspace& ws, 
     ws.df_sub_running = false;
     ws.keep_docs = false;
     df[plan.terms.size() + ws.df_phrase] += ws.sub_answer.total;
-    remember_phrase_total(plan, plan.phrases[ws.df_phrase], ws, ws.sub_answer.total);
+    phrase_totals::remember_phrase_total(*this, plan, plan.phrases[ws.df_phrase], ws,
+                                         ws.sub_answer.total);
   }
   return slice::done;
 }
@@ -234,8 +133,9 @@ void local_shard::finish(shard_answer& out) const {
 // blocks whose maximum (score or time) is below the k-th best so far are skipped without
 // decoding. Stops between blocks once the budget is spent; false: not finished.
 template <bool Bounded>
-bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                                   uint64_t& budget_left) const {
+bool single_term_eval::single_term_step(const local_shard& shard, const query_plan& plan,
+                                        shard_workspace& ws, shard_answer& out,
+                                        uint64_t& budget_left) {
   uint64_t budget = budget_left;  // in a register (writes through the cursor may alias it)
   posting_cursor& c = ws.cursors[0];
   const eval_state& ev = ws.ev;
@@ -252,8 +152,8 @@ bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, 
     }
     if (heap.size() == k) {
       const size_t blk = c.skip_off + c.block;
-      double ub = ev.by_date ? static_cast<double>(block_max_time_[blk])
-                             : idf * (block_max_[blk] * ev.bound_scale);
+      double ub = ev.by_date ? static_cast<double>(shard.block_max_time_[blk])
+                             : idf * (shard.block_max_[blk] * ev.bound_scale);
       if (ub < heap.front().key) {
         budget -= Bounded ? 1 : 0;
         c.skip_block();
@@ -271,8 +171,9 @@ bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, 
     do {
       hit h{};
       h.doc = c.doc;
-      h.key = ev.by_date ? static_cast<double>(time_[c.doc])
-                         : idf * term_part(c.tf_title, c.tf_text, length_norm(c.doc, ev.avgdl));
+      h.key = ev.by_date
+                  ? static_cast<double>(shard.time_[c.doc])
+                  : idf * term_part(c.tf_title, c.tf_text, shard.length_norm(c.doc, ev.avgdl));
       offer(heap, k, h);
       if (!c.next()) {
         budget_left = budget;
@@ -287,14 +188,15 @@ bool local_shard::single_term_step(const query_plan& plan, shard_workspace& ws, 
 // multiplying by idf > 0 keeps the order), so when the k-th key is strictly above the last one,
 // every doc that ranks at or above the k-th is in the list; those are sorted by the hit order.
 // Otherwise (ties reaching the end of the list) returns false and the postings are walked.
-bool local_shard::single_term_champions(uint32_t term, bool by_date, double idf, size_t k,
-                                        shard_answer& out) const {
-  const uint32_t at = champ_at_[term];
+bool single_term_eval::single_term_champions(const local_shard& shard, uint32_t term, bool by_date,
+                                             double idf, size_t k, shard_answer& out) {
+  const uint32_t at = shard.champ_at_[term];
   if (at == UINT32_MAX || k >= champ_len || (!by_date && !(idf > 0))) {
     return false;
   }
   auto key_of = [&](size_t i) {
-    return by_date ? static_cast<double>(time_[champ_date_[at + i]]) : idf * champ_part_[at + i];
+    return by_date ? static_cast<double>(shard.time_[shard.champ_date_[at + i]])
+                   : idf * shard.champ_part_[at + i];
   };
   const double kth = key_of(k - 1);
   if (!(kth > key_of(champ_len - 1))) {
@@ -308,7 +210,7 @@ bool local_shard::single_term_champions(uint32_t term, bool by_date, double idf,
   for (size_t i = 0; i < j; ++i) {
     hit h{};
     h.key = key_of(i);
-    h.doc = by_date ? champ_date_[at + i] : champ_doc_[at + i];
+    h.doc = by_date ? shard.champ_date_[at + i] : shard.champ_doc_[at + i];
     // insertion into the sorted prefix: keys arrive non-increasing, so only ties move
     size_t p = hits.size();
     hits.push_back(h);
@@ -320,9 +222,9 @@ bool local_shard::single_term_champions(uint32_t term, bool by_date, double idf,
   }
   hits.resize(k);
   for (hit& h : hits) {
-    h.id = id(h.doc);
+    h.id = shard.id(h.doc);
   }
-  out.total = terms_[term].df;
+  out.total = shard.terms_[term].df;
   return true;
 }
 
@@ -393,7 +295,7 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
   // ws.pair_plan until the search is done.
   if (&plan != &ws.pair_plan) {
     bool absent = false;
-    ws.pair_on = plan.k != 0 && pair_term_plan(plan, ws, absent);
+    ws.pair_on = plan.k != 0 && pair_table::pair_term_plan(*this, plan, ws, absent);
     if (ws.pair_on) {
       return absent || begin_search(ws.pair_plan, ws, out);
     }
@@ -414,16 +316,17 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
   if (plan.terms.size() == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
       plan.since == std::numeric_limits<int64_t>::min() &&
       plan.until == std::numeric_limits<int64_t>::max()) {
-    if (own_avgdl && single_term_champions(ws.term_ids[0], ev.by_date, plan.idf[0], plan.k, out)) {
+    if (own_avgdl && single_term_eval::single_term_champions(*this, ws.term_ids[0], ev.by_date,
+                                                             plan.idf[0], plan.k, out)) {
       return true;
     }
     out.total = ws.cursors[0].df;
-    if (!begin_time_walk(plan, ws, out)) {
+    if (!filter_eval::begin_time_walk(*this, plan, ws, out)) {
       ev.mode = eval_state::single;
     }
     return false;
   }
-  if (prune_enabled && listed_phrase(plan, ws)) {
+  if (prune_enabled && phrase_totals::listed_phrase(*this, plan, ws)) {
     ev.mode = eval_state::listed;
     ev.word = 0;
     return false;
@@ -434,15 +337,15 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
   }
   uint64_t known = 0;
   if (prune_enabled && ws.cursors[ws.order[0]].df >= prune_min_lead_df &&
-      (plan.phrases.empty() || known_total(plan, ws, known))) {
-    begin_pruned(plan, ws);
+      (plan.phrases.empty() || phrase_totals::known_total(*this, plan, ws, known))) {
+    pruned_eval::begin_pruned(*this, plan, ws);
     ev.total_known = !plan.phrases.empty();
     ev.known_total = known;
-    if (plan.phrases.empty() && begin_filtered(plan, ws, out)) {
+    if (plan.phrases.empty() && filter_eval::begin_filtered(*this, plan, ws, out)) {
       return false;
     }
-    if (!impact_top(plan, ws, out)) {
-      seed_heap(plan, ws, out);
+    if (!impact_eval::impact_top(*this, plan, ws, out)) {
+      pruned_eval::seed_heap(*this, plan, ws, out);
     }
     return false;
   }
@@ -468,19 +371,19 @@ bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer
   const bool bounded = budget != UINT64_MAX;
   bool finished;
   if (ws.ev.mode == eval_state::pruned) {
-    finished = pruned_step(plan, ws, out, budget);
+    finished = pruned_eval::pruned_step(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::filtered) {
-    finished = filtered_step(plan, ws, out, budget);
+    finished = filter_eval::filtered_step(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::listed) {
-    finished = listed_step(plan, ws, out, budget);
+    finished = phrase_totals::listed_step(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::time_walk) {
-    finished = time_walk_step(plan, ws, out, budget);
+    finished = filter_eval::time_walk_step(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::single) {
-    finished = bounded ? single_term_step<true>(plan, ws, out, budget)
-                       : single_term_step<false>(plan, ws, out, budget);
+    finished = bounded ? single_term_eval::single_term_step<true>(*this, plan, ws, out, budget)
+                       : single_term_eval::single_term_step<false>(*this, plan, ws, out, budget);
   } else {
-    finished = bounded ? intersect_step<true>(plan, ws, out, budget)
-                       : intersect_step<false>(plan, ws, out, budget);
+    finished = bounded ? intersect_eval::intersect_step<true>(*this, plan, ws, out, budget)
+                       : intersect_eval::intersect_step<false>(*this, plan, ws, out, budget);
   }
   if (finished) {
     ws.ev.mode = eval_state::done;
@@ -509,14 +412,15 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 
 // Moves every cursor to the lead's doc or past it; true when all are on it. False with the
 // lead moved on (not aligned: call again) or with `end` set (a cursor ran out).
-[[gnu::always_inline]] inline bool local_shard::align(shard_workspace& ws, bool probe,
-                                                      bool& end) const {
+[[gnu::always_inline]] inline bool intersect_eval::align(const local_shard& shard,
+                                                         shard_workspace& ws, bool probe,
+                                                         bool& end) {
   posting_cursor& lead = ws.cursors[ws.order[0]];
   const uint32_t target = lead.doc;
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
     const uint32_t i = ws.order[oi];
     if (ws.rows_on && ws.row_slot[i] != UINT32_MAX) {
-      if (prune_.impact_rows[target].wf[ws.row_slot[i]] == 0) {
+      if (shard.prune_.impact_rows[target].wf[ws.row_slot[i]] == 0) {
         end = !lead.next();  // not in the doc: the lead moves on
         return false;
       }
@@ -536,21 +440,22 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 
 // Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
 // phrase's frequency is at most each of its terms', so its part is bounded by theirs.
-[[gnu::always_inline]] inline bool local_shard::blocks_below(const query_plan& plan,
-                                                             const shard_workspace& ws,
-                                                             double kth) const {
+[[gnu::always_inline]] inline bool intersect_eval::blocks_below(const local_shard& shard,
+                                                                const query_plan& plan,
+                                                                const shard_workspace& ws,
+                                                                double kth) {
   const double bound_scale = ws.ev.bound_scale;
   double ub = 0;
   for (size_t i = 0; i < plan.terms.size(); ++i) {
     const posting_cursor& c = ws.cursors[i];
-    ub += plan.idf[i] * (block_max_[c.skip_off + c.block] * bound_scale);
+    ub += plan.idf[i] * (shard.block_max_[c.skip_off + c.block] * bound_scale);
   }
   for (size_t p = 0; p < plan.phrases.size(); ++p) {
     const phrase_span& ph = plan.phrases[p];
     float m = std::numeric_limits<float>::max();
     for (uint32_t j = 0; j < ph.count; ++j) {
       const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
-      m = std::min(m, block_max_[c.skip_off + c.block]);
+      m = std::min(m, shard.block_max_[c.skip_off + c.block]);
     }
     ub += phrase_weight(plan, p) * (m * bound_scale);
   }
@@ -563,8 +468,8 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 // budget is spent (the cursors and the heap hold the state); false: not finished.
 
 template <bool Bounded>
-bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                                 uint64_t& budget_left) const {
+bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& plan,
+                                    shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;  // in a register (writes through the cursors may alias it)
   const uint64_t step_cost = 1 + phrase_cost * plan.phrases.size();
   posting_cursor& lead = ws.cursors[ws.order[0]];
@@ -572,7 +477,8 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
   const size_t k = plan.k;
   // every match is scored (by relevance, without phrases: else only the phrase's matches are),
   // and a shard this large holds its rows and norms mostly outside the core's caches
-  const bool prefetch = !ws.ev.by_date && plan.phrases.empty() && docs_.size() >= prefetch_min_docs;
+  const bool prefetch =
+      !ws.ev.by_date && plan.phrases.empty() && shard.docs_.size() >= prefetch_min_docs;
   const bool probe = ws.probe;  // (a local: the cursors' writes through ws may alias ws.probe)
   while (true) {
     if constexpr (Bounded) {
@@ -584,10 +490,10 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       budget = budget > step_cost ? budget - step_cost : 0;
     }
     if (prefetch) {
-      prefetch_lead(ws, false);
+      shard.prefetch_lead(ws, false);
     }
     bool end = false;
-    if (!align(ws, probe, end)) {
+    if (!align(shard, ws, probe, end)) {
       if (end) {
         budget_left = budget;
         return true;
@@ -595,7 +501,7 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       continue;
     }
     const uint32_t doc = lead.doc;
-    if (accepts(plan, ws, doc)) {
+    if (shard.accepts(plan, ws, doc)) {
       ++out.total;
       if (ws.keep_docs && ws.kept_docs.size() < listed_docs_most) {
         ws.kept_docs.push_back(doc);
@@ -604,12 +510,12 @@ bool local_shard::intersect_step(const query_plan& plan, shard_workspace& ws, sh
       h.doc = doc;
       bool keep = true;
       if (ws.ev.by_date) {
-        h.key = static_cast<double>(time_[doc]);
+        h.key = static_cast<double>(shard.time_[doc]);
       } else {
         const bool full = heap.size() == k;
         // (a row term's cursor stays where it was: its block bounds nothing here)
-        keep = !(full && !ws.rows_on && blocks_below(plan, ws, heap.front().key)) &&
-               score(plan, ws, doc, full, full ? heap.front().key : 0.0, h.key);
+        keep = !(full && !ws.rows_on && blocks_below(shard, plan, ws, heap.front().key)) &&
+               shard.score(plan, ws, doc, full, full ? heap.front().key : 0.0, h.key);
       }
       if (keep) {
         offer(heap, k, h);

@@ -1,6 +1,6 @@
-// local_shard's filters and date order for queries without phrases (taken from the pruned
-// evaluation's start, so only when prune_enabled; the leapfrog of evaluate.cc answers the same
-// queries without them, which the tests compare).
+// filter_eval: local_shard's filters and date order for queries without phrases (taken from
+// the pruned evaluation's start, so only when prune_enabled; the leapfrog of evaluate.cc answers
+// the same queries without them, which the tests compare).
 //
 //   Filter bitset (build_filter): since/until is a range of time ranks (prune_index::by_time,
 //   docs by time), made of whole buckets from the cumulative bitsets (time_cum: one AND-NOT per
@@ -27,6 +27,7 @@
 #include <limits>
 #include <vector>
 
+#include "search/evaluators.h"
 #include "search/shard_impl.h"
 
 namespace tollgate::search {
@@ -43,50 +44,52 @@ inline void put(uint64_t* set, uint32_t doc) noexcept {
 }  // namespace
 
 // The ranks [lo, hi) of the docs whose time is in [since, until].
-void local_shard::time_ranks(const query_plan& plan, uint32_t& lo, uint32_t& hi) const noexcept {
-  const std::vector<uint32_t>& bt = prune_.by_time;
+void filter_eval::time_ranks(const local_shard& shard, const query_plan& plan, uint32_t& lo,
+                             uint32_t& hi) noexcept {
+  const std::vector<uint32_t>& bt = shard.prune_.by_time;
   lo = plan.since == std::numeric_limits<int64_t>::min()
            ? 0
            : static_cast<uint32_t>(
                  std::partition_point(bt.begin(), bt.end(),
-                                      [&](uint32_t d) { return time_[d] < plan.since; }) -
+                                      [&](uint32_t d) { return shard.time_[d] < plan.since; }) -
                  bt.begin());
   hi = plan.until == std::numeric_limits<int64_t>::max()
            ? static_cast<uint32_t>(bt.size())
            : static_cast<uint32_t>(
                  std::partition_point(bt.begin(), bt.end(),
-                                      [&](uint32_t d) { return time_[d] <= plan.until; }) -
+                                      [&](uint32_t d) { return shard.time_[d] <= plan.until; }) -
                  bt.begin());
   hi = std::max(lo, hi);
 }
 
 // Fills ws.filter with the docs that pass the time window and the tags; returns their number.
 TOLLGATE_POPCNT_CLONES
-uint64_t local_shard::build_filter(const query_plan& plan, shard_workspace& ws) const {
-  const uint32_t words = prune_.words;
-  const uint64_t n = docs_.size();
+uint64_t filter_eval::build_filter(const local_shard& shard, const query_plan& plan,
+                                   shard_workspace& ws) {
+  const uint32_t words = shard.prune_.words;
+  const uint64_t n = shard.docs_.size();
   ws.filter.assign(words, 0);
   uint64_t* f = ws.filter.data();
-  const std::vector<uint32_t>& bt = prune_.by_time;
+  const std::vector<uint32_t>& bt = shard.prune_.by_time;
   auto set_ranks = [&](uint64_t a, uint64_t b) {
     for (uint64_t r = a; r < b; ++r) {
       put(f, bt[r]);
     }
   };
   uint32_t lo, hi;
-  time_ranks(plan, lo, hi);
+  time_ranks(shard, plan, lo, hi);
   size_t tag = 0;
   if (lo == 0 && hi == n && !ws.tag_ids.empty()) {
     // no window: the first tag's docs
     const uint32_t t = ws.tag_ids[tag++];
-    for (uint32_t i = prune_.tag_at[t]; i < prune_.tag_at[t + 1]; ++i) {
-      put(f, prune_.tag_docs[i]);
+    for (uint32_t i = shard.prune_.tag_at[t]; i < shard.prune_.tag_at[t + 1]; ++i) {
+      put(f, shard.prune_.tag_docs[i]);
     }
-  } else if (hi - lo <= 2 * uint64_t{prune_.time_step}) {
+  } else if (hi - lo <= 2 * uint64_t{shard.prune_.time_step}) {
     set_ranks(lo, hi);
   } else {
     // whole buckets [a, b) of ranks [a step, b step) from the cumulative bitsets, then the edges
-    const uint64_t step = prune_.time_step;
+    const uint64_t step = shard.prune_.time_step;
     const uint64_t a = (lo + step - 1) / step, b = hi / step;
     auto cum_word = [&](uint64_t j, uint32_t w) -> uint64_t {
       if (j == 0) {
@@ -96,7 +99,7 @@ uint64_t local_shard::build_filter(const query_plan& plan, shard_workspace& ws) 
         const uint64_t left = n - uint64_t{w} * 64;
         return left >= 64 ? ~uint64_t{0} : (uint64_t{1} << left) - 1;
       }
-      return prune_.time_cum[(j - 1) * words + w];
+      return shard.prune_.time_cum[(j - 1) * words + w];
     };
     for (uint32_t w = 0; w < words; ++w) {
       f[w] = cum_word(b, w) & ~cum_word(a, w);
@@ -109,8 +112,8 @@ uint64_t local_shard::build_filter(const query_plan& plan, shard_workspace& ws) 
     for (; tag < ws.tag_ids.size(); ++tag) {
       const uint32_t t = ws.tag_ids[tag];
       std::fill(ws.tag_bits.begin(), ws.tag_bits.end(), 0);
-      for (uint32_t i = prune_.tag_at[t]; i < prune_.tag_at[t + 1]; ++i) {
-        put(ws.tag_bits.data(), prune_.tag_docs[i]);
+      for (uint32_t i = shard.prune_.tag_at[t]; i < shard.prune_.tag_at[t + 1]; ++i) {
+        put(ws.tag_bits.data(), shard.prune_.tag_docs[i]);
       }
       for (uint32_t w = 0; w < words; ++w) {
         f[w] &= ws.tag_bits[w];
@@ -126,9 +129,9 @@ uint64_t local_shard::build_filter(const query_plan& plan, shard_workspace& ws) 
 
 // The docs in every term's bitset (all dense) and, when on, the filter.
 TOLLGATE_POPCNT_CLONES
-uint64_t local_shard::count_sets(const shard_workspace& ws) const noexcept {
+uint64_t filter_eval::count_sets(const local_shard& shard, const shard_workspace& ws) noexcept {
   uint64_t count = 0;
-  for (uint32_t w = 0; w < prune_.words; ++w) {
+  for (uint32_t w = 0; w < shard.prune_.words; ++w) {
     uint64_t x = ws.ev.filter_on ? ws.filter[w] : ~uint64_t{0};
     for (const uint64_t* s : ws.sets) {
       x &= s[w];
@@ -142,38 +145,38 @@ uint64_t local_shard::count_sets(const shard_workspace& ws) const noexcept {
 // expected to be short (true; out.total is set). Else false; having counted the total (then
 // ev.total_known is set, and ev.filter_on when the filter was built) or not.
 TOLLGATE_POPCNT_CLONES
-bool local_shard::begin_time_walk(const query_plan& plan, shard_workspace& ws,
-                                  shard_answer& out) const {
+bool filter_eval::begin_time_walk(const local_shard& shard, const query_plan& plan,
+                                  shard_workspace& ws, shard_answer& out) {
   eval_state& ev = ws.ev;
   ev.filter_on = false;
   if (!prune_enabled || !ev.by_date || !plan.phrases.empty()) {
     return false;
   }
   const uint64_t lead_df = ws.cursors[ws.order[0]].df;
-  const uint64_t n = docs_.size();
-  if (lead_df < 2 * uint64_t{prune_.words}) {
+  const uint64_t n = shard.docs_.size();
+  if (lead_df < 2 * uint64_t{shard.prune_.words}) {
     return false;  // the rarest term's postings cost less than a pass over bitsets
   }
   ws.sets.clear();
   bool dense = true;
   for (uint32_t term : ws.term_ids) {
-    ws.sets.push_back(prune_.set(term));
+    ws.sets.push_back(shard.prune_.set(term));
     dense = dense && ws.sets.back() != nullptr;
   }
   if (!dense) {
     return false;
   }
   uint32_t lo, hi;
-  time_ranks(plan, lo, hi);
+  time_ranks(shard, plan, lo, hi);
   uint64_t total;
   if (plan.terms.size() == 1 && lo == 0 && hi == n && ws.tag_ids.empty()) {
     total = lead_df;
   } else {
     if (lo != 0 || hi != n || !ws.tag_ids.empty()) {
-      build_filter(plan, ws);
+      build_filter(shard, plan, ws);
       ev.filter_on = true;
     }
-    total = count_sets(ws);
+    total = count_sets(shard, ws);
     ev.total_known = true;
     ev.known_total = total;
   }
@@ -191,10 +194,10 @@ bool local_shard::begin_time_walk(const query_plan& plan, shard_workspace& ws,
 // Called by begin_search once the pruned evaluation is set up for a plan without phrases:
 // takes over with the time walk or the filter-led evaluation (true), or leaves the pruned one
 // to run, with the filter on when it was built (false).
-bool local_shard::begin_filtered(const query_plan& plan, shard_workspace& ws,
-                                 shard_answer& out) const {
+bool filter_eval::begin_filtered(const local_shard& shard, const query_plan& plan,
+                                 shard_workspace& ws, shard_answer& out) {
   eval_state& ev = ws.ev;
-  if (begin_time_walk(plan, ws, out)) {
+  if (begin_time_walk(shard, plan, ws, out)) {
     return true;
   }
   if (ev.filter_on || (!ev.time_filtered && ws.tag_ids.empty())) {
@@ -203,10 +206,10 @@ bool local_shard::begin_filtered(const query_plan& plan, shard_workspace& ws,
   // A bitset word costs a few cheap operations; a posting of the lead, a time_ (or tag) load
   // that mostly misses the cache: the filter pays once the lead has an eighth as many docs.
   const uint64_t lead_df = ws.cursors[ws.order[0]].df;
-  if (lead_df * 8 < prune_.words) {
+  if (lead_df * 8 < shard.prune_.words) {
     return false;
   }
-  const uint64_t passing = build_filter(plan, ws);  // (ws.sets: begin_search's)
+  const uint64_t passing = build_filter(shard, plan, ws);  // (ws.sets: begin_search's)
   ev.filter_on = true;
   // Led by the filter, every match is visited (and, by relevance, scored); the pruned walk
   // tests the filter bit per lead doc and scores only docs that may enter the top k.
@@ -220,11 +223,11 @@ bool local_shard::begin_filtered(const query_plan& plan, shard_workspace& ws,
 }
 
 TOLLGATE_POPCNT_CLONES
-bool local_shard::filtered_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                                uint64_t& budget_left) const {
+bool filter_eval::filtered_step(const local_shard& shard, const query_plan& plan,
+                                shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;
   eval_state& ev = ws.ev;
-  const uint32_t words = prune_.words;
+  const uint32_t words = shard.prune_.words;
   const bool by_date = ev.by_date;
   uint32_t w = ev.word;
   for (; w < words; ++w) {
@@ -260,9 +263,9 @@ bool local_shard::filtered_step(const query_plan& plan, shard_workspace& ws, sha
       hit h{};
       h.doc = doc;
       if (by_date) {
-        h.key = static_cast<double>(time_[doc]);
+        h.key = static_cast<double>(shard.time_[doc]);
       } else {
-        score(plan, ws, doc, false, 0.0, h.key);
+        shard.score(plan, ws, doc, false, 0.0, h.key);
       }
       offer(out.hits, plan.k, h);
     }
@@ -272,12 +275,12 @@ bool local_shard::filtered_step(const query_plan& plan, shard_workspace& ws, sha
   return true;
 }
 
-bool local_shard::time_walk_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                                 uint64_t& budget_left) const {
+bool filter_eval::time_walk_step(const local_shard& shard, const query_plan& plan,
+                                 shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;
   eval_state& ev = ws.ev;
   std::vector<hit>& heap = out.hits;
-  const uint32_t* by_time = prune_.by_time.data();
+  const uint32_t* by_time = shard.prune_.by_time.data();
   const uint64_t* filter = ev.filter_on ? ws.filter.data() : nullptr;
   while (ev.rank > ev.rank_lo && heap.size() < plan.k) {
     if (budget == 0) {
@@ -293,7 +296,7 @@ bool local_shard::time_walk_step(const query_plan& plan, shard_workspace& ws, sh
     if (in) {
       hit h{};
       h.doc = doc;
-      h.key = static_cast<double>(time_[doc]);
+      h.key = static_cast<double>(shard.time_[doc]);
       offer(heap, plan.k, h);
     }
   }

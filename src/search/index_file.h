@@ -1,5 +1,6 @@
-// Private: the index file's container (index_file.cc): a writer that appends checksummed
-// sections and a reader over a mapped, verified file. local_shard::save/load speak to these.
+// Private: the index file's container: a writer that appends checksummed sections
+// (index_writer.cc) and a reader over a mapped, verified file (index_reader.cc); the bytes both
+// agree on are in index_layout.h. local_shard::save/load (shard_file.cc) speak to these.
 #pragma once
 
 #include <cstddef>

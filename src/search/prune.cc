@@ -1,5 +1,5 @@
-// local_shard's pruned evaluation of queries without phrases: the top k and the total are found
-// apart, so that neither walks more postings than it needs.
+// pruned_eval: local_shard's pruned evaluation of queries without phrases: the top k and the
+// total are found apart, so that neither walks more postings than it needs.
 //
 //   1. Top k (top_step): the lead (rarest) cursor is walked block by block. A block whose bound
 //      (the sum, in the plan's term order, of idf x each term's largest block maximum over the
@@ -25,311 +25,24 @@
 #include <string_view>
 #include <vector>
 
+#include "search/evaluators.h"
 #include "search/shard_impl.h"
 
 namespace tollgate::search {
 
 using namespace detail;
 
-prune_index local_shard::compute_prune_index() const {
-  prune_index px;
-  const uint64_t n = docs_.size();
-  px.words = static_cast<uint32_t>((n + 63) / 64);
-  px.set_of_term.assign(terms_.size(), UINT32_MAX);
-  px.min_len = UINT32_MAX;
-  for (size_t d = 0; d < n; ++d) {
-    px.min_len = std::min(px.min_len, title_len_[d] + text_len_[d]);
-  }
-  // a class's norm bounds its docs' norms from below within a few percent
-  px.len_class.resize(n);
-  for (size_t d = 0; d < n; ++d) {
-    const uint32_t len = title_len_[d] + text_len_[d];
-    px.len_class[d] =
-        static_cast<uint8_t>(std::upper_bound(len_class_min.begin(), len_class_min.end(), len) -
-                             len_class_min.begin() - 1);
-  }
-  uint32_t sets = 0;
-  for (size_t ti = 0; ti < terms_.size(); ++ti) {
-    const uint64_t df = terms_[ti].df;
-    if (df >= block_docs && df * dense_divisor >= n) {
-      px.set_of_term[ti] = sets++;
-    }
-  }
-  px.bits.assign(size_t{sets} * px.words, 0);
-  for (size_t ti = 0; ti < terms_.size(); ++ti) {
-    if (px.set_of_term[ti] == UINT32_MAX) {
-      continue;
-    }
-    uint64_t* set = px.bits.data() + size_t{px.set_of_term[ti]} * px.words;
-    posting_cursor c = cursor_for(terms_[ti]);
-    while (c.next()) {
-      set[c.doc >> 6] |= uint64_t{1} << (c.doc & 63);
-    }
-  }
-  // Time ranks: descending rank is the date order of hits (latest first, ties by lower doc).
-  px.by_time.resize(n);
-  for (uint32_t d = 0; d < n; ++d) {
-    px.by_time[d] = d;
-  }
-  std::sort(px.by_time.begin(), px.by_time.end(), [this](uint32_t a, uint32_t b) {
-    return time_[a] < time_[b] || (time_[a] == time_[b] && a > b);
-  });
-  px.time_step =
-      static_cast<uint32_t>(std::max<uint64_t>(1, (n + time_buckets - 1) / time_buckets));
-  const uint64_t cums = n == 0 ? 0 : (n - 1) / px.time_step;  // j * time_step < n for j <= cums
-  px.time_cum.assign(cums * px.words, 0);
-  for (uint64_t j = 1; j <= cums; ++j) {
-    uint64_t* cum = px.time_cum.data() + (j - 1) * px.words;
-    if (j > 1) {
-      std::memcpy(cum, cum - px.words, px.words * sizeof(uint64_t));
-    }
-    for (uint64_t r = (j - 1) * px.time_step; r < j * px.time_step; ++r) {
-      cum[px.by_time[r] >> 6] |= uint64_t{1} << (px.by_time[r] & 63);
-    }
-  }
-  // Tags' docs: counted, then placed (docs ascend, so each tag's list does).
-  px.tag_at.assign(tag_names_.size() + 1, 0);
-  for (const doc_rec& r : docs_) {
-    for (uint32_t i = 0; i < r.tag_count; ++i) {
-      ++px.tag_at[doc_tags_[r.tags_off + i] + 1];
-    }
-  }
-  for (size_t t = 1; t < px.tag_at.size(); ++t) {
-    px.tag_at[t] += px.tag_at[t - 1];
-  }
-  px.tag_docs.resize(px.tag_at.back());
-  std::vector<uint32_t> fill(px.tag_at.begin(), px.tag_at.end() - 1);
-  for (uint32_t d = 0; d < n; ++d) {
-    const doc_rec& r = docs_[d];
-    for (uint32_t i = 0; i < r.tag_count; ++i) {
-      px.tag_docs[fill[doc_tags_[r.tags_off + i]]++] = d;
-    }
-  }
-  if (loaded_impact_.valid) {
-    const saved_impact& li = loaded_impact_;
-    px.impact_terms.assign(li.terms.begin(), li.terms.end());
-    px.impact_at.assign(li.at.begin(), li.at.end());
-    px.impact_doc.assign(li.doc.begin(), li.doc.end());
-    px.impact_part.assign(li.part.begin(), li.part.end());
-    px.impact_rows = li.rows;  // in the mapping
-  } else {
-    compute_impact(px);
-  }
-  return px;
-}
-
-// The impact terms (prune_index): the commonest dense terms, each walked once; a term keeps
-// the docs whose term_part at the shard's own norms (len_norm_) may still be among its
-// impact_depth best (above the part of the depth-th best so far, which only rises).
-void local_shard::compute_impact(prune_index& px) const {
-  const uint64_t n = docs_.size();
-  std::vector<uint32_t>& chosen = px.impact_terms;
-  for (uint32_t ti = 0; ti < terms_.size(); ++ti) {
-    if (px.set_of_term[ti] != UINT32_MAX && uint64_t{terms_[ti].df} * impact_divisor >= n) {
-      chosen.push_back(ti);
-    }
-  }
-  std::sort(chosen.begin(), chosen.end(), [this](uint32_t a, uint32_t b) {
-    return terms_[a].df > terms_[b].df || (terms_[a].df == terms_[b].df && a < b);
-  });
-  chosen.resize(std::min<size_t>({chosen.size(), impact_max_terms, impact_terms_most}));
-  px.impact_at.assign(1, 0);
-  if (chosen.empty()) {
-    return;
-  }
-  const size_t m = chosen.size();
-  const size_t depth = std::max<size_t>(impact_depth, 1);
-  using entry = std::pair<double, uint32_t>;
-  const auto better_part = [](const entry& a, const entry& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  // term by term (each term's frequencies into its own column), then the columns into rows
-  std::vector<uint8_t> column(m * n, 0);
-  std::vector<std::vector<entry>> best(m);
-  for (size_t i = 0; i < m; ++i) {
-    uint8_t* col = column.data() + i * n;
-    std::vector<entry>& b = best[i];
-    b.reserve(2 * depth);
-    double floor = -1.0;  // a part at most this is not among the best
-    posting_cursor c = cursor_for(terms_[chosen[i]]);
-    while (c.next()) {
-      col[c.doc] = static_cast<uint8_t>(std::min<uint32_t>(3 * c.tf_title + c.tf_text, 255));
-      const double part = term_part(c.tf_title, c.tf_text, len_norm_[c.doc]);
-      if (part > floor) {  // docs ascend: an equal part of a later doc ranks below
-        b.emplace_back(part, c.doc);
-        if (b.size() == 2 * depth) {
-          std::nth_element(b.begin(), b.begin() + static_cast<ptrdiff_t>(depth - 1), b.end(),
-                           better_part);
-          b.resize(depth);
-          floor = b.back().first;
-        }
-      }
-    }
-  }
-  px.impact_row_store.resize(n);
-  px.impact_rows = px.impact_row_store;
-  for (size_t d = 0; d < n; ++d) {
-    impact_row& row = px.impact_row_store[d];
-    row = impact_row{};
-    row.len = static_cast<uint16_t>(std::min(title_len_[d] + text_len_[d], 65535u));
-    for (size_t i = 0; i < m; ++i) {
-      row.wf[i] = column[i * n + d];
-    }
-  }
-  size_t entries = 0;
-  for (const std::vector<entry>& b : best) {
-    entries += std::min(b.size(), depth);
-  }
-  px.impact_doc.reserve(entries);  // exactly: a mapped shard's copies are exact too
-  px.impact_part.reserve(entries);
-  for (size_t i = 0; i < m; ++i) {
-    std::vector<entry>& b = best[i];
-    const size_t keep = std::min(b.size(), depth);
-    std::partial_sort(b.begin(), b.begin() + static_cast<ptrdiff_t>(keep), b.end(), better_part);
-    for (size_t j = 0; j < keep; ++j) {
-      px.impact_doc.push_back(b[j].second);
-      px.impact_part.push_back(round_up(b[j].first));
-    }
-    px.impact_at.push_back(static_cast<uint32_t>(px.impact_doc.size()));
-  }
-}
-
-// The top k of a conjunction of impact terms by relevance (no phrases, no filters, the shard's
-// own norms), by the threshold algorithm over their lists of best docs: the lists are read in
-// turns, each doc seen the first time is tested against every term's bitset and, when it
-// matches, scored from the impact terms' frequencies per doc (the same products summed in the
-// same order as score()) and offered. A doc not seen yet has in each term a part no larger than
-// the part at that term's next entry, so its key is at most their weighted sum: once that is
-// below the k-th key of a full heap, the heap is the top k (true; the total is then counted by
-// the bitsets). When a list runs out first (deeper than impact_depth), the docs offered become
-// the walk's seeds (false), as seed_heap's would.
-namespace {
-constexpr uint32_t impact_prefetch = 16;  // list entries ahead whose rows are fetched
-}  // namespace
-
-bool local_shard::impact_top(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
-  eval_state& ev = ws.ev;
-  const size_t m = ws.cursors.size();
-  if (m < 2 || m > impact_max_query_terms || plan.k > impact_max_k || ev.by_date ||
-      !plan.phrases.empty() || ev.filter_on || ev.time_filtered || !ws.tag_ids.empty() ||
-      ev.avgdl != avgdl_ || ev.bound_scale != 1 || !ev.all_dense) {
-    return false;
-  }
-  ws.impact_pos.resize(m);
-  for (size_t i = 0; i < m; ++i) {
-    const uint32_t imp = prune_.impact_of(ws.term_ids[i]);
-    if (imp == UINT32_MAX) {
-      return false;
-    }
-    ws.impact_pos[i] = imp;
-  }
-  std::vector<hit>& heap = out.hits;
-  ws.seeds.clear();
-  ws.ev.seed_at = 0;
-  ws.seen.resize(prune_.words, 0);
-  ws.seen_docs.clear();
-  // per term: its list [at, end) and the next entry
-  uint32_t next[impact_terms_most], end[impact_terms_most];
-  if (m > impact_terms_most) {
-    return false;
-  }
-  for (size_t i = 0; i < m; ++i) {
-    const uint32_t imp = ws.impact_pos[i];
-    next[i] = prune_.impact_at[imp];
-    end[i] = prune_.impact_at[imp + 1];
-  }
-  bool done = false;
-  while (true) {
-    for (size_t i = 0; i < m; ++i) {
-      if (next[i] == end[i]) {
-        continue;
-      }
-      if (next[i] + impact_prefetch < end[i]) {
-        __builtin_prefetch(prune_.impact_rows.data() +
-                           prune_.impact_doc[next[i] + impact_prefetch]);
-      }
-      const uint32_t doc = prune_.impact_doc[next[i]++];
-      uint64_t& word = ws.seen[doc >> 6];
-      const uint64_t bit = uint64_t{1} << (doc & 63);
-      if ((word & bit) != 0) {
-        continue;
-      }
-      word |= bit;
-      ws.seen_docs.push_back(doc);
-      const impact_row& row = prune_.impact_rows[doc];
-      bool in = true;
-      for (size_t j = 0; j < m && in; ++j) {
-        in = row.wf[ws.impact_pos[j]] != 0;
-      }
-      if (!in) {
-        continue;
-      }
-      // len_norm_[doc], without its cache miss when the row holds the length
-      const double kn = row.len < 65535 ? length_norm_of(row.len, avgdl_) : len_norm_[doc];
-      hit h{};
-      h.doc = doc;
-      for (size_t j = 0; j < m; ++j) {
-        if (plan.idf[j] == 0) {
-          continue;  // as score(): a phrase-only term adds nothing
-        }
-        uint32_t f = row.wf[ws.impact_pos[j]];
-        if (f == 255) {  // 255 or more: the postings hold it
-          posting_cursor c = cursor_for(terms_[ws.term_ids[j]]);
-          c.next();
-          c.seek(doc);
-          f = 3 * c.tf_title + c.tf_text;
-        }
-        h.key += plan.idf[j] * unit_part(static_cast<double>(f), kn);
-      }
-      ws.seeds.push_back(doc);
-      offer(heap, plan.k, h);
-    }
-    // A doc not seen yet has, per term, at most the part of its next entry. A list read to its
-    // end that held every doc of its term: no unseen doc matches. One cut at impact_depth: no
-    // bound is left, the walk finishes the top k.
-    double ub = 0;
-    bool complete = false, bounded = true;
-    for (size_t j = 0; j < m; ++j) {
-      if (next[j] < end[j]) {
-        ub += plan.idf[j] * static_cast<double>(prune_.impact_part[next[j]]);
-      } else if (end[j] - prune_.impact_at[ws.impact_pos[j]] == terms_[ws.term_ids[j]].df) {
-        complete = true;
-      } else {
-        bounded = false;
-      }
-    }
-    if (complete || (bounded && heap.size() == plan.k && ub < heap.front().key)) {
-      done = true;
-      break;
-    }
-    if (!bounded) {
-      break;
-    }
-  }
-  for (uint32_t doc : ws.seen_docs) {
-    ws.seen[doc >> 6] = 0;
-  }
-  ev.impact = done ? eval_state::impact_found : eval_state::impact_seeded;
-  if (done) {
-    ws.seeds.clear();
-    ev.one_pass = false;
-    ev.counting = true;  // the total: the bitsets' AND (every term is dense)
-  } else {
-    std::sort(ws.seeds.begin(), ws.seeds.end());
-  }
-  return true;
-}
-
 // Puts every cursor back on its term's first doc.
-void local_shard::reopen_cursors(shard_workspace& ws) const {
+void pruned_eval::reopen_cursors(const local_shard& shard, shard_workspace& ws) {
   for (size_t i = 0; i < ws.cursors.size(); ++i) {
-    ws.cursors[i] = cursor_for(terms_[ws.term_ids[i]]);
+    ws.cursors[i] = shard.cursor_for(shard.terms_[ws.term_ids[i]]);
     ws.cursors[i].next();  // not empty: open_cursors checked
   }
   ws.ev.pf_block = UINT32_MAX;
 }
 
-void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) const {
+void pruned_eval::begin_pruned(const local_shard& shard, const query_plan& plan,
+                               shard_workspace& ws) {
   eval_state& ev = ws.ev;
   ev.mode = eval_state::pruned;
   ev.counting = false;
@@ -346,13 +59,14 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
   // them all anyway. Else the top k's walk, skipping blocks, and the count apart.
   double share = 1;
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
-    share *= static_cast<double>(ws.cursors[ws.order[oi]].df) / static_cast<double>(docs_.size());
+    share *=
+        static_cast<double>(ws.cursors[ws.order[oi]].df) / static_cast<double>(shard.docs_.size());
   }
   ev.one_pass = plan.phrases.empty() && share < one_pass_share;
   ev.impact = eval_state::impact_none;
   ev.time_filtered = plan.since != std::numeric_limits<int64_t>::min() ||
                      plan.until != std::numeric_limits<int64_t>::max();
-  ev.kn_min = length_norm_of(prune_.min_len, ev.avgdl);
+  ev.kn_min = length_norm_of(shard.prune_.min_len, ev.avgdl);
   if (ws.kn_class_avgdl != ev.avgdl) {  // the classes are every shard's: only avgdl matters
     for (size_t c = 0; c < ws.kn_class.size(); ++c) {
       ws.kn_class[c] = length_norm_of(len_class_min[c], ev.avgdl);
@@ -374,13 +88,15 @@ void local_shard::begin_pruned(const query_plan& plan, shard_workspace& ws) cons
 // sought on the cursors and offered when they match; the cursors then start over. The walk
 // skips every seed (ev.seed_at), so no doc is offered twice; the heap's final content does not
 // depend on the order of offers (better() is a strict order).
-void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_answer& out) const {
+void pruned_eval::seed_heap(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                            shard_answer& out) {
   ws.seeds.clear();
   ws.ev.seed_at = 0;
   for (uint32_t term : ws.term_ids) {
-    const uint32_t at = champ_at_[term];
+    const uint32_t at = shard.champ_at_[term];
     if (at != UINT32_MAX) {
-      const uint32_t* docs = (ws.ev.by_date ? champ_date_.data() : champ_doc_.data()) + at;
+      const uint32_t* docs =
+          (ws.ev.by_date ? shard.champ_date_.data() : shard.champ_doc_.data()) + at;
       ws.seeds.insert(ws.seeds.end(), docs, docs + champ_len);
     }
   }
@@ -397,9 +113,9 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
       }
     }
     if (ws.rows_on) {
-      __builtin_prefetch(&prune_.impact_rows[doc]);
+      __builtin_prefetch(&shard.prune_.impact_rows[doc]);
     } else {
-      __builtin_prefetch(&len_norm_[doc]);
+      __builtin_prefetch(&shard.len_norm_[doc]);
     }
   }
   for (uint32_t doc : ws.seeds) {
@@ -420,28 +136,28 @@ void local_shard::seed_heap(const query_plan& plan, shard_workspace& ws, shard_a
     if (!left) {
       break;
     }
-    if (on && accepts(plan, ws, doc)) {
+    if (on && shard.accepts(plan, ws, doc)) {
       hit h{};
       h.doc = doc;
       if (ws.ev.by_date) {
-        h.key = static_cast<double>(time_[doc]);
+        h.key = static_cast<double>(shard.time_[doc]);
       } else {
-        score(plan, ws, doc, false, 0.0, h.key);
+        shard.score(plan, ws, doc, false, 0.0, h.key);
       }
       offer(out.hits, plan.k, h);
     }
   }
-  reopen_cursors(ws);
+  reopen_cursors(shard, ws);
 }
 
-bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                              uint64_t& budget) const {
+bool pruned_eval::pruned_step(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                              shard_answer& out, uint64_t& budget) {
   eval_state& ev = ws.ev;
   if (ev.one_pass && !ev.total_known) {
-    return lead_walk<true>(plan, ws, out, budget);
+    return lead_walk<true>(shard, plan, ws, out, budget);
   }
   if (!ev.counting) {
-    if (!top_step(plan, ws, out, budget)) {
+    if (!top_step(shard, plan, ws, out, budget)) {
       return false;
     }
     if (ev.total_known || out.hits.size() < plan.k) {
@@ -451,15 +167,15 @@ bool local_shard::pruned_step(const query_plan& plan, shard_workspace& ws, shard
     }
     ev.counting = true;
     if (!ev.all_dense) {
-      reopen_cursors(ws);
+      reopen_cursors(shard, ws);
     }
   }
-  return ev.all_dense ? count_dense_step(plan, ws, out, budget)
-                      : lead_walk<false>(plan, ws, out, budget);
+  return ev.all_dense ? count_dense_step(shard, plan, ws, out, budget)
+                      : lead_walk<false>(shard, plan, ws, out, budget);
 }
 
-namespace {
-// The phrases' part of a bound, from each word's bound before idf in ws.term_ub: a phrase occurs
+namespace {  // The phrases' part of a bound, from each word's bound before idf in ws.term_ub: a
+             // phrase occurs
 // in a field at most as often as each of its words, so its part is at most the least of theirs.
 double phrase_bounds(const query_plan& plan, const shard_workspace& ws) noexcept {
   double ub = 0;
@@ -473,140 +189,14 @@ double phrase_bounds(const query_plan& plan, const shard_workspace& ws) noexcept
   }
   return ub;
 }
-
-// The phrase's words in order, each followed by a NUL; false when they do not fit.
-bool phrase_words(const query_plan& plan, const phrase_span& ph, known_phrase_total& e) noexcept {
-  e.len = 0;
-  for (uint32_t j = 0; j < ph.count; ++j) {
-    const std::string_view w = plan.terms[plan.phrase_terms[ph.first + j]];
-    if (e.len + w.size() + 1 > e.words.size()) {
-      return false;
-    }
-    std::memcpy(e.words.data() + e.len, w.data(), w.size());
-    e.words[e.len + w.size()] = '\0';
-    e.len += static_cast<uint32_t>(w.size() + 1);
-  }
-  return true;
-}
 }  // namespace
-
-void local_shard::remember_phrase_total(const query_plan& plan, const phrase_span& ph,
-                                        shard_workspace& ws, uint64_t total) const {
-  known_phrase_total& e = ws.phrase_totals[ws.phrase_totals_next];
-  if (ph.count < 2 || !phrase_words(plan, ph, e)) {
-    e.shard = 0;
-    return;
-  }
-  e.shard = serial_;
-  e.total = total;
-  // the walk that counted them kept every one: the search that follows scores just these
-  e.listed = ws.kept_docs.size() == total;
-  if (e.listed) {
-    e.docs.swap(ws.kept_docs);  // (kept_docs is cleared before its next walk)
-  }
-  ws.phrase_totals_next = (ws.phrase_totals_next + 1) % ws.phrase_totals.size();
-}
-
-// Whether the plan (weighted: not a phrase's own sub-search) matches exactly the docs of its one
-// phrase (no filters, every term in the phrase) and this shard's count of them is remembered;
-// sets total.
-bool local_shard::known_total(const query_plan& plan, shard_workspace& ws, uint64_t& total) const {
-  if (plan.phrases.size() != 1 || plan.phrases[0].count < 2 || !plan.tags.empty() ||
-      plan.since != std::numeric_limits<int64_t>::min() ||
-      plan.until != std::numeric_limits<int64_t>::max()) {
-    return false;
-  }
-  const phrase_span& ph = plan.phrases[0];
-  for (uint32_t i = 0; i < plan.terms.size(); ++i) {
-    const uint32_t* pt = plan.phrase_terms.data() + ph.first;
-    if (std::find(pt, pt + ph.count, i) == pt + ph.count) {
-      return false;
-    }
-  }
-  return plan.idf.size() == plan.terms.size() && lookup_phrase_total(plan, ph, ws, total);
-}
-
-// Whether the plan matches exactly the docs of its one phrase (as known_total) and the walk that
-// counted them in this shard kept them (ws.listed_docs then holds them).
-bool local_shard::listed_phrase(const query_plan& plan, shard_workspace& ws) const {
-  uint64_t total = 0;
-  if (!known_total(plan, ws, total)) {
-    return false;
-  }
-  known_phrase_total want;
-  if (!phrase_words(plan, plan.phrases[0], want)) {
-    return false;
-  }
-  for (const known_phrase_total& e : ws.phrase_totals) {
-    if (e.listed && e.shard == serial_ && e.len == want.len &&
-        std::memcmp(e.words.data(), want.words.data(), e.len) == 0) {
-      ws.listed_docs.assign(e.docs.begin(), e.docs.end());
-      return true;
-    }
-  }
-  return false;
-}
-
-// The listed phrase's docs (listed_phrase), each with every cursor sought onto it, scored (or
-// keyed by time) and offered; the total is their number.
-bool local_shard::listed_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                              uint64_t& budget_left) const {
-  uint64_t budget = budget_left;
-  const uint64_t step_cost = 1 + phrase_cost * plan.phrases.size();
-  const std::vector<uint32_t>& docs = ws.listed_docs;
-  uint32_t i = ws.ev.word;
-  for (; i < docs.size(); ++i) {
-    if (budget == 0) {
-      break;
-    }
-    budget -= std::min(budget, step_cost);
-    const uint32_t doc = docs[i];
-    for (posting_cursor& c : ws.cursors) {
-      c.seek(doc);  // the doc holds the phrase, so each of its words
-    }
-    hit h{};
-    h.doc = doc;
-    const bool full = out.hits.size() == plan.k;
-    if (ws.ev.by_date) {
-      h.key = static_cast<double>(time_[doc]);
-    } else if (!score(plan, ws, doc, full, full ? out.hits.front().key : 0.0, h.key)) {
-      continue;
-    }
-    offer(out.hits, plan.k, h);
-  }
-  ws.ev.word = i;
-  budget_left = budget;
-  if (i < docs.size()) {
-    return false;
-  }
-  out.total = docs.size();
-  return true;
-}
-
-bool local_shard::lookup_phrase_total(const query_plan& plan, const phrase_span& ph,
-                                      const shard_workspace& ws, uint64_t& total) const {
-  if (pair_total(plan, ph, total)) {
-    return true;
-  }
-  known_phrase_total want;
-  if (ph.count < 2 || !phrase_words(plan, ph, want)) {
-    return false;
-  }
-  for (const known_phrase_total& e : ws.phrase_totals) {
-    if (e.shard == serial_ && e.len == want.len &&
-        std::memcmp(e.words.data(), want.words.data(), e.len) == 0) {
-      total = e.total;
-      return true;
-    }
-  }
-  return false;
-}
 
 // Bounds for the lead's current block: per other term, idf x its largest block maximum over
 // the blocks that overlap the lead block's doc range (ws.term_ub), and their sum with the
 // lead's own (ev.block_ub; by date, the block's latest time). False when another term has no
 // doc left at or after the block's first: nothing more can match.
-bool local_shard::lead_block_bound(const query_plan& plan, shard_workspace& ws) const {
+bool pruned_eval::lead_block_bound(const local_shard& shard, const query_plan& plan,
+                                   shard_workspace& ws) {
   eval_state& ev = ws.ev;
   const uint32_t li = ws.order[0];
   const posting_cursor& lead = ws.cursors[li];
@@ -616,7 +206,7 @@ bool local_shard::lead_block_bound(const query_plan& plan, shard_workspace& ws) 
   double ub = 0;
   for (size_t i = 0; i < ws.cursors.size(); ++i) {
     const posting_cursor& c = ws.cursors[i];
-    float m = block_max_[c.skip_off + c.block];
+    float m = shard.block_max_[c.skip_off + c.block];
     if (i != li) {
       uint32_t j = ws.shallow[i];
       while (j < c.nblocks && c.skips[j].last_doc < first) {
@@ -628,7 +218,7 @@ bool local_shard::lead_block_bound(const query_plan& plan, shard_workspace& ws) 
       ws.shallow[i] = j;
       m = 0;
       for (; j < c.nblocks; ++j) {
-        m = std::max(m, block_max_[c.skip_off + j]);
+        m = std::max(m, shard.block_max_[c.skip_off + j]);
         if (c.skips[j].last_doc >= last) {
           break;
         }
@@ -638,13 +228,14 @@ bool local_shard::lead_block_bound(const query_plan& plan, shard_workspace& ws) 
     ub += plan.idf[i] * ws.term_ub[i];
   }
   ub += phrase_bounds(plan, ws);
-  ev.block_ub = ev.by_date ? static_cast<double>(block_max_time_[lead.skip_off + lead.block]) : ub;
+  ev.block_ub =
+      ev.by_date ? static_cast<double>(shard.block_max_time_[lead.skip_off + lead.block]) : ub;
   return true;
 }
 
 // Phase 1: the top k (see the file comment). False: out of budget, not finished.
-bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                           uint64_t& budget_left) const {
+bool pruned_eval::top_step(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                           shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;  // in a register (writes through the cursors may alias it)
   eval_state& ev = ws.ev;
   posting_cursor& lead = ws.cursors[ws.order[0]];
@@ -656,7 +247,7 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
     }
     --budget;
     bool end = false;
-    if (ev.bound_block != lead.block && !lead_block_bound(plan, ws)) {
+    if (ev.bound_block != lead.block && !lead_block_bound(shard, plan, ws)) {
       break;
     }
     if (heap.size() == plan.k && ev.block_ub < heap.front().key) {
@@ -668,7 +259,7 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
       const uint32_t block = lead.block;
       uint64_t tested = 0;
       bool reached = false;
-      while (!(reached = reaches_f_min(plan, ws, heap.front().key, lead))) {
+      while (!(reached = reaches_f_min(shard, plan, ws, heap.front().key, lead))) {
         ++tested;
         end = !lead.next();
         if (end || lead.block != block || tested >= budget) {
@@ -678,13 +269,13 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
       budget -= std::min(budget, tested);
       ev.below_f += tested;
       if (reached) {
-        top_doc(plan, ws, heap, end);
+        top_doc(shard, plan, ws, heap, end);
       }
     } else {
-      if (heap.size() == plan.k && !ev.by_date && docs_.size() >= prefetch_min_docs) {
-        prefetch_lead(ws, true);  // the bounds read each doc's length class and norm
+      if (heap.size() == plan.k && !ev.by_date && shard.docs_.size() >= prefetch_min_docs) {
+        shard.prefetch_lead(ws, true);  // the bounds read each doc's length class and norm
       }
-      top_doc(plan, ws, heap, end);
+      top_doc(shard, plan, ws, heap, end);
     }
     if (end) {
       break;
@@ -695,13 +286,13 @@ bool local_shard::top_step(const query_plan& plan, shard_workspace& ws, shard_an
 }
 
 // Per cursor: its term's largest block maximum (scaled as the bounds are).
-void local_shard::fill_term_max(shard_workspace& ws) const {
+void pruned_eval::fill_term_max(const local_shard& shard, shard_workspace& ws) {
   ws.term_max.assign(ws.cursors.size(), 0);
   for (size_t i = 0; i < ws.cursors.size(); ++i) {
     const posting_cursor& c = ws.cursors[i];
     float m = 0;
     for (uint32_t j = 0; j < c.nblocks; ++j) {
-      m = std::max(m, block_max_[c.skip_off + j]);
+      m = std::max(m, shard.block_max_[c.skip_off + j]);
     }
     ws.term_max[i] = m * ws.ev.bound_scale;
   }
@@ -711,18 +302,19 @@ void local_shard::fill_term_max(shard_workspace& ws) const {
 // length class (lead_f_min); a doc below it cannot reach the k-th key kth. Thresholds made for a
 // lower k-th key are still sound, only looser: they are remade when the k-th key has risen
 // and a few thousand docs have been tested since.
-[[gnu::always_inline]] inline bool local_shard::reaches_f_min(const query_plan& plan,
+[[gnu::always_inline]] inline bool pruned_eval::reaches_f_min(const local_shard& shard,
+                                                              const query_plan& plan,
                                                               shard_workspace& ws, double kth,
-                                                              const posting_cursor& lead) const {
+                                                              const posting_cursor& lead) {
   if (kth != ws.f_kth && (ws.f_kth == 0 || ++ws.f_age >= 2048)) {
     if (ws.term_max.empty()) {
-      fill_term_max(ws);
+      fill_term_max(shard, ws);
     }
     ++ws.f_gen_now;
     ws.f_kth = kth;
     ws.f_age = 0;
   }
-  const uint8_t cls = prune_.len_class[lead.doc];
+  const uint8_t cls = shard.prune_.len_class[lead.doc];
   if (ws.f_gen[cls] != ws.f_gen_now) {
     ws.f_gen[cls] = ws.f_gen_now;
     ws.f_min[cls] = lead_f_min(plan, ws, ws.ev.kn_class[cls], ws.f_kth);
@@ -734,8 +326,8 @@ void local_shard::fill_term_max(shard_workspace& ws) const {
 // A bound on the score of the lead's current doc: the lead's part at norm kn (at least the
 // doc's own norm) plus, per other term, idf x the maximum of its block holding the doc, added
 // in the score's order. `end`: another term has no doc left at or after this one.
-double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, double kn,
-                              bool& end) const {
+double pruned_eval::doc_bound(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                              double kn, bool& end) {
   const uint32_t li = ws.order[0];
   const uint32_t doc = ws.cursors[li].doc;
   double ub = 0;
@@ -754,7 +346,7 @@ double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, doubl
       end = true;
       return 0;
     }
-    ws.term_ub[i] = block_max_[c.skip_off + j] * ws.ev.bound_scale;
+    ws.term_ub[i] = shard.block_max_[c.skip_off + j] * ws.ev.bound_scale;
     ub += plan.idf[i] * ws.term_ub[i];
   }
   return ub + phrase_bounds(plan, ws);
@@ -766,8 +358,8 @@ double local_shard::doc_bound(const query_plan& plan, shard_workspace& ws, doubl
 // increases in f by far more than its rounding below 2^20, and adding and multiplying by
 // non-negative factors keep the order), so every f below the result has a bound below kth,
 // and so has doc_bound, whose factors are each at most these.
-uint32_t local_shard::lead_f_min(const query_plan& plan, shard_workspace& ws, double kn,
-                                 double kth) const {
+uint32_t pruned_eval::lead_f_min(const query_plan& plan, shard_workspace& ws, double kn,
+                                 double kth) {
   const uint32_t li = ws.order[0];
   auto bound = [&](uint32_t f) {
     double ub = 0;
@@ -794,8 +386,8 @@ uint32_t local_shard::lead_f_min(const query_plan& plan, shard_workspace& ws, do
 // The lead's current doc: rejected by the bitsets, the time range or its bound when it can,
 // else sought on the other cursors, checked and scored; then the lead moves on. `end`: no doc
 // is left that could match.
-void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
-                          bool& end) const {
+void pruned_eval::top_doc(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                          std::vector<hit>& heap, bool& end) {
   const uint32_t li = ws.order[0];
   posting_cursor& lead = ws.cursors[li];
   const uint32_t doc = lead.doc;
@@ -808,18 +400,19 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
   if (maybe && ws.ev.filter_on) {
     maybe = (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0;
   } else if (maybe && ws.ev.time_filtered) {  // time_[doc] is a cache miss: only when filtered
-    maybe = time_[doc] >= plan.since && time_[doc] <= plan.until;
+    maybe = shard.time_[doc] >= plan.since && shard.time_[doc] <= plan.until;
   }
   if (maybe && full && ws.ev.by_date) {
-    maybe = !(static_cast<double>(time_[doc]) < kth);
+    maybe = !(static_cast<double>(shard.time_[doc]) < kth);
   } else if (maybe && full) {
     // first with the shard's smallest norm (no load; a bound on the lead's part, which
     // decreases with the norm); then, once the sparse cursors hold the doc too (a seek reads
     // on along their postings where a doc's norm is a cache miss), with its length class's
     // norm (one byte) and with its own
-    maybe = !(doc_bound(plan, ws, ws.ev.kn_min, end) < kth) && !end && seek_sparse(ws, doc, end) &&
-            !(doc_bound(plan, ws, ws.ev.kn_class[prune_.len_class[doc]], end) < kth) &&
-            !(doc_bound(plan, ws, length_norm(doc, ws.ev.avgdl), end) < kth);
+    maybe = !(doc_bound(shard, plan, ws, ws.ev.kn_min, end) < kth) && !end &&
+            seek_sparse(ws, doc, end) &&
+            !(doc_bound(shard, plan, ws, ws.ev.kn_class[shard.prune_.len_class[doc]], end) < kth) &&
+            !(doc_bound(shard, plan, ws, shard.length_norm(doc, ws.ev.avgdl), end) < kth);
     if (end) {
       return;
     }
@@ -843,11 +436,11 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
     hit h{};
     h.doc = doc;
     bool keep = true;
-    if ((at == ws.seeds.size() || ws.seeds[at] != doc) && accepts(plan, ws, doc)) {
+    if ((at == ws.seeds.size() || ws.seeds[at] != doc) && shard.accepts(plan, ws, doc)) {
       if (ws.ev.by_date) {
-        h.key = static_cast<double>(time_[doc]);
+        h.key = static_cast<double>(shard.time_[doc]);
       } else {
-        keep = score(plan, ws, doc, full, kth, h.key);
+        keep = shard.score(plan, ws, doc, full, kth, h.key);
       }
       if (keep) {
         offer(heap, plan.k, h);
@@ -859,8 +452,8 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
 
 // Seeks the cursors of the other terms without a bitset onto the lead's doc: true when they all
 // hold it; else the lead moves on to the doc a cursor moved to (`end` when none is left).
-[[gnu::always_inline]] inline bool local_shard::seek_sparse(shard_workspace& ws, uint32_t doc,
-                                                            bool& end) const {
+[[gnu::always_inline]] inline bool pruned_eval::seek_sparse(shard_workspace& ws, uint32_t doc,
+                                                            bool& end) {
   posting_cursor& lead = ws.cursors[ws.order[0]];
   for (size_t oi = 1; oi < ws.order.size(); ++oi) {
     if (ws.sets[ws.order[oi]] != nullptr) {
@@ -877,9 +470,9 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
 // lead's current doc matches (the filter or the time range and tags, the dense terms' bitsets,
 // the sparse cursors sought onto it), the lead left on it; else false with the lead moved on to
 // the next doc that may match, `more` false when none is left.
-[[gnu::always_inline]] inline bool local_shard::lead_matches(const query_plan& plan,
-                                                             shard_workspace& ws,
-                                                             bool& more) const {
+[[gnu::always_inline]] inline bool pruned_eval::lead_matches(const local_shard& shard,
+                                                             const query_plan& plan,
+                                                             shard_workspace& ws, bool& more) {
   posting_cursor& lead = ws.cursors[ws.order[0]];
   const uint32_t doc = lead.doc;
   bool in = ws.ev.filter_on ? (ws.filter[doc >> 6] >> (doc & 63) & 1) != 0 : true;
@@ -892,7 +485,7 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
     more = !end;  // the lead is on the doc a sparse cursor moved past its own to
     return false;
   }
-  if (in && (ws.ev.filter_on || accepts(plan, ws, doc))) {
+  if (in && (ws.ev.filter_on || shard.accepts(plan, ws, doc))) {
     more = true;
     return true;
   }
@@ -906,8 +499,8 @@ void local_shard::top_doc(const query_plan& plan, shard_workspace& ws, std::vect
 // blocks could be skipped, and the total walks them all anyway. With nothing but the other
 // terms' bitsets to test (others_dense), a doc is tested without a branch.
 template <bool Offer>
-bool local_shard::lead_walk(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                            uint64_t& budget_left) const {
+bool pruned_eval::lead_walk(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                            shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;
   posting_cursor& lead = ws.cursors[ws.order[0]];
   bool more = lead.doc != UINT32_MAX;
@@ -943,7 +536,7 @@ bool local_shard::lead_walk(const query_plan& plan, shard_workspace& ws, shard_a
           lead.doc = docs[j];
           lead.tf_title = tf_title[j];
           lead.tf_text = tf_text[j];
-          offer_match(plan, ws, out.hits, docs[j]);
+          offer_match(shard, plan, ws, out.hits, docs[j]);
         }
       }
       budget -= seen;
@@ -954,10 +547,10 @@ bool local_shard::lead_walk(const query_plan& plan, shard_workspace& ws, shard_a
   } else {
     while (more && budget != 0) {
       --budget;
-      if (lead_matches(plan, ws, more)) {
+      if (lead_matches(shard, plan, ws, more)) {
         ++out.total;
         if (Offer) {
-          offer_match(plan, ws, out.hits, lead.doc);
+          offer_match(shard, plan, ws, out.hits, lead.doc);
         }
         more = lead.next();
       }
@@ -969,7 +562,7 @@ bool local_shard::lead_walk(const query_plan& plan, shard_workspace& ws, shard_a
 
 // Whether a lead's doc matches when it is in every other term's bitset: no filter, time window,
 // tags or phrases to check, and every other term dense.
-bool local_shard::others_dense(const query_plan& plan, const shard_workspace& ws) const noexcept {
+bool pruned_eval::others_dense(const query_plan& plan, const shard_workspace& ws) noexcept {
   if (ws.ev.filter_on || !ws.tag_ids.empty() || !plan.phrases.empty() ||
       plan.since != std::numeric_limits<int64_t>::min() ||
       plan.until != std::numeric_limits<int64_t>::max()) {
@@ -988,8 +581,8 @@ bool local_shard::others_dense(const query_plan& plan, const shard_workspace& ws
 // its bound; by relevance the bounds come cheapest first: the lead's frequency against its
 // length class's threshold (reaches_f_min), the match's bound at its class's norm, then at its
 // own; only then are the dense cursors sought and the doc scored.
-void local_shard::offer_match(const query_plan& plan, shard_workspace& ws, std::vector<hit>& heap,
-                              uint32_t doc) const {
+void pruned_eval::offer_match(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                              std::vector<hit>& heap, uint32_t doc) {
   eval_state& ev = ws.ev;
   uint32_t& at = ev.seed_at;
   while (at < ws.seeds.size() && ws.seeds[at] < doc) {
@@ -1002,15 +595,16 @@ void local_shard::offer_match(const query_plan& plan, shard_workspace& ws, std::
   hit h{};
   h.doc = doc;
   if (ev.by_date) {
-    h.key = static_cast<double>(time_[doc]);
+    h.key = static_cast<double>(shard.time_[doc]);
     if (full && h.key < heap.front().key) {
       return;
     }
   } else {
     const double kth = full ? heap.front().key : 0.0;
-    if (full && (!reaches_f_min(plan, ws, kth, ws.cursors[ws.order[0]]) ||
-                 match_bound(plan, ws, doc, ev.kn_class[prune_.len_class[doc]]) < kth ||
-                 match_bound(plan, ws, doc, length_norm(doc, ev.avgdl)) < kth)) {
+    if (full &&
+        (!reaches_f_min(shard, plan, ws, kth, ws.cursors[ws.order[0]]) ||
+         match_bound(shard, plan, ws, doc, ev.kn_class[shard.prune_.len_class[doc]]) < kth ||
+         match_bound(shard, plan, ws, doc, shard.length_norm(doc, ev.avgdl)) < kth)) {
       return;
     }
     for (size_t i = 0; i < ws.cursors.size(); ++i) {
@@ -1018,7 +612,7 @@ void local_shard::offer_match(const query_plan& plan, shard_workspace& ws, std::
         ws.cursors[i].seek(doc);  // in its bitset: the cursor lands on doc
       }
     }
-    score(plan, ws, doc, full, kth, h.key);
+    shard.score(plan, ws, doc, full, kth, h.key);
   }
   offer(heap, plan.k, h);
 }
@@ -1027,8 +621,8 @@ void local_shard::offer_match(const query_plan& plan, shard_workspace& ws, std::
 // of the terms whose cursors are on it (the lead, the sparse terms) at kn, the dense terms'
 // maxima of their blocks holding it; added in the score's order, each factor at least the
 // score's (term_part does not increase with the norm).
-double local_shard::match_bound(const query_plan& plan, shard_workspace& ws, uint32_t doc,
-                                double kn) const {
+double pruned_eval::match_bound(const local_shard& shard, const query_plan& plan,
+                                shard_workspace& ws, uint32_t doc, double kn) {
   double ub = 0;
   for (size_t i = 0; i < ws.cursors.size(); ++i) {
     const posting_cursor& c = ws.cursors[i];
@@ -1040,7 +634,7 @@ double local_shard::match_bound(const query_plan& plan, shard_workspace& ws, uin
     while (c.skips[j].last_doc < doc) {
       ++j;  // the doc is in the term's bitset, so a block holds it
     }
-    ub += plan.idf[i] * (block_max_[c.skip_off + j] * ws.ev.bound_scale);
+    ub += plan.idf[i] * (shard.block_max_[c.skip_off + j] * ws.ev.bound_scale);
   }
   return ub;
 }
@@ -1048,15 +642,15 @@ double local_shard::match_bound(const query_plan& plan, shard_workspace& ws, uin
 // Phase 2, every term with a bitset: their AND, popcounted, or its docs checked against the
 // filters.
 TOLLGATE_POPCNT_CLONES
-bool local_shard::count_dense_step(const query_plan& plan, shard_workspace& ws, shard_answer& out,
-                                   uint64_t& budget_left) const {
+bool pruned_eval::count_dense_step(const local_shard& shard, const query_plan& plan,
+                                   shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;
   // the filter bitset (no phrases) is exactly the time window and the tags
   const bool filter_on = ws.ev.filter_on;
   const bool filtered =
       !filter_on && (!ws.tag_ids.empty() || plan.since != std::numeric_limits<int64_t>::min() ||
                      plan.until != std::numeric_limits<int64_t>::max());
-  const uint32_t words = prune_.words;
+  const uint32_t words = shard.prune_.words;
   uint64_t total = out.total;
   uint32_t w = ws.ev.word;
   for (; w < words; ++w) {
@@ -1078,7 +672,7 @@ bool local_shard::count_dense_step(const query_plan& plan, shard_workspace& ws, 
     budget -= std::min<uint64_t>(budget, 1 + static_cast<uint64_t>(std::popcount(x)));
     for (; x != 0; x &= x - 1) {
       const uint32_t doc = w * 64 + static_cast<uint32_t>(std::countr_zero(x));
-      total += accepts(plan, ws, doc) ? 1 : 0;
+      total += shard.accepts(plan, ws, doc) ? 1 : 0;
     }
   }
   out.total = total;

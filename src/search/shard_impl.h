@@ -1,6 +1,7 @@
 // Private helpers shared by the units of local_shard (storage and hashing in local_shard.cc,
-// index_build.cc, finalize.cc, evaluate.cc, reference.cc, render.cc): the BM25
-// arithmetic, varint writing, hit order, the term table's hash, a story's field views.
+// index_build.cc, finalize.cc, evaluate.cc, reference.cc, render.cc) and by its evaluators
+// (evaluators.h): the BM25 arithmetic, varint writing, hit order, the term table's hash, a
+// story's field views, and the shard's inline evaluation steps.
 #pragma once
 
 #include <algorithm>
@@ -265,7 +266,7 @@ inline int64_t local_shard::probe_term(std::string_view t, uint64_t h) const noe
   }
 }
 
-// Inline evaluation helpers shared by evaluate.cc and prune.cc.
+// Inline evaluation steps of the shard, shared by its evaluators (evaluators.h).
 
 using namespace detail;
 

@@ -11,10 +11,11 @@
 //      one that does not come out smaller is stored raw and flagged k_text_raw;
 //   3. text() decompresses into a per-thread scratch buffer with a per-thread context and the
 //      shard's digested dictionary (ZSTD_DDict, read-only, shared by all threads).
-// Measured on the 1M-story corpus (perf/search/README.md): level 1 with a 32 KiB dictionary
-// keeps about half of a text's bytes at a few µs per text to compress and about one to
-// decompress; higher levels cost build time for a few percent, groups of consecutive texts
-// in one frame would save another few percent but decompress several texts per read.
+// Measured on the 1M-story corpus (perf/notes/search-2026-12-04.md, "Stored texts compressed"):
+// level 1 with a 32 KiB dictionary keeps about half of a text's bytes at a few µs per text to
+// compress and about one to decompress; higher levels cost build time for a few percent, groups
+// of consecutive texts in one frame would save another few percent but decompress several texts
+// per read.
 #include <zdict.h>
 #include <zstd.h>
 

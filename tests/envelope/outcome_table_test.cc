@@ -45,6 +45,7 @@ constexpr seed_row k_seed[] = {
     {"call past its deadline", mcp_form::tool_error, 0, "unavailable", 0, true},
     {"call cancelled by its client", mcp_form::tool_error, 0, "unavailable", 0, false},
     {"corpus still loading", mcp_form::tool_error, 0, "unavailable", 0, true},
+    {"keys not loaded yet", mcp_form::http_status, 503, "", 503, true},
 };
 
 TEST(outcome_table_test, every_seed_row_is_a_table_row_with_its_forms) {
@@ -79,6 +80,30 @@ TEST(outcome_table_test, every_tool_error_code_has_exactly_one_row) {
   }
 }
 
+TEST(outcome_table_test, every_admission_refusal_has_exactly_one_row) {
+  // Verifies each verdict by which the quota core refuses a call names one row with a tool error
+  // (the surfaces look it up instead of mapping it), and that ok and lease_pending, which are
+  // never an answer, name none.
+  using quota::admit_verdict;
+  for (admit_verdict v : {admit_verdict::ok, admit_verdict::suspended,
+                          admit_verdict::quota_exceeded, admit_verdict::unavailable,
+                          admit_verdict::quota_unreachable, admit_verdict::lease_pending}) {
+    size_t rows = 0;
+    for (const outcome_row& r : outcome_table) {
+      rows += r.verdict == v ? 1 : 0;
+    }
+    const bool refusal = v != admit_verdict::ok && v != admit_verdict::lease_pending;
+    EXPECT_EQ(rows, refusal ? 1u : 0u) << static_cast<int>(v);
+    if (refusal) {
+      EXPECT_TRUE(row_of(v).code.has_value()) << static_cast<int>(v);
+      EXPECT_EQ(row_of(v).verdict, v);
+    }
+  }
+  EXPECT_EQ(row_of(admit_verdict::unavailable).code, tool_error_code::usage_unavailable);
+  EXPECT_EQ(row_named("keys not loaded yet").mcp_code, 503);
+  EXPECT_EQ(row_of(admit_verdict::quota_unreachable).code, tool_error_code::quota_unreachable);
+}
+
 TEST(outcome_table_test, tool_errors_carry_the_figures_the_seed_lists) {
   // Verifies the seed's code table: suspended carries no figures, quota_exceeded its
   // retry_after_secs (which may be days) and the quota figures, rate_limited a retry of at
@@ -99,16 +124,12 @@ TEST(outcome_table_test, tool_errors_carry_the_figures_the_seed_lists) {
 }
 
 TEST(outcome_table_test, rows_name_the_outcome_metrics_print) {
-  // Verifies the metrics name of each row, and that a REST status read back alone
-  // (outcome_of_status) gives the row's outcome except where 429 is a quota, not a rate.
+  // Verifies the metrics name of the rows the surfaces look up by outcome.
   EXPECT_EQ(row_of(tool_error_code::usage_unavailable).result, outcome::unavailable);
   EXPECT_EQ(row_of(outcome::invalid_argument).rest_status, 400);
-  for (const outcome_row& r : outcome_table) {
-    if (r.rest_status == 0 || r.result == outcome::quota_exceeded) {
-      continue;
-    }
-    EXPECT_EQ(outcome_of_status(r.rest_status), r.result) << r.condition;
-  }
+  EXPECT_EQ(row_of(outcome::rate_limited).mcp_code, 429);
+  EXPECT_EQ(row_of(outcome::invalid_key).rest_status, 401);
+  EXPECT_EQ(row_named("keys not loaded yet").result, outcome::unavailable);
 }
 
 }  // namespace

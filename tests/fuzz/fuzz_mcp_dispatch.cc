@@ -43,7 +43,9 @@ class fuzz_host : public mcp::host {
   mcp::admission admit(std::string_view, std::string_view) override {
     ++n;
     mcp::admission a;
-    a.outcome = static_cast<mcp::admission::kind>(n % 4);
+    if (n % 4 != 0) {  // admitted, then suspended, quota_exceeded, rate_limited in turn
+      a.refusal = static_cast<envelope::tool_error_code>(n % 4 - 1);
+    }
     a.retry_after_secs = 5;
     a.quota_limit = 10;
     a.quota_used = 10;

@@ -190,7 +190,7 @@ TEST_F(endpoint_test, unavailable_tool_error) {
 
 TEST_F(endpoint_test, suspended_account_is_a_tool_error_and_tool_does_not_run) {
   // Verifies admit → suspended yields the suspended tool error, HTTP 200, no tool run, no settle.
-  h.next.outcome = admission::kind::suspended;
+  h.next.refusal = envelope::tool_error_code::suspended;
   auto r = post(call(R"({"query":"x"})"));
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body, envelope::reference::tool_error_response(
@@ -203,7 +203,7 @@ TEST_F(endpoint_test, suspended_account_is_a_tool_error_and_tool_does_not_run) {
 TEST_F(endpoint_test, quota_exceeded_headers_carry_the_same_numbers) {
   // Verifies quota_exceeded: tool error with retry_after_secs and quota figures, and the
   // response headers carry the same figures (admit happens before headers are written).
-  h.next = admission{admission::kind::quota_exceeded, 394200, 1000, 1000, 0};
+  h.next = admission{envelope::tool_error_code::quota_exceeded, 394200, 1000, 1000, 0};
   auto r = post(call(R"({"query":"x"})"));
   ASSERT_EQ(r.status, 200);
   json_doc d(r.body);

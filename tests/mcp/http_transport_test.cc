@@ -388,13 +388,13 @@ TEST(endpoint_session_test, sessions_minted_required_ended_and_expired) {
   EXPECT_EQ(run(ep, h, ping, out, 2'000'000'000).status, 404);
 }
 
-// ---- 401 / 429 entry points ----
+// ---- the gate's refusals, through answer() ----
 
 TEST_F(endpoint_test, render_unauthorized_is_bearer_realm_without_envelope) {
-  // Verifies the 401 entry point: WWW-Authenticate Bearer realm, invalid_key body, no JSON-RPC.
+  // Verifies the gate's 401: WWW-Authenticate Bearer realm, invalid_key body, no JSON-RPC.
   http::request req;
   out.clear();
-  auto info = ep.render_unauthorized(req, out);
+  auto info = ep.answer(req, {&envelope::row_of(outcome::invalid_key)}, h, out);
   EXPECT_EQ(info.status, 401);
   EXPECT_EQ(out.view(), envelope::reference::unauthorized(false));
   EXPECT_EQ(out.view().find("jsonrpc"), std::string_view::npos);
@@ -408,7 +408,8 @@ TEST_F(endpoint_test, render_rate_limited_echoes_id_when_body_parses) {
   http::request req;
   req.body = std::string_view(padded.data(), body.size());
   out.clear();
-  auto info = ep.render_rate_limited(req, h, out, 3);
+  const envelope::gate_refusal limited{&envelope::row_of(outcome::rate_limited), false, 3};
+  auto info = ep.answer(req, limited, h, out);
   EXPECT_EQ(info.status, 429);
   std::string expect_body = envelope::reference::error_response(
       "\"r1\"", {envelope::rpc_error_kind::rate_limited, {}, {}, 3});
@@ -419,10 +420,22 @@ TEST_F(endpoint_test, render_rate_limited_echoes_id_when_body_parses) {
   std::string bad = "{oops" + std::string(64, ' ');
   req.body = std::string_view(bad.data(), 5);
   out.clear();
-  (void)ep.render_rate_limited(req, h, out, 0);
+  (void)ep.answer(req, {&envelope::row_of(outcome::rate_limited), false, 0}, h, out);
   EXPECT_NE(out.view().find(R"({"jsonrpc":"2.0","id":null,"error":{"code":429)"),
             std::string_view::npos);
   EXPECT_NE(out.view().find("Retry-After: 1\r\n"), std::string_view::npos);
+}
+
+TEST_F(endpoint_test, keys_not_loaded_is_a_whole_503_with_retry_after) {
+  // Verifies the gate's third whole refusal (cluster mode before the first key load): 503,
+  // Retry-After: 1, the unavailable body, no JSON-RPC, and its outcome reported to the host.
+  http::request req;
+  out.clear();
+  auto info = ep.answer(req, {&envelope::row_named("keys not loaded yet")}, h, out);
+  EXPECT_EQ(info.status, 503);
+  EXPECT_NE(out.view().find("Retry-After: 1\r\n"), std::string_view::npos);
+  EXPECT_NE(out.view().find(R"({"code":"unavailable")"), std::string_view::npos);
+  EXPECT_EQ(out.view().find("jsonrpc"), std::string_view::npos);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ class fake_host : public host {
   }
   admission admit(std::string_view, std::string_view) override {
     ++admits;
-    if (next.outcome == admission::kind::quota_exceeded) {
+    if (next.refusal == envelope::tool_error_code::quota_exceeded) {
       limit = next.quota_limit;
       used = next.quota_used;
     }

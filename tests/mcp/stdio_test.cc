@@ -87,7 +87,7 @@ TEST_F(stdio_test, answers_each_line_and_exits_zero_at_eof) {
 TEST_F(stdio_test, rate_limit_is_a_rate_limited_tool_error) {
   // Verifies a stdio rate-limit breach comes back as the rate_limited tool error with
   // retry_after_secs (stdio cannot carry a status), and the tool does not run.
-  h.next = admission{admission::kind::rate_limited, 2, -1, -1, -1};
+  h.next = admission{envelope::tool_error_code::rate_limited, 2, -1, -1, -1};
   auto [rc, lines] = run_lines(
       ep, h,
       R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"}}})"
@@ -159,7 +159,7 @@ TEST_F(stdio_test, meta_protocol_version_selects_2026_07_28_per_message) {
 TEST_F(stdio_test, non_tool_requests_are_rated_through_rate_check) {
   // Verifies every stdio request except tools/call (rated in admit) and notifications asks the
   // host's rate_check, and a breach answers the JSON-RPC 429 error with the rate_limited data.
-  h.rate = admission{admission::kind::rate_limited, 4, -1, -1, -1};
+  h.rate = admission{envelope::tool_error_code::rate_limited, 4, -1, -1, -1};
   auto [rc, lines] = run_lines(
       ep, h,
       R"({"jsonrpc":"2.0","id":1,"method":"tools/list"})"

@@ -1,8 +1,8 @@
 // outcome: what one answered request came to, in the words of the error model (design §2).
 //
-// One table read by every surface: the MCP endpoint reports each JSON-RPC message's outcome to
-// its host, the app derives REST's from the status it answered, and /metrics and the access log
-// print the same names.
+// One set of names for every surface: the app's gate decides a refusal's outcome from the
+// outcome table, the MCP endpoint reports each answer's to its host, the REST api sets its own,
+// and /metrics and the access log print them; nothing reads an outcome back from a status.
 #pragma once
 
 #include <cstdint>
@@ -82,40 +82,6 @@ constexpr std::string_view name_of(outcome o) noexcept {
       break;
   }
   return "unknown";
-}
-
-/// The outcome an HTTP status alone says, for answers that carry no finer one (REST's error
-/// statuses are one per outcome; 429 is read as rate_limited, 403 as suspended, as REST uses
-/// them; callers that know better say so).
-constexpr outcome outcome_of_status(int status) noexcept {
-  if (status < 400) {
-    return outcome::ok;
-  }
-  switch (status) {
-    case 400:
-      return outcome::invalid_argument;
-    case 401:
-      return outcome::invalid_key;
-    case 403:
-      return outcome::suspended;
-    case 404:
-      return outcome::not_found;
-    case 405:
-      return outcome::method_not_allowed;
-    case 406:
-    case 415:
-      return outcome::not_acceptable;
-    case 413:
-    case 431:
-      return outcome::too_large;
-    case 429:
-      return outcome::rate_limited;
-    case 503:
-      return outcome::unavailable;
-    default:
-      break;
-  }
-  return status < 500 ? outcome::bad_request : outcome::internal_error;
 }
 
 }  // namespace tollgate

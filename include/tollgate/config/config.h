@@ -143,8 +143,8 @@ result<settings, config_error> load_file(const std::string& path, settings base)
 /// Every key a config file may set, as "table.key" ("plans.NAME.key" for each plan's table).
 std::vector<std::string> known_keys();
 
-/// True for a usable plan name: 1-64 characters of [A-Za-z0-9._-], the rule of
-/// quota::valid_name (mirrored; config_test holds the two together). Plan names are written
+/// True for a usable plan name: 1-64 characters of [A-Za-z0-9._-], common/names.h's rule
+/// (quota::valid_name is the same function). Plan names are written
 /// into keys.txt as words, so a space or a newline must never get that far.
 bool valid_plan_name(std::string_view name) noexcept;
 

@@ -161,6 +161,10 @@ class cache {
   /// `error="invalid_token", error_description="..."` to the challenge; a request that sent none
   /// gets no error code (RFC 6750 §3.1). Never `resource_metadata`: this server has no OAuth.
   void unauthorized(out_buffer& out, bool close, bool key_presented = false) const;
+  /// HTTP 503 with `Retry-After: 1` and {"code":"unavailable",...}: cluster mode, before the
+  /// node's first key load, when no key can be checked yet (the outcome table's "keys not
+  /// loaded yet"; the same answer on MCP and REST).
+  void keys_not_loaded(out_buffer& out, bool close) const;
 
   // --- Pre-rendered results ---
   /// The initialize result for a legacy revision (2026-07-28 has no handshake).

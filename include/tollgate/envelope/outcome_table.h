@@ -9,7 +9,9 @@
 //   2. the tool error code, where there is one (rate_limited is also stdio's form of the 429);
 //   3. the REST status, and whether the answer carries retry_after_secs (REST: Retry-After) and
 //      the quota figures;
-//   4. the outcome name /metrics and the access log print.
+//   4. the outcome name /metrics and the access log print;
+//   5. the quota core's verdict that raises it, where one does (quota/verdict.h): a surface
+//      answers a refused admission by looking the verdict up here, never by a switch of its own.
 //
 // Thread-safe: constant data.
 #pragma once
@@ -21,6 +23,7 @@
 
 #include "tollgate/common/outcome.h"
 #include "tollgate/envelope/envelope.h"
+#include "tollgate/quota/verdict.h"
 
 namespace tollgate::envelope {
 
@@ -43,12 +46,13 @@ struct outcome_row {
   retry_after retry;                    ///< tool error's retry_after_secs, REST's Retry-After
   bool quota_figures;                   ///< tool error carries quota_limit/used/remaining
   outcome result;                       ///< the name /metrics and the access log print
+  std::optional<quota::admit_verdict> verdict = std::nullopt;  ///< the admission refusal
 };
 
 // A flat table, one line per row, read top to bottom like the seed's "What goes where".
-inline constexpr std::array<outcome_row, 15> outcome_table = {{
+inline constexpr std::array<outcome_row, 16> outcome_table = {{
     // condition                         MCP over HTTP                   tool error code
-    //                                   REST  retry_after  figures  outcome
+    //                                   REST  retry_after  figures  outcome  quota verdict
     {"missing or invalid key", mcp_form::http_status, 401, std::nullopt, 401, retry_after::none,
      false, outcome::invalid_key},
     {"rate limit exceeded", mcp_form::http_status, 429, tool_error_code::rate_limited, 429,
@@ -60,17 +64,17 @@ inline constexpr std::array<outcome_row, 15> outcome_table = {{
     {"unknown method", mcp_form::jsonrpc_error, -32601, std::nullopt, 0, retry_after::none, false,
      outcome::method_not_found},
     {"account suspended", mcp_form::tool_error, 0, tool_error_code::suspended, 403,
-     retry_after::none, false, outcome::suspended},
+     retry_after::none, false, outcome::suspended, quota::admit_verdict::suspended},
     {"monthly quota used up", mcp_form::tool_error, 0, tool_error_code::quota_exceeded, 429,
-     retry_after::figure, true, outcome::quota_exceeded},
+     retry_after::figure, true, outcome::quota_exceeded, quota::admit_verdict::quota_exceeded},
     {"story id not found", mcp_form::tool_error, 0, tool_error_code::not_found, 404,
      retry_after::none, false, outcome::not_found},
     {"no shard answered", mcp_form::tool_error, 0, tool_error_code::unavailable, 503,
      retry_after::at_least_1, false, outcome::unavailable},
     {"usage cannot be recorded", mcp_form::tool_error, 0, tool_error_code::usage_unavailable, 503,
-     retry_after::at_least_1, false, outcome::unavailable},
+     retry_after::at_least_1, false, outcome::unavailable, quota::admit_verdict::unavailable},
     {"quota service unreachable", mcp_form::tool_error, 0, tool_error_code::quota_unreachable, 503,
-     retry_after::at_least_1, false, outcome::unavailable},
+     retry_after::at_least_1, false, outcome::unavailable, quota::admit_verdict::quota_unreachable},
     {"stored story unreadable", mcp_form::tool_error, 0, tool_error_code::story_unreadable, 503,
      retry_after::none, false, outcome::unavailable},
     {"call past its deadline", mcp_form::tool_error, 0, tool_error_code::call_expired, 0,
@@ -79,6 +83,10 @@ inline constexpr std::array<outcome_row, 15> outcome_table = {{
      retry_after::none, false, outcome::cancelled},
     {"corpus still loading", mcp_form::tool_error, 0, tool_error_code::corpus_loading, 0,
      retry_after::at_least_1, false, outcome::unavailable},
+    // Cluster mode, before the node's first key load: no key can be checked yet, so no key is
+    // called invalid; the request is refused as a whole, on MCP as on REST.
+    {"keys not loaded yet", mcp_form::http_status, 503, std::nullopt, 503, retry_after::at_least_1,
+     false, outcome::unavailable},
 }};
 
 /// The row of tool error `c` (every code has exactly one; outcome_table_test checks it).
@@ -100,6 +108,37 @@ constexpr const outcome_row& row_of(outcome o) noexcept {
   }
   return outcome_table[0];  // unreachable for the outcomes the table names
 }
+
+/// The row of a refused admission (`v` is neither ok nor lease_pending, which is never an
+/// answer: outcome_table_test checks that every other verdict has exactly one row).
+constexpr const outcome_row& row_of(quota::admit_verdict v) noexcept {
+  for (const outcome_row& r : outcome_table) {
+    if (r.verdict == v) {
+      return r;
+    }
+  }
+  return row_of(tool_error_code::unavailable);  // unreachable for a refusal
+}
+
+/// The row of `condition` (as the table writes it); the first row when there is none
+/// (outcome_table_test checks the names the code asks for).
+constexpr const outcome_row& row_named(std::string_view condition) noexcept {
+  for (const outcome_row& r : outcome_table) {
+    if (r.condition == condition) {
+      return r;
+    }
+  }
+  return outcome_table[0];
+}
+
+/// A request the app's gate refused whole, before a surface read it: the row (an http_status
+/// row: a bad key's 401, a rate limit's 429, keys not loaded's 503), or null (not refused), and
+/// what that row's answer shows. Each surface's one entry point writes it.
+struct gate_refusal {
+  const outcome_row* row = nullptr;
+  bool key_presented = false;    ///< 401: a key was sent (RFC 6750's error="invalid_token")
+  int64_t retry_after_secs = 0;  ///< 429: seconds until the rate limit lets one through
+};
 
 /// The REST status that answers tool error `c`.
 constexpr int rest_status_of(tool_error_code c) noexcept { return row_of(c).rest_status; }

@@ -5,13 +5,15 @@
 //   mcp::registry tools; tools.add(...); tools.finish();   // shared, immutable
 //   mcp::session_store sessions(idle_ns);     // only if sessions are on; shared, thread-safe
 //   mcp::endpoint ep(tools, env, options);    // one per core, core-local
-// Per request (the app's http::handler for POST/GET/DELETE /mcp, after the key check):
-//   info = ep.handle_http(req, host, out, now_ns);
+// Per request to /mcp, after the app's gate (route, key, rate limit) decided it:
+//   info = ep.answer(req, refusal, host, out, now_ns);
+// the one entry of the surface over HTTP: it writes the gate's refusal (401, 429, 503) from its
+// outcome table row, or answers the request. Every answer reports its outcome to the host
+// (host::answered), the transport's refusals included, so nothing downstream re-derives it.
 // A gateway first asks which tool calls the request holds: ep.decide_calls(req, visitor, now_ns).
-// Before dispatch the app may answer with ep.render_unauthorized(...) or
-// ep.render_rate_limited(...). stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
+// stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
 //
-// The request body must be followed by at least envelope_padding readable bytes (the engine's
+// The request body must be followed by at least body_padding readable bytes (the engine's
 // receive buffers guarantee it): it is parsed in place, never copied.
 #pragma once
 
@@ -27,6 +29,7 @@
 
 #include "tollgate/common/buffer.h"
 #include "tollgate/envelope/envelope.h"
+#include "tollgate/envelope/outcome_table.h"
 #include "tollgate/http/handler.h"
 #include "tollgate/http/request.h"
 #include "tollgate/mcp/host.h"
@@ -115,7 +118,11 @@ class endpoint {
   endpoint& operator=(const endpoint&) = delete;
 
   /// Answers one request to /mcp (any HTTP method) with one complete HTTP response appended to
-  /// `out`. `now_ns` drives session idle expiry only.
+  /// `out`: the refusal the gate decided (`g.row` set: 401, 429 or 503, written as its row
+  /// says), or the request itself. `now_ns` drives session idle expiry only.
+  http::response_info answer(const http::request& req, const envelope::gate_refusal& g, host& h,
+                             out_buffer& out, int64_t now_ns = 0);
+  /// answer() of a request the gate let through (tests and benchmarks drive the endpoint so).
   http::response_info handle_http(const http::request& req, host& h, out_buffer& out,
                                   int64_t now_ns = 0);
 
@@ -138,17 +145,6 @@ class endpoint {
   /// line of the response that starts at `out[response_start]`. Preflights (OPTIONS) are
   /// answered by handle_http() with their own headers.
   void add_cors_headers(const http::request& req, out_buffer& out, size_t response_start) const;
-  /// HTTP 401 (missing or invalid key): never an OAuth challenge. `key_presented`: a key was
-  /// sent (RFC 6750's error="invalid_token" joins the challenge).
-  http::response_info render_unauthorized(const http::request& req, out_buffer& out,
-                                          bool key_presented = false) const;
-  /// HTTP 429 for `req`: `Retry-After`, the host's header lines (which must not carry another
-  /// Retry-After), and a JSON-RPC error (code 429, data = the rate_limited object) echoing the
-  /// request's id when the body parses, else null. A body of only notifications and responses
-  /// does not count toward the rate limit: it is answered by handle_http (202) instead.
-  http::response_info render_rate_limited(const http::request& req, host& h, out_buffer& out,
-                                          int64_t retry_after_secs, int64_t now_ns = 0);
-
   /// HTTP 413 for a POST whose body the engine refused as larger than the server accepts,
   /// before reading it: a JSON-RPC error (-32600, id null) as the endpoint's other transport
   /// refusals, with `Connection: close`. No key or quota figures (the request was not read).
@@ -166,6 +162,17 @@ class endpoint {
   struct impl;
 
  private:
+  /// HTTP 401 (missing or invalid key): never an OAuth challenge. `key_presented`: a key was
+  /// sent (RFC 6750's error="invalid_token" joins the challenge).
+  http::response_info render_unauthorized(const http::request& req, out_buffer& out,
+                                          bool key_presented = false) const;
+  /// HTTP 429 for `req`: `Retry-After`, the host's header lines (which must not carry another
+  /// Retry-After), and a JSON-RPC error (code 429, data = the rate_limited object) echoing the
+  /// request's id when the body parses, else null. A body of only notifications and responses
+  /// does not count toward the rate limit: it is answered by handle_http (202) instead.
+  http::response_info render_rate_limited(const http::request& req, host& h, out_buffer& out,
+                                          int64_t retry_after_secs, int64_t now_ns = 0);
+
   const registry& tools_;
   const envelope::cache& env_;
   endpoint_options opts_;

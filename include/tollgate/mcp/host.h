@@ -6,36 +6,26 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/outcome.h"
+#include "tollgate/envelope/envelope.h"
 
 namespace tollgate::mcp {
 
 struct tool_def;
 class tool_env;
 
-/// The outcome of admitting one billable tools/call.
+/// The outcome of admitting one billable tools/call: nothing (admitted), or the outcome table's
+/// tool error code that refuses it, with the figures its row may carry (make_tool_error keeps
+/// those the row names). The host looks a quota verdict up in the table
+/// (envelope::row_of(quota::admit_verdict)); the endpoint writes the code as it is.
 struct admission {
-  /// unavailable: the call cannot be recorded (usage journal not writable): not made, not billed.
-  /// quota_unreachable: cluster mode, the quota service cannot be reached (tool error
-  /// `unavailable` with retry_after_secs).
-  /// expired / cancelled: the call's client gave up on it before it was admitted (its
-  /// Tollgate-Deadline passed; a notifications/cancelled named it): not run, not billed.
-  enum class kind : uint8_t {
-    ok,
-    suspended,
-    quota_exceeded,
-    rate_limited,
-    unavailable,
-    quota_unreachable,
-    expired,
-    cancelled
-  };
-  kind outcome = kind::ok;
-  int64_t retry_after_secs = -1;  ///< quota_exceeded, rate_limited, unavailable, quota_unreachable
-  int64_t quota_limit = -1;       ///< quota_exceeded
+  std::optional<envelope::tool_error_code> refusal;  ///< empty: admitted
+  int64_t retry_after_secs = -1;
+  int64_t quota_limit = -1;
   int64_t quota_used = -1;
   int64_t quota_remaining = -1;
 };
@@ -74,7 +64,9 @@ class host {
   /// never limited.
   virtual admission rate_extra() { return {}; }
   /// Called once per answered JSON-RPC message (each of a batch; not for notifications and
-  /// responses, which get no answer), after its body is written. Default: nothing.
+  /// responses, which get no answer), after its body is written; over HTTP also once for a
+  /// request refused whole (the gate's 401, 429 or 503, or a transport refusal such as 405 or
+  /// 406), with its outcome. Default: nothing.
   virtual void answered(const answer_note& /*note*/) {}
   /// HTTP only: the POST the app rated before dispatch held only JSON-RPC notifications and
   /// responses (answered 202, no work), which never count toward the rate limit (design §5): the

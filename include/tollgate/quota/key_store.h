@@ -39,6 +39,11 @@ struct store_error {
 
 using digest = std::array<uint8_t, 32>;
 
+/// The checks every key store makes before it creates a key: a plain account name, a plain plan
+/// name, and a plan the config defines (the error lists the configured ones). usage errors.
+result<void, store_error> check_new_key(std::string_view account, std::string_view plan,
+                                        const plan_map& plans);
+
 /// A stored key (no secret).
 struct key_entry {
   uint64_t id = 0;  ///< shown as key_id_string(id): "key_" + 16 hex digits

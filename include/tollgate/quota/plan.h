@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "tollgate/common/names.h"
 #include "tollgate/common/result.h"
 
 namespace tollgate::quota {
@@ -52,7 +53,8 @@ result<void, std::string> validate_plan(const plan& p);
 /// Checks every plan (names must be 1-64 chars of [A-Za-z0-9._-] and equal their map key).
 result<void, std::string> validate_plans(const plan_map& plans);
 
-/// True for names usable as plan and account names: 1-64 chars of [A-Za-z0-9._-].
-bool valid_name(std::string_view s) noexcept;
+/// True for names usable as plan and account names: 1-64 chars of [A-Za-z0-9._-]
+/// (common/names.h, the one rule config and the key stores share).
+inline bool valid_name(std::string_view s) noexcept { return is_plain_name(s); }
 
 }  // namespace tollgate::quota

@@ -45,6 +45,7 @@
 #include "tollgate/quota/key_store.h"
 #include "tollgate/quota/lease_source.h"
 #include "tollgate/quota/plan.h"
+#include "tollgate/quota/verdict.h"
 
 namespace tollgate::quota {
 
@@ -102,25 +103,6 @@ struct figures {
   int64_t quota_remaining = 0;
   int64_t quota_reset_secs = 0;  ///< until the end of the UTC month (>= 1)
   int64_t retry_after_secs = 0;  ///< >= 1 when rate limited or quota exceeded, else 0
-};
-
-enum class rate_verdict : uint8_t { ok, limited };
-/// unavailable: the call cannot be recorded (the core's usage journal cannot be written, or has
-/// no room reserved on disk for its record), so it is not made and not billed.
-/// quota_unreachable: cluster mode only, a stop key whose node holds no units while the quota
-/// service cannot be reached (tool error `unavailable` with its own message, REST 503 +
-/// Retry-After).
-/// lease_pending: cluster mode only, and only when the caller said it may wait: the node holds
-/// no units of the key and has asked Redis for some. Nothing was admitted or counted; the caller
-/// parks the request and admits it again when its core is woken (lease_source.h), passing
-/// may_wait = false once its bound has passed. Never an answer: no outcome row.
-enum class admit_verdict : uint8_t {
-  ok,
-  suspended,
-  quota_exceeded,
-  unavailable,
-  quota_unreachable,
-  lease_pending
 };
 
 /// An admitted billable call awaiting its outcome. Plain data; settle exactly once on the ledger

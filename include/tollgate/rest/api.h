@@ -13,6 +13,7 @@
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/json_out.h"
 #include "tollgate/envelope/envelope.h"
+#include "tollgate/envelope/outcome_table.h"
 #include "tollgate/http/handler.h"
 #include "tollgate/http/response.h"
 #include "tollgate/quota/service.h"
@@ -27,8 +28,6 @@ void render_usage(json_out& out, const quota::key_record& k, const quota::figure
 
 /// The tool error a search error is answered with, on MCP and REST (the outcome table's row).
 envelope::tool_error tool_error_of(search::errc e) noexcept;
-/// The tool error code of a refused admission (`v` is not ok).
-envelope::tool_error_code code_of(quota::admit_verdict v) noexcept;
 
 /// One request's caller: the authenticated key, its core's quota ledger and the figures already
 /// holding the rate part (check_rate ran).
@@ -45,23 +44,29 @@ struct caller {
   /// parks the request and delivers it again when its core is woken.
   bool may_wait_lease = false;
   bool lease_pending = false;
+  /// What the answer came to (set by api::answer; the access log and /metrics print it).
+  outcome result = outcome::ok;
 };
+
+/// The REST resources (design §1).
+enum class resource : uint8_t { search, story, usage };
 
 class api {
  public:
   api(const search::backend& backend, const envelope::cache& env);
   ~api();
 
+  /// The one entry of the REST surface: writes the gate's refusal (`g.row`: 401 and 503 with
+  /// `c` null, 429 with the caller's figures) from its outcome table row, or answers `what`
+  /// (`id`: a story's percent-encoded id). Sets c->result.
+  http::response_info answer(const http::request& req, const envelope::gate_refusal& g,
+                             resource what, std::string_view id, caller* c, out_buffer& out);
+
+ private:
   http::response_info search(const http::request& req, caller& c, out_buffer& out);
   http::response_info story(const http::request& req, std::string_view id, caller& c,
                             out_buffer& out);
   http::response_info usage(const http::request& req, caller& c, out_buffer& out);
-  /// 429 for a rate-limited REST request: Retry-After, the rate headers and the rate_limited
-  /// JSON object.
-  http::response_info rate_limited(const http::request& req, const quota::figures& fig,
-                                   out_buffer& out);
-
- private:
   // Writes the rate headers from `fig` into headers_; the head of a JSON answer naming them.
   http::response_head json_head(const http::request& req, int status, const quota::figures& fig);
   // Writes a whole JSON answer whose body is body_.
@@ -82,7 +87,8 @@ class api {
   std::unique_ptr<search::scratch> scratch_;
   out_buffer headers_;
   out_buffer body_;
-  out_buffer id_buf_;  ///< story(): the percent-decoded id
+  out_buffer id_buf_;             ///< story(): the percent-decoded id
+  outcome result_ = outcome::ok;  ///< the answer being written's outcome
 };
 
 }  // namespace tollgate::rest

@@ -1,0 +1,81 @@
+// gate: the one stage a request passes before any surface reads it (design §1, "One gate").
+// It decides, once, what the request is and whether it goes on:
+//   1. match: its route, or 404 / 405 for a path or method no route takes;
+//   2. for a keyed surface (REST, POST /mcp): its key, then its rate limit, charged once per
+//      request (a re-delivery carries the figures its first delivery was charged);
+//   3. its refusal, as the outcome table's row: a bad key's 401, a rate limit's 429, or (cluster
+//      mode, before the node's first key load) 503, since no key can be called invalid yet.
+// A surface's one entry point (mcp::endpoint::answer, rest::api::answer) writes the verdict;
+// the handler parks a request from it; the access log and /metrics read the outcome it came
+// to, never re-derive it.
+//
+// Core-local: one gate per core, over its quota ledger.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "metrics.h"
+#include "tollgate/common/outcome.h"
+#include "tollgate/envelope/outcome_table.h"
+#include "tollgate/http/request.h"
+#include "tollgate/http/router.h"
+#include "tollgate/quota/service.h"
+
+namespace tollgate::cluster {
+class agent;
+}
+
+namespace tollgate::app {
+
+/// The rate charge of a re-delivered request (parked for a search slice or for quota units, or
+/// deferred for its remote shards): its first delivery was charged, and these are its figures.
+struct carried_charge {
+  const quota::figures* fig = nullptr;  ///< null: a first delivery, to be charged now
+  int64_t received_ns = 0;              ///< when its first delivery was read
+};
+
+/// What the gate decided about one request, and (after a surface answered it) what it came to.
+struct gate_verdict {
+  route r = route::not_found;
+  /// 404 or 405 when no route takes the request (405 on /mcp: r is mcp, whose endpoint
+  /// answers every method); else 200.
+  int status = 200;
+  std::string_view rest;   ///< a prefix route's remainder (a story's id)
+  std::string_view allow;  ///< 405: the methods the path takes
+  bool keyed = false;      ///< behind the key: REST and POST /mcp (other /mcp methods are not)
+  const quota::key_record* key = nullptr;  ///< the authenticated key (keyed, not refused 401)
+  quota::figures fig;                      ///< the rate part: charged now or carried
+  envelope::gate_refusal refusal;          ///< refusal.row null: the request goes on
+  int64_t received_ns = 0;                 ///< its first delivery's time
+  int64_t deadline_ms = 0;       ///< Tollgate-Deadline: unix ms its client gives up at (0: none)
+  bool carried = false;          ///< a re-delivery: charged on its first delivery
+  outcome result = outcome::ok;  ///< what the answer came to (set by the handler)
+};
+
+class gate {
+ public:
+  /// `cluster` null: a single node (keys are always loaded).
+  gate(const http::router& router, quota::core_ledger& quota, const cluster::agent* cluster)
+      : router_(router), quota_(quota), cluster_(cluster) {}
+
+  /// Step 1: the route (every request).
+  gate_verdict match(const http::request& req) const;
+  /// Steps 2 and 3, for a keyed verdict: the key, the rate charge (or `carried`'s figures) and
+  /// the refusal, if any.
+  void admit(const http::request& req, gate_verdict& v, int64_t now_ns,
+             const carried_charge& carried);
+
+ private:
+  const http::router& router_;
+  quota::core_ledger& quota_;
+  const cluster::agent* cluster_;
+};
+
+/// The key presented by a request: `Authorization: Bearer KEY` (scheme in any case, blanks
+/// after it skipped) or, only when there is no Authorization field, `X-API-Key: KEY`. Empty
+/// when neither is there, or the Authorization scheme is not Bearer: a request that authorizes
+/// itself some other way (Basic) presents no key, even with an X-API-Key beside it.
+std::string_view presented_key(const http::request& req) noexcept;
+
+}  // namespace tollgate::app

@@ -1,0 +1,231 @@
+// A local shard's postings: how the streams are laid out, and posting_cursor, which decodes
+// one term's postings (next, seek, skip_block) for every evaluation of local_shard. Header-only:
+// the cursor's steps are inline in the evaluation loops.
+//
+// Postings, per term, in three contiguous streams shared by all terms of the shard:
+//   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
+//                docs come in blocks of 128;
+//   positions:   per doc, varints: first position, then deltas. Title tokens take positions
+//                0..title_len-1, text tokens start at title_len+1, so phrases never span fields;
+//   skips:       per block {last doc, doc-stream end, positions end}, for seek().
+#pragma once
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace tollgate::search {
+
+inline constexpr uint32_t block_docs = 128;
+/// Terms with more than champ_min_df docs in a shard keep their champ_len best postings by
+/// relevance and by date (computed by finalize), so a one-term query without filters and with
+/// k < champ_len is answered from them without touching the postings.
+inline constexpr uint32_t champ_len = 32;
+inline constexpr uint32_t champ_min_df = block_docs;
+
+struct skip_entry {
+  uint32_t last_doc;
+  uint32_t doc_end;  ///< relative to the term's doc stream start
+  uint64_t pos_end;  ///< relative to the term's positions start
+};
+
+struct term_info {
+  uint64_t doc_off;
+  uint64_t pos_off;
+  uint32_t skip_off;
+  uint32_t df;
+  uint32_t name_off;
+  uint32_t name_len;
+};
+
+namespace detail {
+/// Reads one LEB128 varint (at most 5 bytes) and advances p.
+inline uint32_t read_varint(const uint8_t*& p) noexcept {
+  uint32_t v = *p & 0x7F;
+  if (*p++ < 0x80) {
+    return v;
+  }
+  int shift = 7;
+  while (true) {
+    uint8_t c = *p++;
+    v |= static_cast<uint32_t>(c & 0x7F) << shift;
+    if (c < 0x80) {
+      return v;
+    }
+    shift += 7;
+  }
+}
+}  // namespace detail
+
+/// Decodes one term's postings. Plain data; lives in a workspace.
+struct posting_cursor {
+  const uint8_t* p;
+  const uint8_t* pos;
+  const uint8_t* doc_base;
+  const uint8_t* pos_base;
+  const skip_entry* skips;
+  uint32_t nblocks;
+  uint32_t block;
+  uint32_t left;  ///< docs still to decode in the current block
+  uint32_t df;
+  uint32_t doc;
+  uint32_t tf_title;
+  uint32_t tf_text;
+  uint32_t pos_len;
+  uint32_t skip_off;  ///< the term's first skip entry (indexes block maxima too)
+
+  /// Moves to the next doc; false at the end.
+  bool next() noexcept;
+  /// Moves to the first doc >= target (no move if already there); false at the end.
+  bool seek(uint32_t target) noexcept;
+  /// Moves to the end of the current block without decoding it; next() enters the next block.
+  void skip_block() noexcept;
+};
+
+inline bool posting_cursor::next() noexcept {
+  pos += pos_len;
+  if (left == 0) {
+    if (block + 1 >= nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    ++block;
+    left = std::min(block_docs, df - block * block_docs);
+  }
+  // Most postings of frequent terms are four one-byte varints: decode them from one load (the
+  // doc stream is padded, so reading 4 bytes at the last posting stays in bounds).
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  if ((w & 0x80808080u) == 0) {
+    doc += w & 0xFF;
+    tf_title = (w >> 8) & 0xFF;
+    tf_text = (w >> 16) & 0xFF;
+    pos_len = w >> 24;
+    p += 4;
+  } else {
+    doc += detail::read_varint(p);
+    tf_title = detail::read_varint(p);
+    tf_text = detail::read_varint(p);
+    pos_len = detail::read_varint(p);
+  }
+  --left;
+  return true;
+}
+
+inline void posting_cursor::skip_block() noexcept {
+  p = doc_base + skips[block].doc_end;
+  pos = pos_base + skips[block].pos_end;
+  doc = skips[block].last_doc;
+  pos_len = 0;
+  left = 0;
+}
+
+[[gnu::always_inline]] inline bool posting_cursor::seek(uint32_t target) noexcept {
+  if (doc >= target) {
+    return doc != UINT32_MAX;
+  }
+  if (skips[block].last_doc < target) {
+    uint32_t lo = block + 1;
+    uint32_t hi = nblocks;
+    // most seeks of a frequent term land in the next block: try it before the binary search
+    if (lo < hi && skips[lo].last_doc >= target) {
+      hi = lo;
+    }
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      if (skips[mid].last_doc < target) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    block = lo;
+    p = doc_base + skips[lo - 1].doc_end;
+    pos = pos_base + skips[lo - 1].pos_end;
+    doc = skips[lo - 1].last_doc;
+    pos_len = 0;
+    left = std::min(block_docs, df - lo * block_docs);
+  }
+  // The target is in this block (its last doc >= target), so the scan never leaves it: it
+  // follows only the doc number and the positions offset until the doc is reached.
+  const uint8_t* q = p;
+  const uint8_t* ps = pos + pos_len;
+  uint32_t d = doc;
+  uint32_t n = left;
+#if defined(__SSE2__)
+  // Four one-byte-varint postings at a time while the target lies beyond them: their doc gaps
+  // (bytes 0, 4, 8, 12) and position lengths (bytes 3, 7, 11, 15) summed by SAD. Four postings
+  // are at least 16 bytes, so the load stays in the block.
+  while (n >= 4) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    if (_mm_movemask_epi8(v) != 0) {
+      break;  // a longer varint among them
+    }
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i gs = _mm_sad_epu8(_mm_and_si128(v, _mm_set1_epi32(0xFF)), zero);
+    const uint32_t g = static_cast<uint32_t>(_mm_cvtsi128_si32(gs) + _mm_extract_epi16(gs, 4));
+    if (d + g >= target) {
+      break;
+    }
+    const __m128i ls = _mm_sad_epu8(_mm_srli_epi32(v, 24), zero);
+    ps += _mm_cvtsi128_si32(ls) + _mm_extract_epi16(ls, 4);
+    d += g;
+    q += 16;
+    n -= 4;
+  }
+#endif
+  while (true) {
+    uint32_t w;
+    std::memcpy(&w, q, 4);
+    uint32_t tt, tx, pl;
+    if ((w & 0x80808080u) == 0) {
+      d += w & 0xFF;
+      tt = (w >> 8) & 0xFF;
+      tx = (w >> 16) & 0xFF;
+      pl = w >> 24;
+      q += 4;
+    } else {
+      d += detail::read_varint(q);
+      tt = detail::read_varint(q);
+      tx = detail::read_varint(q);
+      pl = detail::read_varint(q);
+    }
+    --n;
+    if (d >= target) {
+      p = q;
+      pos = ps;
+      doc = d;
+      tf_title = tt;
+      tf_text = tx;
+      pos_len = pl;
+      left = n;
+      return true;
+    }
+    ps += pl;
+  }
+}
+
+/// The leapfrog's step: seeks c onto doc, the lead's; true when c holds it, else false with the
+/// lead moved on to c's doc (`end`: one of them has no doc left there).
+[[gnu::always_inline]] inline bool leap(posting_cursor& lead, posting_cursor& c, uint32_t doc,
+                                        bool& end) noexcept {
+  if (!c.seek(doc)) {
+    end = true;
+    return false;
+  }
+  if (c.doc > doc) {
+    end = !lead.seek(c.doc);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tollgate::search

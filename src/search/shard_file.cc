@@ -1,0 +1,361 @@
+// local_shard::save/load: a sealed shard laid out as sections of an index file (the fields and
+// their on-disk structs are in index_layout.h), and read back in place from the mapping: the
+// stored stories and the posting streams stay in it, the smaller tables are copied, and what
+// finalize() derived is taken back when the file holds all of it, consistent.
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstring>
+
+#include "search/index_file.h"
+#include "search/index_layout.h"
+#include "search/shard_impl.h"
+
+namespace tollgate::search {
+
+using namespace detail;
+using namespace index_layout;
+
+namespace {
+
+// The raw layouts written; a change to one must bump index_format_version.
+static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shard_stats) == 24);
+
+// A tripwire for whoever adds a member to local_shard: decide whether the index file must save
+// it (state made by seal() or finalize(): add a section to save/load or save_derived/
+// load_derived, and bump index_format_version if an existing section changes), then update
+// this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
+// derived by finalize() on both paths: only its impact terms are saved, and taken back through
+// loaded_impact_ when the rest of finalize()'s output is.)
+static_assert(sizeof(local_shard) == 1248, "local_shard changed: see the comment above");
+
+template <class T>
+void copy_to(std::vector<T>& v, std::span<const T> s) {
+  v.assign(s.begin(), s.end());
+}
+
+// A shard's sections as read from a file.
+struct shard_sections {
+  std::span<const shard_stats> stats;
+  std::span<const disk_doc> docs;
+  std::span<const uint8_t> stories, tag_chars, tag_escape, doc_stream, pos_stream;
+  std::span<const uint8_t> texts, text_dict;
+  std::span<const uint64_t> text_at;
+  std::span<const int64_t> time;
+  std::span<const uint32_t> doc_tags, tag_lens, tag_table, title_len, text_len;
+  std::span<const char> term_chars;
+  std::span<const term_info> terms;
+  std::span<const disk_term_slot> term_table;
+  std::span<const skip_entry> skips;
+  std::span<const uint32_t> pair_terms, pair_docs, pair_posting_ranks;
+
+  // Whether every section is there.
+  bool read(const index_reader& r, uint32_t s) {
+    return r.get(section_tag(s, f_stats), stats) && r.get(section_tag(s, f_docs), docs) &&
+           r.bytes(section_tag(s, f_stories), stories) && r.get(section_tag(s, f_time), time) &&
+           r.get(section_tag(s, f_doc_tags), doc_tags) &&
+           r.bytes(section_tag(s, f_tag_chars), tag_chars) &&
+           r.get(section_tag(s, f_tag_lens), tag_lens) &&
+           r.bytes(section_tag(s, f_tag_escape), tag_escape) &&
+           r.get(section_tag(s, f_tag_table), tag_table) &&
+           r.get(section_tag(s, f_title_len), title_len) &&
+           r.get(section_tag(s, f_text_len), text_len) &&
+           r.get(section_tag(s, f_term_chars), term_chars) &&
+           r.get(section_tag(s, f_terms), terms) &&
+           r.get(section_tag(s, f_term_table), term_table) &&
+           r.bytes(section_tag(s, f_doc_stream), doc_stream) &&
+           r.bytes(section_tag(s, f_pos_stream), pos_stream) &&
+           r.get(section_tag(s, f_skips), skips) &&
+           r.get(section_tag(s, f_pair_terms), pair_terms) &&
+           r.get(section_tag(s, f_pair_docs), pair_docs) &&
+           r.get(section_tag(s, f_pair_posting_ranks), pair_posting_ranks) &&
+           r.bytes(section_tag(s, f_texts), texts) && r.get(section_tag(s, f_text_at), text_at) &&
+           r.bytes(section_tag(s, f_text_dict), text_dict);
+  }
+
+  // Checksums already hold; these checks keep a file this build did not write (or a bug) from
+  // sending a query out of bounds. "" or what is inconsistent. `text_raw`: the doc flag of a
+  // text stored raw.
+  std::string check(uint32_t text_raw) const {
+    const size_t n = docs.size();
+    if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
+        text_len.size() != n || tag_lens.size() != tag_escape.size() || doc_stream.size() < 16 ||
+        pos_stream.size() < 16 ||
+        (!term_table.empty() && !std::has_single_bit(term_table.size())) ||
+        (!tag_table.empty() && !std::has_single_bit(tag_table.size()))) {
+      return "sections of inconsistent sizes";
+    }
+    uint64_t tag_bytes = 0;
+    for (uint32_t len : tag_lens) {
+      tag_bytes += len;
+    }
+    if (tag_bytes != tag_chars.size()) {
+      return "tag names of inconsistent sizes";
+    }
+    if (text_at.size() != n + 1 || text_at[0] != 0 || text_at[n] != texts.size()) {
+      return "texts of inconsistent sizes";
+    }
+    for (size_t d = 0; d < n; ++d) {
+      const disk_doc& x = docs[d];
+      const uint64_t len = uint64_t{x.id_len} + x.title_len + x.url_len + x.by_len;
+      if (x.off > stories.size() || len > stories.size() - x.off ||
+          uint64_t{x.tags_off} + x.tag_count > doc_tags.size()) {
+        return "a story out of bounds";
+      }
+      // a raw text has its length; a compressed one is a non-empty frame
+      const bool raw = (x.escape & text_raw) != 0;
+      if (text_at[d + 1] < text_at[d] ||
+          (raw ? text_at[d + 1] - text_at[d] != x.text_len : text_at[d + 1] == text_at[d])) {
+        return "a text out of bounds";
+      }
+    }
+    for (uint32_t t : doc_tags) {
+      if (t >= tag_lens.size()) {
+        return "a tag out of bounds";
+      }
+    }
+    for (const term_info& ti : terms) {
+      const uint64_t blocks = (uint64_t{ti.df} + block_docs - 1) / block_docs;
+      if (ti.doc_off > doc_stream.size() || ti.pos_off > pos_stream.size() ||
+          ti.skip_off > skips.size() || blocks > skips.size() - ti.skip_off ||
+          uint64_t{ti.name_off} + ti.name_len > term_chars.size()) {
+        return "a term out of bounds";
+      }
+    }
+    if (pair_terms.size() > UINT16_MAX ||
+        pair_docs.size() != pair_terms.size() * pair_terms.size() ||
+        pair_posting_ranks.size() != 1 || pair_posting_ranks[0] > pair_terms.size()) {
+      return "a pair table of inconsistent size";
+    }
+    std::vector<uint8_t> paired(terms.size(), 0);
+    for (uint32_t t : pair_terms) {
+      if (t >= terms.size() || paired[t]++ != 0) {
+        return "a pair table word out of bounds or repeated";
+      }
+    }
+    for (uint32_t docs_with : pair_docs) {
+      if (docs_with > n) {
+        return "a pair count above the shard's docs";
+      }
+    }
+    for (const disk_term_slot& ts : term_table) {
+      if (ts.key != 0 && (ts.key & 0xFFFFFFFFu) > terms.size()) {
+        return "the term table points out of bounds";
+      }
+    }
+    return {};
+  }
+};
+
+}  // namespace
+
+void local_shard::save(index_writer& w, uint32_t slot) const {
+  const uint32_t s = slot + 1;
+  w.add(section_tag(s, f_stats), std::span<const shard_stats>(&stats_, 1));
+  std::vector<disk_doc> docs;
+  assign_huge(docs, docs_.size(), disk_doc{});
+  w.begin_section(section_tag(s, f_stories));
+  uint64_t off = 0;
+  for (size_t d = 0; d < docs_.size(); ++d) {
+    const doc_rec& r = docs_[d];
+    const size_t n = size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
+    w.append(r.base, n);
+    docs[d] = {off,        r.id_len,    r.title_len, r.url_len, r.by_len,  r.text_len,
+               r.tags_off, r.tag_count, r.escape,    r.score,   r.comments};
+    off += n;
+  }
+  w.end_section();
+  w.add(section_tag(s, f_docs), std::span<const disk_doc>(docs));
+  w.add(section_tag(s, f_texts), std::span<const uint8_t>(texts_.get(), texts_bytes_));
+  w.add(section_tag(s, f_text_at), text_at_);
+  w.add(section_tag(s, f_text_dict), text_dict_);
+  w.add(section_tag(s, f_time), std::span<const int64_t>(time_));
+  w.add(section_tag(s, f_doc_tags), std::span<const uint32_t>(doc_tags_));
+  std::vector<uint32_t> tag_lens;
+  w.begin_section(section_tag(s, f_tag_chars));
+  for (const std::string& t : tag_names_) {
+    w.append(t.data(), t.size());
+    tag_lens.push_back(static_cast<uint32_t>(t.size()));
+  }
+  w.end_section();
+  w.add(section_tag(s, f_tag_lens), std::span<const uint32_t>(tag_lens));
+  w.add(section_tag(s, f_tag_escape), std::span<const uint8_t>(tag_escape_));
+  w.add(section_tag(s, f_tag_table), std::span<const uint32_t>(tag_table_));
+  w.add(section_tag(s, f_title_len), std::span<const uint32_t>(title_len_));
+  w.add(section_tag(s, f_text_len), std::span<const uint32_t>(text_len_));
+  w.add(section_tag(s, f_term_chars), std::span<const char>(term_chars_));
+  w.add(section_tag(s, f_terms), std::span<const term_info>(terms_));
+  w.add(section_tag(s, f_term_table), std::span<const term_slot>(term_table_));
+  w.add(section_tag(s, f_doc_stream),
+        std::span<const uint8_t>(doc_stream_.get(), doc_stream_bytes_));
+  w.add(section_tag(s, f_pos_stream),
+        std::span<const uint8_t>(pos_stream_.get(), pos_stream_bytes_));
+  w.add(section_tag(s, f_skips), std::span<const skip_entry>(skips_));
+  w.add(section_tag(s, f_pair_terms), std::span<const uint32_t>(pair_terms_));
+  w.add(section_tag(s, f_pair_docs), std::span<const uint32_t>(pair_docs_));
+  w.add(section_tag(s, f_pair_posting_ranks), std::span<const uint32_t>(&pair_posting_ranks_, 1));
+  save_derived(w, slot);
+}
+
+// finalize()'s output, when there is one (it is most of a start's work once the rest is mapped).
+void local_shard::save_derived(index_writer& w, uint32_t slot) const {
+  if (len_norm_.size() != docs_.size() || block_max_.size() != skips_.size() ||
+      block_max_time_.size() != skips_.size() || champ_at_.size() != terms_.size()) {
+    return;  // not finalized
+  }
+  const uint32_t s = slot + 1;
+  w.add(section_tag(s, f_avgdl), std::span<const double>(&avgdl_, 1));
+  w.add(section_tag(s, f_len_norm), std::span<const double>(len_norm_));
+  w.add(section_tag(s, f_block_max), std::span<const float>(block_max_));
+  w.add(section_tag(s, f_block_max_time), std::span<const int64_t>(block_max_time_));
+  w.add(section_tag(s, f_champ_at), std::span<const uint32_t>(champ_at_));
+  w.add(section_tag(s, f_champ_part), std::span<const double>(champ_part_));
+  w.add(section_tag(s, f_champ_doc), std::span<const uint32_t>(champ_doc_));
+  w.add(section_tag(s, f_champ_date), std::span<const uint32_t>(champ_date_));
+  w.add(section_tag(s, f_impact_terms), std::span<const uint32_t>(prune_.impact_terms));
+  w.add(section_tag(s, f_impact_at), std::span<const uint32_t>(prune_.impact_at));
+  w.add(section_tag(s, f_impact_doc), std::span<const uint32_t>(prune_.impact_doc));
+  w.add(section_tag(s, f_impact_part), std::span<const float>(prune_.impact_part));
+  w.add(section_tag(s, f_impact_rows), prune_.impact_rows);
+}
+
+// Restores finalize()'s output when the file has all of it, consistent; else leaves it to
+// finalize(). Returns whether it was restored.
+bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
+  const uint32_t s = slot + 1;
+  std::span<const double> avgdl, len_norm, champ_part;
+  std::span<const float> block_max;
+  std::span<const int64_t> block_max_time;
+  std::span<const uint32_t> champ_at, champ_doc, champ_date;
+  if (!r.get(section_tag(s, f_avgdl), avgdl) || !r.get(section_tag(s, f_len_norm), len_norm) ||
+      !r.get(section_tag(s, f_block_max), block_max) ||
+      !r.get(section_tag(s, f_block_max_time), block_max_time) ||
+      !r.get(section_tag(s, f_champ_at), champ_at) ||
+      !r.get(section_tag(s, f_champ_part), champ_part) ||
+      !r.get(section_tag(s, f_champ_doc), champ_doc) ||
+      !r.get(section_tag(s, f_champ_date), champ_date)) {
+    return false;
+  }
+  if (avgdl.size() != 1 || len_norm.size() != docs_.size() || block_max.size() != skips_.size() ||
+      block_max_time.size() != skips_.size() || champ_at.size() != terms_.size() ||
+      champ_part.size() != champ_doc.size() || champ_date.size() != champ_doc.size()) {
+    return false;
+  }
+  for (uint32_t at : champ_at) {
+    if (at != UINT32_MAX && (at > champ_doc.size() || champ_doc.size() - at < champ_len)) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < champ_doc.size(); ++i) {
+    if (champ_doc[i] >= docs_.size() || champ_date[i] >= docs_.size()) {
+      return false;
+    }
+  }
+  avgdl_ = avgdl[0];
+  copy_to(len_norm_, len_norm);
+  copy_to(block_max_, block_max);
+  copy_to(block_max_time_, block_max_time);
+  copy_to(champ_at_, champ_at);
+  copy_to(champ_part_, champ_part);
+  copy_to(champ_doc_, champ_doc);
+  copy_to(champ_date_, champ_date);
+  loaded_avgdl_ = avgdl_;
+  load_impact(r, s);
+  return true;
+}
+
+// The impact terms' sections, when present and consistent (else finalize() computes them).
+void local_shard::load_impact(const index_reader& r, uint32_t s) {
+  saved_impact x;
+  if (!r.get(section_tag(s, f_impact_terms), x.terms) ||
+      !r.get(section_tag(s, f_impact_at), x.at) || !r.get(section_tag(s, f_impact_doc), x.doc) ||
+      !r.get(section_tag(s, f_impact_part), x.part) ||
+      !r.get(section_tag(s, f_impact_rows), x.rows)) {
+    return;
+  }
+  const size_t m = x.terms.size();
+  bool ok = m <= impact_terms_most && x.at.size() == m + 1 && x.at[0] == 0 &&
+            x.at[m] == x.doc.size() && x.part.size() == x.doc.size() &&
+            x.rows.size() == (m == 0 ? 0 : docs_.size()) &&
+            reinterpret_cast<uintptr_t>(x.rows.data()) % alignof(impact_row) == 0;
+  for (size_t i = 0; ok && i < m; ++i) {
+    ok = x.terms[i] < terms_.size() && x.at[i] <= x.at[i + 1] &&
+         x.at[i + 1] - x.at[i] <= terms_[x.terms[i]].df;
+  }
+  for (size_t j = 0; ok && j < x.doc.size(); ++j) {
+    ok = x.doc[j] < docs_.size();
+  }
+  x.valid = ok;
+  loaded_impact_ = x;
+}
+
+std::string local_shard::load(const index_reader& r, uint32_t slot) {
+  static_assert(sizeof(term_slot) == sizeof(disk_term_slot));
+  shard_sections x;
+  if (!x.read(r, slot + 1)) {
+    return fmt::format("shard {}: a section is missing", slot);
+  }
+  if (std::string why = x.check(k_text_raw); !why.empty()) {
+    return fmt::format("shard {}: {}", slot, why);
+  }
+  stats_ = x.stats[0];
+  docs_.clear();
+  docs_.reserve(x.docs.size());  // filled without a zeroing pass first
+  const char* story_base = reinterpret_cast<const char*>(x.stories.data());
+  for (const disk_doc& d : x.docs) {
+    docs_.push_back({story_base + d.off, d.id_len, d.title_len, d.url_len, d.by_len, d.text_len,
+                     d.tags_off, d.tag_count, d.escape, d.score, d.comments});
+  }
+  copy_to(time_, x.time);
+  copy_to(doc_tags_, x.doc_tags);
+  tag_names_.clear();
+  for (size_t t = 0, at = 0; t < x.tag_lens.size(); at += x.tag_lens[t++]) {
+    tag_names_.emplace_back(reinterpret_cast<const char*>(x.tag_chars.data()) + at, x.tag_lens[t]);
+  }
+  copy_to(tag_escape_, x.tag_escape);
+  copy_to(tag_table_, x.tag_table);
+  copy_to(title_len_, x.title_len);
+  copy_to(text_len_, x.text_len);
+  copy_to(term_chars_, x.term_chars);
+  copy_to(terms_, x.terms);
+  term_table_.resize(x.term_table.size());
+  std::memcpy(term_table_.data(), x.term_table.data(), x.term_table.size_bytes());
+  copy_to(skips_, x.skips);
+  copy_to(pair_terms_, x.pair_terms);
+  copy_to(pair_docs_, x.pair_docs);
+  pair_posting_ranks_ = x.pair_posting_ranks[0];
+  pair_rank_.assign(terms_.size(), UINT16_MAX);
+  for (size_t r = 0; r < pair_terms_.size(); ++r) {
+    pair_rank_[pair_terms_[r]] = static_cast<uint16_t>(r);
+  }
+  // The streams and the stories are read in place; the mapping lives as long as the shard.
+  doc_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.doc_stream.data()),
+                                                       free_deleter{false});
+  pos_stream_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.pos_stream.data()),
+                                                       free_deleter{false});
+  doc_stream_bytes_ = x.doc_stream.size();
+  pos_stream_bytes_ = x.pos_stream.size();
+  texts_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.texts.data()),
+                                                  free_deleter{false});
+  texts_bytes_ = x.texts.size();
+  text_at_store_.clear();
+  text_at_ = x.text_at;
+  text_dict_store_.clear();
+  text_dict_ = x.text_dict;
+  if (!digest_text_dict()) {
+    return fmt::format("shard {}: a text dictionary zstd does not take", slot);
+  }
+  mapping_ = r.mapping();
+  load_derived(r, slot);
+  // What was copied (or only checked) leaves the process' resident set: its pages stay in the
+  // page cache, and nothing reads them through the mapping again (a section left off this list
+  // by mistake still reads right: its pages fault back in, a cost only).
+  // (The impact rows are read in place too, but released as well: a query of common words
+  // touches few of them, and their pages fault back in one by one.)
+  static constexpr uint32_t in_place[] = {f_stories,   f_texts,      f_text_at,
+                                          f_text_dict, f_doc_stream, f_pos_stream};
+  r.release(slot + 1, in_place);
+  return {};
+}
+
+}  // namespace tollgate::search
