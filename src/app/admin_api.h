@@ -20,7 +20,9 @@
 //                          the data dir alone never reveals a key
 //   stripe-events.txt      `event <unix> <evt_id>`: webhook events acted on or acknowledged,
 //                          kept 24 h, so a redelivered event changes nothing
-// Each file is compacted (rewritten without expired entries) when the server starts.
+// Each file is compacted (rewritten without expired entries) when the server starts. They are
+// admin_store's (admin_store.h); the routes are in admin_routes.cc, the webhook in
+// stripe_webhook.cc, the OpenAPI document in docs/admin-openapi.json (embedded at build time).
 //
 // Threads: handle() runs on the admin listener's one core; handle_webhook() also on a public
 // core when [stripe] public_webhook is on. One mutex serialises every change (and the
@@ -36,8 +38,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
+#include "admin_store.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/config/config.h"
 #include "tollgate/http/handler.h"
@@ -73,12 +76,6 @@ class admin_api {
   const std::string& disabled_reason() const noexcept { return disabled_why_; }
 
  private:
-  struct idem_entry {
-    int64_t at = 0;
-    std::string fingerprint = {};  // hex
-    int status = 0;
-    std::string sealed = {};  // hex
-  };
   struct answer {
     int status = 200;
     std::string body = {};
@@ -89,10 +86,11 @@ class admin_api {
   answer route(const http::request& req, int64_t now);
   answer with_idempotency(const http::request& req, int64_t now, std::string_view idem);
   answer dispatch_change(const http::request& req, int64_t now);
+  // The Stripe webhook (stripe_webhook.cc).
   answer webhook(const http::request& req, int64_t now, bool admin_core);
   answer apply_account_status(std::string_view account, bool suspend, int64_t now,
                               std::string_view who, std::string_view action, bool admin_core);
-  // Routes.
+  // Routes (admin_routes.cc).
   answer create_account(std::string_view body, int64_t now);
   answer get_account(std::string_view id, int64_t now);
   answer set_account(std::string_view id, bool suspend, int64_t now);
@@ -106,8 +104,6 @@ class admin_api {
 
   /// Puts a change to keys or accounts in force (see the file comment).
   void put_in_force(bool admin_core);
-  void audit(int64_t now, std::string_view who, std::string_view action, std::string_view target,
-             int status);
   bool token_ok(const http::request& req) const;
   result<quota::store_contents, quota::store_error> contents();
 
@@ -126,9 +122,8 @@ class admin_api {
   int64_t rotate_grace_secs_ = 86400;
   std::vector<std::string> suspend_on_;
 
-  std::mutex mu_;  // every change, the idempotency and event maps
-  std::unordered_map<std::string, idem_entry> idem_;
-  std::unordered_map<std::string, int64_t> events_;  // evt id → when first seen
+  std::mutex mu_;      // every change, and store_'s idempotency and event look-ups with it
+  admin_store store_;  // the audit log, idempotency answers and event ids (admin_store.h)
 
   std::atomic<uint64_t> events_applied_{0}, events_ignored_{0}, events_refused_{0},
       events_duplicate_{0};
@@ -145,7 +140,8 @@ result<void, std::string> check_admin_config(const config::settings& s, bool ser
 /// dir's, or Redis in cluster mode. 0, or the exit code after logging why.
 int make_admin_api(shared_state& st, const config::settings& s);
 
-/// The OpenAPI 3.1 document of the admin routes (GET /admin/openapi.json).
+/// The OpenAPI 3.1 document of the admin routes (GET /admin/openapi.json): the bytes of
+/// docs/admin-openapi.json.
 std::string_view admin_openapi();
 
 }  // namespace tollgate::app
