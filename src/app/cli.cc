@@ -29,6 +29,7 @@ Usage:
   tollgate keys create --account ACCOUNT --plan PLAN [--config FILE] [--data-dir DIR]
   tollgate keys list | revoke KEY_ID [--config FILE] [--data-dir DIR]
   tollgate accounts suspend ACCOUNT | resume ACCOUNT [--config FILE] [--data-dir DIR]
+  tollgate usage export --month YYYY-MM [--format csv|json] [--config FILE] [--data-dir DIR]
   tollgate cluster import --config FILE --data-dir DIR | status --config FILE [--json]
   tollgate config check --config FILE   (exit 0, or 2 with the start's message)
   tollgate corpus generate --count N [--seed S]

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "admin_api.h"
 #include "ops.h"
 #include "tools.h"
 
@@ -263,8 +264,15 @@ void core_handler::on_wake(int64_t /*now_ns*/) {
   }
 }
 
+bool core_handler::public_webhook(const http::request& req) const noexcept {
+  return s_.admin && s_.admin->public_webhook() && req.path == admin_api::k_webhook_path;
+}
+
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
+  if (public_webhook(req)) {  // [stripe] public_webhook: the one admin route served here
+    return s_.admin->handle_webhook(req, out, false);
+  }
   resuming_ = find_parked();
   if (resuming_ != nullptr) {
     host_.tools()->use_jobs(&resuming_->jobs);
@@ -330,9 +338,9 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   // Only refusals that come before route() reads the body: the answer is the one the whole
   // request would get (handle() below takes the same path, counted once).
   const gate_verdict v = gate_.match(head);
-  const bool refused =
-      v.status != 200 || (v.keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
-                                      (v.r == route::mcp && !endpoint_.origin_allowed(head))));
+  const bool refused = (v.status != 200 && !public_webhook(head)) ||
+                       (v.keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
+                                    (v.r == route::mcp && !endpoint_.origin_allowed(head))));
   if (!refused) {
     return {0, false, false};  // 100 Continue: the body decides
   }

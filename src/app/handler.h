@@ -32,6 +32,8 @@ class server;
 
 namespace tollgate::app {
 
+class admin_api;
+
 /// Everything the cores share. Built once before the engine starts.
 struct shared_state {
   const config::settings* settings = nullptr;
@@ -63,6 +65,10 @@ struct shared_state {
   /// Requests their clients cancelled (notifications/cancelled), for every core to consult
   /// before it admits a call. Thread-safe.
   cancel_set cancels;
+  /// The admin API and the Stripe webhook (admin_api.h); null on a shard node or stdio.
+  /// shared_ptr: its deleter is bound where it is made, so users of this header need not
+  /// see the type.
+  std::shared_ptr<admin_api> admin;
 };
 
 /// Registers the routes of design §1 on `s.router`.
@@ -106,6 +112,8 @@ class core_handler final : public http::handler {
   static constexpr size_t max_spare_job_groups = 16;
 
  private:
+  /// POST /admin/webhooks/stripe with [stripe] public_webhook on (admin_api.h).
+  bool public_webhook(const http::request& req) const noexcept;
   // match → gate → (a gateway's look-ahead) → the surface's answer; `v` is the gate's verdict,
   // with what the answer came to.
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "billing.h"
 #include "cli.h"
 #include "cluster_cli.h"
 #include "commands.h"
@@ -43,6 +44,10 @@ int run_main(int argc, char** argv) {
   if (cmd == "keys" || cmd == "accounts") {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     return run_admin(cmd, args, stdout, stderr);
+  }
+  if (cmd == "usage") {
+    std::vector<std::string_view> args(argv + 2, argv + argc);
+    return run_usage_command(args, stdout, stderr);
   }
   if (cmd == "cluster") {
     std::vector<std::string_view> args(argv + 2, argv + argc);

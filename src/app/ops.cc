@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iterator>
 
+#include "admin_api.h"
 #include "reload.h"
 #include "tls_setup.h"
 #include "tollgate/common/json_out.h"
@@ -236,6 +237,9 @@ void render_metrics(const shared_state& s_, out_buffer& scratch_) {
   if (s_.cluster) {
     cluster_metrics(s_, scratch_);
   }
+  if (s_.admin) {
+    s_.admin->render_metrics(scratch_);
+  }
 }
 
 // What an ops route answers: its status and plain-text body.
@@ -307,6 +311,9 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
     if (r == route::healthz || r == route::readyz || r == route::metrics) {
       return handle_ops(s_, r, req, scratch_, out);
     }
+  }
+  if (s_.admin && req.path.substr(0, 7) == "/admin/") {  // accounts, keys, usage, webhook
+    return s_.admin->handle(req, out);
   }
   auto head = http::head_for(req, 404);
   head.content_type = "application/json";

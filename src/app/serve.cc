@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "admin_api.h"
 #include "commands.h"
 #include "data_dir_lock.h"
 #include "handler.h"
@@ -180,6 +181,9 @@ int run_serve(int argc, char** argv) {
   std::optional<data_dir_lock> lock;
   shared_state st;
   if (int rc = build_serve_state(st, *s, cores, lock); rc != 0) {
+    return rc;
+  }
+  if (int rc = make_admin_api(st, *s); rc != 0) {
     return rc;
   }
   bool demo_key = false;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "admin_api.h"
 #include "cli.h"
 #include "cluster_cli.h"
 #include "commands.h"
@@ -162,6 +163,10 @@ int run_config(int argc, char** argv) {
   }
   if (int rc = check_tls_settings(*s); rc != 0) {
     return rc;
+  }
+  if (auto a = check_admin_config(*s, false); !a) {
+    fmt::print(stderr, "tollgate serve: {}: {}\n", path, a.error());
+    return 2;
   }
   if (!s->corpus_path.empty() && ::access(s->corpus_path.c_str(), R_OK) != 0) {
     fmt::print(stderr, "tollgate serve: {}: corpus.path: cannot read {}: {}\n", path,

@@ -36,6 +36,8 @@ const std::initializer_list<section> sections = {
     {"log", {"access", "sample"}},
     {"cluster", {"redis", "node", "password_env", "prefix", "lease_wait_ms"}},
     {"tls", {"listen", "cert", "key", "min_version"}},
+    {"admin", {"token_env", "token_file", "token_sha256", "token_name", "rotate_grace_secs"}},
+    {"stripe", {"webhook_secret_env", "public_webhook", "tolerance_secs", "suspend_on"}},
 };
 
 std::initializer_list<std::string_view> keys_of(std::string_view table) {
@@ -480,6 +482,59 @@ void read_cluster(reader& r, const toml::table& t, settings& s) {
   s.cluster = true;
 }
 
+// [admin]: where the admin API's bearer token comes from (one source) and its audit name.
+void read_admin(reader& r, const toml::table& t, settings& s) {
+  r.string(t, "admin", "token_env", s.admin_token_env);
+  r.string(t, "admin", "token_file", s.admin_token_file, true);
+  r.string(t, "admin", "token_sha256", s.admin_token_sha256);
+  int sources = 0;
+  for (std::string_view k : {"token_env", "token_file", "token_sha256"}) {
+    sources += t.get(k) != nullptr ? 1 : 0;
+  }
+  if (sources > 1 && !r.failed()) {
+    r.fail(&t, "admin", "give one of token_env, token_file and token_sha256, not several");
+  }
+  if (t.get("token_env") != nullptr && s.admin_token_env.empty() && !r.failed()) {
+    r.fail(t.get("token_env"), "admin.token_env", "names no environment variable");
+  }
+  if (t.get("token_sha256") != nullptr && !r.failed()) {
+    bool hex = s.admin_token_sha256.size() == 64;
+    for (char c : s.admin_token_sha256) {
+      hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+    }
+    if (!hex) {
+      r.fail(t.get("token_sha256"), "admin.token_sha256",
+             "64 lowercase hex digits: the SHA-256 of the token (sha256sum of it, no newline)");
+    }
+  }
+  r.string(t, "admin", "token_name", s.admin_token_name, true);
+  if (t.get("token_name") != nullptr && !r.failed() && !valid_plan_name(s.admin_token_name)) {
+    r.fail(t.get("token_name"), "admin.token_name", "1-64 letters, digits, '.', '_' or '-'");
+  }
+  r.integer(t, "admin", "rotate_grace_secs", s.admin_rotate_grace_secs, 0, 30 * 86400);
+}
+
+// [stripe]: the webhook's endpoint secret, where it is served, and what suspends.
+void read_stripe(reader& r, const toml::table& t, settings& s) {
+  r.string(t, "stripe", "webhook_secret_env", s.stripe_secret_env);
+  if (t.get("webhook_secret_env") != nullptr && s.stripe_secret_env.empty() && !r.failed()) {
+    r.fail(t.get("webhook_secret_env"), "stripe.webhook_secret_env",
+           "names no environment variable");
+  }
+  r.boolean(t, "stripe", "public_webhook", s.stripe_public_webhook);
+  r.integer(t, "stripe", "tolerance_secs", s.stripe_tolerance_secs, 1, 3600);
+  r.string_list(t, "stripe", "suspend_on", s.stripe_suspend_on);
+  for (const std::string& st : s.stripe_suspend_on) {
+    if (st != "canceled" && st != "unpaid" && st != "past_due" && st != "incomplete_expired" &&
+        st != "incomplete" && st != "paused" && !r.failed()) {
+      r.fail(t.get("suspend_on"), "stripe.suspend_on",
+             fmt::format("'{}' is not a subscription status that can suspend (canceled, unpaid, "
+                         "past_due, incomplete, incomplete_expired, paused)",
+                         st));
+    }
+  }
+}
+
 // The file's text as a TOML table; a directory, a missing file or a syntax error is an error.
 result<toml::table, config_error> parse_toml(const std::string& path) {
   // toml++ reads a directory as an empty file: the server would start (or a reload would go on)
@@ -510,7 +565,8 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   s.config_path = path;
   reader r(path);
   r.only_keys(root, "",
-              {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster", "tls"});
+              {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster", "tls",
+               "admin", "stripe"});
   struct step {
     std::string_view table;
     void (*read)(reader&, const toml::table&, settings&);
@@ -518,7 +574,8 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   for (const step& st :
        {step{"server", read_server}, step{"corpus", read_corpus}, step{"mcp", read_mcp},
         step{"quota", read_quota}, step{"plans", read_plans}, step{"fleet", read_fleet},
-        step{"log", read_log}, step{"cluster", read_cluster}, step{"tls", read_tls}}) {
+        step{"log", read_log}, step{"cluster", read_cluster}, step{"tls", read_tls},
+        step{"admin", read_admin}, step{"stripe", read_stripe}}) {
     if (const toml::table* t = r.table(root, st.table)) {
       if (st.table != "plans") {  // [plans] holds one table per plan name, checked by read_plans
         r.only_keys(*t, st.table, keys_of(st.table));

@@ -98,6 +98,30 @@ result<void, std::string> write_file_atomic(const std::string& path, std::string
   return {};
 }
 
+result<void, std::string> append_durable(const std::string& path, std::string_view data) {
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return unexpected(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  }
+  if (write_all(fd, data) != data.size() || ::fdatasync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    return unexpected(fmt::format("cannot append to {}: {}", path, std::strerror(e)));
+  }
+  ::close(fd);
+  if (!existed) {  // the new file's name must survive a crash too
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+  return {};
+}
+
 file_lock::file_lock(const std::string& path) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ >= 0) {

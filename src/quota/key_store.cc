@@ -111,10 +111,14 @@ result<store_contents, store_error> key_store::load() {
     return unexpected(store_error{false, kd.error()});
   }
   auto r = for_each_line(kp, *kd, [&](const std::vector<std::string_view>& w) {
-    if (w.size() != 7 || w[0] != "key") {
+    if ((w.size() != 7 && w.size() != 8) || w[0] != "key") {
       return false;
     }
     key_entry e;
+    if (w.size() == 8 && (w[7].substr(0, 8) != "expires=" ||
+                          !parse_i64(w[7].substr(8), e.expires_unix) || e.expires_unix <= 0)) {
+      return false;
+    }
     auto id = parse_key_id(w[1]);
     if (!id || !fs::from_hex(w[2], e.hash.data(), e.hash.size()) || !valid_name(w[3]) ||
         !valid_name(w[4]) || !parse_i64(w[5], e.created_unix) ||
@@ -137,11 +141,18 @@ result<store_contents, store_error> key_store::load() {
     return unexpected(store_error{false, ad.error()});
   }
   r = for_each_line(ap, *ad, [&](const std::vector<std::string_view>& w) {
-    if (w.size() != 3 || w[0] != "account" || !valid_name(w[1]) ||
+    if ((w.size() != 3 && w.size() != 4) || w[0] != "account" || !valid_name(w[1]) ||
         (w[2] != "active" && w[2] != "suspended")) {
       return false;
     }
-    c.accounts.push_back({std::string(w[1]), w[2] == "suspended"});
+    std::string customer;
+    if (w.size() == 4) {
+      if (w[3].substr(0, 9) != "customer=" || !valid_name(w[3].substr(9))) {
+        return false;
+      }
+      customer = std::string(w[3].substr(9));
+    }
+    c.accounts.push_back({std::string(w[1]), w[2] == "suspended", std::move(customer)});
     return true;
   });
   if (!r) {
@@ -162,7 +173,7 @@ result<void, store_error> key_store::save(const store_contents& c) {
     }
   }
   for (const auto& a : c.accounts) {
-    if (!valid_name(a.name)) {
+    if (!valid_name(a.name) || (!a.customer.empty() && !valid_name(a.customer))) {
       return unexpected(store_error{
           true, fmt::format("refusing to write account \"{}\": names must be 1-64 letters, "
                             "digits, '.', '_' or '-'",
@@ -171,13 +182,15 @@ result<void, store_error> key_store::save(const store_contents& c) {
   }
   std::string keys = "# tollgate keys v1: key <id> <sha256> <account> <plan> <created> <status>\n";
   for (const auto& k : c.keys) {
-    keys += fmt::format("key {} {} {} {} {} {}\n", key_id_string(k.id),
+    keys += fmt::format("key {} {} {} {} {} {}", key_id_string(k.id),
                         fs::to_hex(k.hash.data(), k.hash.size()), k.account, k.plan, k.created_unix,
                         k.revoked ? "revoked" : "active");
+    keys += k.expires_unix > 0 ? fmt::format(" expires={}\n", k.expires_unix) : "\n";
   }
   std::string accounts = "# tollgate accounts v1: account <name> <status>\n";
   for (const auto& a : c.accounts) {
-    accounts += fmt::format("account {} {}\n", a.name, a.suspended ? "suspended" : "active");
+    accounts += fmt::format("account {} {}", a.name, a.suspended ? "suspended" : "active");
+    accounts += a.customer.empty() ? "\n" : fmt::format(" customer={}\n", a.customer);
   }
   // Accounts first: a key never refers to an account the accounts file lacks.
   auto r = fs::write_file_atomic(accounts_path(), accounts);
@@ -232,21 +245,11 @@ result<created_key, store_error> key_store::create_key(std::string_view account,
   if (!c) {
     return unexpected(c.error());
   }
-  uint8_t secret[kSecretBytes];
   key_entry e;
-  do {
-    if (!fs::random_bytes(&e.id, sizeof e.id)) {
-      return unexpected(store_error{false, "getrandom failed"});
-    }
-  } while (e.id == 0 || std::any_of(c->keys.begin(), c->keys.end(),
-                                    [&](const key_entry& k) { return k.id == e.id; }));
-  if (!fs::random_bytes(secret, sizeof secret)) {
-    return unexpected(store_error{false, "getrandom failed"});
+  auto out = mint(*c, e);
+  if (!out) {
+    return unexpected(out.error());
   }
-  created_key out;
-  out.secret = std::string(kSecretPrefix) + fs::to_hex(secret, sizeof secret);
-  out.key_id = key_id_string(e.id);
-  e.hash = sha256(out.secret);
   e.account = std::string(account);
   e.plan = std::string(plan_name);
   e.created_unix = now_unix;
@@ -259,6 +262,24 @@ result<created_key, store_error> key_store::create_key(std::string_view account,
   if (!s) {
     return unexpected(s.error());
   }
+  return std::move(*out);
+}
+
+result<created_key, store_error> key_store::mint(store_contents& c, key_entry& e) {
+  uint8_t secret[kSecretBytes];
+  do {
+    if (!fs::random_bytes(&e.id, sizeof e.id)) {
+      return unexpected(store_error{false, "getrandom failed"});
+    }
+  } while (e.id == 0 || std::any_of(c.keys.begin(), c.keys.end(),
+                                    [&](const key_entry& k) { return k.id == e.id; }));
+  if (!fs::random_bytes(secret, sizeof secret)) {
+    return unexpected(store_error{false, "getrandom failed"});
+  }
+  created_key out;
+  out.secret = std::string(kSecretPrefix) + fs::to_hex(secret, sizeof secret);
+  out.key_id = key_id_string(e.id);
+  e.hash = sha256(out.secret);
   return out;
 }
 
@@ -294,7 +315,9 @@ result<void, store_error> key_store::revoke(std::string_view key_id) {
     auto it =
         std::find_if(c.keys.begin(), c.keys.end(), [&](const key_entry& k) { return k.id == *id; });
     if (it == c.keys.end()) {
-      return unexpected(store_error{true, fmt::format("no key {} in {}", key_id, keys_path())});
+      store_error e{true, fmt::format("no key {} in {}", key_id, keys_path())};
+      e.not_found = true;
+      return unexpected(std::move(e));
     }
     it->revoked = true;
     return {};
@@ -313,12 +336,134 @@ result<void, store_error> key_store::set_suspended(std::string_view account, boo
     auto it = std::find_if(c.accounts.begin(), c.accounts.end(),
                            [&](const account_entry& a) { return a.name == account; });
     if (it == c.accounts.end()) {
-      return unexpected(
-          store_error{true, fmt::format("no account \"{}\" in {}", account, accounts_path())});
+      store_error e{true, fmt::format("no account \"{}\" in {}", account, accounts_path())};
+      e.not_found = true;
+      return unexpected(std::move(e));
     }
     it->suspended = suspended;
     return {};
   });
+}
+
+namespace {
+store_error unsupported_here(std::string_view what) {
+  store_error e{false, fmt::format("{} is not supported by this key store (cluster mode: use the "
+                                   "data-dir store, or `tollgate keys` for what it offers)",
+                                   what)};
+  e.unsupported = true;
+  return e;
+}
+}  // namespace
+
+result<void, store_error> key_backend::create_account(std::string_view, std::string_view) {
+  return unexpected(unsupported_here("creating an account with a customer id"));
+}
+result<void, store_error> key_backend::set_plan(std::string_view, std::string_view,
+                                                const plan_map&) {
+  return unexpected(unsupported_here("changing a key's plan"));
+}
+result<created_key, store_error> key_backend::rotate(std::string_view, int64_t, int64_t) {
+  return unexpected(unsupported_here("rotating a key"));
+}
+
+result<void, store_error> key_store::create_account(std::string_view account,
+                                                    std::string_view customer) {
+  if (!valid_name(account)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          account)});
+  }
+  if (!customer.empty() && !valid_name(customer)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid customer id \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          customer)});
+  }
+  if (auto d = fs::ensure_dir(dir_); !d) {
+    return unexpected(store_error{false, d.error()});
+  }
+  return edit_locked([&](store_contents& c) -> result<void, store_error> {
+    for (const auto& a : c.accounts) {
+      if (a.name == account) {
+        store_error e{true, fmt::format("account \"{}\" exists already", account)};
+        e.exists = true;
+        return unexpected(std::move(e));
+      }
+      if (!customer.empty() && a.customer == customer) {
+        store_error e{true, fmt::format("customer \"{}\" belongs to account \"{}\" already",
+                                        customer, a.name)};
+        e.exists = true;
+        return unexpected(std::move(e));
+      }
+    }
+    c.accounts.push_back({std::string(account), false, std::string(customer)});
+    return {};
+  });
+}
+
+result<void, store_error> key_store::set_plan(std::string_view key_id, std::string_view plan_name,
+                                              const plan_map& plans) {
+  auto id = parse_key_id(key_id);
+  if (!id) {
+    return unexpected(store_error{true, id.error()});
+  }
+  if (!valid_name(plan_name) || plans.find(plan_name) == plans.end()) {
+    return unexpected(store_error{true, fmt::format("unknown plan \"{}\"", plan_name)});
+  }
+  return edit_locked([&](store_contents& c) -> result<void, store_error> {
+    for (auto& k : c.keys) {
+      if (k.id == *id) {
+        if (k.revoked) {
+          return unexpected(store_error{true, fmt::format("key {} is revoked", key_id)});
+        }
+        k.plan = std::string(plan_name);
+        return {};
+      }
+    }
+    store_error e{true, fmt::format("no key {}", key_id)};
+    e.not_found = true;
+    return unexpected(std::move(e));
+  });
+}
+
+result<created_key, store_error> key_store::rotate(std::string_view key_id, int64_t now_unix,
+                                                   int64_t expires_unix) {
+  auto id = parse_key_id(key_id);
+  if (!id) {
+    return unexpected(store_error{true, id.error()});
+  }
+  created_key made;
+  auto r = edit_locked([&](store_contents& c) -> result<void, store_error> {
+    auto it =
+        std::find_if(c.keys.begin(), c.keys.end(), [&](const key_entry& k) { return k.id == *id; });
+    if (it == c.keys.end()) {
+      store_error e{true, fmt::format("no key {}", key_id)};
+      e.not_found = true;
+      return unexpected(std::move(e));
+    }
+    if (it->revoked || (it->expires_unix > 0 && it->expires_unix <= now_unix)) {
+      return unexpected(
+          store_error{true, fmt::format("key {} is revoked or expired: create a new key", key_id)});
+    }
+    key_entry e;
+    e.account = it->account;
+    e.plan = it->plan;
+    e.created_unix = now_unix;
+    // A key rotated twice keeps the earlier (shorter) grace.
+    if (it->expires_unix == 0 || it->expires_unix > expires_unix) {
+      it->expires_unix = expires_unix;
+    }
+    auto m = mint(c, e);
+    if (!m) {
+      return unexpected(m.error());
+    }
+    made = std::move(*m);
+    c.keys.push_back(std::move(e));
+    return {};
+  });
+  if (!r) {
+    return unexpected(r.error());
+  }
+  return made;
 }
 
 }  // namespace tollgate::quota

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <unordered_map>
 
@@ -69,8 +70,12 @@ bool service::reload_if_changed(bool force, std::string* why) {
   const fs::file_stamp ks = external ? fs::file_stamp{} : fs::stamp(impl_->store.keys_path());
   const fs::file_stamp as = external ? fs::file_stamp{} : fs::stamp(impl_->store.accounts_path());
   bool made = false;
-  if (external ? force || impl_->installed_new
-               : force || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
+  // A rotated key's grace period ending is a change too: the table is rebuilt without it.
+  const int64_t now_unix = static_cast<int64_t>(std::time(nullptr));
+  const bool expired = impl_->next_expiry_unix.load(std::memory_order_relaxed) > 0 &&
+                       now_unix >= impl_->next_expiry_unix.load(std::memory_order_relaxed);
+  if (external ? force || impl_->installed_new || expired
+               : force || expired || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
     impl_->installed_new = false;
     auto contents =
         external ? result<store_contents, store_error>(impl_->installed) : impl_->store.load();
@@ -131,9 +136,17 @@ std::unique_ptr<key_table> service::build_table(const store_contents& c) {
   {
     std::lock_guard g(impl_->mu);
     const uint32_t month = month_.load(std::memory_order_relaxed);
+    const int64_t now_unix = static_cast<int64_t>(std::time(nullptr));
+    int64_t next_expiry = 0;
     for (const key_entry& e : c.keys) {
       if (e.revoked) {
         continue;
+      }
+      if (e.expires_unix > 0) {
+        if (e.expires_unix <= now_unix) {
+          continue;  // a rotated key past its grace period: refused as if revoked
+        }
+        next_expiry = next_expiry == 0 ? e.expires_unix : std::min(next_expiry, e.expires_unix);
       }
       auto pit = opt_.plans.find(e.plan);
       if (pit == opt_.plans.end()) {
@@ -146,6 +159,7 @@ std::unique_ptr<key_table> service::build_table(const store_contents& c) {
           make_record_locked(e, pit->second, sit != suspended.end() && sit->second, month));
     }
     t->slot_count = static_cast<uint32_t>(impl_->by_slot.size());
+    impl_->next_expiry_unix.store(next_expiry, std::memory_order_relaxed);  // a hint only
   }
   size_t cap = 16;
   while (cap < t->records.size() * 2) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <map>
@@ -97,6 +98,9 @@ struct service::impl {
   std::vector<std::unique_ptr<key_table>> retired;
   fs::file_stamp keys_stamp, accounts_stamp;
   uint64_t next_epoch = 1;
+  // The earliest expiry of a rotated key in the table in force (0: none); reaching it rebuilds
+  // the table (reload_if_changed). Relaxed: a late read only delays the rebuild one check.
+  std::atomic<int64_t> next_expiry_unix{0};
   size_t loaded_keys = 0;  // entries of the files the table in force was built from
   size_t loaded_accounts = 0;
 

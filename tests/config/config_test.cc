@@ -372,6 +372,46 @@ TEST(config_test, empty_paths_duplicate_shards_and_unknown_tables_are_named) {
   EXPECT_EQ(ok->remote_shards.size(), 2u);
 }
 
+TEST(config_test, admin_and_stripe_sections_are_checked) {
+  // Verifies [admin] and [stripe]: values are read, one token source at most, a token hash is
+  // 64 hex digits, names and ranges are checked, and suspend_on takes subscription statuses.
+  temp_toml good(
+      "[admin]\ntoken_env = \"T\"\ntoken_name = \"portal\"\nrotate_grace_secs = 60\n"
+      "[stripe]\nwebhook_secret_env = \"S\"\npublic_webhook = true\ntolerance_secs = 30\n"
+      "suspend_on = [\"canceled\"]\n");
+  auto ok = load_file(good.path(), defaults());
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->admin_token_env, "T");
+  EXPECT_EQ(ok->admin_token_name, "portal");
+  EXPECT_EQ(ok->admin_rotate_grace_secs, 60);
+  EXPECT_EQ(ok->stripe_secret_env, "S");
+  EXPECT_TRUE(ok->stripe_public_webhook);
+  EXPECT_EQ(ok->stripe_tolerance_secs, 30);
+  EXPECT_EQ(ok->stripe_suspend_on, std::vector<std::string>{"canceled"});
+  struct bad_case {
+    const char* text;
+    const char* message;
+  };
+  const bad_case cases[] = {
+      {"[admin]\ntoken_env = \"T\"\ntoken_file = \"/x\"\n", "admin: give one of"},
+      {"[admin]\ntoken_sha256 = \"abc\"\n", ":2: admin.token_sha256: 64 lowercase hex"},
+      {"[admin]\ntoken_env = \"\"\n", "admin.token_env: names no environment variable"},
+      {"[admin]\ntoken_name = \"a b\"\n", "admin.token_name:"},
+      {"[admin]\nrotate_grace_secs = -1\n", "admin.rotate_grace_secs: must be between"},
+      {"[admin]\ntoken = \"x\"\n", "admin.token: unknown key"},
+      {"[stripe]\ntolerance_secs = 0\n", "stripe.tolerance_secs: must be between"},
+      {"[stripe]\nsuspend_on = [\"active\"]\n", "stripe.suspend_on: 'active' is not"},
+      {"[stripe]\npublic_webhook = \"yes\"\n", "stripe.public_webhook: expected true or false"},
+  };
+  for (const bad_case& c : cases) {
+    temp_toml f(c.text);
+    auto s = load_file(f.path(), defaults());
+    ASSERT_FALSE(s) << c.text;
+    EXPECT_NE(s.error().message.find(c.message), std::string::npos)
+        << c.text << " -> " << s.error().message;
+  }
+}
+
 TEST(config_test, toml_syntax_error_reports_line) {
   // Verifies a syntax error carries the file and line of the problem.
   temp_toml f("[server]\nthreads = = 2\n");

@@ -266,3 +266,80 @@ TEST(key_store_test, malformed_file_is_an_error_naming_file_and_line) {
 
 }  // namespace
 }  // namespace tollgate::quota
+
+namespace tollgate::quota {
+namespace {
+
+TEST(key_store_admin_test, account_customer_round_trips_and_is_unique) {
+  // Verifies create_account stores the customer id as an optional field that load() reads
+  // back, refuses an existing account or an already linked customer (exists), and that files
+  // written before the field still load.
+  test::temp_dir d;
+  key_store s(d.path());
+  ASSERT_TRUE(s.create_account("acme", "cus_123"));
+  ASSERT_TRUE(s.create_account("bare", ""));
+  auto again = s.create_account("acme", "");
+  ASSERT_FALSE(again);
+  EXPECT_TRUE(again.error().exists);
+  auto taken = s.create_account("other", "cus_123");
+  ASSERT_FALSE(taken);
+  EXPECT_TRUE(taken.error().exists);
+  EXPECT_FALSE(s.create_account("bad name", ""));
+  EXPECT_FALSE(s.create_account("ok", "cus 1"));
+  auto c = s.load();
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_EQ(c->accounts.size(), 2u);
+  EXPECT_EQ(c->accounts[0].customer, "cus_123");
+  EXPECT_EQ(c->accounts[1].customer, "");
+  EXPECT_NE(test::read_text(s.accounts_path()).find("account acme active customer=cus_123\n"),
+            std::string::npos);
+  ASSERT_TRUE(s.suspend("acme"));  // the edit keeps the customer
+  c = s.load();
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->accounts[0].suspended);
+  EXPECT_EQ(c->accounts[0].customer, "cus_123");
+  auto missing = s.suspend("ghost");
+  ASSERT_FALSE(missing);
+  EXPECT_TRUE(missing.error().not_found);
+}
+
+TEST(key_store_admin_test, rotate_keeps_the_old_key_until_its_expiry_and_set_plan_moves_it) {
+  // Verifies rotate makes a new key on the same account and plan and stamps the old one with
+  // expires=, that a second rotation never lengthens the grace, that set_plan changes only the
+  // named key and refuses unknown plans and keys, and that revoked keys are not rotated.
+  test::temp_dir d;
+  key_store s(d.path());
+  auto k = s.create_key("acme", "free", test::default_plans(), 1000);
+  ASSERT_TRUE(k);
+  auto r = s.rotate(k->key_id, 2000, 5000);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_NE(r->key_id, k->key_id);
+  EXPECT_EQ(r->secret.rfind("tg_live_", 0), 0u);
+  ASSERT_TRUE(s.rotate(k->key_id, 2100, 9000));
+  auto c = s.load();
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_EQ(c->keys.size(), 3u);
+  EXPECT_EQ(c->keys[0].expires_unix, 5000);
+  EXPECT_EQ(c->keys[1].account, "acme");
+  EXPECT_EQ(c->keys[1].plan, "free");
+  EXPECT_EQ(c->keys[1].expires_unix, 0);
+  EXPECT_FALSE(s.rotate(k->key_id, 6000, 9000)) << "an expired key is not rotated";
+  ASSERT_TRUE(s.set_plan(r->key_id, "pro", test::default_plans()));
+  EXPECT_FALSE(s.set_plan(r->key_id, "gold", test::default_plans()));
+  auto nf = s.set_plan("key_00000000000000ff", "pro", test::default_plans());
+  ASSERT_FALSE(nf);
+  EXPECT_TRUE(nf.error().not_found);
+  c = s.load();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->keys[0].plan, "free");
+  EXPECT_EQ(c->keys[1].plan, "pro");
+  ASSERT_TRUE(s.revoke(r->key_id));
+  EXPECT_FALSE(s.rotate(r->key_id, 2200, 9000));
+  // A malformed expiry is a malformed line, not a key without one.
+  std::ofstream(s.keys_path(), std::ios::app)
+      << "key key_0000000000000001 " << std::string(64, 'a') << " acme free 1 active expires=x\n";
+  EXPECT_FALSE(s.load());
+}
+
+}  // namespace
+}  // namespace tollgate::quota

@@ -119,6 +119,19 @@ struct settings {
   std::string tls_cert;                 ///< PEM chain
   std::string tls_key;                  ///< PEM private key
   std::string tls_min_version = "1.2";  ///< "1.2" or "1.3"
+  // [admin] (the admin API on admin_listen; no token source: its routes answer 403)
+  std::string admin_token_env;     ///< the bearer token is this environment variable's value
+  std::string admin_token_file;    ///< or this file's first line
+  std::string admin_token_sha256;  ///< or the token's SHA-256 (hex), so the config holds no secret
+  std::string admin_token_name = "admin";   ///< who the audit log names for this token
+  int64_t admin_rotate_grace_secs = 86400;  ///< a rotated key stays valid this long (default)
+
+  // [stripe] (POST /admin/webhooks/stripe)
+  std::string stripe_secret_env;  ///< the endpoint's signing secret (whsec_…) comes from here
+  bool stripe_public_webhook = false;   ///< also serve the webhook route on the public listener
+  int64_t stripe_tolerance_secs = 300;  ///< a signature's timestamp may be this far off
+  /// Subscription statuses that suspend the account (customer.subscription.updated).
+  std::vector<std::string> stripe_suspend_on = {"canceled", "unpaid", "past_due"};
 };
 
 struct config_error {

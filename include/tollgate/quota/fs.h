@@ -16,6 +16,10 @@ result<void, std::string> ensure_dir(const std::string& path);
 result<std::string, std::string> read_file(const std::string& path, bool* missing);
 /// Writes `data` to path.tmp, fsyncs, renames over `path`, fsyncs the directory.
 result<void, std::string> write_file_atomic(const std::string& path, std::string_view data);
+/// Appends `data` (O_APPEND, one write), fdatasyncs, and fsyncs the directory when the file is
+/// new: the data is on disk when this returns. For small append-only logs (admin audit,
+/// idempotency records, webhook event ids), never the request path.
+result<void, std::string> append_durable(const std::string& path, std::string_view data);
 /// Holds an exclusive flock() on a lock file for its lifetime (no-op if it could not open).
 class file_lock {
  public:

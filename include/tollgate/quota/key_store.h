@@ -3,7 +3,8 @@
 // Files (line-oriented text, rewritten whole through a temp file + fsync + rename, so a reader
 // sees either the old or the new file, never a mix):
 //   <data>/keys.txt      `key <id> <sha256-hex> <account> <plan> <created-unix> active|revoked`
-//   <data>/accounts.txt  `account <name> active|suspended`
+//                        [`expires=<unix>`: a rotated key, refused from that second on]
+//   <data>/accounts.txt  `account <name> active|suspended` [`customer=<id>`: its Stripe customer]
 //   <data>/.keys.lock    flock()ed by writers so two CLIs (or a CLI and an admin call) serialise
 // Secrets are shown once by create_key() and never stored: only their SHA-256 is.
 //
@@ -31,6 +32,9 @@ namespace tollgate::quota {
 struct store_error {
   bool usage = false;
   std::string message;
+  bool exists = false;       ///< the thing to create is there already (admin API: 409)
+  bool not_found = false;    ///< the named key or account is not there (admin API: 404)
+  bool unsupported = false;  ///< this backend cannot make the change (admin API: 501)
 };
 
 using digest = std::array<uint8_t, 32>;
@@ -48,11 +52,15 @@ struct key_entry {
   std::string plan;
   int64_t created_unix = 0;
   bool revoked = false;
+  /// Unix second from which the key is refused (a rotated key's grace period); 0: never.
+  int64_t expires_unix = 0;
 };
 
 struct account_entry {
   std::string name;
   bool suspended = false;
+  /// The billing system's customer id (`cus_…`), empty when none: what a Stripe event names.
+  std::string customer = {};
 };
 
 /// Everything the service needs to build its lookup table.
@@ -95,6 +103,20 @@ class key_backend {
   virtual result<void, store_error> resume(std::string_view account) = 0;
   /// Every key and account.
   virtual result<store_contents, store_error> load() = 0;
+
+  // The admin API's edits (src/app/admin_api.cc). A backend that cannot make one answers with
+  // `unsupported` set, and the caller says so (501) rather than pretending.
+  /// Creates an account (active) with an optional customer id. An existing name: usage error
+  /// with `exists` set.
+  virtual result<void, store_error> create_account(std::string_view account,
+                                                   std::string_view customer);
+  /// Moves a key to another plan, which must be in `plans`; the next request is judged by it.
+  virtual result<void, store_error> set_plan(std::string_view key_id, std::string_view plan,
+                                             const plan_map& plans);
+  /// Makes a new key for the account and plan of `key_id` and lets the old one live until
+  /// `expires_unix` (then it is refused as if revoked). Refused for a revoked key.
+  virtual result<created_key, store_error> rotate(std::string_view key_id, int64_t now_unix,
+                                                  int64_t expires_unix);
 };
 
 class key_store final : public key_backend {
@@ -111,6 +133,12 @@ class key_store final : public key_backend {
   /// Reads both files (missing files read as empty). Malformed lines are errors naming the file
   /// and line.
   result<store_contents, store_error> load() override;
+  result<void, store_error> create_account(std::string_view account,
+                                           std::string_view customer) override;
+  result<void, store_error> set_plan(std::string_view key_id, std::string_view plan,
+                                     const plan_map& plans) override;
+  result<created_key, store_error> rotate(std::string_view key_id, int64_t now_unix,
+                                          int64_t expires_unix) override;
 
   const std::string& data_dir() const noexcept { return dir_; }
   std::string keys_path() const { return dir_ + "/keys.txt"; }
@@ -123,6 +151,8 @@ class key_store final : public key_backend {
   template <class F>
   result<void, store_error> edit_locked(F&& edit);
   result<void, store_error> save(const store_contents& c);
+  /// A fresh key entry (id unique in `c`) and its secret, for create_key and rotate.
+  result<created_key, store_error> mint(store_contents& c, key_entry& e);
 
   std::string dir_;
   std::mutex mu_;

@@ -1,0 +1,147 @@
+// The business side's admin API (README "Accounts, keys and billing"): accounts, keys, usage and
+// its export on the admin listener, behind the admin bearer token, and the Stripe webhook that
+// suspends and resumes accounts as their bills go.
+//
+// Every change goes through the same key store the `keys` and `accounts` commands write (the data
+// dir's files, rewritten whole with fsync + rename; in cluster mode Redis, for what redis_keys
+// offers), is durable before the answer, and is then put in force on every core: on the admin
+// listener by reloading the table and waiting until every core has switched (as POST
+// /admin/reload does), so the next request on any core sees it; in cluster mode by the agent's
+// 200 ms poll of Redis on every node.
+//
+// Durable files of its own, in the data dir, each appended with fdatasync before the answer:
+//   admin-audit.log        one JSON line per change: time, who (the token's name), action,
+//                          target (account name or key id, never a key), status
+//   admin-idempotency.txt  `idem <unix> <lookup> <fingerprint> <status> <sealed-answer>`: a POST
+//                          with an Idempotency-Key answered 2xx, kept 24 h. lookup and
+//                          fingerprint are SHA-256 digests (of the Idempotency-Key, and of the
+//                          method, path and body); the answer (which may hold a new key, shown
+//                          once) is sealed with a keystream derived from the Idempotency-Key, so
+//                          the data dir alone never reveals a key
+//   stripe-events.txt      `event <unix> <evt_id>`: webhook events acted on or acknowledged,
+//                          kept 24 h, so a redelivered event changes nothing
+// Each file is compacted (rewritten without expired entries) when the server starts. They are
+// admin_store's (admin_store.h); the routes are in admin_routes.cc, the webhook in
+// stripe_webhook.cc, the OpenAPI document in docs/admin-openapi.json (embedded at build time).
+//
+// Threads: handle() runs on the admin listener's one core; handle_webhook() also on a public
+// core when [stripe] public_webhook is on. One mutex serialises every change (and the
+// idempotency look-up with it, so two retries racing make one key). Those durable writes are
+// synchronous, like POST /admin/reload's file reads and wait: on the admin core they hold up only
+// admin traffic; a public core is held only by a webhook whose signature verified (no I/O is
+// done for an unsigned request).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "admin_store.h"
+#include "tollgate/common/buffer.h"
+#include "tollgate/config/config.h"
+#include "tollgate/http/handler.h"
+#include "tollgate/http/request.h"
+#include "tollgate/quota/key_store.h"
+
+namespace tollgate::app {
+
+struct shared_state;
+
+class admin_api {
+ public:
+  static constexpr std::string_view k_webhook_path = "/admin/webhooks/stripe";
+
+  /// Resolves the admin token and the webhook secret from the environment or files named by
+  /// `s`, opens (and compacts) the idempotency and event files. `st.quota` may be null (a shard
+  /// node: every route answers 403). `keys`: the store changes go to (the data dir's, or Redis).
+  admin_api(shared_state& st, const config::settings& s, std::unique_ptr<quota::key_backend> keys);
+  ~admin_api();
+
+  /// Answers any /admin/... request but /admin/reload on the admin listener. Never throws on
+  /// client input; every refusal is JSON {"code","message"} with a 4xx status.
+  http::response_info handle(const http::request& req, out_buffer& out);
+  /// POST /admin/webhooks/stripe. `admin_core`: called on the admin listener (a change is put
+  /// in force before the answer) rather than a public core (it is requested, and in force
+  /// within the cores' next tick, 100 ms).
+  http::response_info handle_webhook(const http::request& req, out_buffer& out, bool admin_core);
+  /// [stripe] public_webhook: the public listener serves the webhook route too.
+  bool public_webhook() const noexcept { return public_webhook_; }
+  /// Prometheus lines: webhook events by outcome, admin requests by status class.
+  void render_metrics(out_buffer& out) const;
+  /// Why the admin routes answer 403, or empty when a token is configured (logged at start).
+  const std::string& disabled_reason() const noexcept { return disabled_why_; }
+
+ private:
+  struct answer {
+    int status = 200;
+    std::string body = {};
+    std::string extra_headers = {};
+    std::string content_type = "application/json";
+  };
+
+  answer route(const http::request& req, int64_t now);
+  answer with_idempotency(const http::request& req, int64_t now, std::string_view idem);
+  answer dispatch_change(const http::request& req, int64_t now);
+  // The Stripe webhook (stripe_webhook.cc).
+  answer webhook(const http::request& req, int64_t now, bool admin_core);
+  answer apply_account_status(std::string_view account, bool suspend, int64_t now,
+                              std::string_view who, std::string_view action, bool admin_core);
+  // Routes (admin_routes.cc).
+  answer create_account(std::string_view body, int64_t now);
+  answer get_account(std::string_view id, int64_t now);
+  answer set_account(std::string_view id, bool suspend, int64_t now);
+  answer create_key(std::string_view body, int64_t now);
+  answer list_keys(std::string_view query, int64_t now);
+  answer revoke_key(std::string_view id, int64_t now);
+  answer rotate_key(std::string_view id, std::string_view body, int64_t now);
+  answer patch_key(std::string_view id, std::string_view body, int64_t now);
+  answer usage(std::string_view query, int64_t now);
+  answer usage_export(std::string_view query);
+
+  /// Puts a change to keys or accounts in force (see the file comment).
+  void put_in_force(bool admin_core);
+  bool token_ok(const http::request& req) const;
+  result<quota::store_contents, quota::store_error> contents();
+
+  shared_state& st_;
+  std::unique_ptr<quota::key_backend> keys_;
+  const bool cluster_;
+  std::string data_dir_;
+  std::string token_name_;
+  bool token_set_ = false;
+  quota::digest token_hash_{};
+  std::string disabled_why_;
+  std::string stripe_secret_;  // empty: the webhook answers 403
+  std::string stripe_why_;
+  bool public_webhook_ = false;
+  int64_t tolerance_secs_ = 300;
+  int64_t rotate_grace_secs_ = 86400;
+  std::vector<std::string> suspend_on_;
+
+  std::mutex mu_;      // every change, and store_'s idempotency and event look-ups with it
+  admin_store store_;  // the audit log, idempotency answers and event ids (admin_store.h)
+
+  std::atomic<uint64_t> events_applied_{0}, events_ignored_{0}, events_refused_{0},
+      events_duplicate_{0};
+  std::atomic<uint64_t> answers_2xx_{0}, answers_4xx_{0}, answers_5xx_{0};
+};
+
+/// The start's checks of [admin] and [stripe] (serve and `config check` alike): a token or
+/// secret source that is configured must be usable (the variable set, the file readable), and
+/// the routes need somewhere to be served (server.admin_listen, or public_webhook for the
+/// webhook alone; checked only when `serving`, since `config check` does not see the flags).
+/// The reason, naming the key, when not.
+result<void, std::string> check_admin_config(const config::settings& s, bool serving);
+/// Builds `st.admin` for a server with keys (no-op on a shard node): its key store is the data
+/// dir's, or Redis in cluster mode. 0, or the exit code after logging why.
+int make_admin_api(shared_state& st, const config::settings& s);
+
+/// The OpenAPI 3.1 document of the admin routes (GET /admin/openapi.json): the bytes of
+/// docs/admin-openapi.json.
+std::string_view admin_openapi();
+
+}  // namespace tollgate::app

@@ -1,0 +1,13 @@
+// The OpenAPI 3.1 document of the admin API (GET /admin/openapi.json): docs/admin-openapi.json,
+// byte for byte, embedded at build time (src/app/CMakeLists.txt). Checked against the real
+// answers by tests/integration/clients/admin_api.test.mjs.
+#include "admin_api.h"
+#include "admin_openapi_doc.h"
+
+namespace tollgate::app {
+
+std::string_view admin_openapi() {
+  return {generated::k_admin_openapi_json, sizeof generated::k_admin_openapi_json};
+}
+
+}  // namespace tollgate::app

@@ -1,0 +1,121 @@
+// Billed overage, exported (issue #34 part 3): `tollgate usage export --month` and
+// GET /admin/usage/export?month= print exactly what the journals and month archives hold. The
+// test bills a known number of calls on a `bill` key past its quota and on a `stop` key, kills
+// the server with -9 before any snapshot covers them (reconcile_ms is long, so only the journal
+// holds them), and compares the export with what was answered; then a data dir holding only a
+// closed month's archive (a month closed by a rollover), and bad arguments.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { start, cleanup, request, restGet, runCli, tempDir } from './harness.mjs';
+
+const TOKEN = 'adm-export-token-2';
+process.env.TOLLGATE_ADMIN_TOKEN = TOKEN;
+
+const PLANS = {
+  meter: { rate_per_sec: 100000, burst: 100000, monthly_quota: 3, overage: 'bill' },
+  capped: { rate_per_sec: 100000, burst: 100000, monthly_quota: 2, overage: 'stop' },
+};
+
+const servers = [];
+const dirs = [];
+after(async () => {
+  for (const s of servers) {
+    await s.stop();
+    cleanup(s);
+  }
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function thisMonth() {
+  const d = new Date();
+  return `${d.getUTCFullYear()}-${String(d.getUTCMonth() + 1).padStart(2, '0')}`;
+}
+
+test('usage export replays the journal: billed calls and overage per key, CLI and admin route agree', async () => {
+  const s = await start({
+    plans: PLANS, threads: 2, quota: { reconcile_ms: 600000, fsync_ms: 50 },
+    keys: { m: { account: 'metered', plan: 'meter' }, c: { account: 'capped', plan: 'capped' } },
+    extraArgs: ['--admin-listen', '127.0.0.1:0'],
+    extraConfig: '[admin]\ntoken_env = "TOLLGATE_ADMIN_TOKEN"\n',
+  });
+  servers.push(s);
+  const port = Number(/admin \(.*\) on http:\/\/127\.0\.0\.1:(\d+)/.exec(s.stderr())?.[1]);
+  // 7 billed successes on the bill key (quota 3: 4 are overage); the stop key: 2 then refusals.
+  let billedM = 0;
+  for (let i = 0; i < 7; i++) billedM += (await restGet(s, '/v1/stories?q=the', { key: s.keys.m })).status === 200 ? 1 : 0;
+  let billedC = 0;
+  for (let i = 0; i < 5; i++) billedC += (await restGet(s, '/v1/stories?q=the', { key: s.keys.c })).status === 200 ? 1 : 0;
+  assert.equal(billedM, 7);
+  assert.equal(billedC, 2);
+  const month = thisMonth();
+
+  const viaRoute = await request(`http://127.0.0.1:${port}/admin/usage/export?month=${month}`,
+    { headers: { Authorization: `Bearer ${TOKEN}` } });
+  assert.equal(viaRoute.status, 200, viaRoute.body);
+  const routeJson = JSON.parse(viaRoute.body);
+  const csvRoute = await request(`http://127.0.0.1:${port}/admin/usage/export?month=${month}&format=csv`,
+    { headers: { Authorization: `Bearer ${TOKEN}` } });
+  assert.equal(csvRoute.status, 200);
+  assert.match(csvRoute.headers['content-type'], /^text\/csv/);
+
+  await s.kill9();  // nothing but the journals holds the calls
+  const cli = await runCli(['usage', 'export', '--month', month, '--format', 'json', '--config', s.configPath, '--data-dir', s.dataDir]);
+  assert.equal(cli.code, 0, cli.stderr);
+  const j = JSON.parse(cli.stdout);
+  assert.deepEqual(j, routeJson, 'the admin route and the CLI give the same export');
+  assert.equal(j.month, month);
+  const byAccount = Object.fromEntries(j.keys.map((k) => [k.account, k]));
+  assert.equal(byAccount.metered.used, 7);
+  assert.equal(byAccount.metered.overage, 4);
+  assert.equal(byAccount.metered.quota, 3);
+  assert.equal(byAccount.metered.overage_policy, 'bill');
+  assert.equal(byAccount.capped.used, 2);
+  assert.equal(byAccount.capped.overage, 0);
+  assert.equal(byAccount.capped.overage_policy, 'stop');
+  assert.deepEqual(j.totals, { used: 9, overage: 4 });
+
+  const csv = await runCli(['usage', 'export', '--month', month, '--config', s.configPath, '--data-dir', s.dataDir]);
+  assert.equal(csv.code, 0, csv.stderr);
+  assert.equal(csv.stdout, csvRoute.body);
+  const rows = csv.stdout.trim().split('\n');
+  assert.equal(rows[0], 'month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage');
+  assert.ok(rows.some((r) => r.startsWith(`${month},metered,,key_`) && r.endsWith(',meter,bill,3,7,4')), csv.stdout);
+
+  // Another month: the same keys, nothing billed.
+  const empty = JSON.parse((await runCli(['usage', 'export', '--month', '2020-01', '--format', 'json', '--data-dir', s.dataDir])).stdout);
+  assert.deepEqual(empty.totals, { used: 0, overage: 0 });
+});
+
+test('usage export reads a closed month from its archive; bad arguments exit 2', async () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  fs.mkdirSync(path.join(dir, 'usage'));
+  fs.writeFileSync(path.join(dir, 'keys.txt'),
+    `key key_00000000000000aa ${'ab'.repeat(32)} acme pro 1700000000 active\n`);
+  fs.writeFileSync(path.join(dir, 'accounts.txt'), 'account acme active customer=cus_9\n');
+  const m = 2025 * 12 + 10;  // 2025-11
+  fs.writeFileSync(path.join(dir, 'usage', 'month-2025-11.txt'),
+    `# tollgate usage for 2025-11 (closed month, UTC)\nused ${m} key_00000000000000aa 1500000 500000\n`);
+  const r = await runCli(['usage', 'export', '--month', '2025-11', '--data-dir', dir]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, 'month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage\n' +
+    '2025-11,acme,cus_9,key_00000000000000aa,pro,bill,1000000,1500000,500000\n');
+
+  for (const [args, re] of [
+    [['usage', 'export'], /--month YYYY-MM is required/],
+    [['usage', 'export', '--month', '2025-13'], /not a month/],
+    [['usage', 'export', '--month', '2025-11', '--format', 'xml'], /--format must be csv or json/],
+    [['usage', 'export', '--month'], /needs a value/],
+    [['usage', 'bill'], /unknown subcommand/],
+    [['usage', 'export', '--month', '2025-11', '--colour'], /unknown option --colour/],
+  ]) {
+    const b = await runCli([...args, '--data-dir', dir]);
+    assert.equal(b.code, 2, `${args.join(' ')}: ${b.stderr}`);
+    assert.match(b.stderr, re);
+  }
+  const h = await runCli(['usage', '--help']);
+  assert.equal(h.code, 0);
+  assert.match(h.stdout, /tollgate usage export --month YYYY-MM/);
+});
