@@ -24,7 +24,7 @@ admin_api::admin_api(shared_state& st, const config::settings& s,
     : st_(st),
       keys_(std::move(keys)),
       cluster_(s.cluster),
-      data_dir_(s.data_dir),
+      usage_source_(s),
       store_(s.data_dir, static_cast<int64_t>(std::time(nullptr))) {
   token_name_ = s.admin_token_name;
   public_webhook_ = s.stripe_public_webhook;

@@ -110,7 +110,7 @@ class admin_api {
   shared_state& st_;
   std::unique_ptr<quota::key_backend> keys_;
   const bool cluster_;
-  std::string data_dir_;
+  config::settings usage_source_;  // where the export reads keys and usage (read_month_billing)
   std::string token_name_;
   bool token_set_ = false;
   quota::digest token_hash_{};

@@ -317,16 +317,12 @@ admin_api::answer admin_api::usage_export(std::string_view query) {
   if (format != "json" && format != "csv") {
     return {400, error_body("invalid_argument", "format must be json or csv.")};
   }
-  auto c = contents();
-  if (!c) {
-    auto [status, b] = store_answer(c.error());
-    return {status, b};
+  auto b = read_month_billing(usage_source_, *month);
+  if (!b) {
+    return {500, error_body("usage_unreadable", b.error())};
   }
-  auto u = quota::read_month_usage(data_dir_, *month);
-  if (!u) {
-    return {500, error_body("usage_unreadable", u.error())};
-  }
-  answer a{200, render_usage_export(*c, st_.quota->options().plans, *month, *u, format == "csv")};
+  answer a{200, render_usage_export(b->contents, st_.quota->options().plans, *month, b->usage,
+                                    format == "csv")};
   if (format == "csv") {
     a.content_type = "text/csv; charset=utf-8";
   }

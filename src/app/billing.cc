@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "cli.h"
+#include "cluster_cli.h"
+#include "tollgate/cluster/keys.h"
 #include "tollgate/quota/civil.h"
 #include "tollgate/quota/usage_read.h"
 
@@ -19,8 +21,8 @@ constexpr std::string_view kUsageHelp =
     "\n"
     "  export   prints the month's billed usage per account and key (plan, quota, billed calls,\n"
     "           overage billed past the quota of `bill` keys), as the data dir's usage\n"
-    "           snapshot, journals and closed-month archives hold it; safe beside a running\n"
-    "           server\n"
+    "           snapshot, journals and closed-month archives hold it (with [cluster] in the\n"
+    "           config: the cluster's totals in Redis); safe beside a running server\n"
     "\n"
     "  --month YYYY-MM    the calendar month (UTC)\n"
     "  --format csv|json  csv (default) or json\n"
@@ -136,6 +138,45 @@ std::string render_usage_export(const quota::store_contents& c, const quota::pla
   return o;
 }
 
+result<month_billing, std::string> read_month_billing(const config::settings& s, uint32_t month) {
+  month_billing b;
+  if (s.cluster) {
+    auto cs = cluster_settings(s, "usage-export");
+    if (!cs) {
+      return unexpected(cs.error());
+    }
+    cluster::redis_keys keys(std::move(*cs));
+    auto c = keys.load();
+    if (!c) {
+      return unexpected(c.error().message);
+    }
+    std::vector<uint64_t> ids;
+    ids.reserve(c->keys.size());
+    for (const auto& k : c->keys) {
+      ids.push_back(k.id);
+    }
+    auto u = keys.month_usage(ids, month);
+    if (!u) {
+      return unexpected(u.error().message);
+    }
+    b.contents = std::move(*c);
+    b.usage = std::move(*u);
+    return b;
+  }
+  quota::key_store store(s.data_dir);
+  auto c = store.load();
+  if (!c) {
+    return unexpected(c.error().message);
+  }
+  auto u = quota::read_month_usage(s.data_dir, month);
+  if (!u) {
+    return unexpected(u.error());
+  }
+  b.contents = std::move(*c);
+  b.usage = std::move(*u);
+  return b;
+}
+
 int run_usage_command(std::span<const std::string_view> args, std::FILE* out, std::FILE* err) {
   std::string month_s, format = "csv", config_path, data_dir;
   bool help = false;
@@ -217,18 +258,13 @@ int run_usage_command(std::span<const std::string_view> args, std::FILE* out, st
   if (!data_dir.empty()) {
     s.data_dir = data_dir;
   }
-  quota::key_store store(s.data_dir);
-  auto c = store.load();
-  if (!c) {
-    fmt::print(err, "tollgate usage export: {}\n", c.error().message);
+  auto b = read_month_billing(s, *month);
+  if (!b) {
+    fmt::print(err, "tollgate usage export: {}\n", b.error());
     return 1;
   }
-  auto u = quota::read_month_usage(s.data_dir, *month);
-  if (!u) {
-    fmt::print(err, "tollgate usage export: {}\n", u.error());
-    return 1;
-  }
-  fmt::print(out, "{}", render_usage_export(*c, to_plans(s), *month, *u, format == "csv"));
+  fmt::print(out, "{}",
+             render_usage_export(b->contents, to_plans(s), *month, b->usage, format == "csv"));
   return 0;
 }
 

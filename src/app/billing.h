@@ -1,7 +1,6 @@
 // Billed usage, exported for invoicing: `tollgate usage export` and GET /admin/usage/export.
-// Both read the month from the data dir exactly as start-up would recover it
-// (quota::read_month_usage: snapshot + journals after it, or the closed month's archive) and
-// render the same rows.
+// Both read the month as read_month_billing() finds it (the data dir exactly as start-up would
+// recover it, or in cluster mode the cluster's totals in Redis) and render the same rows.
 #pragma once
 
 #include <cstdio>
@@ -10,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "tollgate/common/result.h"
+#include "tollgate/config/config.h"
 #include "tollgate/quota/key_store.h"
 #include "tollgate/quota/plan.h"
 #include "tollgate/quota/service.h"
@@ -23,6 +24,16 @@ namespace tollgate::app {
 std::string render_usage_export(const quota::store_contents& c, const quota::plan_map& plans,
                                 uint32_t month,
                                 const std::map<uint64_t, quota::usage_totals>& usage, bool csv);
+
+/// The month's keys and billed usage, from where the config keeps them: the data dir (the
+/// usage snapshot, the journals after it, or the closed month's archive: this node's own
+/// calls), or with [cluster] the cluster's Redis (every node's pushed counts summed, and the keys
+/// and accounts the cluster serves). An error names what could not be read.
+struct month_billing {
+  quota::store_contents contents;
+  std::map<uint64_t, quota::usage_totals> usage;
+};
+result<month_billing, std::string> read_month_billing(const config::settings& s, uint32_t month);
 
 /// `tollgate usage export --month YYYY-MM [--format csv|json] [--config FILE] [--data-dir DIR]`:
 /// the words after "usage". Exit code: 0, 2 bad usage or config, 1 other.

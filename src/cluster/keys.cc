@@ -57,9 +57,62 @@ redis.call('HSET', KEYS[1], ARGV[1], base .. 'revoked')
 redis.call('INCR', KEYS[3])
 return 1)");
 
+// An account's value is its status, then its customer id when it has one ("active cus_123");
+// a status change keeps the customer id.
 const redis_script kAccount(R"(
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return 0 end
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if not cur then return 0 end
+local tail = string.match(cur, '^%a+( .+)$') or ''
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. tail)
+redis.call('INCR', KEYS[3])
+return 1)");
+
+// A new account (admin API). ARGV: name, value, customer id ('' for none), the epoch to start.
+// 0: the name exists; a string: the account that holds the customer id already; 1: made.
+const redis_script kNewAccount(R"(
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+if ARGV[3] ~= '' then
+  local all = redis.call('HGETALL', KEYS[2])
+  for i = 2, #all, 2 do
+    if string.match(all[i], '^%a+ (.+)$') == ARGV[3] then return all[i - 1] end
+  end
+end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('SETNX', KEYS[4], ARGV[4])
+redis.call('INCR', KEYS[3])
+return 1)");
+
+// A key's value is "hash account plan created [expires] status": the words of one record.
+// kPlan moves a key to plan ARGV[2]. 0: no such key; -1: revoked; 1: moved.
+const redis_script kPlan(R"(
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return 0 end
+local w = {}
+for x in string.gmatch(v, '%S+') do w[#w + 1] = x end
+if w[#w] == 'revoked' then return -1 end
+w[3] = ARGV[2]
+redis.call('HSET', KEYS[1], ARGV[1], table.concat(w, ' '))
+redis.call('INCR', KEYS[3])
+return 1)");
+
+// A rotation: key ARGV[2] (hash ARGV[3]) for the account and plan of key ARGV[1], made at
+// ARGV[4]; the old key expires at ARGV[5], or keeps an earlier expiry (a key rotated twice keeps
+// the shorter grace). 0: no such key; -1: revoked or expired; -2: the new id is taken; 1: made.
+const redis_script kRotate(R"(
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return 0 end
+local w = {}
+for x in string.gmatch(v, '%S+') do w[#w + 1] = x end
+if w[#w] == 'revoked' then return -1 end
+if #w == 6 then
+  if tonumber(w[5]) <= tonumber(ARGV[4]) then return -1 end
+  if tonumber(w[5]) > tonumber(ARGV[5]) then w[5] = ARGV[5] end
+else
+  table.insert(w, 5, ARGV[5])
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then return -2 end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3] .. ' ' .. w[2] .. ' ' .. w[3] .. ' ' .. ARGV[4] .. ' active')
+redis.call('HSET', KEYS[1], ARGV[1], table.concat(w, ' '))
 redis.call('INCR', KEYS[3])
 return 1)");
 
@@ -110,8 +163,35 @@ return {added, redis.call('GET', KEYS[4])})");
 store_error io(const redis_error& e) { return store_error{false, e.message}; }
 
 std::string key_value(const quota::key_entry& e) {
-  return fmt::format("{} {} {} {} {}", quota::fs::to_hex(e.hash.data(), e.hash.size()), e.account,
-                     e.plan, e.created_unix, e.revoked ? "revoked" : "active");
+  std::string v = fmt::format("{} {} {} {} ", quota::fs::to_hex(e.hash.data(), e.hash.size()),
+                              e.account, e.plan, e.created_unix);
+  if (e.expires_unix > 0) {  // a rotated key: valid until then
+    v += fmt::format("{} ", e.expires_unix);
+  }
+  v += e.revoked ? "revoked" : "active";
+  return v;
+}
+
+std::string account_value(const quota::account_entry& a) {
+  std::string v = a.suspended ? "suspended" : "active";
+  if (!a.customer.empty()) {
+    v += ' ';
+    v += a.customer;
+  }
+  return v;
+}
+
+// An account's value (account_value's format): its status, then its customer id if any.
+result<quota::account_entry, store_error> parse_account(std::string_view name, std::string_view v) {
+  const size_t sp = v.find(' ');
+  const std::string_view status = v.substr(0, sp);
+  const std::string_view customer = sp == std::string_view::npos ? "" : v.substr(sp + 1);
+  if ((status != "active" && status != "suspended") ||
+      (sp != std::string_view::npos && !quota::valid_name(customer))) {
+    return unexpected(
+        store_error{false, fmt::format("redis: malformed account record {}: '{}'", name, v)});
+  }
+  return quota::account_entry{std::string(name), status == "suspended", std::string(customer)};
 }
 
 bool parse_hex(std::string_view hex, quota::digest& d) {
@@ -145,16 +225,23 @@ result<quota::key_entry, store_error> parse_key(const std::string& id, const std
     w.push_back(rest.substr(0, sp));
     rest = sp == std::string_view::npos ? std::string_view{} : rest.substr(sp + 1);
   }
-  if (w.size() != 5 || !parse_hex(w[0], e.hash) || (w[4] != "active" && w[4] != "revoked")) {
+  if ((w.size() != 5 && w.size() != 6) || !parse_hex(w[0], e.hash) ||
+      (w.back() != "active" && w.back() != "revoked")) {
     return bad();
   }
   e.account = std::string(w[1]);
   e.plan = std::string(w[2]);
   auto c = std::from_chars(w[3].data(), w[3].data() + w[3].size(), e.created_unix);
-  if (c.ec != std::errc()) {
+  if (c.ec != std::errc() || c.ptr != w[3].data() + w[3].size()) {
     return bad();
   }
-  e.revoked = w[4] == "revoked";
+  if (w.size() == 6) {
+    auto x = std::from_chars(w[4].data(), w[4].data() + w[4].size(), e.expires_unix);
+    if (x.ec != std::errc() || x.ptr != w[4].data() + w[4].size() || e.expires_unix <= 0) {
+      return bad();
+    }
+  }
+  e.revoked = w.back() == "revoked";
   return e;
 }
 
@@ -242,7 +329,11 @@ result<quota::store_contents, store_error> redis_keys::load_versioned(int64_t& v
   });
   const auto& as = r->elements[2].elements;
   for (size_t i = 0; i + 1 < as.size(); i += 2) {
-    c.accounts.push_back({as[i].str, as[i + 1].str == "suspended"});
+    auto a = parse_account(as[i].str, as[i + 1].str);
+    if (!a) {
+      return unexpected(a.error());
+    }
+    c.accounts.push_back(std::move(*a));
   }
   std::sort(
       c.accounts.begin(), c.accounts.end(),
@@ -264,6 +355,35 @@ result<int64_t, store_error> redis_keys::version() {
     return unexpected(io(r.error()));
   }
   return r->t == redis_reply::type::nil ? int64_t{-1} : std::strtoll(r->str.c_str(), nullptr, 10);
+}
+
+result<std::map<uint64_t, quota::usage_totals>, store_error> redis_keys::month_usage(
+    std::span<const uint64_t> ids, uint32_t month) {
+  if (auto r = ready(); !r) {
+    return unexpected(r.error());
+  }
+  std::map<uint64_t, quota::usage_totals> out;
+  for (const uint64_t id : ids) {
+    auto r = conn_->command({"HGETALL", usage_key(s_, id, month)});
+    if (!r) {
+      return unexpected(io(r.error()));
+    }
+    if (r->elements.empty()) {
+      continue;
+    }
+    quota::usage_totals t;
+    for (size_t i = 0; i + 1 < r->elements.size(); i += 2) {
+      const std::string& field = r->elements[i].str;
+      const int64_t v = std::strtoll(r->elements[i + 1].str.c_str(), nullptr, 10);
+      if (field.rfind("u:", 0) == 0) {
+        t.used += v;
+      } else if (field.rfind("o:", 0) == 0) {
+        t.overage += v;
+      }
+    }
+    out.emplace(id, t);
+  }
+  return out;
 }
 
 result<std::vector<quota::key_entry>, store_error> redis_keys::list_keys() {
@@ -316,6 +436,119 @@ result<void, store_error> redis_keys::resume(std::string_view account) {
   return set_account(account, false);
 }
 
+result<void, store_error> redis_keys::create_account(std::string_view account,
+                                                     std::string_view customer) {
+  if (!quota::valid_name(account)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          account)});
+  }
+  if (!customer.empty() && !quota::valid_name(customer)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid customer id \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          customer)});
+  }
+  if (auto r = ready(); !r) {
+    return unexpected(r.error());
+  }
+  const quota::account_entry a{std::string(account), false, std::string(customer)};
+  auto r =
+      conn_->eval(kNewAccount, {keys_key(s_), accounts_key(s_), version_key(s_), epoch_key(s_)},
+                  {a.name, account_value(a), a.customer, new_epoch()});
+  if (!r) {
+    return unexpected(io(r.error()));
+  }
+  if (r->t == redis_reply::type::string) {
+    store_error e{
+        true, fmt::format("customer \"{}\" belongs to account \"{}\" already", customer, r->str)};
+    e.exists = true;
+    return unexpected(std::move(e));
+  }
+  if (r->integer != 1) {
+    store_error e{true, fmt::format("account \"{}\" exists already", account)};
+    e.exists = true;
+    return unexpected(std::move(e));
+  }
+  return {};
+}
+
+namespace {
+store_error no_key(std::string_view key_id, const settings& s) {
+  store_error e{true, fmt::format("no key {} in redis {}", key_id, s.redis)};
+  e.not_found = true;
+  return e;
+}
+}  // namespace
+
+result<void, store_error> redis_keys::set_plan(std::string_view key_id, std::string_view plan,
+                                               const quota::plan_map& plans) {
+  auto id = quota::parse_key_id(key_id);
+  if (!id) {
+    return unexpected(store_error{true, id.error()});
+  }
+  if (!quota::valid_name(plan) || plans.find(plan) == plans.end()) {
+    return unexpected(store_error{true, fmt::format("unknown plan \"{}\"", plan)});
+  }
+  if (auto r = ready(); !r) {
+    return unexpected(r.error());
+  }
+  auto r = conn_->eval(kPlan, {keys_key(s_), accounts_key(s_), version_key(s_)},
+                       {std::string(key_id), std::string(plan)});
+  if (!r) {
+    return unexpected(io(r.error()));
+  }
+  if (r->integer == 0) {
+    return unexpected(no_key(key_id, s_));
+  }
+  if (r->integer != 1) {
+    return unexpected(store_error{true, fmt::format("key {} is revoked", key_id)});
+  }
+  return {};
+}
+
+result<quota::created_key, store_error> redis_keys::rotate(std::string_view key_id,
+                                                           int64_t now_unix, int64_t expires_unix) {
+  auto id = quota::parse_key_id(key_id);
+  if (!id) {
+    return unexpected(store_error{true, id.error()});
+  }
+  if (auto r = ready(); !r) {
+    return unexpected(r.error());
+  }
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    uint64_t new_id = 0;
+    uint8_t secret[20];
+    if (!quota::fs::random_bytes(&new_id, sizeof new_id) ||
+        !quota::fs::random_bytes(secret, sizeof secret)) {
+      return unexpected(store_error{false, "getrandom failed"});
+    }
+    if (new_id == 0) {
+      continue;
+    }
+    quota::created_key out;
+    out.secret = "tg_live_" + quota::fs::to_hex(secret, sizeof secret);
+    out.key_id = quota::key_id_string(new_id);
+    const quota::digest h = quota::sha256(out.secret);
+    auto r = conn_->eval(kRotate, {keys_key(s_), accounts_key(s_), version_key(s_)},
+                         {std::string(key_id), out.key_id, quota::fs::to_hex(h.data(), h.size()),
+                          std::to_string(now_unix), std::to_string(expires_unix)});
+    if (!r) {
+      return unexpected(io(r.error()));
+    }
+    if (r->integer == 1) {
+      return out;
+    }
+    if (r->integer == 0) {
+      return unexpected(no_key(key_id, s_));
+    }
+    if (r->integer == -1) {
+      return unexpected(
+          store_error{true, fmt::format("key {} is revoked or expired: create a new key", key_id)});
+    }
+  }
+  return unexpected(store_error{false, "could not pick an unused key id"});
+}
+
 namespace {
 // kImport's and kRestore's ARGV: the key count, id/value pairs, account/status pairs, then the
 // epoch to start when Redis has none.
@@ -327,7 +560,7 @@ std::vector<std::string> set_args(const quota::store_contents& c) {
   }
   for (const auto& a : c.accounts) {
     args.push_back(a.name);
-    args.push_back(a.suspended ? "suspended" : "active");
+    args.push_back(account_value(a));
   }
   args.push_back(new_epoch());
   return args;
@@ -393,7 +626,7 @@ std::string copy_text(const settings& s, std::string_view epoch, const quota::st
     out += fmt::format("key {} {}\n", quota::key_id_string(k.id), key_value(k));
   }
   for (const auto& a : c.accounts) {
-    out += fmt::format("account {} {}\n", a.name, a.suspended ? "suspended" : "active");
+    out += fmt::format("account {} {}\n", a.name, account_value(a));
   }
   return out;
 }
@@ -427,11 +660,13 @@ result<node_copy, std::string> parse_copy(const settings& s, std::string_view te
       out.contents.keys.push_back(std::move(*e));
     } else if (word == "account") {
       const size_t sp2 = rest.find(' ');
-      const std::string_view status = sp2 == std::string_view::npos ? "" : rest.substr(sp2 + 1);
-      if (sp2 == std::string_view::npos || (status != "active" && status != "suspended")) {
+      auto a = sp2 == std::string_view::npos
+                   ? parse_account(rest, "")
+                   : parse_account(rest.substr(0, sp2), rest.substr(sp2 + 1));
+      if (!a) {
         return unexpected(fmt::format("line {}: malformed account line", line_no));
       }
-      out.contents.accounts.push_back({std::string(rest.substr(0, sp2)), status == "suspended"});
+      out.contents.accounts.push_back(std::move(*a));
     } else {
       return unexpected(fmt::format("line {}: unknown line '{}'", line_no, word));
     }

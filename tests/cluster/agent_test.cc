@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -238,6 +239,76 @@ TEST_F(cluster_agent_test, key_and_account_changes_reach_a_node_within_a_second)
   }));
   ASSERT_TRUE(admin.revoke(k->key_id));
   EXPECT_TRUE(within_ms(1000, [&] { return !known(); }));
+}
+
+TEST_F(cluster_agent_test, the_admin_apis_edits_in_redis_reach_a_node_within_a_second) {
+  // Verifies the admin API's three edits work in cluster mode as on one node: an account with a
+  // customer id (kept across a suspension; a second account cannot take it), a key's plan moved,
+  // and a rotation whose new key works at once while the old one lasts until its grace ends.
+  const settings s = cfg(redis_, "a", "t6:");
+  redis_keys admin(s);
+  node n(s, 1);
+  ASSERT_TRUE(n.a->start(*n.svc, 5000));
+  ASSERT_TRUE(admin.create_account("acme", "cus_123"));
+  auto again = admin.create_account("acme", "");
+  ASSERT_FALSE(again);
+  EXPECT_TRUE(again.error().exists);
+  auto taken = admin.create_account("other", "cus_123");
+  ASSERT_FALSE(taken);
+  EXPECT_TRUE(taken.error().exists);
+  EXPECT_NE(taken.error().message.find("acme"), std::string::npos) << taken.error().message;
+  EXPECT_FALSE(admin.create_account("bad name", ""));
+
+  auto k = admin.create_key("acme", "stop", plans(), 1764633600);
+  ASSERT_TRUE(k);
+  ASSERT_TRUE(admin.suspend("acme"));
+  ASSERT_TRUE(admin.resume("acme"));
+  auto c = admin.load();
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->accounts.size(), 1u);
+  EXPECT_EQ(c->accounts[0].customer, "cus_123");  // a status change keeps the customer id
+  EXPECT_FALSE(c->accounts[0].suspended);
+
+  quota::core_ledger& sh = n.svc->ledger(0);
+  auto plan_of = [&](const std::string& secret) -> std::string {
+    n.tick();
+    const quota::key_record* r = sh.authenticate(secret);
+    return r != nullptr ? r->plan : "";
+  };
+  EXPECT_TRUE(within_ms(1000, [&] { return plan_of(k->secret) == "stop"; }));
+  ASSERT_TRUE(admin.set_plan(k->key_id, "bill", plans()));
+  EXPECT_TRUE(within_ms(1000, [&] { return plan_of(k->secret) == "bill"; }));
+  EXPECT_FALSE(admin.set_plan(k->key_id, "gold", plans()));  // no such plan
+  auto missing = admin.set_plan("key_00000000000000ff", "bill", plans());
+  ASSERT_FALSE(missing);
+  EXPECT_TRUE(missing.error().not_found);
+
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  auto r1 = admin.rotate(k->key_id, now, now + 3600);
+  ASSERT_TRUE(r1);
+  EXPECT_TRUE(within_ms(1000, [&] { return plan_of(r1->secret) == "bill"; }));
+  EXPECT_EQ(plan_of(k->secret), "bill");  // the old key lasts its grace period
+  // Rotated again with no grace: the old key is gone at the next reload, the newest works.
+  auto r2 = admin.rotate(r1->key_id, now, now);
+  ASSERT_TRUE(r2);
+  EXPECT_TRUE(within_ms(1000, [&] { return plan_of(r1->secret).empty(); }));
+  EXPECT_EQ(plan_of(r2->secret), "bill");
+  auto expired = admin.rotate(r1->key_id, now + 1, now + 3600);
+  ASSERT_FALSE(expired);  // a key past its grace cannot be rotated again
+  ASSERT_TRUE(admin.revoke(r2->key_id));
+  EXPECT_FALSE(admin.rotate(r2->key_id, now, now + 60));
+
+  // The node's copy (what it puts back into a Redis that lost its data) keeps both.
+  auto all = admin.load();
+  ASSERT_TRUE(all);
+  auto copy = parse_copy(s, copy_text(s, "e1", *all));
+  ASSERT_TRUE(copy) << copy.error();
+  ASSERT_EQ(copy->contents.keys.size(), all->keys.size());
+  for (size_t i = 0; i < all->keys.size(); ++i) {
+    EXPECT_EQ(copy->contents.keys[i].expires_unix, all->keys[i].expires_unix);
+    EXPECT_EQ(copy->contents.keys[i].plan, all->keys[i].plan);
+  }
+  EXPECT_EQ(copy->contents.accounts.at(0).customer, "cus_123");
 }
 
 TEST_F(cluster_agent_test, outage_serves_bill_keys_and_answers_stop_keys_unavailable) {

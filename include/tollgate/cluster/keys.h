@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <span>
 
 #include "tollgate/cluster/cluster.h"
 #include "tollgate/quota/key_store.h"
+#include "tollgate/quota/service.h"
 
 namespace tollgate::cluster {
 
@@ -48,8 +51,20 @@ class redis_keys final : public quota::key_backend {
   result<void, quota::store_error> suspend(std::string_view account) override;
   result<void, quota::store_error> resume(std::string_view account) override;
   result<quota::store_contents, quota::store_error> load() override;
+  // The admin API's edits, each one script (so a node never loads half of one).
+  result<void, quota::store_error> create_account(std::string_view account,
+                                                  std::string_view customer) override;
+  result<void, quota::store_error> set_plan(std::string_view key_id, std::string_view plan,
+                                            const quota::plan_map& plans) override;
+  result<quota::created_key, quota::store_error> rotate(std::string_view key_id, int64_t now_unix,
+                                                        int64_t expires_unix) override;
   /// load() and the version it is of, read atomically (one script).
   result<quota::store_contents, quota::store_error> load_versioned(int64_t& version);
+  /// The cluster's billed usage of each key in `ids` for `month`: every node's u: (billed calls)
+  /// and o: (overage among them) summed, as the nodes last pushed them (within a sync interval
+  /// of their journals). A key with no usage hash is left out.
+  result<std::map<uint64_t, quota::usage_totals>, quota::store_error> month_usage(
+      std::span<const uint64_t> ids, uint32_t month);
   /// The version counter alone (nodes poll it); -1 when never set.
   result<int64_t, quota::store_error> version();
   /// Adds keys and accounts that are not there yet, leaving existing ones as they are

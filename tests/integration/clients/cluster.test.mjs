@@ -7,6 +7,8 @@
 //   - Redis killed and restarted under load: bill keys served throughout and counted exactly; a
 //     stop key whose lease runs out meanwhile gets 503 `unavailable`, never quota_exceeded
 //   - a node started while Redis is down: /readyz 503 and requests 503 until it loads keys
+//   - the admin API on one node: an account with a customer id, a key, a plan change and a
+//     rotation in force on another node within its poll; the usage export sums every node
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -334,6 +336,71 @@ test('cluster import moves a single node\'s keys and usage into redis, once; its
   } finally {
     fs.rmSync(clusterConfig, { force: true });
   }
+});
+
+test('the admin API in cluster mode: accounts with a customer, plan changes, rotation, and the export of the cluster\'s totals', { skip: !haveRedis && 'redis-server not installed' }, async () => {
+  process.env.TOLLGATE_ADMIN_TOKEN = 'adm-cluster-token-31c';
+  if (!redis) { redis = new Redis(await freePort()); await redis.start(); }  // run alone
+  const prepared = await prepare({ plans: PLANS, quota: QUOTA,
+    extraConfig: `${clusterToml('adm1', 'it9:')}[admin]\ntoken_env = "TOLLGATE_ADMIN_TOKEN"\n` });
+  const a1 = await start({ prepared, threads: 2, extraArgs: ['--admin-listen', '127.0.0.1:0'] });
+  nodes.push(a1);
+  const a2 = await startNode('adm2', 'it9:');
+  const port = Number(/admin \(.*\) on http:\/\/127\.0\.0\.1:(\d+)/.exec(a1.stderr())?.[1]);
+  assert.ok(port > 0, a1.stderr());
+  const admin = async (method, p, body) => {
+    const r = await request(`http://127.0.0.1:${port}${p}`, { method,
+      headers: { authorization: `Bearer ${process.env.TOLLGATE_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: r.status, json: r.body ? JSON.parse(r.body) : null };
+  };
+  let r = await admin('POST', '/admin/accounts', { id: 'acme-c', stripe_customer: 'cus_cluster9' });
+  assert.equal(r.status, 201, JSON.stringify(r.json));
+  r = await admin('POST', '/admin/accounts', { id: 'other-c', stripe_customer: 'cus_cluster9' });
+  assert.equal(r.status, 409, JSON.stringify(r.json));
+  r = await admin('GET', '/admin/accounts/acme-c');
+  assert.equal(r.status, 200);
+  assert.equal(r.json.stripe_customer, 'cus_cluster9');
+  r = await admin('POST', '/admin/keys', { account: 'acme-c', plan: 'roomy' });
+  assert.equal(r.status, 201, JSON.stringify(r.json));
+  const { id, key } = r.json;
+  const path = '/v1/stories?q=the&limit=1';
+  const answered = new Map();  // key -> searches answered 200 (each one billed)
+  const search = async (n, k) => {
+    const res = await restGet(n, path, { key: k });
+    if (res.status === 200) answered.set(k, (answered.get(k) ?? 0) + 1);
+    return res.status;
+  };
+  await eventually(async () => (await search(a2, key)) === 200, 1500, 'the new key on the other node');
+  r = await admin('PATCH', `/admin/keys/${id}`, { plan: 'billed' });
+  assert.equal(r.status, 200, JSON.stringify(r.json));
+  await eventually(async () => (await restGet(a2, '/v1/usage', { key })).headers['x-quota-limit'] === String(PLANS.billed.monthly_quota),
+    1500, 'the plan change on the other node');
+  r = await admin('POST', `/admin/keys/${id}/rotate`, { grace_secs: 3600 });
+  assert.equal(r.status, 201, JSON.stringify(r.json));
+  const rotated = r.json.key;
+  await eventually(async () => (await search(a2, rotated)) === 200, 1500, 'the rotated key on the other node');
+  // The old key, in its grace period, billed on both nodes (/v1/usage bills nothing).
+  for (const n of [a1, a2]) {
+    for (let i = 0; i < 3; i++) assert.equal(await search(n, key), 200);
+  }
+  const billed = answered.get(key);
+  const now = new Date();
+  const month = `${now.getUTCFullYear()}-${String(now.getUTCMonth() + 1).padStart(2, '0')}`;
+  let row;
+  await eventually(async () => {
+    const e = await admin('GET', `/admin/usage/export?month=${month}`);
+    row = e.json?.keys?.find((k) => k.key_id === id);
+    return e.status === 200 && row?.used === billed;
+  }, 3000, `the cluster's ${billed} billed calls in the export`);
+  assert.equal(row.account, 'acme-c');
+  assert.equal(row.stripe_customer, 'cus_cluster9');
+  assert.equal(row.plan, 'billed');
+  const cli = await runCli(['usage', 'export', '--month', month, '--config', a2.configPath, '--format', 'json']);
+  assert.equal(cli.code, 0, cli.stderr);
+  const rows = JSON.parse(cli.stdout).keys;
+  assert.equal(rows.find((k) => k.key_id === id).used, billed);
+  assert.equal(rows.find((k) => k.key_id === r.json.id).used, answered.get(rotated));
 });
 
 test('the Grafana dashboard and the alert rules name only cluster metrics a node exposes', { skip: !haveRedis && 'redis-server not installed' }, async () => {
