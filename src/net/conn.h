@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "net/core.h"
+#include "net/tls_session.h"
 #include "tollgate/common/buffer.h"
 
 struct ssl_st;
@@ -62,11 +63,9 @@ struct conn {
   bool resume_queued = false;     // in core::resumed_ (resume() accepted, not delivered yet)
   bool peer_fin = false;          // the peer half-closed: answer what came before, then close
   bool idle_closed = false;       // lingering after its idle timeout (counted as a timeout then)
-  bool tls_up = false;            // TLS: the handshake finished
   bool tls_failed = false;        // TLS: the handshake failed (counted by reason)
-  bool tls_shut = false;          // TLS: close_notify written
   bool hs_queued = false;         // TLS: in core::hs_wait_ (handshake budget spent this pass)
-  ssl_st* ssl = nullptr;          // TLS state over memory BIOs (core_tls.cc); null: plain HTTP
+  tls_session tls;                // TLS state (core_tls.cc); closed: plain HTTP
   uint32_t saved = UINT32_MAX;    // the deferred request's parsed form (core::saved_)
   uint32_t req_id = 0;            // the request being handled or deferred (deferral_token::gen)
   size_t need = 0;  // bytes the pending request needs in `in` before parsing again (0: unknown)

@@ -63,6 +63,7 @@
 #include "tollgate/http/request.h"
 #include "tollgate/net/features.h"
 #include "tollgate/net/server.h"
+#include "tollgate/net/tls.h"
 
 namespace tollgate::net::detail {
 
@@ -215,9 +216,8 @@ class core final : public http::engine_io {
   bool tls_open(conn& c);
   void tls_input(conn& c, uint32_t idx, const char* data, size_t n);
   void tls_drive(conn& c, uint32_t idx);
-  void tls_fail(conn& c, uint32_t idx);
+  void tls_fail(conn& c, uint32_t idx, tls_failure why);
   void tls_flush(conn& c, uint32_t idx);
-  bool tls_has_output(const conn& c) const noexcept;
   void tls_release(conn& c);
   void run_handshake_queue();
 

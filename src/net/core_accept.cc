@@ -213,7 +213,7 @@ void core::open_conn(int fd, bool tls) {
   c.ready = c.mark = 0;
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  c.ssl = nullptr;
+  c.tls.close();
   if (tls && !tls_open(c)) {
     ::close(fd);  // no memory for the TLS state
     c.fd = -1;

@@ -43,7 +43,7 @@ void core::on_recv(conn& c, uint32_t idx, const io_uring_cqe& cqe) {
     TOLLGATE_ASSERT((cqe.flags & IORING_CQE_F_BUFFER) != 0);
     const auto bid = static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
     if (c.state == conn_state::open) {
-      if (c.ssl != nullptr) {
+      if (c.tls.is_open()) {
         tls_input(c, idx, bufs_ + size_t{bid} * stride_, static_cast<size_t>(res));
       } else {
         on_data(c, idx, bufs_ + size_t{bid} * stride_, static_cast<size_t>(res));

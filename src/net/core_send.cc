@@ -26,7 +26,7 @@ void core::flush_sends() {
     if (c.state != conn_state::open || c.send_inflight) {
       continue;  // a send in flight picks up `out` when it completes
     }
-    if (c.ssl != nullptr) {
+    if (c.tls.is_open()) {
       tls_flush(c, idx);  // encrypt what was released, send the records (core_tls.cc)
       continue;
     }
@@ -91,7 +91,7 @@ void core::on_send(conn& c, uint32_t idx, int res) {
   if (c.state != conn_state::open) {
     return;
   }
-  if (!c.out.empty() || c.close_after_send || tls_has_output(c)) {
+  if (!c.out.empty() || c.close_after_send || c.tls.pending_output() > 0) {
     mark_dirty(c, idx);  // sent (or closed) at the end of this pass
   } else if (c.in.empty() && c.list != kListHeader) {
     link(idx, kListIdle);
