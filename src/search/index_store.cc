@@ -82,13 +82,36 @@ result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
                     "skipped",
                     r->skipped()));
   }
+  // Shards load in parallel (each copies its tables out of the mapping and reads nothing of
+  // another's): the first start's remap and every later start. The first failing shard's
+  // reason is reported, as a serial load would.
+  std::vector<std::unique_ptr<local_shard>> loaded(n);
+  std::vector<std::string> why(n);
+  const uint32_t threads = std::min(thread_count(opts), n);
+  auto work = [&](uint32_t t) {
+    for (uint32_t i = t; i < n; i += threads) {
+      loaded[i] = std::make_unique<local_shard>();
+      why[i] = loaded[i]->load(*r, i);
+    }
+  };
+  if (threads <= 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (uint32_t t = 1; t < threads; ++t) {
+      pool.emplace_back(work, t);
+    }
+    work(0);
+    for (std::thread& th : pool) {
+      th.join();
+    }
+  }
   std::vector<std::unique_ptr<shard_source>> shards;
   for (uint32_t i = 0; i < n; ++i) {
-    auto s = std::make_unique<local_shard>();
-    if (std::string why = s->load(*r, i); !why.empty()) {
-      return unexpected(why);
+    if (!why[i].empty()) {
+      return unexpected(why[i]);
     }
-    shards.push_back(std::move(s));
+    shards.push_back(std::move(loaded[i]));
   }
   load_report rep;
   rep.loaded = r->loaded();
