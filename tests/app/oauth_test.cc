@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "app/gate.h"
 #include "app/oauth_page.h"
 #include "app/oauth_store.h"
 #include "app/oauth_util.h"
@@ -97,6 +98,29 @@ TEST(oauth_util_test, secrets_are_256_bit_and_prefixed) {
   EXPECT_EQ(hash_hex(a).size(), 64u);
   EXPECT_TRUE(equal_ct(a, a));
   EXPECT_FALSE(equal_ct(a, b));
+}
+
+TEST(oauth_gate_test, a_token_in_the_query_is_found_anywhere_in_it) {
+  // Verifies the gate's check for RFC 6750 §2.3's URI form, which MCP forbids.
+  EXPECT_TRUE(app::token_in_query("access_token=x"));
+  EXPECT_TRUE(app::token_in_query("q=a&access_token="));
+  EXPECT_FALSE(app::token_in_query("my_access_token=x"));
+  EXPECT_FALSE(app::token_in_query("q=access_token%3Dx"));
+  EXPECT_FALSE(app::token_in_query(""));
+}
+
+TEST(oauth_gate_test, the_base_url_is_the_issuer_or_a_plain_host) {
+  // Verifies the base URL: the configured issuer, else http:// + a plain Host, else localhost
+  // (a Host that could break out of the challenge's quotes is never used).
+  std::string buf;
+  buf.reserve(300);
+  http::request req;
+  ASSERT_TRUE(req.add_header("Host", "127.0.0.1:8080"));
+  EXPECT_EQ(app::oauth_base(req, "https://mcp.example.com", buf), "https://mcp.example.com");
+  EXPECT_EQ(app::oauth_base(req, "", buf), "http://127.0.0.1:8080");
+  http::request evil;
+  ASSERT_TRUE(evil.add_header("Host", "a\", resource_metadata=\"https://evil"));
+  EXPECT_EQ(app::oauth_base(evil, "", buf), "http://localhost");
 }
 
 TEST(oauth_store_test, code_is_single_use_and_expires) {
