@@ -1,5 +1,6 @@
 // tollgate as its own OAuth 2.1 authorization server (issue #31; README "Connect claude.ai,
-// ChatGPT or any OAuth client"): the official SDK's OAuth client registers (RFC 7591), follows
+// ChatGPT or any OAuth client"): the official SDK's OAuth client (v1, and the v2 client, which
+// also checks the redirect's iss, RFC 9207) registers (RFC 7591), follows
 // the 401's resource_metadata, and gets its code from the consent page driven as a browser
 // would (GET the page, read the form, POST the key with the CSRF token, read the 302); then
 // tools/call on the token, a refresh, and a call on the refreshed token. Each security rule is a
@@ -10,6 +11,7 @@ import crypto from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { auth, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import * as v2 from '@modelcontextprotocol/client';
 import {
   start, restart, cleanup, admin, request, mcpPost, toolCall, parseToolText, eventually, findStory,
   usageOf, runCli,
@@ -119,20 +121,22 @@ class BrowserProvider {
   }
 }
 
-/** The SDK's flow: connect (401), register, authorize, finishAuth, connect again. */
-async function connectOAuth(s, provider) {
+/** The SDK's flow: connect (401), register, authorize, finishAuth, connect again. `sdk`: the v1
+ * SDK's classes, or the v2 client's. */
+const V1 = { Client, StreamableHTTPClientTransport, UnauthorizedError };
+async function connectOAuth(s, provider, sdk = V1) {
   const url = new URL(`${s.url}/mcp`);
-  let transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
-  let client = new Client({ name: 'oauth-test', version: '1.0.0' });
+  let transport = new sdk.StreamableHTTPClientTransport(url, { authProvider: provider });
+  let client = new sdk.Client({ name: 'oauth-test', version: '1.0.0' });
   try {
     await client.connect(transport);
     return client;
   } catch (e) {
-    if (!(e instanceof UnauthorizedError)) throw e;
+    if (!(e instanceof sdk.UnauthorizedError)) throw e;
   }
-  await transport.finishAuth(provider.code);
-  transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
-  client = new Client({ name: 'oauth-test', version: '1.0.0' });
+  await transport.finishAuth(provider.code, provider.iss);  // v2 checks iss (RFC 9207)
+  transport = new sdk.StreamableHTTPClientTransport(url, { authProvider: provider });
+  client = new sdk.Client({ name: 'oauth-test', version: '1.0.0' });
   await client.connect(transport);
   return client;
 }
@@ -261,6 +265,15 @@ test('the SDK client: DCR, consent, tools/call on the token; refresh; call again
   // Usage figures are published on the reconcile timer (100 ms here).
   await eventually(async () => (await usageOf(server, server.keys.main)).used >= before + 2, 3000,
     'usage counted on the key');
+});
+
+test('the v2 client (@modelcontextprotocol/client): the same flow, then tools/call', async () => {
+  const provider = new BrowserProvider(server, server.keys.main, 'v2 client');
+  const client = await connectOAuth(server, provider, v2);
+  assert.match(provider.tok.access_token, /^tgat_/);
+  const res = await client.callTool({ name: 'search_stories', arguments: { query: story.query } });
+  assert.notEqual(res.isError, true, JSON.stringify(res));
+  await client.close();
 });
 
 test('a suspended account may authorize; a denial redirects access_denied', async () => {
