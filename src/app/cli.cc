@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cluster_cli.h"
+#include "commands.h"
 #include "tollgate/cluster/keys.h"
 #include "tollgate/quota/key_store.h"
 
@@ -21,7 +22,7 @@ behind API keys, per-key rate limits and monthly quotas.
 Usage:
   tollgate serve  [--config FILE] [--listen HOST:PORT] [--threads N] [--data-dir DIR]
                   [--corpus FILE.jsonl | --sample] [--admin-listen HOST:PORT] [--role gateway|shard]
-                  [--tls-listen HOST:PORT --tls-cert FILE --tls-key FILE]
+                  [--tls-listen HOST:PORT --tls-cert FILE --tls-key FILE] [--oauth]
   tollgate stdio  [--config FILE] [--data-dir DIR] [--corpus FILE.jsonl | --sample]
                   (key: TOLLGATE_API_KEY)
   tollgate stdio  --remote URL [--cacert FILE] [--timeout-ms N]   (key: TOLLGATE_API_KEY)
@@ -30,6 +31,8 @@ Usage:
   tollgate keys list | revoke KEY_ID [--config FILE] [--data-dir DIR]
   tollgate accounts suspend ACCOUNT | resume ACCOUNT [--config FILE] [--data-dir DIR]
   tollgate usage export --month YYYY-MM [--format csv|json] [--config FILE] [--data-dir DIR]
+  tollgate oauth list [--key KEY_ID] | revoke GRANT_ID|--key KEY_ID|--client CLIENT_ID
+                  [--config FILE] [--data-dir DIR]
   tollgate cluster import --config FILE --data-dir DIR | status --config FILE [--json]
   tollgate config check --config FILE   (exit 0, or 2 with the start's message)
   tollgate corpus generate --count N [--seed S]
@@ -57,6 +60,8 @@ Serves MCP (POST /mcp), REST (/v1/...) and ops routes (/healthz, /readyz, /metri
   --tls-listen H:P       also serve HTTPS (the same routes) on this address ([tls] listen)
   --tls-cert FILE        PEM certificate chain for it ([tls] cert; re-read on SIGHUP)
   --tls-key FILE         PEM private key for it ([tls] key; re-read on SIGHUP)
+  --oauth                serve OAuth 2.1 ([oauth] enabled = true): OAuth-only clients connect
+                         with nothing but the URL and the user's key on the consent page
   --accept-usage-loss    start although usage/snapshot.txt is missing or empty after usage
                          journals were compacted into it (refused otherwise: the usage it
                          counted would silently go back to what the remaining journals hold)
@@ -95,9 +100,9 @@ namespace {
 // The flags each server command takes: parse_server_args refuses any other, and the command's
 // usage text lists each (tests/app/cli_help_test.cc compares the two).
 constexpr std::string_view kServeFlags[] = {
-    "--config",     "--listen",       "--threads", "--data-dir",          "--corpus",
-    "--sample",     "--admin-listen", "--role",    "--accept-usage-loss", "--help",
-    "--tls-listen", "--tls-cert",     "--tls-key"};
+    "--config",       "--listen", "--threads",           "--data-dir", "--corpus",     "--sample",
+    "--admin-listen", "--role",   "--accept-usage-loss", "--help",     "--tls-listen", "--tls-cert",
+    "--tls-key",      "--oauth"};
 constexpr std::string_view kStdioFlags[] = {
     "--config", "--data-dir", "--corpus", "--sample", "--accept-usage-loss", "--remote", "--help"};
 }  // namespace
@@ -202,6 +207,8 @@ result<bool, cli_error> apply_serve_flag(int argc, char** argv, int& i, config::
       return unexpected(n.error());
     }
     s.threads = static_cast<int>(*n);
+  } else if (a == "--oauth") {
+    s.oauth_enabled = true;  // [oauth] enabled = true, its other keys as configured
   } else if (a == "--role") {
     if (auto r = flag_value(argc, argv, i, "gateway or shard", v); !r) {
       return unexpected(r.error());
@@ -309,7 +316,21 @@ int run_admin(std::string_view command, std::span<const std::string_view> args, 
     redis = std::make_unique<cluster::redis_keys>(std::move(*cs));
   }
   if (command == "keys") {
-    return quota::run_keys_command(args, plans, s.data_dir, out, err, path, redis.get());
+    const int rc = quota::run_keys_command(args, plans, s.data_dir, out, err, path, redis.get());
+    if (rc == 0 && !redis && args.size() >= 2 && args[0] == "revoke") {
+      // Its tokens already stop with it (they are aliases of the key); its grants end too, so
+      // `oauth list` says so and no refresh is ever tried against a revoked key.
+      std::string dir = s.data_dir;
+      for (size_t i = 0; i + 1 < args.size(); ++i) {
+        if (args[i] == "--data-dir") {
+          dir = args[i + 1];
+        } else if (args[i].substr(0, 11) == "--data-dir=") {
+          dir = args[i].substr(11);
+        }
+      }
+      revoke_oauth_of_key(dir, args[1], out);
+    }
+    return rc;
   }
   return quota::run_accounts_command(args, s.data_dir, out, err, redis.get());
 }

@@ -2,6 +2,11 @@
 // or config (with a message naming the flag, or the file, line and key), 1 other failure.
 #pragma once
 
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+
 namespace tollgate::app {
 
 int run_main(int argc, char** argv);
@@ -9,5 +14,9 @@ int run_serve(int argc, char** argv);
 int run_stdio(int argc, char** argv);
 /// `tollgate config check --config FILE`.
 int run_config(int argc, char** argv);
+/// `tollgate oauth list|revoke ...` (oauth_cli.cc); `args` are the words after "oauth".
+int run_oauth(std::span<const std::string_view> args, std::FILE* out, std::FILE* err);
+/// `tollgate keys revoke KEY_ID` ends the key's OAuth grants too (a note on `out` when any).
+void revoke_oauth_of_key(const std::string& data_dir, std::string_view key_id, std::FILE* out);
 
 }  // namespace tollgate::app

@@ -22,6 +22,44 @@ int64_t deadline_of(const http::request& req) noexcept {
 
 }  // namespace
 
+gate::gate(const http::router& router, quota::core_ledger& quota, const cluster::agent* cluster,
+           gate_oauth oauth)
+    : router_(router), quota_(quota), cluster_(cluster), oauth_(oauth) {
+  metadata_url_.reserve(400);
+}
+
+bool token_in_query(std::string_view q) noexcept {
+  for (size_t i = 0; i < q.size();) {
+    const size_t amp = q.find('&', i);
+    const std::string_view part = q.substr(i, amp == std::string_view::npos ? q.npos : amp - i);
+    if (part.substr(0, 13) == "access_token=") {
+      return true;
+    }
+    if (amp == std::string_view::npos) {
+      break;
+    }
+    i = amp + 1;
+  }
+  return false;
+}
+
+std::string_view oauth_base(const http::request& req, std::string_view issuer, std::string& buf) {
+  buf.clear();
+  if (!issuer.empty()) {
+    buf.append(issuer);
+    return buf;
+  }
+  const std::string_view host = ascii::trim(req.field_value(http::field::host));
+  bool ok = !host.empty() && host.size() <= 255;
+  for (char c : host) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '-' || c == ':' || c == '[' || c == ']');
+  }
+  buf.append("http://");
+  buf.append(ok ? host : std::string_view("localhost"));
+  return buf;
+}
+
 std::string_view presented_key(const http::request& req) noexcept {
   std::string_view a = req.field_value(http::field::authorization);
   if (!a.empty()) {
@@ -59,18 +97,38 @@ gate_verdict gate::match(const http::request& req) const {
   return v;
 }
 
+const quota::key_record* gate::credential(const http::request& req) {
+  // A token in the query string is refused whatever the headers hold (MCP authorization).
+  if (oauth_.on && token_in_query(req.query)) {
+    return nullptr;
+  }
+  const std::string_view presented = presented_key(req);
+  const quota::key_record* k = quota_.authenticate(presented);
+  if (k == nullptr && oauth_.on && presented.substr(0, 5) == "tgat_") {
+    // A token issued a moment ago on another core, before this core switched tables.
+    k = quota_.authenticate_newest(presented);
+  }
+  return k;
+}
+
 void gate::admit(const http::request& req, gate_verdict& v, int64_t now_ns,
                  const carried_charge& carried) {
   const std::string_view presented = presented_key(req);
-  v.key = quota_.authenticate(presented);
+  const bool in_query = oauth_.on && token_in_query(req.query);
+  v.key = credential(req);
   v.received_ns = now_ns;
   v.deadline_ms = deadline_of(req);
   if (v.key == nullptr) {
+    if (oauth_.on) {
+      (void)oauth_base(req, oauth_.issuer, metadata_url_);
+      metadata_url_.append("/.well-known/oauth-protected-resource/mcp");
+      v.refusal.resource_metadata = metadata_url_;
+    }
     // Before a cluster node's first key load no key is known, so none is called invalid.
     v.refusal.row = cluster_ != nullptr && !cluster_->keys_loaded()
                         ? &envelope::row_named("keys not loaded yet")
                         : &envelope::row_of(outcome::invalid_key);
-    v.refusal.key_presented = !presented.empty();
+    v.refusal.key_presented = !presented.empty() || in_query;
     return;
   }
   if (carried.fig != nullptr) {

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "metrics.h"
@@ -63,11 +64,18 @@ struct gate_verdict {
   size_t jobs_used = 0;               ///< wait: the search jobs it started
 };
 
+/// [oauth] as the gate reads it: off, or on with the issuer (empty: the request's Host on a
+/// loopback listener, oauth_base()).
+struct gate_oauth {
+  bool on = false;
+  std::string_view issuer;
+};
+
 class gate {
  public:
   /// `cluster` null: a single node (keys are always loaded).
-  gate(const http::router& router, quota::core_ledger& quota, const cluster::agent* cluster)
-      : router_(router), quota_(quota), cluster_(cluster) {}
+  gate(const http::router& router, quota::core_ledger& quota, const cluster::agent* cluster,
+       gate_oauth oauth = {});
 
   /// Step 1: the route (every request).
   gate_verdict match(const http::request& req) const;
@@ -75,11 +83,15 @@ class gate {
   /// the refusal, if any.
   void admit(const http::request& req, gate_verdict& v, int64_t now_ns,
              const carried_charge& carried);
+  /// The key admit() would find for `req` (null: it would refuse it 401), charging nothing.
+  const quota::key_record* credential(const http::request& req);
 
  private:
   const http::router& router_;
   quota::core_ledger& quota_;
   const cluster::agent* cluster_;
+  gate_oauth oauth_;
+  std::string metadata_url_;  // the 401's resource_metadata (capacity reserved: no allocation)
 };
 
 /// The key presented by a request: `Authorization: Bearer KEY` (scheme in any case, blanks
@@ -87,5 +99,14 @@ class gate {
 /// when neither is there, or the Authorization scheme is not Bearer: a request that authorizes
 /// itself some other way (Basic) presents no key, even with an X-API-Key beside it.
 std::string_view presented_key(const http::request& req) noexcept;
+
+/// Whether the query string carries an OAuth token (`access_token=`), which the MCP
+/// authorization spec forbids (RFC 6750 §2.3's URI form): such a request is refused 401.
+bool token_in_query(std::string_view query) noexcept;
+
+/// The OAuth base URL for `req`: `issuer` when configured, else "http://" + its Host (a
+/// loopback listener; a Host that is not a plain host[:port] gives "http://localhost"), written
+/// into `buf`. No allocation while `buf` has 300 bytes of capacity.
+std::string_view oauth_base(const http::request& req, std::string_view issuer, std::string& buf);
 
 }  // namespace tollgate::app

@@ -1,8 +1,10 @@
 #include "handler.h"
 
+#include <ctime>
 #include <optional>
 
 #include "admin_api.h"
+#include "oauth.h"
 #include "ops.h"
 #include "tools.h"
 
@@ -27,6 +29,16 @@ void register_routes(shared_state& s) {
   r.add_prefix("GET", "/v1/stories/", id_of(route::rest_story));
   r.add("GET", "/v1/usage", id_of(route::rest_usage));
   r.add_prefix("GET", "/.well-known/", id_of(route::well_known));
+  if (s.settings != nullptr && s.settings->oauth_enabled) {
+    // The authorization server (oauth.h); OPTIONS for browser-based clients' preflights.
+    r.add_prefix("OPTIONS", "/.well-known/", id_of(route::well_known));
+    r.add("GET", "/authorize", id_of(route::oauth));
+    r.add("POST", "/authorize", id_of(route::oauth));
+    for (const char* p : {"/register", "/token", "/revoke"}) {
+      r.add("POST", p, id_of(route::oauth));
+      r.add("OPTIONS", p, id_of(route::oauth));
+    }
+  }
 }
 
 core_handler::core_handler(shared_state& s, int core)
@@ -36,7 +48,8 @@ core_handler::core_handler(shared_state& s, int core)
       endpoint_(s.tools, *s.envelopes,
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
-      gate_(s.router, quota_, s.cluster.get()),
+      gate_(s.router, quota_, s.cluster.get(),
+            gate_oauth{s.settings->oauth_enabled, s.settings->oauth_issuer}),
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes),
       observer_(core, s.metrics.get(), s.access.get(), s.tools) {
@@ -93,6 +106,20 @@ http::response_info core_handler::json_error(const http::request& req, int statu
 http::response_info core_handler::route(const http::request& req, out_buffer& out, int64_t now_ns,
                                         gate_verdict& v) {
   v = gate_.match(req);
+  if (s_.oauth && v.status == 200 && (v.r == route::well_known || v.r == route::oauth) &&
+      oauth::server::owns(req.path)) {
+    char peer[64];
+    const size_t n = io_ != nullptr ? io_->peer_address(peer, sizeof peer) : 0;
+    v.r = route::oauth;
+    const http::response_info info = s_.oauth->handle(req, quota_, std::string_view(peer, n), out,
+                                                      static_cast<int64_t>(std::time(nullptr)));
+    v.result = info.status < 400    ? outcome::ok
+               : info.status == 401 ? outcome::invalid_key
+               : info.status == 429 ? outcome::rate_limited
+               : info.status >= 500 ? outcome::unavailable
+                                    : outcome::bad_request;
+    return info;
+  }
   if (v.status == 404 || v.r == route::well_known) {
     // (/.well-known/: never an OAuth discovery document on a key-only server.)
     v.result = outcome::not_found;
@@ -339,7 +366,7 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   // request would get (handle() below takes the same path, counted once).
   const gate_verdict v = gate_.match(head);
   const bool refused = (v.status != 200 && !public_webhook(head)) ||
-                       (v.keyed && (quota_.authenticate(presented_key(head)) == nullptr ||
+                       (v.keyed && (gate_.credential(head) == nullptr ||
                                     (v.r == route::mcp && !endpoint_.origin_allowed(head))));
   if (!refused) {
     return {0, false, false};  // 100 Continue: the body decides

@@ -33,6 +33,9 @@ class server;
 namespace tollgate::app {
 
 class admin_api;
+namespace oauth {
+class server;
+}
 
 /// Everything the cores share. Built once before the engine starts.
 struct shared_state {
@@ -69,6 +72,8 @@ struct shared_state {
   /// shared_ptr: its deleter is bound where it is made, so users of this header need not
   /// see the type.
   std::shared_ptr<admin_api> admin;
+  /// [oauth] enabled: the authorization server (oauth.h); null otherwise. shared_ptr as admin.
+  std::shared_ptr<oauth::server> oauth;
 };
 
 /// Registers the routes of design §1 on `s.router`.

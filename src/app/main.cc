@@ -49,6 +49,10 @@ int run_main(int argc, char** argv) {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     return run_usage_command(args, stdout, stderr);
   }
+  if (cmd == "oauth") {
+    std::vector<std::string_view> args(argv + 2, argv + argc);
+    return run_oauth(args, stdout, stderr);
+  }
   if (cmd == "cluster") {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     return run_cluster(args, stdout, stderr);

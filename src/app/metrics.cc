@@ -25,6 +25,8 @@ std::string_view route_name(route r) noexcept {
       return "v1_story";
     case route::rest_usage:
       return "v1_usage";
+    case route::oauth:
+      return "oauth";
     case route::well_known:
       return "well_known";
     case route::shard:

@@ -28,6 +28,7 @@ enum class route : uint8_t {
   rest_story,
   rest_usage,
   well_known,
+  oauth,  ///< the authorization server's routes (/register, /authorize, /token, /revoke)
   shard,
   not_found,
   count_

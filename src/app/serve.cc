@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "data_dir_lock.h"
 #include "handler.h"
+#include "oauth.h"
 #include "ops.h"
 #include "reload.h"
 #include "sd_notify.h"
@@ -184,6 +185,9 @@ int run_serve(int argc, char** argv) {
     return rc;
   }
   if (int rc = make_admin_api(st, *s); rc != 0) {
+    return rc;
+  }
+  if (int rc = make_oauth(st, *s); rc != 0) {
     return rc;
   }
   bool demo_key = false;

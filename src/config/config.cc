@@ -38,6 +38,9 @@ const std::initializer_list<section> sections = {
     {"tls", {"listen", "cert", "key", "min_version"}},
     {"admin", {"token_env", "token_file", "token_sha256", "token_name", "rotate_grace_secs"}},
     {"stripe", {"webhook_secret_env", "public_webhook", "tolerance_secs", "suspend_on"}},
+    {"oauth",
+     {"enabled", "issuer", "access_token_secs", "refresh_token_secs", "registrations",
+      "cimd_allow"}},
 };
 
 std::initializer_list<std::string_view> keys_of(std::string_view table) {
@@ -535,6 +538,59 @@ void read_stripe(reader& r, const toml::table& t, settings& s) {
   }
 }
 
+// [oauth]: whether tollgate is its own authorization server, its public URL, token lifetimes.
+void read_oauth(reader& r, const toml::table& t, settings& s) {
+  r.boolean(t, "oauth", "enabled", s.oauth_enabled);
+  r.string(t, "oauth", "issuer", s.oauth_issuer);
+  if (t.get("issuer") != nullptr && !r.failed()) {
+    const std::string& u = s.oauth_issuer;
+    const bool https = u.rfind("https://", 0) == 0;
+    const bool http = u.rfind("http://", 0) == 0;
+    bool ok = (https || http) && u.size() <= 200 && u.back() != '/';
+    const std::string_view rest = std::string_view(u).substr(https ? 8 : 7);
+    ok = ok && !rest.empty() && rest.find_first_of("?#") == std::string_view::npos;
+    for (char c : u) {
+      ok = ok && c > ' ' && c < 0x7f && c != '"' && c != '\\' && c != '<' && c != '>';
+    }
+    if (!ok) {
+      r.fail(t.get("issuer"), "oauth.issuer",
+             "the public base URL, https://HOST[:PORT][/PATH] without a trailing slash, query "
+             "or fragment (http:// only for a loopback host)");
+    } else if (http) {
+      const std::string_view host = rest.substr(0, rest.find_first_of(":/"));
+      if (!is_loopback_host(host)) {
+        r.fail(t.get("issuer"), "oauth.issuer",
+               "http:// is allowed only for a loopback host (OAuth 2.1); use https://");
+      }
+    }
+  }
+  r.integer(t, "oauth", "access_token_secs", s.oauth_access_token_secs, 1, 86400);
+  r.integer(t, "oauth", "refresh_token_secs", s.oauth_refresh_token_secs, 60, 365 * 86400);
+  r.string_list(t, "oauth", "registrations", s.oauth_registrations);
+  for (const std::string& g : s.oauth_registrations) {
+    if (g == "metadata_document" && !r.failed()) {
+      r.fail(t.get("registrations"), "oauth.registrations",
+             "'metadata_document' (client ID metadata documents) is not supported yet; offer "
+             "\"dynamic\"");
+    } else if (g != "dynamic" && !r.failed()) {
+      r.fail(t.get("registrations"), "oauth.registrations",
+             fmt::format("'{}' is not a registration kind (\"dynamic\")", g));
+    }
+  }
+  r.string_list(t, "oauth", "cimd_allow", s.oauth_cimd_allow);
+  for (const std::string& h : s.oauth_cimd_allow) {
+    bool ok = !h.empty() && h.size() <= 253;
+    for (char c : h) {
+      ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '-' || c == ':');
+    }
+    if (!ok && !r.failed()) {
+      r.fail(t.get("cimd_allow"), "oauth.cimd_allow",
+             fmt::format("'{}' is not a host name or address", h));
+    }
+  }
+}
+
 // The file's text as a TOML table; a directory, a missing file or a syntax error is an error.
 result<toml::table, config_error> parse_toml(const std::string& path) {
   // toml++ reads a directory as an empty file: the server would start (or a reload would go on)
@@ -566,7 +622,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
   reader r(path);
   r.only_keys(root, "",
               {"server", "corpus", "mcp", "quota", "plans", "fleet", "log", "cluster", "tls",
-               "admin", "stripe"});
+               "admin", "stripe", "oauth"});
   struct step {
     std::string_view table;
     void (*read)(reader&, const toml::table&, settings&);
@@ -575,7 +631,7 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
        {step{"server", read_server}, step{"corpus", read_corpus}, step{"mcp", read_mcp},
         step{"quota", read_quota}, step{"plans", read_plans}, step{"fleet", read_fleet},
         step{"log", read_log}, step{"cluster", read_cluster}, step{"tls", read_tls},
-        step{"admin", read_admin}, step{"stripe", read_stripe}}) {
+        step{"admin", read_admin}, step{"stripe", read_stripe}, step{"oauth", read_oauth}}) {
     if (const toml::table* t = r.table(root, st.table)) {
       if (st.table != "plans") {  // [plans] holds one table per plan name, checked by read_plans
         r.only_keys(*t, st.table, keys_of(st.table));
@@ -589,10 +645,22 @@ result<settings, config_error> load_file(const std::string& path, settings s) {
         q != nullptr && q->get("demo_plan") != nullptr ? q->get("demo_plan") : root.get("quota");
     r.fail(at, "quota.demo_plan", fmt::format("no plan named '{}'", s.demo_plan));
   }
+  if (!r.failed() && s.oauth_enabled && s.oauth_issuer.empty() &&
+      !is_loopback_host(s.listen.host)) {
+    r.fail(root.get("oauth"), "oauth.issuer",
+           fmt::format("required when the listener ({}) is not loopback: the public base URL "
+                       "clients reach this server at (https://...), which a server behind a "
+                       "proxy cannot guess",
+                       s.listen.host));
+  }
   if (r.failed()) {
     return unexpected(config_error{r.error()});
   }
   return s;
+}
+
+bool is_loopback_host(std::string_view host) noexcept {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
 result<void, std::string> check_redis_address(std::string_view a) {

@@ -54,6 +54,11 @@ constexpr std::string_view kChallengeInvalidToken =
     "WWW-Authenticate: Bearer realm=\"tollgate\", error=\"invalid_token\", "
     "error_description=\"The API key is not valid: it is unknown or revoked.\"\r\n";
 
+// The error part of the challenge when OAuth is on: the credential may be a key or a token.
+constexpr std::string_view kOauthInvalidToken =
+    ", error=\"invalid_token\", error_description=\"The API key or access token is not valid: "
+    "it is unknown, expired or revoked.\"";
+
 struct rpc_error_info {
   int code;
   std::string_view message;  // fixed message (or prefix for kinds with a detail)
@@ -359,10 +364,24 @@ void cache::keys_not_loaded(out_buffer& out, bool close) const {
   body_end(out, m);
 }
 
-void cache::unauthorized(out_buffer& out, bool close, bool key_presented) const {
+void cache::unauthorized(out_buffer& out, bool close, bool key_presented,
+                         std::string_view resource_metadata) const {
   head(out, 401, close);
-  out.append(key_presented ? std::string_view(kChallengeInvalidToken)
-                           : std::string_view(kChallenge));
+  if (resource_metadata.empty()) {
+    out.append(key_presented ? std::string_view(kChallengeInvalidToken)
+                             : std::string_view(kChallenge));
+  } else {
+    // An OAuth protected resource (RFC 9728 §5.1): where its metadata is, so an OAuth-only
+    // client finds the authorization server from this answer alone.
+    out.append(kChallenge.substr(0, kChallenge.size() - 2));
+    out.append(", resource_metadata=\"");
+    out.append(resource_metadata);
+    out.append("\"");
+    if (key_presented) {
+      out.append(kOauthInvalidToken);
+    }
+    out.append("\r\n");
+  }
   const body_mark m = body_start(out);
   out.append(unauthorized_body_);
   body_end(out, m);

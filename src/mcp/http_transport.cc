@@ -614,7 +614,7 @@ http::response_info endpoint::answer(const http::request& req, const envelope::g
   }
   h.answered(answer_note{{}, nullptr, g.row->result});
   if (g.row->result == outcome::invalid_key) {
-    return render_unauthorized(req, out, g.key_presented);
+    return render_unauthorized(req, out, g.key_presented, g.resource_metadata);
   }
   const bool close = !req.keep_alive;  // keys not loaded yet: the one other whole refusal
   env_.keys_not_loaded(out, close);
@@ -671,9 +671,10 @@ http::response_info endpoint::render_too_large(out_buffer& out) const {
 }
 
 http::response_info endpoint::render_unauthorized(const http::request& req, out_buffer& out,
-                                                  bool key_presented) const {
+                                                  bool key_presented,
+                                                  std::string_view resource_metadata) const {
   const bool close = !req.keep_alive;
-  env_.unauthorized(out, close, key_presented);
+  env_.unauthorized(out, close, key_presented, resource_metadata);
   return {401, close};
 }
 

@@ -24,6 +24,9 @@ namespace tollgate::quota {
 const key_record* core_ledger::authenticate(std::string_view presented) noexcept {
   return impl_of(*this).authenticate(presented);
 }
+const key_record* core_ledger::authenticate_newest(std::string_view presented) noexcept {
+  return impl_of(*this).authenticate_newest(presented);
+}
 uint64_t core_ledger::key_cache_hits() const noexcept { return impl_of(*this).key_cache_hits(); }
 uint64_t core_ledger::key_cache_misses() const noexcept {
   return impl_of(*this).key_cache_misses();
@@ -84,16 +87,34 @@ void core_ledger_impl::refresh_table() noexcept {
   // visible before we use it.
   const key_table* t = svc_.current_.load(std::memory_order_acquire);
   if (t == table_) {
+    if (t != nullptr && seen_epoch_.load(std::memory_order_relaxed) != t->epoch) {
+      // Switched mid-pass by authenticate_newest: published only now, at a quiescent point.
+      seen_epoch_.store(t->epoch, std::memory_order_release);
+    }
     return;
   }
+  switch_table(t);
+  // release: the reclaimer reading this epoch knows we are done with older tables.
+  seen_epoch_.store(t->epoch, std::memory_order_release);
+}
+
+void core_ledger_impl::switch_table(const key_table* t) noexcept {
   table_ = t;
   clear_key_cache();                     // remembered records belong to the old table
   if (t->slot_count > locals_.size()) {  // allocation only when keys were added
     locals_.resize(t->slot_count + 64);
     dirty_.reserve(locals_.size());
   }
-  // release: the reclaimer reading this epoch knows we are done with older tables.
-  seen_epoch_.store(t->epoch, std::memory_order_release);
+}
+
+const key_record* core_ledger_impl::authenticate_newest(std::string_view presented) noexcept {
+  // acquire: as in refresh_table. seen_epoch_ is not advanced: the table left may still hold
+  // records this pass handed out, so it must not be reclaimed before the next quiescent point.
+  const key_table* t = svc_.current_.load(std::memory_order_acquire);
+  if (t != nullptr && t != table_) {
+    switch_table(t);
+  }
+  return authenticate(presented);
 }
 
 void core_ledger_impl::clear_key_cache() noexcept {

@@ -19,6 +19,7 @@ class alignas(64) core_ledger_impl final : public core_ledger {
   core_ledger_impl(service& svc, int index);
   ~core_ledger_impl();
   const key_record* authenticate(std::string_view presented) noexcept;
+  const key_record* authenticate_newest(std::string_view presented) noexcept;
   uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
   uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
   uint64_t billed_calls() const noexcept { return billed_calls_; }
@@ -79,6 +80,7 @@ class alignas(64) core_ledger_impl final : public core_ledger {
     }
   }
   void refresh_table() noexcept;
+  void switch_table(const key_table* t) noexcept;
   void roll_month(uint32_t month) noexcept;
   bool take_lease(const key_record& k, local_key& lk) noexcept;
   /// Counts one billed success (and whether it was overage) in the open (not yet encoded)

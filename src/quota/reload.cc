@@ -31,18 +31,20 @@ std::string counted(const std::vector<std::string>& names, std::string_view what
 }
 
 // Logs what a new table changes against the one in force (none: the first load).
+// Only the keys count: a rebuild for OAuth tokens alone logs nothing.
 void log_reload_effect(const key_table* old, const key_table& now) {
   if (old == nullptr) {
-    log_info("keys loaded: {} key(s) in force", now.records.size());
+    log_info("keys loaded: {} key(s) in force", now.keys);
     return;
   }
   std::unordered_map<uint64_t, const key_record*> before;
-  for (const key_record& r : old->records) {
-    before.emplace(r.key_id, &r);
+  for (size_t i = 0; i < old->keys; ++i) {
+    before.emplace(old->records[i].key_id, &old->records[i]);
   }
   std::vector<std::string> added, revoked, suspended, resumed;
   size_t unchanged = 0;
-  for (const key_record& r : now.records) {
+  for (size_t i = 0; i < now.keys; ++i) {
+    const key_record& r = now.records[i];
     auto it = before.find(r.key_id);
     if (it == before.end()) {
       added.push_back(key_id_string(r.key_id));
@@ -57,6 +59,10 @@ void log_reload_effect(const key_table* old, const key_table& now) {
   }
   for (const auto& [id, r] : before) {
     revoked.push_back(key_id_string(id));
+  }
+  if (added.empty() && revoked.empty() && suspended.empty() && resumed.empty() &&
+      old->keys == now.keys && old->records.size() != now.records.size()) {
+    return;  // tokens issued or gone: not a key change
   }
   log_info("keys reloaded: {}, {}, {}, {}, {} unchanged", counted(added, "added"),
            counted(revoked, "revoked"), counted(suspended, "suspended"),
@@ -74,9 +80,11 @@ bool service::reload_if_changed(bool force, std::string* why) {
   const int64_t now_unix = static_cast<int64_t>(std::time(nullptr));
   const bool expired = impl_->next_expiry_unix.load(std::memory_order_relaxed) > 0 &&
                        now_unix >= impl_->next_expiry_unix.load(std::memory_order_relaxed);
-  if (external ? force || impl_->installed_new || expired
-               : force || expired || !(ks == impl_->keys_stamp) || !(as == impl_->accounts_stamp)) {
+  if (external ? force || impl_->installed_new || expired || impl_->tokens_new
+               : force || expired || impl_->tokens_new || !(ks == impl_->keys_stamp) ||
+                     !(as == impl_->accounts_stamp)) {
     impl_->installed_new = false;
+    impl_->tokens_new = false;
     auto contents =
         external ? result<store_contents, store_error>(impl_->installed) : impl_->store.load();
     const std::string suspect =
@@ -157,6 +165,25 @@ std::unique_ptr<key_table> service::build_table(const store_contents& c) {
       auto sit = suspended.find(e.account);
       t->records.push_back(
           make_record_locked(e, pit->second, sit != suspended.end() && sit->second, month));
+    }
+    t->keys = t->records.size();
+    // OAuth tokens: a copy of their key's record under the token's digest (none for a key
+    // left out above: revoked, expired or of an unknown plan).
+    if (!impl_->tokens.empty()) {
+      std::unordered_map<uint64_t, size_t> at;
+      for (size_t i = 0; i < t->keys; ++i) {
+        at.emplace(t->records[i].key_id, i);
+      }
+      for (const token_alias& a : impl_->tokens) {
+        auto it = at.find(a.key_id);
+        if (it == at.end() || a.expires_unix <= now_unix) {
+          continue;
+        }
+        next_expiry = next_expiry == 0 ? a.expires_unix : std::min(next_expiry, a.expires_unix);
+        key_record r = t->records[it->second];
+        r.hash = a.hash;
+        t->records.push_back(std::move(r));
+      }
     }
     t->slot_count = static_cast<uint32_t>(impl_->by_slot.size());
     impl_->next_expiry_unix.store(next_expiry, std::memory_order_relaxed);  // a hint only
@@ -292,7 +319,16 @@ void service::for_each_state(const std::function<void(key_state&)>& fn) {
 
 size_t service::key_count() const {
   std::lock_guard rl(impl_->reload_mu);
-  return impl_->current ? impl_->current->records.size() : 0;
+  return impl_->current ? impl_->current->keys : 0;
+}
+
+void service::set_token_aliases(std::vector<token_alias> tokens) {
+  {
+    std::lock_guard rl(impl_->reload_mu);
+    impl_->tokens = std::move(tokens);
+    impl_->tokens_new = true;
+  }
+  reload_if_changed(false);
 }
 
 bool service::wait_until_in_force(int64_t timeout_ms) const {

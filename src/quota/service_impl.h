@@ -80,6 +80,8 @@ struct service::impl {
   const bool cluster;        // pools are filled by a lease_source; keys come from install_keys()
   store_contents installed;  // cluster: the keys and accounts last installed (reload_mu)
   bool installed_new = false;
+  std::vector<token_alias> tokens;  // OAuth access tokens (reload_mu)
+  bool tokens_new = false;          // set_token_aliases since the last build (reload_mu)
   std::unordered_map<uint64_t, double> rate_share;  // cluster: key -> this node's share (reload_mu)
   double default_share = 1.0;                       // keys without one (reload_mu)
 

@@ -17,7 +17,10 @@ struct key_table {
   uint64_t epoch = 0;
   uint32_t slot_count = 0;  ///< ledgers size their local arrays to at least this
   uint64_t mask = 0;
+  /// records[0, keys) are the keys; records[keys, end) are OAuth access tokens, each a copy of
+  /// its key's record under the token's digest (service::set_token_aliases).
   std::vector<key_record> records;
+  size_t keys = 0;
   std::vector<int32_t> index;  ///< -1 empty, else into records
 };
 

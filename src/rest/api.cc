@@ -119,7 +119,7 @@ http::response_info api::answer(const http::request& req, const envelope::gate_r
                                                     c->fig.retry_after_secs),
                           c->fig, out);
     } else if (g.row->result == outcome::invalid_key) {
-      env_.unauthorized(out, close, g.key_presented);
+      env_.unauthorized(out, close, g.key_presented, g.resource_metadata);
       info = {g.row->rest_status, close};
     } else {  // keys not loaded yet: the one other whole refusal
       env_.keys_not_loaded(out, close);

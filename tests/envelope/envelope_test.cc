@@ -279,6 +279,27 @@ TEST(envelope_test, unauthorized_never_advertises_oauth) {
   }
 }
 
+TEST(envelope_test, unauthorized_with_oauth_names_the_resource_metadata) {
+  // Verifies the OAuth form of the challenge (RFC 9728 §5.1): resource_metadata after the realm,
+  // then error="invalid_token" only when a credential was presented; the body is the key-only
+  // server's.
+  const std::string_view url = "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp";
+  out_buffer out;
+  the_cache().unauthorized(out, false, false, url);
+  EXPECT_NE(
+      out.view().find("\r\nWWW-Authenticate: Bearer realm=\"tollgate\", resource_metadata=\"" +
+                      std::string(url) + "\"\r\n"),
+      std::string_view::npos)
+      << out.view();
+  EXPECT_NE(out.view().find(R"({"code":"invalid_key","message":")"), std::string_view::npos);
+  out.clear();
+  the_cache().unauthorized(out, false, true, url);
+  EXPECT_NE(out.view().find("resource_metadata=\"" + std::string(url) +
+                            "\", error=\"invalid_token\", error_description=\""),
+            std::string_view::npos)
+      << out.view();
+}
+
 TEST(envelope_test, unauthorized_names_an_invalid_token_only_when_a_key_was_presented) {
   // Verifies RFC 6750 §3.1: a presented key that is not valid adds error="invalid_token" and an
   // error_description to the Bearer challenge; no key, no error code; never resource_metadata.

@@ -132,7 +132,26 @@ struct settings {
   int64_t stripe_tolerance_secs = 300;  ///< a signature's timestamp may be this far off
   /// Subscription statuses that suspend the account (customer.subscription.updated).
   std::vector<std::string> stripe_suspend_on = {"canceled", "unpaid", "past_due"};
+
+  // [oauth] (tollgate as its own OAuth 2.1 authorization server; README "Connect claude.ai,
+  // ChatGPT or any OAuth client")
+  bool oauth_enabled = false;
+  /// The public base URL ("https://mcp.example.com", no trailing slash): the issuer, and the
+  /// base of every endpoint and of the resource `<issuer>/mcp`. Empty: derived from the request's
+  /// Host on a loopback listener (required otherwise; serve and `config check` say so).
+  std::string oauth_issuer;
+  int64_t oauth_access_token_secs = 3600;
+  int64_t oauth_refresh_token_secs = 30 * 86400;
+  /// How clients may register: "dynamic" (RFC 7591 POST /register).
+  std::vector<std::string> oauth_registrations = {"dynamic"};
+  /// Hosts a client ID metadata document may be fetched from although they resolve to a
+  /// private, link-local or loopback address (read and checked; the fetch itself is not built
+  /// yet, see docs/design.md).
+  std::vector<std::string> oauth_cimd_allow;
 };
+
+/// Whether `host` names the loopback interface ("127.x.y.z", "localhost", "::1").
+bool is_loopback_host(std::string_view host) noexcept;
 
 struct config_error {
   std::string message;  ///< "FILE:LINE: key: what is wrong"

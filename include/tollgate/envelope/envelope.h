@@ -159,8 +159,11 @@ class cache {
   /// HTTP 401 with `WWW-Authenticate: Bearer realm="tollgate"` and {"code":"invalid_key",...}.
   /// `key_presented` (a key was sent and is not valid) adds RFC 6750's
   /// `error="invalid_token", error_description="..."` to the challenge; a request that sent none
-  /// gets no error code (RFC 6750 §3.1). Never `resource_metadata`: this server has no OAuth.
-  void unauthorized(out_buffer& out, bool close, bool key_presented = false) const;
+  /// gets no error code (RFC 6750 §3.1). `resource_metadata` (OAuth on: the URL of the protected
+  /// resource metadata, RFC 9728 §5.1) adds `resource_metadata="URL"`; empty: none, as on a
+  /// key-only server. It must hold no '"' or control byte (the gate builds it).
+  void unauthorized(out_buffer& out, bool close, bool key_presented = false,
+                    std::string_view resource_metadata = {}) const;
   /// HTTP 503 with `Retry-After: 1` and {"code":"unavailable",...}: cluster mode, before the
   /// node's first key load, when no key can be checked yet (the outcome table's "keys not
   /// loaded yet"; the same answer on MCP and REST).

@@ -138,6 +138,9 @@ struct gate_refusal {
   const outcome_row* row = nullptr;
   bool key_presented = false;    ///< 401: a key was sent (RFC 6750's error="invalid_token")
   int64_t retry_after_secs = 0;  ///< 429: seconds until the rate limit lets one through
+  /// 401 with OAuth on: `<base>/.well-known/oauth-protected-resource/mcp`, which the challenge
+  /// names (RFC 9728 §5.1); empty: a key-only server. Valid until the gate's next admission.
+  std::string_view resource_metadata = {};
 };
 
 /// The REST status that answers tool error `c`.

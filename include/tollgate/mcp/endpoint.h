@@ -162,10 +162,12 @@ class endpoint {
   struct impl;
 
  private:
-  /// HTTP 401 (missing or invalid key): never an OAuth challenge. `key_presented`: a key was
-  /// sent (RFC 6750's error="invalid_token" joins the challenge).
+  /// HTTP 401 (missing or invalid key or token). `key_presented`: one was sent (RFC 6750's
+  /// error="invalid_token" joins the challenge); `resource_metadata`: OAuth's (RFC 9728), or
+  /// empty on a key-only server.
   http::response_info render_unauthorized(const http::request& req, out_buffer& out,
-                                          bool key_presented = false) const;
+                                          bool key_presented = false,
+                                          std::string_view resource_metadata = {}) const;
   /// HTTP 429 for `req`: `Retry-After`, the host's header lines (which must not carry another
   /// Retry-After), and a JSON-RPC error (code 429, data = the rate_limited object) echoing the
   /// request's id when the body parses, else null. A body of only notifications and responses

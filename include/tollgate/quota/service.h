@@ -91,6 +91,14 @@ struct key_record {
   std::string plan;
 };
 
+/// An OAuth access token (app/oauth): the SHA-256 of its secret, its key, and the unix second
+/// from which it is refused.
+struct token_alias {
+  digest hash{};
+  uint64_t key_id = 0;
+  int64_t expires_unix = 0;
+};
+
 /// One consistent set of figures for one request: the headers and the tool-error JSON are both
 /// written from it. Durations are whole seconds from `now`.
 struct figures {
@@ -158,6 +166,12 @@ class core_ledger {
   /// it is emptied whenever the core switches tables, so a revoked or suspended key is answered
   /// exactly as without it (see key_cache_slot in src/quota/core_ledger.h).
   const key_record* authenticate(std::string_view presented) noexcept;
+  /// authenticate() against the newest table, switching to it now if this core has not yet
+  /// (an OAuth token issued a moment ago on another core, before this core's next pass). The
+  /// table it leaves stays alive until this core's next quiescent point, so records already
+  /// handed out this pass stay valid. No lock, no system call; for a presented token that
+  /// authenticate() did not know.
+  const key_record* authenticate_newest(std::string_view presented) noexcept;
   /// Look-ups the key cache answered, and look-ups that computed the SHA-256 (tests, metrics).
   uint64_t key_cache_hits() const noexcept;
   uint64_t key_cache_misses() const noexcept;
@@ -275,6 +289,11 @@ class service {
   result<void, std::string> replace_plans(plan_map plans);
   /// Keys in the current lookup table: live keys whose plan exists.
   size_t key_count() const;
+  /// OAuth access tokens: each is its key under another secret, in the same lookup table (so a
+  /// token costs the hot path exactly what its key does). Replaces the set in force and swaps
+  /// in a new table; a token whose key is revoked or gone, or past `expires_unix`, is left out
+  /// (an expiry rebuilds the table within the service's 1 s check). Any thread.
+  void set_token_aliases(std::vector<token_alias> tokens);
   /// Cluster mode: replaces the keys and accounts (read from Redis) and swaps in a new lookup
   /// table built from them and the plans. Any thread.
   void install_keys(store_contents c);

@@ -1,0 +1,104 @@
+// tollgate as its own OAuth 2.1 authorization server and protected resource (README "Connect
+// claude.ai, ChatGPT or any OAuth client", docs/design.md "OAuth: a token is its key"): the
+// discovery documents (RFC 9728, RFC 8414), dynamic client registration (RFC 7591), the
+// authorization endpoint with its consent page (PKCE S256 required), the token endpoint
+// (authorization_code, refresh_token with rotation) and revocation (RFC 7009).
+//
+// A person proves who they are once, by pasting their API key on the consent page (checked by
+// the same look-up the hot path uses); every token issued after that is an alias of that key in
+// the quota service's table (oauth_store.h), so plan, rate limit, quota, suspension and
+// revocation apply to it unchanged, and the hot path never calls into this class.
+//
+// Threads: handle() runs on any public core. The endpoints are not the hot path: they allocate,
+// and the few that change grants (/register, /token, /revoke) append to oauth.log with fdatasync
+// under the store's mutex before answering, as the admin API does. A watcher thread re-reads
+// oauth.log when `tollgate oauth revoke` appended to it, and drops expired tokens.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "tollgate/common/buffer.h"
+#include "tollgate/common/result.h"
+#include "tollgate/config/config.h"
+#include "tollgate/http/handler.h"
+#include "tollgate/http/request.h"
+
+namespace tollgate::quota {
+class service;
+class core_ledger;
+}  // namespace tollgate::quota
+
+namespace tollgate::app::oauth {
+
+class store;
+
+class server {
+ public:
+  server(const config::settings& s, quota::service& q);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// Opens (and compacts) oauth.log, puts its live tokens in force, starts the watcher.
+  result<void, std::string> start(int64_t now_unix);
+
+  /// Whether `path` is one of the routes this class answers.
+  static bool owns(std::string_view path) noexcept;
+  /// Answers an OAuth route. `ledger`: the calling core's (the consent page checks a key with
+  /// it); `peer`: the client's address ("1.2.3.4:5"), for the per-address limits. Never throws
+  /// on client input.
+  http::response_info handle(const http::request& req, quota::core_ledger& ledger,
+                             std::string_view peer, out_buffer& out, int64_t now_unix);
+
+  struct answer {
+    int status = 200;
+    std::string body = {};
+    std::string headers = {};
+    std::string_view content_type = "application/json";
+  };
+
+ private:
+  answer metadata(const http::request& req, bool resource) const;
+  answer do_register(const http::request& req, std::string_view addr, int64_t now);
+  answer authorize_get(const http::request& req, int64_t now);
+  answer authorize_post(const http::request& req, quota::core_ledger& ledger, std::string_view addr,
+                        int64_t now);
+  answer token(const http::request& req, int64_t now);
+  answer revoke(const http::request& req, int64_t now);
+  std::string base(const http::request& req) const;
+  std::string csrf(std::string_view request_fields, int64_t expires) const;
+  /// Counts one event of `addr` in its window; false when over `limit` (retry_after set).
+  bool allow(std::unordered_map<std::string, std::pair<int64_t, int>>& m, std::string_view addr,
+             int64_t now, int limit, int64_t window, int64_t& retry_after, bool count);
+  bool key_live(uint64_t key_id) const;
+
+  const config::settings& s_;
+  quota::service& q_;
+  std::unique_ptr<store> store_;
+  std::string csrf_key_;  // random per process: a consent form outlives no restart
+  std::mutex limits_mu_;
+  std::unordered_map<std::string, std::pair<int64_t, int>> registrations_;  // addr → window
+  std::unordered_map<std::string, std::pair<int64_t, int>> failures_;       // addr → window
+  std::atomic<bool> stop_{false};
+  std::thread watcher_;
+};
+
+/// The start's check of [oauth] against the listener in force (--listen may differ from the
+/// file): an issuer is required off loopback, and cluster mode is not supported yet.
+result<void, std::string> check_oauth_config(const config::settings& s);
+
+}  // namespace tollgate::app::oauth
+
+namespace tollgate::app {
+struct shared_state;
+/// Builds `st.oauth` when [oauth] is enabled on a server with keys; 0, or the exit code (2: a
+/// config the start refuses) after logging why.
+int make_oauth(shared_state& st, const config::settings& s);
+}  // namespace tollgate::app

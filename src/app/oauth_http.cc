@@ -1,0 +1,665 @@
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "admin_util.h"
+#include "gate.h"
+#include "handler.h"
+#include "oauth.h"
+#include "oauth_page.h"
+#include "oauth_store.h"
+#include "oauth_util.h"
+#include "tollgate/common/log.h"
+#include "tollgate/http/response.h"
+#include "tollgate/quota/fs.h"
+#include "tollgate/quota/key_store.h"
+#include "tollgate/quota/service.h"
+
+namespace tollgate::app::oauth {
+namespace {
+
+using answer = server::answer;
+
+constexpr int64_t kCodeSecs = 60;      // an authorization code lives at most this long
+constexpr int64_t kConsentSecs = 600;  // a consent form is good for this long
+constexpr int kRegistrationsPerWindow = 60;
+constexpr int64_t kRegistrationWindow = 600;
+constexpr int kFailuresPerWindow = 8;  // wrong keys on the consent page, per address
+constexpr int64_t kFailureWindow = 300;
+
+// CORS for browser-based clients (the Inspector): discovery, registration, token and revoke
+// carry no cookie and no ambient authority, so any origin may call them.
+constexpr std::string_view kCors =
+    "Access-Control-Allow-Origin: *\r\n"
+    "Access-Control-Allow-Headers: Content-Type, Authorization, MCP-Protocol-Version\r\n"
+    "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n";
+constexpr std::string_view kNoStore = "Cache-Control: no-store\r\nPragma: no-cache\r\n";
+
+answer json_error(int status, std::string_view error, std::string_view description) {
+  answer a;
+  a.status = status;
+  a.body = fmt::format(R"({{"error":{},"error_description":{}}})", admin::js(error),
+                       admin::js(description));
+  a.headers = std::string(kCors) + std::string(kNoStore);
+  return a;
+}
+
+answer page(int status, std::string body) {
+  answer a;
+  a.status = status;
+  a.body = std::move(body);
+  a.content_type = "text/html; charset=utf-8";
+  a.headers = std::string(kPageHeaders);
+  return a;
+}
+
+answer error_page_answer(int status, std::string_view title, std::string_view message) {
+  return page(status, error_page(title, message));
+}
+
+answer redirect(std::string_view location) {
+  answer a;
+  a.status = 302;
+  a.content_type = {};
+  a.headers = fmt::format("Location: {}\r\n", location) + std::string(kPageHeaders);
+  return a;
+}
+
+bool form_body(const http::request& req) {
+  const std::string_view ct = req.field_value(http::field::content_type);
+  return ct.substr(0, 33) == "application/x-www-form-urlencoded";
+}
+
+std::string get(const params& p, std::string_view name) {
+  auto it = p.find(name);
+  return it == p.end() ? std::string() : it->second;
+}
+
+// The address without its port ("1.2.3.4:5" → "1.2.3.4", "[::1]:5" → "[::1]").
+std::string_view addr_of(std::string_view peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string_view::npos || peer.find(']') > colon ? peer : peer.substr(0, colon);
+}
+
+// The authorization request's fields the consent form carries (and its CSRF token binds).
+constexpr std::string_view kCarried[] = {"client_id",      "redirect_uri", "state",
+                                         "code_challenge", "resource",     "scope"};
+
+}  // namespace
+
+server::server(const config::settings& s, quota::service& q) : s_(s), q_(q) {
+  store_ = std::make_unique<store>(s.data_dir, &q, s.oauth_access_token_secs,
+                                   s.oauth_refresh_token_secs);
+  uint8_t k[32];
+  if (quota::fs::random_bytes(k, sizeof k)) {
+    csrf_key_.assign(reinterpret_cast<const char*>(k), sizeof k);
+  }
+}
+
+server::~server() {
+  stop_.store(true, std::memory_order_relaxed);
+  if (watcher_.joinable()) {
+    watcher_.join();
+  }
+}
+
+result<void, std::string> server::start(int64_t now_unix) {
+  if (csrf_key_.empty()) {
+    return unexpected(std::string("oauth: no random bytes for the consent forms' key"));
+  }
+  if (auto o = store_->open(now_unix, true); !o) {
+    return o;
+  }
+  watcher_ = std::thread([this] {
+    int n = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      const auto now = static_cast<int64_t>(std::time(nullptr));
+      store_->poll(now);
+      if (++n % 240 == 0) {  // once a minute: forget old per-address windows
+        std::lock_guard g(limits_mu_);
+        std::erase_if(registrations_,
+                      [&](const auto& e) { return now - e.second.first >= kRegistrationWindow; });
+        std::erase_if(failures_,
+                      [&](const auto& e) { return now - e.second.first >= kFailureWindow; });
+      }
+    }
+  });
+  return {};
+}
+
+bool server::owns(std::string_view path) noexcept {
+  if (path == "/register" || path == "/authorize" || path == "/token" || path == "/revoke") {
+    return true;
+  }
+  // The documents at the root, and with the resource's path appended (RFC 9728 §3.1, RFC 8414
+  // §3.1: clients try both).
+  for (std::string_view doc :
+       {"/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration"}) {
+    if (path == doc || (path.size() == doc.size() + 4 && path.substr(0, doc.size()) == doc &&
+                        path.substr(doc.size()) == "/mcp")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string server::base(const http::request& req) const {
+  std::string b;
+  b.reserve(300);
+  (void)oauth_base(req, s_.oauth_issuer, b);
+  return b;
+}
+
+std::string server::csrf(std::string_view request_fields, int64_t expires) const {
+  const quota::digest d =
+      admin::hmac_sha256(csrf_key_, fmt::format("consent|{}|{}", expires, request_fields));
+  return fmt::format("{}.{}", expires, quota::fs::to_hex(d.data(), d.size()));
+}
+
+bool server::allow(std::unordered_map<std::string, std::pair<int64_t, int>>& m,
+                   std::string_view addr, int64_t now, int limit, int64_t window,
+                   int64_t& retry_after, bool count) {
+  std::lock_guard g(limits_mu_);
+  auto& w = m[std::string(addr)];
+  if (now - w.first >= window) {
+    w = {now, 0};
+  }
+  if (w.second >= limit) {
+    retry_after = std::max<int64_t>(1, w.first + window - now);
+    return false;
+  }
+  if (count) {
+    ++w.second;
+  }
+  return true;
+}
+
+bool server::key_live(uint64_t key_id) const {
+  auto keys = quota::key_store(s_.data_dir).list_keys();
+  if (!keys) {
+    return false;
+  }
+  const auto now = static_cast<int64_t>(std::time(nullptr));
+  for (const quota::key_entry& k : *keys) {
+    if (k.id == key_id) {
+      return !k.revoked && (k.expires_unix == 0 || k.expires_unix > now);
+    }
+  }
+  return false;
+}
+
+answer server::metadata(const http::request& req, bool resource) const {
+  const std::string b = base(req);
+  answer a;
+  a.headers = std::string(kCors);
+  if (resource) {
+    a.body = fmt::format(
+        R"({{"resource":{},"authorization_servers":[{}],"bearer_methods_supported":["header"],)"
+        R"("scopes_supported":["mcp"],"resource_name":"tollgate"}})",
+        admin::js(b + "/mcp"), admin::js(b));
+    return a;
+  }
+  a.body = fmt::format(
+      R"({{"issuer":{0},"authorization_endpoint":{1},"token_endpoint":{2},)"
+      R"("registration_endpoint":{3},"revocation_endpoint":{4},"response_types_supported":["code"],)"
+      R"("response_modes_supported":["query"],)"
+      R"("grant_types_supported":["authorization_code","refresh_token"],)"
+      R"("code_challenge_methods_supported":["S256"],)"
+      R"("token_endpoint_auth_methods_supported":["none"],)"
+      R"("revocation_endpoint_auth_methods_supported":["none"],"scopes_supported":["mcp"],)"
+      R"("client_id_metadata_document_supported":false,)"
+      R"("authorization_response_iss_parameter_supported":true}})",
+      admin::js(b), admin::js(b + "/authorize"), admin::js(b + "/token"),
+      admin::js(b + "/register"), admin::js(b + "/revoke"));
+  return a;
+}
+
+answer server::do_register(const http::request& req, std::string_view addr, int64_t now) {
+  int64_t retry = 0;
+  if (!allow(registrations_, addr, now, kRegistrationsPerWindow, kRegistrationWindow, retry,
+             true)) {
+    answer a = json_error(429, "too_many_requests",
+                          "Too many client registrations from this address; retry later.");
+    a.headers += fmt::format("Retry-After: {}\r\n", retry);
+    return a;
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::object obj;
+  if (req.body.size() > 16384 ||
+      parser.parse(req.body.data(), req.body.size(), true).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(obj) != simdjson::SUCCESS) {
+    return json_error(400, "invalid_client_metadata", "The body must be a JSON object.");
+  }
+  std::vector<std::string> uris;
+  std::string name;
+  for (auto field : obj) {
+    const std::string_view k = field.key;
+    if (k == "redirect_uris") {
+      simdjson::dom::array arr;
+      if (field.value.get_array().get(arr) != simdjson::SUCCESS) {
+        return json_error(400, "invalid_redirect_uri", "redirect_uris must be an array.");
+      }
+      for (auto u : arr) {
+        std::string_view sv;
+        if (u.get_string().get(sv) != simdjson::SUCCESS || !valid_redirect_uri(sv)) {
+          return json_error(400, "invalid_redirect_uri",
+                            "Each redirect URI must be an absolute https:// URI, or http:// on "
+                            "a loopback host (127.0.0.1, [::1], localhost), without a fragment, "
+                            "at most 512 bytes.");
+        }
+        uris.emplace_back(sv);
+      }
+    } else if (k == "client_name") {
+      std::string_view sv;
+      if (field.value.get_string().get(sv) != simdjson::SUCCESS || sv.size() > kMaxClientName) {
+        return json_error(400, "invalid_client_metadata",
+                          "client_name must be a string of at most 128 bytes.");
+      }
+      for (char c : sv) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          return json_error(400, "invalid_client_metadata",
+                            "client_name must hold no control characters.");
+        }
+      }
+      name = sv;
+    } else if (k == "token_endpoint_auth_method") {
+      std::string_view sv;
+      if (field.value.get_string().get(sv) != simdjson::SUCCESS || sv != "none") {
+        return json_error(400, "invalid_client_metadata",
+                          "Only public clients are registered: token_endpoint_auth_method "
+                          "must be \"none\" (PKCE protects the code).");
+      }
+    } else if (k == "grant_types" || k == "response_types") {
+      simdjson::dom::array arr;
+      if (field.value.get_array().get(arr) != simdjson::SUCCESS) {
+        return json_error(400, "invalid_client_metadata", fmt::format("{} must be an array.", k));
+      }
+      for (auto g : arr) {
+        std::string_view sv;
+        const bool ok = g.get_string().get(sv) == simdjson::SUCCESS &&
+                        (k == "grant_types" ? sv == "authorization_code" || sv == "refresh_token"
+                                            : sv == "code");
+        if (!ok) {
+          return json_error(400, "invalid_client_metadata",
+                            k == "grant_types"
+                                ? "grant_types may hold authorization_code and refresh_token."
+                                : "response_types may hold only code.");
+        }
+      }
+    }  // other metadata (logo_uri, scope, ...) is accepted and not kept
+  }
+  if (uris.empty() || uris.size() > kMaxRedirectUris) {
+    return json_error(400, "invalid_redirect_uri", "Give 1 to 10 redirect_uris.");
+  }
+  auto c = store_->register_client(name, uris, now);
+  if (!c) {
+    return json_error(503, "temporarily_unavailable",
+                      "The registration could not be stored; retry shortly.");
+  }
+  answer a;
+  a.status = 201;
+  a.headers = std::string(kCors) + std::string(kNoStore);
+  std::string list;
+  for (const std::string& u : c->redirect_uris) {
+    list += (list.empty() ? "" : ",") + admin::js(u);
+  }
+  a.body = fmt::format(
+      R"({{"client_id":{},"client_id_issued_at":{},"client_name":{},"redirect_uris":[{}],)"
+      R"("grant_types":["authorization_code","refresh_token"],"response_types":["code"],)"
+      R"("token_endpoint_auth_method":"none"}})",
+      admin::js(c->id), now, admin::js(c->name), list);
+  return a;
+}
+
+answer server::authorize_get(const http::request& req, int64_t now) {
+  auto p = parse_form(req.query);
+  if (!p) {
+    return error_page_answer(400, "This sign-in request is malformed", p.error());
+  }
+  // 1. Until the client and its redirect URI are known, errors are shown here (never
+  //    redirected: that would make this an open redirector).
+  const std::string client_id = get(*p, "client_id");
+  auto c = store_->find_client(client_id);
+  if (!c) {
+    return error_page_answer(400, "Unknown app",
+                             "This app (client_id) is not registered with this server.");
+  }
+  std::string redirect_uri = get(*p, "redirect_uri");
+  if (redirect_uri.empty() && c->redirect_uris.size() == 1) {
+    redirect_uri = c->redirect_uris[0];
+  }
+  bool registered = false;
+  for (const std::string& u : c->redirect_uris) {
+    registered = registered || u == redirect_uri;
+  }
+  if (!registered) {
+    return error_page_answer(400, "Redirect address not registered",
+                             "The redirect_uri of this request is not one this app registered, "
+                             "so you are not sent there.");
+  }
+  // 2. From here errors go back to the client (RFC 6749 §4.1.2.1), with `iss` (RFC 9207).
+  const std::string b = base(req);
+  const std::string state = get(*p, "state");
+  auto fail = [&](std::string_view error, std::string_view description) {
+    std::string q = "error=" + pct(error) + "&error_description=" + pct(description);
+    if (!state.empty()) {
+      q += "&state=" + pct(state);
+    }
+    q += "&iss=" + pct(b);
+    return redirect(with_query(redirect_uri, q));
+  };
+  if (get(*p, "response_type") != "code") {
+    return fail("unsupported_response_type", "response_type must be code");
+  }
+  const std::string challenge = get(*p, "code_challenge");
+  if (challenge.empty()) {
+    return fail("invalid_request", "PKCE is required: send code_challenge (S256)");
+  }
+  if (get(*p, "code_challenge_method") != "S256") {
+    return fail("invalid_request", "code_challenge_method must be S256 (plain is refused)");
+  }
+  if (challenge.size() != 43) {
+    return fail("invalid_request", "code_challenge must be a base64url SHA-256 (43 characters)");
+  }
+  const std::string resource = get(*p, "resource");
+  if (!resource.empty() && resource != b + "/mcp") {
+    return fail("invalid_target", "resource must be this server's " + b + "/mcp");
+  }
+  if (state.size() > kMaxState || get(*p, "scope").size() > 256) {
+    return fail("invalid_request", "state or scope is too long");
+  }
+  // 3. The consent page, carrying the request and its CSRF token.
+  std::string fields;
+  consent_view v;
+  v.client_name = c->name;
+  v.redirect_host = uri_host(redirect_uri);
+  std::vector<std::string> values;
+  values.reserve(std::size(kCarried));
+  for (std::string_view f : kCarried) {
+    values.push_back(f == "redirect_uri" ? redirect_uri : get(*p, f));
+    fields += pct(values.back()) + "|";
+  }
+  const std::string token = csrf(fields, now + kConsentSecs);
+  for (size_t i = 0; i < std::size(kCarried); ++i) {
+    v.hidden.emplace_back(kCarried[i], values[i]);
+  }
+  v.hidden.emplace_back("csrf", token);
+  return page(200, consent_page(v));
+}
+
+answer server::authorize_post(const http::request& req, quota::core_ledger& ledger,
+                              std::string_view addr, int64_t now) {
+  if (!form_body(req)) {
+    return error_page_answer(415, "Unexpected form", "The consent form is sent form-encoded.");
+  }
+  auto p = parse_form(req.body);
+  if (!p) {
+    return error_page_answer(400, "This form is malformed", p.error());
+  }
+  // The CSRF token: made by this process for exactly these fields, and not stale.
+  std::string fields;
+  for (std::string_view f : kCarried) {
+    fields += pct(get(*p, f)) + "|";
+  }
+  const std::string token = get(*p, "csrf");
+  const size_t dot = token.find('.');
+  int64_t expires = 0;
+  if (dot != std::string::npos) {
+    expires = std::strtoll(token.substr(0, dot).c_str(), nullptr, 10);
+  }
+  if (token.empty() || dot == std::string::npos || expires < now ||
+      !equal_ct(token, csrf(fields, expires))) {
+    return error_page_answer(400, "This form has expired",
+                             "The consent form was not issued by this server for this request, "
+                             "or it is too old, or the server restarted since.");
+  }
+  // The client and redirect URI were checked when the form was made (and are bound by it); the
+  // client may have been removed since.
+  const std::string client_id = get(*p, "client_id");
+  const std::string redirect_uri = get(*p, "redirect_uri");
+  auto c = store_->find_client(client_id);
+  if (!c) {
+    return error_page_answer(400, "Unknown app", "This app is not registered with this server.");
+  }
+  const std::string b = base(req);
+  const std::string state = get(*p, "state");
+  auto back = [&](std::string q) {
+    if (!state.empty()) {
+      q += "&state=" + pct(state);
+    }
+    q += "&iss=" + pct(b);
+    return redirect(with_query(redirect_uri, q));
+  };
+  if (get(*p, "action") == "deny") {
+    return back("error=access_denied&error_description=" + pct("the user denied access"));
+  }
+  int64_t retry = 0;
+  if (!allow(failures_, addr, now, kFailuresPerWindow, kFailureWindow, retry, false)) {
+    answer a = error_page_answer(
+        429, "Too many attempts",
+        fmt::format("Too many wrong keys were entered from your address. Try again in {} "
+                    "seconds.",
+                    retry));
+    a.headers += fmt::format("Retry-After: {}\r\n", retry);
+    return a;
+  }
+  // The key, checked exactly as the hot path checks it (an access token is not a key here).
+  const std::string key = get(*p, "api_key");
+  const quota::key_record* rec =
+      key.empty() || key.rfind(kAccessPrefix, 0) == 0 ? nullptr : ledger.authenticate_newest(key);
+  if (rec == nullptr) {
+    (void)allow(failures_, addr, now, kFailuresPerWindow, kFailureWindow, retry, true);
+    consent_view v;
+    v.client_name = c->name;
+    v.redirect_host = uri_host(redirect_uri);
+    v.message = key.empty() ? "Enter your API key."
+                            : "That API key is not valid: it is unknown or revoked. Check it "
+                              "and try again.";
+    for (std::string_view f : kCarried) {
+      v.hidden.emplace_back(f, p->find(f) == p->end() ? std::string_view() : p->find(f)->second);
+    }
+    v.hidden.emplace_back("csrf", token);
+    return page(401, consent_page(v));
+  }
+  code_data d;
+  d.client_id = client_id;
+  d.redirect_uri = redirect_uri;
+  d.challenge = get(*p, "code_challenge");
+  d.resource = get(*p, "resource");
+  d.scope = get(*p, "scope");
+  d.key_id = rec->key_id;
+  d.expires = now + kCodeSecs;
+  const std::string code = store_->issue_code(std::move(d));
+  if (code.empty()) {
+    return back("error=server_error&error_description=" + pct("no random bytes"));
+  }
+  return back("code=" + pct(code));
+}
+
+answer server::token(const http::request& req, int64_t now) {
+  if (!form_body(req)) {
+    return json_error(400, "invalid_request",
+                      "The token request is sent as application/x-www-form-urlencoded.");
+  }
+  auto p = parse_form(req.body);
+  if (!p) {
+    return json_error(400, "invalid_request", p.error());
+  }
+  const std::string client_id = get(*p, "client_id");
+  if (client_id.empty() || !store_->find_client(client_id)) {
+    answer a = json_error(401, "invalid_client", "client_id is missing or not registered.");
+    a.headers += "WWW-Authenticate: Basic realm=\"tollgate\"\r\n";
+    return a;
+  }
+  const std::string grant_type = get(*p, "grant_type");
+  const std::string b = base(req);
+  result<issued, std::string> t = unexpected(std::string());
+  if (grant_type == "authorization_code") {
+    auto d = store_->take_code(get(*p, "code"), now);  // gone now, whatever follows
+    if (!d || d->client_id != client_id) {
+      return json_error(400, "invalid_grant",
+                        "The code is unknown, used, expired or issued to another client.");
+    }
+    if (get(*p, "redirect_uri") != d->redirect_uri) {
+      return json_error(400, "invalid_grant", "redirect_uri differs from the authorization's.");
+    }
+    const std::string verifier = get(*p, "code_verifier");
+    if (!valid_verifier(verifier) || !equal_ct(s256(verifier), d->challenge)) {
+      return json_error(400, "invalid_grant", "code_verifier does not match code_challenge.");
+    }
+    const std::string resource = get(*p, "resource");
+    if (!resource.empty() && resource != (d->resource.empty() ? b + "/mcp" : d->resource)) {
+      return json_error(400, "invalid_target", "resource must be this server's " + b + "/mcp");
+    }
+    if (!key_live(d->key_id)) {
+      return json_error(400, "invalid_grant", "The API key behind this code has been revoked.");
+    }
+    t = store_->new_grant(d->key_id, client_id, d->scope, now);
+    if (!t) {
+      return json_error(503, "temporarily_unavailable", "The grant could not be stored.");
+    }
+  } else if (grant_type == "refresh_token") {
+    const std::string resource = get(*p, "resource");
+    if (!resource.empty() && resource != b + "/mcp") {
+      return json_error(400, "invalid_target", "resource must be this server's " + b + "/mcp");
+    }
+    auto r = store_->refresh(get(*p, "refresh_token"), client_id, now,
+                             [this](uint64_t id) { return key_live(id); });
+    if (!r) {
+      if (r.error() == store::refresh_error::io) {
+        return json_error(503, "temporarily_unavailable", "The new tokens could not be stored.");
+      }
+      return json_error(400, "invalid_grant",
+                        r.error() == store::refresh_error::reused
+                            ? "This refresh token was already used: the grant is revoked. "
+                              "Authorize again."
+                            : "The refresh token is unknown, expired, revoked or another "
+                              "client's.");
+    }
+    t = std::move(*r);
+  } else {
+    return json_error(400, "unsupported_grant_type",
+                      "grant_type must be authorization_code or refresh_token.");
+  }
+  answer a;
+  a.headers = std::string(kCors) + std::string(kNoStore);
+  a.body =
+      fmt::format(R"({{"access_token":{},"token_type":"Bearer","expires_in":{},"refresh_token":{})",
+                  admin::js(t->access), t->expires_in, admin::js(t->refresh));
+  if (!t->scope.empty()) {
+    a.body += ",\"scope\":" + admin::js(t->scope);
+  }
+  a.body += "}";
+  return a;
+}
+
+answer server::revoke(const http::request& req, int64_t now) {
+  if (!form_body(req)) {
+    return json_error(400, "invalid_request", "The request is sent form-encoded.");
+  }
+  auto p = parse_form(req.body);
+  if (!p) {
+    return json_error(400, "invalid_request", p.error());
+  }
+  const std::string client_id = get(*p, "client_id");
+  if (client_id.empty() || !store_->find_client(client_id)) {
+    return json_error(401, "invalid_client", "client_id is missing or not registered.");
+  }
+  if (!store_->revoke_token(get(*p, "token"), client_id, now)) {
+    return json_error(503, "temporarily_unavailable", "The revocation could not be stored.");
+  }
+  answer a;
+  a.headers = std::string(kCors) + std::string(kNoStore);
+  a.body = "{}";
+  return a;
+}
+
+http::response_info server::handle(const http::request& req, quota::core_ledger& ledger,
+                                   std::string_view peer, out_buffer& out, int64_t now_unix) {
+  const std::string_view path = req.path;
+  const std::string_view m = req.method;
+  const std::string_view addr = addr_of(peer);
+  answer a;
+  const bool post_route = path == "/register" || path == "/token" || path == "/revoke";
+  if (m == "OPTIONS") {
+    a.status = 204;
+    a.content_type = {};
+    a.headers = std::string(kCors) + "Access-Control-Max-Age: 86400\r\n";
+  } else if (path.rfind("/.well-known/", 0) == 0) {
+    const bool resource = path.rfind("/.well-known/oauth-protected-resource", 0) == 0;
+    if (m != "GET" && m != "HEAD") {
+      a = json_error(405, "invalid_request", "Use GET.");
+      a.headers += "Allow: GET, HEAD, OPTIONS\r\n";
+    } else {
+      a = metadata(req, resource);
+    }
+  } else if (path == "/authorize") {
+    a = m == "GET" || m == "HEAD" ? authorize_get(req, now_unix)
+        : m == "POST"             ? authorize_post(req, ledger, addr, now_unix)
+                                  : error_page_answer(405, "Method not allowed", "Use GET.");
+  } else if (post_route && m != "POST") {
+    a = json_error(405, "invalid_request", "Use POST.");
+    a.headers += "Allow: POST, OPTIONS\r\n";
+  } else if (path == "/register") {
+    a = do_register(req, addr, now_unix);
+  } else if (path == "/token") {
+    a = token(req, now_unix);
+  } else {
+    a = revoke(req, now_unix);
+  }
+  http::response_head h = http::head_for(req, a.status);
+  h.content_type = a.content_type;
+  h.extra_headers = a.headers;
+  http::write_response(out, h, a.body);
+  return {a.status, h.close};
+}
+
+result<void, std::string> check_oauth_config(const config::settings& s) {
+  if (!s.oauth_enabled) {
+    return {};
+  }
+  if (s.cluster) {
+    return unexpected(std::string(
+        "oauth.enabled: OAuth grants are kept in the data dir; cluster mode ([cluster]) does not "
+        "share them between nodes yet"));
+  }
+  if (s.oauth_issuer.empty() && !config::is_loopback_host(s.listen.host)) {
+    return unexpected(fmt::format(
+        "oauth.issuer: required when the listener ({}) is not loopback: the public base URL "
+        "clients reach this server at (https://...)",
+        s.listen.host));
+  }
+  return {};
+}
+
+}  // namespace tollgate::app::oauth
+
+namespace tollgate::app {
+
+int make_oauth(shared_state& st, const config::settings& s) {
+  if (!s.oauth_enabled || !st.quota) {
+    return 0;
+  }
+  if (auto c = oauth::check_oauth_config(s); !c) {
+    log_error("{}", c.error());
+    return 2;
+  }
+  auto o = std::make_shared<oauth::server>(s, *st.quota);
+  if (auto r = o->start(static_cast<int64_t>(std::time(nullptr))); !r) {
+    log_error("oauth: {}", r.error());
+    return 1;
+  }
+  st.oauth = std::move(o);
+  log_info("oauth: authorization server on {} (access tokens {} s, refresh tokens {} s)",
+           s.oauth_issuer.empty() ? std::string("the listener's own address (loopback)")
+                                  : s.oauth_issuer,
+           s.oauth_access_token_secs, s.oauth_refresh_token_secs);
+  return 0;
+}
+
+}  // namespace tollgate::app

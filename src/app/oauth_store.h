@@ -1,0 +1,155 @@
+// The OAuth grants tollgate has made (README "Connect claude.ai, ChatGPT or any OAuth client";
+// docs/design.md "OAuth: a token is its key"): registered clients, grants (a key lent to a
+// client), and their access and refresh tokens, stored only as SHA-256 digests.
+//
+// Durable in <data>/oauth.log, one line per event, appended with fdatasync before the answer
+// that depends on it (as the admin API's records are), compacted (rewritten without dead
+// entries) when the store is opened:
+//   client  <client_id> <created> =<name> =<redirect_uri>...   (=: percent-encoded text follows)
+//   grant   <grant_id> <key_id> <client_id> <created> =<scope>
+//   access  <sha256-hex> <grant_id> <expires>
+//   refresh <sha256-hex> <grant_id> <expires>
+//   spent   <sha256-hex>        a refresh token used once: using it again revokes its grant
+//   revoke  <grant_id>          by POST /revoke, refresh reuse, or `tollgate oauth revoke`
+// Authorization codes live in memory only (≤ 60 s, single use): a restart forgets them, so a
+// code redeemed before a restart or a kill -9 never works after it either.
+//
+// Every live access token is also pushed into the quota service's lookup table as an alias of
+// its key (service::set_token_aliases), which is how the hot path knows it: this class is never
+// on the request path of /mcp or REST.
+//
+// Thread-safe: one mutex; its durable appends (a few ms) happen under it on the core that
+// answers /register, /token or /revoke, as the admin API's do on its core.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tollgate/common/result.h"
+
+namespace tollgate::quota {
+class service;
+}
+
+namespace tollgate::app::oauth {
+
+struct client {
+  std::string id;
+  std::string name;
+  std::vector<std::string> redirect_uris;
+  int64_t created = 0;
+};
+
+struct grant {
+  std::string id;
+  uint64_t key_id = 0;
+  std::string client_id;
+  int64_t created = 0;
+  std::string scope;
+  bool revoked = false;
+};
+
+/// What an authorization code stands for (RFC 6749 §4.1.2, bound as OAuth 2.1 asks).
+struct code_data {
+  std::string client_id;
+  std::string redirect_uri;
+  std::string challenge;  ///< PKCE S256 code_challenge
+  std::string resource;   ///< RFC 8707 (empty: none asked)
+  std::string scope;
+  uint64_t key_id = 0;
+  int64_t expires = 0;
+};
+
+/// A token response's secrets (shown once).
+struct issued {
+  std::string access;
+  std::string refresh;
+  int64_t expires_in = 0;
+  std::string scope;
+};
+
+/// A grant as `tollgate oauth list` shows it.
+struct grant_view {
+  grant g;
+  std::string client_name;
+  size_t live_access = 0;
+  bool live_refresh = false;
+};
+
+class store {
+ public:
+  /// `svc` receives the live access tokens (null: the CLI, which only reads and revokes).
+  store(std::string data_dir, quota::service* svc, int64_t access_secs, int64_t refresh_secs);
+
+  /// Loads oauth.log (compacting it when `compact`) and pushes the live tokens. The error names
+  /// the file and line.
+  result<void, std::string> open(int64_t now, bool compact);
+  /// Re-reads the file if another process (the CLI) appended to it; the watcher calls this.
+  void poll(int64_t now);
+
+  result<client, std::string> register_client(std::string name, std::vector<std::string> uris,
+                                              int64_t now);
+  std::optional<client> find_client(std::string_view id) const;
+
+  /// A fresh code for `d` (memory only).
+  std::string issue_code(code_data d);
+  /// The code's data, removing it (single use); nullopt when unknown, used or expired.
+  std::optional<code_data> take_code(std::string_view code, int64_t now);
+
+  /// A new grant of key `key_id` to `client_id` and its first tokens (durable before it returns).
+  result<issued, std::string> new_grant(uint64_t key_id, std::string_view client_id,
+                                        std::string_view scope, int64_t now);
+  enum class refresh_error { none, invalid, reused, io };
+  /// Rotates refresh token `token` of `client_id`. A spent token revokes its grant (`reused`).
+  /// `key_live(key_id)` false (a revoked key) refuses it too.
+  result<issued, refresh_error> refresh(std::string_view token, std::string_view client_id,
+                                        int64_t now, const std::function<bool(uint64_t)>& key_live);
+  /// RFC 7009: revokes the grant of an access or refresh token of `client_id`; an unknown
+  /// token is no error. False only when the record could not be written.
+  bool revoke_token(std::string_view token, std::string_view client_id, int64_t now);
+
+  /// Grants, newest last (`key_id` 0: all).
+  std::vector<grant_view> list(uint64_t key_id, int64_t now) const;
+  /// Revokes grant `grant_id`, or every grant of `key_id`, or of `client_id` (the others empty
+  /// or 0). The number revoked, or why not.
+  result<size_t, std::string> revoke(std::string_view grant_id, uint64_t key_id,
+                                     std::string_view client_id, int64_t now);
+
+  std::string path() const { return dir_ + "/oauth.log"; }
+
+ private:
+  struct token {
+    std::string grant_id;
+    int64_t expires = 0;
+    bool spent = false;
+  };
+  result<void, std::string> load_locked(int64_t now, bool compact);
+  result<void, std::string> apply(std::string_view line);
+  bool append_locked(const std::string& lines);
+  result<issued, std::string> mint_locked(const std::string& grant_id, std::string& lines,
+                                          int64_t now);
+  void push_locked(int64_t now);
+  void revoke_locked(const std::string& grant_id, std::string& lines);
+
+  std::string dir_;
+  quota::service* svc_;
+  int64_t access_secs_;
+  int64_t refresh_secs_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, client> clients_;
+  std::unordered_map<std::string, grant> grants_;
+  std::vector<std::string> grant_order_;
+  std::unordered_map<std::string, token> access_;   // digest hex → token
+  std::unordered_map<std::string, token> refresh_;  // digest hex → token
+  std::unordered_map<std::string, code_data> codes_;
+  uint64_t expected_size_ = 0;  // the file's size after this process's last read or append
+  uint64_t expected_ino_ = 0;
+};
+
+}  // namespace tollgate::app::oauth
