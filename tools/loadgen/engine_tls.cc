@@ -17,7 +17,8 @@ namespace {
 
 bool is_ip_literal(const std::string& host) {
   unsigned char buf[16];
-  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
 constexpr std::size_t kPlainRoom = 16 * 1024;  ///< free space c.in keeps for one SSL_read
