@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
     --duration) DURATION=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) perf_die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -269,7 +269,7 @@ summary="$T/summary"
 {
   echo "perf/tls/compare-tls.sh $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -n) ($(nproc) cores, $(uname -r)), commit $(git -C "$PERF_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); $ROUNDS rounds of ${DURATION}s; $CONNECTIONS connections; load at end $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "TLS 1.3 TLS_AES_128_GCM_SHA256, ECDSA P-256; median (min-max) over rounds"
-  printf '%-8s %-14s %-30s %-30s\n' server row "per second" "server CPU us each"
+  printf '%-8s %-14s %-30s %-30s %s\n' server row "per second" "server CPU us each" "last round"
   for k in "${kinds[@]}" hs-full hs-resumed; do
     for s in tollgate nginx; do
       read -r m lo hi <<<"$(stat "$s" "$k" 5)"; a=$(printf '%.6g (%.6g-%.6g)' "$m" "$lo" "$hi")
