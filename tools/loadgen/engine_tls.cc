@@ -3,6 +3,7 @@
 // socket: the ring still moves every byte, and OpenSSL never blocks.
 #include <arpa/inet.h>
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
@@ -59,6 +60,7 @@ bool runner::tls_begin(std::uint32_t i, std::uint64_t now) {
   }
   int r = SSL_do_handshake(c.ssl);  // writes the ClientHello into net_out
   if (r != 1 && SSL_get_error(c.ssl, r) != SSL_ERROR_WANT_READ) {
+    ERR_clear_error();  // SSL_get_error reads the thread's queue: leave it empty
     begin_close(i, "TLS handshake failed", now, true);
     return false;
   }
@@ -80,6 +82,7 @@ bool runner::tls_feed(std::uint32_t i, const char* p, std::size_t n, std::uint64
     } else {
       int e = SSL_get_error(c.ssl, r);
       if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+        ERR_clear_error();  // SSL_get_error reads the thread's queue: leave it empty
         begin_close(i, "TLS handshake failed", now, true);
         return false;
       }
@@ -102,6 +105,7 @@ bool runner::tls_feed(std::uint32_t i, const char* p, std::size_t n, std::uint64
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_ZERO_RETURN) {
       break;  // all decrypted, or close_notify (the TCP end of file follows)
     }
+    ERR_clear_error();
     begin_close(i, "TLS record error", now, true);
     return false;
   }
@@ -117,6 +121,7 @@ void runner::tls_flush(std::uint32_t i) {
     // A memory BIO takes everything: one SSL_write, the requests in as few records as fit.
     int r = SSL_write(c.ssl, c.out_q.data(), static_cast<int>(c.out_q.size()));
     if (r <= 0) {
+      ERR_clear_error();
       begin_close(i, "TLS write failed", now_ns(), true);
       return;
     }

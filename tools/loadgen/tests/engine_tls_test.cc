@@ -176,8 +176,8 @@ class tls_server {
 };
 
 /// One load thread over TLS against `srv` until `stop_after` outcomes (20 s safety net).
-thread_stats run_tls(const tls_server& srv, const tls_options& opt, unsigned conns,
-                     unsigned depth, std::uint64_t stop_after, unsigned features = feat_all) {
+thread_stats run_tls(const tls_server& srv, const tls_options& opt, unsigned conns, unsigned depth,
+                     std::uint64_t stop_after, unsigned features = feat_all) {
   run_config cfg;
   std::memcpy(&cfg.addr, &srv.addr(), sizeof(sockaddr_in));
   cfg.addr_len = sizeof(sockaddr_in);
