@@ -29,7 +29,7 @@ double allocs_per_op(F&& f) {
   return static_cast<double>(scope.count()) / 1000.0;
 }
 
-constexpr std::string_view k_headers =
+constexpr std::string_view kHeaders =
     "X-RateLimit-Limit: 10\r\nX-RateLimit-Remaining: 9\r\nX-Quota-Used: 10\r\n";
 
 // A 2 KB search payload: ~12 stories with a quote and a newline in each title.
@@ -50,7 +50,7 @@ void BM_success_2k_payload_via_json_out(benchmark::State& state) {
   auto once = [&] {
     out.clear();
     env().head(out, 200, false);
-    out.append(k_headers);
+    out.append(kHeaders);
     body_mark m = env().body_start(out);
     env().success_prefix(out, "42", revision::v2025_06_18);
     json_out j(out, true);
@@ -59,7 +59,7 @@ void BM_success_2k_payload_via_json_out(benchmark::State& state) {
     env().body_end(out, m);
   };
   once();
-  std::string want = reference::http(200, false, k_headers,
+  std::string want = reference::http(200, false, kHeaders,
                                      reference::success("42", revision::v2025_06_18, payload));
   if (out.view() != want) {
     state.SkipWithError("mismatch with reference");
@@ -82,7 +82,7 @@ void BM_success_2k_envelope_only(benchmark::State& state) {
   auto once = [&] {
     out.clear();
     env().head(out, 200, false);
-    out.append(k_headers);
+    out.append(kHeaders);
     body_mark m = env().body_start(out);
     env().success_prefix(out, "42", revision::v2025_06_18);
     out.append(payload);
@@ -111,14 +111,14 @@ void BM_tool_error(benchmark::State& state) {
   auto once = [&] {
     out.clear();
     env().head(out, 200, false);
-    out.append(k_headers);
+    out.append(kHeaders);
     body_mark m = env().body_start(out);
     env().tool_error_response(out, "42", revision::v2025_06_18, e);
     env().body_end(out, m);
   };
   once();
   if (out.view() !=
-      reference::http(200, false, k_headers,
+      reference::http(200, false, kHeaders,
                       reference::tool_error_response("42", revision::v2025_06_18, e))) {
     state.SkipWithError("mismatch with reference");
     return;

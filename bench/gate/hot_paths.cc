@@ -111,7 +111,7 @@ void measure(std::string_view name, uint64_t iters, F&& once) {
 
 // ---- HTTP parse of a realistic MCP POST ----
 
-const std::string k_call_body =
+const std::string kCallBody =
     R"({"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"search_stories",)"
     R"("arguments":{"query":"io_uring zero copy networking","limit":10,"offset":0,)"
     R"("sort":"relevance","tags":["linux","performance"],"since":"2025-01-01T00:00:00Z"},)"
@@ -133,14 +133,14 @@ void op_http_parse() {
       "Mcp-Session-Id: 1868a90c-8e5a-4a4b-9b8f-3d2c1e0f9a7b\r\n"
       "Connection: keep-alive\r\n"
       "Content-Length: " +
-      std::to_string(k_call_body.size()) + "\r\n\r\n" + k_call_body;
+      std::to_string(kCallBody.size()) + "\r\n\r\n" + kCallBody;
   std::string buf = wire;
   http::request req;
   const http::limits lim;
   const http::parse_result r = http::parse_request(buf.data(), buf.size(), lim, req);
   if (r.status != http::parse_status::complete || r.consumed != wire.size() ||
       req.method != "POST" || req.path != "/mcp" || req.num_headers != 10 ||
-      req.body != k_call_body || !req.keep_alive ||
+      req.body != kCallBody || !req.keep_alive ||
       req.header_value("mcp-protocol-version") != "2025-06-18" ||
       req.header_value("authorization") != "Bearer tg_live_4f9c2a7e1b3d5f6a8c0e2b4d6f8a0c1e") {
     die("http_parse_mcp_post", "the request did not parse as expected");
@@ -163,12 +163,12 @@ class echo_tool : public mcp::tool {
   }
 };
 
-constexpr std::string_view k_host_headers =
+constexpr std::string_view kHostHeaders =
     "X-RateLimit-Limit: 10\r\nX-RateLimit-Remaining: 9\r\nX-RateLimit-Reset: 1\r\n";
 
 class fixed_host : public mcp::host {
  public:
-  void write_headers(out_buffer& out) override { out.append(k_host_headers); }
+  void write_headers(out_buffer& out) override { out.append(kHostHeaders); }
   mcp::admission admit(std::string_view, std::string_view) override {
     ++admitted_;
     return {};
@@ -204,7 +204,7 @@ void op_mcp_call() {
   mcp::endpoint ep(tools, env);
   fixed_host host;
 
-  std::string padded = k_call_body + std::string(mcp::body_padding, ' ');
+  std::string padded = kCallBody + std::string(mcp::body_padding, ' ');
   http::request req;
   req.method = "POST";
   req.path = "/mcp";
@@ -214,7 +214,7 @@ void op_mcp_call() {
   req.add_header("Content-Type", "application/json");
   req.add_header("Authorization", "Bearer tg_0123456789abcdef");
   req.add_header("MCP-Protocol-Version", "2025-06-18");
-  req.body = std::string_view(padded.data(), k_call_body.size());
+  req.body = std::string_view(padded.data(), kCallBody.size());
   out_buffer out(64 * 1024);
 
   const http::response_info info = ep.handle_http(req, host, out);
@@ -223,7 +223,7 @@ void op_mcp_call() {
                                    R"({"total":0,"query":"io_uring zero copy networking"})");
   const std::string_view got = out.view();
   if (info.status != 200 || info.close || got.rfind("HTTP/1.1 200 ", 0) != 0 ||
-      got.find(k_host_headers) == std::string_view::npos || got.size() < want_body.size() ||
+      got.find(kHostHeaders) == std::string_view::npos || got.size() < want_body.size() ||
       got.substr(got.size() - want_body.size()) != want_body || host.admitted_ != 1 ||
       host.settled_ok_ != 1) {
     std::fprintf(stderr, "got:\n%.*s\nwant body:\n%s\n", static_cast<int>(got.size()), got.data(),
@@ -266,7 +266,7 @@ void op_envelope_success() {
   auto once = [&] {
     out.clear();
     env_cache().head(out, 200, false);
-    out.append(k_host_headers);
+    out.append(kHostHeaders);
     envelope::body_mark m = env_cache().body_start(out);
     env_cache().success_prefix(out, "42", envelope::revision::v2025_06_18);
     json_out j(out, true);
@@ -277,7 +277,7 @@ void op_envelope_success() {
   once();
   if (out.view() !=
       envelope::reference::http(
-          200, false, k_host_headers,
+          200, false, kHostHeaders,
           envelope::reference::success("42", envelope::revision::v2025_06_18, payload))) {
     die("envelope_success_2k", "differs from the reference rendering");
   }
@@ -308,13 +308,13 @@ void op_envelope_tool_errors() {
     auto once = [&] {
       out.clear();
       env_cache().head(out, 200, false);
-      out.append(k_host_headers);
+      out.append(kHostHeaders);
       envelope::body_mark m = env_cache().body_start(out);
       env_cache().tool_error_response(out, "42", envelope::revision::v2025_06_18, e);
       env_cache().body_end(out, m);
     };
     once();
-    if (out.view() != envelope::reference::http(200, false, k_host_headers,
+    if (out.view() != envelope::reference::http(200, false, kHostHeaders,
                                                 envelope::reference::tool_error_response(
                                                     "42", envelope::revision::v2025_06_18, e))) {
       die(name, "differs from the reference rendering");
@@ -333,8 +333,8 @@ void op_quota() {
   if (!selected("quota_request")) {
     return;
   }
-  constexpr int64_t k_sec = 1000000000;
-  constexpr uint64_t k_iters = 6400;  // a multiple of 64: exactly 100 journal writes
+  constexpr int64_t kSec = 1000000000;
+  constexpr uint64_t kIters = 6400;  // a multiple of 64: exactly 100 journal writes
   char tmpl[] = "/tmp/tollgate-gate-quota-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     die("quota_request", "mkdtemp failed");
@@ -358,7 +358,7 @@ void op_quota() {
     key = *k;
   }
   // A fixed instant mid-month, so the month boundary is never crossed.
-  const int64_t t0 = (quota::days_from_civil(2026, 12, 2) * 86400 + 43200) * k_sec;
+  const int64_t t0 = (quota::days_from_civil(2026, 12, 2) * 86400 + 43200) * kSec;
   quota::service_options o;
   o.data_dir = dir;
   o.plans = plans;
@@ -403,14 +403,14 @@ void op_quota() {
   if (refused != 0 || r == nullptr || svc->usage(r->key_id, svc->month()).used != 1) {
     die("quota_request", "the first request was not admitted and billed once");
   }
-  measure("quota_request", k_iters, once);
+  measure("quota_request", kIters, once);
   s.before_send(now);
   s.reconcile(now);
   r = s.authenticate(key.secret);
-  const uint64_t warm = warm_up_of(k_iters * g_scale);
+  const uint64_t warm = warm_up_of(kIters * g_scale);
   if (refused != 0 || r == nullptr ||
       svc->usage(r->key_id, svc->month()).used !=
-          static_cast<int64_t>(1 + warm + k_iters * g_scale)) {
+          static_cast<int64_t>(1 + warm + kIters * g_scale)) {
     die("quota_request", "usage does not match the requests admitted");
   }
   svc->close(now);
@@ -430,7 +430,7 @@ struct search_case {
 // Totals as the sample corpus answers them (10,000 generated stories, fixed seed). If the sample
 // generator or the matching rules change deliberately, update them here (the op fails loudly
 // otherwise, and the instruction baseline needs --accept anyway).
-constexpr search_case k_search_cases[] = {
+constexpr search_case kSearchCases[] = {
     {"search_1term", "rust", 1909},
     {"search_3term", "linux kernel scheduler", 3},
     {"search_phrase", "\"the kernel\"", 100},
@@ -438,7 +438,7 @@ constexpr search_case k_search_cases[] = {
 
 void op_search() {
   bool any = false;
-  for (const auto& c : k_search_cases) {
+  for (const auto& c : kSearchCases) {
     any = selected(c.name) || any;  // every name is listed under --list
   }
   if (!any) {
@@ -450,7 +450,7 @@ void op_search() {
   }
   auto s = b->make_scratch();
   out_buffer out(1 << 16);
-  for (const auto& c : k_search_cases) {
+  for (const auto& c : kSearchCases) {
     if (!selected(c.name)) {
       continue;
     }

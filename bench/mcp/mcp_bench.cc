@@ -111,7 +111,7 @@ struct request_holder {
   }
 };
 
-const std::string k_call =
+const std::string kCall =
     R"({"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"search_stories",)"
     R"("arguments":{"query":"io_uring zero copy networking","limit":10,"offset":0,)"
     R"("sort":"relevance","tags":["linux","performance"],"since":"2025-01-01T00:00:00Z"},)"
@@ -143,18 +143,18 @@ void run_request(benchmark::State& state, const std::string& body, const char* v
 }
 
 void BM_tools_call_decode_dispatch_envelope(benchmark::State& state) {
-  run_request(state, k_call, "2025-06-18", 200, R"(\"query\":\"io_uring zero copy networking\")");
+  run_request(state, kCall, "2025-06-18", 200, R"(\"query\":\"io_uring zero copy networking\")");
 }
 BENCHMARK(BM_tools_call_decode_dispatch_envelope);
 
 void BM_tools_call_modern(benchmark::State& state) {
   // 2026-07-28 without Mcp-Method: measures the -32020 path (header check fails fast).
-  run_request(state, k_call, "2026-07-28", 400, "-32020");
+  run_request(state, kCall, "2026-07-28", 400, "-32020");
 }
 BENCHMARK(BM_tools_call_modern);
 
 void BM_tools_call_schema_error(benchmark::State& state) {
-  std::string body = k_call;
+  std::string body = kCall;
   body.replace(body.find("\"limit\":10"), 10, "\"limit\":99");
   run_request(state, body, "2025-06-18", 200, "-32602");
 }

@@ -127,7 +127,7 @@ void admin_api::put_in_force(bool admin_core) {
 http::response_info admin_api::handle(const http::request& req, out_buffer& out) {
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   answer a;
-  if (req.path == k_webhook_path) {
+  if (req.path == kWebhookPath) {
     a = webhook(req, now, true);
   } else {
     a = route(req, now);
@@ -223,7 +223,7 @@ admin_api::answer admin_api::route(const http::request& req, int64_t now) {
   if (p.substr(0, 12) == "/admin/keys/" && p.find('/', 12) == std::string_view::npos) {
     return {405, error_body("method_not_allowed", "This route takes PATCH."), "Allow: PATCH\r\n"};
   }
-  return {404, std::string(k_no_such_route)};
+  return {404, std::string(kNoSuchRoute)};
 }
 
 admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t now,
@@ -298,7 +298,7 @@ admin_api::answer admin_api::dispatch_change(const http::request& req, int64_t n
     return {405, error_body("method_not_allowed", "This route does not support that method."),
             p.substr(0, 12) == "/admin/keys/" ? "Allow: PATCH\r\n" : "Allow: GET\r\n"};
   }
-  return {404, std::string(k_no_such_route)};
+  return {404, std::string(kNoSuchRoute)};
 }
 
 result<void, std::string> check_admin_config(const config::settings& s, bool serving) {

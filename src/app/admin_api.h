@@ -53,7 +53,7 @@ struct shared_state;
 
 class admin_api {
  public:
-  static constexpr std::string_view k_webhook_path = "/admin/webhooks/stripe";
+  static constexpr std::string_view kWebhookPath = "/admin/webhooks/stripe";
 
   /// Resolves the admin token and the webhook secret from the environment or files named by
   /// `s`, opens (and compacts) the idempotency and event files. `st.quota` may be null (a shard

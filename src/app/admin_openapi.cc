@@ -7,7 +7,7 @@
 namespace tollgate::app {
 
 std::string_view admin_openapi() {
-  return {generated::k_admin_openapi_json, sizeof generated::k_admin_openapi_json};
+  return {generated::kAdminOpenapiJson, sizeof generated::kAdminOpenapiJson};
 }
 
 }  // namespace tollgate::app

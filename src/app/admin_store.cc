@@ -29,7 +29,7 @@ admin_store::admin_store(std::string data_dir, int64_t now) : data_dir_(std::mov
       int off = 0;
       if (std::sscanf(line.c_str(), "idem %lld %64s %64s %d %n", &at, lookup, fp, &status, &off) ==
               4 &&
-          off > 0 && now - at < k_remember_secs) {
+          off > 0 && now - at < kRememberSecs) {
         idem_[lookup] = {at, fp, status, line.substr(static_cast<size_t>(off))};
         kept += line + "\n";
       }
@@ -51,7 +51,7 @@ admin_store::admin_store(std::string data_dir, int64_t now) : data_dir_(std::mov
       char id[256];
       long long at = 0;
       if (std::sscanf(line.c_str(), "event %lld %255s", &at, id) == 2 &&
-          now - at < k_remember_secs) {
+          now - at < kRememberSecs) {
         events_[id] = at;
         kept += line + "\n";
       }
@@ -64,7 +64,7 @@ admin_store::admin_store(std::string data_dir, int64_t now) : data_dir_(std::mov
 
 const admin_store::idem_entry* admin_store::find_answer(const std::string& lookup,
                                                         int64_t now) const {
-  if (auto it = idem_.find(lookup); it != idem_.end() && now - it->second.at < k_remember_secs) {
+  if (auto it = idem_.find(lookup); it != idem_.end() && now - it->second.at < kRememberSecs) {
     return &it->second;
   }
   return nullptr;
@@ -79,17 +79,17 @@ void admin_store::remember_answer(const std::string& lookup, idem_entry e, int64
               r.error());
   }
   if (idem_.size() > 100000) {  // answers older than a day are forgotten
-    std::erase_if(idem_, [&](const auto& x) { return now - x.second.at >= k_remember_secs; });
+    std::erase_if(idem_, [&](const auto& x) { return now - x.second.at >= kRememberSecs; });
   }
   idem_[lookup] = std::move(e);
 }
 
 bool admin_store::seen_event(std::string_view id, int64_t now) {
   if (events_.size() > 100000) {  // ids older than a day are forgotten
-    std::erase_if(events_, [&](const auto& e) { return now - e.second >= k_remember_secs; });
+    std::erase_if(events_, [&](const auto& e) { return now - e.second >= kRememberSecs; });
   }
   auto it = events_.find(std::string(id));
-  return it != events_.end() && now - it->second < k_remember_secs;
+  return it != events_.end() && now - it->second < kRememberSecs;
 }
 
 void admin_store::remember_event(std::string_view id, int64_t now) {

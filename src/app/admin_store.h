@@ -16,7 +16,7 @@ namespace tollgate::app {
 class admin_store {
  public:
   /// How long idempotency answers and webhook event ids are kept.
-  static constexpr int64_t k_remember_secs = 86400;
+  static constexpr int64_t kRememberSecs = 86400;
 
   /// One answer kept for an Idempotency-Key (its lookup digest is the map's key).
   struct idem_entry {

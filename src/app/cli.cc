@@ -94,19 +94,19 @@ of bridges at once): tollgate stdio --remote URL --help.
 namespace {
 // The flags each server command takes: parse_server_args refuses any other, and the command's
 // usage text lists each (tests/app/cli_help_test.cc compares the two).
-constexpr std::string_view k_serve_flags[] = {
+constexpr std::string_view kServeFlags[] = {
     "--config",     "--listen",       "--threads", "--data-dir",          "--corpus",
     "--sample",     "--admin-listen", "--role",    "--accept-usage-loss", "--help",
     "--tls-listen", "--tls-cert",     "--tls-key"};
-constexpr std::string_view k_stdio_flags[] = {
+constexpr std::string_view kStdioFlags[] = {
     "--config", "--data-dir", "--corpus", "--sample", "--accept-usage-loss", "--remote", "--help"};
 }  // namespace
 
 std::span<const std::string_view> server_flags(std::string_view command) {
   if (command == "serve") {
-    return k_serve_flags;
+    return kServeFlags;
   }
-  return k_stdio_flags;
+  return kStdioFlags;
 }
 
 namespace {

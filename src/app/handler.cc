@@ -96,7 +96,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   if (v.status == 404 || v.r == route::well_known) {
     // (/.well-known/: never an OAuth discovery document on a key-only server.)
     v.result = outcome::not_found;
-    return json_error(req, 404, k_no_such_route, {}, out);
+    return json_error(req, 404, kNoSuchRoute, {}, out);
   }
   if (v.status == 405 && v.r != route::mcp) {
     v.result = outcome::method_not_allowed;
@@ -104,12 +104,12 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     scratch_.append("Allow: ");
     scratch_.append(v.allow);
     scratch_.append("\r\n");
-    return json_error(req, 405, k_method_not_allowed, scratch_.view(), out);
+    return json_error(req, 405, kMethodNotAllowed, scratch_.view(), out);
   }
   if (v.r == route::healthz || v.r == route::readyz || v.r == route::metrics) {
     if (!s_.ops_on_main || (v.r == route::metrics && !s_.public_metrics)) {
       v.result = outcome::not_found;
-      return json_error(req, 404, k_no_such_route, {}, out);
+      return json_error(req, 404, kNoSuchRoute, {}, out);
     }
     const http::response_info info = handle_ops(s_, v.r, req, scratch_, out);
     v.result = info.status == 200 ? outcome::ok : outcome::unavailable;
@@ -265,7 +265,7 @@ void core_handler::on_wake(int64_t /*now_ns*/) {
 }
 
 bool core_handler::public_webhook(const http::request& req) const noexcept {
-  return s_.admin && s_.admin->public_webhook() && req.path == admin_api::k_webhook_path;
+  return s_.admin && s_.admin->public_webhook() && req.path == admin_api::kWebhookPath;
 }
 
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,

@@ -78,10 +78,10 @@ void register_shard_routes(shared_state& s);
 
 /// The body of every 404 for a path no route takes (or a route this listener does not serve),
 /// on the public, admin and shard-node listeners alike.
-inline constexpr std::string_view k_no_such_route =
+inline constexpr std::string_view kNoSuchRoute =
     R"({"code":"not_found","message":"There is no such route."})";
 /// The body of every 405 for a route that does not take the request's method.
-inline constexpr std::string_view k_method_not_allowed =
+inline constexpr std::string_view kMethodNotAllowed =
     R"({"code":"method_not_allowed","message":"This route does not support that method."})";
 
 class core_handler final : public http::handler {

@@ -68,7 +68,7 @@ struct core_series {
   std::string_view type;
   std::atomic<uint64_t> net::core_stats::*field;
 };
-constexpr core_series k_core_series[] = {
+constexpr core_series kCoreSeries[] = {
     {"tollgate_open_connections", "Connections open now.", "gauge",
      &net::core_stats::open_connections},
     {"tollgate_loop_passes_total", "Event-loop passes.", "counter", &net::core_stats::loop_passes},
@@ -103,7 +103,7 @@ constexpr core_series k_core_series[] = {
 void engine_metrics(const net::server& engine, out_buffer& out) {
   auto it = std::back_inserter(out);
   const int n = engine.threads();
-  for (const core_series& m : k_core_series) {
+  for (const core_series& m : kCoreSeries) {
     fmt::format_to(it, "# HELP {} {}\n# TYPE {} {}\n", m.name, m.help, m.name, m.type);
     for (int c = 0; c < n; ++c) {
       fmt::format_to(it, "{}{{core=\"{}\"}} {}\n", m.name, c,
@@ -118,7 +118,7 @@ struct cache_series {
   std::string_view help;
   std::atomic<uint64_t> search_cache_stats::*field;
 };
-constexpr cache_series k_cache_series[] = {
+constexpr cache_series kCacheSeries[] = {
     {"tollgate_search_cache_hits_total",
      "search_stories answers served from the core's answer cache.", &search_cache_stats::hits},
     {"tollgate_search_cache_misses_total",
@@ -134,7 +134,7 @@ constexpr cache_series k_cache_series[] = {
 
 void cache_metrics(const shared_state& s_, out_buffer& out) {
   auto it = std::back_inserter(out);
-  for (const cache_series& m : k_cache_series) {
+  for (const cache_series& m : kCacheSeries) {
     fmt::format_to(it, "# HELP {} {}\n# TYPE {} counter\n", m.name, m.help, m.name);
     for (int c = 0; c < s_.cores; ++c) {
       fmt::format_to(
@@ -317,7 +317,7 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
   }
   auto head = http::head_for(req, 404);
   head.content_type = "application/json";
-  http::write_response(out, head, k_no_such_route);
+  http::write_response(out, head, kNoSuchRoute);
   return {404, head.close};
 }
 

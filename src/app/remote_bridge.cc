@@ -24,11 +24,11 @@ simdjson::dom::parser& answer_parser() {
   return p;
 }
 
-constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
+constexpr std::string_view kMetaVersionKey = "io.modelcontextprotocol/protocolVersion";
 
 // retry_after_secs when nothing better is known: "retry shortly" (as the server's own
 // `unavailable`), and the least a 429 can mean.
-constexpr int64_t k_default_retry_secs = 1;
+constexpr int64_t kDefaultRetrySecs = 1;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() &&
@@ -75,7 +75,7 @@ void read_params(od::value v, message_facts& m) {
       }
       return each_member(meta, [&](std::string_view mk, od::field& mf) {
         std::string_view s;
-        if (mk == k_meta_version_key && !mf.value().get_string().get(s)) {
+        if (mk == kMetaVersionKey && !mf.value().get_string().get(s)) {
           m.meta_version = s;
         }
         return true;
@@ -431,7 +431,7 @@ std::string_view refusal_hint(long status) {
 // Transport failures (nothing usable came back): each cause its own sentence.
 verdict answer_transport_failure(const line_facts& line, const http_answer& a,
                                  const bridge_view& view, out_buffer& out, std::string& reason) {
-  constexpr int64_t retry = k_default_retry_secs;
+  constexpr int64_t retry = kDefaultRetrySecs;
   std::string message;
   if (a.timed_out) {
     message = fmt::format(
@@ -477,7 +477,7 @@ verdict answer_rate_limited(const line_facts& line, const http_answer& a, const 
     te.retry_after_secs = a.retry_after_secs;  // the header is the figure of record
   }
   if (te.retry_after_secs < 1) {
-    te.retry_after_secs = k_default_retry_secs;
+    te.retry_after_secs = kDefaultRetrySecs;
   }
   answer_each_request(line, out, [&](const message_facts& m, out_buffer& o) {
     if (m.is_tools_call()) {
@@ -493,7 +493,7 @@ verdict answer_rate_limited(const line_facts& line, const http_answer& a, const 
 
 verdict translate(const line_facts& line, const http_answer& a, const bridge_view& view,
                   out_buffer& out, std::string& reason) {
-  const int64_t retry = a.retry_after_secs >= 1 ? a.retry_after_secs : k_default_retry_secs;
+  const int64_t retry = a.retry_after_secs >= 1 ? a.retry_after_secs : kDefaultRetrySecs;
   // A server fault or a malformed answer: worth a retry.
   auto fail = [&](std::string why, std::string message) {
     return answer_failed(line, view, retry, message, std::move(why), out, reason);
@@ -589,7 +589,7 @@ std::string header_value(std::string_view v) {
   if (plain) {
     return std::string(v);
   }
-  static constexpr char k_b64[] =
+  static constexpr char kB64[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string s(prefix);
   size_t i = 0;
@@ -597,19 +597,19 @@ std::string header_value(std::string_view v) {
     const uint32_t n = static_cast<uint32_t>(static_cast<unsigned char>(v[i])) << 16 |
                        static_cast<uint32_t>(static_cast<unsigned char>(v[i + 1])) << 8 |
                        static_cast<unsigned char>(v[i + 2]);
-    s += k_b64[n >> 18];
-    s += k_b64[(n >> 12) & 63];
-    s += k_b64[(n >> 6) & 63];
-    s += k_b64[n & 63];
+    s += kB64[n >> 18];
+    s += kB64[(n >> 12) & 63];
+    s += kB64[(n >> 6) & 63];
+    s += kB64[n & 63];
   }
   if (const size_t rest = v.size() - i; rest > 0) {
     uint32_t n = static_cast<uint32_t>(static_cast<unsigned char>(v[i])) << 16;
     if (rest == 2) {
       n |= static_cast<uint32_t>(static_cast<unsigned char>(v[i + 1])) << 8;
     }
-    s += k_b64[n >> 18];
-    s += k_b64[(n >> 12) & 63];
-    s += rest == 2 ? k_b64[(n >> 6) & 63] : '=';
+    s += kB64[n >> 18];
+    s += kB64[(n >> 12) & 63];
+    s += rest == 2 ? kB64[(n >> 6) & 63] : '=';
     s += '=';
   }
   s += suffix;

@@ -9,7 +9,7 @@
 //      cannot be reached is logged, and the bridge starts anyway (reachability is not a
 //      credential: the key is checked at the first answer).
 //   2. The loop waits in curl_multi_poll on libcurl's sockets, stdin and a signalfd. Each
-//      complete line read is POSTed as it is, up to k_max_in_flight at once; libcurl keeps the
+//      complete line read is POSTed as it is, up to kMaxInFlight at once; libcurl keeps the
 //      connections alive (a dead one is replaced on the next POST: that is the reconnect), and
 //      does TLS, proxies (HTTPS_PROXY, NO_PROXY) and HTTP/2 where the server offers it.
 //   3. Each finished POST is translated (remote::translate) and written to stdout, one message a
@@ -50,14 +50,14 @@
 namespace tollgate::app {
 namespace {
 
-constexpr size_t k_max_in_flight = 64;
+constexpr size_t kMaxInFlight = 64;
 // A line longer than this is answered with a parse error and skipped (a server takes 64 MiB at
 // most: server.max_body_bytes).
-constexpr size_t k_max_line = 64u << 20;
-constexpr size_t k_max_answer = 256u << 20;
-constexpr int64_t k_probe_timeout_ms = 5000;
+constexpr size_t kMaxLine = 64u << 20;
+constexpr size_t kMaxAnswer = 256u << 20;
+constexpr int64_t kProbeTimeoutMs = 5000;
 // A notification: authenticated, answered 202, never counted toward the rate limit.
-constexpr std::string_view k_probe_body =
+constexpr std::string_view kProbeBody =
     R"({"jsonrpc":"2.0","method":"notifications/tollgate/key_check"})";
 
 // The digits of a Retry-After header (an HTTP-date is left to the default).
@@ -166,7 +166,7 @@ bridge::~bridge() {
 size_t on_data(char* p, size_t size, size_t n, void* user) {
   auto* t = static_cast<transfer*>(user);
   const size_t len = size * n;
-  if (t->answer.size() + len > k_max_answer) {
+  if (t->answer.size() + len > kMaxAnswer) {
     return 0;  // CURLE_WRITE_ERROR: reported as a malformed answer
   }
   t->answer.append(p, len);
@@ -243,7 +243,7 @@ void bridge::post(std::string_view line, bool probe, bool cancel) {
   t->retried = false;
   session_.on_line(line, t->facts, t->initialize);
   curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(probe || cancel ? std::min(o_.timeout_ms, k_probe_timeout_ms)
+                   static_cast<long>(probe || cancel ? std::min(o_.timeout_ms, kProbeTimeoutMs)
                                                      : o_.timeout_ms));
   send(*t);
 }
@@ -563,8 +563,8 @@ bool bridge::read_input() {
     in_.clear();
     chunk.remove_prefix(nl + 1);
   }
-  if (in_.size() > k_max_line) {
-    log_error("stdio --remote: a line of more than {} bytes was skipped", k_max_line);
+  if (in_.size() > kMaxLine) {
+    log_error("stdio --remote: a line of more than {} bytes was skipped", kMaxLine);
     env_.error_response(out_, envelope::null_id,
                         envelope::rpc_error{envelope::rpc_error_kind::parse_error, {}, {}, 0});
     out_.push_back('\n');
@@ -590,7 +590,7 @@ int bridge::run() {
   base_headers_ = curl_slist_append(base_headers_, "Expect:");  // no 100-continue round trip
 
   // 1. The key check, before stdin is read.
-  post(k_probe_body, true);
+  post(kProbeBody, true);
   while (in_flight_ > 0) {
     int running = 0;
     curl_multi_perform(multi_, &running);
@@ -607,7 +607,7 @@ int bridge::run() {
   while (reading || in_flight_ > 0) {
     curl_waitfd fds[2];
     unsigned nfds = 0;
-    const bool want_input = reading && in_flight_ < k_max_in_flight;
+    const bool want_input = reading && in_flight_ < kMaxInFlight;
     if (want_input) {
       fds[nfds++] = curl_waitfd{STDIN_FILENO, CURL_WAIT_POLLIN, 0};
     }

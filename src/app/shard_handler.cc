@@ -56,7 +56,7 @@ http::response_info shard_handler::answer(const http::request& req, out_buffer& 
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status != 200) {
     return json_reply(req, m.status == 405 ? 405 : 404,
-                      m.status == 405 ? k_method_not_allowed : k_no_such_route, out);
+                      m.status == 405 ? kMethodNotAllowed : kNoSuchRoute, out);
   }
   const auto r = static_cast<route>(m.id);
   counted = r;

@@ -73,12 +73,12 @@ const char* stdio_key(const config::settings& s) {
 
 // Local stdio's corpus, loaded on a thread of its own (issue 29): a client's initialize,
 // ping, tools/list and server/discover are answered at once, a tools/call that needs the
-// corpus waits for it at most k_wait (then the tool error `corpus_loading`). When the load
+// corpus waits for it at most kWait (then the tool error `corpus_loading`). When the load
 // ends the thread raises SIGUSR2, which the stdio loop's signalfd takes: a failed load (a bad
 // corpus line with on_bad_line = "fail") then ends the process with the load's exit code.
 class corpus_loader final : public tool_context::corpus_gate {
  public:
-  static constexpr std::chrono::seconds k_wait{5};
+  static constexpr std::chrono::seconds kWait{5};
 
   corpus_loader(shared_state& st, const config::settings& s) {
     std::promise<int> p;
@@ -100,7 +100,7 @@ class corpus_loader final : public tool_context::corpus_gate {
     return rc_ > 0 ? rc_ : 0;
   }
   const search::backend* wait() override {
-    if (rc_ < 0 && done_.wait_for(k_wait) == std::future_status::ready) {
+    if (rc_ < 0 && done_.wait_for(kWait) == std::future_status::ready) {
       rc_ = done_.get();
     }
     return rc_ == 0 ? backend_of() : nullptr;

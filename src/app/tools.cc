@@ -13,7 +13,7 @@ namespace tollgate::app {
 namespace {
 
 // The retry_after_secs of `corpus_loading`.
-constexpr int64_t k_corpus_retry_secs = 5;
+constexpr int64_t kCorpusRetrySecs = 5;
 
 // Argument indexes of search_stories, in registration order.
 enum search_arg : size_t { a_query, a_limit, a_offset, a_since, a_until, a_sort, a_tags };
@@ -67,7 +67,7 @@ mcp::tool_result query_of(const mcp::arguments& args, search::query_args& q) {
 // A tool that needs the corpus, called while it is still loading past the gate's bound.
 mcp::tool_result corpus_loading() {
   return mcp::tool_result::failure(
-      envelope::make_tool_error(envelope::tool_error_code::corpus_loading, k_corpus_retry_secs));
+      envelope::make_tool_error(envelope::tool_error_code::corpus_loading, kCorpusRetrySecs));
 }
 
 class search_stories_tool final : public mcp::tool {

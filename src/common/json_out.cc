@@ -36,16 +36,16 @@ struct escape_table {
     e[static_cast<unsigned char>('\f')] = 'f';
   }
 };
-constexpr escape_table k_escape{};
+constexpr escape_table kEscape{};
 
 // Most bytes one input byte can become: level 1 "\u00XX" (6), level 2 "\\u00XX" (7).
-constexpr size_t k_worst[3] = {1, 6, 7};
+constexpr size_t kWorst[3] = {1, 6, 7};
 
 // Writes byte c escaped `Levels` times (1 or 2) at dst; returns the new end.
 template <int Levels>
 inline char* put_escaped(char* dst, unsigned char c) {
   static constexpr char hex[] = "0123456789abcdef";
-  const char e = k_escape.e[c];
+  const char e = kEscape.e[c];
   if (e == 0) {
     *dst++ = static_cast<char>(c);
     return dst;
@@ -163,7 +163,7 @@ char* escape_to(char* dst, std::string_view s) {
 // worst case is reserved once.
 template <int Levels, bool Utf8 = false>
 void append_escaped(out_buffer& out, std::string_view s) {
-  char* const base = out.prepare(s.size() * k_worst[Levels]);
+  char* const base = out.prepare(s.size() * kWorst[Levels]);
   out.commit(static_cast<size_t>(escape_to<Levels, Utf8>(base, s) - base));
 }
 
@@ -182,7 +182,7 @@ void json_out::raw(std::string_view s) {
 void json_out::string(std::string_view s) {
   // One reservation for the quotes and the worst-case escaped text.
   if (!nested_) {
-    char* const base = out_.prepare(s.size() * k_worst[1] + 2);
+    char* const base = out_.prepare(s.size() * kWorst[1] + 2);
     char* p = base;
     *p++ = '"';
     p = escape_to<1>(p, s);
@@ -190,7 +190,7 @@ void json_out::string(std::string_view s) {
     out_.commit(static_cast<size_t>(p - base));
     return;
   }
-  char* const base = out_.prepare(s.size() * k_worst[2] + 4);
+  char* const base = out_.prepare(s.size() * kWorst[2] + 4);
   char* p = base;
   *p++ = '\\';
   *p++ = '"';
@@ -201,7 +201,7 @@ void json_out::string(std::string_view s) {
 }
 
 void json_out::number(int64_t v) {
-  char* const base = out_.prepare(k_number_bound);
+  char* const base = out_.prepare(kNumberBound);
   out_.commit(static_cast<size_t>(put_number(base, v) - base));
 }
 
@@ -210,7 +210,7 @@ char* json_out::put_escaped(char* dst, std::string_view s) const noexcept {
 }
 
 char* json_out::put_number(char* dst, int64_t v) noexcept {
-  static constexpr char k_pairs[] =
+  static constexpr char kPairs[] =
       "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
       "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
       "8081828384858687888990919293949596979899";
@@ -223,7 +223,7 @@ char* json_out::put_number(char* dst, int64_t v) noexcept {
   // then write them backwards straight into place, four per division. (A scratch area copied
   // out with one wide move made that load wait for the narrow stores before it: a
   // store-forwarding stall on every number.)
-  static constexpr uint64_t k_pow10[20] = {1ull,
+  static constexpr uint64_t kPow10[20] = {1ull,
                                            10ull,
                                            100ull,
                                            1000ull,
@@ -245,25 +245,25 @@ char* json_out::put_number(char* dst, int64_t v) noexcept {
                                            10000000000000000000ull};
   const unsigned bits = 64 - static_cast<unsigned>(__builtin_clzll(u | 1));
   size_t n = (bits * 1233) >> 12;  // floor(log10(2^bits)): digits - 1 or digits
-  n += u >= k_pow10[n] ? 1 : 0;    // now the digit count (n = 0 only for u = 0)
+  n += u >= kPow10[n] ? 1 : 0;    // now the digit count (n = 0 only for u = 0)
   n += n == 0 ? 1 : 0;
   char* p = dst + n;
   while (u >= 10000) {
     const unsigned r = static_cast<unsigned>(u % 10000);
     u /= 10000;
     p -= 4;
-    std::memcpy(p, k_pairs + 2 * (r / 100), 2);
-    std::memcpy(p + 2, k_pairs + 2 * (r % 100), 2);
+    std::memcpy(p, kPairs + 2 * (r / 100), 2);
+    std::memcpy(p + 2, kPairs + 2 * (r % 100), 2);
   }
   unsigned w = static_cast<unsigned>(u);  // < 10000
   if (w >= 100) {
     const unsigned r = w % 100;
     w /= 100;
     p -= 2;
-    std::memcpy(p, k_pairs + 2 * r, 2);
+    std::memcpy(p, kPairs + 2 * r, 2);
   }
   if (w >= 10) {
-    std::memcpy(p - 2, k_pairs + 2 * w, 2);
+    std::memcpy(p - 2, kPairs + 2 * w, 2);
   } else {
     p[-1] = static_cast<char>('0' + w);
   }
@@ -282,7 +282,7 @@ bool needs_escape(std::string_view s) noexcept {
     p += 8;
   }
   for (; p < end; ++p) {
-    if (k_escape.e[static_cast<unsigned char>(*p)] != 0) {
+    if (kEscape.e[static_cast<unsigned char>(*p)] != 0) {
       return true;
     }
   }

@@ -13,15 +13,15 @@
 namespace tollgate::envelope {
 namespace {
 
-constexpr std::string_view k_rpc_prefix = R"({"jsonrpc":"2.0","id":)";
-// The Content-Length field (common/content_length.h): a body of up to k_field - 1 digits (under
+constexpr std::string_view kRpcPrefix = R"({"jsonrpc":"2.0","id":)";
+// The Content-Length field (common/content_length.h): a body of up to kField - 1 digits (under
 // 10 MB) is framed without moving it; a longer body moves once.
-constexpr size_t k_field = 8;
+constexpr size_t kField = 8;
 
-constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_names = {
+constexpr std::array<std::string_view, num_tool_error_codes> kToolErrorNames = {
     "suspended",   "quota_exceeded", "rate_limited", "unavailable", "not_found",  "unavailable",
     "unavailable", "unavailable",    "unavailable",  "unavailable", "unavailable"};
-constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messages = {
+constexpr std::array<std::string_view, num_tool_error_codes> kToolErrorMessages = {
     "This account is suspended (its subscription was canceled or a payment failed), so no "
     "billable call can be made until the account is settled.",
     "The monthly quota for this key is used up and the key is set to stop at its quota rather "
@@ -49,8 +49,8 @@ constexpr std::array<std::string_view, num_tool_error_codes> k_tool_error_messag
 };
 
 // The 401 challenges (RFC 6750 §3): no error code when no key was presented.
-constexpr std::string_view k_challenge = "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n";
-constexpr std::string_view k_challenge_invalid_token =
+constexpr std::string_view kChallenge = "WWW-Authenticate: Bearer realm=\"tollgate\"\r\n";
+constexpr std::string_view kChallengeInvalidToken =
     "WWW-Authenticate: Bearer realm=\"tollgate\", error=\"invalid_token\", "
     "error_description=\"The API key is not valid: it is unknown or revoked.\"\r\n";
 
@@ -58,7 +58,7 @@ struct rpc_error_info {
   int code;
   std::string_view message;  // fixed message (or prefix for kinds with a detail)
 };
-constexpr std::array<rpc_error_info, num_rpc_error_kinds> k_rpc_errors = {{
+constexpr std::array<rpc_error_info, num_rpc_error_kinds> kRpcErrors = {{
     {-32700, "Parse error: the request body is not valid JSON."},
     {-32600, "Invalid Request: the message is not a valid JSON-RPC 2.0 request."},
     {-32601, "Method not found."},
@@ -96,7 +96,7 @@ struct status_head {
   std::string_view bytes;
 };
 // The fixed head of every status we answer with (close variants add one header).
-constexpr status_head k_heads[] = {
+constexpr status_head kHeads[] = {
     {200, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"},
     {202, "HTTP/1.1 202 Accepted\r\n"},
     {204, "HTTP/1.1 204 No Content\r\n"},
@@ -126,12 +126,12 @@ bool parse_revision(std::string_view s, revision& out) noexcept {
 }
 
 std::string_view name_of(tool_error_code c) noexcept {
-  return k_tool_error_names[static_cast<size_t>(c)];
+  return kToolErrorNames[static_cast<size_t>(c)];
 }
 std::string_view message_of(tool_error_code c) noexcept {
-  return k_tool_error_messages[static_cast<size_t>(c)];
+  return kToolErrorMessages[static_cast<size_t>(c)];
 }
-int code_of(rpc_error_kind k) noexcept { return k_rpc_errors[static_cast<size_t>(k)].code; }
+int code_of(rpc_error_kind k) noexcept { return kRpcErrors[static_cast<size_t>(k)].code; }
 
 cache::cache(const server_identity& id) {
   const std::string info = server_info_json(id);
@@ -157,13 +157,13 @@ cache::cache(const server_identity& id) {
 
   // Tool-error text, escaped once for its place inside the text block: {"code":"x","message":"..."
   for (size_t i = 0; i < num_tool_error_codes; ++i) {
-    const std::string obj = R"({"code":")" + std::string(k_tool_error_names[i]) +
-                            R"(","message":)" + quoted(k_tool_error_messages[i]);
+    const std::string obj = R"({"code":")" + std::string(kToolErrorNames[i]) +
+                            R"(","message":)" + quoted(kToolErrorMessages[i]);
     tool_error_text_[i] = escaped(obj);
   }
   for (size_t i = 0; i < num_rpc_error_kinds; ++i) {
     rpc_error_mid_[i] =
-        R"(,"error":{"code":)" + std::to_string(k_rpc_errors[i].code) + R"(,"message":")";
+        R"(,"error":{"code":)" + std::to_string(kRpcErrors[i].code) + R"(,"message":")";
   }
   unauthorized_body_ =
       R"({"code":"invalid_key","message":)" +
@@ -175,7 +175,7 @@ cache::cache(const server_identity& id) {
 
 void cache::head(out_buffer& out, int status, bool close) const {
   bool found = false;
-  for (const auto& h : k_heads) {
+  for (const auto& h : kHeads) {
     if (h.status == status) {
       out.append(h.bytes);
       found = true;
@@ -196,14 +196,14 @@ void cache::head(out_buffer& out, int status, bool close) const {
 
 body_mark cache::body_start(out_buffer& out) const {
   body_mark m;
-  m.gap = reserve_content_length(out, k_field, "\r\n\r\n").at;
+  m.gap = reserve_content_length(out, kField, "\r\n\r\n").at;
   m.body = out.size();
   return m;
 }
 
 void cache::body_end(out_buffer& out, body_mark m) const {
   TOLLGATE_ASSERT(out.size() >= m.body);
-  patch_content_length(out, content_length_field{m.gap, k_field}, out.size() - m.body);
+  patch_content_length(out, content_length_field{m.gap, kField}, out.size() - m.body);
 }
 
 void cache::empty_response(out_buffer& out, int status, std::string_view extra_headers,
@@ -214,7 +214,7 @@ void cache::empty_response(out_buffer& out, int status, std::string_view extra_h
 }
 
 void cache::success_prefix(out_buffer& out, std::string_view id, revision r) const {
-  out.append(k_rpc_prefix);
+  out.append(kRpcPrefix);
   out.append(id);
   if (is_modern(r)) {
     out.append(R"(,"result":{"resultType":"complete","content":[{"type":"text","text":")");
@@ -250,7 +250,7 @@ void append_figures(out_buffer& out, const tool_error& e) {
 
 void cache::tool_error_response(out_buffer& out, std::string_view id, revision r,
                                 const tool_error& e) const {
-  out.append(k_rpc_prefix);
+  out.append(kRpcPrefix);
   out.append(id);
   if (is_modern(r)) {
     out.append(
@@ -262,7 +262,7 @@ void cache::tool_error_response(out_buffer& out, std::string_view id, revision r
     out.append(tool_error_text_[static_cast<size_t>(e.code)]);
   } else {
     out.append(escaped(R"({"code":")" +
-                       std::string(k_tool_error_names[static_cast<size_t>(e.code)]) +
+                       std::string(kToolErrorNames[static_cast<size_t>(e.code)]) +
                        R"(","message":)" + quoted(e.message)));
   }
   append_figures<true>(out, e);
@@ -271,10 +271,10 @@ void cache::tool_error_response(out_buffer& out, std::string_view id, revision r
 
 void cache::tool_error_json(out_buffer& out, const tool_error& e) const {
   out.append(R"({"code":")");
-  out.append(k_tool_error_names[static_cast<size_t>(e.code)]);
+  out.append(kToolErrorNames[static_cast<size_t>(e.code)]);
   out.append(R"(","message":")");
   append_json_escaped(
-      out, e.message.empty() ? k_tool_error_messages[static_cast<size_t>(e.code)] : e.message);
+      out, e.message.empty() ? kToolErrorMessages[static_cast<size_t>(e.code)] : e.message);
   out.push_back('"');
   append_figures<false>(out, e);
   out.push_back('}');
@@ -292,7 +292,7 @@ void append_after(out_buffer& out, std::string_view json, std::string_view text)
 
 void cache::error_response(out_buffer& out, std::string_view id, const rpc_error& e) const {
   const auto k = static_cast<size_t>(e.kind);
-  out.append(k_rpc_prefix);
+  out.append(kRpcPrefix);
   out.append(e.kind == rpc_error_kind::parse_error ? null_id : id);
   out.append(rpc_error_mid_[k]);
   switch (e.kind) {
@@ -300,32 +300,32 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
     case rpc_error_kind::header_mismatch:
     case rpc_error_kind::internal_error:
       if (e.detail.empty()) {
-        out.append(k_rpc_errors[k].message);
+        out.append(kRpcErrors[k].message);
       } else {
         append_json_escaped(out, e.detail);
       }
       out.append("\"}}");
       return;
     case rpc_error_kind::invalid_params:
-      append_after(out, k_rpc_errors[k].message, e.detail);
+      append_after(out, kRpcErrors[k].message, e.detail);
       append_after(out, ": ", e.rule);
       append_after(out, R"(","data":{"argument":")", e.detail);
       append_after(out, R"(","rule":")", e.rule);
       out.append("\"}}}");
       return;
     case rpc_error_kind::unknown_tool:
-      append_after(out, k_rpc_errors[k].message, e.detail);
+      append_after(out, kRpcErrors[k].message, e.detail);
       out.append("\"}}");
       return;
     case rpc_error_kind::unsupported_version:
-      append_after(out, k_rpc_errors[k].message, e.detail);
+      append_after(out, kRpcErrors[k].message, e.detail);
       append_after(out, R"(","data":{"requested":")", e.detail);
       out.append(R"(","supported":)");
       out.append(supported_json_);
       out.append("}}}");
       return;
     case rpc_error_kind::rate_limited: {
-      out.append(k_rpc_errors[k].message);
+      out.append(kRpcErrors[k].message);
       append_int(out, e.retry_after_secs);
       out.append(R"( second(s).","data":)");
       tool_error te;
@@ -336,7 +336,7 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
       return;
     }
     default:
-      out.append(k_rpc_errors[k].message);
+      out.append(kRpcErrors[k].message);
       out.append("\"}}");
       return;
   }
@@ -344,7 +344,7 @@ void cache::error_response(out_buffer& out, std::string_view id, const rpc_error
 
 void cache::result_response(out_buffer& out, std::string_view id,
                             std::string_view result_json) const {
-  out.append(k_rpc_prefix);
+  out.append(kRpcPrefix);
   out.append(id);
   out.append(R"(,"result":)");
   out.append(result_json);
@@ -362,8 +362,8 @@ void cache::keys_not_loaded(out_buffer& out, bool close) const {
 
 void cache::unauthorized(out_buffer& out, bool close, bool key_presented) const {
   head(out, 401, close);
-  out.append(key_presented ? std::string_view(k_challenge_invalid_token)
-                           : std::string_view(k_challenge));
+  out.append(key_presented ? std::string_view(kChallengeInvalidToken)
+                           : std::string_view(kChallenge));
   const body_mark m = body_start(out);
   out.append(unauthorized_body_);
   body_end(out, m);

@@ -10,7 +10,7 @@
 namespace tollgate::http {
 namespace {
 
-constexpr std::string_view k_crlf = "\r\n";
+constexpr std::string_view kCrlf = "\r\n";
 
 /// Writes the decimal digits of v ending just before `end`; returns the first digit.
 inline char* format_decimal_backwards(char* end, uint64_t v) noexcept {
@@ -192,11 +192,11 @@ void end_response(out_buffer& out, const pending_response& p) noexcept {
 void write_response(out_buffer& out, const response_head& head, std::string_view body) {
   write_head_common(out, head);
   if (has_no_body(head.status)) {
-    append_raw(out, k_crlf);
+    append_raw(out, kCrlf);
     return;
   }
   write_header(out, "Content-Length", static_cast<uint64_t>(body.size()));
-  append_raw(out, k_crlf);
+  append_raw(out, kCrlf);
   if (!head.omit_body) {
     append_raw(out, body);
   }
@@ -225,8 +225,8 @@ void write_error_response(out_buffer& out, errc e) {
 }
 
 void format_imf_date(int64_t unix_seconds, char out[29]) noexcept {
-  static constexpr char k_days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-  static constexpr char k_months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+  static constexpr char kDays[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr char kMonths[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                            "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
   const auto t = static_cast<time_t>(unix_seconds);
   struct tm tm {};
@@ -235,12 +235,12 @@ void format_imf_date(int64_t unix_seconds, char out[29]) noexcept {
     p[0] = static_cast<char>('0' + v / 10 % 10);
     p[1] = static_cast<char>('0' + v % 10);
   };
-  std::memcpy(out, k_days[tm.tm_wday % 7], 3);
+  std::memcpy(out, kDays[tm.tm_wday % 7], 3);
   out[3] = ',';
   out[4] = ' ';
   two(out + 5, tm.tm_mday);
   out[7] = ' ';
-  std::memcpy(out + 8, k_months[tm.tm_mon % 12], 3);
+  std::memcpy(out + 8, kMonths[tm.tm_mon % 12], 3);
   out[11] = ' ';
   const int year = tm.tm_year + 1900;
   two(out + 12, year / 100);

@@ -8,10 +8,10 @@
 namespace tollgate::http {
 namespace {
 
-constexpr std::string_view k_method_names[] = {"GET",    "HEAD",  "POST",   "PUT",
+constexpr std::string_view kMethodNames[] = {"GET",    "HEAD",  "POST",   "PUT",
                                                "DELETE", "PATCH", "OPTIONS"};
-constexpr int k_get = 0;
-constexpr int k_head = 1;
+constexpr int kGet = 0;
+constexpr int kHead = 1;
 
 int method_index(std::string_view m) noexcept {
   switch (m.size()) {
@@ -58,12 +58,12 @@ void router::add_route(std::string_view method, std::string_view path, bool pref
   it->has[m] = true;
   it->ids[m] = id;
   it->allow.clear();
-  for (int i = 0; i < k_methods; ++i) {
-    if (it->has[i] || (i == k_head && it->has[k_get])) {
+  for (int i = 0; i < kMethods; ++i) {
+    if (it->has[i] || (i == kHead && it->has[kGet])) {
       if (!it->allow.empty()) {
         it->allow += ", ";
       }
-      it->allow += k_method_names[i];
+      it->allow += kMethodNames[i];
     }
   }
   it->allow_line = "Allow: " + it->allow + "\r\n";
@@ -104,9 +104,9 @@ route_match router::match(std::string_view method, std::string_view path) const 
     out.id = res->ids[m];
     return out;
   }
-  if (m == k_head && res->has[k_get]) {
+  if (m == kHead && res->has[kGet]) {
     out.status = 200;
-    out.id = res->ids[k_get];
+    out.id = res->ids[kGet];
     out.head = true;
     return out;
   }

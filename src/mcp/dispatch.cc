@@ -9,7 +9,7 @@ namespace tollgate::mcp {
 
 namespace {
 
-constexpr std::string_view k_meta_version_key = "io.modelcontextprotocol/protocolVersion";
+constexpr std::string_view kMetaVersionKey = "io.modelcontextprotocol/protocolVersion";
 
 }  // namespace
 
@@ -54,7 +54,7 @@ bool meta_version_agrees(const dispatch_ctx& c, od::object* params, bool& modern
   od::value ver;
   const bool present = params != nullptr && !member(*params, "_meta", c.im.body_has_escape, meta) &&
                        !meta.get_object().get(mo) &&
-                       !member(mo, k_meta_version_key, c.im.body_has_escape, ver);
+                       !member(mo, kMetaVersionKey, c.im.body_has_escape, ver);
   const bool required = modern && c.http.is_http;
   std::string_view v;
   if (!present && !required) {

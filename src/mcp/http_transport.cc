@@ -132,7 +132,7 @@ struct known_headers {
   std::string_view value(http::field f) const noexcept { return req.field_value(f); }
 };
 
-constexpr std::string_view k_session_not_found =
+constexpr std::string_view kSessionNotFound =
     "Session not found: it has ended or expired; start a new one with initialize.";
 
 // A POST refused whole, before or instead of its messages: answered with `status` and one
@@ -194,13 +194,13 @@ http::response_info transport_error(const http_ctx& x, int status, outcome resul
 // request headers an MCP client sends (the key, the MCP headers, tollgate's deadline), and the
 // response headers it reads (the session, the 401 challenge, the wait, the rate and quota
 // figures).
-constexpr std::string_view k_cors_allow_methods =
+constexpr std::string_view kCorsAllowMethods =
     "Access-Control-Allow-Methods: POST, GET, DELETE, OPTIONS\r\n";
-constexpr std::string_view k_cors_allow_headers =
+constexpr std::string_view kCorsAllowHeaders =
     "Access-Control-Allow-Headers: Authorization, X-API-Key, Content-Type, Accept, "
     "Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, "
     "Tollgate-Deadline\r\n";
-constexpr std::string_view k_cors_expose_headers =
+constexpr std::string_view kCorsExposeHeaders =
     "Access-Control-Expose-Headers: Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate, "
     "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-Quota-Limit, "
     "X-Quota-Used, X-Quota-Remaining, X-Quota-Reset, RateLimit-Policy, RateLimit\r\n";
@@ -211,7 +211,7 @@ void cors_lines(out_buffer& out, std::string_view origin) {
   out.append("Access-Control-Allow-Origin: ");
   out.append(origin);
   out.append("\r\n");
-  out.append(k_cors_expose_headers);
+  out.append(kCorsExposeHeaders);
   out.append("Vary: Origin\r\n");
 }
 
@@ -229,9 +229,9 @@ http::response_info answer_other_method(const http_ctx& x, const known_headers& 
       extra.append("Access-Control-Allow-Origin: ");
       extra.append(origin);
       extra.append("\r\n");
-      extra.append(k_cors_allow_methods);
-      extra.append(k_cors_allow_headers);
-      extra.append(k_cors_expose_headers);
+      extra.append(kCorsAllowMethods);
+      extra.append(kCorsAllowHeaders);
+      extra.append(kCorsExposeHeaders);
       extra.append("Access-Control-Max-Age: 600\r\n");
       extra.append(
           "Vary: Origin, Access-Control-Request-Method, Access-Control-Request-Headers\r\n");
@@ -247,7 +247,7 @@ http::response_info answer_other_method(const http_ctx& x, const known_headers& 
                              "Bad Request: DELETE needs an Mcp-Session-Id header.");
     }
     if (!x.opts.sessions->end(sid)) {
-      return transport_error(x, 404, outcome::not_found, k_session_not_found);
+      return transport_error(x, 404, outcome::not_found, kSessionNotFound);
     }
     x.h.write_headers(x.im.scratch);  // headers are per response: write them via a bodiless reply
     x.env.empty_response(x.out, 204, x.im.scratch.view(), x.close);
@@ -331,7 +331,7 @@ refusal check_session(const endpoint_options& opts, const known_headers& hd, boo
                            "Bad Request: the Mcp-Session-Id header is required after initialize.");
   }
   if (!opts.sessions->touch(sid, now_ns)) {
-    return invalid_request(404, outcome::not_found, k_session_not_found);
+    return invalid_request(404, outcome::not_found, kSessionNotFound);
   }
   return {};
 }

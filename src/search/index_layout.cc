@@ -13,7 +13,7 @@ namespace tollgate::search {
 
 namespace {
 
-constexpr uint64_t k_prime = 0x9FB21C651E98DF25ULL;
+constexpr uint64_t kPrime = 0x9FB21C651E98DF25ULL;
 
 }  // namespace
 
@@ -23,7 +23,7 @@ void index_checksum::stripe(const uint8_t* p) noexcept {
   for (int i = 0; i < 4; ++i) {
     uint64_t w;
     std::memcpy(&w, p + 8 * i, 8);
-    lane_[i] = std::rotl((lane_[i] ^ w) * k_prime, 31);
+    lane_[i] = std::rotl((lane_[i] ^ w) * kPrime, 31);
   }
 }
 
@@ -60,9 +60,9 @@ uint64_t index_checksum::final() const noexcept {
     std::memset(c.tail_ + c.tail_n_, 0, 32 - c.tail_n_);
     c.stripe(c.tail_);
   }
-  uint64_t h = total_ * k_prime;
+  uint64_t h = total_ * kPrime;
   for (uint64_t l : c.lane_) {
-    h = std::rotl(h ^ (l * 0xC2B2AE3D27D4EB4FULL), 27) * k_prime + 0x165667B19E3779F9ULL;
+    h = std::rotl(h ^ (l * 0xC2B2AE3D27D4EB4FULL), 27) * kPrime + 0x165667B19E3779F9ULL;
   }
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;

@@ -14,11 +14,11 @@ namespace tollgate::search::index_layout {
 
 // ---- the container ----
 
-inline constexpr char k_magic[8] = {'T', 'G', 'I', 'N', 'D', 'E', 'X', '\n'};
-inline constexpr size_t k_header_room = 4096;
-inline constexpr size_t k_align = 64;
+inline constexpr char kMagic[8] = {'T', 'G', 'I', 'N', 'D', 'E', 'X', '\n'};
+inline constexpr size_t kHeaderRoom = 4096;
+inline constexpr size_t kAlign = 64;
 // O_DIRECT's alignment of offsets, sizes and buffers: the largest logical block size in use.
-inline constexpr size_t k_direct_align = 4096;
+inline constexpr size_t kDirectAlign = 4096;
 
 struct file_header {
   char magic[8];
@@ -32,7 +32,7 @@ struct file_header {
   uint64_t dir_offset, dir_count, dir_checksum;
   uint64_t header_checksum;  // of the bytes above
 };
-static_assert(sizeof(file_header) == 96 && sizeof(file_header) <= k_header_room);
+static_assert(sizeof(file_header) == 96 && sizeof(file_header) <= kHeaderRoom);
 
 inline uint64_t sum_of(const void* p, size_t n) {
   index_checksum c;
@@ -80,7 +80,7 @@ enum shard_field : uint32_t {
   f_pair_terms,
   f_pair_docs,
   f_pair_posting_ranks,  // the pair table's ranks that have pair terms
-  // The texts (format 3, story_pack.cc): per doc a zstd frame or the raw text (k_text_raw),
+  // The texts (format 3, story_pack.cc): per doc a zstd frame or the raw text (kTextRaw),
   // back to back; each doc's first byte (one more entry: the end); the shard's dictionary
   f_texts,
   f_text_at,

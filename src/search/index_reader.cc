@@ -27,7 +27,7 @@ namespace {
 // Why a header (of a file of n bytes) is not the one wanted, or "".
 std::string check_header(const file_header& fh, const corpus_fingerprint& want, uint32_t shards,
                          size_t n) {
-  if (std::memcmp(fh.magic, k_magic, sizeof k_magic) != 0) {
+  if (std::memcmp(fh.magic, kMagic, sizeof kMagic) != 0) {
     return "not a tollgate index file";
   }
   if (fh.header_checksum != sum_of(&fh, offsetof(file_header, header_checksum))) {
@@ -120,7 +120,7 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
     return unexpected(std::string("not a regular file"));
   }
   const size_t n = static_cast<size_t>(st.st_size);
-  if (n < k_header_room) {
+  if (n < kHeaderRoom) {
     return unexpected(fmt::format("truncated ({} bytes, shorter than its header)", n));
   }
   void* m = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
@@ -142,8 +142,8 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
   }
   for (uint64_t i = 0; i < fh.dir_count; ++i) {
     const dir_entry& e = dir[i];
-    if (e.offset < k_header_room || e.offset > fh.dir_offset ||
-        e.bytes > fh.dir_offset - e.offset || e.offset % k_align != 0) {
+    if (e.offset < kHeaderRoom || e.offset > fh.dir_offset ||
+        e.bytes > fh.dir_offset - e.offset || e.offset % kAlign != 0) {
       return unexpected(std::string("corrupt directory (a section out of bounds)"));
     }
     r.sections_.push_back({e.tag, base + e.offset, e.bytes});

@@ -21,9 +21,9 @@ namespace tollgate::search {
 
 namespace {
 
-constexpr uint32_t k_file_issues = section_tag(0, 1);  // the load report's issues
-constexpr size_t k_sample_blocks = 16;
-constexpr size_t k_sample_block_bytes = size_t{64} << 10;
+constexpr uint32_t kFileIssues = section_tag(0, 1);  // the load report's issues
+constexpr size_t kSampleBlocks = 16;
+constexpr size_t kSampleBlockBytes = size_t{64} << 10;
 
 uint32_t thread_count(const load_options& opts) {
   return opts.threads ? opts.threads : usable_cpus();
@@ -31,7 +31,7 @@ uint32_t thread_count(const load_options& opts) {
 
 // Issues as {u64 line, u32 length, reason bytes}.
 void save_issues(index_writer& w, const std::vector<load_issue>& issues) {
-  w.begin_section(k_file_issues);
+  w.begin_section(kFileIssues);
   for (const load_issue& i : issues) {
     const uint32_t len = static_cast<uint32_t>(i.reason.size());
     w.append(&i.line, sizeof i.line);
@@ -43,7 +43,7 @@ void save_issues(index_writer& w, const std::vector<load_issue>& issues) {
 
 bool load_issues(const index_reader& r, size_t max, std::vector<load_issue>& out) {
   std::span<const uint8_t> b;
-  if (!r.bytes(k_file_issues, b)) {
+  if (!r.bytes(kFileIssues, b)) {
     return false;
   }
   for (size_t at = 0; at < b.size();) {
@@ -199,16 +199,16 @@ result<corpus_fingerprint, std::string> fingerprint_of(const std::string& path) 
   fp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   // Blocks at evenly spaced offsets from the first byte to the last block (all of a small file).
   index_checksum sum;
-  std::vector<char> buf(k_sample_block_bytes);
-  const uint64_t span = fp.size > k_sample_block_bytes ? fp.size - k_sample_block_bytes : 0;
-  const size_t blocks = fp.size <= k_sample_blocks * k_sample_block_bytes
-                            ? (fp.size + k_sample_block_bytes - 1) / k_sample_block_bytes
-                            : k_sample_blocks;
+  std::vector<char> buf(kSampleBlockBytes);
+  const uint64_t span = fp.size > kSampleBlockBytes ? fp.size - kSampleBlockBytes : 0;
+  const size_t blocks = fp.size <= kSampleBlocks * kSampleBlockBytes
+                            ? (fp.size + kSampleBlockBytes - 1) / kSampleBlockBytes
+                            : kSampleBlocks;
   for (size_t i = 0; i < blocks; ++i) {
     const uint64_t off =
-        blocks == k_sample_blocks && fp.size > k_sample_blocks * k_sample_block_bytes
-            ? span * i / (k_sample_blocks - 1)
-            : i * k_sample_block_bytes;
+        blocks == kSampleBlocks && fp.size > kSampleBlocks * kSampleBlockBytes
+            ? span * i / (kSampleBlocks - 1)
+            : i * kSampleBlockBytes;
     const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
     if (got < 0) {
       const int e = errno;

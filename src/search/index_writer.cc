@@ -17,8 +17,8 @@ namespace tollgate::search {
 using namespace index_layout;
 
 index_writer::index_writer(int fd, bool direct)
-    : fd_(fd), stage_at_(k_header_room), at_(k_header_room) {
-  static_assert(k_header_room % k_direct_align == 0 && stage_bytes % k_direct_align == 0);
+    : fd_(fd), stage_at_(kHeaderRoom), at_(kHeaderRoom) {
+  static_assert(kHeaderRoom % kDirectAlign == 0 && stage_bytes % kDirectAlign == 0);
   stage_ = static_cast<uint8_t*>(detail::alloc_build(stage_bytes));  // 2 MB aligned
   direct_ = direct && set_direct(true);
 }
@@ -78,8 +78,8 @@ void index_writer::append(const void* data, size_t n) {
 }
 
 void index_writer::begin_section(uint32_t tag) {
-  static constexpr uint8_t zeros[k_align] = {};
-  const size_t pad = (k_align - at_ % k_align) % k_align;
+  static constexpr uint8_t zeros[kAlign] = {};
+  const size_t pad = (kAlign - at_ % kAlign) % kAlign;
   stage(zeros, pad);
   at_ += pad;
   cur_ = entry{tag, 0, at_, 0, 0};
@@ -103,7 +103,7 @@ std::string index_writer::finish(const head& h) {
   }
   write_stage();  // direct_ stays: whether the full buffers went out with O_DIRECT
   file_header fh{};
-  std::memcpy(fh.magic, k_magic, sizeof k_magic);
+  std::memcpy(fh.magic, kMagic, sizeof kMagic);
   fh.version = index_format_version;
   fh.shards = h.shards;
   fh.corpus_size = h.corpus.size;

@@ -261,8 +261,8 @@ void local_shard::add(const story_in& s, uint64_t line) {
   r.url_len = static_cast<uint32_t>(s.url.size());
   r.by_len = static_cast<uint32_t>(s.by.size());
   r.text_len = static_cast<uint32_t>(s.text.size());
-  r.escape = (needs_escape(s.id) ? k_escape_id : 0) | (needs_escape(s.title) ? k_escape_title : 0) |
-             (needs_escape(s.url) ? k_escape_url : 0) | (needs_escape(s.by) ? k_escape_by : 0);
+  r.escape = (needs_escape(s.id) ? kEscapeId : 0) | (needs_escape(s.title) ? kEscapeTitle : 0) |
+             (needs_escape(s.url) ? kEscapeUrl : 0) | (needs_escape(s.by) ? kEscapeBy : 0);
   r.tags_off = static_cast<uint32_t>(doc_tags_.size());
   r.tag_count = static_cast<uint32_t>(s.tags.size());
   for (std::string_view t : s.tags) {

@@ -157,14 +157,14 @@ class local_shard final : public shard_source {
   std::string load(const index_reader& r, uint32_t slot);
 
  private:
-  static constexpr uint32_t k_escape_id = 1, k_escape_title = 2, k_escape_url = 4, k_escape_by = 8;
-  static constexpr uint32_t k_text_raw = 16;  // sealed: the text is stored uncompressed
+  static constexpr uint32_t kEscapeId = 1, kEscapeTitle = 2, kEscapeUrl = 4, kEscapeBy = 8;
+  static constexpr uint32_t kTextRaw = 16;  // sealed: the text is stored uncompressed
   struct doc_rec {
     const char* base;  // id, title, url, by back to back (before seal() the text follows)
     uint32_t id_len, title_len, url_len, by_len, text_len;
     uint32_t tags_off;
     uint32_t tag_count;
-    uint32_t escape;  // k_escape_* bits: which short fields need JSON escaping; k_text_raw
+    uint32_t escape;  // kEscape* bits: which short fields need JSON escaping; kTextRaw
     int64_t score, comments;
   };
   struct field_views;
@@ -240,7 +240,7 @@ class local_shard final : public shard_source {
   size_t chunk_left_ = 0;
   size_t arena_bytes_ = 0;
   std::vector<doc_rec> docs_;
-  // Texts once sealed (story_pack.cc): per doc, stored raw (k_text_raw) or compressed alone as
+  // Texts once sealed (story_pack.cc): per doc, stored raw (kTextRaw) or compressed alone as
   // one zstd frame with the dictionary text_dict_, back to back in doc order: doc d's bytes
   // are texts_[text_at_[d], text_at_[d + 1]). Owned (a build) or in the index file's mapping.
   struct ddict_deleter {

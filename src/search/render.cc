@@ -16,29 +16,29 @@ namespace {
 
 // The structural text of a rendered story, quotes of the string values included, with its nested
 // form made at compile time.
-constexpr json_literal k_lit_id{"{\"id\":\""};
-constexpr json_literal k_lit_title{"\",\"title\":\""};
-constexpr json_literal k_lit_url{"\",\"url\":\""};
-constexpr json_literal k_lit_by{"\",\"by\":\""};
-constexpr json_literal k_lit_time{"\",\"time\":"};
-constexpr json_literal k_lit_score{",\"score\":"};
-constexpr json_literal k_lit_comments{",\"comments\":"};
-constexpr json_literal k_lit_tags{",\"tags\":["};
-constexpr json_literal k_lit_tag_first{"\""};
-constexpr json_literal k_lit_tag_next{"\",\""};
-constexpr json_literal k_lit_tags_end{"\"]"};
-constexpr json_literal k_lit_no_tags_end{"]"};
-constexpr json_literal k_lit_text{",\"text\":\""};
-constexpr json_literal k_lit_text_end{"\"}"};
-constexpr json_literal k_lit_end{"}"};
+constexpr json_literal kLitId{"{\"id\":\""};
+constexpr json_literal kLitTitle{"\",\"title\":\""};
+constexpr json_literal kLitUrl{"\",\"url\":\""};
+constexpr json_literal kLitBy{"\",\"by\":\""};
+constexpr json_literal kLitTime{"\",\"time\":"};
+constexpr json_literal kLitScore{",\"score\":"};
+constexpr json_literal kLitComments{",\"comments\":"};
+constexpr json_literal kLitTags{",\"tags\":["};
+constexpr json_literal kLitTagFirst{"\""};
+constexpr json_literal kLitTagNext{"\",\""};
+constexpr json_literal kLitTagsEnd{"\"]"};
+constexpr json_literal kLitNoTagsEnd{"]"};
+constexpr json_literal kLitText{",\"text\":\""};
+constexpr json_literal kLitTextEnd{"\"}"};
+constexpr json_literal kLitEnd{"}"};
 
-constexpr size_t k_story_fixed_bound =
-    json_out::literal_bound(k_lit_id) + json_out::literal_bound(k_lit_title) +
-    json_out::literal_bound(k_lit_url) + json_out::literal_bound(k_lit_by) +
-    json_out::literal_bound(k_lit_time) + json_out::literal_bound(k_lit_score) +
-    json_out::literal_bound(k_lit_comments) + json_out::literal_bound(k_lit_tags) +
-    json_out::literal_bound(k_lit_tags_end) + json_out::literal_bound(k_lit_end) +
-    3 * json_out::k_number_bound;
+constexpr size_t kStoryFixedBound =
+    json_out::literal_bound(kLitId) + json_out::literal_bound(kLitTitle) +
+    json_out::literal_bound(kLitUrl) + json_out::literal_bound(kLitBy) +
+    json_out::literal_bound(kLitTime) + json_out::literal_bound(kLitScore) +
+    json_out::literal_bound(kLitComments) + json_out::literal_bound(kLitTags) +
+    json_out::literal_bound(kLitTagsEnd) + json_out::literal_bound(kLitEnd) +
+    3 * json_out::kNumberBound;
 
 // A field's bytes: copied when the load found nothing to escape in it, else escaped.
 inline char* put_field(const json_out& out, char* dst, std::string_view s, bool escape) {
@@ -67,46 +67,46 @@ result<void, errc> local_shard::render_story(uint32_t doc, bool with_text, json_
   auto bound_of = [&out](std::string_view s, bool escape) {
     return escape ? out.escaped_bound(s.size()) : s.size();
   };
-  size_t bound = k_story_fixed_bound + bound_of(f.id, (r.escape & k_escape_id) != 0) +
-                 bound_of(f.title, (r.escape & k_escape_title) != 0) +
-                 bound_of(f.url, (r.escape & k_escape_url) != 0) +
-                 bound_of(f.by, (r.escape & k_escape_by) != 0);
+  size_t bound = kStoryFixedBound + bound_of(f.id, (r.escape & kEscapeId) != 0) +
+                 bound_of(f.title, (r.escape & kEscapeTitle) != 0) +
+                 bound_of(f.url, (r.escape & kEscapeUrl) != 0) +
+                 bound_of(f.by, (r.escape & kEscapeBy) != 0);
   for (uint32_t i = 0; i < r.tag_count; ++i) {
-    bound += json_out::literal_bound(k_lit_tag_next) +
+    bound += json_out::literal_bound(kLitTagNext) +
              bound_of(tag_names_[tags[i]], tag_escape_[tags[i]] != 0);
   }
   char* const base = out.begin_write(bound);
-  char* p = out.put_literal(base, k_lit_id);
-  p = put_field(out, p, f.id, (r.escape & k_escape_id) != 0);
-  p = out.put_literal(p, k_lit_title);
-  p = put_field(out, p, f.title, (r.escape & k_escape_title) != 0);
-  p = out.put_literal(p, k_lit_url);
-  p = put_field(out, p, f.url, (r.escape & k_escape_url) != 0);
-  p = out.put_literal(p, k_lit_by);
-  p = put_field(out, p, f.by, (r.escape & k_escape_by) != 0);
-  p = out.put_literal(p, k_lit_time);
+  char* p = out.put_literal(base, kLitId);
+  p = put_field(out, p, f.id, (r.escape & kEscapeId) != 0);
+  p = out.put_literal(p, kLitTitle);
+  p = put_field(out, p, f.title, (r.escape & kEscapeTitle) != 0);
+  p = out.put_literal(p, kLitUrl);
+  p = put_field(out, p, f.url, (r.escape & kEscapeUrl) != 0);
+  p = out.put_literal(p, kLitBy);
+  p = put_field(out, p, f.by, (r.escape & kEscapeBy) != 0);
+  p = out.put_literal(p, kLitTime);
   p = json_out::put_number(p, time_[doc]);
-  p = out.put_literal(p, k_lit_score);
+  p = out.put_literal(p, kLitScore);
   p = json_out::put_number(p, r.score);
-  p = out.put_literal(p, k_lit_comments);
+  p = out.put_literal(p, kLitComments);
   p = json_out::put_number(p, r.comments);
-  p = out.put_literal(p, k_lit_tags);
+  p = out.put_literal(p, kLitTags);
   for (uint32_t i = 0; i < r.tag_count; ++i) {
-    p = i == 0 ? out.put_literal(p, k_lit_tag_first) : out.put_literal(p, k_lit_tag_next);
+    p = i == 0 ? out.put_literal(p, kLitTagFirst) : out.put_literal(p, kLitTagNext);
     p = put_field(out, p, tag_names_[tags[i]], tag_escape_[tags[i]] != 0);
   }
-  p = r.tag_count > 0 ? out.put_literal(p, k_lit_tags_end) : out.put_literal(p, k_lit_no_tags_end);
+  p = r.tag_count > 0 ? out.put_literal(p, kLitTagsEnd) : out.put_literal(p, kLitNoTagsEnd);
   if (!with_text) {
-    p = out.put_literal(p, k_lit_end);
+    p = out.put_literal(p, kLitEnd);
     out.end_write(base, p);
     return {};
   }
-  p = out.put_literal(p, k_lit_text);
+  p = out.put_literal(p, kLitText);
   out.end_write(base, p);
   char* const tbase =
-      out.begin_write(out.escaped_bound(body.size()) + json_out::literal_bound(k_lit_text_end));
+      out.begin_write(out.escaped_bound(body.size()) + json_out::literal_bound(kLitTextEnd));
   p = out.put_escaped(tbase, body);
-  p = out.put_literal(p, k_lit_text_end);
+  p = out.put_literal(p, kLitTextEnd);
   out.end_write(tbase, p);
   return {};
 }

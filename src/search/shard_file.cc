@@ -295,7 +295,7 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   if (!x.read(r, slot + 1)) {
     return fmt::format("shard {}: a section is missing", slot);
   }
-  if (std::string why = x.check(k_text_raw); !why.empty()) {
+  if (std::string why = x.check(kTextRaw); !why.empty()) {
     return fmt::format("shard {}: {}", slot, why);
   }
   stats_ = x.stats[0];

@@ -6,9 +6,9 @@
 // compressed, each alone so that reading one decompresses only its own:
 //   1. a zstd dictionary is trained (ZDICT) on a sample of the shard's texts, spread evenly
 //      over its docs; too few sample bytes: no dictionary;
-//   2. each text becomes one zstd frame (level k_level, no checksum, no content size: the raw
+//   2. each text becomes one zstd frame (level kLevel, no checksum, no content size: the raw
 //      length is in the doc record, and the index file's section checksums cover the bytes);
-//      one that does not come out smaller is stored raw and flagged k_text_raw;
+//      one that does not come out smaller is stored raw and flagged kTextRaw;
 //   3. text() decompresses into a per-thread scratch buffer with a per-thread context and the
 //      shard's digested dictionary (ZSTD_DDict, read-only, shared by all threads).
 // Measured on the 1M-story corpus (perf/notes/search-2026-12-04.md, "Stored texts compressed"):
@@ -35,15 +35,15 @@ using namespace detail;
 
 namespace {
 
-constexpr int k_level = 1;
+constexpr int kLevel = 1;
 // The match finder's hash table: 2^16 entries rather than level 1's 2^14 for a text of a few
 // hundred bytes beside a 32 KiB dictionary (fewer of the dictionary's positions overwritten):
 // about 5% fewer bytes at the same speed (1M-story corpus); the frames decode the same way.
-constexpr int k_hash_log = 16;
-constexpr size_t k_dict_bytes = size_t{32} << 10;
-constexpr size_t k_dict_samples = 1000;                       // texts sampled for the dictionary
-constexpr size_t k_dict_min_sample_bytes = size_t{64} << 10;  // below: no dictionary
-constexpr size_t k_min_packed_len = 32;                       // shorter texts are stored raw
+constexpr int kHashLog = 16;
+constexpr size_t kDictBytes = size_t{32} << 10;
+constexpr size_t kDictSamples = 1000;                       // texts sampled for the dictionary
+constexpr size_t kDictMinSampleBytes = size_t{64} << 10;  // below: no dictionary
+constexpr size_t kMinPackedLen = 32;                       // shorter texts are stored raw
 
 // The calling thread's decompression context and output buffer, reused by every text() call.
 struct text_scratch {
@@ -67,12 +67,12 @@ void local_shard::ddict_deleter::operator()(ZSTD_DDict_s* d) const noexcept { ZS
 
 void local_shard::pack_stories() {
   const size_t n = docs_.size();
-  // 1. The dictionary, from up to k_dict_samples non-empty texts spread over the shard.
+  // 1. The dictionary, from up to kDictSamples non-empty texts spread over the shard.
   text_dict_store_.clear();
   if (pack_texts) {
     std::vector<char> samples;
     std::vector<size_t> sizes;
-    const size_t step = std::max<size_t>(1, n / k_dict_samples);
+    const size_t step = std::max<size_t>(1, n / kDictSamples);
     for (size_t d = 0; d < n; d += step) {
       const std::string_view t = unpacked_text(docs_[d]);
       if (!t.empty()) {
@@ -80,8 +80,8 @@ void local_shard::pack_stories() {
         sizes.push_back(t.size());
       }
     }
-    if (samples.size() >= k_dict_min_sample_bytes) {
-      text_dict_store_.resize(k_dict_bytes);
+    if (samples.size() >= kDictMinSampleBytes) {
+      text_dict_store_.resize(kDictBytes);
       const size_t got =
           ZDICT_trainFromBuffer(text_dict_store_.data(), text_dict_store_.size(), samples.data(),
                                 sizes.data(), static_cast<unsigned>(sizes.size()));
@@ -102,8 +102,8 @@ void local_shard::pack_stories() {
     TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_dictIDFlag, 0)));
     TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 0)));
     TOLLGATE_CHECK(
-        !ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, k_level)));
-    TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_hashLog, k_hash_log)));
+        !ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, kLevel)));
+    TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_hashLog, kHashLog)));
     if (!text_dict_store_.empty()) {
       // Digested once, at the first frame, with the parameters above (kept for every frame).
       TOLLGATE_CHECK(!ZSTD_isError(
@@ -122,16 +122,16 @@ void local_shard::pack_stories() {
     h += hn;
     text_at_store_[d] = at;
     size_t len = 0;
-    if (cctx && t.size() >= k_min_packed_len) {
+    if (cctx && t.size() >= kMinPackedLen) {
       len = ZSTD_compress2(cctx.get(), packed.get() + at, bound - at, t.data(), t.size());
       TOLLGATE_CHECK(!ZSTD_isError(len));  // the bound leaves room for every frame
     }
     if (len == 0 || len >= t.size()) {
       std::memcpy(packed.get() + at, t.data(), t.size());
       len = t.size();
-      r.escape |= k_text_raw;
+      r.escape |= kTextRaw;
     } else {
-      r.escape &= ~k_text_raw;
+      r.escape &= ~kTextRaw;
     }
     at += len;
   }
@@ -166,7 +166,7 @@ result<std::string_view, errc> local_shard::text(uint32_t doc) const {
   const doc_rec& r = docs_[doc];
   const char* src = reinterpret_cast<const char*>(texts_.get()) + text_at_[doc];
   const size_t len = text_at_[doc + 1] - text_at_[doc];
-  if ((r.escape & k_text_raw) != 0) {
+  if ((r.escape & kTextRaw) != 0) {
     return std::string_view{src, len};
   }
   text_scratch& s = thread_scratch();
@@ -198,7 +198,7 @@ result<std::string_view, errc> local_shard::text(uint32_t doc) const {
 size_t local_shard::packed_texts() const noexcept {
   size_t k = 0;
   for (const doc_rec& r : docs_) {
-    k += (r.escape & k_text_raw) == 0 ? 1 : 0;
+    k += (r.escape & kTextRaw) == 0 ? 1 : 0;
   }
   return k;
 }

@@ -58,9 +58,9 @@ http_answer refused() {
   return a;
 }
 
-constexpr std::string_view k_call =
+constexpr std::string_view kCall =
     R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":"x"}}})";
-constexpr std::string_view k_list = R"({"jsonrpc":"2.0","id":"a\"b","method":"tools/list"})";
+constexpr std::string_view kList = R"({"jsonrpc":"2.0","id":"a\"b","method":"tools/list"})";
 
 TEST(remote_bridge_test, inspect_reads_id_method_tool_and_meta_version) {
   // Verifies the facts the bridge needs: raw id, method, tool name, _meta revision.
@@ -94,7 +94,7 @@ TEST(remote_bridge_test, a_200_answer_passes_byte_for_byte) {
   // Verifies row 1: the server's message is written unchanged, on one line.
   const std::string body =
       R"({"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"{\"total\":0,\"stories\":[]}"}],"isError":false}})";
-  rendered r = run(std::string(k_call), json(200, body));
+  rendered r = run(std::string(kCall), json(200, body));
   EXPECT_EQ(r.v, verdict::answered);
   EXPECT_EQ(r.out, body + "\n");
 }
@@ -115,7 +115,7 @@ TEST(remote_bridge_test, a_null_id_refusal_of_a_request_is_written_under_its_id)
   // null-id answer to a line that is not a request (unparsable) passes as it is.
   const std::string body =
       R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found: start a new one with initialize.","data":{"x":[1,"y"]}}})";
-  rendered r = run(std::string(k_list), json(404, body));
+  rendered r = run(std::string(kList), json(404, body));
   EXPECT_EQ(r.v, verdict::answered);
   EXPECT_EQ(
       r.out,
@@ -135,7 +135,7 @@ TEST(remote_bridge_test, event_stream_messages_are_each_written) {
       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\r\n\r\n"
       "id: 2\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":7,\"result\":{}}\n\n";
   a.body = body;
-  rendered r = run(std::string(k_call), a);
+  rendered r = run(std::string(kCall), a);
   EXPECT_EQ(r.v, verdict::answered);
   EXPECT_EQ(r.out,
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n"
@@ -156,7 +156,7 @@ TEST(remote_bridge_test, a_429_on_tools_call_is_the_rate_limited_tool_error) {
       429,
       R"({"jsonrpc":"2.0","id":7,"error":{"code":429,"message":"Rate limit exceeded","data":{"code":"rate_limited","message":"m","retry_after_secs":2,"quota_limit":1000,"quota_used":10,"quota_remaining":990}}})");
   a.retry_after_secs = 3;
-  rendered r = run(std::string(k_call), a);
+  rendered r = run(std::string(kCall), a);
   EXPECT_EQ(r.v, verdict::answered);
   envelope::tool_error te;
   te.code = envelope::tool_error_code::rate_limited;
@@ -190,14 +190,14 @@ TEST(remote_bridge_test, a_429_on_another_method_is_the_body_error) {
       R"({"jsonrpc":"2.0","id":"a\"b","error":{"code":429,"message":"Rate limit exceeded","data":{"code":"rate_limited","retry_after_secs":1}}})";
   http_answer a = json(429, body);
   a.retry_after_secs = 1;
-  rendered r = run(std::string(k_list), a);
+  rendered r = run(std::string(kList), a);
   EXPECT_EQ(r.v, verdict::answered);
   EXPECT_EQ(r.out, body + "\n");
 }
 
 TEST(remote_bridge_test, a_401_writes_nothing) {
   // Verifies rows 4-5: a refused key is the caller's to act on (exit 2); nothing is written.
-  rendered r = run(std::string(k_call), json(401, R"({"code":"invalid_key","message":"m"})"));
+  rendered r = run(std::string(kCall), json(401, R"({"code":"invalid_key","message":"m"})"));
   EXPECT_EQ(r.v, verdict::unauthorized);
   EXPECT_EQ(r.out, "");
 }
@@ -207,7 +207,7 @@ TEST(remote_bridge_test, unreachable_is_unavailable_for_tools_call) {
   // result, whose message names the server and the cause (not "no shard answered": the bridge
   // cannot know that), for get_usage as for a search.
   for (std::string_view line :
-       {k_call,
+       {kCall,
         std::string_view(
             R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_usage"}})")}) {
     rendered r = run(std::string(line), refused());
@@ -229,7 +229,7 @@ TEST(remote_bridge_test, unreachable_is_unavailable_for_tools_call) {
 
 TEST(remote_bridge_test, unreachable_is_internal_error_naming_the_server_for_others) {
   // Verifies row 6 for other requests: -32603 whose message names the server and the reason.
-  rendered r = run(std::string(k_list), refused());
+  rendered r = run(std::string(kList), refused());
   EXPECT_EQ(r.v, verdict::failed);
   envelope::rpc_error e{envelope::rpc_error_kind::internal_error,
                         "The tollgate server at http://127.0.0.1:1/mcp cannot be reached "
@@ -247,7 +247,7 @@ TEST(remote_bridge_test, each_transport_failure_says_its_cause) {
   t.transport_failed = true;
   t.timed_out = true;
   t.failure = "no answer within 2000 ms: Operation timed out";
-  rendered r = run(std::string(k_call), t);
+  rendered r = run(std::string(kCall), t);
   EXPECT_EQ(r.v, verdict::failed);
   EXPECT_NE(r.out.find("did not answer in time (no answer within 2000 ms"), std::string::npos)
       << r.out;
@@ -256,7 +256,7 @@ TEST(remote_bridge_test, each_transport_failure_says_its_cause) {
   http_answer reset;
   reset.transport_failed = true;
   reset.failure = "Empty reply from server";
-  r = run(std::string(k_call), reset);
+  r = run(std::string(kCall), reset);
   EXPECT_NE(r.out.find("failed before an answer came back (Empty reply from server)"),
             std::string::npos)
       << r.out;
@@ -268,7 +268,7 @@ TEST(remote_bridge_test, a_5xx_uses_its_retry_after) {
   http_answer a =
       json(503, R"({"code":"unavailable","message":"This node has not loaded its keys."})");
   a.retry_after_secs = 9;
-  rendered r = run(std::string(k_call), a);
+  rendered r = run(std::string(kCall), a);
   EXPECT_EQ(r.v, verdict::failed);
   EXPECT_NE(r.out.find(R"(\"retry_after_secs\":9)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("answered HTTP 503: This node has not loaded its keys."), std::string::npos)
@@ -278,9 +278,9 @@ TEST(remote_bridge_test, a_5xx_uses_its_retry_after) {
 
 TEST(remote_bridge_test, a_malformed_answer_is_a_failure) {
   // Verifies a truncated JSON body and a request answered 202 are failures, never forwarded.
-  EXPECT_EQ(run(std::string(k_call), json(200, R"({"jsonrpc":"2.0","id":7,"result":{)")).v,
+  EXPECT_EQ(run(std::string(kCall), json(200, R"({"jsonrpc":"2.0","id":7,"result":{)")).v,
             verdict::failed);
-  rendered r = run(std::string(k_list), json(202, ""));
+  rendered r = run(std::string(kList), json(202, ""));
   EXPECT_EQ(r.v, verdict::failed);
   EXPECT_NE(r.out.find("-32603"), std::string::npos);
 }
@@ -303,7 +303,7 @@ TEST(remote_bridge_test, a_refusal_no_retry_mends_is_a_jsonrpc_error_without_ret
       {301, "text/html", "<html>moved</html>", "HTTP 301; the server redirects elsewhere"},
   };
   for (const refusal_case& c : cases) {
-    for (std::string_view line : {k_call, k_list}) {
+    for (std::string_view line : {kCall, kList}) {
       http_answer a = json(c.status, c.body);
       a.content_type = c.content_type;
       rendered r = run(std::string(line), a);

@@ -146,7 +146,7 @@ std::string header(const response& r, std::string_view name) {
   return r.head.substr(b, r.head.find("\r\n", b) - b);
 }
 
-const char* const k_argument_sets[] = {
+const char* const kArgumentSets[] = {
     R"({"query":"rust"})",
     R"({"query":"rust","limit":3,"offset":2})",
     R"({"query":"linux kernel scheduler"})",
@@ -168,13 +168,13 @@ TEST(app_server_test, cached_answers_are_byte_identical_to_uncached_ones) {
   client b(off.port());
   ASSERT_TRUE(a.connected() && b.connected());
   for (int round = 0; round < 3; ++round) {
-    for (const char* args : k_argument_sets) {
+    for (const char* args : kArgumentSets) {
       auto ra = ask(a, call_request(on.key(), args));
       auto rb = ask(b, call_request(off.key(), args));
       ASSERT_TRUE(ra && rb) << args;
       EXPECT_EQ(ra->status, rb->status) << args;
       EXPECT_EQ(ra->body, rb->body) << args;
-      EXPECT_NE(ra->body.find(args == k_argument_sets[6] ? "\"error\"" : "\"result\""),
+      EXPECT_NE(ra->body.find(args == kArgumentSets[6] ? "\"error\"" : "\"result\""),
                 std::string::npos)
           << ra->body;
     }

@@ -184,14 +184,14 @@ namespace {
 TEST(json_out_test, literals_copy_their_precomputed_nested_form) {
   // Verifies a json_literal writes its raw text at level 0 and that text escaped once when nested,
   // through literal() and through the direct put_literal() path alike.
-  static constexpr json_literal k_lit{"\",\"a\\b\":["};
+  static constexpr json_literal kLit{"\",\"a\\b\":["};
   for (bool nested : {false, true}) {
     out_buffer via_raw, via_lit, via_put;
     json_out r(via_raw, nested), l(via_lit, nested), p(via_put, nested);
     r.raw("\",\"a\\b\":[");
-    l.literal(k_lit);
-    char* base = p.begin_write(json_out::literal_bound(k_lit));
-    p.end_write(base, p.put_literal(base, k_lit));
+    l.literal(kLit);
+    char* base = p.begin_write(json_out::literal_bound(kLit));
+    p.end_write(base, p.put_literal(base, kLit));
     EXPECT_EQ(via_lit.view(), via_raw.view()) << nested;
     EXPECT_EQ(via_put.view(), via_raw.view()) << nested;
   }
@@ -224,7 +224,7 @@ TEST(json_out_test, direct_writes_equal_the_checked_calls) {
                     int64_t{1700000000}, INT64_MAX, INT64_MIN}) {
     out_buffer b;
     json_out j(b, false);
-    char* base = j.begin_write(json_out::k_number_bound);
+    char* base = j.begin_write(json_out::kNumberBound);
     j.end_write(base, json_out::put_number(base, v));
     EXPECT_EQ(b.view(), std::to_string(v));
   }

@@ -29,7 +29,7 @@ struct seed_row {
   bool retry_after;
 };
 
-constexpr seed_row k_seed[] = {
+constexpr seed_row kSeed[] = {
     {"missing or invalid key", mcp_form::http_status, 401, "", 401, false},
     {"rate limit exceeded", mcp_form::http_status, 429, "rate_limited", 429, true},
     {"unknown tool", mcp_form::jsonrpc_error, -32602, "", 0, false},
@@ -51,8 +51,8 @@ constexpr seed_row k_seed[] = {
 TEST(outcome_table_test, every_seed_row_is_a_table_row_with_its_forms) {
   // Verifies each condition of the error model is in the table once, reported as the seed says
   // on MCP and with the README's REST status.
-  ASSERT_EQ(std::size(k_seed), outcome_table.size());
-  for (const seed_row& s : k_seed) {
+  ASSERT_EQ(std::size(kSeed), outcome_table.size());
+  for (const seed_row& s : kSeed) {
     const outcome_row* r = find(s.condition);
     ASSERT_NE(r, nullptr) << s.condition;
     EXPECT_EQ(r->mcp, s.form) << s.condition;

@@ -20,7 +20,7 @@ namespace {
 using namespace tollgate;
 using namespace tollgate::search;
 
-const char k_corpus[] =
+const char kCorpus[] =
     R"({"id":"1","title":"Rust compiler news","url":"u","by":"a","time":1600000000,"score":1,)"
     R"("comments":0,"tags":["rust"],"text":"the borrow checker got faster"})"
     "\n"
@@ -38,9 +38,9 @@ struct world {
     o.shards = 2;
     o.threads = 1;
     load_report rep;
-    node = std::move(load_jsonl(k_corpus, o, rep).value());
+    node = std::move(load_jsonl(kCorpus, o, rep).value());
     node_s = node->make_scratch();
-    auto shards = build_shards(k_corpus, o, rep);
+    auto shards = build_shards(kCorpus, o, rep);
     gateway = std::make_unique<backend>(std::move(shards.value()), 1);
     gateway_s = gateway->make_scratch();
   }

@@ -342,7 +342,7 @@ TEST(http_parser_test, header_lookup_is_case_insensitive_and_trims_ows) {
 }
 
 // Every indexed field with its name as written on the wire in mixed case.
-const std::pair<field, std::string_view> k_indexed[] = {
+const std::pair<field, std::string_view> kIndexed[] = {
     {field::host, "HoSt"},
     {field::expect, "EXPECT"},
     {field::connection, "Connection"},
@@ -363,8 +363,8 @@ const std::pair<field, std::string_view> k_indexed[] = {
 TEST(http_parser_test, classify_names_each_indexed_field_and_nothing_else) {
   // Verifies every indexed name (any case) is classified as its field, and that names one byte
   // away from one (same length, so the length switch cannot tell them apart) are not.
-  static_assert(std::size(k_indexed) == indexed_fields);
-  for (const auto& [f, name] : k_indexed) {
+  static_assert(std::size(kIndexed) == indexed_fields);
+  for (const auto& [f, name] : kIndexed) {
     EXPECT_EQ(classify(name), f) << name;
     for (size_t i = 0; i < name.size(); ++i) {
       std::string near(name);
@@ -388,7 +388,7 @@ TEST(http_parser_test, field_line_answers_like_header_value_for_each_indexed_fie
       "Content-Length: 0\r\n\r\n",
       limits{}, req, storage);
   ASSERT_EQ(r.status, parse_status::complete);
-  for (const auto& [f, name] : k_indexed) {
+  for (const auto& [f, name] : kIndexed) {
     const header* h = req.field_line(f);
     EXPECT_EQ(h != nullptr, req.has_header(name)) << name;
     EXPECT_EQ(req.field_value(f), req.header_value(name)) << name;
@@ -431,7 +431,7 @@ TEST(http_parser_test, add_header_indexes_like_the_parser_and_refuses_past_the_l
   for (size_t i = 0; i < parsed.num_headers; ++i) {
     ASSERT_TRUE(built.add_header(parsed.headers[i].name, parsed.headers[i].value));
   }
-  for (const auto& [f, name] : k_indexed) {
+  for (const auto& [f, name] : kIndexed) {
     EXPECT_EQ(built.field_value(f), parsed.field_value(f)) << name;
     EXPECT_EQ(built.field_line(f) != nullptr, parsed.field_line(f) != nullptr) << name;
   }

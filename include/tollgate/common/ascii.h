@@ -39,7 +39,7 @@ inline bool iequals_lower(std::string_view s, std::string_view lower) noexcept {
   if (s.size() >= 8) {
     // Eight bytes at a time (the last word overlaps the one before it): every byte of such a
     // literal has bit 0x20 set, so OR-ing 0x20 into each byte of `s` is the same fold.
-    constexpr uint64_t k_fold = 0x2020202020202020ull;
+    constexpr uint64_t kFold = 0x2020202020202020ull;
     const size_t n = s.size();
     uint64_t diff = 0;
     uint64_t a;
@@ -47,11 +47,11 @@ inline bool iequals_lower(std::string_view s, std::string_view lower) noexcept {
     for (size_t i = 0; i + 8 < n; i += 8) {
       std::memcpy(&a, s.data() + i, 8);
       std::memcpy(&b, lower.data() + i, 8);
-      diff |= (a | k_fold) ^ b;
+      diff |= (a | kFold) ^ b;
     }
     std::memcpy(&a, s.data() + n - 8, 8);
     std::memcpy(&b, lower.data() + n - 8, 8);
-    diff |= (a | k_fold) ^ b;
+    diff |= (a | kFold) ^ b;
     return diff == 0;
   }
   for (size_t i = 0; i < s.size(); ++i) {

@@ -26,15 +26,15 @@ struct content_length_field {
 /// that ends the head), in one write. Inline: it is on every response's path.
 inline content_length_field reserve_content_length(out_buffer& out, size_t width,
                                                    std::string_view then = {}) {
-  constexpr std::string_view k_name = "Content-Length:";
-  char* p = out.prepare(k_name.size() + width + then.size());
-  std::memcpy(p, k_name.data(), k_name.size());
-  std::memset(p + k_name.size(), ' ', width);
+  constexpr std::string_view kName = "Content-Length:";
+  char* p = out.prepare(kName.size() + width + then.size());
+  std::memcpy(p, kName.data(), kName.size());
+  std::memset(p + kName.size(), ' ', width);
   if (!then.empty()) {
-    std::memcpy(p + k_name.size() + width, then.data(), then.size());
+    std::memcpy(p + kName.size() + width, then.data(), then.size());
   }
-  const content_length_field f{out.size() + k_name.size(), width};
-  out.commit(k_name.size() + width + then.size());
+  const content_length_field f{out.size() + kName.size(), width};
+  out.commit(kName.size() + width + then.size());
   return f;
 }
 

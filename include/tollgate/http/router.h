@@ -44,12 +44,12 @@ class router {
   route_match match(std::string_view method, std::string_view path) const noexcept;
 
  private:
-  static constexpr int k_methods = 7;
+  static constexpr int kMethods = 7;
   struct resource {
     std::string path;
     bool prefix = false;
-    bool has[k_methods] = {};
-    route_id ids[k_methods] = {};
+    bool has[kMethods] = {};
+    route_id ids[kMethods] = {};
     std::string allow;
     std::string allow_line;
   };
