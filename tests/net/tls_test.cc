@@ -2,8 +2,8 @@
 // (blocking, bounded by socket timeouts) against the echo handler: keep-alive, pipelining, a
 // body larger than a record, TLS 1.2 and 1.3, 1.1 refused, garbage closed, a handshake flood
 // deferred by the per-pass budget while everything completes, and the context's pair checks
-// and reload. (Resumption by ticket across cores: integration.https, with openssl s_client.) The
-// certificate is made in-process (ECDSA P-256).
+// and reload, and resumption by session ticket (also across cores: integration.https, with
+// openssl s_client). The certificate is made in-process (ECDSA P-256).
 #include "tollgate/net/tls.h"
 
 #include <openssl/err.h>
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "net/tls_pair.h"
 #include "net_test_util.h"
 
 namespace tollgate::net {
@@ -26,38 +27,7 @@ namespace {
 using testing::echo_factory;
 using testing::test_options;
 
-// A temp dir with a self-signed P-256 pair valid from now-1h to now+days.
-struct pair_files {
-  std::string dir;
-  std::string cert;
-  std::string key;
-  explicit pair_files(const char* name, long days = 2, long start_secs = -3600) {
-    char tmpl[] = "/tmp/tollgate-tls-test-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    cert = dir + "/" + name + "-cert.pem";
-    key = dir + "/" + name + "-key.pem";
-    EVP_PKEY* pk = EVP_EC_gen("P-256");
-    X509* x = X509_new();
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), start_secs);
-    X509_gmtime_adj(X509_getm_notAfter(x), start_secs + days * 86400);
-    X509_set_pubkey(x, pk);
-    X509_NAME* n = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
-    X509_set_issuer_name(x, n);
-    X509_sign(x, pk, EVP_sha256());
-    FILE* f = std::fopen(cert.c_str(), "w");
-    PEM_write_X509(f, x);
-    std::fclose(f);
-    f = std::fopen(key.c_str(), "w");
-    PEM_write_PrivateKey(f, pk, nullptr, nullptr, 0, nullptr, nullptr);
-    std::fclose(f);
-    X509_free(x);
-    EVP_PKEY_free(pk);
-  }
-  ~pair_files() { std::filesystem::remove_all(dir); }
-};
+using pair_files = testing::tls_pair;  // a self-signed P-256 pair in a temp dir
 
 // A blocking TLS client (no verification: the tests are about the server's engine).
 struct tls_client {
@@ -220,6 +190,49 @@ TEST(net_tls_test, serves_keep_alive_and_pipelined_requests_over_tls13_and_tls12
   EXPECT_GE(s.tls->stats().handshakes_full.load(), 2u);
   EXPECT_GE(s.tls->stats().tls12.load(), 1u);
   EXPECT_GE(s.tls->stats().tls13.load(), 1u);
+}
+
+TEST(net_tls_test, a_session_ticket_resumes_under_tls13_and_tls12) {
+  // Verifies a client offering the ticket of an earlier connection is resumed (no certificate,
+  // SSL_session_reused) and counted as resumed, under TLS 1.3 (ticket after the handshake) and
+  // TLS 1.2, on a two-core server so the later connections may land on the other core.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  pair_files p("r");
+  tls_server s(p, 2);
+  ASSERT_TRUE(s.ok);
+  uint64_t want_resumed = 0;
+  for (int v : {TLS1_3_VERSION, TLS1_2_VERSION}) {
+    SSL_SESSION* sess = nullptr;
+    {
+      tls_client first(s.srv->tls_port(), v, v);
+      ASSERT_TRUE(first.handshake()) << v;
+      EXPECT_EQ(SSL_session_reused(first.ssl), 0);
+      // A TLS 1.3 ticket arrives after the handshake: read one answer to take it in.
+      ASSERT_TRUE(first.send(testing::get("/first")));
+      ASSERT_EQ(first.read_bodies(1).size(), 1u);
+      sess = SSL_get1_session(first.ssl);
+      ASSERT_NE(sess, nullptr);
+      EXPECT_EQ(SSL_SESSION_is_resumable(sess), 1) << v;
+      // A clean close: OpenSSL marks the session of an SSL freed without close_notify as not
+      // resumable.
+      SSL_shutdown(first.ssl);
+    }
+    for (int i = 0; i < 4; ++i) {
+      tls_client again(s.srv->tls_port(), v, v, sess);
+      ASSERT_TRUE(again.handshake()) << v;
+      EXPECT_EQ(SSL_session_reused(again.ssl), 1) << "TLS version " << v << ", connection " << i;
+      // The answer to a request comes after the server has finished its side of the handshake.
+      ASSERT_TRUE(again.send(testing::get("/again")));
+      auto b = again.read_bodies(1);
+      ASSERT_EQ(b.size(), 1u);
+      EXPECT_EQ(b[0], "/again|");
+      SSL_shutdown(again.ssl);  // the shared session stays resumable
+      ++want_resumed;
+    }
+    SSL_SESSION_free(sess);
+  }
+  EXPECT_EQ(s.tls->stats().handshakes_resumed.load(), want_resumed);
+  EXPECT_EQ(s.tls->stats().handshakes_full.load(), 2u);
 }
 
 TEST(net_tls_test, refuses_tls11_and_closes_garbage_while_serving_others) {

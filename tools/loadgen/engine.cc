@@ -162,6 +162,7 @@ runner::~runner() {
     if (c.fd >= 0) {
       ::close(c.fd);
     }
+    tls_end(c);
   }
 }
 

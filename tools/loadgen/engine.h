@@ -23,6 +23,7 @@
 
 struct io_uring;
 struct io_uring_params;
+struct ssl_ctx_st;
 
 namespace tollgate::loadgen {
 
@@ -75,6 +76,12 @@ struct run_config {
   std::string congestion;
   /// Ring set-up; null = io_uring_queue_init_params.
   ring_init_fn ring_init = nullptr;
+  /// TLS client context (tls_client.h); null = plain HTTP. Each connection handshakes after
+  /// its connect, requests queue until the handshake is done.
+  ssl_ctx_st* tls = nullptr;
+  /// Sent as SNI when it is a name; checked against the certificate when `tls_check_name`.
+  std::string tls_host;
+  bool tls_check_name = true;
 };
 
 /// The run's timeline on CLOCK_MONOTONIC (ns): connections open at `begin`, warm-up until

@@ -83,6 +83,8 @@ void runner::arm_recv(std::uint32_t i) {
     io_uring_prep_recv_multishot(s, c.fd, nullptr, 0, 0);
     s->flags |= IOSQE_BUFFER_SELECT;
     s->buf_group = buf_group;
+  } else if (c.ssl != nullptr) {
+    io_uring_prep_recv(s, c.fd, c.tls_in.data(), c.tls_in.size(), 0);  // ciphertext
   } else {
     if (c.in.size() - c.in_len < 4096) {
       c.in.resize(c.in.size() * 2);
@@ -123,6 +125,7 @@ void runner::maybe_finish_close(std::uint32_t i, std::uint64_t now) {
     add_tcp_counts(c.fd, +1);
   }
   ::close(c.fd);
+  tls_end(c);
   c.fd = -1;
   c.st = connection::state::down;
   c.retry_at = c.retry_later ? now + 50'000'000 : now;
@@ -187,7 +190,14 @@ void runner::flush() {
   for (std::uint32_t i : dirty_) {
     connection& c = conns_[i];
     c.dirty = false;
-    if (c.st != connection::state::open || c.send_busy || c.out_q.empty()) {
+    if (c.st != connection::state::open || c.send_busy) {
+      continue;
+    }
+    if (c.ssl != nullptr) {
+      tls_flush(i);
+      continue;
+    }
+    if (c.out_q.empty()) {
       continue;
     }
     std::swap(c.out_q, c.out_fly);

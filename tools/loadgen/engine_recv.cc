@@ -64,6 +64,9 @@ void runner::on_connect(std::uint32_t i, int res, std::uint64_t now) {
   }
   c.st = connection::state::open;
   out_.connects++;
+  if (cfg_.tls != nullptr && !tls_begin(i, now)) {
+    return;
+  }
   arm_recv(i);
   if (now >= t_.end) {
     return;
@@ -104,9 +107,8 @@ void runner::on_send(std::uint32_t i, int res, std::uint64_t now) {
   }
   c.out_fly.clear();
   c.fly_off = 0;
-  if (!c.out_q.empty() && !c.dirty) {
-    c.dirty = true;
-    dirty_.push_back(i);
+  if (!c.out_q.empty() || tls_pending(c)) {
+    mark_dirty(i);
   }
 }
 
@@ -125,14 +127,18 @@ void runner::on_recv(std::uint32_t i, int res, bool more, const char* buf, std::
   if (in_window(now)) {
     out_.bytes_read += n;
   }
-  if (buf != nullptr && c.in_len == 0 && n > 0) {
+  if (c.ssl == nullptr && buf != nullptr && c.in_len == 0 && n > 0) {
     std::size_t used = 0;
     if (!frame_responses(i, buf, n, false, now, used)) {
       return;  // closing
     }
     append_in(c, buf + used, n - used);
   } else {
-    if (buf != nullptr) {
+    if (c.ssl != nullptr) {
+      if (!tls_feed(i, buf != nullptr ? buf : c.tls_in.data(), n, now)) {
+        return;  // closing
+      }
+    } else if (buf != nullptr) {
       append_in(c, buf, n);
     } else {
       c.in_len += n;  // the recv read straight into c.in

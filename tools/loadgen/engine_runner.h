@@ -17,6 +17,9 @@
 
 #include "engine.h"
 
+struct ssl_st;
+struct bio_st;
+
 namespace tollgate::loadgen::detail {
 
 enum op : std::uint8_t { op_connect = 1, op_recv = 2, op_send = 3 };
@@ -50,6 +53,12 @@ struct connection {
   std::vector<pending_req> fifo;  ///< ring of capacity depth
   std::size_t fifo_head = 0;
   std::size_t fifo_count = 0;
+  // TLS (engine_tls.cc): null `ssl` for plain HTTP. out_q holds plaintext, out_fly ciphertext.
+  ssl_st* ssl = nullptr;
+  bio_st* net_in = nullptr;   ///< ciphertext received, for OpenSSL to read
+  bio_st* net_out = nullptr;  ///< ciphertext OpenSSL wrote, to send
+  bool tls_ready = false;     ///< handshake done: requests may be encrypted and sent
+  std::vector<char> tls_in;   ///< recv buffer when there is no provided buffer ring
 };
 
 /// The errno constant's name, for transport-error tallies.
@@ -135,6 +144,26 @@ class runner {
   void push_free(std::uint32_t i);
   void flush();
   void submit_send(std::uint32_t i);
+
+  // --- TLS over memory BIOs (engine_tls.cc) --------------------------------------------------
+
+  /// After the connect: a new SSL in client mode, its ClientHello queued. False = closing.
+  bool tls_begin(std::uint32_t i, std::uint64_t now);
+  /// Ciphertext received: advances the handshake, decrypts what it can onto c.in. False =
+  /// closing.
+  bool tls_feed(std::uint32_t i, const char* p, std::size_t n, std::uint64_t now);
+  /// Encrypts the queued requests (once the handshake is done) and sends the pending
+  /// ciphertext (handshake messages included) with one send.
+  void tls_flush(std::uint32_t i);
+  /// Whether OpenSSL holds ciphertext not yet sent.
+  static bool tls_pending(const connection& c);
+  static void tls_end(connection& c);
+  void mark_dirty(std::uint32_t i) {
+    if (!conns_[i].dirty) {
+      conns_[i].dirty = true;
+      dirty_.push_back(i);
+    }
+  }
 
   // --- completions -------------------------------------------------------------------------
 

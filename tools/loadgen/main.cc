@@ -22,6 +22,7 @@
 
 #include "engine.h"
 #include "stats.h"
+#include "tls_client.h"
 #include "workload.h"
 
 namespace {
@@ -30,9 +31,9 @@ using namespace tollgate::loadgen;
 
 constexpr const char* usage_text = R"(usage: loadgen [options] URL
 
-Drives an HTTP/1.1 server at URL (http://HOST:PORT[/PATH]) over keep-alive connections with
-io_uring, checks every response, and reports req/s, latency percentiles, outcomes by kind and
-its own CPU time per request.
+Drives an HTTP/1.1 server at URL (http://HOST:PORT[/PATH], or https:// for TLS) over
+keep-alive connections with io_uring, checks every response, and reports req/s, latency
+percentiles, outcomes by kind and its own CPU time per request.
 
 Load:
   -c, --connections N   connections in total (default 64)
@@ -77,6 +78,12 @@ Requests (the mix; default: get of URL's path):
       --fixed-id        JSON-RPC id 1 on every request (byte-identical requests, like wrk)
       --expect-status N status that counts as success for get (default 200)
       --seed N          random seed (default 1)
+
+TLS (OpenSSL over memory BIOs; the ring still moves every byte):
+      --tls             speak TLS whatever the URL's scheme (an https:// URL implies it)
+      --cacert FILE     trust this PEM certificate (e.g. a self-signed one), not the system's
+  -k, --insecure        check neither the certificate nor its name
+                        Suites follow the OpenSSL configuration (OPENSSL_CONF) too.
 
 Checks and output:
       --check full|status  full (default): status, framing, JSON-RPC id, isError, tool-error
@@ -138,6 +145,7 @@ struct options {
   bool json = false;
   bool strict = false;
   bool print_request = false;
+  tls_options tls;
 };
 
 /// The command line, one flag at a time.
@@ -285,6 +293,12 @@ bool parse_output_flag(const std::string& a, arg_reader& r, options& o) {
     o.print_request = true;
   } else if (a == "--url") {
     o.url = r.value(a);
+  } else if (a == "--tls") {
+    o.tls.enabled = true;
+  } else if (a == "--cacert") {
+    o.tls.cafile = r.value(a);
+  } else if (a == "-k" || a == "--insecure") {
+    o.tls.insecure = true;
   } else {
     return false;
   }
@@ -316,18 +330,23 @@ options parse_args(int argc, char** argv) {
   return o;
 }
 
-/// Splits http://HOST:PORT/PATH, resolves HOST, fills the address and the Host header.
+/// Splits http[s]://HOST:PORT/PATH, resolves HOST, fills the address, the Host header and, for
+/// TLS, the name to check.
 void resolve_url(options& o, std::string& path) {
   std::string_view u = o.url;
-  if (u.substr(0, 7) != "http://") {
-    die_usage("URL must start with http:// (no TLS): " + o.url);
+  if (u.substr(0, 8) == "https://") {
+    o.tls.enabled = true;
+    u.remove_prefix(8);
+  } else if (u.substr(0, 7) == "http://") {
+    u.remove_prefix(7);
+  } else {
+    die_usage("URL must start with http:// or https://: " + o.url);
   }
-  u.remove_prefix(7);
   std::size_t slash = u.find('/');
   std::string_view authority = u.substr(0, slash);
   path = slash == std::string_view::npos ? "/" : std::string(u.substr(slash));
   std::string host;
-  std::string port = "80";
+  std::string port = o.tls.enabled ? "443" : "80";
   if (!authority.empty() && authority[0] == '[') {
     std::size_t close = authority.find(']');
     if (close == std::string_view::npos) {
@@ -358,6 +377,7 @@ void resolve_url(options& o, std::string& path) {
   o.run.addr_len = res->ai_addrlen;
   freeaddrinfo(res);
   o.wl.host_header = std::string(authority);
+  o.tls.host = host;
 }
 
 double cpu_seconds() {
@@ -620,6 +640,15 @@ int main(int argc, char** argv) {
   options o = parse_args(argc, argv);
   std::string path;
   resolve_url(o, path);
+  std::string tls_err;
+  if (o.tls.enabled) {
+    o.run.tls = make_tls_client(o.tls, tls_err);
+    if (o.run.tls == nullptr) {
+      die_usage(tls_err);
+    }
+    o.run.tls_host = o.tls.host;
+    o.run.tls_check_name = !o.tls.insecure;
+  }
   if (o.wl.mix.empty()) {
     request_spec s;
     s.kind = req_kind::get;
@@ -637,6 +666,7 @@ int main(int argc, char** argv) {
   }
 
   const run_output run = run_load(o, w);
+  free_tls_client(o.run.tls);
   thread_stats all;
   if (!merge_stats(run.stats, all)) {
     return 1;
