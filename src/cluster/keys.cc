@@ -438,15 +438,8 @@ result<void, store_error> redis_keys::resume(std::string_view account) {
 
 result<void, store_error> redis_keys::create_account(std::string_view account,
                                                      std::string_view customer) {
-  if (!quota::valid_name(account)) {
-    return unexpected(store_error{
-        true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
-                          account)});
-  }
-  if (!customer.empty() && !quota::valid_name(customer)) {
-    return unexpected(store_error{
-        true, fmt::format("invalid customer id \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
-                          customer)});
+  if (auto c = quota::check_new_account(account, customer); !c) {
+    return unexpected(c.error());
   }
   if (auto r = ready(); !r) {
     return unexpected(r.error());

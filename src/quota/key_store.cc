@@ -204,6 +204,20 @@ result<void, store_error> key_store::save(const store_contents& c) {
   return {};
 }
 
+result<void, store_error> check_new_account(std::string_view account, std::string_view customer) {
+  if (!valid_name(account)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          account)});
+  }
+  if (!customer.empty() && !valid_name(customer)) {
+    return unexpected(store_error{
+        true, fmt::format("invalid customer id \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
+                          customer)});
+  }
+  return {};
+}
+
 result<void, store_error> check_new_key(std::string_view account, std::string_view plan,
                                         const plan_map& plans) {
   if (!valid_name(account)) {
@@ -368,15 +382,8 @@ result<created_key, store_error> key_backend::rotate(std::string_view, int64_t, 
 
 result<void, store_error> key_store::create_account(std::string_view account,
                                                     std::string_view customer) {
-  if (!valid_name(account)) {
-    return unexpected(store_error{
-        true, fmt::format("invalid account name \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
-                          account)});
-  }
-  if (!customer.empty() && !valid_name(customer)) {
-    return unexpected(store_error{
-        true, fmt::format("invalid customer id \"{}\": use 1-64 letters, digits, '.', '_' or '-'",
-                          customer)});
+  if (auto c = check_new_account(account, customer); !c) {
+    return unexpected(c.error());
   }
   if (auto d = fs::ensure_dir(dir_); !d) {
     return unexpected(store_error{false, d.error()});

@@ -43,6 +43,9 @@ using digest = std::array<uint8_t, 32>;
 /// name, and a plan the config defines (the error lists the configured ones). usage errors.
 result<void, store_error> check_new_key(std::string_view account, std::string_view plan,
                                         const plan_map& plans);
+/// The checks of a new account both stores make (the admin API's create_account): its name,
+/// and its customer id when one is given, are plain names.
+result<void, store_error> check_new_account(std::string_view account, std::string_view customer);
 
 /// A stored key (no secret).
 struct key_entry {
