@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import http from 'node:http';
 import {
-  prepare, start, runCli, restGet, eventually, loadAgent, cleanup, tempDir,
+  prepare, start, runCli, restGet, eventually, loadAgent, cleanup, tempDir, stopProcess,
 } from './harness.mjs';
 
 const REDIS_BIN = '/usr/bin/redis-server';
@@ -129,7 +129,7 @@ test('redis paused: a request waiting for units never holds up another key on it
   await eventually(() => known([node], [other, waiting]), 3000, 'keys loaded');
   // `waiting` has never been billed here: its node holds no units of it, so its first billed
   // call needs Redis.
-  redis.signal('SIGSTOP');
+  await stopProcess(redis.child.pid);
   try {
     const slow = timedGet(node, '/v1/stories?q=the&limit=1', waiting);
     await new Promise((r) => setTimeout(r, 50));

@@ -341,6 +341,32 @@ export async function eventually(probe, timeoutMs = 3000, what = 'condition') {
   }
 }
 
+/**
+ * SIGSTOP to `pid`, resolved once every one of its threads is stopped. kill() returns before the
+ * process stops: the kernel hands a stop signal to one thread, and a thread in an uninterruptible
+ * wait (an fdatasync on a loaded disk) takes it only when that wait ends. Until then the others
+ * run on and may answer. /proc/PID/task/TID/stat shows each thread's state ('T' when stopped).
+ */
+export async function stopProcess(pid, timeoutMs = 10000) {
+  process.kill(pid, 'SIGSTOP');
+  const allStopped = () => {
+    const tids = fs.readdirSync(`/proc/${pid}/task`);
+    return tids.length > 0 && tids.every((tid) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        return /^[Tt]$/.test(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
+      } catch {
+        return true;  // the thread has exited
+      }
+    });
+  };
+  const end = Date.now() + timeoutMs;
+  while (!allStopped()) {
+    if (Date.now() > end) throw new Error(`pid ${pid} not stopped ${timeoutMs} ms after SIGSTOP`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 /** Removes a temp dir and its config file. */
 export function cleanup(server) {
   if (!server) return;

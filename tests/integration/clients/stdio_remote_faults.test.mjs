@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import {
   start, restart, prepare, cleanup, toolCall, restGet, findStory, mcpPost, usageOf, eventually,
+  stopProcess,
 } from './harness.mjs';
 import { successText, toolError } from './common.mjs';
 import {
@@ -234,7 +235,7 @@ test('a call the bridge gave up on is not billed: deadline and cancellation reac
   try {
     successText((await s.send(toolCall(1, 'search_stories', { query: 'the' }), { timeoutMs: 10000 })).result);
     const before = (await usageOf(srv, srv.keys.main)).used;
-    process.kill(srv.pid, 'SIGSTOP');
+    await stopProcess(srv.pid);
     let e;
     const t0 = Date.now();
     try {
