@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "admin_util.h"
 #include "cli.h"
 #include "cluster_cli.h"
 #include "tollgate/cluster/keys.h"
@@ -20,7 +21,8 @@ constexpr std::string_view kUsageHelp =
     "                             [--data-dir DIR]\n"
     "\n"
     "  export   prints the month's billed usage per account and key (plan, quota, billed calls,\n"
-    "           overage billed past the quota of `bill` keys), as the data dir's usage\n"
+    "           overage billed past the quota of `bill` keys, first and last billed call in\n"
+    "           UTC, to the second), as the data dir's usage\n"
     "           snapshot, journals and closed-month archives hold it (with [cluster] in the\n"
     "           config: the cluster's totals in Redis); safe beside a running server\n"
     "\n"
@@ -44,20 +46,13 @@ std::string csv_field(std::string_view s) {
   return o + "\"";
 }
 
-std::string json_string(std::string_view s) {
-  std::string o = "\"";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (u < 0x20) {
-      o += fmt::format("\\u{:04x}", u);
-    } else {
-      o += c;
-    }
+// A first or last call's time, RFC 3339 UTC; unknown (usage recorded before the journal kept
+// times, or no call): an empty CSV field, JSON null.
+std::string call_time(int64_t unix, bool json) {
+  if (unix <= 0) {
+    return json ? "null" : "";
   }
-  return o + "\"";
+  return json ? fmt::format("\"{}\"", admin::utc(unix)) : admin::utc(unix);
 }
 
 }  // namespace
@@ -113,11 +108,13 @@ std::string render_usage_export(const quota::store_contents& c, const quota::pla
   std::string o;
   int64_t used = 0, over = 0;
   if (csv) {
-    o = "month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage\n";
+    o = "month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage,"
+        "first_call,last_call\n";
     for (const row& r : rows) {
-      o += fmt::format("{},{},{},{},{},{},{},{},{}\n", label, csv_field(r.account),
+      o += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", label, csv_field(r.account),
                        csv_field(r.customer), r.key_id, csv_field(r.plan), r.policy, r.quota,
-                       r.u.used, r.u.overage);
+                       r.u.used, r.u.overage, call_time(r.u.first_s, false),
+                       call_time(r.u.last_s, false));
     }
     return o;
   }
@@ -126,11 +123,12 @@ std::string render_usage_export(const quota::store_contents& c, const quota::pla
     const row& r = rows[i];
     o += fmt::format(
         "{}{{\"account\":{},\"stripe_customer\":{},\"key_id\":\"{}\",\"plan\":{},"
-        "\"overage_policy\":{},\"quota\":{},\"used\":{},\"overage\":{}}}",
-        i == 0 ? "" : ",", json_string(r.account),
-        r.customer.empty() ? std::string("null") : json_string(r.customer), r.key_id,
-        json_string(r.plan), r.policy.empty() ? std::string("null") : json_string(r.policy),
-        r.quota, r.u.used, r.u.overage);
+        "\"overage_policy\":{},\"quota\":{},\"used\":{},\"overage\":{},\"first_call\":{},"
+        "\"last_call\":{}}}",
+        i == 0 ? "" : ",", admin::js(r.account),
+        r.customer.empty() ? std::string("null") : admin::js(r.customer), r.key_id,
+        admin::js(r.plan), r.policy.empty() ? std::string("null") : admin::js(r.policy), r.quota,
+        r.u.used, r.u.overage, call_time(r.u.first_s, true), call_time(r.u.last_s, true));
     used += r.u.used;
     over += r.u.overage;
   }

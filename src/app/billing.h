@@ -19,8 +19,10 @@ namespace tollgate::app {
 
 /// One row per key that existed by the month's end or billed in it, sorted by account then key:
 /// month, account, stripe_customer, key_id, plan, overage policy, monthly quota, used (billed
-/// calls), overage (billed calls past the quota of a `bill` key). CSV (a header line, RFC 4180
-/// quoting) or JSON ({"month","keys":[…],"totals":{"used","overage"}}).
+/// calls), overage (billed calls past the quota of a `bill` key), first_call and last_call
+/// (RFC 3339 UTC, to the second; empty or null when unknown: usage recorded before the journal
+/// kept times). CSV (a header line, RFC 4180 quoting) or JSON
+/// ({"month","keys":[…],"totals":{"used","overage"}}).
 std::string render_usage_export(const quota::store_contents& c, const quota::plan_map& plans,
                                 uint32_t month,
                                 const std::map<uint64_t, quota::usage_totals>& usage, bool csv);

@@ -95,6 +95,7 @@ struct agent::key_info {
   // What the last acknowledged push sent (an unchanged, idle key is not pushed again).
   int64_t pushed_used = -1;
   int64_t pushed_over = -1;
+  int64_t pushed_last = -1;  // l:NODE as last pushed (published apart from used: compared too)
   int64_t pushed_claim = -1;
   int64_t pushed_tat = 0;
 };

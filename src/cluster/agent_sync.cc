@@ -36,7 +36,9 @@ namespace {
 
 // ARGV: node, quota, used, over, claim, want, ttl ms, rate demand (-1: none), node wall ms,
 // recovery id, recover (1: this push re-establishes the key after Redis lost data), window ms,
-// stale ms (another node's claim unrefreshed this long counts only its used units).
+// stale ms (another node's claim unrefreshed this long counts only its used units), the
+// node's first and last billed call this month (unix seconds, 0: none; f:NODE only ever lowers,
+// l:NODE only ever rises, so the usage export reads the cluster's first and last call).
 // One HGETALL reads every field and one HSET writes what changed (Redis counts each call a
 // script makes: a push is EVALSHA + HGETALL + HSET); TIME is called only around a recovery, and
 // PEXPIRE only when the push creates the hash (it lives 100 days from then: past its month's
@@ -50,6 +52,8 @@ local over = tonumber(ARGV[4])
 local claim = tonumber(ARGV[5])
 local want = tonumber(ARGV[6])
 local uf, of, gf, df, tf = 'u:' .. node, 'o:' .. node, 'g:' .. node, 'd:' .. node, 't:' .. node
+local ff, lf = 'f:' .. node, 'l:' .. node
+local first, last, cf, cl = tonumber(ARGV[14]) or 0, tonumber(ARGV[15]) or 0, 0, 0
 local nowms, stale = tonumber(ARGV[9]), tonumber(ARGV[13])
 local all = redis.call('HGETALL', h)
 local cu, co, U, G, N, e, r, hasg = 0, 0, 0, 0, 1, false, 0, false
@@ -66,6 +70,8 @@ for i = 1, #all, 2 do
     if f == gf then hasg = true else gs[string.sub(f, 3)] = tonumber(all[i + 1]) end
   elseif t == 't:' then ts[string.sub(f, 3)] = tonumber(all[i + 1])
   elseif f == of then co = tonumber(all[i + 1])
+  elseif f == ff then cf = tonumber(all[i + 1])
+  elseif f == lf then cl = tonumber(all[i + 1])
   elseif f == 'e' then e = all[i + 1]
   elseif f == 'r' then r = tonumber(all[i + 1])
   end
@@ -88,6 +94,8 @@ if used > cu then
   cu = used
 end
 if over > co then set(of, over) end
+if first > 0 and (cf == 0 or first < cf) then set(ff, first) end
+if last > cl then set(lf, last) end
 local nowr = -1
 local function now()
   if nowr < 0 then
@@ -150,7 +158,8 @@ bool agent::roll_month(key_info& k, uint32_t month) {
         kSync, {usage_key(s_, k.id, k.month)},
         {s_.node, std::to_string(k.quota), std::to_string(u.used), std::to_string(u.overage),
          std::to_string(u.used - u.overage), "0", kUsageTtlMs, "-1", std::to_string(wall_ms()), "",
-         "0", "0", std::to_string(o_.stale_claim_ms)});
+         "0", "0", std::to_string(o_.stale_claim_ms), std::to_string(u.first_s),
+         std::to_string(u.last_s)});
     if (!r && r.error().io) {
       return false;
     }
@@ -285,6 +294,7 @@ bool agent::prepare_push(key_info& k, bool lease, bool final_push, push& out) {
   out.month = month;
   out.used = st.used.load(std::memory_order_relaxed);
   out.over = st.overage.load(std::memory_order_relaxed);
+  out.last = st.last_s.load(std::memory_order_relaxed);
   const unit_plan p = plan_units(k, lease, final_push, out.used, out.over, month);
   out.want = p.want;
   out.returned = p.returned;
@@ -306,7 +316,9 @@ bool agent::prepare_push(key_info& k, bool lease, bool final_push, push& out) {
               recovery_id_,
               recover ? "1" : "0",
               std::to_string(o_.recovery_ms),
-              std::to_string(o_.stale_claim_ms)};
+              std::to_string(o_.stale_claim_ms),
+              std::to_string(st.first_s.load(std::memory_order_relaxed)),
+              std::to_string(out.last)};
   return true;
 }
 
@@ -338,6 +350,7 @@ bool agent::finish_push(push& p, result<redis_reply, redis_error>& r) {
     apply_sync(k, unit_plan{p.want, p.returned}, p.rate_demand, p.month, *r);
     k.pushed_used = p.used;
     k.pushed_over = p.over;
+    k.pushed_last = p.last;
     k.pushed_claim = k.claim;
     k.pushed_tat = k.st->tat_ns.load(std::memory_order_relaxed);
   }
@@ -447,6 +460,7 @@ bool agent::sync_all(bool final_push) {
     const int64_t tat = s.st->tat_ns.load(std::memory_order_relaxed);
     const bool quiet = !final_push && !repush_all_ && k->month == month && used == k->pushed_used &&
                        s.st->overage.load(std::memory_order_relaxed) == k->pushed_over &&
+                       s.st->last_s.load(std::memory_order_relaxed) == k->pushed_last &&
                        k->claim == k->pushed_claim && pool_of(*s.st, month) == 0 &&
                        k->demand == 0 && tat == k->pushed_tat && tat <= wall_ms() * kNsPerMs &&
                        (k->applied == 0 || std::abs(k->share - k->applied) <= 0.02 * k->applied);

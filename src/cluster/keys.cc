@@ -376,9 +376,13 @@ result<std::map<uint64_t, quota::usage_totals>, store_error> redis_keys::month_u
       const std::string& field = r->elements[i].str;
       const int64_t v = std::strtoll(r->elements[i + 1].str.c_str(), nullptr, 10);
       if (field.rfind("u:", 0) == 0) {
-        t.used += v;
+        t.add(v, 0, 0, 0);
       } else if (field.rfind("o:", 0) == 0) {
-        t.overage += v;
+        t.add(0, v, 0, 0);
+      } else if (field.rfind("f:", 0) == 0) {
+        t.add(0, 0, v, 0);  // each node's first call: the earliest is the cluster's
+      } else if (field.rfind("l:", 0) == 0) {
+        t.add(0, 0, 0, v);
       }
     }
     out.emplace(id, t);

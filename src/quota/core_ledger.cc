@@ -73,7 +73,10 @@ core_ledger_impl::core_ledger_impl(service& svc, int index) : svc_(svc), index_(
   journal_buf_.reserve(64 * 1024);
   journal_out_.reserve(64 * 1024);
   late_.reserve(64);
-  refresh_table();  // the journal is opened by service::open once its generation is known
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pass_now_s_ = ts.tv_sec;  // dates calls settled before the first pass (before_send sets it)
+  refresh_table();          // the journal is opened by service::open once its generation is known
 }
 
 core_ledger_impl::~core_ledger_impl() {
@@ -380,7 +383,8 @@ void core_ledger_impl::seal_record() noexcept {
     return;
   }
   char* dst = journal_buf_.prepare(journal::kRecordSize);
-  journal::encode(dst, journal::record{open_month_, open_key_, open_count_, open_overage_});
+  journal::encode(dst, journal::record{open_month_, open_key_, open_count_, open_overage_,
+                                       static_cast<uint32_t>(pass_now_s_)});
   journal_buf_.commit(journal::kRecordSize);
   --room_calls_;
   open_count_ = 0;
@@ -395,7 +399,7 @@ void core_ledger_impl::settle(const ticket& t, bool success) noexcept {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {
       append_record(t.month, t.key_id, t.overage);
-      late_.push_back({t.state, t.month, 1, t.overage});
+      late_.push_back({t.state, t.month, 1, t.overage, pass_now_s_, pass_now_s_});
     }
     return;  // a failure's unit belonged to the closed month's budget: nothing to return
   }
@@ -407,6 +411,8 @@ void core_ledger_impl::settle(const ticket& t, bool success) noexcept {
     if (t.overage) {
       ++lk.overage_delta;
     }
+    lk.first_s = lk.first_s == 0 ? pass_now_s_ : lk.first_s;
+    lk.last_s = pass_now_s_;
     append_record(t.month, t.key_id, t.overage);
   } else if (!t.overage) {
     ++lk.lease;  // refund: the unit goes back to this core's lease
@@ -439,7 +445,8 @@ void core_ledger_impl::publish_locked(bool return_all_leases) noexcept {
     s.ensure_month_locked(month_);
   }
   const uint32_t svc_month = s.month_.load(std::memory_order_relaxed);
-  auto add = [&](key_state* st, uint32_t month, int64_t used, int64_t over) {
+  auto add = [&](key_state* st, uint32_t month, int64_t used, int64_t over, int64_t first,
+                 int64_t last) {
     if (used == 0 && over == 0) {
       return;
     }
@@ -447,19 +454,24 @@ void core_ledger_impl::publish_locked(bool return_all_leases) noexcept {
       // relaxed: readers only want an approximate figure; persist reads under the mutex.
       st->used.fetch_add(used, std::memory_order_relaxed);
       st->overage.fetch_add(over, std::memory_order_relaxed);
+      usage_totals times{0, 0, st->first_s.load(std::memory_order_relaxed),
+                         st->last_s.load(std::memory_order_relaxed)};
+      times.add(0, 0, first, last);
+      st->first_s.store(times.first_s, std::memory_order_relaxed);
+      st->last_s.store(times.last_s, std::memory_order_relaxed);
     } else {
-      usage_totals& u = s.impl_->closed[month][st->key_id];
-      u.used += used;
-      u.overage += over;
+      s.impl_->closed[month][st->key_id].add(used, over, first, last);
       s.impl_->closed_dirty.push_back(month);
     }
   };
   size_t kept = 0;
   for (uint32_t slot : dirty_) {
     local_key& lk = locals_[slot];
-    add(lk.state, month_, lk.used_delta, lk.overage_delta);
+    add(lk.state, month_, lk.used_delta, lk.overage_delta, lk.first_s, lk.last_s);
     lk.used_delta = 0;
     lk.overage_delta = 0;
+    lk.first_s = 0;
+    lk.last_s = 0;
     if (lk.lease > 0 && lk.active && !return_all_leases) {
       lk.active = false;
       dirty_[kept++] = slot;  // still listed: its lease is reconsidered next time
@@ -471,7 +483,7 @@ void core_ledger_impl::publish_locked(bool return_all_leases) noexcept {
   }
   dirty_.resize(kept);  // shrinking: no allocation
   for (const late_entry& e : late_) {
-    add(e.state, e.month, e.count, e.overage ? e.count : 0);
+    add(e.state, e.month, e.count, e.overage ? e.count : 0, e.first_s, e.last_s);
   }
   late_.clear();
 }
@@ -561,13 +573,16 @@ void core_ledger_impl::roll_month(uint32_t month) noexcept {
     for (const uint32_t slot : dirty_) {
       local_key& lk = locals_[slot];
       if (lk.used_delta > lk.overage_delta) {
-        late_.push_back({lk.state, month_, lk.used_delta - lk.overage_delta, false});
+        late_.push_back(
+            {lk.state, month_, lk.used_delta - lk.overage_delta, false, lk.first_s, lk.last_s});
       }
       if (lk.overage_delta > 0) {
-        late_.push_back({lk.state, month_, lk.overage_delta, true});
+        late_.push_back({lk.state, month_, lk.overage_delta, true, lk.first_s, lk.last_s});
       }
       lk.used_delta = 0;
       lk.overage_delta = 0;
+      lk.first_s = 0;
+      lk.last_s = 0;
     }
   }
   month_ = month;
@@ -579,6 +594,7 @@ void core_ledger_impl::roll_month(uint32_t month) noexcept {
 
 void core_ledger_impl::before_send(int64_t now_ns) noexcept {
   pass_now_ns_ = now_ns;
+  pass_now_s_ = now_ns / kNsPerSec;
   if (!engine_journal_) {
     flush_journal();  // else the engine writes the pass's bytes (take_journal)
   }
@@ -587,6 +603,7 @@ void core_ledger_impl::before_send(int64_t now_ns) noexcept {
 
 void core_ledger_impl::on_tick(int64_t now_ns) noexcept {
   pass_now_ns_ = now_ns;
+  pass_now_s_ = now_ns / kNsPerSec;
   refresh_table();
   if ((reserve_failed_ || journal_fd_ < 0) && !write_failed_) {
     make_room();  // recovery needs no traffic: /readyz turns ready once space returns

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "quota/journal.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/quota/service.h"
 
@@ -59,6 +60,8 @@ class alignas(64) core_ledger_impl final : public core_ledger {
     uint32_t plan_epoch = 0;  ///< the key's plan_epoch when the lease was taken
     int64_t used_delta = 0;   ///< billed successes not yet published
     int64_t overage_delta = 0;
+    int64_t first_s = 0;  ///< unix seconds of the first and last of them (0: none)
+    int64_t last_s = 0;
     bool dirty = false;   ///< listed in dirty_
     bool active = false;  ///< admitted since the last reconcile (keeps its lease)
   };
@@ -67,6 +70,8 @@ class alignas(64) core_ledger_impl final : public core_ledger {
     uint32_t month;
     int64_t count;
     bool overage;
+    int64_t first_s;  ///< unix seconds of the first and last of them
+    int64_t last_s;
   };
 
   /// Lists `lk` for the next reconcile (publish deltas, return lease). No allocation: dirty_
@@ -109,7 +114,8 @@ class alignas(64) core_ledger_impl final : public core_ledger {
   /// records. (Calls admitted and not yet settled hold no bytes yet; at the pass boundaries
   /// where this is counted an HTTP core has none: admit and settle happen in one handle().)
   uint64_t room_needed(uint64_t calls = 1) const noexcept {
-    return journal_size_ + journal_out_.size() + journal_buf_.size() + (calls + 1) * 28;
+    return journal_size_ + journal_out_.size() + journal_buf_.size() +
+           (calls + 1) * journal::kRecordSize;
   }
   /// Sets room_calls_ from the reservation: how many more calls may be admitted before the
   /// reservation must be looked at again.
@@ -194,6 +200,7 @@ class alignas(64) core_ledger_impl final : public core_ledger {
   int64_t write_failed_since_ns_ = 0;  // CLOCK_MONOTONIC of the first failure of this episode
   int64_t next_reserve_ns_ = 0;        // CLOCK_MONOTONIC: no reservation attempt before this
   int64_t pass_now_ns_ = 0;            // CLOCK_REALTIME of the current pass (before_send)
+  int64_t pass_now_s_ = 0;             // the same in unix seconds: billed calls' times
   int64_t room_calls_ = 0;             // records the reservation still holds (see journal_room)
   journal_health health_;
 };

@@ -1,18 +1,21 @@
 // Private: the usage journal's record format.
 //
-// A journal is a file of fixed-size records, appended by one core. The current record is 28
+// A journal is a file of fixed-size records, appended by one core. The current record is 32
 // bytes:
-//   u32 magic    'TGJ2' (0x324a4754)
+//   u32 magic    'TGJ3' (0x334a4754)
 //   u32 month    month index (year * 12 + month - 1)
 //   u64 key_id
 //   u32 count    billed successes (records of one pass for the same key are coalesced)
 //   u32 overage  how many of them were past the key's quota when admitted (billed as overage)
-//   u32 crc      CRC-32 (IEEE) of the 24 bytes before it
-// Journals written before the overage field have 24-byte 'TGJ1' records (magic, month, key_id,
-// count, crc of 20 bytes); replay still reads them, and a file may hold both (a journal
-// continued after an upgrade). Host byte order (the data dir is not portable across
-// architectures). A torn tail (shorter than the record its magic announces) or a corrupt record
-// (bad magic or CRC) is skipped on replay; replay resynchronises on the next valid record.
+//   u32 time     unix seconds of the pass that sealed the record, so of its calls within one
+//                pass: the usage export's first and last call come from it (0: unknown)
+//   u32 crc      CRC-32 (IEEE) of the 28 bytes before it
+// Older journals hold 28-byte 'TGJ2' records (no time: crc of 24 bytes) or 24-byte 'TGJ1' ones
+// (no overage either: crc of 20 bytes); replay still reads both, and a file may hold several
+// formats (a journal continued after an upgrade). Host byte order (the data dir is not portable
+// across architectures). A torn tail (shorter than the record its magic announces) or a
+// corrupt record (bad magic or CRC) is skipped on replay; replay resynchronises on the next
+// valid record.
 #pragma once
 
 #include <cstddef>
@@ -22,9 +25,11 @@
 
 namespace tollgate::quota::journal {
 
-inline constexpr uint32_t kMagic = 0x324a4754;    // 'TGJ2'
-inline constexpr uint32_t kMagicV1 = 0x314a4754;  // 'TGJ1', no overage field
-inline constexpr size_t kRecordSize = 28;
+inline constexpr uint32_t kMagic = 0x334a4754;    // 'TGJ3'
+inline constexpr uint32_t kMagicV2 = 0x324a4754;  // 'TGJ2', no time field
+inline constexpr uint32_t kMagicV1 = 0x314a4754;  // 'TGJ1', no overage field either
+inline constexpr size_t kRecordSize = 32;
+inline constexpr size_t kRecordSizeV2 = 28;
 inline constexpr size_t kRecordSizeV1 = 24;
 
 uint32_t crc32(const void* data, size_t n) noexcept;
@@ -34,6 +39,7 @@ struct record {
   uint64_t key_id = 0;
   uint32_t count = 0;
   uint32_t overage = 0;     ///< <= count
+  uint32_t time_s = 0;      ///< unix seconds of its pass; 0 when unknown (older formats)
   bool has_overage = true;  ///< false for a TGJ1 record, which does not say
 };
 
@@ -48,6 +54,16 @@ inline void encode_head(char* dst, uint32_t magic, const record& r) noexcept {
 /// Writes one current-format record (kRecordSize bytes) at `dst`.
 inline void encode(char* dst, const record& r) noexcept {
   encode_head(dst, kMagic, r);
+  std::memcpy(dst + 20, &r.overage, 4);
+  std::memcpy(dst + 24, &r.time_s, 4);
+  uint32_t crc = crc32(dst, 28);
+  std::memcpy(dst + 28, &crc, 4);
+}
+
+/// Writes one TGJ2 record (kRecordSizeV2 bytes), as journals before the time field held; for
+/// tests of replaying them.
+inline void encode_v2(char* dst, const record& r) noexcept {
+  encode_head(dst, kMagicV2, r);
   std::memcpy(dst + 20, &r.overage, 4);
   uint32_t crc = crc32(dst, 24);
   std::memcpy(dst + 24, &crc, 4);
@@ -66,7 +82,10 @@ inline void encode_v1(char* dst, const record& r) noexcept {
 inline size_t record_size_at(const char* src) noexcept {
   uint32_t magic;
   std::memcpy(&magic, src, 4);
-  return magic == kMagic ? kRecordSize : magic == kMagicV1 ? kRecordSizeV1 : 0;
+  return magic == kMagic     ? kRecordSize
+         : magic == kMagicV2 ? kRecordSizeV2
+         : magic == kMagicV1 ? kRecordSizeV1
+                             : 0;
 }
 
 /// Decodes the record of either format at `src`, which holds `avail` readable bytes; false on a
@@ -87,13 +106,17 @@ inline bool decode(const char* src, size_t avail, record& r) noexcept {
   std::memcpy(&r.month, src + 4, 4);
   std::memcpy(&r.key_id, src + 8, 8);
   std::memcpy(&r.count, src + 16, 4);
-  r.has_overage = n == kRecordSize;
+  r.has_overage = n != kRecordSizeV1;
   r.overage = 0;
+  r.time_s = 0;
   if (r.has_overage) {
     std::memcpy(&r.overage, src + 20, 4);
     if (r.overage > r.count) {
       return false;  // cannot be written: a damaged record whose CRC collided
     }
+  }
+  if (n == kRecordSize) {
+    std::memcpy(&r.time_s, src + 24, 4);
   }
   return true;
 }

@@ -67,7 +67,9 @@ void core_ledger_impl::recount_room() noexcept {
     room_calls_ = INT64_MAX / 2;
   } else {
     const uint64_t need = room_needed(0);
-    room_calls_ = reserved_end_ > need ? static_cast<int64_t>((reserved_end_ - need) / 28) : 0;
+    room_calls_ = reserved_end_ > need
+                      ? static_cast<int64_t>((reserved_end_ - need) / journal::kRecordSize)
+                      : 0;
   }
 }
 
@@ -316,6 +318,10 @@ void core_ledger_impl::uncount(uint32_t month, uint64_t key_id, int64_t count,
         lk.used_delta -= count;
         lk.overage_delta -= overage;
         lk.lease += count - overage;  // as settle(failure) gives a unit back
+        if (lk.used_delta == 0) {
+          lk.first_s = 0;  // no billed call left to date (else the times may span a dropped one)
+          lk.last_s = 0;
+        }
         return;
       }
     }

@@ -38,12 +38,15 @@ void service::persist(int64_t /*now_ns*/) {
       const int64_t used = s->used.load(std::memory_order_relaxed);
       const int64_t over = s->overage.load(std::memory_order_relaxed);
       if (used != 0 || over != 0) {
-        snap += fmt::format("used {} {} {} {}\n", month, key_id_string(s->key_id), used, over);
+        snap += fmt::format("used {} {} {} {} {} {}\n", month, key_id_string(s->key_id), used, over,
+                            s->first_s.load(std::memory_order_relaxed),
+                            s->last_s.load(std::memory_order_relaxed));
       }
     }
     for (const auto& [m, keys] : impl_->closed) {
       for (const auto& [id, u] : keys) {
-        snap += fmt::format("used {} {} {} {}\n", m, key_id_string(id), u.used, u.overage);
+        snap += fmt::format("used {} {} {} {} {} {}\n", m, key_id_string(id), u.used, u.overage,
+                            u.first_s, u.last_s);
       }
     }
     std::sort(impl_->closed_dirty.begin(), impl_->closed_dirty.end());
@@ -52,10 +55,11 @@ void service::persist(int64_t /*now_ns*/) {
     for (uint32_t m : impl_->closed_dirty) {
       std::string e = fmt::format(
           "# tollgate usage for {} (closed month, UTC): used <month> <key_id> <billed> "
-          "<overage>\n",
+          "<overage> <first call> <last call> (unix seconds; 0: not recorded)\n",
           month_label(m));
       for (const auto& [id, u] : impl_->closed[m]) {
-        e += fmt::format("used {} {} {} {}\n", m, key_id_string(id), u.used, u.overage);
+        e += fmt::format("used {} {} {} {} {} {}\n", m, key_id_string(id), u.used, u.overage,
+                         u.first_s, u.last_s);
       }
       exports.emplace_back(m, std::move(e));
     }
@@ -116,7 +120,9 @@ usage_totals service::usage(uint64_t key_id, uint32_t month) const {
       return {};
     }
     return {it->second->used.load(std::memory_order_relaxed),
-            it->second->overage.load(std::memory_order_relaxed)};
+            it->second->overage.load(std::memory_order_relaxed),
+            it->second->first_s.load(std::memory_order_relaxed),
+            it->second->last_s.load(std::memory_order_relaxed)};
   }
   auto mit = impl_->closed.find(month);
   if (mit == impl_->closed.end()) {
@@ -137,10 +143,9 @@ struct service::recovered {
   std::vector<covered_pos> next;                       // each core's next journal generation
   std::unordered_set<uint64_t> overage_unrecorded;     // keys with current-month TGJ1 records
 
-  void add(impl& im, uint32_t m, uint64_t id, int64_t used, int64_t over) {
-    usage_totals& u = m >= month ? current[id] : im.closed[m][id];
-    u.used += used;
-    u.overage += over;
+  void add(impl& im, uint32_t m, uint64_t id, int64_t used, int64_t over, int64_t first,
+           int64_t last) {
+    (m >= month ? current[id] : im.closed[m][id]).add(used, over, first, last);
   }
 };
 
@@ -194,9 +199,8 @@ result<std::unique_ptr<service>, std::string> service::open(service_options opt,
 result<void, std::string> service::read_snapshot(recovered& rc) {
   impl& im = *impl_;
   auto& covered = rc.covered;
-  auto add_usage = [&](uint32_t m, uint64_t id, int64_t used, int64_t over) {
-    rc.add(im, m, id, used, over);
-  };
+  auto add_usage = [&](uint32_t m, uint64_t id, int64_t used, int64_t over, int64_t first,
+                       int64_t last) { rc.add(im, m, id, used, over, first, last); };
   const std::string& snap_path = rc.snap_path;
   bool& missing = rc.missing;
   bool& snap_empty = rc.snap_empty;
@@ -233,10 +237,13 @@ result<void, std::string> service::read_snapshot(recovered& rc) {
         covered[a] = {b, c};
         continue;
       }
-      if (std::sscanf(line.c_str(), "used %u %31s %lld %lld", &mm, idbuf, &u, &o) == 4) {
+      long long first = 0, last = 0;  // absent from snapshots written before they were kept
+      const int n = std::sscanf(line.c_str(), "used %u %31s %lld %lld %lld %lld", &mm, idbuf, &u,
+                                &o, &first, &last);
+      if (n == 4 || n == 6) {
         auto id = parse_key_id(idbuf);
         if (id) {
-          add_usage(mm, *id, u, o);
+          add_usage(mm, *id, u, o, first, last);
           continue;
         }
       }
@@ -281,8 +288,8 @@ result<void, std::string> service::replay_journals(recovered& rc) {
   impl& im = *impl_;
   const uint32_t month = rc.month;
   auto& covered = rc.covered;
-  auto add_usage = [&](uint32_t m, uint64_t id, int64_t used, int64_t over) {
-    rc.add(im, m, id, used, over);
+  auto add_usage = [&](uint32_t m, uint64_t id, int64_t used, int64_t over, int64_t time_s) {
+    rc.add(im, m, id, used, over, time_s, time_s);
   };
   const std::string& snap_path = rc.snap_path;
   bool missing = rc.missing;
@@ -333,7 +340,7 @@ result<void, std::string> service::replay_journals(recovered& rc) {
       ++recovery_.journal_files;
       auto st =
           journal::scan(*data, std::min<size_t>(from, data->size()), [&](const journal::record& r) {
-            add_usage(r.month, r.key_id, r.count, r.overage);
+            add_usage(r.month, r.key_id, r.count, r.overage, r.time_s);
             if (!r.has_overage && r.month >= month) {
               overage_unrecorded.insert(r.key_id);
             }
@@ -368,6 +375,8 @@ result<void, std::string> service::restore_usage(recovered& rc) {
     key_state* s = im.state_for_locked(id, 0, month);
     s->used.store(u.used, std::memory_order_relaxed);
     s->overage.store(u.overage, std::memory_order_relaxed);
+    s->first_s.store(u.first_s, std::memory_order_relaxed);
+    s->last_s.store(u.last_s, std::memory_order_relaxed);
   }
   if (!reload_if_changed(true) && current_.load() == nullptr) {
     return unexpected(fmt::format("cannot load keys from {}", opt_.data_dir));

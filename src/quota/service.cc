@@ -58,10 +58,11 @@ void service::ensure_month_locked(uint32_t month) {
     const int64_t used = s->used.load(std::memory_order_relaxed);
     const int64_t over = s->overage.load(std::memory_order_relaxed);
     if (used != 0 || over != 0) {
-      usage_totals& u = impl_->closed[cur][s->key_id];
-      u.used += used;
-      u.overage += over;
+      impl_->closed[cur][s->key_id].add(used, over, s->first_s.load(std::memory_order_relaxed),
+                                        s->last_s.load(std::memory_order_relaxed));
     }
+    s->first_s.store(0, std::memory_order_relaxed);
+    s->last_s.store(0, std::memory_order_relaxed);
     s->used.store(0, std::memory_order_relaxed);
     s->overage.store(0, std::memory_order_relaxed);
     s->remote_used.store(0, std::memory_order_relaxed);

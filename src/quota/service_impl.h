@@ -40,7 +40,6 @@ inline int64_t mono_ns() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
 }
 constexpr int64_t kReserveRetryNs = 100 * kNsPerMs;
-static_assert(journal::kRecordSize == 28, "core_ledger_impl::room_needed() counts 28-byte records");
 
 struct covered_pos {
   uint64_t gen = 0;

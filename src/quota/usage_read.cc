@@ -59,13 +59,14 @@ result<snapshot_view, std::string> read_usage_lines(const std::string& path, uin
       v.covered[a] = {b, c};
       continue;
     }
-    if (std::sscanf(line.c_str(), "used %u %31s %lld %lld", &mm, idbuf, &u, &o) == 4) {
+    long long first = 0, last = 0;  // absent from files written before they were kept
+    const int n = std::sscanf(line.c_str(), "used %u %31s %lld %lld %lld %lld", &mm, idbuf, &u, &o,
+                              &first, &last);
+    if (n == 4 || n == 6) {
       if (auto id = parse_key_id(idbuf)) {
         if (mm == month) {
           v.has_month = true;
-          usage_totals& t = v.month[*id];
-          t.used += u;
-          t.overage += o;
+          v.month[*id].add(u, o, first, last);
         }
         continue;
       }
@@ -130,9 +131,7 @@ result<std::map<uint64_t, usage_totals>, std::string> read_once(const std::strin
     }
     journal::scan(*data, std::min<size_t>(from, data->size()), [&](const journal::record& r) {
       if (r.month == month) {
-        usage_totals& t = out[r.key_id];
-        t.used += r.count;
-        t.overage += r.has_overage ? r.overage : 0;
+        out[r.key_id].add(r.count, r.has_overage ? r.overage : 0, r.time_s, r.time_s);
       }
     });
   }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "quota/journal.h"
 #include "quota/test_util.h"
 
 namespace tollgate::quota {
@@ -19,6 +20,8 @@ namespace {
 
 using test::temp_dir;
 using test::utc_ns;
+
+constexpr int64_t kRec = journal::kRecordSize;  // one record's bytes
 
 const int64_t kNow = utc_ns(2026, 12, 2, 12, 0, 0);
 
@@ -99,9 +102,9 @@ TEST(quota_disk_fault_test, a_failed_journal_write_refuses_billed_calls_until_it
   EXPECT_EQ(s.health().refused.load(), 1u);
 
   c = s.take_journal();  // the kept bytes, written this time
-  ASSERT_EQ(c.bytes.size(), 28u);
-  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 28);
-  s.journal_done(28);
+  ASSERT_EQ(c.bytes.size(), size_t{kRec});
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), kRec);
+  s.journal_done(kRec);
   EXPECT_FALSE(s.health().failing.load());
   EXPECT_EQ(s.health().unwritten_since_ns.load(), 0);
   ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::ok);
@@ -138,7 +141,7 @@ TEST(quota_disk_fault_test, records_whose_writes_keep_failing_are_dropped_and_no
     s.settle(t, true);
   }
   core_ledger::journal_chunk c = s.take_journal();
-  ASSERT_EQ(c.bytes.size(), 28u);
+  ASSERT_EQ(c.bytes.size(), size_t{kRec});
   EXPECT_FALSE(c.dropped);
   s.journal_done(-EIO);
   ASSERT_EQ(s.admit(*r, kNow, f, t), admit_verdict::unavailable);
@@ -160,9 +163,9 @@ TEST(quota_disk_fault_test, records_whose_writes_keep_failing_are_dropped_and_no
   s.settle(t, true);
   c = s.take_journal();
   EXPECT_FALSE(c.dropped);
-  ASSERT_EQ(c.bytes.size(), 28u);
-  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 28);
-  s.journal_done(28);
+  ASSERT_EQ(c.bytes.size(), size_t{kRec});
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), kRec);
+  s.journal_done(kRec);
   s.reconcile(kNow);
   EXPECT_EQ(svc->usage(r->key_id, svc->month()).used, 1);
   const uint64_t id = r->key_id;
@@ -195,17 +198,17 @@ TEST(quota_disk_fault_test, a_partly_written_record_is_kept_whole_when_the_rest_
   ASSERT_EQ(s.admit(*r2, kNow, f, t), admit_verdict::ok);
   s.settle(t, true);
   core_ledger::journal_chunk c = s.take_journal();
-  ASSERT_EQ(c.bytes.size(), 56u);
+  ASSERT_EQ(c.bytes.size(), size_t{2 * kRec});
   ASSERT_EQ(::write(c.fd, c.bytes.data(), 10), 10);
   s.journal_done(10);
   c = s.take_journal();
-  ASSERT_EQ(c.bytes.size(), 46u);
+  ASSERT_EQ(c.bytes.size(), size_t{2 * kRec - 10});
   s.journal_done(-EIO);
   c = s.take_journal();
   EXPECT_TRUE(c.dropped);
-  ASSERT_EQ(c.bytes.size(), 18u);  // the first record's rest
-  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 18);
-  s.journal_done(18);
+  ASSERT_EQ(c.bytes.size(), size_t{kRec - 10});  // the first record's rest
+  ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), kRec - 10);
+  s.journal_done(kRec - 10);
   EXPECT_EQ(s.billed_calls(), 1u);
   s.reconcile(kNow);
   EXPECT_EQ(svc->usage(id, svc->month()).used, 1);
@@ -242,15 +245,15 @@ TEST(quota_disk_fault_test, a_month_roll_while_the_journal_fails_bills_the_old_m
       s.settle(t, true);
     }
     core_ledger::journal_chunk c = s.take_journal();
-    ASSERT_EQ(c.bytes.size(), 28u);
+    ASSERT_EQ(c.bytes.size(), size_t{kRec});
     s.on_tick(dec);  // the write is in flight: the roll cannot publish November's counts
     s.journal_done(-EIO);
     c = s.take_journal();
     EXPECT_EQ(c.dropped, drop);
     if (!drop) {
-      ASSERT_EQ(c.bytes.size(), 28u);
-      ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), 28);
-      s.journal_done(28);
+      ASSERT_EQ(c.bytes.size(), size_t{kRec});
+      ASSERT_EQ(::write(c.fd, c.bytes.data(), c.bytes.size()), kRec);
+      s.journal_done(kRec);
     }
     s.reconcile(dec);
     const int64_t want = drop ? 0 : 3;

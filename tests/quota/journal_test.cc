@@ -11,6 +11,7 @@
 
 #include "quota/test_util.h"
 #include "support/alloc_counter.h"
+#include "tollgate/quota/usage_read.h"
 
 namespace tollgate::quota {
 namespace {
@@ -191,6 +192,93 @@ TEST(journal_test, crash_without_snapshot_recovers_every_answered_call) {
   auto svc = test::open_service(test::options(d.path(), 2), kNow + kSec);
   EXPECT_EQ(svc->usage(key_id, month_index_of_ns(kNow)).used, 800);
   EXPECT_EQ(svc->recovery().units_replayed, 800u);
+}
+
+TEST(journal_test, records_carry_their_pass_time_and_older_formats_decode_without_one) {
+  // Verifies a TGJ3 record keeps the time of its pass, a TGJ2 record (journals from before the
+  // time field) decodes with its overage and no time, and one file may hold all three formats.
+  journal::record r{2026 * 12 + 11, 42, 5, 2, 1796212800};
+  char v3[journal::kRecordSize];
+  journal::encode(v3, r);
+  journal::record back;
+  ASSERT_TRUE(journal::decode(v3, sizeof v3, back));
+  EXPECT_EQ(back.time_s, 1796212800u);
+  EXPECT_EQ(back.overage, 2u);
+  char v2[journal::kRecordSizeV2];
+  journal::encode_v2(v2, r);
+  ASSERT_TRUE(journal::decode(v2, sizeof v2, back));
+  EXPECT_EQ(back.count, 5u);
+  EXPECT_EQ(back.overage, 2u);
+  EXPECT_TRUE(back.has_overage);
+  EXPECT_EQ(back.time_s, 0u);
+  v2[21] = static_cast<char>(v2[21] ^ 1);
+  EXPECT_FALSE(journal::decode(v2, sizeof v2, back));  // its CRC covers 24 bytes
+  v2[21] = static_cast<char>(v2[21] ^ 1);
+  char v1[journal::kRecordSizeV1];
+  journal::encode_v1(v1, r);
+  const std::string mixed =
+      std::string(v1, sizeof v1) + std::string(v2, sizeof v2) + std::string(v3, sizeof v3);
+  std::vector<journal::record> seen;
+  const journal::scan_stats st =
+      journal::scan(mixed, 0, [&](const journal::record& x) { seen.push_back(x); });
+  EXPECT_EQ(st.corrupt, 0u);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_FALSE(seen[0].has_overage);
+  EXPECT_EQ(seen[1].time_s, 0u);
+  EXPECT_EQ(seen[2].time_s, 1796212800u);
+}
+
+TEST(journal_test, first_and_last_billed_call_survive_a_snapshot_and_a_crash) {
+  // Verifies the usage export's first and last call: each billed call is dated by its pass, the
+  // reconciled figures carry the earliest and latest, a snapshot keeps them across a clean
+  // restart, and a crash (journals only) recovers them from the records.
+  temp_dir d;
+  auto k = test::add_key(d.path(), "a", "big");
+  const int64_t t1 = kNow + 5 * kSec;
+  const int64_t t2 = kNow + 65 * kSec;
+  const uint32_t month = month_index_of_ns(kNow);
+  uint64_t key_id = 0;
+  auto bill_at = [&](core_ledger& s, int64_t at, int calls) {
+    s.on_tick(at);
+    const key_record* r = s.authenticate(k.secret);
+    key_id = r->key_id;
+    for (int i = 0; i < calls; ++i) {
+      figures f;
+      ticket t;
+      ASSERT_EQ(s.admit(*r, at, f, t), admit_verdict::ok);
+      s.settle(t, true);
+    }
+    s.before_send(at);
+  };
+  {
+    auto svc = test::open_service(test::options(d.path()), kNow);
+    bill_at(svc->ledger(0), t1, 3);
+    bill_at(svc->ledger(0), t2, 2);
+    svc->ledger(0).reconcile(t2);
+    const usage_totals u = svc->usage(key_id, month);
+    EXPECT_EQ(u.used, 5);
+    EXPECT_EQ(u.first_s, t1 / kSec);
+    EXPECT_EQ(u.last_s, t2 / kSec);
+    svc->close(t2);  // a snapshot covers them all
+  }
+  {
+    auto svc = test::open_service(test::options(d.path()), t2 + kSec);
+    const usage_totals u = svc->usage(key_id, month);
+    EXPECT_EQ(u.used, 5);
+    EXPECT_EQ(u.first_s, t1 / kSec);
+    EXPECT_EQ(u.last_s, t2 / kSec);
+    bill_at(svc->ledger(0), t2 + 60 * kSec, 1);
+    // Dropped without close(): no reconcile, no snapshot (a crash); the record holds the call.
+  }
+  auto svc = test::open_service(test::options(d.path()), t2 + 120 * kSec);
+  const usage_totals u = svc->usage(key_id, month);
+  EXPECT_EQ(u.used, 6);
+  EXPECT_EQ(u.first_s, t1 / kSec);
+  EXPECT_EQ(u.last_s, (t2 + 60 * kSec) / kSec);
+  auto read = read_month_usage(d.path(), month);
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_EQ((*read)[key_id].first_s, t1 / kSec);
+  EXPECT_EQ((*read)[key_id].last_s, (t2 + 60 * kSec) / kSec);
 }
 
 // Runs `calls` billed successes of a new "pro" key (bill overage) whose plan has `quota`, then

@@ -127,7 +127,8 @@ class agent final : public quota::lease_source {
   struct push {
     key_info* k = nullptr;
     std::vector<std::string> argv;  // EVALSHA kSync …
-    int64_t want = 0, returned = 0, rate_demand = -1, used = 0, over = 0;
+    int64_t want = 0, returned = 0, rate_demand = -1, used = 0, over = 0,
+            last = 0;  // l:NODE sent (unix seconds of the last billed call)
     uint32_t month = 0;
   };
   /// False: the month could not be rolled (Redis unreachable).

@@ -45,6 +45,10 @@ struct key_state {
   /// Cluster mode: billed this month by the other nodes (as of the last sync with Redis); the
   /// figures add it to this node's own. Written by the cluster agent, read relaxed; 0 otherwise.
   std::atomic<int64_t> remote_used{0};
+  /// Unix seconds of the current month's first and last reconciled billed call (0: none).
+  /// Written under service::impl::mu; read relaxed by the cluster agent's pushes.
+  std::atomic<int64_t> first_s{0};
+  std::atomic<int64_t> last_s{0};
   // Written only under service::impl::mu.
   uint64_t key_id = 0;
   int64_t quota = 0;

@@ -262,6 +262,20 @@ class core_ledger {
 struct usage_totals {
   int64_t used = 0;
   int64_t overage = 0;
+  /// Unix seconds of the first and last billed call known (0: none known; usage recorded before
+  /// the journal kept times has none).
+  int64_t first_s = 0;
+  int64_t last_s = 0;
+
+  /// Adds `u` calls (`o` of them overage) made between `first` and `last` (0: unknown).
+  void add(int64_t u, int64_t o, int64_t first, int64_t last) noexcept {
+    used += u;
+    overage += o;
+    if (first > 0 && (first_s == 0 || first < first_s)) {
+      first_s = first;
+    }
+    last_s = last > last_s ? last : last_s;
+  }
 };
 
 /// Thread-safe. Owns key states, tables, ledgers and the usage files of the data dir.

@@ -371,6 +371,7 @@ test('the admin API in cluster mode: accounts with a customer, plan changes, rot
     if (res.status === 200) answered.set(k, (answered.get(k) ?? 0) + 1);
     return res.status;
   };
+  const t0 = Math.floor(Date.now() / 1000);  // before the key's first billed call
   await eventually(async () => (await search(a2, key)) === 200, 1500, 'the new key on the other node');
   r = await admin('PATCH', `/admin/keys/${id}`, { plan: 'billed' });
   assert.equal(r.status, 200, JSON.stringify(r.json));
@@ -385,14 +386,19 @@ test('the admin API in cluster mode: accounts with a customer, plan changes, rot
     for (let i = 0; i < 3; i++) assert.equal(await search(n, key), 200);
   }
   const billed = answered.get(key);
+  const t1 = Math.ceil(Date.now() / 1000);  // after its last
   const now = new Date();
   const month = `${now.getUTCFullYear()}-${String(now.getUTCMonth() + 1).padStart(2, '0')}`;
   let row;
   await eventually(async () => {
     const e = await admin('GET', `/admin/usage/export?month=${month}`);
     row = e.json?.keys?.find((k) => k.key_id === id);
-    return e.status === 200 && row?.used === billed;
-  }, 3000, `the cluster's ${billed} billed calls in the export`);
+    return e.status === 200 && row?.used === billed && row.first_call !== null && row.last_call !== null;
+  }, 3000, `the cluster's ${billed} billed calls, and their first and last call, in the export`);
+  // Both nodes billed it: the earliest first call and the latest last call of the two.
+  const first = Date.parse(row.first_call) / 1000;
+  const last = Date.parse(row.last_call) / 1000;
+  assert.ok(t0 <= first && first <= last && last <= t1, `${t0} <= ${first} <= ${last} <= ${t1}`);
   assert.equal(row.account, 'acme-c');
   assert.equal(row.stripe_customer, 'cus_cluster9');
   assert.equal(row.plan, 'billed');

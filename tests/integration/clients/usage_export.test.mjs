@@ -43,12 +43,14 @@ test('usage export replays the journal: billed calls and overage per key, CLI an
   servers.push(s);
   const port = Number(/admin \(.*\) on http:\/\/127\.0\.0\.1:(\d+)/.exec(s.stderr())?.[1]);
   // 7 billed successes on the bill key (quota 3: 4 are overage); the stop key: 2 then refusals.
+  const t0 = Math.floor(Date.now() / 1000);
   let billedM = 0;
   for (let i = 0; i < 7; i++) billedM += (await restGet(s, '/v1/stories?q=the', { key: s.keys.m })).status === 200 ? 1 : 0;
   let billedC = 0;
   for (let i = 0; i < 5; i++) billedC += (await restGet(s, '/v1/stories?q=the', { key: s.keys.c })).status === 200 ? 1 : 0;
   assert.equal(billedM, 7);
   assert.equal(billedC, 2);
+  const t1 = Math.ceil(Date.now() / 1000);
   const month = thisMonth();
 
   const viaRoute = await request(`http://127.0.0.1:${port}/admin/usage/export?month=${month}`,
@@ -75,13 +77,21 @@ test('usage export replays the journal: billed calls and overage per key, CLI an
   assert.equal(byAccount.capped.overage, 0);
   assert.equal(byAccount.capped.overage_policy, 'stop');
   assert.deepEqual(j.totals, { used: 9, overage: 4 });
+  // First and last billed call, from the journal records' times (to the second).
+  for (const k of [byAccount.metered, byAccount.capped]) {
+    assert.match(k.first_call, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/, JSON.stringify(k));
+    const first = Date.parse(k.first_call) / 1000;
+    const last = Date.parse(k.last_call) / 1000;
+    assert.ok(first >= t0 && first <= last && last <= t1, `${t0} <= ${first} <= ${last} <= ${t1}`);
+  }
 
   const csv = await runCli(['usage', 'export', '--month', month, '--config', s.configPath, '--data-dir', s.dataDir]);
   assert.equal(csv.code, 0, csv.stderr);
   assert.equal(csv.stdout, csvRoute.body);
   const rows = csv.stdout.trim().split('\n');
-  assert.equal(rows[0], 'month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage');
-  assert.ok(rows.some((r) => r.startsWith(`${month},metered,,key_`) && r.endsWith(',meter,bill,3,7,4')), csv.stdout);
+  assert.equal(rows[0], 'month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage,first_call,last_call');
+  assert.ok(rows.some((r) => r.startsWith(`${month},metered,,key_`) &&
+    r.endsWith(`,meter,bill,3,7,4,${byAccount.metered.first_call},${byAccount.metered.last_call}`)), csv.stdout);
 
   // Another month: the same keys, nothing billed.
   const empty = JSON.parse((await runCli(['usage', 'export', '--month', '2020-01', '--format', 'json', '--data-dir', s.dataDir])).stdout);
@@ -93,15 +103,19 @@ test('usage export reads a closed month from its archive; bad arguments exit 2',
   dirs.push(dir);
   fs.mkdirSync(path.join(dir, 'usage'));
   fs.writeFileSync(path.join(dir, 'keys.txt'),
-    `key key_00000000000000aa ${'ab'.repeat(32)} acme pro 1700000000 active\n`);
+    `key key_00000000000000aa ${'ab'.repeat(32)} acme pro 1700000000 active\n` +
+    `key key_00000000000000bb ${'cd'.repeat(32)} acme pro 1700000000 active\n`);
   fs.writeFileSync(path.join(dir, 'accounts.txt'), 'account acme active customer=cus_9\n');
   const m = 2025 * 12 + 10;  // 2025-11
   fs.writeFileSync(path.join(dir, 'usage', 'month-2025-11.txt'),
-    `# tollgate usage for 2025-11 (closed month, UTC)\nused ${m} key_00000000000000aa 1500000 500000\n`);
+    `# tollgate usage for 2025-11 (closed month, UTC)\nused ${m} key_00000000000000aa 1500000 500000\n` +
+    // An archive written since the times were kept: first and last call, unix seconds.
+    `used ${m} key_00000000000000bb 2 0 1761955200 1764547199\n`);
   const r = await runCli(['usage', 'export', '--month', '2025-11', '--data-dir', dir]);
   assert.equal(r.code, 0, r.stderr);
-  assert.equal(r.stdout, 'month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage\n' +
-    '2025-11,acme,cus_9,key_00000000000000aa,pro,bill,1000000,1500000,500000\n');
+  assert.equal(r.stdout, 'month,account,stripe_customer,key_id,plan,overage_policy,quota,used,overage,first_call,last_call\n' +
+    '2025-11,acme,cus_9,key_00000000000000aa,pro,bill,1000000,1500000,500000,,\n' +
+    '2025-11,acme,cus_9,key_00000000000000bb,pro,bill,1000000,2,0,2025-11-01T00:00:00Z,2025-11-30T23:59:59Z\n');
 
   for (const [args, re] of [
     [['usage', 'export'], /--month YYYY-MM is required/],
