@@ -31,6 +31,12 @@ admin_api::admin_api(shared_state& st, const config::settings& s,
   tolerance_secs_ = s.stripe_tolerance_secs;
   rotate_grace_secs_ = s.admin_rotate_grace_secs;
   suspend_on_ = s.stripe_suspend_on;
+  if (s.cluster) {
+    // Idempotency answers and event ids cluster-wide: a retry may reach another node.
+    if (auto cs = cluster_settings(s, "admin"); cs) {
+      store_.use_redis(std::move(*cs));
+    }
+  }
   if (!s.admin_token_env.empty()) {
     const char* v = std::getenv(s.admin_token_env.c_str());
     if (v == nullptr || *v == '\0') {

@@ -20,7 +20,9 @@
 //                          the data dir alone never reveals a key
 //   stripe-events.txt      `event <unix> <evt_id>`: webhook events acted on or acknowledged,
 //                          kept 24 h, so a redelivered event changes nothing
-// Each file is compacted (rewritten without expired entries) when the server starts. They are
+// Each file is compacted (rewritten without expired entries) when the server starts. In cluster
+// mode the idempotency answers and event ids live in Redis instead (a retry or a redelivery may
+// reach another node); the audit log stays each node's. They are
 // admin_store's (admin_store.h); the routes are in admin_routes.cc, the webhook in
 // stripe_webhook.cc, the OpenAPI document in docs/admin-openapi.json (embedded at build time).
 //

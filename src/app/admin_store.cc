@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "admin_util.h"
+#include "tollgate/cluster/redis.h"
 #include "tollgate/common/log.h"
 #include "tollgate/quota/fs.h"
 
@@ -61,8 +62,50 @@ admin_store::admin_store(std::string data_dir, int64_t now) : data_dir_(std::mov
   }
 }
 
-const admin_store::idem_entry* admin_store::find_answer(const std::string& lookup,
-                                                        int64_t now) const {
+admin_store::~admin_store() = default;
+
+void admin_store::use_redis(cluster::settings s) {
+  cluster_ = std::move(s);
+  auto a = cluster::parse_redis_address(cluster_.redis);
+  redis_ = std::make_unique<cluster::redis_conn>(a ? *a : cluster::redis_address{},
+                                                 cluster_.password, cluster_.timeout_ms);
+}
+
+bool admin_store::redis_command(const std::vector<std::string>& argv, std::string* str_out) {
+  if (!redis_->connected()) {
+    if (auto c = redis_->connect(); !c) {
+      log_error("admin API: Redis {} not reachable: {}", cluster_.redis, c.error().message);
+      return false;
+    }
+  }
+  auto r = redis_->command(argv);
+  if (!r) {
+    log_error("admin API: Redis {} {}: {}", argv[0], cluster_.redis, r.error().message);
+    return false;
+  }
+  if (str_out != nullptr) {
+    *str_out = r->t == cluster::redis_reply::type::nil ? std::string() : r->str;
+  }
+  return true;
+}
+
+const admin_store::idem_entry* admin_store::find_answer(const std::string& lookup, int64_t now) {
+  if (redis_) {
+    std::string v;
+    if (!redis_command({"GET", cluster_.prefix + "{admin}:idem:" + lookup}, &v) || v.empty()) {
+      return nullptr;
+    }
+    char fp[65];
+    long long at = 0;
+    int status = 0;
+    int off = 0;
+    if (std::sscanf(v.c_str(), "%lld %64s %d %n", &at, fp, &status, &off) != 3 || off <= 0) {
+      log_error("admin API: malformed idempotency record in Redis for {}", lookup);
+      return nullptr;
+    }
+    found_ = {at, fp, status, v.substr(static_cast<size_t>(off))};
+    return &found_;
+  }
   if (auto it = idem_.find(lookup); it != idem_.end() && now - it->second.at < kRememberSecs) {
     return &it->second;
   }
@@ -70,6 +113,15 @@ const admin_store::idem_entry* admin_store::find_answer(const std::string& looku
 }
 
 void admin_store::remember_answer(const std::string& lookup, idem_entry e, int64_t now) {
+  if (redis_) {
+    if (!redis_command({"SET", cluster_.prefix + "{admin}:idem:" + lookup,
+                        fmt::format("{} {} {} {}", now, e.fingerprint, e.status, e.sealed), "EX",
+                        std::to_string(kRememberSecs)},
+                       nullptr)) {
+      log_error("admin API: idempotency record not kept in Redis; a retry may repeat the change");
+    }
+    return;
+  }
   const std::string line =
       fmt::format("idem {} {} {} {} {}\n", now, lookup, e.fingerprint, e.status, e.sealed);
   if (auto r = quota::fs::append_durable(data_dir_ + "/admin-idempotency.txt", line); !r) {
@@ -84,6 +136,11 @@ void admin_store::remember_answer(const std::string& lookup, idem_entry e, int64
 }
 
 bool admin_store::seen_event(std::string_view id, int64_t now) {
+  if (redis_) {
+    std::string v;
+    return redis_command({"GET", cluster_.prefix + "{admin}:event:" + std::string(id)}, &v) &&
+           !v.empty();
+  }
   if (events_.size() > 100000) {  // ids older than a day are forgotten
     std::erase_if(events_, [&](const auto& e) { return now - e.second >= kRememberSecs; });
   }
@@ -92,6 +149,14 @@ bool admin_store::seen_event(std::string_view id, int64_t now) {
 }
 
 void admin_store::remember_event(std::string_view id, int64_t now) {
+  if (redis_) {
+    if (!redis_command({"SET", cluster_.prefix + "{admin}:event:" + std::string(id),
+                        std::to_string(now), "EX", std::to_string(kRememberSecs)},
+                       nullptr)) {
+      log_error("stripe webhook: event id not recorded in Redis; a redelivery is applied again");
+    }
+    return;
+  }
   if (auto r = quota::fs::append_durable(data_dir_ + "/stripe-events.txt",
                                          fmt::format("event {} {}\n", now, id));
       !r) {

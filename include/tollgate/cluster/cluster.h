@@ -19,7 +19,10 @@
 //                                       pushes its figures again
 //                         the key's usage is the sum of u:*; a lease is granted from
 //                         quota - sum(g:*), so the sum of claims never passes the quota.
+//                               f:NODE, l:NODE  the node's first and last billed call (unix s)
 //   P{nodes}              hash  node -> "HEARTBEAT_UNIX_MS UNITS_HELD KEYS"
+//   P{admin}:idem:LOOKUP  str   the admin API's answer kept for an Idempotency-Key (a day)
+//   P{admin}:event:ID     str   a Stripe event id acted on or acknowledged (a day)
 // Hash tags ({keys}, {KEY_ID}, {nodes}) keep each script's keys in one slot.
 #pragma once
 

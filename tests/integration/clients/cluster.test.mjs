@@ -18,6 +18,7 @@ import {
   prepare, start, restart, runCli, restGet, usageOf, eventually, loadAgent, cleanup, tempDir, request,
 } from './harness.mjs';
 import { exposedMetrics, deployFiles, isClusterMetric } from './deploy_metrics.mjs';
+import Stripe from 'stripe';
 
 const REDIS_BIN = '/usr/bin/redis-server';
 const haveRedis = fs.existsSync(REDIS_BIN);
@@ -407,6 +408,53 @@ test('the admin API in cluster mode: accounts with a customer, plan changes, rot
   const rows = JSON.parse(cli.stdout).keys;
   assert.equal(rows.find((k) => k.key_id === id).used, billed);
   assert.equal(rows.find((k) => k.key_id === r.json.id).used, answered.get(rotated));
+});
+
+test('the admin API in cluster mode: an Idempotency-Key and a Stripe event id hold across nodes', { skip: !haveRedis && 'redis-server not installed' }, async () => {
+  // A portal's retry, or Stripe's redelivery, may reach another node behind the load balancer:
+  // the answer kept for the key and the event ids acted on live in Redis, not in one data dir.
+  process.env.TOLLGATE_ADMIN_TOKEN = 'adm-cluster-token-idem';
+  process.env.STRIPE_WEBHOOK_SECRET = 'whsec_cluster_idem_7c1e';
+  if (!redis) { redis = new Redis(await freePort()); await redis.start(); }  // run alone
+  const adminNode = async (name) => {
+    const prepared = await prepare({ plans: PLANS, quota: QUOTA,
+      extraConfig: `${clusterToml(name, 'it10:')}[admin]\ntoken_env = "TOLLGATE_ADMIN_TOKEN"\n` +
+        '[stripe]\nwebhook_secret_env = "STRIPE_WEBHOOK_SECRET"\n' });
+    const n = await start({ prepared, threads: 1, extraArgs: ['--admin-listen', '127.0.0.1:0'] });
+    nodes.push(n);
+    const port = Number(/admin \(.*\) on http:\/\/127\.0\.0\.1:(\d+)/.exec(n.stderr())?.[1]);
+    assert.ok(port > 0, n.stderr());
+    return `http://127.0.0.1:${port}`;
+  };
+  const b1 = await adminNode('idem1');
+  const b2 = await adminNode('idem2');
+  const post = (base, p, body, headers = {}) => request(`${base}${p}`, { method: 'POST',
+    headers: { authorization: `Bearer ${process.env.TOLLGATE_ADMIN_TOKEN}`, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body) });
+  assert.equal((await post(b1, '/admin/accounts', { id: 'idem-acct' })).status, 201);
+  const first = await post(b1, '/admin/keys', { account: 'idem-acct', plan: 'roomy' }, { 'Idempotency-Key': 'portal-retry-1' });
+  assert.equal(first.status, 201, first.body);
+  const retry = await post(b2, '/admin/keys', { account: 'idem-acct', plan: 'roomy' }, { 'Idempotency-Key': 'portal-retry-1' });
+  assert.equal(retry.status, 201, retry.body);
+  assert.equal(retry.headers['idempotent-replayed'], 'true', 'the other node replays the first answer');
+  assert.equal(retry.body, first.body, 'the same key, shown again: no second key');
+  const other = await post(b2, '/admin/keys', { account: 'idem-acct', plan: 'capped' }, { 'Idempotency-Key': 'portal-retry-1' });
+  assert.equal(other.status, 422, other.body);
+  const keys = await request(`${b2}/admin/keys?account=idem-acct`, { headers: { authorization: `Bearer ${process.env.TOLLGATE_ADMIN_TOKEN}` } });
+  assert.equal(JSON.parse(keys.body).keys.length, 1, keys.body);
+
+  // One event delivered to each node: the second is a duplicate.
+  const stripe = new Stripe('sk_test_not_used_offline');
+  const body = JSON.stringify({ id: 'evt_cluster_dup_1', object: 'event', type: 'customer.created',
+    created: Math.floor(Date.now() / 1000), data: { object: { id: 'cus_unused', object: 'customer' } } });
+  const deliver = (base) => request(`${base}/admin/webhooks/stripe`, { method: 'POST', body, headers: {
+    'content-type': 'application/json',
+    'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: body, secret: process.env.STRIPE_WEBHOOK_SECRET }) } });
+  const d1 = await deliver(b1);
+  assert.equal(d1.status, 200, d1.body);
+  const d2 = await deliver(b2);
+  assert.equal(d2.status, 409, d2.body);
+  assert.equal(JSON.parse(d2.body).code, 'duplicate_event');
 });
 
 test('the Grafana dashboard and the alert rules name only cluster metrics a node exposes', { skip: !haveRedis && 'redis-server not installed' }, async () => {
