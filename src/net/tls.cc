@@ -96,6 +96,17 @@ bool set_mac(EVP_MAC_CTX* hctx, const ticket_keys& k) {
   return EVP_MAC_CTX_set_params(hctx, params) == 1;
 }
 
+// AES-256-CBC for tickets, fetched once per thread: EVP_aes_256_cbc() is a legacy handle that
+// OpenSSL 3 resolves to its provider by name at every init (a lookup under the provider lock on
+// each resumed handshake). Threads never share it; it lives as long as the thread.
+const EVP_CIPHER* ticket_cipher() {
+  thread_local struct fetched {
+    EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-256-CBC", nullptr);
+    ~fetched() { EVP_CIPHER_free(c); }
+  } f;
+  return f.c;
+}
+
 // SSL_CTX_set_tlsext_ticket_key_evp_cb: 1 = ok, 2 = ok but issue a fresh ticket, 0 = unknown key
 // (full handshake), -1 = error.
 int ticket_cb(SSL*, unsigned char key_name[16], unsigned char* iv, EVP_CIPHER_CTX* cctx,
@@ -107,7 +118,8 @@ int ticket_cb(SSL*, unsigned char key_name[16], unsigned char* iv, EVP_CIPHER_CT
       return -1;
     }
     std::memcpy(key_name, k->name, 16);
-    if (EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), nullptr, k->aes, iv) != 1 ||
+    const EVP_CIPHER* aes = ticket_cipher();
+    if (aes == nullptr || EVP_EncryptInit_ex(cctx, aes, nullptr, k->aes, iv) != 1 ||
         !set_mac(hctx, *k)) {
       return -1;
     }
@@ -124,7 +136,9 @@ int ticket_cb(SSL*, unsigned char key_name[16], unsigned char* iv, EVP_CIPHER_CT
   if (k == nullptr || std::memcmp(k->name, key_name, 16) != 0) {
     return 0;
   }
-  if (EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), nullptr, k->aes, iv) != 1 || !set_mac(hctx, *k)) {
+  const EVP_CIPHER* aes = ticket_cipher();
+  if (aes == nullptr || EVP_DecryptInit_ex(cctx, aes, nullptr, k->aes, iv) != 1 ||
+      !set_mac(hctx, *k)) {
     return -1;
   }
   return window == now ? 1 : 2;
