@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cluster_cli.h"
 #include "handler.h"
+#include "stripe_meter.h"
 #include "tollgate/cluster/keys.h"
 #include "tollgate/common/log.h"
 #include "tollgate/quota/fs.h"
@@ -31,6 +32,9 @@ admin_api::admin_api(shared_state& st, const config::settings& s,
   tolerance_secs_ = s.stripe_tolerance_secs;
   rotate_grace_secs_ = s.admin_rotate_grace_secs;
   suspend_on_ = s.stripe_suspend_on;
+  if (!s.stripe_meter_event.empty()) {
+    meter_ = std::make_unique<meter_pusher>(s);
+  }
   if (s.cluster) {
     // Idempotency answers and event ids cluster-wide: a retry may reach another node.
     if (auto cs = cluster_settings(s, "admin"); cs) {
@@ -334,6 +338,13 @@ result<void, std::string> check_admin_config(const config::settings& s, bool ser
     if (v == nullptr || *v == '\0') {
       return unexpected(fmt::format(
           "stripe.webhook_secret_env: the variable {} is not set (or empty)", s.stripe_secret_env));
+    }
+  }
+  if (!s.stripe_meter_event.empty()) {
+    const char* v = std::getenv(s.stripe_api_key_env.c_str());
+    if (v == nullptr || *v == '\0') {
+      return unexpected(fmt::format("stripe.api_key_env: the variable {} is not set (or empty)",
+                                    s.stripe_api_key_env));
     }
   }
   if (s.stripe_public_webhook && !stripe) {

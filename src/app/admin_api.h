@@ -52,6 +52,7 @@
 namespace tollgate::app {
 
 struct shared_state;
+class meter_pusher;
 
 class admin_api {
  public:
@@ -126,6 +127,7 @@ class admin_api {
 
   std::mutex mu_;      // every change, and store_'s idempotency and event look-ups with it
   admin_store store_;  // the audit log, idempotency answers and event ids (admin_store.h)
+  std::unique_ptr<meter_pusher> meter_;  // [stripe] meter_event_name: the overage push
 
   std::atomic<uint64_t> events_applied_{0}, events_ignored_{0}, events_refused_{0},
       events_duplicate_{0};

@@ -37,7 +37,9 @@ const std::initializer_list<section> sections = {
     {"cluster", {"redis", "node", "password_env", "prefix", "lease_wait_ms"}},
     {"tls", {"listen", "cert", "key", "min_version"}},
     {"admin", {"token_env", "token_file", "token_sha256", "token_name", "rotate_grace_secs"}},
-    {"stripe", {"webhook_secret_env", "public_webhook", "tolerance_secs", "suspend_on"}},
+    {"stripe",
+     {"webhook_secret_env", "public_webhook", "tolerance_secs", "suspend_on", "meter_event_name",
+      "api_key_env", "meter_url", "meter_retry_secs"}},
     {"oauth",
      {"enabled", "issuer", "access_token_secs", "refresh_token_secs", "registrations",
       "cimd_allow"}},
@@ -527,6 +529,18 @@ void read_stripe(reader& r, const toml::table& t, settings& s) {
   r.boolean(t, "stripe", "public_webhook", s.stripe_public_webhook);
   r.integer(t, "stripe", "tolerance_secs", s.stripe_tolerance_secs, 1, 3600);
   r.string_list(t, "stripe", "suspend_on", s.stripe_suspend_on);
+  r.string(t, "stripe", "meter_event_name", s.stripe_meter_event);
+  r.string(t, "stripe", "api_key_env", s.stripe_api_key_env);
+  r.string(t, "stripe", "meter_url", s.stripe_meter_url, true);
+  r.integer(t, "stripe", "meter_retry_secs", s.stripe_meter_retry_secs, 1, 86400);
+  if (!r.failed() && !s.stripe_meter_url.starts_with("https://") &&
+      !s.stripe_meter_url.starts_with("http://")) {
+    r.fail(t.get("meter_url"), "stripe.meter_url", "must be an http:// or https:// URL");
+  }
+  if (!r.failed() && !s.stripe_meter_event.empty() && s.stripe_api_key_env.empty()) {
+    r.fail(t.get("meter_event_name"), "stripe.meter_event_name",
+           "needs stripe.api_key_env (the variable holding the secret API key the push sends)");
+  }
   for (const std::string& st : s.stripe_suspend_on) {
     if (st != "canceled" && st != "unpaid" && st != "past_due" && st != "incomplete_expired" &&
         st != "incomplete" && st != "paused" && !r.failed()) {

@@ -378,7 +378,8 @@ TEST(config_test, admin_and_stripe_sections_are_checked) {
   temp_toml good(
       "[admin]\ntoken_env = \"T\"\ntoken_name = \"portal\"\nrotate_grace_secs = 60\n"
       "[stripe]\nwebhook_secret_env = \"S\"\npublic_webhook = true\ntolerance_secs = 30\n"
-      "suspend_on = [\"canceled\"]\n");
+      "suspend_on = [\"canceled\"]\nmeter_event_name = \"api_overage\"\napi_key_env = \"K\"\n"
+      "meter_url = \"http://127.0.0.1:9/m\"\nmeter_retry_secs = 5\n");
   auto ok = load_file(good.path(), defaults());
   ASSERT_TRUE(ok) << ok.error().message;
   EXPECT_EQ(ok->admin_token_env, "T");
@@ -388,6 +389,10 @@ TEST(config_test, admin_and_stripe_sections_are_checked) {
   EXPECT_TRUE(ok->stripe_public_webhook);
   EXPECT_EQ(ok->stripe_tolerance_secs, 30);
   EXPECT_EQ(ok->stripe_suspend_on, std::vector<std::string>{"canceled"});
+  EXPECT_EQ(ok->stripe_meter_event, "api_overage");
+  EXPECT_EQ(ok->stripe_api_key_env, "K");
+  EXPECT_EQ(ok->stripe_meter_url, "http://127.0.0.1:9/m");
+  EXPECT_EQ(ok->stripe_meter_retry_secs, 5);
   struct bad_case {
     const char* text;
     const char* message;
@@ -402,6 +407,10 @@ TEST(config_test, admin_and_stripe_sections_are_checked) {
       {"[stripe]\ntolerance_secs = 0\n", "stripe.tolerance_secs: must be between"},
       {"[stripe]\nsuspend_on = [\"active\"]\n", "stripe.suspend_on: 'active' is not"},
       {"[stripe]\npublic_webhook = \"yes\"\n", "stripe.public_webhook: expected true or false"},
+      {"[stripe]\nmeter_event_name = \"x\"\n", "stripe.meter_event_name: needs stripe.api_key_env"},
+      {"[stripe]\nmeter_url = \"ftp://h/x\"\n", "stripe.meter_url: must be an http:// or https://"},
+      {"[stripe]\nmeter_url = \"\"\n", "stripe.meter_url: must not be empty"},
+      {"[stripe]\nmeter_retry_secs = 0\n", "stripe.meter_retry_secs: must be between"},
   };
   for (const bad_case& c : cases) {
     temp_toml f(c.text);

@@ -132,6 +132,15 @@ struct settings {
   int64_t stripe_tolerance_secs = 300;  ///< a signature's timestamp may be this far off
   /// Subscription statuses that suspend the account (customer.subscription.updated).
   std::vector<std::string> stripe_suspend_on = {"canceled", "unpaid", "past_due"};
+  /// The overage push (app/stripe_meter.h): each closed month's billed overage per account, as
+  /// meter events named this (empty: no push) ...
+  std::string stripe_meter_event;
+  /// ... sent with the secret API key in this variable ...
+  std::string stripe_api_key_env;
+  /// ... to this URL (the API's; a test points it at a local stand-in) ...
+  std::string stripe_meter_url = "https://api.stripe.com/v1/billing/meter_events";
+  /// ... retrying what failed this often.
+  int64_t stripe_meter_retry_secs = 300;
 
   // [oauth] (tollgate as its own OAuth 2.1 authorization server; README "Connect claude.ai,
   // ChatGPT or any OAuth client")

@@ -3,12 +3,14 @@
 // test bills a known number of calls on a `bill` key past its quota and on a `stop` key, kills
 // the server with -9 before any snapshot covers them (reconcile_ms is long, so only the journal
 // holds them), and compares the export with what was answered; then a data dir holding only a
-// closed month's archive (a month closed by a rollover), and bad arguments.
+// closed month's archive (a month closed by a rollover), and bad arguments; then the closed
+// month's overage pushed to a stand-in for Stripe's meter events API.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { start, cleanup, request, restGet, runCli, tempDir } from './harness.mjs';
+import http from 'node:http';
+import { start, prepare, eventually, cleanup, request, restGet, runCli, tempDir } from './harness.mjs';
 
 const TOKEN = 'adm-export-token-2';
 process.env.TOLLGATE_ADMIN_TOKEN = TOKEN;
@@ -132,4 +134,89 @@ test('usage export reads a closed month from its archive; bad arguments exit 2',
   const h = await runCli(['usage', '--help']);
   assert.equal(h.code, 0);
   assert.match(h.stdout, /tollgate usage export --month YYYY-MM/);
+});
+
+test('a closed month\'s overage goes to Stripe as meter events: once per account, retried on 5xx, never again once acknowledged or refused', async () => {
+  // A local HTTP endpoint stands in for api.stripe.com (no network here). The month two before
+  // this one is long closed; its archive holds the usage.
+  const seen = [];
+  let failFirst = true;
+  const stand = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      const form = Object.fromEntries(new URLSearchParams(body));
+      seen.push({ path: req.url, headers: req.headers, form });
+      if (form['payload[stripe_customer_id]'] === 'cus_gone') {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"No such customer: cus_gone"}}');
+      } else if (failFirst) {
+        failFirst = false;
+        res.writeHead(503);
+        res.end();
+      } else {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'billing.meter_event', identifier: form.identifier }));
+      }
+    });
+  });
+  await new Promise((r) => stand.listen(0, '127.0.0.1', r));
+  process.env.STRIPE_API_KEY = 'sk_test_meter_standin_42';
+  const d = new Date();
+  const m = d.getUTCFullYear() * 12 + d.getUTCMonth() - 2;
+  const label = `${Math.floor(m / 12)}-${String((m % 12) + 1).padStart(2, '0')}`;
+  const prepared = await prepare({ plans: PLANS, extraConfig:
+    `[stripe]\nmeter_event_name = "api_overage"\napi_key_env = "STRIPE_API_KEY"\n` +
+    `meter_url = "http://127.0.0.1:${stand.address().port}/v1/billing/meter_events"\nmeter_retry_secs = 1\n` });
+  const dir = prepared.dataDir;
+  fs.mkdirSync(path.join(dir, 'usage'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'keys.txt'),
+    `key key_00000000000000a1 ${'a1'.repeat(32)} acme meter 1700000000 active\n` +
+    `key key_00000000000000a2 ${'a2'.repeat(32)} acme meter 1700000000 active\n` +
+    `key key_00000000000000b1 ${'b1'.repeat(32)} beta meter 1700000000 active\n` +
+    `key key_00000000000000c1 ${'c1'.repeat(32)} nocust meter 1700000000 active\n` +
+    `key key_00000000000000d1 ${'d1'.repeat(32)} capped capped 1700000000 active\n`);
+  fs.writeFileSync(path.join(dir, 'accounts.txt'),
+    'account acme active customer=cus_acme7\naccount beta active customer=cus_gone\naccount nocust active\n' +
+    'account capped active customer=cus_capped\n');
+  fs.writeFileSync(path.join(dir, 'usage', `month-${label}.txt`),
+    `used ${m} key_00000000000000a1 10 7 0 0\nused ${m} key_00000000000000a2 5 2 0 0\n` +
+    `used ${m} key_00000000000000b1 4 1 0 0\nused ${m} key_00000000000000c1 9 3 0 0\n` +
+    `used ${m} key_00000000000000d1 2 0 0 0\n`);
+  let s = await start({ prepared });
+  servers.push(s);
+  try {
+    const sent = () => seen.filter((x) => x.form['payload[stripe_customer_id]'] === 'cus_acme7');
+    await eventually(() => sent().length === 2, 10000, 'acme\'s event sent, then sent again after the 503');
+    const [a, b] = sent();
+    assert.equal(a.path, '/v1/billing/meter_events');
+    assert.equal(a.headers.authorization, 'Bearer sk_test_meter_standin_42');
+    assert.equal(a.headers['idempotency-key'], `tollgate-acme-${label}`);
+    assert.equal(b.headers['idempotency-key'], a.headers['idempotency-key'], 'the retry carries the same key');
+    assert.match(a.headers['content-type'], /^application\/x-www-form-urlencoded/);
+    assert.deepEqual(b.form, {
+      event_name: 'api_overage', 'payload[stripe_customer_id]': 'cus_acme7', 'payload[value]': '9',
+      identifier: `tollgate-acme-${label}`,
+      timestamp: String(Date.UTC(Math.floor((m + 1) / 12), (m + 1) % 12, 1) / 1000 - 1),
+    });
+    await eventually(() => fs.existsSync(path.join(dir, 'stripe-meter.txt')) &&
+      /refused/.test(fs.readFileSync(path.join(dir, 'stripe-meter.txt'), 'utf8')), 5000, 'beta refused and kept');
+    await new Promise((r) => setTimeout(r, 2500));  // two more passes
+    assert.equal(sent().length, 2, 'acknowledged: not sent again');
+    assert.equal(seen.filter((x) => x.form['payload[stripe_customer_id]'] === 'cus_gone').length, 1, 'a 400 is not retried');
+    assert.equal(seen.length, 3, 'no event for an account without a customer, or without overage');
+    assert.match(s.stderr(), /account nocust has overage in .* but no stripe_customer/);
+    assert.match(s.stderr(), /Stripe refused 1 overage of beta/);
+    const lines = fs.readFileSync(path.join(dir, 'stripe-meter.txt'), 'utf8').trim().split('\n');
+    assert.equal(lines.length, 2, lines.join('\n'));
+    assert.match(lines.find((l) => / acme /.test(l)), new RegExp(`^meter \\d+ ${label} acme 9 sent$`));
+    // After a restart, what was sent or refused stays sent.
+    await s.stop();
+    s = await start({ prepared });
+    servers.push(s);
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.equal(seen.length, 3, 'nothing sent again after a restart');
+  } finally {
+    await new Promise((r) => stand.close(r));
+  }
 });
