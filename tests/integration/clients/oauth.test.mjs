@@ -14,6 +14,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { auth, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import * as v2 from '@modelcontextprotocol/client';
 import {
   start, restart, cleanup, admin, request, mcpPost, toolCall, parseToolText, eventually, findStory,
@@ -766,3 +767,64 @@ test('CIMD: an oversize document and a fetch timeout are refused with a clear pa
   assert.equal((await p).status, 400);
 });
 
+// ------------------------------------------------------------------------------- mcp-remote
+//
+// mcp-remote (pinned in package.json) as a user runs it: `mcp-remote URL PORT` spoken to over
+// stdio. It registers (DCR), opens the authorization URL with the `open` package, which runs
+// xdg-open, which runs $BROWSER: here a script that writes the URL to a file. The test is the
+// browser: it submits the consent form and follows the 302 to mcp-remote's callback on
+// 127.0.0.1:PORT; mcp-remote then redeems the code and the MCP session goes on. HOME and
+// MCP_REMOTE_CONFIG_DIR are a temporary directory, so nothing lands in the real home.
+
+const MCP_REMOTE = path.join(path.dirname(new URL(import.meta.url).pathname), 'node_modules', 'mcp-remote', 'dist', 'proxy.js');
+
+test('mcp-remote: DCR, the browser step, its callback, then tools/call through its stdio', { timeout: 120000 }, async () => {
+  const home = tempDir('tollgate-mcp-remote-');
+  const opened = path.join(home, 'opened.txt');
+  const browser = path.join(home, 'browser.sh');
+  fs.writeFileSync(browser, `#!/bin/sh\nprintf '%s\\n' "$1" >> '${opened}'\n`, { mode: 0o755 });
+  const configDir = path.join(home, 'mcp-auth');
+  const port = await freePort();
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [MCP_REMOTE, `${server.url}/mcp`, String(port), '--host', '127.0.0.1'],
+    // No DISPLAY: xdg-open's generic mode, which runs $BROWSER.
+    env: { PATH: process.env.PATH, HOME: home, MCP_REMOTE_CONFIG_DIR: configDir, BROWSER: browser },
+    stderr: 'pipe',
+  });
+  let err = '';
+  transport.stderr?.on('data', (d) => { err += d; });
+  const client = new Client({ name: 'via-mcp-remote', version: '1.0.0' });
+  try {
+    const connected = client.connect(transport, { timeout: 90000 });
+    connected.catch(() => {});  // awaited below; a failure before then is reported there
+    const authUrl = await eventually(() => fs.existsSync(opened) && fs.readFileSync(opened, 'utf8').trim(),
+      60000, `mcp-remote opening the browser (stderr: ${err.slice(-2000)})`);
+    const u = new URL(authUrl.split('\n')[0]);
+    assert.equal(u.origin + u.pathname, `${server.url}/authorize`);
+    assert.equal(u.searchParams.get('redirect_uri'), `http://127.0.0.1:${port}/oauth/callback`);
+    const { answer } = await consent(server, u, server.keys.main);
+    assert.equal(answer.status, 302, answer.body);
+    // The browser follows the redirect. mcp-remote 0.15.1 opens the browser before its callback
+    // server listens (it starts it on demand, a moment later): a person never wins that race,
+    // this test can, so it waits for the port as a browser's reload would.
+    const back = await eventually(() => request(answer.headers.location), 20000,
+      `mcp-remote's callback on port ${port} (stderr: ${err.slice(-2000)})`);
+    assert.equal(back.status, 200, `mcp-remote's callback: ${back.status} ${back.body}`);
+    await connected;
+    const res = await client.callTool({ name: 'search_stories', arguments: { query: story.query } });
+    assert.notEqual(res.isError, true, JSON.stringify(res));
+    assert.ok(parseToolText(res).stories.length > 0);
+    const usage = await client.callTool({ name: 'get_usage', arguments: {} });
+    assert.notEqual(usage.isError, true, JSON.stringify(usage));
+    const stored = fs.readdirSync(configDir, { recursive: true }).map(String);
+    assert.ok(stored.some((f) => f.endsWith('tokens.json')), `tokens kept in the temporary dir: ${stored}`);
+  } finally {
+    const pid = transport.pid;
+    await client.close().catch(() => {});
+    if (pid) {
+      try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    }
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+});
