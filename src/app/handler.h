@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "access_log.h"
 #include "cancel_set.h"

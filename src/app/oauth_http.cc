@@ -91,6 +91,18 @@ std::string_view addr_of(std::string_view peer) {
   return colon == std::string_view::npos || peer.find(']') > colon ? peer : peer.substr(0, colon);
 }
 
+// The name the consent page shows. A metadata document's client_name is the client's own
+// claim, but the host its document was fetched from is not (the draft's security
+// considerations ask for it to be shown), so it follows the name.
+std::string display_name(const client& c) {
+  if (!is_url_client_id(c.id)) {
+    return c.name;
+  }
+  const std::string_view host = uri_host(c.id);
+  return c.name.empty() ? fmt::format("An app from {}", host)
+                        : fmt::format("{} (from {})", c.name, host);
+}
+
 // The authorization request's fields the consent form carries (and its CSRF token binds).
 constexpr std::string_view kCarried[] = {"client_id",      "redirect_uri", "state",
                                          "code_challenge", "resource",     "scope"};
@@ -455,8 +467,9 @@ answer server::authorize_get(const http::request& req, int64_t now,
   }
   // 3. The consent page, carrying the request and its CSRF token.
   std::string fields;
+  const std::string name = display_name(c);
   consent_view v;
-  v.client_name = c.name;
+  v.client_name = name;
   v.redirect_host = uri_host(redirect_uri);
   std::vector<std::string> values;
   values.reserve(std::size(kCarried));
@@ -540,8 +553,9 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
       key.empty() || key.rfind(kAccessPrefix, 0) == 0 ? nullptr : ledger.authenticate_newest(key);
   if (rec == nullptr) {
     (void)allow(failures_, addr, now, kFailuresPerWindow, kFailureWindow, retry, true);
+    const std::string name = display_name(c);
     consent_view v;
-    v.client_name = c.name;
+    v.client_name = name;
     v.redirect_host = uri_host(redirect_uri);
     v.message = key.empty() ? "Enter your API key."
                             : "That API key is not valid: it is unknown or revoked. Check it "

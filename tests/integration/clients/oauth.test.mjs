@@ -711,7 +711,8 @@ test('CIMD: the consent page names the document\'s client, escaped; its redirect
   const url = `${docs.base}/good/page.json`;
   const page = await authorizeDoc(cimd, url);
   assert.equal(page.status, 200, page.body);
-  assert.ok(page.body.includes('CIMD &lt;b&gt;test&lt;/b&gt; app'), 'client_name escaped');
+  assert.ok(page.body.includes(`CIMD &lt;b&gt;test&lt;/b&gt; app (from ${new URL(docs.base).host})`),
+    'client_name escaped, and the host its document came from');
   const other = await authorizeDoc(cimd, url, { redirect_uri: 'http://127.0.0.1:9/not-listed' });
   assert.equal(other.status, 400);
   assert.equal(other.headers.location, undefined, 'no redirect to a URI the document does not list');
