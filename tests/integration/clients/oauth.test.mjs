@@ -3,8 +3,10 @@
 // also checks the redirect's iss, RFC 9207) registers (RFC 7591), follows
 // the 401's resource_metadata, and gets its code from the consent page driven as a browser
 // would (GET the page, read the form, POST the key with the CSRF token, read the 302); then
-// tools/call on the token, a refresh, and a call on the refreshed token. Each security rule is a
-// test of its own, and the seed's error table holds through a token as through its key.
+// tools/call on the token, a refresh, and a call on the refreshed token; the same with a client
+// ID metadata document URL as client_id (documents served by the test over HTTPS), and
+// mcp-remote's own flow. Each security rule is a test of its own, and the seed's error table
+// holds through a token as through its key.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
