@@ -84,6 +84,9 @@ void core_handler::attach(http::engine_io& io) {
   if (s_.cluster) {
     s_.cluster->set_waker(core_, io.waker());  // a lease attempt's end wakes parked requests
   }
+  if (s_.oauth) {
+    oauth_wake_ = io.waker();  // a metadata document's fetch ends: its requests go on
+  }
 }
 
 void core_handler::on_upstream(uint64_t tag, const http::upstream_reply& reply) {
@@ -111,8 +114,16 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     char peer[64];
     const size_t n = io_ != nullptr ? io_->peer_address(peer, sizeof peer) : 0;
     v.r = route::oauth;
-    const http::response_info info = s_.oauth->handle(req, quota_, std::string_view(peer, n), out,
-                                                      static_cast<int64_t>(std::time(nullptr)));
+    const http::response_info info =
+        s_.oauth->handle(req, quota_, std::string_view(peer, n), out,
+                         static_cast<int64_t>(std::time(nullptr)), oauth_wake_);
+    if (info.deferred) {
+      // Its client's metadata document is being fetched off the core: parked until the fetch
+      // wakes this core (on_wake), or until the fetch's bound, when it reads as failed.
+      oauth_waits_.push_back(io_->defer());
+      io_->wake_at(io_->now_mono() + s_.oauth->wait_bound_ms() * 1000000 + 1000000);
+      return info;
+    }
     v.result = info.status < 400    ? outcome::ok
                : info.status == 401 ? outcome::invalid_key
                : info.status == 429 ? outcome::rate_limited
@@ -272,6 +283,13 @@ http::response_info core_handler::park(parked* p, const quota::figures& fig, boo
 }
 
 void core_handler::on_wake(int64_t /*now_ns*/) {
+  // A metadata document's fetch ended (or a bound came): every request parked for one is
+  // delivered again; one whose document is still on its way parks again, at no cost but a
+  // look-up.
+  for (const http::deferral_token& t : oauth_waits_) {
+    (void)io_->resume(t);  // false: its connection closed meanwhile
+  }
+  oauth_waits_.clear();
   // The agent ended a lease attempt (units, a spent budget, an outage) or a bound came: every
   // request waiting for units is admitted again (one that still may wait parks again).
   for (size_t i = 0; i < parked_.size();) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "access_log.h"
 #include "cancel_set.h"
@@ -171,7 +173,11 @@ class core_handler final : public http::handler {
   // to a search's needs: bitsets, heaps, kept phrase docs): at most max_spare_job_groups.
   std::vector<tool_context::job_group> spare_;
   parked* resuming_ = nullptr;  // the parked request being delivered, if any
-  request_observer observer_;   // /metrics and the access log
+  // OAuth requests waiting for a client ID metadata document (oauth.h), and the waker the
+  // fetcher calls when one is in.
+  std::vector<http::deferral_token> oauth_waits_;
+  std::function<void()> oauth_wake_;
+  request_observer observer_;  // /metrics and the access log
 };
 
 /// The handler of a shard node (--role shard): the fleet routes for gateways, behind the fleet

@@ -12,11 +12,14 @@
 // Threads: handle() runs on any public core. The endpoints are not the hot path: they allocate,
 // and the few that change grants (/register, /token, /revoke) append to oauth.log with fdatasync
 // under the store's mutex before answering, as the admin API does. A watcher thread re-reads
-// oauth.log when `tollgate oauth revoke` appended to it, and drops expired tokens.
+// oauth.log when `tollgate oauth revoke` appended to it, and drops expired tokens. A client ID
+// metadata document is fetched on the fetcher's threads (oauth_cimd.h), never on a core: the
+// request that needs it is parked meanwhile (handle() answers `deferred`).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +41,8 @@ class core_ledger;
 namespace tollgate::app::oauth {
 
 class store;
+class cimd_fetcher;
+struct client;
 
 class server {
  public:
@@ -54,24 +59,41 @@ class server {
   /// Answers an OAuth route. `ledger`: the calling core's (the consent page checks a key with
   /// it); `peer`: the client's address ("1.2.3.4:5"), for the per-address limits. Never throws
   /// on client input.
+  ///
+  /// A request whose client_id is a metadata document URL not in the fetcher's cache writes
+  /// nothing and returns {.deferred = true}: the caller parks it (engine_io::defer) and delivers
+  /// it again after `wake` (thread-safe, called once from a fetcher thread when the fetch ends)
+  /// or after wait_bound_ms(), whichever comes first. An empty `wake` (no engine to park in)
+  /// answers 503 instead of waiting.
   http::response_info handle(const http::request& req, quota::core_ledger& ledger,
-                             std::string_view peer, out_buffer& out, int64_t now_unix);
+                             std::string_view peer, out_buffer& out, int64_t now_unix,
+                             const std::function<void()>& wake);
+  /// How long a parked request may wait for its document before it is delivered again anyway
+  /// (it then reads as a failed fetch).
+  int64_t wait_bound_ms() const noexcept;
 
   struct answer {
     int status = 200;
     std::string body = {};
     std::string headers = {};
     std::string_view content_type = "application/json";
+    bool pending = false;  ///< waiting for a metadata document: nothing to write yet
   };
 
  private:
   answer metadata(const http::request& req, bool resource) const;
   answer do_register(const http::request& req, std::string_view addr, int64_t now);
-  answer authorize_get(const http::request& req, int64_t now);
+  answer authorize_get(const http::request& req, int64_t now, const std::function<void()>& wake);
   answer authorize_post(const http::request& req, quota::core_ledger& ledger, std::string_view addr,
-                        int64_t now);
-  answer token(const http::request& req, int64_t now);
+                        int64_t now, const std::function<void()>& wake);
+  answer token(const http::request& req, int64_t now, const std::function<void()>& wake);
   answer revoke(const http::request& req, int64_t now);
+  /// The client `id` names: registered (DCR), or a metadata document's (fetched, cached).
+  /// Returns the client, or sets `why` (a sentence; empty while `pending`).
+  enum class found { yes, no, pending };
+  found find_client(const std::string& id, int64_t now, const std::function<void()>& wake,
+                    client& c, std::string& why);
+  bool offers(std::string_view registration) const;
   std::string base(const http::request& req) const;
   std::string csrf(std::string_view request_fields, int64_t expires) const;
   /// Counts one event of `addr` in its window; false when over `limit` (retry_after set).
@@ -82,7 +104,8 @@ class server {
   const config::settings& s_;
   quota::service& q_;
   std::unique_ptr<store> store_;
-  std::string csrf_key_;  // random per process: a consent form outlives no restart
+  std::unique_ptr<cimd_fetcher> cimd_;  // null: metadata documents not offered
+  std::string csrf_key_;                // random per process: a consent form outlives no restart
   std::mutex limits_mu_;
   std::unordered_map<std::string, std::pair<int64_t, int>> registrations_;  // addr → window
   std::unordered_map<std::string, std::pair<int64_t, int>> failures_;       // addr → window

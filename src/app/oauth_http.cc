@@ -8,6 +8,7 @@
 #include "gate.h"
 #include "handler.h"
 #include "oauth.h"
+#include "oauth_cimd.h"
 #include "oauth_page.h"
 #include "oauth_store.h"
 #include "oauth_util.h"
@@ -59,6 +60,13 @@ answer error_page_answer(int status, std::string_view title, std::string_view me
   return page(status, error_page(title, message));
 }
 
+// A request waiting for a client's metadata document: handle() writes nothing for it.
+answer pending_answer() {
+  answer a;
+  a.pending = true;
+  return a;
+}
+
 answer redirect(std::string_view location) {
   answer a;
   a.status = 302;
@@ -83,6 +91,18 @@ std::string_view addr_of(std::string_view peer) {
   return colon == std::string_view::npos || peer.find(']') > colon ? peer : peer.substr(0, colon);
 }
 
+// The name the consent page shows. A metadata document's client_name is the client's own
+// claim, but the host its document was fetched from is not (the draft's security
+// considerations ask for it to be shown), so it follows the name.
+std::string display_name(const client& c) {
+  if (!is_url_client_id(c.id)) {
+    return c.name;
+  }
+  const std::string_view host = uri_host(c.id);
+  return c.name.empty() ? fmt::format("An app from {}", host)
+                        : fmt::format("{} (from {})", c.name, host);
+}
+
 // The authorization request's fields the consent form carries (and its CSRF token binds).
 constexpr std::string_view kCarried[] = {"client_id",      "redirect_uri", "state",
                                          "code_challenge", "resource",     "scope"};
@@ -92,6 +112,13 @@ constexpr std::string_view kCarried[] = {"client_id",      "redirect_uri", "stat
 server::server(const config::settings& s, quota::service& q) : s_(s), q_(q) {
   store_ = std::make_unique<store>(s.data_dir, &q, s.oauth_access_token_secs,
                                    s.oauth_refresh_token_secs);
+  if (offers("metadata_document")) {
+    cimd_options o;
+    o.allow = s.oauth_cimd_allow;
+    o.ca_file = s.oauth_cimd_ca_file;
+    o.timeout_ms = s.oauth_cimd_timeout_ms;
+    cimd_ = std::make_unique<cimd_fetcher>(std::move(o));
+  }
   uint8_t k[32];
   if (quota::fs::random_bytes(k, sizeof k)) {
     csrf_key_.assign(reinterpret_cast<const char*>(k), sizeof k);
@@ -128,6 +155,55 @@ result<void, std::string> server::start(int64_t now_unix) {
     }
   });
   return {};
+}
+
+bool server::offers(std::string_view registration) const {
+  for (const std::string& r : s_.oauth_registrations) {
+    if (r == registration) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t server::wait_bound_ms() const noexcept { return cimd_ ? cimd_->wait_bound_ms() : 0; }
+
+server::found server::find_client(const std::string& id, int64_t now,
+                                  const std::function<void()>& wake, client& c, std::string& why) {
+  if (!is_url_client_id(id)) {
+    auto r = store_->find_client(id);
+    if (!r || !offers("dynamic")) {
+      why = "This app (client_id) is not registered with this server.";
+      return found::no;
+    }
+    c = std::move(*r);
+    return found::yes;
+  }
+  if (!cimd_) {
+    why =
+        "This app identifies itself by a metadata document URL, which this server does not "
+        "accept ([oauth] registrations).";
+    return found::no;
+  }
+  // The URL's own rules first: a malformed one is refused without a fetch (or a wait).
+  if (auto t = parse_client_id_url(id, s_.oauth_cimd_allow); !t) {
+    why = t.error();
+    return found::no;
+  }
+  if (!wake) {
+    why = "This app's metadata document cannot be fetched here; retry shortly.";
+    return found::no;
+  }
+  cimd_fetcher::outcome o = cimd_->lookup(id, now, wake);
+  if (o.st == cimd_fetcher::state::pending) {
+    return found::pending;
+  }
+  if (o.st == cimd_fetcher::state::failed) {
+    why = std::move(o.error);
+    return found::no;
+  }
+  c = std::move(o.c);
+  return found::yes;
 }
 
 bool server::owns(std::string_view path) noexcept {
@@ -204,21 +280,28 @@ answer server::metadata(const http::request& req, bool resource) const {
     return a;
   }
   a.body = fmt::format(
-      R"({{"issuer":{0},"authorization_endpoint":{1},"token_endpoint":{2},)"
-      R"("registration_endpoint":{3},"revocation_endpoint":{4},"response_types_supported":["code"],)"
+      R"({{"issuer":{0},"authorization_endpoint":{1},"token_endpoint":{2},{3})"
+      R"("revocation_endpoint":{4},"response_types_supported":["code"],)"
       R"("response_modes_supported":["query"],)"
       R"("grant_types_supported":["authorization_code","refresh_token"],)"
       R"("code_challenge_methods_supported":["S256"],)"
       R"("token_endpoint_auth_methods_supported":["none"],)"
       R"("revocation_endpoint_auth_methods_supported":["none"],"scopes_supported":["mcp"],)"
-      R"("client_id_metadata_document_supported":false,)"
+      R"("client_id_metadata_document_supported":{5},)"
       R"("authorization_response_iss_parameter_supported":true}})",
       admin::js(b), admin::js(b + "/authorize"), admin::js(b + "/token"),
-      admin::js(b + "/register"), admin::js(b + "/revoke"));
+      offers("dynamic") ? fmt::format(R"("registration_endpoint":{},)", admin::js(b + "/register"))
+                        : std::string(),
+      admin::js(b + "/revoke"), cimd_ ? "true" : "false");
   return a;
 }
 
 answer server::do_register(const http::request& req, std::string_view addr, int64_t now) {
+  if (!offers("dynamic")) {
+    return json_error(404, "invalid_request",
+                      "Dynamic client registration is not offered here; use a client ID "
+                      "metadata document URL as client_id.");
+  }
   int64_t retry = 0;
   if (!allow(registrations_, addr, now, kRegistrationsPerWindow, kRegistrationWindow, retry,
              true)) {
@@ -316,7 +399,8 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
   return a;
 }
 
-answer server::authorize_get(const http::request& req, int64_t now) {
+answer server::authorize_get(const http::request& req, int64_t now,
+                             const std::function<void()>& wake) {
   auto p = parse_form(req.query);
   if (!p) {
     return error_page_answer(400, "This sign-in request is malformed", p.error());
@@ -324,23 +408,31 @@ answer server::authorize_get(const http::request& req, int64_t now) {
   // 1. Until the client and its redirect URI are known, errors are shown here (never
   //    redirected: that would make this an open redirector).
   const std::string client_id = get(*p, "client_id");
-  auto c = store_->find_client(client_id);
-  if (!c) {
-    return error_page_answer(400, "Unknown app",
-                             "This app (client_id) is not registered with this server.");
+  client c;
+  std::string why;
+  const found f = find_client(client_id, now, wake, c, why);
+  if (f == found::pending) {
+    return pending_answer();  // delivered again once its metadata document is in
+  }
+  if (f == found::no) {
+    return error_page_answer(400, "Unknown app", why);
   }
   std::string redirect_uri = get(*p, "redirect_uri");
-  if (redirect_uri.empty() && c->redirect_uris.size() == 1) {
-    redirect_uri = c->redirect_uris[0];
+  if (redirect_uri.empty() && c.redirect_uris.size() == 1) {
+    redirect_uri = c.redirect_uris[0];
   }
   bool registered = false;
-  for (const std::string& u : c->redirect_uris) {
+  for (const std::string& u : c.redirect_uris) {
     registered = registered || u == redirect_uri;
   }
   if (!registered) {
     return error_page_answer(400, "Redirect address not registered",
-                             "The redirect_uri of this request is not one this app registered, "
-                             "so you are not sent there.");
+                             is_url_client_id(client_id)
+                                 ? "The redirect_uri of this request is not one of the "
+                                   "redirect_uris of this app's metadata document, so you are "
+                                   "not sent there."
+                                 : "The redirect_uri of this request is not one this app "
+                                   "registered, so you are not sent there.");
   }
   // 2. From here errors go back to the client (RFC 6749 §4.1.2.1), with `iss` (RFC 9207).
   const std::string b = base(req);
@@ -375,8 +467,9 @@ answer server::authorize_get(const http::request& req, int64_t now) {
   }
   // 3. The consent page, carrying the request and its CSRF token.
   std::string fields;
+  const std::string name = display_name(c);
   consent_view v;
-  v.client_name = c->name;
+  v.client_name = name;
   v.redirect_host = uri_host(redirect_uri);
   std::vector<std::string> values;
   values.reserve(std::size(kCarried));
@@ -393,7 +486,8 @@ answer server::authorize_get(const http::request& req, int64_t now) {
 }
 
 answer server::authorize_post(const http::request& req, quota::core_ledger& ledger,
-                              std::string_view addr, int64_t now) {
+                              std::string_view addr, int64_t now,
+                              const std::function<void()>& wake) {
   if (!form_body(req)) {
     return error_page_answer(415, "Unexpected form", "The consent form is sent form-encoded.");
   }
@@ -422,9 +516,14 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   // client may have been removed since.
   const std::string client_id = get(*p, "client_id");
   const std::string redirect_uri = get(*p, "redirect_uri");
-  auto c = store_->find_client(client_id);
-  if (!c) {
-    return error_page_answer(400, "Unknown app", "This app is not registered with this server.");
+  client c;
+  std::string why;
+  const found f = find_client(client_id, now, wake, c, why);
+  if (f == found::pending) {
+    return pending_answer();
+  }
+  if (f == found::no) {
+    return error_page_answer(400, "Unknown app", why);
   }
   const std::string b = base(req);
   const std::string state = get(*p, "state");
@@ -454,8 +553,9 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
       key.empty() || key.rfind(kAccessPrefix, 0) == 0 ? nullptr : ledger.authenticate_newest(key);
   if (rec == nullptr) {
     (void)allow(failures_, addr, now, kFailuresPerWindow, kFailureWindow, retry, true);
+    const std::string name = display_name(c);
     consent_view v;
-    v.client_name = c->name;
+    v.client_name = name;
     v.redirect_host = uri_host(redirect_uri);
     v.message = key.empty() ? "Enter your API key."
                             : "That API key is not valid: it is unknown or revoked. Check it "
@@ -481,7 +581,7 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   return back("code=" + pct(code));
 }
 
-answer server::token(const http::request& req, int64_t now) {
+answer server::token(const http::request& req, int64_t now, const std::function<void()>& wake) {
   if (!form_body(req)) {
     return json_error(400, "invalid_request",
                       "The token request is sent as application/x-www-form-urlencoded.");
@@ -491,8 +591,15 @@ answer server::token(const http::request& req, int64_t now) {
     return json_error(400, "invalid_request", p.error());
   }
   const std::string client_id = get(*p, "client_id");
-  if (client_id.empty() || !store_->find_client(client_id)) {
-    answer a = json_error(401, "invalid_client", "client_id is missing or not registered.");
+  client c;
+  std::string why;
+  const found f = client_id.empty() ? found::no : find_client(client_id, now, wake, c, why);
+  if (f == found::pending) {
+    return pending_answer();
+  }
+  if (f == found::no) {
+    answer a = json_error(401, "invalid_client",
+                          client_id.empty() ? "client_id is missing." : std::string_view(why));
     a.headers += "WWW-Authenticate: Basic realm=\"tollgate\"\r\n";
     return a;
   }
@@ -566,8 +673,12 @@ answer server::revoke(const http::request& req, int64_t now) {
   if (!p) {
     return json_error(400, "invalid_request", p.error());
   }
+  // A metadata document's client is not fetched to revoke its own tokens: a token revokes
+  // only the grant of the client_id it was issued to.
   const std::string client_id = get(*p, "client_id");
-  if (client_id.empty() || !store_->find_client(client_id)) {
+  const bool url_client =
+      cimd_ && is_url_client_id(client_id) && parse_client_id_url(client_id, s_.oauth_cimd_allow);
+  if (client_id.empty() || (!url_client && !store_->find_client(client_id))) {
     return json_error(401, "invalid_client", "client_id is missing or not registered.");
   }
   if (!store_->revoke_token(get(*p, "token"), client_id, now)) {
@@ -580,7 +691,8 @@ answer server::revoke(const http::request& req, int64_t now) {
 }
 
 http::response_info server::handle(const http::request& req, quota::core_ledger& ledger,
-                                   std::string_view peer, out_buffer& out, int64_t now_unix) {
+                                   std::string_view peer, out_buffer& out, int64_t now_unix,
+                                   const std::function<void()>& wake) {
   const std::string_view path = req.path;
   const std::string_view m = req.method;
   const std::string_view addr = addr_of(peer);
@@ -599,8 +711,8 @@ http::response_info server::handle(const http::request& req, quota::core_ledger&
       a = metadata(req, resource);
     }
   } else if (path == "/authorize") {
-    a = m == "GET" || m == "HEAD" ? authorize_get(req, now_unix)
-        : m == "POST"             ? authorize_post(req, ledger, addr, now_unix)
+    a = m == "GET" || m == "HEAD" ? authorize_get(req, now_unix, wake)
+        : m == "POST"             ? authorize_post(req, ledger, addr, now_unix, wake)
                                   : error_page_answer(405, "Method not allowed", "Use GET.");
   } else if (post_route && m != "POST") {
     a = json_error(405, "invalid_request", "Use POST.");
@@ -608,9 +720,12 @@ http::response_info server::handle(const http::request& req, quota::core_ledger&
   } else if (path == "/register") {
     a = do_register(req, addr, now_unix);
   } else if (path == "/token") {
-    a = token(req, now_unix);
+    a = token(req, now_unix, wake);
   } else {
     a = revoke(req, now_unix);
+  }
+  if (a.pending) {
+    return {0, false, true};  // the caller parks it until the document's fetch ends
   }
   http::response_head h = http::head_for(req, a.status);
   h.content_type = a.content_type;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -41,8 +42,8 @@ const std::initializer_list<section> sections = {
      {"webhook_secret_env", "public_webhook", "tolerance_secs", "suspend_on", "meter_event_name",
       "api_key_env", "meter_url", "meter_retry_secs"}},
     {"oauth",
-     {"enabled", "issuer", "access_token_secs", "refresh_token_secs", "registrations",
-      "cimd_allow"}},
+     {"enabled", "issuer", "access_token_secs", "refresh_token_secs", "registrations", "cimd_allow",
+      "cimd_ca_file", "cimd_timeout_ms"}},
 };
 
 std::initializer_list<std::string_view> keys_of(std::string_view table) {
@@ -582,14 +583,15 @@ void read_oauth(reader& r, const toml::table& t, settings& s) {
   r.integer(t, "oauth", "refresh_token_secs", s.oauth_refresh_token_secs, 60, 365 * 86400);
   r.string_list(t, "oauth", "registrations", s.oauth_registrations);
   for (const std::string& g : s.oauth_registrations) {
-    if (g == "metadata_document" && !r.failed()) {
-      r.fail(t.get("registrations"), "oauth.registrations",
-             "'metadata_document' (client ID metadata documents) is not supported yet; offer "
-             "\"dynamic\"");
-    } else if (g != "dynamic" && !r.failed()) {
-      r.fail(t.get("registrations"), "oauth.registrations",
-             fmt::format("'{}' is not a registration kind (\"dynamic\")", g));
+    if (g != "dynamic" && g != "metadata_document" && !r.failed()) {
+      r.fail(
+          t.get("registrations"), "oauth.registrations",
+          fmt::format("'{}' is not a registration kind (\"dynamic\", \"metadata_document\")", g));
     }
+  }
+  if (s.oauth_registrations.empty() && !r.failed()) {
+    r.fail(t.get("registrations"), "oauth.registrations",
+           "offer at least one: \"dynamic\", \"metadata_document\"");
   }
   r.string_list(t, "oauth", "cimd_allow", s.oauth_cimd_allow);
   for (const std::string& h : s.oauth_cimd_allow) {
@@ -603,6 +605,13 @@ void read_oauth(reader& r, const toml::table& t, settings& s) {
              fmt::format("'{}' is not a host name or address", h));
     }
   }
+  r.string(t, "oauth", "cimd_ca_file", s.oauth_cimd_ca_file, true);
+  if (t.get("cimd_ca_file") != nullptr && !r.failed() &&
+      ::access(s.oauth_cimd_ca_file.c_str(), R_OK) != 0) {
+    r.fail(t.get("cimd_ca_file"), "oauth.cimd_ca_file",
+           fmt::format("'{}' cannot be read: {}", s.oauth_cimd_ca_file, std::strerror(errno)));
+  }
+  r.integer(t, "oauth", "cimd_timeout_ms", s.oauth_cimd_timeout_ms, 100, 60000);
 }
 
 // The file's text as a TOML table; a directory, a missing file or a syntax error is an error.

@@ -441,6 +441,32 @@ TEST(config_test, parse_host_port_validates_host_and_port) {
   EXPECT_FALSE(parse_host_port("127.0.0.1:8x"));
 }
 
+TEST(config_test, oauth_metadata_document_keys_are_read_and_checked) {
+  // Verifies [oauth]'s metadata-document keys: both registrations offered by default, the allow
+  // list, the CA file (which must be readable) and the timeout's range, each refusal naming
+  // its key.
+  EXPECT_EQ(defaults().oauth_registrations,
+            (std::vector<std::string>{"dynamic", "metadata_document"}));
+  temp_toml ok(
+      "[oauth]\nregistrations = [\"metadata_document\"]\ncimd_allow = [\"127.0.0.1\", \"::1\"]\n"
+      "cimd_ca_file = \"/dev/null\"\ncimd_timeout_ms = 1000\n");
+  auto a = load_file(ok.path(), defaults());
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->oauth_registrations, std::vector<std::string>{"metadata_document"});
+  EXPECT_EQ(a->oauth_cimd_allow, (std::vector<std::string>{"127.0.0.1", "::1"}));
+  EXPECT_EQ(a->oauth_cimd_ca_file, "/dev/null");
+  EXPECT_EQ(a->oauth_cimd_timeout_ms, 1000);
+  for (const char* bad :
+       {"registrations = [\"manual\"]", "registrations = []", "cimd_allow = [\"http://x\"]",
+        "cimd_ca_file = \"/nonexistent/ca.pem\"", "cimd_timeout_ms = 50"}) {
+    temp_toml f(std::string("[oauth]\n") + bad + "\n");
+    auto r = load_file(f.path(), defaults());
+    ASSERT_FALSE(r) << bad;
+    const std::string key = std::string(bad).substr(0, std::string(bad).find(' '));
+    EXPECT_NE(r.error().message.find("oauth." + key), std::string::npos) << r.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace tollgate::config
 

@@ -151,12 +151,17 @@ struct settings {
   std::string oauth_issuer;
   int64_t oauth_access_token_secs = 3600;
   int64_t oauth_refresh_token_secs = 30 * 86400;
-  /// How clients may register: "dynamic" (RFC 7591 POST /register).
-  std::vector<std::string> oauth_registrations = {"dynamic"};
-  /// Hosts a client ID metadata document may be fetched from although they resolve to a
-  /// private, link-local or loopback address (read and checked; the fetch itself is not built
-  /// yet, see docs/design.md).
+  /// How clients may register: "dynamic" (RFC 7591 POST /register) and "metadata_document"
+  /// (a client_id that is an https URL of a client ID metadata document, fetched by tollgate).
+  std::vector<std::string> oauth_registrations = {"dynamic", "metadata_document"};
+  /// Hosts (names or addresses) a client ID metadata document may be fetched from although
+  /// they resolve to a private, link-local, loopback or other non-public address; a loopback
+  /// host listed here may also be fetched over http:// (tests).
   std::vector<std::string> oauth_cimd_allow;
+  /// A PEM file of the CAs trusted for the documents' https fetch (empty: the system's).
+  std::string oauth_cimd_ca_file;
+  /// The whole fetch of one document, connect to last byte.
+  int64_t oauth_cimd_timeout_ms = 5000;
 };
 
 /// Whether `host` names the loopback interface ("127.x.y.z", "localhost", "::1").

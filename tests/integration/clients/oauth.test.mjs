@@ -3,19 +3,26 @@
 // also checks the redirect's iss, RFC 9207) registers (RFC 7591), follows
 // the 401's resource_metadata, and gets its code from the consent page driven as a browser
 // would (GET the page, read the form, POST the key with the CSRF token, read the 302); then
-// tools/call on the token, a refresh, and a call on the refreshed token. Each security rule is a
-// test of its own, and the seed's error table holds through a token as through its key.
+// tools/call on the token, a refresh, and a call on the refreshed token; the same with a client
+// ID metadata document URL as client_id (documents served by the test over HTTPS), and
+// mcp-remote's own flow. Each security rule is a test of its own, and the seed's error table
+// holds through a token as through its key.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import https from 'node:https';
+import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { auth, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import * as v2 from '@modelcontextprotocol/client';
 import {
   start, restart, cleanup, admin, request, mcpPost, toolCall, parseToolText, eventually, findStory,
-  usageOf, runCli,
+  usageOf, runCli, tempDir,
 } from './harness.mjs';
+import { selfSignedCert, freePort } from './remote_util.mjs';
 
 const PLANS = {
   big: { rate_per_sec: 100000, burst: 100000, monthly_quota: 100000000, overage: 'bill' },
@@ -236,6 +243,7 @@ test('discovery: the 401 names the resource metadata; both documents as RFC 9728
     assert.deepEqual(m.response_types_supported, ['code']);
     assert.ok(m.token_endpoint_auth_methods_supported.includes('none'));
     assert.equal(m.authorization_response_iss_parameter_supported, true);
+    assert.equal(m.client_id_metadata_document_supported, true);
   }
   assert.equal((await request(`${server.url}/.well-known/nothing`)).status, 404);
 });
@@ -596,4 +604,230 @@ test('consent brute force is slowed: after 8 wrong keys from one address, 429', 
   const { answer } = await consent(short, url, short.keys.main);
   assert.equal(answer.status, 429, 'even the right key waits');
   assert.ok(Number(answer.headers['retry-after']) >= 1);
+});
+
+// ------------------------------------------------------------ client ID metadata documents
+//
+// The documents are served by this test over HTTPS on 127.0.0.1 with a throwaway self-signed
+// certificate. The `cimd` server trusts it through [oauth] cimd_ca_file and allows 127.0.0.1
+// through cimd_allow (loopback is refused otherwise, which the main server shows); its fetch
+// timeout is 1 s so the slow document's test is quick.
+
+let docs;      // {base, hits: Map(path → fetches), close()}
+let cimd;      // the tollgate server that may fetch from 127.0.0.1
+let tlsFiles;  // selfSignedCert()
+
+function docServer(cert) {
+  return new Promise((resolve, reject) => {
+    const hits = new Map();
+    const held = new Set();
+    let base;
+    const docFor = (p, extra = {}) => JSON.stringify({
+      client_id: `${base}${p}`, client_name: 'CIMD <b>test</b> app', redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
+      token_endpoint_auth_method: 'none', ...extra,
+    });
+    const srv = https.createServer({ key: fs.readFileSync(cert.key), cert: fs.readFileSync(cert.cert) }, (req, res) => {
+      const p = req.url;
+      hits.set(p, (hits.get(p) ?? 0) + 1);
+      const json = (body, headers = {}) => {
+        res.writeHead(200, { 'Content-Type': 'application/json', ...headers });
+        res.end(body);
+      };
+      if (p.startsWith('/good')) json(docFor(p), { 'Cache-Control': 'max-age=600' });
+      else if (p === '/wrong-id.json') json(docFor(p, { client_id: `${base}/someone-else.json` }));
+      else if (p === '/other-redirect.json') json(docFor(p, { redirect_uris: ['http://127.0.0.1:9/elsewhere'] }));
+      else if (p === '/big.json') json(docFor(p, { padding: 'x'.repeat(100 * 1024) }));
+      else if (p.startsWith('/slow.json')) { held.add(res); }  // never answered: the fetch times out
+      else { res.writeHead(404); res.end(); }
+    });
+    srv.on('tlsClientError', () => {});
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      base = `https://127.0.0.1:${srv.address().port}`;
+      resolve({
+        base, hits,
+        close: () => new Promise((r) => { for (const h of held) h.destroy(); srv.closeAllConnections?.(); srv.close(() => r()); }),
+      });
+    });
+  });
+}
+
+before(async () => {
+  tlsFiles = selfSignedCert();
+  assert.ok(tlsFiles, 'openssl makes the documents\' certificate');
+  docs = await docServer(tlsFiles);
+  cimd = await start({
+    keys: { main: { account: 'acct-main', plan: 'big' } }, plans: PLANS,
+    extraConfig: `[oauth]\nenabled = true\ncimd_allow = ["127.0.0.1"]\ncimd_ca_file = ${JSON.stringify(tlsFiles.cert)}\ncimd_timeout_ms = 1000\n`,
+  });
+  servers.push(cimd);
+});
+
+after(async () => {
+  await docs?.close();
+  if (tlsFiles) fs.rmSync(tlsFiles.dir, { recursive: true, force: true });
+});
+
+/** A provider that identifies itself by a metadata document URL (the SDK uses it when the
+ * server's metadata says client_id_metadata_document_supported). */
+class DocumentProvider extends BrowserProvider {
+  constructor(s, key, url) {
+    super(s, key);
+    this.url = url;
+  }
+  get clientMetadataUrl() { return this.url; }
+  saveClientInformation(i) {
+    assert.equal(i.client_id, this.url, 'a metadata document client never registers');
+    this.info = i;
+  }
+}
+
+/** GET /authorize for a document client; resolves the page or the refusal. */
+function authorizeDoc(s, clientId, extra = {}) {
+  const p = pkce();
+  return request(authorizeUrl(s, { client_id: clientId, code_challenge: p.challenge,
+    code_challenge_method: 'S256', ...extra }), { timeoutMs: 15000 });
+}
+
+test('CIMD: the SDK client with a metadata document URL: consent, token, tools/call, refresh', async () => {
+  const url = `${docs.base}/good/sdk.json`;
+  const provider = new DocumentProvider(cimd, cimd.keys.main, url);
+  const client = await connectOAuth(cimd, provider);
+  assert.equal(new URL(provider.authUrl).searchParams.get('client_id'), url, 'the URL is the client_id');
+  assert.match(provider.tok.access_token, /^tgat_[0-9a-f]{64}$/);
+  const res = await client.callTool({ name: 'search_stories', arguments: { query: story.query } });
+  assert.notEqual(res.isError, true, JSON.stringify(res));
+  await client.close();
+  assert.equal(await auth(provider, { serverUrl: `${cimd.url}/mcp` }), 'AUTHORIZED', 'refresh with the URL client');
+  const again = await connectOAuth(cimd, provider);
+  const res2 = await again.callTool({ name: 'search_stories', arguments: { query: story.query } });
+  assert.notEqual(res2.isError, true, JSON.stringify(res2));
+  await again.close();
+  assert.equal(docs.hits.get('/good/sdk.json'), 1, 'fetched once: max-age=600 keeps it');
+  const revoke = await postForm(`${cimd.url}/revoke`, { token: provider.tok.access_token, client_id: url });
+  assert.equal(revoke.status, 200, revoke.body);
+});
+
+test('CIMD: the consent page names the document\'s client, escaped; its redirect_uris bind', async () => {
+  const url = `${docs.base}/good/page.json`;
+  const page = await authorizeDoc(cimd, url);
+  assert.equal(page.status, 200, page.body);
+  assert.ok(page.body.includes(`CIMD &lt;b&gt;test&lt;/b&gt; app (from ${new URL(docs.base).host})`),
+    'client_name escaped, and the host its document came from');
+  const other = await authorizeDoc(cimd, url, { redirect_uri: 'http://127.0.0.1:9/not-listed' });
+  assert.equal(other.status, 400);
+  assert.equal(other.headers.location, undefined, 'no redirect to a URI the document does not list');
+  assert.match(other.body, /metadata document/);
+});
+
+test('CIMD: a document whose client_id differs from its URL is refused (a page, no redirect)', async () => {
+  const r = await authorizeDoc(cimd, `${docs.base}/wrong-id.json`);
+  assert.equal(r.status, 400);
+  assert.equal(r.headers.location, undefined);
+  assert.match(r.body, /client_id is not the URL it was fetched from/);
+  const t = await tokenReq(cimd, { grant_type: 'authorization_code', code: 'tgac_x', code_verifier: 'x'.repeat(43),
+    redirect_uri: REDIRECT, client_id: `${docs.base}/wrong-id.json` });
+  assert.equal(t.status, 401, 'nor does /token take it');
+  assert.equal(t.json.error, 'invalid_client');
+});
+
+test('CIMD: a URL on a loopback or private address not in cimd_allow is refused', async () => {
+  // The main server has no allow list: the same good document on 127.0.0.1 is refused before
+  // any byte is sent to it.
+  const before = docs.hits.get('/good/private.json') ?? 0;
+  const r = await authorizeDoc(server, `${docs.base}/good/private.json`);
+  assert.equal(r.status, 400);
+  assert.equal(r.headers.location, undefined);
+  assert.match(r.body, /loopback address 127\.0\.0\.1/);
+  assert.equal(docs.hits.get('/good/private.json') ?? 0, before, 'never fetched');
+  for (const u of ['https://10.1.2.3/c.json', 'https://[::ffff:127.0.0.1]/c.json', 'https://169.254.169.254/latest']) {
+    const p = await authorizeDoc(server, u);
+    assert.equal(p.status, 400, u);
+    assert.match(p.body, /(private|loopback|link-local) address/, u);
+  }
+  const http = await authorizeDoc(cimd, `http://127.0.0.1:9/c.json`.replace(':9', `:${await freePort()}`));
+  assert.equal(http.status, 400, 'http:// to an allowed loopback host is tried (nothing listens)');
+  const root = await authorizeDoc(cimd, `${docs.base}/`);
+  assert.match(root.body, /must have a path/);
+});
+
+test('CIMD: an oversize document and a fetch timeout are refused with a clear page', async () => {
+  const big = await authorizeDoc(cimd, `${docs.base}/big.json`);
+  assert.equal(big.status, 400);
+  assert.match(big.body, /larger than 65536 bytes/);
+  const t0 = Date.now();
+  const slow = await authorizeDoc(cimd, `${docs.base}/slow.json`);
+  assert.equal(slow.status, 400);
+  assert.match(slow.body, /did not answer/);
+  assert.ok(Date.now() - t0 < 5000, `answered by the 1 s timeout (${Date.now() - t0} ms)`);
+  // Meanwhile the core served others: a request sent while the slow fetch ran was not held.
+  const p = authorizeDoc(cimd, `${docs.base}/slow.json?again`);
+  const t1 = Date.now();
+  const health = await request(`${cimd.url}/healthz`);
+  assert.equal(health.status, 200);
+  assert.ok(Date.now() - t1 < 500, 'the core did not wait for the fetch');
+  assert.equal((await p).status, 400);
+});
+
+// ------------------------------------------------------------------------------- mcp-remote
+//
+// mcp-remote (pinned in package.json) as a user runs it: `mcp-remote URL PORT` spoken to over
+// stdio. It registers (DCR), opens the authorization URL with the `open` package, which runs
+// xdg-open, which runs $BROWSER: here a script that writes the URL to a file. The test is the
+// browser: it submits the consent form and follows the 302 to mcp-remote's callback on
+// 127.0.0.1:PORT; mcp-remote then redeems the code and the MCP session goes on. HOME and
+// MCP_REMOTE_CONFIG_DIR are a temporary directory, so nothing lands in the real home.
+
+const MCP_REMOTE = path.join(path.dirname(new URL(import.meta.url).pathname), 'node_modules', 'mcp-remote', 'dist', 'proxy.js');
+
+test('mcp-remote: DCR, the browser step, its callback, then tools/call through its stdio', { timeout: 120000 }, async () => {
+  const home = tempDir('tollgate-mcp-remote-');
+  const opened = path.join(home, 'opened.txt');
+  const browser = path.join(home, 'browser.sh');
+  fs.writeFileSync(browser, `#!/bin/sh\nprintf '%s\\n' "$1" >> '${opened}'\n`, { mode: 0o755 });
+  const configDir = path.join(home, 'mcp-auth');
+  const port = await freePort();
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [MCP_REMOTE, `${server.url}/mcp`, String(port), '--host', '127.0.0.1'],
+    // No DISPLAY: xdg-open's generic mode, which runs $BROWSER.
+    env: { PATH: process.env.PATH, HOME: home, MCP_REMOTE_CONFIG_DIR: configDir, BROWSER: browser },
+    stderr: 'pipe',
+  });
+  let err = '';
+  transport.stderr?.on('data', (d) => { err += d; });
+  const client = new Client({ name: 'via-mcp-remote', version: '1.0.0' });
+  try {
+    const connected = client.connect(transport, { timeout: 90000 });
+    connected.catch(() => {});  // awaited below; a failure before then is reported there
+    const authUrl = await eventually(() => fs.existsSync(opened) && fs.readFileSync(opened, 'utf8').trim(),
+      60000, `mcp-remote opening the browser (stderr: ${err.slice(-2000)})`);
+    const u = new URL(authUrl.split('\n')[0]);
+    assert.equal(u.origin + u.pathname, `${server.url}/authorize`);
+    assert.equal(u.searchParams.get('redirect_uri'), `http://127.0.0.1:${port}/oauth/callback`);
+    const { answer } = await consent(server, u, server.keys.main);
+    assert.equal(answer.status, 302, answer.body);
+    // The browser follows the redirect. mcp-remote 0.15.1 opens the browser before its callback
+    // server listens (it starts it on demand, a moment later): a person never wins that race,
+    // this test can, so it waits for the port as a browser's reload would.
+    const back = await eventually(() => request(answer.headers.location), 20000,
+      `mcp-remote's callback on port ${port} (stderr: ${err.slice(-2000)})`);
+    assert.equal(back.status, 200, `mcp-remote's callback: ${back.status} ${back.body}`);
+    await connected;
+    const res = await client.callTool({ name: 'search_stories', arguments: { query: story.query } });
+    assert.notEqual(res.isError, true, JSON.stringify(res));
+    assert.ok(parseToolText(res).stories.length > 0);
+    const usage = await client.callTool({ name: 'get_usage', arguments: {} });
+    assert.notEqual(usage.isError, true, JSON.stringify(usage));
+    const stored = fs.readdirSync(configDir, { recursive: true }).map(String);
+    assert.ok(stored.some((f) => f.endsWith('tokens.json')), `tokens kept in the temporary dir: ${stored}`);
+  } finally {
+    const pid = transport.pid;
+    await client.close().catch(() => {});
+    if (pid) {
+      try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    }
+    fs.rmSync(home, { recursive: true, force: true });
+  }
 });
