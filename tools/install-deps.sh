@@ -19,6 +19,7 @@ pkgs=(
   clang-format-14   # tools/check-format.sh (run by tools/test.sh)
   dpkg-dev systemd   # packaging.deb: cpack's dpkg-shlibdeps, systemd-analyze verify on the unit
   chromium   # integration.cors_browser: a real browser page calls /mcp cross-origin (headless)
+  xdg-utils   # integration.oauth: mcp-remote opens its authorization URL with xdg-open
 )
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if [ "${1:-}" = "--perf" ]; then
