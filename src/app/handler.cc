@@ -49,7 +49,8 @@ core_handler::core_handler(shared_state& s, int core)
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
       gate_(s.router, quota_, s.cluster.get(),
-            gate_oauth{s.settings->oauth_enabled, s.settings->oauth_issuer}),
+            gate_oauth{s.settings->oauth_enabled, s.settings->oauth_issuer},
+            s.admin && s.admin->public_webhook() ? admin_api::kWebhookPath : std::string_view()),
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes),
       observer_(core, s.metrics.get(), s.access.get(), s.tools) {
@@ -113,11 +114,12 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     v.r = route::oauth;
     const http::response_info info = s_.oauth->handle(req, quota_, std::string_view(peer, n), out,
                                                       static_cast<int64_t>(std::time(nullptr)));
-    v.result = info.status < 400    ? outcome::ok
-               : info.status == 401 ? outcome::invalid_key
-               : info.status == 429 ? outcome::rate_limited
-               : info.status >= 500 ? outcome::unavailable
-                                    : outcome::bad_request;
+    v.result = envelope::outcome_of_status(info.status);
+    return info;
+  }
+  if (v.r == route::webhook) {  // keyless: Stripe signs its deliveries (any method: its 405)
+    const http::response_info info = s_.admin->handle_webhook(req, out, false);
+    v.result = envelope::outcome_of_status(info.status);
     return info;
   }
   if (v.status == 404 || v.r == route::well_known) {
@@ -291,15 +293,8 @@ void core_handler::on_wake(int64_t /*now_ns*/) {
   }
 }
 
-bool core_handler::public_webhook(const http::request& req) const noexcept {
-  return s_.admin && s_.admin->public_webhook() && req.path == admin_api::kWebhookPath;
-}
-
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
-  if (public_webhook(req)) {  // [stripe] public_webhook: the one admin route served here
-    return s_.admin->handle_webhook(req, out, false);
-  }
   resuming_ = find_parked();
   if (resuming_ != nullptr) {
     host_.tools()->use_jobs(&resuming_->jobs);
@@ -365,7 +360,7 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   // Only refusals that come before route() reads the body: the answer is the one the whole
   // request would get (handle() below takes the same path, counted once).
   const gate_verdict v = gate_.match(head);
-  const bool refused = (v.status != 200 && !public_webhook(head)) ||
+  const bool refused = (v.status != 200 && v.r != route::webhook) ||
                        (v.keyed && (gate_.credential(head) == nullptr ||
                                     (v.r == route::mcp && !endpoint_.origin_allowed(head))));
   if (!refused) {
