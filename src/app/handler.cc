@@ -335,15 +335,6 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   }
   // Only an answer that billed waits for the journal; every other one goes out at once.
   info.durable = quota_.billed_seq() != billed_before;
-  if (req.method == "HEAD") {
-    // The answer GET would get, without its body (RFC 9110 §9.3.2), whichever writer made it
-    // (the 401 and the MCP endpoint's answers are written whole): a body here would be read by
-    // a keep-alive client as the start of the next response.
-    const std::string_view written(out.data() + start, out.size() - start);
-    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
-      out.resize(start + end + 4);
-    }
-  }
   if (fleet_) {
     fleet_->finish();
   }

@@ -199,16 +199,21 @@ void cache::head(out_buffer& out, int status, bool close) const {
   }
 }
 
-body_mark cache::body_start(out_buffer& out) const {
+body_mark cache::body_start(out_buffer& out, bool omit_body) const {
   body_mark m;
   m.gap = reserve_content_length(out, kField, "\r\n\r\n").at;
   m.body = out.size();
+  m.omit_body = omit_body;
   return m;
 }
 
 void cache::body_end(out_buffer& out, body_mark m) const {
   TOLLGATE_ASSERT(out.size() >= m.body);
-  patch_content_length(out, content_length_field{m.gap, kField}, out.size() - m.body);
+  const size_t length = out.size() - m.body;
+  patch_content_length(out, content_length_field{m.gap, kField}, length);
+  if (m.omit_body) {
+    out.resize(out.size() - length);  // (the patch may have moved the body: count from the end)
+  }
 }
 
 void cache::empty_response(out_buffer& out, int status, std::string_view extra_headers,
@@ -355,17 +360,17 @@ void cache::result_response(out_buffer& out, std::string_view id,
   out.push_back('}');
 }
 
-void cache::keys_not_loaded(out_buffer& out, bool close) const {
+void cache::keys_not_loaded(out_buffer& out, bool close, bool omit_body) const {
   head(out, 503, close);
   out.append("Retry-After: 1\r\n");
-  const body_mark m = body_start(out);
+  const body_mark m = body_start(out, omit_body);
   out.append(R"({"code":"unavailable","message":"This node has not loaded its keys from the quota )"
              R"(service yet (Redis cannot be reached). Retry shortly or use another node."})");
   body_end(out, m);
 }
 
 void cache::unauthorized(out_buffer& out, bool close, bool key_presented,
-                         std::string_view resource_metadata) const {
+                         std::string_view resource_metadata, bool omit_body) const {
   head(out, 401, close);
   if (resource_metadata.empty()) {
     out.append(key_presented ? std::string_view(kChallengeInvalidToken)
@@ -382,7 +387,7 @@ void cache::unauthorized(out_buffer& out, bool close, bool key_presented,
     }
     out.append("\r\n");
   }
-  const body_mark m = body_start(out);
+  const body_mark m = body_start(out, omit_body);
   out.append(unauthorized_body_);
   body_end(out, m);
 }

@@ -171,6 +171,7 @@ struct http_ctx {
   host& h;
   out_buffer& out;
   bool close;
+  bool omit_body;  // HEAD: the answer GET gets, without its body (RFC 9110 §9.3.2)
   int64_t now_ns;
 };
 
@@ -179,7 +180,7 @@ http::response_info write_refusal(const http_ctx& x, const refusal& f) {
   x.env.head(x.out, f.status, x.close);
   x.out.append(f.extra);
   x.h.write_headers(x.out);
-  envelope::body_mark bm = x.env.body_start(x.out);
+  envelope::body_mark bm = x.env.body_start(x.out, x.omit_body);
   x.env.error_response(x.out, f.id, f.err);
   x.env.body_end(x.out, bm);
   return {f.status, x.close};
@@ -580,7 +581,7 @@ void endpoint::add_cors_headers(const http::request& req, out_buffer& out,
 //      check; a body of only notifications and responses is 202.
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
-  const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, now_ns};
+  const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, req.method == "HEAD", now_ns};
   const known_headers hd{req};
   if (!origin_allowed(req)) {
     return transport_error(x, 403, outcome::forbidden, "Forbidden: this Origin is not allowed.");
@@ -617,7 +618,7 @@ http::response_info endpoint::answer(const http::request& req, const envelope::g
     return render_unauthorized(req, out, g.key_presented, g.resource_metadata);
   }
   const bool close = !req.keep_alive;  // keys not loaded yet: the one other whole refusal
-  env_.keys_not_loaded(out, close);
+  env_.keys_not_loaded(out, close, req.method == "HEAD");
   return {g.row->mcp_code, close};
 }
 
@@ -674,7 +675,7 @@ http::response_info endpoint::render_unauthorized(const http::request& req, out_
                                                   bool key_presented,
                                                   std::string_view resource_metadata) const {
   const bool close = !req.keep_alive;
-  env_.unauthorized(out, close, key_presented, resource_metadata);
+  env_.unauthorized(out, close, key_presented, resource_metadata, req.method == "HEAD");
   return {401, close};
 }
 
