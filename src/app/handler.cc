@@ -66,6 +66,7 @@ core_handler::core_handler(shared_state& s, int core)
   }
   host_.tools()->use_jobs(&light_jobs_);
   host_.set_cancels(&s.cancels);
+  endpoint_.lend(host_.tools(), &host_);
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
     host_.tools()->set_fleet(fleet_.get());
@@ -190,7 +191,8 @@ http::response_info core_handler::answer_mcp(const http::request& req, gate_verd
     v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
     v.jobs_used = host_.tools()->jobs_used();
   }
-  v.result = host_.facts().any ? host_.facts().result : outcome::ok;
+  const mcp::request_report& report = endpoint_.report();
+  v.result = report.any ? report.result : outcome::ok;
   return info;
 }
 
@@ -309,7 +311,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   gate_verdict v;
   const uint64_t billed_before = quota_.billed_seq();
   const size_t start = out.size();
-  host_.reset_facts();
+  host_.reset_shards();
   if (observer_.on()) {
     observer_.begin(quota_);
   }
@@ -340,8 +342,9 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   }
   s_.counters->count(core_, v.r, info.status);
   if (observer_.on()) {
+    const mcp_facts facts{endpoint_.report(), host_.shards()};
     observer_.answered(req, v.r, info, v.result, out.size() - start, v.key,
-                       v.r == route::mcp ? &host_.facts() : nullptr, quota_, now_ns);
+                       v.r == route::mcp ? &facts : nullptr, quota_, now_ns);
   }
   return info;
 }

@@ -141,13 +141,13 @@ struct refusal {
   int status = 0;  ///< 0: not refused
   rpc_error err;
   std::string_view id = envelope::null_id;
-  bool answered = false;   ///< the body was read: the host hears its outcome (answered())
+  bool answered = false;   ///< the body was read: the report holds the error's outcome
   std::string_view extra;  ///< header lines after the status line (405's Allow)
-  outcome result = outcome::invalid_request;  ///< a body not read: what the host hears
+  outcome result = outcome::invalid_request;  ///< a body not read: what the report holds
 };
 
-// A request refused by the transport before its body was read, with the outcome the host
-// hears (the access log and /metrics print it).
+// A request refused by the transport before its body was read, with the outcome the report
+// holds (the access log and /metrics print it).
 refusal invalid_request(int status, outcome result, std::string_view message,
                         std::string_view extra = {}) {
   return {status,
@@ -176,7 +176,7 @@ struct http_ctx {
 };
 
 http::response_info write_refusal(const http_ctx& x, const refusal& f) {
-  x.h.answered(answer_note{{}, nullptr, f.answered ? outcome_of(f.err) : f.result});
+  x.im.report.add({}, nullptr, f.answered ? outcome_of(f.err) : f.result);
   x.env.head(x.out, f.status, x.close);
   x.out.append(f.extra);
   x.h.write_headers(x.out);
@@ -359,8 +359,8 @@ http_facts facts_of(const known_headers& hd) {
 // responses, a minted session's header, the status line.
 
 http::response_info answer_202(const http_ctx& x) {
-  if (x.im.rate_charged) {
-    x.h.refund_rate();  // notifications and responses never count toward the rate limit
+  if (x.im.rate_charged && x.im.rate != nullptr) {
+    x.im.rate->refund();  // notifications and responses never count toward the rate limit
   }
   out_buffer& scratch = x.im.scratch;
   scratch.clear();
@@ -386,8 +386,8 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
   endpoint::impl& im = x.im;
   const bool is_initialize = m.mid == method_id::initialize;
   if (refusal f = check_session(x.opts, hd, is_initialize, c.rev, x.now_ns); f.status != 0) {
-    if (!(m.has_id && m.has_method) && !m.invalid && im.rate_charged) {
-      x.h.refund_rate();  // a notification or response never counts (design §5), refused or not
+    if (!(m.has_id && m.has_method) && !m.invalid && im.rate_charged && im.rate != nullptr) {
+      im.rate->refund();  // a notification or response never counts (design §5), refused or not
     }
     return write_refusal(x, f);
   }
@@ -433,8 +433,9 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
 void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message& m,
                         simdjson::simdjson_result<od::value> er, bool& rated, reply& r) {
   if (m.has_id && m.has_method && !m.invalid) {
-    if (rated) {
-      if (admission a = x.h.rate_extra(); a.refusal == envelope::tool_error_code::rate_limited) {
+    if (rated && x.im.rate != nullptr) {
+      if (admission a = x.im.rate->charge_extra();
+          a.refusal == envelope::tool_error_code::rate_limited) {
         r = error_reply(m.id,
                         rpc_error{rpc_error_kind::rate_limited,
                                   {},
@@ -581,6 +582,7 @@ void endpoint::add_cors_headers(const http::request& req, out_buffer& out,
 //      check; a body of only notifications and responses is 202.
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
+  impl_->report = {};
   const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, req.method == "HEAD", now_ns};
   const known_headers hd{req};
   if (!origin_allowed(req)) {
@@ -610,10 +612,11 @@ http::response_info endpoint::answer(const http::request& req, const envelope::g
   if (g.row == nullptr) {
     return handle_http(req, h, out, now_ns);
   }
+  impl_->report = {};
   if (g.row->result == outcome::rate_limited) {
     return render_rate_limited(req, h, out, g.retry_after_secs, now_ns);
   }
-  h.answered(answer_note{{}, nullptr, g.row->result});
+  impl_->report.add({}, nullptr, g.row->result);
   if (g.row->result == outcome::invalid_key) {
     return render_unauthorized(req, out, g.key_presented, g.resource_metadata);
   }
@@ -708,7 +711,7 @@ http::response_info endpoint::render_rate_limited(const http::request& req, host
       return info;
     }
   }
-  h.answered(answer_note{{}, nullptr, outcome::rate_limited});
+  impl_->report.add({}, nullptr, outcome::rate_limited);
   env_.head(out, 429, close);
   out.append("Retry-After: ");
   fmt::format_int f(retry_after_secs);
