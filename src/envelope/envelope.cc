@@ -199,19 +199,22 @@ void cache::head(out_buffer& out, int status, bool close) const {
   }
 }
 
-body_mark cache::body_start(out_buffer& out, bool omit_body) const {
+body_mark cache::body_start(out_buffer& out) const {
   body_mark m;
   m.gap = reserve_content_length(out, kField, "\r\n\r\n").at;
   m.body = out.size();
-  m.omit_body = omit_body;
   return m;
 }
 
 void cache::body_end(out_buffer& out, body_mark m) const {
   TOLLGATE_ASSERT(out.size() >= m.body);
+  patch_content_length(out, content_length_field{m.gap, kField}, out.size() - m.body);
+}
+
+void cache::body_end(out_buffer& out, body_mark m, bool omit_body) const {
   const size_t length = out.size() - m.body;
-  patch_content_length(out, content_length_field{m.gap, kField}, length);
-  if (m.omit_body) {
+  body_end(out, m);
+  if (omit_body) {
     out.resize(out.size() - length);  // (the patch may have moved the body: count from the end)
   }
 }
@@ -363,10 +366,10 @@ void cache::result_response(out_buffer& out, std::string_view id,
 void cache::keys_not_loaded(out_buffer& out, bool close, bool omit_body) const {
   head(out, 503, close);
   out.append("Retry-After: 1\r\n");
-  const body_mark m = body_start(out, omit_body);
+  const body_mark m = body_start(out);
   out.append(R"({"code":"unavailable","message":"This node has not loaded its keys from the quota )"
              R"(service yet (Redis cannot be reached). Retry shortly or use another node."})");
-  body_end(out, m);
+  body_end(out, m, omit_body);
 }
 
 void cache::unauthorized(out_buffer& out, bool close, bool key_presented,
@@ -387,9 +390,9 @@ void cache::unauthorized(out_buffer& out, bool close, bool key_presented,
     }
     out.append("\r\n");
   }
-  const body_mark m = body_start(out, omit_body);
+  const body_mark m = body_start(out);
   out.append(unauthorized_body_);
-  body_end(out, m);
+  body_end(out, m, omit_body);
 }
 
 }  // namespace tollgate::envelope

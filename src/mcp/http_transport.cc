@@ -180,9 +180,9 @@ http::response_info write_refusal(const http_ctx& x, const refusal& f) {
   x.env.head(x.out, f.status, x.close);
   x.out.append(f.extra);
   x.h.write_headers(x.out);
-  envelope::body_mark bm = x.env.body_start(x.out, x.omit_body);
+  envelope::body_mark bm = x.env.body_start(x.out);
   x.env.error_response(x.out, f.id, f.err);
-  x.env.body_end(x.out, bm);
+  x.env.body_end(x.out, bm, x.omit_body);
   return {f.status, x.close};
 }
 

@@ -8,7 +8,7 @@
 //   3. body_start(out) -> mark      "Content-Length:" + a field of spaces + "\r\n\r\n"
 //   4. body writers, then body_end(out, mark), which writes the length right-aligned into the
 //      field (the spaces before it are OWS), so the body is not moved (below 10 MB); answering
-//      HEAD (body_start's omit_body), it then drops the body: the head says what GET would get.
+//      HEAD (body_end's omit_body), it then drops the body: the head says what GET would get.
 // On stdio only the body writers are used.
 //
 // The cache is built once and is then immutable: thread-safe for concurrent readers (all cores
@@ -106,10 +106,10 @@ struct rpc_error {
 };
 
 /// Where body_start() left its Content-Length field; pass to body_end().
+/// Two words, so that it goes in registers: every answer passes one.
 struct body_mark {
-  size_t gap = 0;          ///< offset of the Content-Length value field (after the colon)
-  size_t body = 0;         ///< offset of the first body byte
-  bool omit_body = false;  ///< answering HEAD: body_end() drops the body after counting it
+  size_t gap = 0;   ///< offset of the Content-Length value field (after the colon)
+  size_t body = 0;  ///< offset of the first body byte
 };
 
 /// The JSON-RPC id of a request as raw JSON text (a number or a quoted string exactly as it
@@ -133,11 +133,13 @@ class cache {
   /// with a body), plus "Connection: close" when `close`.
   void head(out_buffer& out, int status, bool close) const;
   /// "Content-Length:" + a field of spaces + CRLF CRLF. Returns the mark for body_end().
-  /// `omit_body`: the request is HEAD (http::response_head::omit_body).
-  body_mark body_start(out_buffer& out, bool omit_body = false) const;
+  body_mark body_start(out_buffer& out) const;
   /// Writes the body length right-aligned into the field: "Content-Length:   4123". The body
-  /// stays where it is unless its length has 8 or more digits; with omit_body it is dropped.
+  /// stays where it is unless its length has 8 or more digits.
   void body_end(out_buffer& out, body_mark m) const;
+  /// body_end(), then, when `omit_body` (the request is HEAD: http::response_head::omit_body),
+  /// drops the body it counted.
+  void body_end(out_buffer& out, body_mark m, bool omit_body) const;
   /// A whole bodiless response ("Content-Length: 0"), e.g. 202 or 204, with extra header lines.
   void empty_response(out_buffer& out, int status, std::string_view extra_headers,
                       bool close) const;
