@@ -583,12 +583,14 @@ void endpoint::add_cors_headers(const http::request& req, out_buffer& out,
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
   impl_->report = {};
-  const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, req.method == "HEAD", now_ns};
+  const bool post = req.method == "POST";  // (a POST is never HEAD: one comparison on its path)
+  const bool head = !post && req.method == "HEAD";
+  const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, head, now_ns};
   const known_headers hd{req};
   if (!origin_allowed(req)) {
     return transport_error(x, 403, outcome::forbidden, "Forbidden: this Origin is not allowed.");
   }
-  if (req.method != "POST") {
+  if (!post) {
     return answer_other_method(x, hd, req.method);
   }
   revision rev = revision::v2025_03_26;
