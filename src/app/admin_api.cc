@@ -381,6 +381,10 @@ int make_admin_api(shared_state& st, const config::settings& s) {
     keys = std::make_unique<quota::key_store>(s.data_dir);
   }
   st.admin = std::make_shared<admin_api>(st, s, std::move(keys));
+  if (st.admin->public_webhook()) {
+    // A public route like the others, so the gate matches it and it is logged and counted.
+    st.router.add("POST", admin_api::kWebhookPath, static_cast<http::route_id>(route::webhook));
+  }
   return 0;
 }
 

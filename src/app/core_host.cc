@@ -128,7 +128,7 @@ mcp::admission core_host::rate_check() {
   return a;
 }
 
-mcp::admission core_host::rate_extra() {
+mcp::admission core_host::charge_extra() {
   mcp::admission a;
   if (stdio_ || key_ == nullptr || terms_.continuing) {
     // stdio has no batches; a re-delivery was charged on its first delivery
@@ -145,7 +145,7 @@ mcp::admission core_host::rate_extra() {
   return a;
 }
 
-void core_host::refund_rate() {
+void core_host::refund() {
   if (stdio_ || key_ == nullptr) {
     return;  // stdio never charged it
   }

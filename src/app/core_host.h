@@ -1,8 +1,9 @@
 // core_host: the app's mcp::host, binding one request to the quota core. Calls go one way:
-//   mcp::endpoint → core_host (mcp::host: admit, settle, rate checks, header lines) → quota.
-// It also owns the core's tool_context (tools.h), which it hands to the endpoint for the tools
-// (host::tools()), and is that context's tool_caller (the key, figures and access-log facts of
-// the request): the tools see those two narrow types only, never core_host.
+//   mcp::endpoint → core_host (mcp::host: admit, settle, header lines, stdio's rate check,
+//   cancellations; mcp::rate_charge: a batch's further charges, a 202's refund) → quota.
+// It also owns the core's tool_context (tools.h), which the handler lends the endpoint for the
+// tools (endpoint::lend), and is that context's tool_caller (the key, figures and partial
+// shards of the request): the tools see those two narrow types only, never core_host.
 //
 // Core-local: one per core, re-armed by begin() for each request.
 #pragma once
@@ -20,15 +21,17 @@
 
 namespace tollgate::app {
 
-/// What the MCP endpoint reported about the messages of one request (answered()): the first
-/// message's method and tool, and the first outcome that is not ok.
+/// A search answered by some of its shards only (the access log's partial shards).
+struct shard_count {
+  uint32_t answered = 0;
+  uint32_t total = 0;
+};
+
+/// What an MCP request came to, for the access log and /metrics: the endpoint's report of its
+/// messages and the shards its search reached.
 struct mcp_facts {
-  std::string_view method;  ///< valid while the request is handled
-  const mcp::tool_def* tool = nullptr;
-  outcome result = outcome::ok;
-  bool any = false;              ///< some message was answered
-  uint32_t shards_answered = 0;  ///< a partial search: shards that answered, of shards_total
-  uint32_t shards_total = 0;
+  mcp::request_report report;  ///< views valid while the request is handled
+  shard_count shards;
 };
 
 /// What the handler's gate knows of one HTTP request besides its key and figures.
@@ -43,11 +46,11 @@ struct request_terms {
   /// by the outage rules at once.
   bool may_wait_lease = false;
   /// A re-delivery: its batch entries were charged to the rate limit on the first delivery,
-  /// so rate_extra() charges nothing again.
+  /// so charge_extra() charges nothing again.
   bool continuing = false;
 };
 
-class core_host final : public mcp::host, public tool_caller {
+class core_host final : public mcp::host, public mcp::rate_charge, public tool_caller {
  public:
   core_host(quota::core_ledger& quota, const search::backend& backend)
       : quota_(quota), tools_(backend, *this) {}
@@ -74,7 +77,7 @@ class core_host final : public mcp::host, public tool_caller {
     tools_.begin_request();
     lease_pending_ = false;
     billed_here_ = false;
-    facts_ = {};
+    shards_ = {};
   }
   /// The request yielded to wait for quota units (not for a search slice).
   bool lease_pending() const noexcept { return lease_pending_; }
@@ -96,39 +99,28 @@ class core_host final : public mcp::host, public tool_caller {
   /// stdio: handshakes, lists and pings count toward the rate limit too.
   mcp::admission rate_check() override;
   /// HTTP batches: each request after the first is charged to the key's rate limit.
-  mcp::admission rate_extra() override;
-  /// HTTP: gives back the charge the handler made for a POST answered 202 (notifications and
+  mcp::admission charge_extra() override;
+  /// HTTP: gives back the charge the gate made for a POST answered 202 (notifications and
   /// responses only); a keyless request gives nothing back.
-  void refund_rate() override;
+  void refund() override;
   /// Arms the host for a request that carries no key (GET and DELETE /mcp, answered by the
   /// endpoint without one): write_headers() writes nothing, never another request's figures.
   void begin_keyless() noexcept {
     key_ = nullptr;
     admitted_ = false;
     quota_filled_ = false;
-    facts_ = {};
+    shards_ = {};
   }
 
-  /// The context the core's tools run against: the endpoint hands it to each tool call; the
+  /// The context the core's tools run against: lent to the endpoint for each tool call; the
   /// handler sets it up and arms its search jobs.
-  tool_context* tools() noexcept override { return &tools_; }
-  void answered(const mcp::answer_note& note) override {
-    if (!facts_.any) {
-      facts_.any = true;
-      facts_.method = note.method;
-      facts_.tool = note.tool;
-    }
-    if (facts_.result == outcome::ok) {
-      facts_.result = note.result;
-    }
-  }
+  tool_context* tools() noexcept { return &tools_; }
   /// A search answered by some shards only (the access log's partial shards).
   void note_partial(uint32_t answered, uint32_t total) noexcept override {
-    facts_.shards_answered = answered;
-    facts_.shards_total = total;
+    shards_ = {answered, total};
   }
-  const mcp_facts& facts() const noexcept { return facts_; }
-  void reset_facts() noexcept { facts_ = {}; }
+  const shard_count& shards() const noexcept { return shards_; }
+  void reset_shards() noexcept { shards_ = {}; }
 
   /// The caller's key and figures (the quota part filled on demand).
   const quota::key_record& key() const noexcept override { return *key_; }
@@ -141,7 +133,7 @@ class core_host final : public mcp::host, public tool_caller {
   int64_t now_ns_ = 0;
   quota::figures fig_;
   quota::ticket ticket_;
-  mcp_facts facts_;
+  shard_count shards_;
   request_terms terms_;
   // The request's state: a call admitted and not yet settled; fig_'s quota part current; the
   // request yielded for quota units; a call of this delivery was billed.

@@ -23,8 +23,12 @@ int64_t deadline_of(const http::request& req) noexcept {
 }  // namespace
 
 gate::gate(const http::router& router, quota::core_ledger& quota, const cluster::agent* cluster,
-           gate_oauth oauth)
-    : router_(router), quota_(quota), cluster_(cluster), oauth_(oauth) {
+           gate_oauth oauth, std::string_view webhook_path)
+    : router_(router),
+      quota_(quota),
+      cluster_(cluster),
+      oauth_(oauth),
+      webhook_path_(webhook_path) {
   metadata_url_.reserve(400);
 }
 
@@ -82,6 +86,11 @@ gate_verdict gate::match(const http::request& req) const {
     // Any other method on the MCP endpoint: the endpoint's own 405 (`Allow: POST`, a JSON-RPC
     // body), as GET gets, rather than the router's list of every method some /mcp route takes.
     v.r = route::mcp;
+    v.status = 405;
+    return v;
+  }
+  if (m.status == 405 && !webhook_path_.empty() && req.path == webhook_path_) {
+    v.r = route::webhook;  // the same: the webhook answers every method (405 but for POST)
     v.status = 405;
     return v;
   }

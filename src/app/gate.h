@@ -47,8 +47,8 @@ enum class wait_for : uint8_t {
 /// What the gate decided about one request, and (after a surface answered it) what it came to.
 struct gate_verdict {
   route r = route::not_found;
-  /// 404 or 405 when no route takes the request (405 on /mcp: r is mcp, whose endpoint
-  /// answers every method); else 200.
+  /// 404 or 405 when no route takes the request (405 on /mcp or the webhook: r is the route,
+  /// whose surface answers every method itself); else 200.
   int status = 200;
   std::string_view rest;   ///< a prefix route's remainder (a story's id)
   std::string_view allow;  ///< 405: the methods the path takes
@@ -73,9 +73,10 @@ struct gate_oauth {
 
 class gate {
  public:
-  /// `cluster` null: a single node (keys are always loaded).
+  /// `cluster` null: a single node (keys are always loaded). `webhook_path`: the Stripe
+  /// webhook's path when the public listener serves it (empty: it does not).
   gate(const http::router& router, quota::core_ledger& quota, const cluster::agent* cluster,
-       gate_oauth oauth = {});
+       gate_oauth oauth = {}, std::string_view webhook_path = {});
 
   /// Step 1: the route (every request).
   gate_verdict match(const http::request& req) const;
@@ -91,6 +92,7 @@ class gate {
   quota::core_ledger& quota_;
   const cluster::agent* cluster_;
   gate_oauth oauth_;
+  std::string_view webhook_path_;
   std::string metadata_url_;  // the 401's resource_metadata (capacity reserved: no allocation)
 };
 

@@ -49,7 +49,8 @@ core_handler::core_handler(shared_state& s, int core)
                 mcp::endpoint_options{s.settings->allowed_origins, true, s.sessions.get(),
                                       s.settings->max_body_bytes, 32}),
       gate_(s.router, quota_, s.cluster.get(),
-            gate_oauth{s.settings->oauth_enabled, s.settings->oauth_issuer}),
+            gate_oauth{s.settings->oauth_enabled, s.settings->oauth_issuer},
+            s.admin && s.admin->public_webhook() ? admin_api::kWebhookPath : std::string_view()),
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes),
       observer_(core, s.metrics.get(), s.access.get(), s.tools) {
@@ -65,6 +66,7 @@ core_handler::core_handler(shared_state& s, int core)
   }
   host_.tools()->use_jobs(&light_jobs_);
   host_.set_cancels(&s.cancels);
+  endpoint_.lend(host_.tools(), &host_);
   if (s.fleet) {
     fleet_ = std::make_unique<fleet_client>(*s.backend, *s.fleet);
     host_.tools()->set_fleet(fleet_.get());
@@ -124,11 +126,12 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       io_->wake_at(io_->now_mono() + s_.oauth->wait_bound_ms() * 1000000 + 1000000);
       return info;
     }
-    v.result = info.status < 400    ? outcome::ok
-               : info.status == 401 ? outcome::invalid_key
-               : info.status == 429 ? outcome::rate_limited
-               : info.status >= 500 ? outcome::unavailable
-                                    : outcome::bad_request;
+    v.result = envelope::outcome_of_status(info.status);
+    return info;
+  }
+  if (v.r == route::webhook) {  // keyless: Stripe signs its deliveries (any method: its 405)
+    const http::response_info info = s_.admin->handle_webhook(req, out, false);
+    v.result = envelope::outcome_of_status(info.status);
     return info;
   }
   if (v.status == 404 || v.r == route::well_known) {
@@ -199,7 +202,8 @@ http::response_info core_handler::answer_mcp(const http::request& req, gate_verd
     v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
     v.jobs_used = host_.tools()->jobs_used();
   }
-  v.result = host_.facts().any ? host_.facts().result : outcome::ok;
+  const mcp::request_report& report = endpoint_.report();
+  v.result = report.any ? report.result : outcome::ok;
   return info;
 }
 
@@ -309,15 +313,8 @@ void core_handler::on_wake(int64_t /*now_ns*/) {
   }
 }
 
-bool core_handler::public_webhook(const http::request& req) const noexcept {
-  return s_.admin && s_.admin->public_webhook() && req.path == admin_api::kWebhookPath;
-}
-
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
-  if (public_webhook(req)) {  // [stripe] public_webhook: the one admin route served here
-    return s_.admin->handle_webhook(req, out, false);
-  }
   resuming_ = find_parked();
   if (resuming_ != nullptr) {
     host_.tools()->use_jobs(&resuming_->jobs);
@@ -332,7 +329,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   gate_verdict v;
   const uint64_t billed_before = quota_.billed_seq();
   const size_t start = out.size();
-  host_.reset_facts();
+  host_.reset_shards();
   if (observer_.on()) {
     observer_.begin(quota_);
   }
@@ -358,22 +355,14 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
   }
   // Only an answer that billed waits for the journal; every other one goes out at once.
   info.durable = quota_.billed_seq() != billed_before;
-  if (req.method == "HEAD") {
-    // The answer GET would get, without its body (RFC 9110 §9.3.2), whichever writer made it
-    // (the 401 and the MCP endpoint's answers are written whole): a body here would be read by
-    // a keep-alive client as the start of the next response.
-    const std::string_view written(out.data() + start, out.size() - start);
-    if (const size_t end = written.find("\r\n\r\n"); end != std::string_view::npos) {
-      out.resize(start + end + 4);
-    }
-  }
   if (fleet_) {
     fleet_->finish();
   }
   s_.counters->count(core_, v.r, info.status);
   if (observer_.on()) {
+    const mcp_facts facts{endpoint_.report(), host_.shards()};
     observer_.answered(req, v.r, info, v.result, out.size() - start, v.key,
-                       v.r == route::mcp ? &host_.facts() : nullptr, quota_, now_ns);
+                       v.r == route::mcp ? &facts : nullptr, quota_, now_ns);
   }
   return info;
 }
@@ -383,7 +372,7 @@ http::response_info core_handler::answer_before_body(const http::request& head, 
   // Only refusals that come before route() reads the body: the answer is the one the whole
   // request would get (handle() below takes the same path, counted once).
   const gate_verdict v = gate_.match(head);
-  const bool refused = (v.status != 200 && !public_webhook(head)) ||
+  const bool refused = (v.status != 200 && v.r != route::webhook) ||
                        (v.keyed && (gate_.credential(head) == nullptr ||
                                     (v.r == route::mcp && !endpoint_.origin_allowed(head))));
   if (!refused) {

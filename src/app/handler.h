@@ -119,8 +119,6 @@ class core_handler final : public http::handler {
   static constexpr size_t max_spare_job_groups = 16;
 
  private:
-  /// POST /admin/webhooks/stripe with [stripe] public_webhook on (admin_api.h).
-  bool public_webhook(const http::request& req) const noexcept;
   // match → gate → (a gateway's look-ahead) → the surface's answer; `v` is the gate's verdict,
   // with what the answer came to.
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,

@@ -29,6 +29,8 @@ std::string_view route_name(route r) noexcept {
       return "oauth";
     case route::well_known:
       return "well_known";
+    case route::webhook:
+      return "stripe_webhook";
     case route::shard:
       return "shard";
     case route::not_found:

@@ -28,7 +28,8 @@ enum class route : uint8_t {
   rest_story,
   rest_usage,
   well_known,
-  oauth,  ///< the authorization server's routes (/register, /authorize, /token, /revoke)
+  oauth,    ///< the authorization server's routes (/register, /authorize, /token, /revoke)
+  webhook,  ///< the Stripe webhook on the public listener ([stripe] public_webhook)
   shard,
   not_found,
   count_

@@ -113,10 +113,10 @@ void request_observer::answered(const http::request& req, route r, const http::r
   rec.bytes_out = bytes_out;
   rec.result = result;
   if (facts != nullptr) {
-    rec.shards_answered = facts->shards_answered;
-    rec.shards_total = facts->shards_total;
-    if (facts->tool != nullptr) {
-      const size_t i = tools_.index_of(facts->tool);
+    rec.shards_answered = facts->shards.answered;
+    rec.shards_total = facts->shards.total;
+    if (facts->report.tool != nullptr) {
+      const size_t i = tools_.index_of(facts->report.tool);
       rec.tool_slot = static_cast<uint8_t>(i < request_metrics::max_tools ? i + 1 : 0);
     }
   }
@@ -130,9 +130,9 @@ void request_observer::answered(const http::request& req, route r, const http::r
     rec.log = true;
     rec.method.set(req.method);
     if (facts != nullptr) {
-      rec.mcp_method.set(facts->method);
-      if (facts->tool != nullptr) {
-        rec.tool.set(facts->tool->name);
+      rec.mcp_method.set(facts->report.method);
+      if (facts->report.tool != nullptr) {
+        rec.tool.set(facts->report.tool->name);
       }
     }
     if (key != nullptr) {

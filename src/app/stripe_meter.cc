@@ -162,8 +162,8 @@ void meter_pusher::pass(int64_t now) {
       std::string why;
       const outcome o = post(e, why);
       if (o == outcome::retry) {
-        log_error("stripe meter: {} overage of {} for {} not sent ({}); retried in {} s",
-                  e.overage, e.account, label(month), why, s_.stripe_meter_retry_secs);
+        log_error("stripe meter: {} overage of {} for {} not sent ({}); retried in {} s", e.overage,
+                  e.account, label(month), why, s_.stripe_meter_retry_secs);
         continue;
       }
       const char* what = o == outcome::sent ? "sent" : "refused";
@@ -186,8 +186,8 @@ void meter_pusher::pass(int64_t now) {
     for (const std::string& a : no_customer) {
       const std::string id = fmt::format("{} {}", label(month), a);
       if (done_.emplace(id, "no_customer").second) {  // said once per process
-        log_error("stripe meter: account {} has overage in {} but no stripe_customer; not sent",
-                  a, label(month));
+        log_error("stripe meter: account {} has overage in {} but no stripe_customer; not sent", a,
+                  label(month));
       }
     }
   }

@@ -3,8 +3,9 @@
 // same renderers as the REST bodies, so the text block equals the REST body byte for byte.
 //
 // What a tool may use is declared here, and nothing else of the app is reachable from one:
-//   1. The endpoint runs a tool with the call_context its host handed over (mcp::host::tools());
-//      the tool takes its tool_context from it with tool_context::of (checked).
+//   1. The endpoint runs a tool with the context the app lent it (mcp::endpoint::lend, the
+//      call_context's env); the tool takes its tool_context from it with tool_context::of
+//      (checked).
 //   2. The tool_context holds the core's search state: the backend and scratch, the search jobs
 //      of searches in slices, the answer cache, the fleet client (each set up by the app).
 //   3. Through tool_context::caller() the tool reads the request's caller: the key and its
@@ -134,8 +135,8 @@ class tool_context final : public mcp::tool_env {
   bool yielded_ = false;
 };
 
-/// Registers the three tools. They run against the tool_context the host hands over
-/// (mcp::host::tools()); a host that hands none over cannot run them (fatal).
+/// Registers the three tools. They run against the tool_context lent to the endpoint
+/// (mcp::endpoint::lend); an endpoint lent none cannot run them (fatal).
 void register_tools(mcp::registry& reg);
 
 /// A gateway's look-ahead (fleet_client step 1): the remote searches and story look-ups of the

@@ -211,6 +211,14 @@ void cache::body_end(out_buffer& out, body_mark m) const {
   patch_content_length(out, content_length_field{m.gap, kField}, out.size() - m.body);
 }
 
+void cache::body_end(out_buffer& out, body_mark m, bool omit_body) const {
+  const size_t length = out.size() - m.body;
+  body_end(out, m);
+  if (omit_body) {
+    out.resize(out.size() - length);  // (the patch may have moved the body: count from the end)
+  }
+}
+
 void cache::empty_response(out_buffer& out, int status, std::string_view extra_headers,
                            bool close) const {
   head(out, status, close);
@@ -355,17 +363,17 @@ void cache::result_response(out_buffer& out, std::string_view id,
   out.push_back('}');
 }
 
-void cache::keys_not_loaded(out_buffer& out, bool close) const {
+void cache::keys_not_loaded(out_buffer& out, bool close, bool omit_body) const {
   head(out, 503, close);
   out.append("Retry-After: 1\r\n");
   const body_mark m = body_start(out);
   out.append(R"({"code":"unavailable","message":"This node has not loaded its keys from the quota )"
              R"(service yet (Redis cannot be reached). Retry shortly or use another node."})");
-  body_end(out, m);
+  body_end(out, m, omit_body);
 }
 
 void cache::unauthorized(out_buffer& out, bool close, bool key_presented,
-                         std::string_view resource_metadata) const {
+                         std::string_view resource_metadata, bool omit_body) const {
   head(out, 401, close);
   if (resource_metadata.empty()) {
     out.append(key_presented ? std::string_view(kChallengeInvalidToken)
@@ -384,7 +392,7 @@ void cache::unauthorized(out_buffer& out, bool close, bool key_presented,
   }
   const body_mark m = body_start(out);
   out.append(unauthorized_body_);
-  body_end(out, m);
+  body_end(out, m, omit_body);
 }
 
 }  // namespace tollgate::envelope

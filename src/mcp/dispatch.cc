@@ -285,13 +285,13 @@ outcome outcome_of(envelope::tool_error_code c) noexcept { return envelope::row_
 // written before it ran counted it.
 bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, outcome& o);
 
-// write_body_of, then tells the host what `method` was answered with.
+// write_body_of, then adds what `method` was answered with to the request's report.
 bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out,
                 std::string_view method) {
   outcome o = outcome::ok;
   const bool unbilled = write_body_of(c, r, h, out, o);
   if (r.k != reply::kind::none) {
-    h.answered(answer_note{method, r.tool, o});
+    c.im.report.add(method, r.tool, o);
   }
   return unbilled;
 }
@@ -315,7 +315,7 @@ bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, ou
       const size_t mark = out.size();
       c.env.success_prefix(out, r.id, r.rev);
       json_out j(out, true);
-      call_context ctx{h.tools(), r.rev};
+      call_context ctx{c.im.tools, r.rev};
       tool_result res = r.tool->impl->call(c.im.args, j, ctx);
       if (res.ok) {
         c.env.success_suffix(out);

@@ -41,11 +41,19 @@ endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_o
 
 endpoint::~endpoint() = default;
 
+void endpoint::lend(tool_env* tools, rate_charge* rate) noexcept {
+  impl_->tools = tools;
+  impl_->rate = rate;
+}
+
+const request_report& endpoint::report() const noexcept { return impl_->report; }
+
 // ---------------------------------------------------------------------------------------------
 // stdio messages.
 
 void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
   impl& im = *impl_;
+  im.report = {};
   http_facts facts;  // not HTTP: no header checks
   dispatch_ctx c{tools_, env_, im, stdio_rev_, facts, false};
   if (msg.size() > opts_.max_body_bytes) {

@@ -99,6 +99,11 @@ struct endpoint::impl {
   /// The app charged this POST to the rate limit before dispatch (false while a refused one
   /// that holds only notifications and responses is answered): a 202 gives the charge back.
   bool rate_charged = true;
+  /// Lent by the app once per core (endpoint::lend); null: none.
+  tool_env* tools = nullptr;
+  rate_charge* rate = nullptr;
+  /// What the current request's messages were answered with (endpoint::report()).
+  request_report report;
 
   explicit impl(size_t max_capacity) : parser(max_capacity) {}
 };
@@ -180,8 +185,9 @@ void prepare(reply& r, host& h);
 outcome outcome_of(const envelope::rpc_error& e) noexcept;
 
 /// Writes the body of a decided (and prepared) reply, running the tool of a tool call, then
-/// tells the host what `method` was answered with. True when an admitted (billable) call failed
-/// and so was not billed: the quota figures written before it ran counted it.
+/// adds what `method` was answered with to the request's report. True when an admitted
+/// (billable) call failed and so was not billed: the quota figures written before it ran
+/// counted it.
 bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, std::string_view method);
 
 /// Replaces the host's header block [begin, end) of a finished response in `out` with one

@@ -141,13 +141,13 @@ struct refusal {
   int status = 0;  ///< 0: not refused
   rpc_error err;
   std::string_view id = envelope::null_id;
-  bool answered = false;   ///< the body was read: the host hears its outcome (answered())
+  bool answered = false;   ///< the body was read: the report holds the error's outcome
   std::string_view extra;  ///< header lines after the status line (405's Allow)
-  outcome result = outcome::invalid_request;  ///< a body not read: what the host hears
+  outcome result = outcome::invalid_request;  ///< a body not read: what the report holds
 };
 
-// A request refused by the transport before its body was read, with the outcome the host
-// hears (the access log and /metrics print it).
+// A request refused by the transport before its body was read, with the outcome the report
+// holds (the access log and /metrics print it).
 refusal invalid_request(int status, outcome result, std::string_view message,
                         std::string_view extra = {}) {
   return {status,
@@ -171,17 +171,18 @@ struct http_ctx {
   host& h;
   out_buffer& out;
   bool close;
+  bool omit_body;  // HEAD: the answer GET gets, without its body (RFC 9110 §9.3.2)
   int64_t now_ns;
 };
 
 http::response_info write_refusal(const http_ctx& x, const refusal& f) {
-  x.h.answered(answer_note{{}, nullptr, f.answered ? outcome_of(f.err) : f.result});
+  x.im.report.add({}, nullptr, f.answered ? outcome_of(f.err) : f.result);
   x.env.head(x.out, f.status, x.close);
   x.out.append(f.extra);
   x.h.write_headers(x.out);
   envelope::body_mark bm = x.env.body_start(x.out);
   x.env.error_response(x.out, f.id, f.err);
-  x.env.body_end(x.out, bm);
+  x.env.body_end(x.out, bm, x.omit_body);
   return {f.status, x.close};
 }
 
@@ -358,8 +359,8 @@ http_facts facts_of(const known_headers& hd) {
 // responses, a minted session's header, the status line.
 
 http::response_info answer_202(const http_ctx& x) {
-  if (x.im.rate_charged) {
-    x.h.refund_rate();  // notifications and responses never count toward the rate limit
+  if (x.im.rate_charged && x.im.rate != nullptr) {
+    x.im.rate->refund();  // notifications and responses never count toward the rate limit
   }
   out_buffer& scratch = x.im.scratch;
   scratch.clear();
@@ -385,8 +386,8 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
   endpoint::impl& im = x.im;
   const bool is_initialize = m.mid == method_id::initialize;
   if (refusal f = check_session(x.opts, hd, is_initialize, c.rev, x.now_ns); f.status != 0) {
-    if (!(m.has_id && m.has_method) && !m.invalid && im.rate_charged) {
-      x.h.refund_rate();  // a notification or response never counts (design §5), refused or not
+    if (!(m.has_id && m.has_method) && !m.invalid && im.rate_charged && im.rate != nullptr) {
+      im.rate->refund();  // a notification or response never counts (design §5), refused or not
     }
     return write_refusal(x, f);
   }
@@ -432,8 +433,9 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
 void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message& m,
                         simdjson::simdjson_result<od::value> er, bool& rated, reply& r) {
   if (m.has_id && m.has_method && !m.invalid) {
-    if (rated) {
-      if (admission a = x.h.rate_extra(); a.refusal == envelope::tool_error_code::rate_limited) {
+    if (rated && x.im.rate != nullptr) {
+      if (admission a = x.im.rate->charge_extra();
+          a.refusal == envelope::tool_error_code::rate_limited) {
         r = error_reply(m.id,
                         rpc_error{rpc_error_kind::rate_limited,
                                   {},
@@ -580,12 +582,15 @@ void endpoint::add_cors_headers(const http::request& req, out_buffer& out,
 //      check; a body of only notifications and responses is 202.
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
-  const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, now_ns};
+  impl_->report = {};
+  const bool post = req.method == "POST";  // (a POST is never HEAD: one comparison on its path)
+  const bool head = !post && req.method == "HEAD";
+  const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, head, now_ns};
   const known_headers hd{req};
   if (!origin_allowed(req)) {
     return transport_error(x, 403, outcome::forbidden, "Forbidden: this Origin is not allowed.");
   }
-  if (req.method != "POST") {
+  if (!post) {
     return answer_other_method(x, hd, req.method);
   }
   revision rev = revision::v2025_03_26;
@@ -609,15 +614,16 @@ http::response_info endpoint::answer(const http::request& req, const envelope::g
   if (g.row == nullptr) {
     return handle_http(req, h, out, now_ns);
   }
+  impl_->report = {};
   if (g.row->result == outcome::rate_limited) {
     return render_rate_limited(req, h, out, g.retry_after_secs, now_ns);
   }
-  h.answered(answer_note{{}, nullptr, g.row->result});
+  impl_->report.add({}, nullptr, g.row->result);
   if (g.row->result == outcome::invalid_key) {
     return render_unauthorized(req, out, g.key_presented, g.resource_metadata);
   }
   const bool close = !req.keep_alive;  // keys not loaded yet: the one other whole refusal
-  env_.keys_not_loaded(out, close);
+  env_.keys_not_loaded(out, close, req.method == "HEAD");
   return {g.row->mcp_code, close};
 }
 
@@ -674,7 +680,7 @@ http::response_info endpoint::render_unauthorized(const http::request& req, out_
                                                   bool key_presented,
                                                   std::string_view resource_metadata) const {
   const bool close = !req.keep_alive;
-  env_.unauthorized(out, close, key_presented, resource_metadata);
+  env_.unauthorized(out, close, key_presented, resource_metadata, req.method == "HEAD");
   return {401, close};
 }
 
@@ -707,7 +713,7 @@ http::response_info endpoint::render_rate_limited(const http::request& req, host
       return info;
     }
   }
-  h.answered(answer_note{{}, nullptr, outcome::rate_limited});
+  impl_->report.add({}, nullptr, outcome::rate_limited);
   env_.head(out, 429, close);
   out.append("Retry-After: ");
   fmt::format_int f(retry_after_secs);

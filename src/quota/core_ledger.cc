@@ -20,54 +20,26 @@
 
 namespace tollgate::quota {
 
-// The public surface (tollgate/quota/service.h) forwards to the state behind it.
-const key_record* core_ledger::authenticate(std::string_view presented) noexcept {
-  return impl_of(*this).authenticate(presented);
-}
-const key_record* core_ledger::authenticate_newest(std::string_view presented) noexcept {
-  return impl_of(*this).authenticate_newest(presented);
-}
-uint64_t core_ledger::key_cache_hits() const noexcept { return impl_of(*this).key_cache_hits(); }
-uint64_t core_ledger::key_cache_misses() const noexcept {
-  return impl_of(*this).key_cache_misses();
-}
-uint64_t core_ledger::billed_calls() const noexcept { return impl_of(*this).billed_calls(); }
-uint64_t core_ledger::overage_calls() const noexcept { return impl_of(*this).overage_calls(); }
-rate_verdict core_ledger::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
-  return impl_of(*this).check_rate(k, now_ns, f);
-}
-void core_ledger::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
-  impl_of(*this).refund_rate(k, now_ns, f);
-}
-admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
-                                 bool may_wait) noexcept {
-  return impl_of(*this).admit(k, now_ns, f, t, may_wait);
-}
-void core_ledger::settle(const ticket& t, bool success) noexcept {
-  impl_of(*this).settle(t, success);
-}
-void core_ledger::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
-  impl_of(*this).fill_quota(k, now_ns, f);
-}
-void core_ledger::before_send(int64_t now_ns) noexcept { impl_of(*this).before_send(now_ns); }
-void core_ledger::on_tick(int64_t now_ns) noexcept { impl_of(*this).on_tick(now_ns); }
-bool core_ledger::flush_journal() noexcept { return impl_of(*this).flush_journal(); }
-void core_ledger::reconcile(int64_t now_ns) noexcept { impl_of(*this).reconcile(now_ns); }
+service::impl& core_ledger_impl::shared() const noexcept { return *svc_.impl_; }
+
+// The state's counters and the journal's figures, as the public surface reports them.
+uint64_t core_ledger::key_cache_hits() const noexcept { return impl_of(*this).key_cache_hits_; }
+uint64_t core_ledger::key_cache_misses() const noexcept { return impl_of(*this).key_cache_misses_; }
+uint64_t core_ledger::billed_calls() const noexcept { return impl_of(*this).billed_calls_; }
+uint64_t core_ledger::overage_calls() const noexcept { return impl_of(*this).overage_calls_; }
 std::string_view core_ledger::pending_journal() noexcept {
-  return impl_of(*this).pending_journal();
+  core_ledger_impl& self = impl_of(*this);
+  self.seal_record();
+  return self.journal_buf_.view();
 }
-core_ledger::journal_chunk core_ledger::take_journal() noexcept {
-  return impl_of(*this).take_journal();
+uint64_t core_ledger::journal_unsynced() const noexcept { return impl_of(*this).unsynced_bytes_; }
+uint64_t core_ledger::journal_errors() const noexcept { return impl_of(*this).journal_errors_; }
+const journal_health& core_ledger::health() const noexcept { return impl_of(*this).health_; }
+uint64_t core_ledger::billed_seq() const noexcept {
+  const core_ledger_impl& self = impl_of(*this);
+  return (static_cast<uint64_t>(self.journal_buf_.size()) << 32) | self.open_count_;
 }
-void core_ledger::journal_done(int64_t res) noexcept { impl_of(*this).journal_done(res); }
-void core_ledger::journal_synced(int res) noexcept { impl_of(*this).journal_synced(res); }
-uint64_t core_ledger::journal_unsynced() const noexcept {
-  return impl_of(*this).journal_unsynced();
-}
-uint64_t core_ledger::journal_errors() const noexcept { return impl_of(*this).journal_errors(); }
-const journal_health& core_ledger::health() const noexcept { return impl_of(*this).health(); }
-uint64_t core_ledger::billed_seq() const noexcept { return impl_of(*this).billed_seq(); }
-int core_ledger::index() const noexcept { return impl_of(*this).index(); }
+int core_ledger::index() const noexcept { return impl_of(*this).index_; }
 
 core_ledger_impl::core_ledger_impl(service& svc, int index) : svc_(svc), index_(index) {
   journal_buf_.reserve(64 * 1024);
@@ -110,12 +82,13 @@ void core_ledger_impl::switch_table(const key_table* t) noexcept {
   }
 }
 
-const key_record* core_ledger_impl::authenticate_newest(std::string_view presented) noexcept {
+const key_record* core_ledger::authenticate_newest(std::string_view presented) noexcept {
+  core_ledger_impl& self = impl_of(*this);
   // acquire: as in refresh_table. seen_epoch_ is not advanced: the table left may still hold
   // records this pass handed out, so it must not be reclaimed before the next quiescent point.
-  const key_table* t = svc_.current_.load(std::memory_order_acquire);
-  if (t != nullptr && t != table_) {
-    switch_table(t);
+  const key_table* t = self.newest_table();
+  if (t != nullptr && t != self.table_) {
+    self.switch_table(t);
   }
   return authenticate(presented);
 }
@@ -168,22 +141,23 @@ size_t key_slot_of(std::string_view k, size_t slots) noexcept {
 }
 }  // namespace
 
-const key_record* core_ledger_impl::authenticate(std::string_view presented) noexcept {
-  if (presented.empty() || table_ == nullptr || table_->records.empty()) {
+const key_record* core_ledger::authenticate(std::string_view presented) noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  if (presented.empty() || self.table_ == nullptr || self.table_->records.empty()) {
     return nullptr;
   }
-  key_cache_slot* slot = nullptr;
-  if (presented.size() <= kKeyCacheMaxLen) {
-    slot = &key_cache_[key_slot_of(presented, kKeyCacheSlots)];
+  core_ledger_impl::key_cache_slot* slot = nullptr;
+  if (presented.size() <= core_ledger_impl::kKeyCacheMaxLen) {
+    slot = &self.key_cache_[key_slot_of(presented, core_ledger_impl::kKeyCacheSlots)];
     // The length is not secret (every key has the same format); the bytes are compared in
     // constant time, as the digests are below.
-    if (slot->epoch == table_->epoch && slot->len == presented.size() &&
+    if (slot->epoch == self.table_->epoch && slot->len == presented.size() &&
         equal_ct(slot->bytes, presented.data(), presented.size())) {
-      ++key_cache_hits_;
+      ++self.key_cache_hits_;
       return slot->rec;
     }
   }
-  ++key_cache_misses_;
+  ++self.key_cache_misses_;
   // SHA-256 through OpenSSL's low-level interface: on OpenSSL 3.0 every EVP_DigestInit
   // allocates a fresh provider context, and this runs on every request. The digest is the same
   // one key_store::sha256 (EVP) stores.
@@ -195,7 +169,7 @@ const key_record* core_ledger_impl::authenticate(std::string_view presented) noe
   }
   uint64_t h;
   std::memcpy(&h, d.data(), sizeof h);
-  const key_table& t = *table_;
+  const key_table& t = *self.table_;
   for (uint64_t i = h & t.mask;; i = (i + 1) & t.mask) {
     int32_t idx = t.index[i];
     if (idx < 0) {
@@ -215,8 +189,7 @@ const key_record* core_ledger_impl::authenticate(std::string_view presented) noe
   }
 }
 
-rate_verdict core_ledger_impl::check_rate(const key_record& k, int64_t now_ns,
-                                          figures& f) noexcept {
+rate_verdict core_ledger::check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
   // GCRA: the key's theoretical arrival time (tat) advances by one emission interval T per
   // admitted request; a request is admitted if, after advancing, tat - now <= burst * T. One
   // CAS per request makes it exact across cores. relaxed: the value itself is the only data.
@@ -245,7 +218,7 @@ rate_verdict core_ledger_impl::check_rate(const key_record& k, int64_t now_ns,
   return rate_verdict::limited;
 }
 
-void core_ledger_impl::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
+void core_ledger::refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept {
   // The admission advanced tat by T from max(tat, now); stepping it back by T leaves the key
   // where it would be without that request (an earlier tat below now means the same as now).
   // relaxed: as in check_rate.
@@ -295,38 +268,39 @@ bool core_ledger_impl::take_lease(const key_record& k, local_key& lk) noexcept {
   }
 }
 
-admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
-                                      bool may_wait) noexcept {
-  if (now_ns >= month_end_ns_) {
-    roll_month(month_index_of_ns(now_ns));
+admit_verdict core_ledger::admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
+                                 bool may_wait) noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  if (now_ns >= self.month_end_ns_) {
+    self.roll_month(month_index_of_ns(now_ns));
   }
-  const int64_t reset = std::max<int64_t>(1, ceil_secs(month_end_ns_ - now_ns));
+  const int64_t reset = std::max<int64_t>(1, ceil_secs(self.month_end_ns_ - now_ns));
   f.quota_limit = k.monthly_quota;
   f.quota_reset_secs = reset;
   if (k.suspended) {
     fill_quota(k, now_ns, f);
     return admit_verdict::suspended;
   }
-  if (!journal_room()) {
+  if (!self.journal_room()) {
     // Not recordable: not made, not billed (design §6). The figures are the key's as they stand.
     fill_quota(k, now_ns, f);
     f.retry_after_secs = 1;
-    health_.refused.store(health_.refused.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_relaxed);
+    self.health_.refused.store(self.health_.refused.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);
     return admit_verdict::unavailable;
   }
-  local_key& lk = locals_[k.slot];
+  core_ledger_impl::local_key& lk = self.locals_[k.slot];
   bool over = false;
   if (lk.lease > 0 && lk.plan_epoch != k.state->plan_epoch.load(std::memory_order_relaxed)) {
     // A reload changed the key's quota since this lease was taken: hand it back (paying a
     // cut first) and take a new one from the rebased pool. Rare: once per core and reload.
-    std::lock_guard g(svc_.impl_->mu);
-    give_back_lease_locked(lk);
+    std::lock_guard g(self.shared().mu);
+    self.give_back_lease_locked(lk);
   }
-  if (lk.lease == 0 && svc_.opt_.leases != nullptr && !take_lease(k, lk)) {
+  if (lk.lease == 0 && self.opt().leases != nullptr && !self.take_lease(k, lk)) {
     // Cluster mode: the node's pool is filled from Redis by the agent's thread. Asking never
     // waits: the caller parks the request (lease_pending) and admits it again when woken.
-    lease_outcome lo = svc_.opt_.leases->request(*k.state, month_, index_);
+    lease_outcome lo = self.opt().leases->request(*k.state, self.month_, self.index_);
     if (lo == lease_outcome::pending && may_wait) {
       fill_quota(k, now_ns, f);
       return admit_verdict::lease_pending;
@@ -341,7 +315,7 @@ admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figur
       return admit_verdict::quota_unreachable;
     }
   }
-  if (lk.lease == 0 && !take_lease(k, lk)) {
+  if (lk.lease == 0 && !self.take_lease(k, lk)) {
     if (k.overage == overage_policy::stop) {
       // Every unit is spent or leased to a core that is spending it. Used is what was used
       // (more than the limit after a reload cut the quota below it, as /v1/usage says), and at
@@ -359,12 +333,12 @@ admit_verdict core_ledger_impl::admit(const key_record& k, int64_t now_ns, figur
   if (!over) {
     --lk.lease;
   }
-  touch(lk, k.slot, k.state, k.key_id);  // after take_lease: a month roll there clears flags
+  self.touch(lk, k.slot, k.state, k.key_id);  // after take_lease: a month roll there clears flags
   lk.active = true;
   t.state = k.state;
   t.key_id = k.key_id;
   t.slot = k.slot;
-  t.month = month_;
+  t.month = self.month_;
   t.overage = over;
   // The figures count this call, as X-RateLimit-Remaining counts this request: a response
   // reports the month as it stands once the call it answers is billed, so the answer to the
@@ -390,44 +364,46 @@ void core_ledger_impl::seal_record() noexcept {
   open_count_ = 0;
 }
 
-void core_ledger_impl::settle(const ticket& t, bool success) noexcept {
+void core_ledger::settle(const ticket& t, bool success) noexcept {
+  core_ledger_impl& self = impl_of(*this);
   if (success) {
-    ++billed_calls_;
-    overage_calls_ += t.overage ? 1 : 0;
+    ++self.billed_calls_;
+    self.overage_calls_ += t.overage ? 1 : 0;
   }
-  if (t.month != month_) {
+  if (t.month != self.month_) {
     // Admitted before this core moved to a new month: bill it to the month it was admitted in.
     if (success) {
-      append_record(t.month, t.key_id, t.overage);
-      late_.push_back({t.state, t.month, 1, t.overage, pass_now_s_, pass_now_s_});
+      self.append_record(t.month, t.key_id, t.overage);
+      self.late_.push_back({t.state, t.month, 1, t.overage, self.pass_now_s_, self.pass_now_s_});
     }
     return;  // a failure's unit belonged to the closed month's budget: nothing to return
   }
-  local_key& lk = locals_[t.slot];
+  core_ledger_impl::local_key& lk = self.locals_[t.slot];
   // A reconcile may have run since admit (asynchronous outcomes): list the key again.
-  touch(lk, t.slot, t.state, t.key_id);
+  self.touch(lk, t.slot, t.state, t.key_id);
   if (success) {
     ++lk.used_delta;
     if (t.overage) {
       ++lk.overage_delta;
     }
-    lk.first_s = lk.first_s == 0 ? pass_now_s_ : lk.first_s;
-    lk.last_s = pass_now_s_;
-    append_record(t.month, t.key_id, t.overage);
+    lk.first_s = lk.first_s == 0 ? self.pass_now_s_ : lk.first_s;
+    lk.last_s = self.pass_now_s_;
+    self.append_record(t.month, t.key_id, t.overage);
   } else if (!t.overage) {
     ++lk.lease;  // refund: the unit goes back to this core's lease
   }
 }
 
-void core_ledger_impl::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
-  int64_t end_ns = month_end_ns_;
+void core_ledger::fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept {
+  const core_ledger_impl& self = impl_of(*this);
+  int64_t end_ns = self.month_end_ns_;
   int64_t used = k.state->used.load(std::memory_order_relaxed) +
                  k.state->remote_used.load(std::memory_order_relaxed);
   if (now_ns >= end_ns) {  // month ended but this core has not rolled yet
     end_ns = month_end_secs(month_index_of_ns(now_ns)) * kNsPerSec;
     used = 0;
-  } else if (k.slot < locals_.size()) {
-    used += locals_[k.slot].used_delta;
+  } else if (k.slot < self.locals_.size()) {
+    used += self.locals_[k.slot].used_delta;
   }
   f.quota_limit = k.monthly_quota;
   f.quota_used = used;
@@ -505,49 +481,52 @@ void core_ledger_impl::give_back_lease_locked(local_key& lk) noexcept {
   lk.lease = 0;
 }
 
-void core_ledger_impl::reconcile(int64_t now_ns) noexcept {
-  if (journal_busy_) {
+void core_ledger::reconcile(int64_t now_ns) noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  if (self.journal_busy_) {
     return;  // an engine write is in flight: the next tick reconciles
   }
-  last_reconcile_ns_ = now_ns;
+  self.last_reconcile_ns_ = now_ns;
   if (!flush_journal()) {
     return;  // publishing now would let replay count the still-buffered records twice
   }
   // No rotation while space is short: the new file could not reserve any, and the old one
   // still has what it reserved.
   const bool rotate =
-      journal_size_ >= static_cast<uint64_t>(svc_.opt_.journal_rotate_bytes) && !reserve_failed_;
+      self.journal_size_ >= static_cast<uint64_t>(self.opt().journal_rotate_bytes) &&
+      !self.reserve_failed_;
   int old_fd = -1;
-  if (rotate && journal_fd_ >= 0) {
-    ::fdatasync(journal_fd_);
-    old_fd = journal_fd_;
-    const uint64_t old_size = journal_size_;
-    const uint64_t old_reserved = reserved_end_;
-    ++journal_gen_;
-    open_journal();
-    if (journal_fd_ < 0 || reserve_failed_) {  // could not rotate: keep the old file
-      if (journal_fd_ >= 0) {
-        ::close(journal_fd_);  // the new file stays empty; a later rotation appends to it
+  if (rotate && self.journal_fd_ >= 0) {
+    ::fdatasync(self.journal_fd_);
+    old_fd = self.journal_fd_;
+    const uint64_t old_size = self.journal_size_;
+    const uint64_t old_reserved = self.reserved_end_;
+    ++self.journal_gen_;
+    self.open_journal();
+    if (self.journal_fd_ < 0 || self.reserve_failed_) {  // could not rotate: keep the old file
+      if (self.journal_fd_ >= 0) {
+        ::close(self.journal_fd_);  // the new file stays empty; a later rotation appends to it
       }
-      --journal_gen_;
-      journal_fd_ = old_fd;
+      --self.journal_gen_;
+      self.journal_fd_ = old_fd;
       old_fd = -1;
-      journal_size_ = old_size;
-      reserved_end_ = old_reserved;
-      update_failing();
-      recount_room();
+      self.journal_size_ = old_size;
+      self.reserved_end_ = old_reserved;
+      self.update_failing();
+      self.recount_room();
     } else {
-      unsynced_bytes_ = 0;
+      self.unsynced_bytes_ = 0;
     }
   }
   {
-    std::lock_guard g(svc_.impl_->mu);
-    publish_locked(false);
-    auto& cov = svc_.impl_->covered;
-    if (cov.size() <= static_cast<size_t>(index_)) {
-      cov.resize(static_cast<size_t>(index_) + 1);
+    std::lock_guard g(self.shared().mu);
+    self.publish_locked(false);
+    auto& cov = self.shared().covered;
+    if (cov.size() <= static_cast<size_t>(self.index_)) {
+      cov.resize(static_cast<size_t>(self.index_) + 1);
     }
-    cov[static_cast<size_t>(index_)] = {journal_gen_, old_fd >= 0 ? 0 : journal_size_};
+    cov[static_cast<size_t>(self.index_)] = {self.journal_gen_,
+                                             old_fd >= 0 ? 0 : self.journal_size_};
   }
   if (old_fd >= 0) {
     ::close(old_fd);
@@ -592,43 +571,45 @@ void core_ledger_impl::roll_month(uint32_t month) noexcept {
   }
 }
 
-void core_ledger_impl::before_send(int64_t now_ns) noexcept {
-  pass_now_ns_ = now_ns;
-  pass_now_s_ = now_ns / kNsPerSec;
-  if (!engine_journal_) {
+void core_ledger::before_send(int64_t now_ns) noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  self.pass_now_ns_ = now_ns;
+  self.pass_now_s_ = now_ns / kNsPerSec;
+  if (!self.engine_journal_) {
     flush_journal();  // else the engine writes the pass's bytes (take_journal)
   }
-  refresh_table();
+  self.refresh_table();
 }
 
-void core_ledger_impl::on_tick(int64_t now_ns) noexcept {
-  pass_now_ns_ = now_ns;
-  pass_now_s_ = now_ns / kNsPerSec;
-  refresh_table();
-  if ((reserve_failed_ || journal_fd_ < 0) && !write_failed_) {
-    make_room();  // recovery needs no traffic: /readyz turns ready once space returns
+void core_ledger::on_tick(int64_t now_ns) noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  self.pass_now_ns_ = now_ns;
+  self.pass_now_s_ = now_ns / kNsPerSec;
+  self.refresh_table();
+  if ((self.reserve_failed_ || self.journal_fd_ < 0) && !self.write_failed_) {
+    self.make_room();  // recovery needs no traffic: /readyz turns ready once space returns
   }
-  if (now_ns >= month_end_ns_) {
-    roll_month(month_index_of_ns(now_ns));
+  if (now_ns >= self.month_end_ns_) {
+    self.roll_month(month_index_of_ns(now_ns));
   }
-  if (now_ns - last_reconcile_ns_ >= svc_.opt_.reconcile_ms * kNsPerMs) {
+  if (now_ns - self.last_reconcile_ns_ >= self.opt().reconcile_ms * kNsPerMs) {
     reconcile(now_ns);
   }
-  if (now_ns - last_fsync_ns_ >= svc_.opt_.fsync_ms * kNsPerMs) {
-    last_fsync_ns_ = now_ns;
-    if (engine_journal_) {
+  if (now_ns - self.last_fsync_ns_ >= self.opt().fsync_ms * kNsPerMs) {
+    self.last_fsync_ns_ = now_ns;
+    if (self.engine_journal_) {
       // Off the request path: the engine submits an io_uring fdatasync with its next pass.
-      sync_requested_ = sync_requested_ || unsynced_bytes_ > 0;
+      self.sync_requested_ = self.sync_requested_ || self.unsynced_bytes_ > 0;
     } else {
       flush_journal();
-      if (unsynced_bytes_ > 0 && journal_fd_ >= 0) {
-        ::fdatasync(journal_fd_);
-        unsynced_bytes_ = 0;
+      if (self.unsynced_bytes_ > 0 && self.journal_fd_ >= 0) {
+        ::fdatasync(self.journal_fd_);
+        self.unsynced_bytes_ = 0;
       }
     }
   }
-  svc_.maybe_background(now_ns);
-  refresh_table();
+  self.maybe_background(now_ns);
+  self.refresh_table();
 }
 
 }  // namespace tollgate::quota

@@ -1,5 +1,7 @@
-// Private to src/quota: the state of a core's ledger (core_ledger, the public surface in
-// tollgate/quota/service.h, forwards here: core_ledger.cc). Core-local.
+// Private to src/quota: the state of a core's ledger. core_ledger (tollgate/quota/service.h)
+// declares the methods, once; their definitions (core_ledger.cc, journal_writer.cc) reach this
+// state through impl_of(*this), the d-pointer idiom without the pointer: service makes every
+// ledger a core_ledger_impl, so the cast is free. Core-local.
 #pragma once
 
 #include <array>
@@ -16,42 +18,20 @@ namespace tollgate::quota {
 
 class alignas(64) core_ledger_impl final : public core_ledger {
  public:
-  // The public surface's implementations (documented in tollgate/quota/service.h).
   core_ledger_impl(service& svc, int index);
   ~core_ledger_impl();
-  const key_record* authenticate(std::string_view presented) noexcept;
-  const key_record* authenticate_newest(std::string_view presented) noexcept;
-  uint64_t key_cache_hits() const noexcept { return key_cache_hits_; }
-  uint64_t key_cache_misses() const noexcept { return key_cache_misses_; }
-  uint64_t billed_calls() const noexcept { return billed_calls_; }
-  uint64_t overage_calls() const noexcept { return overage_calls_; }
-  rate_verdict check_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
-  void refund_rate(const key_record& k, int64_t now_ns, figures& f) noexcept;
-  admit_verdict admit(const key_record& k, int64_t now_ns, figures& f, ticket& t,
-                      bool may_wait) noexcept;
-  void settle(const ticket& t, bool success) noexcept;
-  void fill_quota(const key_record& k, int64_t now_ns, figures& f) const noexcept;
-  void before_send(int64_t now_ns) noexcept;
-  void on_tick(int64_t now_ns) noexcept;
-  bool flush_journal() noexcept;
-  void reconcile(int64_t now_ns) noexcept;
-  std::string_view pending_journal() noexcept {
-    seal_record();
-    return journal_buf_.view();
-  }
-  journal_chunk take_journal() noexcept;
-  void journal_done(int64_t res) noexcept;
-  void journal_synced(int res) noexcept;
-  uint64_t journal_unsynced() const noexcept { return unsynced_bytes_; }
-  uint64_t journal_errors() const noexcept { return journal_errors_; }
-  const journal_health& health() const noexcept { return health_; }
-  uint64_t billed_seq() const noexcept {
-    return (static_cast<uint64_t>(journal_buf_.size()) << 32) | open_count_;
-  }
-  int index() const noexcept { return index_; }
 
  private:
+  friend class core_ledger;
   friend class service;
+
+  // What core_ledger's methods reach of the service, whose friend this class is (theirs is not).
+  const service_options& opt() const noexcept { return svc_.opt_; }
+  const key_table* newest_table() const noexcept {
+    return svc_.current_.load(std::memory_order_acquire);
+  }
+  service::impl& shared() const noexcept;  // core_ledger.cc (service_impl.h)
+  void maybe_background(int64_t now_ns) { svc_.maybe_background(now_ns); }
 
   struct local_key {
     key_state* state = nullptr;

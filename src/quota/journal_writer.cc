@@ -202,62 +202,64 @@ bool core_ledger_impl::write_buffer(out_buffer& b) noexcept {
   return true;
 }
 
-bool core_ledger_impl::flush_journal() noexcept {
-  seal_record();
-  if (journal_busy_) {
+bool core_ledger::flush_journal() noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  self.seal_record();
+  if (self.journal_busy_) {
     return false;  // an engine write is in flight: writing now could interleave with its rest
   }
-  if (journal_buf_.empty() && journal_out_.empty()) {
+  if (self.journal_buf_.empty() && self.journal_out_.empty()) {
     return true;
   }
-  note_unwritten();
-  if (journal_fd_ < 0) {
-    open_journal();
-    if (journal_fd_ < 0) {
+  self.note_unwritten();
+  if (self.journal_fd_ < 0) {
+    self.open_journal();
+    if (self.journal_fd_ < 0) {
       return false;
     }
   }
   // A taken chunk's unwritten rest goes first: it holds whole records only from its start.
-  if (write_buffer(journal_out_) && write_buffer(journal_buf_)) {
-    note_written();
+  if (self.write_buffer(self.journal_out_) && self.write_buffer(self.journal_buf_)) {
+    self.note_written();
     return true;
   }
   return false;
 }
 
-core_ledger_impl::journal_chunk core_ledger_impl::take_journal() noexcept {
-  engine_journal_ = true;
+core_ledger::journal_chunk core_ledger::take_journal() noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  self.engine_journal_ = true;
   journal_chunk c;
-  if (journal_busy_) {
+  if (self.journal_busy_) {
     return c;  // misuse: one chunk at a time
   }
-  if (write_failed_ &&
-      mono_ns() - write_failed_since_ns_ >= svc_.opt_.journal_give_up_ms * kNsPerMs) {
-    drop_unwritten();  // the answers waiting for these records are refused instead
+  if (self.write_failed_ &&
+      mono_ns() - self.write_failed_since_ns_ >= self.opt().journal_give_up_ms * kNsPerMs) {
+    self.drop_unwritten();  // the answers waiting for these records are refused instead
     c.dropped = true;
   }
-  if (journal_out_.empty()) {
-    seal_record();
-    std::swap(journal_buf_, journal_out_);  // both keep their capacity: no allocation
+  if (self.journal_out_.empty()) {
+    self.seal_record();
+    std::swap(self.journal_buf_, self.journal_out_);  // both keep their capacity: no allocation
   }
-  if (!journal_out_.empty()) {
-    note_unwritten();
+  if (!self.journal_out_.empty()) {
+    self.note_unwritten();
   }
-  if (!journal_out_.empty() && journal_fd_ < 0) {
-    open_journal();
+  if (!self.journal_out_.empty() && self.journal_fd_ < 0) {
+    self.open_journal();
   }
-  c.fd = journal_fd_;
-  if (sync_requested_ && !sync_inflight_ && journal_fd_ >= 0) {
+  c.fd = self.journal_fd_;
+  if (self.sync_requested_ && !self.sync_inflight_ && self.journal_fd_ >= 0) {
     c.sync_due = true;
-    sync_requested_ = false;
-    sync_inflight_ = true;
-    sync_bytes_ = unsynced_bytes_;  // the chunk written alongside may land after the sync
+    self.sync_requested_ = false;
+    self.sync_inflight_ = true;
+    self.sync_bytes_ = self.unsynced_bytes_;  // the chunk written alongside may land after the sync
   }
-  if (!journal_out_.empty() && journal_fd_ >= 0) {
-    c.bytes = journal_out_.view();
-    journal_busy_ = true;
-  } else if (!journal_out_.empty()) {
-    c.bytes = journal_out_.view();  // fd -1: the engine reports a failure and retries later
+  if (!self.journal_out_.empty() && self.journal_fd_ >= 0) {
+    c.bytes = self.journal_out_.view();
+    self.journal_busy_ = true;
+  } else if (!self.journal_out_.empty()) {
+    c.bytes = self.journal_out_.view();  // fd -1: the engine reports a failure and retries later
   }
   return c;
 }
@@ -346,32 +348,34 @@ void core_ledger_impl::uncount(uint32_t month, uint64_t key_id, int64_t count,
       index_, key_id_string(key_id));
 }
 
-void core_ledger_impl::journal_done(int64_t res) noexcept {
-  journal_busy_ = false;
+void core_ledger::journal_done(int64_t res) noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  self.journal_busy_ = false;
   if (res < 0) {
-    note_write_failed();
-    log_error("usage journal write failed on core {}: {}; {} byte(s) kept for a retry", index_,
-              std::strerror(static_cast<int>(-res)), journal_out_.size());
+    self.note_write_failed();
+    log_error("usage journal write failed on core {}: {}; {} byte(s) kept for a retry", self.index_,
+              std::strerror(static_cast<int>(-res)), self.journal_out_.size());
     return;
   }
-  const auto n = std::min(static_cast<size_t>(res), journal_out_.size());
-  journal_out_.consume(n);  // a short write keeps the rest (moved to the front) for next time
-  journal_size_ += n;
-  unsynced_bytes_ += n;
-  if (journal_out_.empty()) {
-    note_written();
+  const auto n = std::min(static_cast<size_t>(res), self.journal_out_.size());
+  self.journal_out_.consume(n);  // a short write keeps the rest (moved to the front) for next time
+  self.journal_size_ += n;
+  self.unsynced_bytes_ += n;
+  if (self.journal_out_.empty()) {
+    self.note_written();
   }
 }
 
-void core_ledger_impl::journal_synced(int res) noexcept {
-  sync_inflight_ = false;
+void core_ledger::journal_synced(int res) noexcept {
+  core_ledger_impl& self = impl_of(*this);
+  self.sync_inflight_ = false;
   if (res < 0) {
-    count_error();
-    log_error("usage journal fdatasync failed on core {}: {}", index_, std::strerror(-res));
-    sync_requested_ = true;
+    self.count_error();
+    log_error("usage journal fdatasync failed on core {}: {}", self.index_, std::strerror(-res));
+    self.sync_requested_ = true;
     return;
   }
-  unsynced_bytes_ -= std::min(unsynced_bytes_, sync_bytes_);
+  self.unsynced_bytes_ -= std::min(self.unsynced_bytes_, self.sync_bytes_);
 }
 
 }  // namespace tollgate::quota

@@ -112,6 +112,7 @@ http::response_info api::answer(const http::request& req, const envelope::gate_r
   if (g.row != nullptr) {
     result_ = g.row->result;
     const bool close = !req.keep_alive;
+    const bool omit_body = req.method == "HEAD";
     if (g.row->result == outcome::rate_limited) {
       c->shard.fill_quota(c->key, c->now_ns, c->fig);
       info = finish_error(req,
@@ -119,10 +120,10 @@ http::response_info api::answer(const http::request& req, const envelope::gate_r
                                                     c->fig.retry_after_secs),
                           c->fig, out);
     } else if (g.row->result == outcome::invalid_key) {
-      env_.unauthorized(out, close, g.key_presented, g.resource_metadata);
+      env_.unauthorized(out, close, g.key_presented, g.resource_metadata, omit_body);
       info = {g.row->rest_status, close};
     } else {  // keys not loaded yet: the one other whole refusal
-      env_.keys_not_loaded(out, close);
+      env_.keys_not_loaded(out, close, omit_body);
       info = {g.row->rest_status, close};
     }
   } else if (what == resource::search) {

@@ -7,7 +7,8 @@
 //   2. the caller appends extra header lines ("Name: value\r\n"; e.g. the host's quota headers)
 //   3. body_start(out) -> mark      "Content-Length:" + a field of spaces + "\r\n\r\n"
 //   4. body writers, then body_end(out, mark), which writes the length right-aligned into the
-//      field (the spaces before it are OWS), so the body is not moved (below 10 MB).
+//      field (the spaces before it are OWS), so the body is not moved (below 10 MB); answering
+//      HEAD (body_end's omit_body), it then drops the body: the head says what GET would get.
 // On stdio only the body writers are used.
 //
 // The cache is built once and is then immutable: thread-safe for concurrent readers (all cores
@@ -105,6 +106,7 @@ struct rpc_error {
 };
 
 /// Where body_start() left its Content-Length field; pass to body_end().
+/// Two words, so that it goes in registers: every answer passes one.
 struct body_mark {
   size_t gap = 0;   ///< offset of the Content-Length value field (after the colon)
   size_t body = 0;  ///< offset of the first body byte
@@ -135,6 +137,9 @@ class cache {
   /// Writes the body length right-aligned into the field: "Content-Length:   4123". The body
   /// stays where it is unless its length has 8 or more digits.
   void body_end(out_buffer& out, body_mark m) const;
+  /// body_end(), then, when `omit_body` (the request is HEAD: http::response_head::omit_body),
+  /// drops the body it counted.
+  void body_end(out_buffer& out, body_mark m, bool omit_body) const;
   /// A whole bodiless response ("Content-Length: 0"), e.g. 202 or 204, with extra header lines.
   void empty_response(out_buffer& out, int status, std::string_view extra_headers,
                       bool close) const;
@@ -163,11 +168,11 @@ class cache {
   /// resource metadata, RFC 9728 §5.1) adds `resource_metadata="URL"`; empty: none, as on a
   /// key-only server. It must hold no '"' or control byte (the gate builds it).
   void unauthorized(out_buffer& out, bool close, bool key_presented = false,
-                    std::string_view resource_metadata = {}) const;
+                    std::string_view resource_metadata = {}, bool omit_body = false) const;
   /// HTTP 503 with `Retry-After: 1` and {"code":"unavailable",...}: cluster mode, before the
   /// node's first key load, when no key can be checked yet (the outcome table's "keys not
   /// loaded yet"; the same answer on MCP and REST).
-  void keys_not_loaded(out_buffer& out, bool close) const;
+  void keys_not_loaded(out_buffer& out, bool close, bool omit_body = false) const;
 
   // --- Pre-rendered results ---
   /// The initialize result for a legacy revision (2026-07-28 has no handshake).

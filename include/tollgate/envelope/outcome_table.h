@@ -146,6 +146,17 @@ struct gate_refusal {
 /// The REST status that answers tool error `c`.
 constexpr int rest_status_of(tool_error_code c) noexcept { return row_of(c).rest_status; }
 
+/// The outcome of an answer from a public route outside the table (the OAuth authorization
+/// server, the Stripe webhook), which reports only its HTTP status: the one place an outcome is
+/// read from a status.
+constexpr outcome outcome_of_status(int status) noexcept {
+  return status < 400    ? outcome::ok
+         : status == 401 ? outcome::invalid_key
+         : status == 429 ? outcome::rate_limited
+         : status >= 500 ? outcome::unavailable
+                         : outcome::bad_request;
+}
+
 /// Tool error `c` with the figures its row carries; the others are left out (-1).
 constexpr tool_error make_tool_error(tool_error_code c, int64_t retry_after_secs = -1,
                                      int64_t quota_limit = -1, int64_t quota_used = -1,

@@ -5,11 +5,12 @@
 //   mcp::registry tools; tools.add(...); tools.finish();   // shared, immutable
 //   mcp::session_store sessions(idle_ns);     // only if sessions are on; shared, thread-safe
 //   mcp::endpoint ep(tools, env, options);    // one per core, core-local
+//   ep.lend(tools_context, rate_charge);     // once: what the app lends (mcp/host.h)
 // Per request to /mcp, after the app's gate (route, key, rate limit) decided it:
 //   info = ep.answer(req, refusal, host, out, now_ns);
 // the one entry of the surface over HTTP: it writes the gate's refusal (401, 429, 503) from its
-// outcome table row, or answers the request. Every answer reports its outcome to the host
-// (host::answered), the transport's refusals included, so nothing downstream re-derives it.
+// outcome table row, or answers the request. What it came to is ep.report(), the transport's
+// refusals included, so nothing downstream re-derives it.
 // A gateway first asks which tool calls the request holds: ep.decide_calls(req, visitor, now_ns).
 // stdio:  mcp::run_stdio(ep, host, STDIN_FILENO, STDOUT_FILENO).
 //
@@ -153,6 +154,14 @@ class endpoint {
   /// nothing for notifications and responses. `msg` must be followed by body_padding readable
   /// bytes. The revision is the one negotiated by the last initialize (default 2025-03-26).
   void handle_message(std::string_view msg, host& h, out_buffer& out);
+
+  /// What the app lends once per core: the context passed to every tool call (call_context's
+  /// env) and, over HTTP, the gate's rate charge (a batch's later requests, a 202's refund).
+  /// Null: none (a tool then gets no context; nothing is charged beyond the gate's charge).
+  void lend(tool_env* tools, rate_charge* rate = nullptr) noexcept;
+  /// What the messages of the last request answered (answer(), handle_http() or
+  /// handle_message()) came to; valid until the next one.
+  const request_report& report() const noexcept;
 
   /// The revision a stdio session negotiated (initialize), default 2025-03-26.
   envelope::revision stdio_revision() const noexcept { return stdio_rev_; }

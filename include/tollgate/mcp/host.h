@@ -1,8 +1,16 @@
-// The host: what the MCP endpoint asks of the application per request (admission and settling
-// of billable calls, the rate checks, the response's quota header lines, the tools' context).
-// The endpoint calls the host, never the reverse: the app implements it on top of the quota core
-// (app::core_host; fakes in tests). Called only from the core that handles the request:
-// implementations are core-local per core (one host object per core or per request).
+// The host: what the MCP endpoint asks of the application about each call it answers. A
+// billable tools/call is admitted (answered with the outcome table's tool error code, or none)
+// and later settled; the response carries the header lines of the figures those came to; on
+// stdio, where no gate rates requests, every other request is rated too (rate_check); a
+// client's notifications/cancelled names a call that admit() must then refuse. The endpoint
+// calls the host, never the reverse: the app implements it on the quota core (app::core_host;
+// fakes in tests). Called only from the core that handles the request: core-local.
+//
+// The rest of what the endpoint needs is not asked call by call:
+//   - the tools' context (tool_env) and the HTTP request's rate charge (rate_charge) are lent
+//     once per core (endpoint::lend);
+//   - what each message was answered with is the endpoint's own report (request_report,
+//     endpoint::report()), which the app reads after the answer.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +38,27 @@ struct admission {
   int64_t quota_remaining = -1;
 };
 
-/// What one JSON-RPC message was answered with (the access log and /metrics read it).
-struct answer_note {
-  std::string_view method;         ///< the method as sent (raw bytes); empty when unparsed
+/// What the messages of one request were answered with (endpoint::report(); the access log and
+/// /metrics read it): the first message's method and tool, and the first outcome that is not
+/// ok. Over HTTP a request refused whole (the gate's 401, 429 or 503, or a transport refusal
+/// such as 405 or 406) is one answer, with no method.
+struct request_report {
+  std::string_view method;         ///< as sent (raw bytes, valid while the request is handled)
   const tool_def* tool = nullptr;  ///< tools/call of a registered tool
   outcome result = outcome::ok;
+  bool any = false;  ///< some message was answered (notifications and responses are not)
+
+  /// One answered message (each of a batch, after its body is written).
+  void add(std::string_view m, const tool_def* t, outcome o) noexcept {
+    if (!any) {
+      any = true;
+      method = m;
+      tool = t;
+    }
+    if (result == outcome::ok) {
+      result = o;
+    }
+  }
 };
 
 class host {
@@ -57,29 +81,30 @@ class host {
   /// whose data is the rate_limited object. Over HTTP the app rates every request before
   /// dispatch instead. Default: never limited.
   virtual admission rate_check() { return {}; }
-  /// HTTP only: called for each request in a batch after the first (the app rated the HTTP
-  /// request itself, which covers one), so a batch of N requests costs N of the rate limit as N
-  /// single requests would. rate_limited (with retry_after_secs): that request is answered with
-  /// the JSON-RPC error whose code is 429, as a limited single request's body is. Default:
-  /// never limited.
-  virtual admission rate_extra() { return {}; }
-  /// Called once per answered JSON-RPC message (each of a batch; not for notifications and
-  /// responses, which get no answer), after its body is written; over HTTP also once for a
-  /// request refused whole (the gate's 401, 429 or 503, or a transport refusal such as 405 or
-  /// 406), with its outcome. Default: nothing.
-  virtual void answered(const answer_note& /*note*/) {}
-  /// HTTP only: the POST the app rated before dispatch held only JSON-RPC notifications and
-  /// responses (answered 202, no work), which never count toward the rate limit (design §5): the
-  /// host gives that charge back. Called before the 202's write_headers(). Default: nothing.
-  virtual void refund_rate() {}
   /// A notifications/cancelled of this request's caller named request `id` (raw JSON: a number
-  /// or a quoted string): a host may drop that call if it has not admitted it yet (the call may
-  /// be waiting, on this core or another). Default: nothing (a call answered at once cannot be
-  /// cancelled after the fact).
+  /// or a quoted string): a host may refuse that call's admit() if it has not admitted it yet
+  /// (the call may be waiting, on this core or another). Default: nothing (a call answered at
+  /// once cannot be cancelled after the fact).
   virtual void cancelled(std::string_view /*id*/) {}
-  /// The context the registry's tools get in each call of this request (call_context::env):
-  /// the application's own state for its tools, passed on unread. Default: none.
-  virtual tool_env* tools() { return nullptr; }
+};
+
+/// HTTP only: the rate charge the app's gate made for one request before dispatch, as the
+/// endpoint finds what the body holds. Lent once per core (endpoint::lend); none: nothing is
+/// charged or given back beyond the gate's charge. Core-local.
+class rate_charge {
+ public:
+  /// Each request of a batch after the first (the gate's charge covered one), so a batch of N
+  /// requests costs N of the rate limit as N single requests would. rate_limited (with
+  /// retry_after_secs): that request is answered with the JSON-RPC error whose code is 429, as
+  /// a limited single request's body is.
+  virtual admission charge_extra() = 0;
+  /// The POST held only JSON-RPC notifications and responses (answered 202, no work), which
+  /// never count toward the rate limit (design §5): the charge is given back. Called before the
+  /// 202's host::write_headers().
+  virtual void refund() = 0;
+
+ protected:
+  ~rate_charge() = default;
 };
 
 }  // namespace tollgate::mcp

@@ -69,11 +69,11 @@ struct arguments {
   const arg_value& operator[](size_t i) const { return values[i]; }
 };
 
-/// What an application gives its tools, handed over by its host (host::tools()) and passed to
-/// each call untouched: the endpoint never reads it. The application derives its own context
+/// What an application gives its tools, lent to the endpoint once (endpoint::lend) and passed
+/// to each call untouched: the endpoint never reads it. The application derives its own context
 /// from it and gets that back in a tool by one checked downcast (the app's:
 /// app::tool_context::of). `kind` is an address unique to the derived type, so the check is one
-/// comparison. Lives as long as the host that hands it over.
+/// comparison. Outlives the endpoint's use of it.
 class tool_env {
  public:
   tool_env(const tool_env&) = delete;
@@ -90,7 +90,7 @@ class tool_env {
 
 /// Per-call context a tool may use.
 struct call_context {
-  tool_env* env = nullptr;  ///< the host's tools context (host::tools()); null when it has none
+  tool_env* env = nullptr;  ///< the tools' context lent to the endpoint; null when none was
   envelope::revision revision = envelope::revision::v2025_03_26;
 };
 
