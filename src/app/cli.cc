@@ -317,7 +317,7 @@ int run_admin(std::string_view command, std::span<const std::string_view> args, 
   }
   if (command == "keys") {
     const int rc = quota::run_keys_command(args, plans, s.data_dir, out, err, path, redis.get());
-    if (rc == 0 && !redis && args.size() >= 2 && args[0] == "revoke") {
+    if (rc == 0 && args.size() >= 2 && args[0] == "revoke") {
       // Its tokens already stop with it (they are aliases of the key); its grants end too, so
       // `oauth list` says so and no refresh is ever tried against a revoked key.
       std::string dir = s.data_dir;
@@ -328,7 +328,7 @@ int run_admin(std::string_view command, std::span<const std::string_view> args, 
           dir = args[i].substr(11);
         }
       }
-      revoke_oauth_of_key(dir, args[1], out);
+      revoke_oauth_of_key(s, dir, args[1], out);
     }
     return rc;
   }

@@ -116,12 +116,18 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     char peer[64];
     const size_t n = io_ != nullptr ? io_->peer_address(peer, sizeof peer) : 0;
     v.r = route::oauth;
+    oauth::ticket t;
+    if (io_ != nullptr) {
+      const http::deferral_token d = io_->current();
+      t = {core_, d.slot, d.gen};
+    }
     const http::response_info info =
         s_.oauth->handle(req, quota_, std::string_view(peer, n), out,
-                         static_cast<int64_t>(std::time(nullptr)), oauth_wake_);
+                         static_cast<int64_t>(std::time(nullptr)), oauth_wake_, t);
     if (info.deferred) {
-      // Its client's metadata document is being fetched off the core: parked until the fetch
-      // wakes this core (on_wake), or until the fetch's bound, when it reads as failed.
+      // Its client's metadata document is being fetched, or its store work done, off the core:
+      // parked until the fetcher or the worker wakes this core (on_wake), or until the fetch's
+      // bound, when it reads as failed (the worker's: it parks again).
       oauth_waits_.push_back(io_->defer());
       io_->wake_at(io_->now_mono() + s_.oauth->wait_bound_ms() * 1000000 + 1000000);
       return info;

@@ -10,16 +10,23 @@
 // revocation apply to it unchanged, and the hot path never calls into this class.
 //
 // Threads: handle() runs on any public core. The endpoints are not the hot path: they allocate,
-// and the few that change grants (/register, /token, /revoke) append to oauth.log with fdatasync
-// under the store's mutex before answering, as the admin API does. A watcher thread re-reads
-// oauth.log when `tollgate oauth revoke` appended to it, and drops expired tokens. A client ID
-// metadata document is fetched on the fetcher's threads (oauth_cimd.h), never on a core: the
-// request that needs it is parked meanwhile (handle() answers `deferred`).
+// but a core never waits in them. What must wait is handed off and the request parked (handle()
+// answers `deferred`; the core delivers it again when woken):
+// - the store's work (registering, issuing and redeeming codes, minting, rotating and revoking
+//   tokens: an fdatasync of oauth.log, or a Redis round trip in cluster mode) runs on the
+//   server's worker thread, which then wakes the core; the answer waits for the request's next
+//   delivery, found by its ticket;
+// - a client ID metadata document is fetched on the fetcher's threads (oauth_cimd.h).
+// The worker also polls the store 4 times a second: the CLI's appends to oauth.log, or in
+// cluster mode the other nodes' lines in Redis, and expired tokens.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +51,15 @@ class store;
 class cimd_fetcher;
 struct client;
 
+/// Which request an answer made off the core belongs to: the core and the engine's deferral
+/// token of the request (the same at each delivery). core < 0: no engine to park in (the work
+/// is done inline).
+struct ticket {
+  int core = -1;
+  uint32_t slot = 0;
+  uint32_t gen = 0;
+};
+
 class server {
  public:
   server(const config::settings& s, quota::service& q);
@@ -51,7 +67,8 @@ class server {
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
-  /// Opens (and compacts) oauth.log, puts its live tokens in force, starts the watcher.
+  /// Opens (and compacts) oauth.log (cluster mode: reads the Redis log), puts its live tokens in
+  /// force, starts the worker.
   result<void, std::string> start(int64_t now_unix);
 
   /// Whether `path` is one of the routes this class answers.
@@ -60,14 +77,16 @@ class server {
   /// it); `peer`: the client's address ("1.2.3.4:5"), for the per-address limits. Never throws
   /// on client input.
   ///
-  /// A request whose client_id is a metadata document URL not in the fetcher's cache writes
-  /// nothing and returns {.deferred = true}: the caller parks it (engine_io::defer) and delivers
-  /// it again after `wake` (thread-safe, called once from a fetcher thread when the fetch ends)
-  /// or after wait_bound_ms(), whichever comes first. An empty `wake` (no engine to park in)
-  /// answers 503 instead of waiting.
+  /// A request whose client_id is a metadata document URL not in the fetcher's cache, or whose
+  /// store work went to the worker, writes nothing and returns {.deferred = true}: the caller
+  /// parks it (engine_io::defer) and delivers it again, with the same `t`, after `wake`
+  /// (thread-safe, called from a fetcher or the worker when its part ends) or after
+  /// wait_bound_ms(), whichever comes first; a delivery before its part ended parks again. An
+  /// empty `wake` (no engine to park in) answers 503 for a document instead of waiting, and
+  /// does the store's work inline.
   http::response_info handle(const http::request& req, quota::core_ledger& ledger,
                              std::string_view peer, out_buffer& out, int64_t now_unix,
-                             const std::function<void()>& wake);
+                             const std::function<void()>& wake, ticket t = {});
   /// How long a parked request may wait for its document before it is delivered again anyway
   /// (it then reads as a failed fetch).
   int64_t wait_bound_ms() const noexcept;
@@ -77,22 +96,39 @@ class server {
     std::string body = {};
     std::string headers = {};
     std::string_view content_type = "application/json";
-    bool pending = false;  ///< waiting for a metadata document: nothing to write yet
+    bool pending = false;  ///< waiting for a document or the worker: nothing to write yet
+    bool synced = false;   ///< (the worker's) the store has read the cluster's newest lines
   };
 
  private:
+  /// One delivery of a request: what parks it, and whether the store was synced for it.
+  struct call {
+    std::string ticket;  ///< empty: no engine (work inline)
+    const std::function<void()>& wake;
+    bool synced = false;
+  };
   answer metadata(const http::request& req, bool resource) const;
-  answer do_register(const http::request& req, std::string_view addr, int64_t now);
-  answer authorize_get(const http::request& req, int64_t now, const std::function<void()>& wake);
+  answer do_register(const http::request& req, std::string_view addr, int64_t now, call& c);
+  answer authorize_get(const http::request& req, int64_t now, call& c);
   answer authorize_post(const http::request& req, quota::core_ledger& ledger, std::string_view addr,
-                        int64_t now, const std::function<void()>& wake);
-  answer token(const http::request& req, int64_t now, const std::function<void()>& wake);
-  answer revoke(const http::request& req, int64_t now);
+                        int64_t now, call& c);
+  answer token(const http::request& req, int64_t now, call& c);
+  /// The token request's store part, on the worker: redeems the code or rotates the refresh
+  /// token of form `p` (client `client_id` checked, `b` the base URL).
+  answer redeem(const std::map<std::string, std::string, std::less<>>& p,
+                const std::string& client_id, const std::string& grant_type, const std::string& b,
+                int64_t now);
+  answer revoke(const http::request& req, int64_t now, call& c);
   /// The client `id` names: registered (DCR), or a metadata document's (fetched, cached).
-  /// Returns the client, or sets `why` (a sentence; empty while `pending`).
+  /// Returns the client, or sets `why` (a sentence; empty while `pending`). In cluster mode a
+  /// registered client this node does not know yet (made on another node a moment ago) is
+  /// looked up again after the worker read the cluster's newest lines.
   enum class found { yes, no, pending };
-  found find_client(const std::string& id, int64_t now, const std::function<void()>& wake,
-                    client& c, std::string& why);
+  found find_client(const std::string& id, int64_t now, call& c, client& cl, std::string& why);
+  /// Runs `work` on the worker and answers pending (the request is parked until it is done);
+  /// without an engine, runs it here.
+  answer off_core(call& c, std::function<answer()> work);
+  void work_loop();
   bool offers(std::string_view registration) const;
   std::string base(const http::request& req) const;
   std::string csrf(std::string_view request_fields, int64_t expires) const;
@@ -109,12 +145,24 @@ class server {
   std::mutex limits_mu_;
   std::unordered_map<std::string, std::pair<int64_t, int>> registrations_;  // addr → window
   std::unordered_map<std::string, std::pair<int64_t, int>> failures_;       // addr → window
+  // The worker's queue. A core holds jobs_mu_ only to add a job or take an answer; the worker
+  // waits on jobs_cv_ (a core never does), and does each job's I/O without it.
+  struct job {
+    std::string ticket;
+    std::function<answer()> work;
+    std::function<void()> wake;
+  };
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<job> jobs_;
+  std::unordered_map<std::string, int64_t> running_;                  // ticket → since (unix s)
+  std::unordered_map<std::string, std::pair<int64_t, answer>> done_;  // ticket → (when, answer)
   std::atomic<bool> stop_{false};
-  std::thread watcher_;
+  std::thread worker_;
 };
 
 /// The start's check of [oauth] against the listener in force (--listen may differ from the
-/// file): an issuer is required off loopback, and cluster mode is not supported yet.
+/// file): an issuer is required off loopback.
 result<void, std::string> check_oauth_config(const config::settings& s);
 
 }  // namespace tollgate::app::oauth

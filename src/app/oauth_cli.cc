@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "admin_util.h"
+#include "cluster_cli.h"
 #include "commands.h"
 #include "oauth_store.h"
 #include "tollgate/config/config.h"
@@ -84,8 +85,20 @@ int run_oauth(std::span<const std::string_view> args, std::FILE* out, std::FILE*
   }
   const auto now = static_cast<int64_t>(std::time(nullptr));
   oauth::store st(s.data_dir, nullptr, s.oauth_access_token_secs, s.oauth_refresh_token_secs);
+  if (s.cluster) {  // the grants live in Redis: read and revoked there, from any host
+    auto cs = cluster_settings(s, "cli");
+    if (!cs) {
+      fmt::print(err, "tollgate oauth: {}\n", cs.error());
+      return 2;
+    }
+    st.use_redis(*cs, 2000, false);
+  }
   if (auto o = st.open(now, false); !o) {
     fmt::print(err, "tollgate oauth: {}\n", o.error());
+    return 1;
+  }
+  if (s.cluster && !st.poll(now)) {
+    fmt::print(err, "tollgate oauth: Redis {} could not be read\n", s.cluster_redis);
     return 1;
   }
   if (verb == "list") {
@@ -127,14 +140,22 @@ int run_oauth(std::span<const std::string_view> args, std::FILE* out, std::FILE*
   return 2;
 }
 
-void revoke_oauth_of_key(const std::string& data_dir, std::string_view key_id, std::FILE* out) {
+void revoke_oauth_of_key(const config::settings& s, const std::string& data_dir,
+                         std::string_view key_id, std::FILE* out) {
   auto k = quota::parse_key_id(key_id);
-  if (!k) {
+  if (!k || (s.cluster && !s.oauth_enabled)) {
     return;
   }
   const auto now = static_cast<int64_t>(std::time(nullptr));
   oauth::store st(data_dir, nullptr, 3600, 86400);
-  if (!st.open(now, false)) {
+  if (s.cluster) {
+    auto cs = cluster_settings(s, "cli");
+    if (!cs) {
+      return;
+    }
+    st.use_redis(*cs, 2000, false);
+  }
+  if (!st.open(now, false) || (s.cluster && !st.poll(now))) {
     return;
   }
   auto r = st.revoke({}, *k, {}, now);

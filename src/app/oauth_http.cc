@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "admin_util.h"
+#include "cluster_cli.h"
 #include "gate.h"
 #include "handler.h"
 #include "oauth.h"
@@ -112,6 +113,12 @@ constexpr std::string_view kCarried[] = {"client_id",      "redirect_uri", "stat
 server::server(const config::settings& s, quota::service& q) : s_(s), q_(q) {
   store_ = std::make_unique<store>(s.data_dir, &q, s.oauth_access_token_secs,
                                    s.oauth_refresh_token_secs);
+  if (s.cluster) {
+    // (A password variable that is not set was refused at start by the cluster's own check.)
+    if (auto cs = cluster_settings(s, "oauth"); cs) {
+      store_->use_redis(*cs, 1000);
+    }
+  }
   if (offers("metadata_document")) {
     cimd_options o;
     o.allow = s.oauth_cimd_allow;
@@ -126,9 +133,13 @@ server::server(const config::settings& s, quota::service& q) : s_(s), q_(q) {
 }
 
 server::~server() {
-  stop_.store(true, std::memory_order_relaxed);
-  if (watcher_.joinable()) {
-    watcher_.join();
+  {
+    std::lock_guard g(jobs_mu_);
+    stop_.store(true, std::memory_order_relaxed);
+  }
+  jobs_cv_.notify_all();
+  if (worker_.joinable()) {
+    worker_.join();
   }
 }
 
@@ -139,22 +150,68 @@ result<void, std::string> server::start(int64_t now_unix) {
   if (auto o = store_->open(now_unix, true); !o) {
     return o;
   }
-  watcher_ = std::thread([this] {
-    int n = 0;
-    while (!stop_.load(std::memory_order_relaxed)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      const auto now = static_cast<int64_t>(std::time(nullptr));
-      store_->poll(now);
-      if (++n % 240 == 0) {  // once a minute: forget old per-address windows
+  worker_ = std::thread([this] { work_loop(); });
+  return {};
+}
+
+void server::work_loop() {
+  using clock = std::chrono::steady_clock;
+  auto next_poll = clock::now();
+  int polls = 0;
+  while (true) {
+    job j;
+    {
+      std::unique_lock g(jobs_mu_);
+      jobs_cv_.wait_until(g, next_poll, [&] { return stop_.load() || !jobs_.empty(); });
+      if (stop_.load()) {
+        return;  // parked requests are closed with their connections by the engine's stop
+      }
+      if (!jobs_.empty()) {
+        j = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+    }
+    const auto now = static_cast<int64_t>(std::time(nullptr));
+    if (j.work) {
+      answer a = j.work();
+      {
+        std::lock_guard g(jobs_mu_);
+        running_.erase(j.ticket);
+        done_[j.ticket] = {now, std::move(a)};
+      }
+      j.wake();
+    }
+    if (clock::now() < next_poll) {
+      continue;
+    }
+    next_poll = clock::now() + std::chrono::milliseconds(250);
+    store_->poll(now);
+    if (++polls % 240 == 0) {  // once a minute: forget old per-address windows, and answers
+                               // whose requests went away (their connections closed)
+      {
         std::lock_guard g(limits_mu_);
         std::erase_if(registrations_,
                       [&](const auto& e) { return now - e.second.first >= kRegistrationWindow; });
         std::erase_if(failures_,
                       [&](const auto& e) { return now - e.second.first >= kFailureWindow; });
       }
+      std::lock_guard g(jobs_mu_);
+      std::erase_if(done_, [&](const auto& e) { return now - e.second.first >= 120; });
     }
-  });
-  return {};
+  }
+}
+
+server::answer server::off_core(call& c, std::function<answer()> work) {
+  if (c.ticket.empty() || !c.wake) {
+    return work();
+  }
+  {
+    std::lock_guard g(jobs_mu_);
+    running_[c.ticket] = static_cast<int64_t>(std::time(nullptr));
+    jobs_.push_back(job{c.ticket, std::move(work), c.wake});
+  }
+  jobs_cv_.notify_one();
+  return pending_answer();
 }
 
 bool server::offers(std::string_view registration) const {
@@ -168,10 +225,26 @@ bool server::offers(std::string_view registration) const {
 
 int64_t server::wait_bound_ms() const noexcept { return cimd_ ? cimd_->wait_bound_ms() : 0; }
 
-server::found server::find_client(const std::string& id, int64_t now,
-                                  const std::function<void()>& wake, client& c, std::string& why) {
+server::found server::find_client(const std::string& id, int64_t now, call& cl, client& c,
+                                  std::string& why) {
+  const std::function<void()>& wake = cl.wake;
   if (!is_url_client_id(id)) {
     auto r = store_->find_client(id);
+    if (!r && offers("dynamic") && store_->clustered() && !cl.synced) {
+      // Perhaps registered on another node a moment ago: looked up again once the worker has
+      // read the cluster's newest lines.
+      (void)off_core(cl, [this] {
+        store_->poll(static_cast<int64_t>(std::time(nullptr)));
+        answer a;
+        a.synced = true;
+        return a;
+      });
+      if (!cl.ticket.empty() && cl.wake) {
+        return found::pending;
+      }
+      cl.synced = true;
+      r = store_->find_client(id);
+    }
     if (!r || !offers("dynamic")) {
       why = "This app (client_id) is not registered with this server.";
       return found::no;
@@ -231,8 +304,10 @@ std::string server::base(const http::request& req) const {
 }
 
 std::string server::csrf(std::string_view request_fields, int64_t expires) const {
-  const quota::digest d =
-      admin::hmac_sha256(csrf_key_, fmt::format("consent|{}|{}", expires, request_fields));
+  // In cluster mode the key every node shares (the form may be posted to another node).
+  const std::string shared = store_->form_key();
+  const quota::digest d = admin::hmac_sha256(shared.empty() ? csrf_key_ : shared,
+                                             fmt::format("consent|{}|{}", expires, request_fields));
   return fmt::format("{}.{}", expires, quota::fs::to_hex(d.data(), d.size()));
 }
 
@@ -255,6 +330,9 @@ bool server::allow(std::unordered_map<std::string, std::pair<int64_t, int>>& m,
 }
 
 bool server::key_live(uint64_t key_id) const {
+  if (s_.cluster) {
+    return q_.key_in_force(key_id);  // the key set the cluster agent last read from Redis
+  }
   auto keys = quota::key_store(s_.data_dir).list_keys();
   if (!keys) {
     return false;
@@ -296,7 +374,7 @@ answer server::metadata(const http::request& req, bool resource) const {
   return a;
 }
 
-answer server::do_register(const http::request& req, std::string_view addr, int64_t now) {
+answer server::do_register(const http::request& req, std::string_view addr, int64_t now, call& cl) {
   if (!offers("dynamic")) {
     return json_error(404, "invalid_request",
                       "Dynamic client registration is not offered here; use a client ID "
@@ -379,28 +457,29 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
   if (uris.empty() || uris.size() > kMaxRedirectUris) {
     return json_error(400, "invalid_redirect_uri", "Give 1 to 10 redirect_uris.");
   }
-  auto c = store_->register_client(name, uris, now);
-  if (!c) {
-    return json_error(503, "temporarily_unavailable",
-                      "The registration could not be stored; retry shortly.");
-  }
-  answer a;
-  a.status = 201;
-  a.headers = std::string(kCors) + std::string(kNoStore);
-  std::string list;
-  for (const std::string& u : c->redirect_uris) {
-    list += (list.empty() ? "" : ",") + admin::js(u);
-  }
-  a.body = fmt::format(
-      R"({{"client_id":{},"client_id_issued_at":{},"client_name":{},"redirect_uris":[{}],)"
-      R"("grant_types":["authorization_code","refresh_token"],"response_types":["code"],)"
-      R"("token_endpoint_auth_method":"none"}})",
-      admin::js(c->id), now, admin::js(c->name), list);
-  return a;
+  return off_core(cl, [this, name = std::move(name), uris = std::move(uris), now]() mutable {
+    auto c = store_->register_client(std::move(name), std::move(uris), now);
+    if (!c) {
+      return json_error(503, "temporarily_unavailable",
+                        "The registration could not be stored; retry shortly.");
+    }
+    answer a;
+    a.status = 201;
+    a.headers = std::string(kCors) + std::string(kNoStore);
+    std::string list;
+    for (const std::string& u : c->redirect_uris) {
+      list += (list.empty() ? "" : ",") + admin::js(u);
+    }
+    a.body = fmt::format(
+        R"({{"client_id":{},"client_id_issued_at":{},"client_name":{},"redirect_uris":[{}],)"
+        R"("grant_types":["authorization_code","refresh_token"],"response_types":["code"],)"
+        R"("token_endpoint_auth_method":"none"}})",
+        admin::js(c->id), now, admin::js(c->name), list);
+    return a;
+  });
 }
 
-answer server::authorize_get(const http::request& req, int64_t now,
-                             const std::function<void()>& wake) {
+answer server::authorize_get(const http::request& req, int64_t now, call& cl) {
   auto p = parse_form(req.query);
   if (!p) {
     return error_page_answer(400, "This sign-in request is malformed", p.error());
@@ -410,7 +489,7 @@ answer server::authorize_get(const http::request& req, int64_t now,
   const std::string client_id = get(*p, "client_id");
   client c;
   std::string why;
-  const found f = find_client(client_id, now, wake, c, why);
+  const found f = find_client(client_id, now, cl, c, why);
   if (f == found::pending) {
     return pending_answer();  // delivered again once its metadata document is in
   }
@@ -486,8 +565,7 @@ answer server::authorize_get(const http::request& req, int64_t now,
 }
 
 answer server::authorize_post(const http::request& req, quota::core_ledger& ledger,
-                              std::string_view addr, int64_t now,
-                              const std::function<void()>& wake) {
+                              std::string_view addr, int64_t now, call& cl) {
   if (!form_body(req)) {
     return error_page_answer(415, "Unexpected form", "The consent form is sent form-encoded.");
   }
@@ -518,7 +596,7 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   const std::string redirect_uri = get(*p, "redirect_uri");
   client c;
   std::string why;
-  const found f = find_client(client_id, now, wake, c, why);
+  const found f = find_client(client_id, now, cl, c, why);
   if (f == found::pending) {
     return pending_answer();
   }
@@ -527,7 +605,7 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   }
   const std::string b = base(req);
   const std::string state = get(*p, "state");
-  auto back = [&](std::string q) {
+  auto back = [state, b, redirect_uri](std::string q) {
     if (!state.empty()) {
       q += "&state=" + pct(state);
     }
@@ -574,14 +652,18 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   d.scope = get(*p, "scope");
   d.key_id = rec->key_id;
   d.expires = now + kCodeSecs;
-  const std::string code = store_->issue_code(std::move(d));
-  if (code.empty()) {
-    return back("error=server_error&error_description=" + pct("no random bytes"));
-  }
-  return back("code=" + pct(code));
+  // The code is kept by the store (in cluster mode in Redis, so any node redeems it once).
+  return off_core(cl, [this, d = std::move(d), back = std::move(back)]() mutable {
+    const std::string code = store_->issue_code(std::move(d));
+    if (code.empty()) {
+      return back("error=temporarily_unavailable&error_description=" +
+                  pct("the authorization could not be stored; try again"));
+    }
+    return back("code=" + pct(code));
+  });
 }
 
-answer server::token(const http::request& req, int64_t now, const std::function<void()>& wake) {
+answer server::token(const http::request& req, int64_t now, call& cl) {
   if (!form_body(req)) {
     return json_error(400, "invalid_request",
                       "The token request is sent as application/x-www-form-urlencoded.");
@@ -593,7 +675,7 @@ answer server::token(const http::request& req, int64_t now, const std::function<
   const std::string client_id = get(*p, "client_id");
   client c;
   std::string why;
-  const found f = client_id.empty() ? found::no : find_client(client_id, now, wake, c, why);
+  const found f = client_id.empty() ? found::no : find_client(client_id, now, cl, c, why);
   if (f == found::pending) {
     return pending_answer();
   }
@@ -604,7 +686,20 @@ answer server::token(const http::request& req, int64_t now, const std::function<
     return a;
   }
   const std::string grant_type = get(*p, "grant_type");
-  const std::string b = base(req);
+  if (grant_type != "authorization_code" && grant_type != "refresh_token") {
+    return json_error(400, "unsupported_grant_type",
+                      "grant_type must be authorization_code or refresh_token.");
+  }
+  // The code or refresh token is the store's (a file with fdatasync, or Redis): the rest is
+  // done on the worker.
+  return off_core(cl, [this, p = std::move(*p), client_id, grant_type, b = base(req), now] {
+    return redeem(p, client_id, grant_type, b, now);
+  });
+}
+
+answer server::redeem(const params& p_, const std::string& client_id, const std::string& grant_type,
+                      const std::string& b, int64_t now) {
+  const params* p = &p_;
   result<issued, std::string> t = unexpected(std::string());
   if (grant_type == "authorization_code") {
     auto d = store_->take_code(get(*p, "code"), now);  // gone now, whatever follows
@@ -630,7 +725,7 @@ answer server::token(const http::request& req, int64_t now, const std::function<
     if (!t) {
       return json_error(503, "temporarily_unavailable", "The grant could not be stored.");
     }
-  } else if (grant_type == "refresh_token") {
+  } else {
     const std::string resource = get(*p, "resource");
     if (!resource.empty() && resource != b + "/mcp") {
       return json_error(400, "invalid_target", "resource must be this server's " + b + "/mcp");
@@ -649,9 +744,6 @@ answer server::token(const http::request& req, int64_t now, const std::function<
                               "client's.");
     }
     t = std::move(*r);
-  } else {
-    return json_error(400, "unsupported_grant_type",
-                      "grant_type must be authorization_code or refresh_token.");
   }
   answer a;
   a.headers = std::string(kCors) + std::string(kNoStore);
@@ -665,7 +757,7 @@ answer server::token(const http::request& req, int64_t now, const std::function<
   return a;
 }
 
-answer server::revoke(const http::request& req, int64_t now) {
+answer server::revoke(const http::request& req, int64_t now, call& cl) {
   if (!form_body(req)) {
     return json_error(400, "invalid_request", "The request is sent form-encoded.");
   }
@@ -678,27 +770,55 @@ answer server::revoke(const http::request& req, int64_t now) {
   const std::string client_id = get(*p, "client_id");
   const bool url_client =
       cimd_ && is_url_client_id(client_id) && parse_client_id_url(client_id, s_.oauth_cimd_allow);
-  if (client_id.empty() || (!url_client && !store_->find_client(client_id))) {
+  if (!url_client && !client_id.empty()) {
+    client c;
+    std::string why;
+    if (find_client(client_id, now, cl, c, why) == found::pending) {
+      return pending_answer();
+    }
+    if (c.id.empty()) {
+      return json_error(401, "invalid_client", "client_id is missing or not registered.");
+    }
+  }
+  if (client_id.empty()) {
     return json_error(401, "invalid_client", "client_id is missing or not registered.");
   }
-  if (!store_->revoke_token(get(*p, "token"), client_id, now)) {
-    return json_error(503, "temporarily_unavailable", "The revocation could not be stored.");
-  }
-  answer a;
-  a.headers = std::string(kCors) + std::string(kNoStore);
-  a.body = "{}";
-  return a;
+  return off_core(cl, [this, token = get(*p, "token"), client_id, now] {
+    if (!store_->revoke_token(token, client_id, now)) {
+      return json_error(503, "temporarily_unavailable", "The revocation could not be stored.");
+    }
+    answer a;
+    a.headers = std::string(kCors) + std::string(kNoStore);
+    a.body = "{}";
+    return a;
+  });
 }
 
 http::response_info server::handle(const http::request& req, quota::core_ledger& ledger,
                                    std::string_view peer, out_buffer& out, int64_t now_unix,
-                                   const std::function<void()>& wake) {
+                                   const std::function<void()>& wake, ticket t) {
   const std::string_view path = req.path;
   const std::string_view m = req.method;
   const std::string_view addr = addr_of(peer);
+  call cl{t.core < 0 ? std::string() : fmt::format("{}.{}.{}", t.core, t.slot, t.gen), wake};
   answer a;
+  bool ready = false;
+  if (!cl.ticket.empty()) {
+    // A delivery again: its part done off the core is answered now (or it still runs).
+    std::lock_guard g(jobs_mu_);
+    if (auto it = done_.find(cl.ticket); it != done_.end()) {
+      a = std::move(it->second.second);
+      done_.erase(it);
+      ready = !a.synced;
+      cl.synced = a.synced;
+    } else if (running_.count(cl.ticket) != 0) {
+      return {0, false, true};
+    }
+  }
   const bool post_route = path == "/register" || path == "/token" || path == "/revoke";
-  if (m == "OPTIONS") {
+  if (ready) {
+    // (answered by the worker)
+  } else if (m == "OPTIONS") {
     a.status = 204;
     a.content_type = {};
     a.headers = std::string(kCors) + "Access-Control-Max-Age: 86400\r\n";
@@ -711,21 +831,21 @@ http::response_info server::handle(const http::request& req, quota::core_ledger&
       a = metadata(req, resource);
     }
   } else if (path == "/authorize") {
-    a = m == "GET" || m == "HEAD" ? authorize_get(req, now_unix, wake)
-        : m == "POST"             ? authorize_post(req, ledger, addr, now_unix, wake)
+    a = m == "GET" || m == "HEAD" ? authorize_get(req, now_unix, cl)
+        : m == "POST"             ? authorize_post(req, ledger, addr, now_unix, cl)
                                   : error_page_answer(405, "Method not allowed", "Use GET.");
   } else if (post_route && m != "POST") {
     a = json_error(405, "invalid_request", "Use POST.");
     a.headers += "Allow: POST, OPTIONS\r\n";
   } else if (path == "/register") {
-    a = do_register(req, addr, now_unix);
+    a = do_register(req, addr, now_unix, cl);
   } else if (path == "/token") {
-    a = token(req, now_unix, wake);
+    a = token(req, now_unix, cl);
   } else {
-    a = revoke(req, now_unix);
+    a = revoke(req, now_unix, cl);
   }
   if (a.pending) {
-    return {0, false, true};  // the caller parks it until the document's fetch ends
+    return {0, false, true};  // the caller parks it until the fetch or the worker ends
   }
   http::response_head h = http::head_for(req, a.status);
   h.content_type = a.content_type;
@@ -737,11 +857,6 @@ http::response_info server::handle(const http::request& req, quota::core_ledger&
 result<void, std::string> check_oauth_config(const config::settings& s) {
   if (!s.oauth_enabled) {
     return {};
-  }
-  if (s.cluster) {
-    return unexpected(std::string(
-        "oauth.enabled: OAuth grants are kept in the data dir; cluster mode ([cluster]) does not "
-        "share them between nodes yet"));
   }
   if (s.oauth_issuer.empty() && !config::is_loopback_host(s.listen.host)) {
     return unexpected(fmt::format(

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <ctime>
 
 #include "oauth_util.h"
+#include "tollgate/cluster/redis.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/common/log.h"
 #include "tollgate/common/percent.h"
@@ -58,6 +60,8 @@ store::store(std::string data_dir, quota::service* svc, int64_t access_secs, int
       access_secs_(access_secs),
       refresh_secs_(refresh_secs) {}
 
+store::~store() = default;
+
 result<void, std::string> store::apply(std::string_view line) {
   const std::vector<std::string_view> w = words(line);
   const std::string_view kind = w[0];
@@ -85,13 +89,22 @@ result<void, std::string> store::apply(std::string_view line) {
     }
     g.key_id = *k;
     g.client_id = w[3];
-    if (grants_.find(g.id) == grants_.end()) {
+    auto it = grants_.find(g.id);
+    if (it == grants_.end()) {
       grant_order_.push_back(g.id);
+      grants_[g.id] = std::move(g);
+    } else {  // read again (a cluster node's own line): a revocation since stays
+      g.revoked = it->second.revoked;
+      it->second = std::move(g);
     }
-    grants_[g.id] = std::move(g);
   } else if ((kind == "access" || kind == "refresh") && w.size() == 4 && w[1].size() == 64 &&
              to_int(w[3], n)) {
-    (kind == "access" ? access_ : refresh_)[std::string(w[1])] = token{std::string(w[2]), n};
+    auto& m = kind == "access" ? access_ : refresh_;
+    auto [it, added] = m.try_emplace(std::string(w[1]), token{std::string(w[2]), n});
+    if (!added) {  // read again: its spent mark stays
+      it->second.grant_id = w[2];
+      it->second.expires = n;
+    }
   } else if (kind == "spent" && w.size() == 2) {
     if (auto it = refresh_.find(std::string(w[1])); it != refresh_.end()) {
       it->second.spent = true;
@@ -106,17 +119,79 @@ result<void, std::string> store::apply(std::string_view line) {
   return {};
 }
 
+void store::apply_all_locked(std::string_view lines) {
+  for (size_t i = 0; i < lines.size();) {
+    size_t nl = lines.find('\n', i);
+    if (nl == std::string_view::npos) {
+      nl = lines.size();
+    }
+    if (nl > i) {
+      if (auto a = apply(lines.substr(i, nl - i)); !a) {
+        log_error("oauth: a log line skipped: {}", a.error());
+      }
+    }
+    i = nl + 1;
+  }
+}
+
+void store::clear_locked() {
+  clients_.clear();
+  grants_.clear();
+  grant_order_.clear();
+  access_.clear();
+  refresh_.clear();
+}
+
+std::string store::compacted_locked(int64_t now) const {
+  // Clients, grants not revoked whose refresh or access token lives, their live tokens.
+  std::string out;
+  for (const auto& [id, c] : clients_) {
+    out += fmt::format("client {} {} {}", id, c.created, field(c.name));
+    for (const std::string& u : c.redirect_uris) {
+      out += " " + field(u);
+    }
+    out += "\n";
+  }
+  std::unordered_map<std::string, bool> alive;
+  for (const auto* m : {&refresh_, &access_}) {
+    for (const auto& [h, t] : *m) {
+      auto g = grants_.find(t.grant_id);
+      if (g != grants_.end() && !g->second.revoked && t.expires > now) {
+        alive[t.grant_id] = true;
+      }
+    }
+  }
+  for (const std::string& id : grant_order_) {
+    const grant& g = grants_.at(id);
+    if (alive.count(id) != 0) {
+      out += fmt::format("grant {} {} {} {} {}\n", id, quota::key_id_string(g.key_id), g.client_id,
+                         g.created, field(g.scope));
+    }
+  }
+  for (const auto& [h, t] : access_) {
+    if (alive.count(t.grant_id) != 0 && t.expires > now) {
+      out += fmt::format("access {} {} {}\n", h, t.grant_id, t.expires);
+    }
+  }
+  for (const auto& [h, t] : refresh_) {
+    // Spent tokens are kept while they could still be presented: their reuse must revoke.
+    if (alive.count(t.grant_id) != 0 && t.expires > now) {
+      out += fmt::format("refresh {} {} {}\n", h, t.grant_id, t.expires);
+      if (t.spent) {
+        out += fmt::format("spent {}\n", h);
+      }
+    }
+  }
+  return out;
+}
+
 result<void, std::string> store::load_locked(int64_t now, bool compact) {
   bool missing = false;
   auto f = quota::fs::read_file(path(), &missing);
   if (!f) {
     return unexpected(f.error());
   }
-  clients_.clear();
-  grants_.clear();
-  grant_order_.clear();
-  access_.clear();
-  refresh_.clear();
+  clear_locked();
   size_t pos = 0;
   size_t line_no = 0;
   while (pos < f->size()) {
@@ -134,51 +209,7 @@ result<void, std::string> store::load_locked(int64_t now, bool compact) {
   expected_size_ = pos;
   // A torn last line (a kill -9 mid-append) is cut off now: the next append must start a line.
   if ((compact || pos < f->size()) && !missing) {
-    // Rewritten with what is still alive: clients, grants not revoked whose refresh token
-    // lives, their live tokens.
-    std::string out;
-    for (const auto& [id, c] : clients_) {
-      out += fmt::format("client {} {} {}", id, c.created, field(c.name));
-      for (const std::string& u : c.redirect_uris) {
-        out += " " + field(u);
-      }
-      out += "\n";
-    }
-    std::unordered_map<std::string, bool> alive;
-    for (const auto& [h, t] : refresh_) {
-      auto g = grants_.find(t.grant_id);
-      if (g != grants_.end() && !g->second.revoked && t.expires > now) {
-        alive[t.grant_id] = true;
-      }
-    }
-    for (const auto& [h, t] : access_) {
-      auto g = grants_.find(t.grant_id);
-      if (g != grants_.end() && !g->second.revoked && t.expires > now) {
-        alive[t.grant_id] = true;
-      }
-    }
-    for (const std::string& id : grant_order_) {
-      const grant& g = grants_[id];
-      if (alive.count(id) != 0) {
-        out += fmt::format("grant {} {} {} {} {}\n", id, quota::key_id_string(g.key_id),
-                           g.client_id, g.created, field(g.scope));
-      }
-    }
-    for (const auto& [h, t] : access_) {
-      if (alive.count(t.grant_id) != 0 && t.expires > now) {
-        out += fmt::format("access {} {} {}\n", h, t.grant_id, t.expires);
-      }
-    }
-    for (const auto& [h, t] : refresh_) {
-      // Spent tokens are kept while they could still be presented: their reuse must revoke.
-      if (alive.count(t.grant_id) != 0 && t.expires > now) {
-        out += fmt::format("refresh {} {} {}\n", h, t.grant_id, t.expires);
-        if (t.spent) {
-          out += fmt::format("spent {}\n", h);
-        }
-      }
-    }
-    if (auto w = quota::fs::write_file_atomic(path(), out); !w) {
+    if (auto w = quota::fs::write_file_atomic(path(), compacted_locked(now)); !w) {
       return unexpected(w.error());
     }
     return load_locked(now, false);
@@ -188,38 +219,58 @@ result<void, std::string> store::load_locked(int64_t now, bool compact) {
 }
 
 result<void, std::string> store::open(int64_t now, bool compact) {
-  std::lock_guard g(mu_);
   if (auto d = quota::fs::ensure_dir(dir_); !d) {
     return unexpected(d.error());
   }
-  if (auto r = load_locked(now, compact); !r) {
-    return r;
+  {
+    std::lock_guard g(mu_);
+    if (auto r = load_locked(now, compact); !r) {
+      return r;
+    }
   }
-  push_locked(now);
+  if (redis_ && !redis_sync(now)) {
+    // Not a reason to stay down: this node's copy is in force, and the worker reads Redis as
+    // soon as it answers.
+    log_error(
+        "oauth: Redis {} not read at start: the grants of this node's copy ({}) are in "
+        "force until it is",
+        redis_key("log"), path());
+  }
+  push(now);
   return {};
 }
 
-void store::poll(int64_t now) {
-  std::lock_guard g(mu_);
-  const quota::fs::file_stamp s = quota::fs::stamp(path());
-  if (s.size == expected_size_ && s.ino == expected_ino_) {
-    return;
+bool store::poll(int64_t now) {
+  if (redis_) {
+    const bool ok = redis_sync(now);
+    push(now);
+    return ok;
   }
-  if (auto r = load_locked(now, false); !r) {
-    log_error("oauth: {} not re-read (the grants in memory stay in force): {}", path(), r.error());
-    expected_size_ = s.size;  // logged once per change
-    expected_ino_ = s.ino;
-    return;
+  {
+    std::lock_guard g(mu_);
+    const quota::fs::file_stamp s = quota::fs::stamp(path());
+    if (s.size == expected_size_ && s.ino == expected_ino_) {
+      return true;
+    }
+    if (auto r = load_locked(now, false); !r) {
+      log_error("oauth: {} not re-read (the grants in memory stay in force): {}", path(),
+                r.error());
+      expected_size_ = s.size;  // logged once per change
+      expected_ino_ = s.ino;
+      return true;
+    }
   }
-  push_locked(now);
+  push(now);
+  return true;
 }
 
-bool store::append_locked(const std::string& lines) {
+bool store::append_file(const std::string& lines) {
   if (auto r = quota::fs::append_durable(path(), lines); !r) {
     log_error("oauth: {}", r.error());
     return false;
   }
   const quota::fs::file_stamp s = quota::fs::stamp(path());
+  std::lock_guard g(mu_);
   if (s.size == expected_size_ + lines.size() || expected_ino_ == 0) {
     expected_size_ = s.size;
     expected_ino_ = s.ino;
@@ -227,24 +278,39 @@ bool store::append_locked(const std::string& lines) {
   return true;
 }
 
-void store::push_locked(int64_t now) {
+bool store::append(const std::string& lines, int64_t now) {
+  if (!(redis_ ? redis_append(lines) : append_file(lines))) {
+    return false;
+  }
+  {
+    std::lock_guard g(mu_);
+    apply_all_locked(lines);
+  }
+  push(now);
+  return true;
+}
+
+void store::push(int64_t now) {
   if (svc_ == nullptr) {
     return;
   }
   std::vector<quota::token_alias> aliases;
-  aliases.reserve(access_.size());
-  for (const auto& [h, t] : access_) {
-    auto g = grants_.find(t.grant_id);
-    if (g == grants_.end() || g->second.revoked || t.expires <= now) {
-      continue;
+  {
+    std::lock_guard g(mu_);
+    aliases.reserve(access_.size());
+    for (const auto& [h, t] : access_) {
+      auto gi = grants_.find(t.grant_id);
+      if (gi == grants_.end() || gi->second.revoked || t.expires <= now) {
+        continue;
+      }
+      quota::token_alias a;
+      if (!quota::fs::from_hex(h, a.hash.data(), a.hash.size())) {
+        continue;
+      }
+      a.key_id = gi->second.key_id;
+      a.expires_unix = t.expires;
+      aliases.push_back(a);
     }
-    quota::token_alias a;
-    if (!quota::fs::from_hex(h, a.hash.data(), a.hash.size())) {
-      continue;
-    }
-    a.key_id = g->second.key_id;
-    a.expires_unix = t.expires;
-    aliases.push_back(a);
   }
   svc_->set_token_aliases(std::move(aliases));
 }
@@ -264,11 +330,9 @@ result<client, std::string> store::register_client(std::string name, std::vector
     line += " " + field(u);
   }
   line += "\n";
-  std::lock_guard g(mu_);
-  if (!append_locked(line)) {
+  if (!append(line, now)) {
     return unexpected(std::string("the registration could not be stored"));
   }
-  clients_[c.id] = c;
   return c;
 }
 
@@ -281,8 +345,48 @@ std::optional<client> store::find_client(std::string_view id) const {
   return it->second;
 }
 
+namespace {
+// A code's data as one Redis value: seven words, texts percent-encoded.
+std::string code_text(const code_data& d) {
+  return fmt::format("{} {} {} {} {} {} {}", field(d.client_id), field(d.redirect_uri),
+                     field(d.challenge), field(d.resource), field(d.scope),
+                     quota::key_id_string(d.key_id), d.expires);
+}
+std::optional<code_data> parse_code_text(std::string_view s) {
+  const std::vector<std::string_view> w = words(s);
+  code_data d;
+  if (w.size() != 7) {
+    return std::nullopt;
+  }
+  auto k = quota::parse_key_id(w[5]);
+  if (!k || !unfield(w[0], d.client_id) || !unfield(w[1], d.redirect_uri) ||
+      !unfield(w[2], d.challenge) || !unfield(w[3], d.resource) || !unfield(w[4], d.scope) ||
+      !to_int(w[6], d.expires)) {
+    return std::nullopt;
+  }
+  d.key_id = *k;
+  return d;
+}
+}  // namespace
+
 std::string store::issue_code(code_data d) {
   std::string code = new_secret(kCodePrefix);
+  if (code.empty()) {
+    return code;
+  }
+  if (redis_) {
+    if (!redis_ready()) {
+      return {};
+    }
+    auto r =
+        redis_->command({"SET", redis_key("code:" + hash_hex(code)), code_text(d), "EX",
+                         std::to_string(std::max<int64_t>(1, d.expires - std::time(nullptr)) + 1)});
+    if (!r) {
+      log_error("oauth: a code could not be kept in Redis: {}", r.error().message);
+      return {};
+    }
+    return code;
+  }
   std::lock_guard g(mu_);
   if (codes_.size() > 10000) {  // expired codes go
     std::erase_if(codes_, [&](const auto& c) { return c.second.expires <= d.expires - 60; });
@@ -292,21 +396,35 @@ std::string store::issue_code(code_data d) {
 }
 
 std::optional<code_data> store::take_code(std::string_view code, int64_t now) {
-  std::lock_guard g(mu_);
-  auto it = codes_.find(hash_hex(code));
-  if (it == codes_.end()) {
-    return std::nullopt;
+  std::optional<code_data> d;
+  if (redis_) {
+    static const cluster::redis_script kTake(
+        "local v = redis.call('GET', KEYS[1]) if v then redis.call('DEL', KEYS[1]) end return v");
+    if (!redis_ready()) {
+      return std::nullopt;
+    }
+    auto r = redis_->eval(kTake, {redis_key("code:" + hash_hex(code))}, {});
+    if (!r || r->t != cluster::redis_reply::type::string) {
+      return std::nullopt;
+    }
+    d = parse_code_text(r->str);
+  } else {
+    std::lock_guard g(mu_);
+    auto it = codes_.find(hash_hex(code));
+    if (it == codes_.end()) {
+      return std::nullopt;
+    }
+    d = std::move(it->second);
+    codes_.erase(it);  // single use, even when it failed a check
   }
-  code_data d = std::move(it->second);
-  codes_.erase(it);  // single use, even when it failed a check
-  if (d.expires <= now) {
+  if (!d || d->expires <= now) {
     return std::nullopt;
   }
   return d;
 }
 
-result<issued, std::string> store::mint_locked(const std::string& grant_id, std::string& lines,
-                                               int64_t now) {
+result<issued, std::string> store::mint(const std::string& grant_id, std::string& lines,
+                                        int64_t now) {
   issued t;
   t.access = new_secret(kAccessPrefix);
   t.refresh = new_secret(kRefreshPrefix);
@@ -321,33 +439,21 @@ result<issued, std::string> store::mint_locked(const std::string& grant_id, std:
 
 result<issued, std::string> store::new_grant(uint64_t key_id, std::string_view client_id,
                                              std::string_view scope, int64_t now) {
-  grant gr;
-  gr.id = new_secret("tgg_").substr(0, 4 + 24);
-  gr.key_id = key_id;
-  gr.client_id = client_id;
-  gr.created = now;
-  gr.scope = scope;
-  std::string lines = fmt::format("grant {} {} {} {} {}\n", gr.id, quota::key_id_string(key_id),
+  const std::string id = new_secret("tgg_").substr(0, 4 + 24);
+  std::string lines = fmt::format("grant {} {} {} {} {}\n", id, quota::key_id_string(key_id),
                                   client_id, now, field(scope));
-  std::lock_guard g(mu_);
-  auto t = mint_locked(gr.id, lines, now);
+  auto t = mint(id, lines, now);
   if (!t) {
     return t;
   }
-  if (!append_locked(lines)) {
+  if (!append(lines, now)) {
     return unexpected(std::string("the grant could not be stored"));
   }
-  for (size_t i = 0; i < lines.size();) {
-    const size_t nl = lines.find('\n', i);
-    (void)apply(std::string_view(lines).substr(i, nl - i));
-    i = nl + 1;
-  }
   t->scope = scope;
-  push_locked(now);
   return t;
 }
 
-void store::revoke_locked(const std::string& grant_id, std::string& lines) {
+void store::revoke_locked(const std::string& grant_id, std::string& lines) const {
   auto it = grants_.find(grant_id);
   if (it != grants_.end() && !it->second.revoked) {
     lines += fmt::format("revoke {}\n", grant_id);
@@ -358,69 +464,73 @@ result<issued, store::refresh_error> store::refresh(std::string_view token,
                                                     std::string_view client_id, int64_t now,
                                                     const std::function<bool(uint64_t)>& key_live) {
   const std::string h = hash_hex(token);
-  std::lock_guard g(mu_);
-  auto it = refresh_.find(h);
-  if (it == refresh_.end() || it->second.expires <= now) {
-    return unexpected(refresh_error::invalid);
+  std::string grant_id;
+  std::string scope;
+  uint64_t key_id = 0;
+  bool spent = false;
+  {
+    std::lock_guard g(mu_);
+    auto it = refresh_.find(h);
+    if (it == refresh_.end() || it->second.expires <= now) {
+      return unexpected(refresh_error::invalid);
+    }
+    auto gi = grants_.find(it->second.grant_id);
+    if (gi == grants_.end() || gi->second.revoked || gi->second.client_id != client_id) {
+      return unexpected(refresh_error::invalid);
+    }
+    grant_id = gi->first;
+    scope = gi->second.scope;
+    key_id = gi->second.key_id;
+    spent = it->second.spent;
   }
-  auto gi = grants_.find(it->second.grant_id);
-  if (gi == grants_.end() || gi->second.revoked || gi->second.client_id != client_id) {
-    return unexpected(refresh_error::invalid);
+  if (!spent && redis_) {
+    // Its single use across the cluster: the first node to mark it spends it.
+    if (!redis_ready()) {
+      return unexpected(refresh_error::io);
+    }
+    auto r = redis_->command(
+        {"SET", redis_key("spent:" + h), "1", "NX", "EX", std::to_string(refresh_secs_ + 60)});
+    if (!r) {
+      return unexpected(refresh_error::io);
+    }
+    spent = r->t == cluster::redis_reply::type::nil;
   }
-  std::string lines;
-  if (it->second.spent || !key_live(gi->second.key_id)) {
+  if (spent || !key_live(key_id)) {
     // OAuth 2.1 §4.3.1: a spent refresh token presented again means it leaked; the whole
     // grant goes (its access tokens with it). A revoked key's grant goes too.
-    const bool reused = it->second.spent;
-    revoke_locked(gi->first, lines);
-    if (!lines.empty() && append_locked(lines)) {
-      gi->second.revoked = true;
-      push_locked(now);
-    }
-    return unexpected(reused ? refresh_error::reused : refresh_error::invalid);
+    (void)append(fmt::format("revoke {}\n", grant_id), now);
+    return unexpected(spent ? refresh_error::reused : refresh_error::invalid);
   }
-  lines = fmt::format("spent {}\n", h);
-  auto t = mint_locked(gi->first, lines, now);
-  if (!t || !append_locked(lines)) {
+  std::string lines = fmt::format("spent {}\n", h);
+  auto t = mint(grant_id, lines, now);
+  if (!t || !append(lines, now)) {
     return unexpected(refresh_error::io);
   }
-  for (size_t i = 0; i < lines.size();) {
-    const size_t nl = lines.find('\n', i);
-    (void)apply(std::string_view(lines).substr(i, nl - i));
-    i = nl + 1;
-  }
-  t->scope = gi->second.scope;
-  push_locked(now);
+  t->scope = scope;
   return std::move(*t);
 }
 
 bool store::revoke_token(std::string_view secret, std::string_view client_id, int64_t now) {
   const std::string h = hash_hex(secret);
-  std::lock_guard g(mu_);
-  const store::token* t = nullptr;
-  if (auto it = access_.find(h); it != access_.end()) {
-    t = &it->second;
-  } else if (auto r = refresh_.find(h); r != refresh_.end()) {
-    t = &r->second;
-  }
-  if (t == nullptr) {
-    return true;  // RFC 7009 §2.2: an invalid token is no error
-  }
-  auto gi = grants_.find(t->grant_id);
-  if (gi == grants_.end() || gi->second.client_id != client_id) {
-    return true;  // another client's token: not revoked, and not said (§2.1)
-  }
   std::string lines;
-  revoke_locked(gi->first, lines);
-  if (lines.empty()) {
-    return true;
+  {
+    std::lock_guard g(mu_);
+    const store::token* t = nullptr;
+    if (auto it = access_.find(h); it != access_.end()) {
+      t = &it->second;
+    } else if (auto r = refresh_.find(h); r != refresh_.end()) {
+      t = &r->second;
+    }
+    if (t == nullptr) {
+      return true;  // RFC 7009 §2.2: an invalid token is no error
+    }
+    auto gi = grants_.find(t->grant_id);
+    if (gi == grants_.end() || gi->second.client_id != client_id) {
+      return true;  // another client's token: not revoked, and not said (§2.1)
+    }
+    revoke_locked(gi->first, lines);
   }
-  if (!append_locked(lines)) {
-    return false;
-  }
-  gi->second.revoked = true;
-  push_locked(now);
-  return true;
+  return lines.empty() || append(lines, now);
 }
 
 std::vector<grant_view> store::list(uint64_t key_id, int64_t now) const {
@@ -449,30 +559,26 @@ std::vector<grant_view> store::list(uint64_t key_id, int64_t now) const {
 
 result<size_t, std::string> store::revoke(std::string_view grant_id, uint64_t key_id,
                                           std::string_view client_id, int64_t now) {
-  std::lock_guard g(mu_);
   std::string lines;
   size_t n = 0;
-  for (const std::string& id : grant_order_) {
-    const grant& gr = grants_.at(id);
-    if (gr.revoked) {
-      continue;
-    }
-    if ((!grant_id.empty() && id == grant_id) || (key_id != 0 && gr.key_id == key_id) ||
-        (!client_id.empty() && gr.client_id == client_id)) {
-      revoke_locked(id, lines);
-      ++n;
+  {
+    std::lock_guard g(mu_);
+    for (const std::string& id : grant_order_) {
+      const grant& gr = grants_.at(id);
+      if (gr.revoked) {
+        continue;
+      }
+      if ((!grant_id.empty() && id == grant_id) || (key_id != 0 && gr.key_id == key_id) ||
+          (!client_id.empty() && gr.client_id == client_id)) {
+        revoke_locked(id, lines);
+        ++n;
+      }
     }
   }
-  if (n > 0) {
-    if (!append_locked(lines)) {
-      return unexpected(fmt::format("{}: the revocation could not be written", path()));
-    }
-    for (size_t i = 0; i < lines.size();) {
-      const size_t nl = lines.find('\n', i);
-      (void)apply(std::string_view(lines).substr(i, nl - i));
-      i = nl + 1;
-    }
-    push_locked(now);
+  if (n > 0 && !append(lines, now)) {
+    return unexpected(
+        redis_ ? fmt::format("the revocation could not be written to Redis {}", redis_key("log"))
+               : fmt::format("{}: the revocation could not be written", path()));
   }
   return n;
 }

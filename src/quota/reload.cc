@@ -322,6 +322,20 @@ size_t service::key_count() const {
   return impl_->current ? impl_->current->keys : 0;
 }
 
+bool service::key_in_force(uint64_t key_id) const {
+  std::lock_guard rl(impl_->reload_mu);
+  if (!impl_->current) {
+    return false;
+  }
+  const key_table& t = *impl_->current;
+  for (size_t i = 0; i < t.keys; ++i) {
+    if (t.records[i].key_id == key_id) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void service::set_token_aliases(std::vector<token_alias> tokens) {
   {
     std::lock_guard rl(impl_->reload_mu);

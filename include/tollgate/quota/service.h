@@ -303,6 +303,10 @@ class service {
   result<void, std::string> replace_plans(plan_map plans);
   /// Keys in the current lookup table: live keys whose plan exists.
   size_t key_count() const;
+  /// Whether key `key_id` is in the current lookup table (live, unexpired, its plan known), as
+  /// of the last reload (cluster mode: the last key set the agent installed). Scans the table
+  /// under the service's lock: not for a core.
+  bool key_in_force(uint64_t key_id) const;
   /// OAuth access tokens: each is its key under another secret, in the same lookup table (so a
   /// token costs the hot path exactly what its key does). Replaces the set in force and swaps
   /// in a new table; a token whose key is revoked or gone, or past `expires_unix`, is left out

@@ -8,14 +8,20 @@
 //   - a fresh key's first second across three busy nodes: within burst + rate x t
 //   - a refused Redis password is named in the log; `config check` refuses an unset password_env
 //   - `cluster import` refuses a key whose plan the cluster's config lacks (exit 2, nothing copied)
+//   - OAuth across nodes: a client registered on one node authorizes on another, the consent form
+//     made by one is accepted by the other, a code is redeemed once across the cluster, a token
+//     works on every node within 1 s, a refresh token's reuse on another node revokes the grant
+//     everywhere within 1 s, `tollgate oauth` lists and revokes from Redis; Redis restarted
+//     empty: tokens keep working, refresh and registration go on (a node's copy is put back)
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import http from 'node:http';
 import {
-  prepare, start, runCli, restGet, eventually, loadAgent, cleanup, tempDir, stopProcess,
+  prepare, start, runCli, restGet, eventually, loadAgent, cleanup, tempDir, stopProcess, request,
 } from './harness.mjs';
 
 const REDIS_BIN = '/usr/bin/redis-server';
@@ -303,4 +309,115 @@ test('cluster import refuses a key on a plan the cluster config lacks, naming it
   } finally {
     fs.rmSync(cfg, { force: true });
   }
+});
+
+// ------------------------------------------------------------------------------------ OAuth
+
+const REDIRECT = 'http://127.0.0.1:9/callback';  // never fetched: the test reads the 302
+
+function postForm(url, fields) {
+  return request(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(fields).toString(),
+  });
+}
+
+function hiddenFields(html) {
+  const un = (v) => v.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+  const out = {};
+  for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) out[un(m[1])] = un(m[2]);
+  return out;
+}
+
+// A code for `clientId`: the consent page from node `pageFrom`, the form posted to `postTo`.
+async function codeAcross(pageFrom, postTo, clientId, key) {
+  const verifier = crypto.randomBytes(32).toString('base64url');
+  const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
+  const q = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, state: 's',
+    code_challenge: challenge, code_challenge_method: 'S256' });
+  const page = await request(`${pageFrom.url}/authorize?${q}`);
+  assert.equal(page.status, 200, page.body);
+  const answer = await postForm(`${postTo.url}/authorize`, { ...hiddenFields(page.body), api_key: key, action: 'allow' });
+  assert.equal(answer.status, 302, answer.body);
+  const code = new URL(answer.headers.location).searchParams.get('code');
+  assert.ok(code, answer.headers.location);
+  return { code, verifier };
+}
+
+async function tokenAt(node, fields) {
+  const r = await postForm(`${node.url}/token`, fields);
+  return { status: r.status, json: JSON.parse(r.body) };
+}
+
+async function registerAt(node) {
+  const r = await request(`${node.url}/register`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ client_name: 'cluster client', redirect_uris: [REDIRECT] }),
+  });
+  assert.equal(r.status, 201, r.body);
+  return JSON.parse(r.body).client_id;
+}
+
+const statusWith = async (node, token) => (await restGet(node, '/v1/usage', { key: token })).status;
+const everywhere = async (nodes, token, status) => (await Promise.all(nodes.map((n) => statusWith(n, token)))).every((s) => s === status);
+
+test('OAuth across nodes: codes once, tokens and revocations everywhere within 1 s, and through an empty Redis', { skip }, async () => {
+  const redis = await newRedis();
+  const extra = '[oauth]\nenabled = true\n';
+  const n1 = await startNode(redis, 'o1', 'oz:', { extra });
+  const n2 = await startNode(redis, 'o2', 'oz:', { extra });
+  const key = await createKey(n1, 'acct-oauth', 'roomy');
+  await eventually(() => known([n1, n2], [key]), 3000, 'the key on both nodes');
+
+  // Registered on n1, authorized through n2's page and n1's form (one form key cluster-wide).
+  const clientId = await registerAt(n1);
+  const { code, verifier } = await codeAcross(n2, n1, clientId, key);
+  const redeem = { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT, client_id: clientId };
+  const [a, b] = await Promise.all([tokenAt(n2, redeem), tokenAt(n1, redeem)]);  // at once, on two nodes
+  assert.deepEqual([a.status, b.status].sort(), [200, 400], JSON.stringify([a.json, b.json]));
+  const tok = (a.status === 200 ? a : b).json;
+  assert.equal((a.status === 400 ? a : b).json.error, 'invalid_grant');
+  await eventually(() => everywhere([n1, n2], tok.access_token, 200), 1000, 'the token on both nodes within 1 s');
+
+  // A refresh on n2; the spent refresh token presented to n1 revokes the grant on both nodes.
+  const fresh = await tokenAt(n2, { grant_type: 'refresh_token', refresh_token: tok.refresh_token, client_id: clientId });
+  assert.equal(fresh.status, 200, JSON.stringify(fresh.json));
+  await eventually(() => everywhere([n1, n2], fresh.json.access_token, 200), 1000, 'the refreshed token on both nodes');
+  const reuse = await tokenAt(n1, { grant_type: 'refresh_token', refresh_token: tok.refresh_token, client_id: clientId });
+  assert.equal(reuse.status, 400);
+  assert.match(reuse.json.error_description, /already used/);
+  await eventually(() => everywhere([n1, n2], fresh.json.access_token, 401), 1000, 'the grant revoked on both nodes within 1 s');
+
+  // A second grant, then `tollgate oauth` from Redis: listed, and revoked by key everywhere.
+  const c2 = await codeAcross(n1, n2, clientId, key);
+  const t2 = await tokenAt(n1, { grant_type: 'authorization_code', code: c2.code, code_verifier: c2.verifier, redirect_uri: REDIRECT, client_id: clientId });
+  assert.equal(t2.status, 200, JSON.stringify(t2.json));
+  const listed = await runCli(['oauth', 'list', '--config', n2.configPath]);
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.equal((listed.stdout.match(/tgg_[0-9a-f]+/g) ?? []).length, 2, listed.stdout);
+  const keyId = /key_[0-9a-f]{16}/.exec(listed.stdout)[0];
+  await eventually(() => everywhere([n1, n2], t2.json.access_token, 200), 1000, 'the second token on both nodes');
+
+  // Redis restarted empty: the tokens in force stay in force, and the grant goes on (refresh,
+  // registration) once a node put its copy back.
+  await redis.stop('SIGKILL');
+  await redis.start();
+  for (let i = 0; i < 5; i++) {
+    assert.ok(await everywhere([n1, n2], t2.json.access_token, 200), 'a token refused after the empty restart');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const again = await eventually(async () => {
+    const r = await tokenAt(n2, { grant_type: 'refresh_token', refresh_token: t2.json.refresh_token, client_id: clientId });
+    return r.status === 200 ? r : null;
+  }, 5000, 'a refresh after the empty restart');
+  await eventually(() => everywhere([n1, n2], again.json.access_token, 200), 1000, 'the refreshed token on both nodes');
+  assert.match(n1.stderr() + n2.stderr(), /this node's copy put back/);
+  const other = await registerAt(n2);
+  const c3 = await codeAcross(n1, n1, other, key);
+  assert.equal((await tokenAt(n2, { grant_type: 'authorization_code', code: c3.code, code_verifier: c3.verifier, redirect_uri: REDIRECT, client_id: other })).status, 200);
+
+  const revoked = await runCli(['oauth', 'revoke', '--key', keyId, '--config', n1.configPath]);
+  assert.equal(revoked.code, 0, revoked.stderr);
+  await eventually(() => everywhere([n1, n2], again.json.access_token, 401), 1000, 'revoked by key on both nodes within 1 s');
 });

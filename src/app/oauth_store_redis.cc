@@ -1,0 +1,219 @@
+// The OAuth store's cluster mode (oauth_store.h): the log as a Redis list every node reads, the
+// codes and the refresh tokens' single use as Redis keys. All of it under the hash tag {oauth},
+// so every script's keys are in one slot of a Redis Cluster.
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "oauth_store.h"
+#include "oauth_util.h"
+#include "tollgate/cluster/cluster.h"
+#include "tollgate/cluster/redis.h"
+#include "tollgate/common/log.h"
+#include "tollgate/quota/fs.h"
+
+namespace tollgate::app::oauth {
+namespace {
+
+// KEYS: log, gen. ARGV[1]: the generation read. The generation and the lines from ARGV[2] on,
+// or nothing when there is no generation (a new cluster, or a Redis that lost its data).
+const cluster::redis_script kRead(R"(
+local g = redis.call('GET', KEYS[2])
+if not g then return {} end
+return {g, redis.call('LRANGE', KEYS[1], ARGV[1], -1)})");
+
+// KEYS: log, gen. Appends the lines of ARGV[2] if the generation is still ARGV[1] (else -1: the
+// node reads the log again first).
+const cluster::redis_script kAppend(R"(
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
+for line in string.gmatch(ARGV[2], '[^\n]+') do redis.call('RPUSH', KEYS[1], line) end
+return 1)");
+
+// KEYS: log, gen. Replaces the log with the lines of ARGV[4] and starts generation ARGV[3]:
+// when ARGV[1] is empty only if there is no generation (putting a node's copy back), else
+// only if the generation is ARGV[1] and the log has ARGV[2] lines (a compaction that lost no
+// line appended meanwhile). 1 if done, 0 if not.
+const cluster::redis_script kReplace(R"(
+local g = redis.call('GET', KEYS[2])
+if ARGV[1] == '' then
+  if g then return 0 end
+elseif g ~= ARGV[1] or redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+for line in string.gmatch(ARGV[4], '[^\n]+') do redis.call('RPUSH', KEYS[1], line) end
+redis.call('SET', KEYS[2], ARGV[3])
+return 1)");
+
+// KEYS: the form key. Made by the first node to ask (ARGV[1]), read by every other.
+const cluster::redis_script kFormKey(R"(
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1]))");
+
+size_t count_lines(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) {
+    n += c == '\n' ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+void store::use_redis(const cluster::settings& s, int timeout_ms, bool keep_copy) {
+  keep_copy_ = keep_copy;
+  auto a = cluster::parse_redis_address(s.redis);
+  redis_ = std::make_unique<cluster::redis_conn>(a ? *a : cluster::redis_address{}, s.password,
+                                                 timeout_ms);
+  prefix_ = s.prefix;
+}
+
+std::string store::redis_key(std::string_view what) const {
+  return fmt::format("{}{{oauth}}:{}", prefix_, what);
+}
+
+bool store::redis_ready() {
+  if (redis_->connected()) {
+    return true;
+  }
+  if (auto c = redis_->connect(); !c) {
+    if (!redis_failing_) {
+      log_error("oauth: Redis {} not reachable: {} (OAuth grants, codes and tokens cannot change "
+                "until it is; the tokens in force stay in force)",
+                redis_->address().text, c.error().message);
+    }
+    redis_failing_ = true;
+    return false;
+  }
+  return true;
+}
+
+bool store::redis_sync(int64_t now) {
+  const std::string log_key = redis_key("log");
+  const std::string gen_key = redis_key("gen");
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (!redis_ready()) {
+      return false;
+    }
+    const int64_t from = gen_.empty() ? 0 : offset_;
+    auto r = redis_->eval(kRead, {log_key, gen_key}, {std::to_string(from)});
+    if (!r) {
+      if (!redis_failing_) {
+        log_error("oauth: Redis {} not read: {}", log_key, r.error().message);
+      }
+      redis_failing_ = true;
+      return false;
+    }
+    if (redis_failing_) {
+      log_info("oauth: Redis {} answers again", redis_->address().text);
+      redis_failing_ = false;
+    }
+    if (r->elements.size() < 2) {
+      // No generation: a new cluster, or a Redis restarted empty. This node's grants (its copy,
+      // or what it read before) are put back, unless another node did it first.
+      std::string text;
+      {
+        std::lock_guard g(mu_);
+        text = compacted_locked(now);
+      }
+      auto w = redis_->eval(kReplace, {log_key, gen_key}, {"", "0", cluster::new_epoch(), text});
+      if (!w) {
+        return false;
+      }
+      if (w->integer == 1 && !text.empty()) {
+        log_info("oauth: Redis {} held no OAuth log (a new cluster, or Redis lost its data): this "
+                 "node's copy put back ({} lines)",
+                 log_key, count_lines(text));
+      }
+      gen_.clear();
+      continue;  // read it whole
+    }
+    const std::string& g = r->elements[0].str;
+    if (g != gen_ && from != 0) {
+      gen_.clear();  // compacted or put back: read it whole
+      continue;
+    }
+    std::string text;
+    for (const cluster::redis_reply& l : r->elements[1].elements) {
+      text += l.str;
+      text += '\n';
+    }
+    const auto n = static_cast<int64_t>(r->elements[1].elements.size());
+    if (g != gen_) {
+      // A new generation (the first read, or Redis lost its data): the form key read again.
+      const std::string fresh = new_secret("");
+      if (auto k = redis_->eval(kFormKey, {redis_key("form-key")}, {fresh});
+          k && k->t == cluster::redis_reply::type::string && !k->str.empty()) {
+        std::lock_guard lk(mu_);
+        form_key_ = k->str;
+      }
+      std::string copy;
+      {
+        std::lock_guard lk(mu_);
+        clear_locked();
+        apply_all_locked(text);
+        copy = compacted_locked(now);
+      }
+      gen_ = g;
+      offset_ = n;
+      if (auto w = keep_copy_ ? quota::fs::write_file_atomic(path(), copy) : result<void, std::string>{};
+          !w) {
+        log_error("oauth: this node's copy of the grants not written: {}", w.error());
+      }
+      // A long log (most of it dead: spent and expired tokens) is rewritten once it is four
+      // times what is alive; a line appended meanwhile makes the script refuse (read next time).
+      if (n > 4096 && static_cast<int64_t>(count_lines(copy)) * 4 < n) {
+        const std::string next = cluster::new_epoch();
+        auto c = redis_->eval(kReplace, {log_key, gen_key}, {g, std::to_string(n), next, copy});
+        if (c && c->integer == 1) {
+          log_info("oauth: Redis {} compacted: {} lines to {}", log_key, n, count_lines(copy));
+          gen_ = next;
+          offset_ = static_cast<int64_t>(count_lines(copy));
+        }
+      }
+      return true;
+    }
+    if (n > 0) {
+      {
+        std::lock_guard lk(mu_);
+        apply_all_locked(text);
+      }
+      offset_ += n;
+      if (auto w = keep_copy_ ? quota::fs::append_durable(path(), text) : result<void, std::string>{};
+          !w) {
+        log_error("oauth: this node's copy of the grants not appended: {}", w.error());
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+std::string store::form_key() const {
+  std::lock_guard g(mu_);
+  return form_key_;
+}
+
+bool store::redis_append(const std::string& lines) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (gen_.empty() && !redis_sync(static_cast<int64_t>(std::time(nullptr)))) {
+      return false;
+    }
+    if (!redis_ready()) {
+      return false;
+    }
+    auto r = redis_->eval(kAppend, {redis_key("log"), redis_key("gen")}, {gen_, lines});
+    if (!r) {
+      log_error("oauth: Redis {} not appended to: {}", redis_key("log"), r.error().message);
+      return false;
+    }
+    if (r->integer == 1) {
+      return true;
+    }
+    // Another generation (compacted, or Redis lost its data): read it, then append to it.
+    gen_.clear();
+  }
+  return false;
+}
+
+}  // namespace tollgate::app::oauth
