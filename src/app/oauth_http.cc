@@ -750,10 +750,9 @@ answer server::redeem(const params& p_, const std::string& client_id, const std:
   a.body =
       fmt::format(R"({{"access_token":{},"token_type":"Bearer","expires_in":{},"refresh_token":{})",
                   admin::js(t->access), t->expires_in, admin::js(t->refresh));
-  if (!t->scope.empty()) {
-    a.body += ",\"scope\":" + admin::js(t->scope);
-  }
-  a.body += "}";
+  // What is granted, whatever was asked (RFC 6749 §3.3: the server may ignore a requested
+  // scope, and then says what it issued): the one scope there is, all of the key's tools.
+  a.body += R"(,"scope":"mcp"})";
   return a;
 }
 

@@ -78,9 +78,10 @@ bool store::redis_ready() {
   }
   if (auto c = redis_->connect(); !c) {
     if (!redis_failing_) {
-      log_error("oauth: Redis {} not reachable: {} (OAuth grants, codes and tokens cannot change "
-                "until it is; the tokens in force stay in force)",
-                redis_->address().text, c.error().message);
+      log_error(
+          "oauth: Redis {} not reachable: {} (OAuth grants, codes and tokens cannot change "
+          "until it is; the tokens in force stay in force)",
+          redis_->address().text, c.error().message);
     }
     redis_failing_ = true;
     return false;
@@ -121,9 +122,10 @@ bool store::redis_sync(int64_t now) {
         return false;
       }
       if (w->integer == 1 && !text.empty()) {
-        log_info("oauth: Redis {} held no OAuth log (a new cluster, or Redis lost its data): this "
-                 "node's copy put back ({} lines)",
-                 log_key, count_lines(text));
+        log_info(
+            "oauth: Redis {} held no OAuth log (a new cluster, or Redis lost its data): this "
+            "node's copy put back ({} lines)",
+            log_key, count_lines(text));
       }
       gen_.clear();
       continue;  // read it whole
@@ -156,7 +158,8 @@ bool store::redis_sync(int64_t now) {
       }
       gen_ = g;
       offset_ = n;
-      if (auto w = keep_copy_ ? quota::fs::write_file_atomic(path(), copy) : result<void, std::string>{};
+      if (auto w =
+              keep_copy_ ? quota::fs::write_file_atomic(path(), copy) : result<void, std::string>{};
           !w) {
         log_error("oauth: this node's copy of the grants not written: {}", w.error());
       }
@@ -179,7 +182,8 @@ bool store::redis_sync(int64_t now) {
         apply_all_locked(text);
       }
       offset_ += n;
-      if (auto w = keep_copy_ ? quota::fs::append_durable(path(), text) : result<void, std::string>{};
+      if (auto w =
+              keep_copy_ ? quota::fs::append_durable(path(), text) : result<void, std::string>{};
           !w) {
         log_error("oauth: this node's copy of the grants not appended: {}", w.error());
       }

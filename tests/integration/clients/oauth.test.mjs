@@ -389,6 +389,17 @@ test('refresh: rotated each use; a spent token used again revokes the whole gran
   await eventually(async () => (await callWith(server, t2.access_token)).status === 401, 2000, 'access token revoked');
 });
 
+test('scope: the token response says what is granted (mcp), whatever was asked', async () => {
+  const c = await newClient(server);
+  const code = await codeFor(server, c, server.keys.main, { scope: 'mcp admin openid' });
+  const t = await tokenReq(server, { grant_type: 'authorization_code', code: code.code, code_verifier: code.verifier,
+    redirect_uri: REDIRECT, client_id: c });
+  assert.equal(t.status, 200, t.body);
+  assert.equal(t.json.scope, 'mcp');
+  const r = await tokenReq(server, { grant_type: 'refresh_token', refresh_token: t.json.refresh_token, client_id: c });
+  assert.equal(r.json.scope, 'mcp');
+});
+
 test('resource: another resource is refused at /authorize and /token', async () => {
   const c = await newClient(server);
   const p = pkce();
