@@ -103,8 +103,7 @@ std::string render_usage_export(const quota::store_contents& c, const quota::pla
   std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
     return std::tie(a.account, a.key_id) < std::tie(b.account, b.key_id);
   });
-  const std::string label =
-      fmt::format("{:04}-{:02}", quota::month_year(month), quota::month_of_year(month));
+  const std::string label = quota::month_label(month);
   std::string o;
   int64_t used = 0, over = 0;
   if (csv) {

@@ -54,22 +54,7 @@ result<params, std::string> parse_form(std::string_view s) {
   return out;
 }
 
-std::string pct(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size() * 3);
-  for (char c : s) {
-    if (unreserved(c)) {
-      out.push_back(c);
-    } else {
-      const auto u = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 15]);
-    }
-  }
-  return out;
-}
+std::string pct(std::string_view s) { return percent_encode(s); }
 
 std::string html(std::string_view s) {
   std::string out;

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "tollgate/common/log.h"
+#include "tollgate/common/percent.h"
 #include "tollgate/quota/civil.h"
 #include "tollgate/quota/fs.h"
 
@@ -17,28 +18,9 @@ namespace tollgate::app {
 
 namespace {
 
-std::string label(uint32_t month) {
-  return fmt::format("{:04}-{:02}", quota::month_year(month), quota::month_of_year(month));
-}
-
-// application/x-www-form-urlencoded: unreserved characters stay, everything else is %XX.
-std::string form_escape(std::string_view s) {
-  std::string o;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || c == '-' ||
-        c == '_' || c == '.' || c == '~') {
-      o += c;
-    } else {
-      o += fmt::format("%{:02X}", u);
-    }
-  }
-  return o;
-}
-
 // The identifier Stripe deduplicates on, and the Idempotency-Key: one per account and month.
 std::string identifier(const meter_event& e) {
-  return fmt::format("tollgate-{}-{}", e.account, label(e.month));
+  return fmt::format("tollgate-{}-{}", e.account, quota::month_label(e.month));
 }
 
 size_t collect(char* p, size_t size, size_t n, void* out) {
@@ -85,8 +67,8 @@ std::string meter_event_form(const meter_event& e, std::string_view event_name) 
   return fmt::format(
       "event_name={}&payload%5Bstripe_customer_id%5D={}&payload%5Bvalue%5D={}&identifier={}&"
       "timestamp={}",
-      form_escape(event_name), form_escape(e.customer), e.overage, form_escape(identifier(e)),
-      quota::month_end_secs(e.month) - 1);
+      percent_encode(event_name), percent_encode(e.customer), e.overage,
+      percent_encode(identifier(e)), quota::month_end_secs(e.month) - 1);
 }
 
 meter_pusher::meter_pusher(const config::settings& s) : s_(s) {
@@ -143,13 +125,13 @@ void meter_pusher::pass(int64_t now) {
     }
     auto b = read_month_billing(s_, month);
     if (!b) {
-      log_error("stripe meter: {} not read ({}); retried in {} s", label(month), b.error(),
-                s_.stripe_meter_retry_secs);
+      log_error("stripe meter: {} not read ({}); retried in {} s", quota::month_label(month),
+                b.error(), s_.stripe_meter_retry_secs);
       continue;
     }
     std::vector<std::string> no_customer;
     for (const meter_event& e : meter_events(*b, month, no_customer)) {
-      const std::string id = fmt::format("{} {}", label(month), e.account);
+      const std::string id = fmt::format("{} {}", quota::month_label(month), e.account);
       if (done_.count(id) != 0) {
         continue;
       }
@@ -163,19 +145,21 @@ void meter_pusher::pass(int64_t now) {
       const outcome o = post(e, why);
       if (o == outcome::retry) {
         log_error("stripe meter: {} overage of {} for {} not sent ({}); retried in {} s", e.overage,
-                  e.account, label(month), why, s_.stripe_meter_retry_secs);
+                  e.account, quota::month_label(month), why, s_.stripe_meter_retry_secs);
         continue;
       }
       const char* what = o == outcome::sent ? "sent" : "refused";
       if (o == outcome::refused) {
         log_error("stripe meter: Stripe refused {} overage of {} for {}: {}; not sent again",
-                  e.overage, e.account, label(month), why);
+                  e.overage, e.account, quota::month_label(month), why);
       } else {
-        log_info("stripe meter: {} overage of {} for {} sent", e.overage, e.account, label(month));
+        log_info("stripe meter: {} overage of {} for {} sent", e.overage, e.account,
+                 quota::month_label(month));
       }
       if (auto r = quota::fs::append_durable(
               s_.data_dir + "/stripe-meter.txt",
-              fmt::format("meter {} {} {} {} {}\n", now, label(month), e.account, e.overage, what));
+              fmt::format("meter {} {} {} {} {}\n", now, quota::month_label(month), e.account,
+                          e.overage, what));
           !r) {
         log_error("stripe meter: {} (the event is sent again next time; Stripe deduplicates it)",
                   r.error());
@@ -184,10 +168,10 @@ void meter_pusher::pass(int64_t now) {
       done_[id] = what;
     }
     for (const std::string& a : no_customer) {
-      const std::string id = fmt::format("{} {}", label(month), a);
+      const std::string id = fmt::format("{} {}", quota::month_label(month), a);
       if (done_.emplace(id, "no_customer").second) {  // said once per process
         log_error("stripe meter: account {} has overage in {} but no stripe_customer; not sent", a,
-                  label(month));
+                  quota::month_label(month));
       }
     }
   }

@@ -3,6 +3,8 @@
 // 146097 days and every month's length follows a linear formula (153 days per 5 months).
 #include "tollgate/quota/civil.h"
 
+#include <fmt/format.h>
+
 namespace tollgate::quota {
 
 namespace {
@@ -61,6 +63,10 @@ uint32_t month_index_of_secs(int64_t unix_secs) noexcept {
 
 int64_t month_start_secs(uint32_t index) noexcept {
   return days_from_civil(index / 12, static_cast<int>(index % 12) + 1, 1) * 86400;
+}
+
+std::string month_label(uint32_t index) {
+  return fmt::format("{:04}-{:02}", month_year(index), month_of_year(index));
 }
 
 }  // namespace tollgate::quota

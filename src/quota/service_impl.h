@@ -66,10 +66,6 @@ inline bool parse_journal_name(std::string_view n, int& core, uint64_t& gen) {
          b.ptr == mid.data() + mid.size() && core >= 0;
 }
 
-inline std::string month_label(uint32_t m) {
-  return fmt::format("{:04}-{:02}", month_year(m), month_of_year(m));
-}
-
 struct service::impl {
   impl(const std::string& dir, bool cluster)
       : store(dir), usage_dir(dir + "/usage"), cluster(cluster) {}

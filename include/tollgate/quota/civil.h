@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tollgate::quota {
 
@@ -39,5 +40,7 @@ int64_t month_start_secs(uint32_t index) noexcept;
 inline int64_t month_end_secs(uint32_t index) noexcept { return month_start_secs(index + 1); }
 inline int64_t month_year(uint32_t index) noexcept { return index / 12; }
 inline int month_of_year(uint32_t index) noexcept { return static_cast<int>(index % 12) + 1; }
+/// Month `index` as "YYYY-MM" (archive file names, exports, Stripe identifiers, logs).
+std::string month_label(uint32_t index);
 
 }  // namespace tollgate::quota
