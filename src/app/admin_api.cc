@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cluster_cli.h"
 #include "handler.h"
+#include "offcore.h"
 #include "stripe_meter.h"
 #include "tollgate/cluster/keys.h"
 #include "tollgate/common/log.h"
@@ -29,6 +30,10 @@ admin_api::admin_api(shared_state& st, const config::settings& s,
       store_(s.data_dir, static_cast<int64_t>(std::time(nullptr))) {
   token_name_ = s.admin_token_name;
   public_webhook_ = s.stripe_public_webhook;
+  if (public_webhook_) {
+    work_ = std::make_unique<offcore<answer>>();
+    work_->start();
+  }
   tolerance_secs_ = s.stripe_tolerance_secs;
   rotate_grace_secs_ = s.admin_rotate_grace_secs;
   suspend_on_ = s.stripe_suspend_on;
@@ -105,7 +110,11 @@ admin_api::admin_api(shared_state& st, const config::settings& s,
   }
 }
 
-admin_api::~admin_api() = default;
+admin_api::~admin_api() {
+  if (work_) {
+    work_->stop();  // before the store and the keys it acts on go
+  }
+}
 
 result<quota::store_contents, quota::store_error> admin_api::contents() { return keys_->load(); }
 
@@ -157,8 +166,36 @@ http::response_info admin_api::handle(const http::request& req, out_buffer& out)
 }
 
 http::response_info admin_api::handle_webhook(const http::request& req, out_buffer& out,
-                                              bool admin_core) {
-  answer a = webhook(req, static_cast<int64_t>(std::time(nullptr)), admin_core);
+                                              const offcore_ticket& t,
+                                              const std::function<void()>& wake) {
+  const auto now = static_cast<int64_t>(std::time(nullptr));
+  answer a;
+  bool parked = false;
+  if (t.parkable() && wake && work_) {
+    switch (work_->take(t, a)) {
+      case offcore<answer>::state::done:
+        parked = true;  // acted on by the worker: answered now
+        break;
+      case offcore<answer>::state::running:
+        return {0, false, true};
+      case offcore<answer>::state::none:
+        break;
+    }
+  }
+  if (!parked) {
+    std::function<answer(event)> act;
+    if (t.parkable() && wake && work_) {
+      act = [&](event e) {
+        work_->submit(
+            t, [this, e = std::move(e), now] { return event_act(e, now, true); }, wake);
+        return answer{0};
+      };
+    }
+    a = webhook(req, now, false, act);
+    if (a.status == 0) {
+      return {0, false, true};
+    }
+  }
   auto head = http::head_for(req, a.status);
   head.content_type = a.content_type;
   head.extra_headers = a.extra_headers;

@@ -26,16 +26,17 @@
 // admin_store's (admin_store.h); the routes are in admin_routes.cc, the webhook in
 // stripe_webhook.cc, the OpenAPI document in docs/admin-openapi.json (embedded at build time).
 //
-// Threads: handle() runs on the admin listener's one core; handle_webhook() also on a public
-// core when [stripe] public_webhook is on. One mutex serialises every change (and the
-// idempotency look-up with it, so two retries racing make one key). Those durable writes are
-// synchronous, like POST /admin/reload's file reads and wait: on the admin core they hold up only
-// admin traffic; a public core is held only by a webhook whose signature verified (no I/O is
-// done for an unsigned request).
+// Threads: handle() runs on the admin listener's one core; handle_webhook() on a public core
+// when [stripe] public_webhook is on. One mutex serialises every change (and the idempotency
+// look-up with it, so two retries racing make one key). Those durable writes are synchronous,
+// like POST /admin/reload's file reads and wait: on the admin core they hold up only admin
+// traffic. A public core never does them: it checks the signature and the event (no I/O), and
+// the worker (offcore.h) acts on it while the request is parked.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +54,9 @@ namespace tollgate::app {
 
 struct shared_state;
 class meter_pusher;
+struct offcore_ticket;
+template <class Answer>
+class offcore;
 
 class admin_api {
  public:
@@ -67,10 +71,13 @@ class admin_api {
   /// Answers any /admin/... request but /admin/reload on the admin listener. Never throws on
   /// client input; every refusal is JSON {"code","message"} with a 4xx status.
   http::response_info handle(const http::request& req, out_buffer& out);
-  /// POST /admin/webhooks/stripe. `admin_core`: called on the admin listener (a change is put
-  /// in force before the answer) rather than a public core (it is requested, and in force
-  /// within the cores' next tick, 100 ms).
-  http::response_info handle_webhook(const http::request& req, out_buffer& out, bool admin_core);
+  /// POST /admin/webhooks/stripe on a public core ([stripe] public_webhook). The signature and
+  /// the event are checked here; acting on it (the store's durable writes, Redis in cluster
+  /// mode, the change put in force) is done off the core: the answer is {.deferred = true} and
+  /// the caller parks the request until `wake`, then delivers it again with the same ticket
+  /// (offcore.h). Without an engine (`t` not parkable) it is done here.
+  http::response_info handle_webhook(const http::request& req, out_buffer& out,
+                                     const offcore_ticket& t, const std::function<void()>& wake);
   /// [stripe] public_webhook: the public listener serves the webhook route too.
   bool public_webhook() const noexcept { return public_webhook_; }
   /// Prometheus lines: webhook events by outcome, admin requests by status class.
@@ -89,8 +96,21 @@ class admin_api {
   answer route(const http::request& req, int64_t now);
   answer with_idempotency(const http::request& req, int64_t now, std::string_view idem);
   answer dispatch_change(const http::request& req, int64_t now);
-  // The Stripe webhook (stripe_webhook.cc).
-  answer webhook(const http::request& req, int64_t now, bool admin_core);
+  // The Stripe webhook (stripe_webhook.cc): the signature and the event checked, then acted on
+  // (event_act), here or, from a public core, by `act` (an empty answer status: deferred).
+  enum class event_action : uint8_t { none, suspend, resume };
+  /// What an event asks for, copied out of its body (it may be acted on after the request's
+  /// buffer is gone).
+  struct event {
+    std::string id;
+    std::string type;
+    std::string customer;
+    bool has_obj = false;
+    event_action what = event_action::none;
+  };
+  answer webhook(const http::request& req, int64_t now, bool admin_core,
+                 const std::function<answer(event)>& act = {});
+  answer event_act(const event& e, int64_t now, bool may_wait);
   answer apply_account_status(std::string_view account, bool suspend, int64_t now,
                               std::string_view who, std::string_view action, bool admin_core);
   // Routes (admin_routes.cc).
@@ -125,7 +145,8 @@ class admin_api {
   int64_t rotate_grace_secs_ = 86400;
   std::vector<std::string> suspend_on_;
 
-  std::mutex mu_;      // every change, and store_'s idempotency and event look-ups with it
+  std::mutex mu_;  // every change, and store_'s idempotency and event look-ups with it
+  std::unique_ptr<offcore<answer>> work_;  // a public core's webhook, acted on off the core
   admin_store store_;  // the audit log, idempotency answers and event ids (admin_store.h)
   std::unique_ptr<meter_pusher> meter_;  // [stripe] meter_event_name: the overage push
 

@@ -5,6 +5,7 @@
 
 #include "admin_api.h"
 #include "oauth.h"
+#include "offcore.h"
 #include "ops.h"
 #include "tools.h"
 
@@ -86,8 +87,8 @@ void core_handler::attach(http::engine_io& io) {
   if (s_.cluster) {
     s_.cluster->set_waker(core_, io.waker());  // a lease attempt's end wakes parked requests
   }
-  if (s_.oauth) {
-    oauth_wake_ = io.waker();  // a metadata document's fetch ends: its requests go on
+  if (s_.oauth || (s_.admin && s_.admin->public_webhook())) {
+    offcore_wake_ = io.waker();  // a fetch or an off-core job ends: its requests go on
   }
 }
 
@@ -116,27 +117,23 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     char peer[64];
     const size_t n = io_ != nullptr ? io_->peer_address(peer, sizeof peer) : 0;
     v.r = route::oauth;
-    oauth::ticket t;
-    if (io_ != nullptr) {
-      const http::deferral_token d = io_->current();
-      t = {core_, d.slot, d.gen};
-    }
     const http::response_info info =
         s_.oauth->handle(req, quota_, std::string_view(peer, n), out,
-                         static_cast<int64_t>(std::time(nullptr)), oauth_wake_, t);
+                         static_cast<int64_t>(std::time(nullptr)), offcore_wake_, ticket());
     if (info.deferred) {
-      // Its client's metadata document is being fetched, or its store work done, off the core:
-      // parked until the fetcher or the worker wakes this core (on_wake), or until the fetch's
-      // bound, when it reads as failed (the worker's: it parks again).
-      oauth_waits_.push_back(io_->defer());
-      io_->wake_at(io_->now_mono() + s_.oauth->wait_bound_ms() * 1000000 + 1000000);
+      // Its client's metadata document is being fetched, or its store work done, off the core.
+      park_offcore(s_.oauth->wait_bound_ms());
       return info;
     }
     v.result = envelope::outcome_of_status(info.status);
     return info;
   }
   if (v.r == route::webhook) {  // keyless: Stripe signs its deliveries (any method: its 405)
-    const http::response_info info = s_.admin->handle_webhook(req, out, false);
+    const http::response_info info = s_.admin->handle_webhook(req, out, ticket(), offcore_wake_);
+    if (info.deferred) {
+      park_offcore(0);  // its event is acted on off the core (the store's writes, Redis)
+      return info;
+    }
     v.result = envelope::outcome_of_status(info.status);
     return info;
   }
@@ -292,14 +289,29 @@ http::response_info core_handler::park(parked* p, const quota::figures& fig, boo
   return {0, false, true};
 }
 
+offcore_ticket core_handler::ticket() const {
+  if (io_ == nullptr) {
+    return {};
+  }
+  const http::deferral_token d = io_->current();
+  return {core_, d.slot, d.gen};
+}
+
+void core_handler::park_offcore(int64_t bound_ms) {
+  // Parked until the fetcher or the worker wakes this core (on_wake), or until `bound_ms` and a
+  // second pass (a fetch then reads as failed; a job still running parks it again).
+  offcore_waits_.push_back(io_->defer());
+  io_->wake_at(io_->now_mono() + bound_ms * 1000000 + 1000000);
+}
+
 void core_handler::on_wake(int64_t /*now_ns*/) {
   // A metadata document's fetch ended (or a bound came): every request parked for one is
   // delivered again; one whose document is still on its way parks again, at no cost but a
   // look-up.
-  for (const http::deferral_token& t : oauth_waits_) {
+  for (const http::deferral_token& t : offcore_waits_) {
     (void)io_->resume(t);  // false: its connection closed meanwhile
   }
-  oauth_waits_.clear();
+  offcore_waits_.clear();
   // The agent ended a lease attempt (units, a spent budget, an outage) or a bound came: every
   // request waiting for units is admitted again (one that still may wait parks again).
   for (size_t i = 0; i < parked_.size();) {

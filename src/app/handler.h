@@ -34,6 +34,8 @@ class server;
 
 namespace tollgate::app {
 
+struct offcore_ticket;
+
 class admin_api;
 namespace oauth {
 class server;
@@ -123,6 +125,10 @@ class core_handler final : public http::handler {
   // with what the answer came to.
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
                             gate_verdict& v);
+  /// The ticket of the request being answered (offcore.h); none without an engine.
+  offcore_ticket ticket() const;
+  /// Parks the request being answered until off-core work wakes this core.
+  void park_offcore(int64_t bound_ms);
   // The surfaces' one entry each, from the verdict (refusals included).
   http::response_info answer_mcp(const http::request& req, gate_verdict& v, out_buffer& out,
                                  int64_t now_ns);
@@ -171,10 +177,10 @@ class core_handler final : public http::handler {
   // to a search's needs: bitsets, heaps, kept phrase docs): at most max_spare_job_groups.
   std::vector<tool_context::job_group> spare_;
   parked* resuming_ = nullptr;  // the parked request being delivered, if any
-  // OAuth requests waiting for a client ID metadata document (oauth.h), and the waker the
-  // fetcher calls when one is in.
-  std::vector<http::deferral_token> oauth_waits_;
-  std::function<void()> oauth_wake_;
+  // Requests waiting for work off the core (an OAuth client's metadata document, the OAuth
+  // store's or the public webhook's writes: offcore.h), and the waker called when it ends.
+  std::vector<http::deferral_token> offcore_waits_;
+  std::function<void()> offcore_wake_;
   request_observer observer_;  // /metrics and the access log
 };
 

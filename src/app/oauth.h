@@ -22,16 +22,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 
 #include "tollgate/common/buffer.h"
@@ -45,20 +42,17 @@ class service;
 class core_ledger;
 }  // namespace tollgate::quota
 
+namespace tollgate::app {
+struct offcore_ticket;
+template <class Answer>
+class offcore;
+}  // namespace tollgate::app
+
 namespace tollgate::app::oauth {
 
 class store;
 class cimd_fetcher;
 struct client;
-
-/// Which request an answer made off the core belongs to: the core and the engine's deferral
-/// token of the request (the same at each delivery). core < 0: no engine to park in (the work
-/// is done inline).
-struct ticket {
-  int core = -1;
-  uint32_t slot = 0;
-  uint32_t gen = 0;
-};
 
 class server {
  public:
@@ -86,7 +80,7 @@ class server {
   /// does the store's work inline.
   http::response_info handle(const http::request& req, quota::core_ledger& ledger,
                              std::string_view peer, out_buffer& out, int64_t now_unix,
-                             const std::function<void()>& wake, ticket t = {});
+                             const std::function<void()>& wake, const offcore_ticket& t);
   /// How long a parked request may wait for its document before it is delivered again anyway
   /// (it then reads as a failed fetch).
   int64_t wait_bound_ms() const noexcept;
@@ -103,7 +97,7 @@ class server {
  private:
   /// One delivery of a request: what parks it, and whether the store was synced for it.
   struct call {
-    std::string ticket;  ///< empty: no engine (work inline)
+    const offcore_ticket& ticket;
     const std::function<void()>& wake;
     bool synced = false;
   };
@@ -128,7 +122,8 @@ class server {
   /// Runs `work` on the worker and answers pending (the request is parked until it is done);
   /// without an engine, runs it here.
   answer off_core(call& c, std::function<answer()> work);
-  void work_loop();
+  /// The worker's tick: the store polled, old per-address windows forgotten.
+  void tick(int64_t now);
   bool offers(std::string_view registration) const;
   std::string base(const http::request& req) const;
   std::string csrf(std::string_view request_fields, int64_t expires) const;
@@ -145,20 +140,8 @@ class server {
   std::mutex limits_mu_;
   std::unordered_map<std::string, std::pair<int64_t, int>> registrations_;  // addr → window
   std::unordered_map<std::string, std::pair<int64_t, int>> failures_;       // addr → window
-  // The worker's queue. A core holds jobs_mu_ only to add a job or take an answer; the worker
-  // waits on jobs_cv_ (a core never does), and does each job's I/O without it.
-  struct job {
-    std::string ticket;
-    std::function<answer()> work;
-    std::function<void()> wake;
-  };
-  std::mutex jobs_mu_;
-  std::condition_variable jobs_cv_;
-  std::deque<job> jobs_;
-  std::unordered_map<std::string, int64_t> running_;                  // ticket → since (unix s)
-  std::unordered_map<std::string, std::pair<int64_t, answer>> done_;  // ticket → (when, answer)
-  std::atomic<bool> stop_{false};
-  std::thread worker_;
+  std::unique_ptr<offcore<answer>> work_;  // the store's work, off the cores (offcore.h)
+  int ticks_ = 0;
 };
 
 /// The start's check of [oauth] against the listener in force (--listen may differ from the

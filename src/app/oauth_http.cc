@@ -13,6 +13,7 @@
 #include "oauth_page.h"
 #include "oauth_store.h"
 #include "oauth_util.h"
+#include "offcore.h"
 #include "tollgate/common/log.h"
 #include "tollgate/http/response.h"
 #include "tollgate/quota/fs.h"
@@ -133,13 +134,8 @@ server::server(const config::settings& s, quota::service& q) : s_(s), q_(q) {
 }
 
 server::~server() {
-  {
-    std::lock_guard g(jobs_mu_);
-    stop_.store(true, std::memory_order_relaxed);
-  }
-  jobs_cv_.notify_all();
-  if (worker_.joinable()) {
-    worker_.join();
+  if (work_) {
+    work_->stop();
   }
 }
 
@@ -150,67 +146,26 @@ result<void, std::string> server::start(int64_t now_unix) {
   if (auto o = store_->open(now_unix, true); !o) {
     return o;
   }
-  worker_ = std::thread([this] { work_loop(); });
+  work_ = std::make_unique<offcore<answer>>([this](int64_t now) { tick(now); });
+  work_->start();
   return {};
 }
 
-void server::work_loop() {
-  using clock = std::chrono::steady_clock;
-  auto next_poll = clock::now();
-  int polls = 0;
-  while (true) {
-    job j;
-    {
-      std::unique_lock g(jobs_mu_);
-      jobs_cv_.wait_until(g, next_poll, [&] { return stop_.load() || !jobs_.empty(); });
-      if (stop_.load()) {
-        return;  // parked requests are closed with their connections by the engine's stop
-      }
-      if (!jobs_.empty()) {
-        j = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-    }
-    const auto now = static_cast<int64_t>(std::time(nullptr));
-    if (j.work) {
-      answer a = j.work();
-      {
-        std::lock_guard g(jobs_mu_);
-        running_.erase(j.ticket);
-        done_[j.ticket] = {now, std::move(a)};
-      }
-      j.wake();
-    }
-    if (clock::now() < next_poll) {
-      continue;
-    }
-    next_poll = clock::now() + std::chrono::milliseconds(250);
-    store_->poll(now);
-    if (++polls % 240 == 0) {  // once a minute: forget old per-address windows, and answers
-                               // whose requests went away (their connections closed)
-      {
-        std::lock_guard g(limits_mu_);
-        std::erase_if(registrations_,
-                      [&](const auto& e) { return now - e.second.first >= kRegistrationWindow; });
-        std::erase_if(failures_,
-                      [&](const auto& e) { return now - e.second.first >= kFailureWindow; });
-      }
-      std::lock_guard g(jobs_mu_);
-      std::erase_if(done_, [&](const auto& e) { return now - e.second.first >= 120; });
-    }
+void server::tick(int64_t now) {
+  store_->poll(now);
+  if (++ticks_ % 240 == 0) {  // once a minute: forget old per-address windows
+    std::lock_guard g(limits_mu_);
+    std::erase_if(registrations_,
+                  [&](const auto& e) { return now - e.second.first >= kRegistrationWindow; });
+    std::erase_if(failures_, [&](const auto& e) { return now - e.second.first >= kFailureWindow; });
   }
 }
 
 server::answer server::off_core(call& c, std::function<answer()> work) {
-  if (c.ticket.empty() || !c.wake) {
+  if (!c.ticket.parkable() || !c.wake || !work_) {
     return work();
   }
-  {
-    std::lock_guard g(jobs_mu_);
-    running_[c.ticket] = static_cast<int64_t>(std::time(nullptr));
-    jobs_.push_back(job{c.ticket, std::move(work), c.wake});
-  }
-  jobs_cv_.notify_one();
+  work_->submit(c.ticket, std::move(work), c.wake);
   return pending_answer();
 }
 
@@ -239,7 +194,7 @@ server::found server::find_client(const std::string& id, int64_t now, call& cl, 
         a.synced = true;
         return a;
       });
-      if (!cl.ticket.empty() && cl.wake) {
+      if (cl.ticket.parkable() && cl.wake && work_) {
         return found::pending;
       }
       cl.synced = true;
@@ -795,23 +750,24 @@ answer server::revoke(const http::request& req, int64_t now, call& cl) {
 
 http::response_info server::handle(const http::request& req, quota::core_ledger& ledger,
                                    std::string_view peer, out_buffer& out, int64_t now_unix,
-                                   const std::function<void()>& wake, ticket t) {
+                                   const std::function<void()>& wake, const offcore_ticket& t) {
   const std::string_view path = req.path;
   const std::string_view m = req.method;
   const std::string_view addr = addr_of(peer);
-  call cl{t.core < 0 ? std::string() : fmt::format("{}.{}.{}", t.core, t.slot, t.gen), wake};
+  call cl{t, wake};
   answer a;
   bool ready = false;
-  if (!cl.ticket.empty()) {
+  if (t.parkable() && work_) {
     // A delivery again: its part done off the core is answered now (or it still runs).
-    std::lock_guard g(jobs_mu_);
-    if (auto it = done_.find(cl.ticket); it != done_.end()) {
-      a = std::move(it->second.second);
-      done_.erase(it);
-      ready = !a.synced;
-      cl.synced = a.synced;
-    } else if (running_.count(cl.ticket) != 0) {
-      return {0, false, true};
+    switch (work_->take(t, a)) {
+      case offcore<answer>::state::done:
+        ready = !a.synced;
+        cl.synced = a.synced;
+        break;
+      case offcore<answer>::state::running:
+        return {0, false, true};
+      case offcore<answer>::state::none:
+        break;
     }
   }
   const bool post_route = path == "/register" || path == "/token" || path == "/revoke";

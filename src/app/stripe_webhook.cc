@@ -18,7 +18,8 @@ namespace tollgate::app {
 
 using namespace admin;  // NOLINT: the admin API's own helpers (admin_util.h)
 
-admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool admin_core) {
+admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool admin_core,
+                                     const std::function<answer(event)>& act) {
   auto refuse = [&](int status, std::string_view code, std::string_view msg) {
     events_refused_.fetch_add(1, std::memory_order_relaxed);
     return answer{status, error_body(code, msg)};
@@ -109,23 +110,44 @@ admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool
     }
   }
   // 3. What it means: suspend, resume, or nothing.
-  enum class act { none, suspend, resume } what = act::none;
+  event e;
+  e.id = id;
+  e.type = type;
+  e.customer = customer;
+  e.has_obj = has_obj;
   if (type == "customer.subscription.deleted" || type == "invoice.payment_failed") {
-    what = act::suspend;
+    e.what = event_action::suspend;
   } else if (type == "invoice.paid" || type == "invoice.payment_succeeded") {
-    what = act::resume;
+    e.what = event_action::resume;
   } else if (type == "customer.subscription.updated" || type == "customer.subscription.created" ||
              type == "customer.subscription.resumed" || type == "customer.subscription.paused") {
     if (std::find(suspend_on_.begin(), suspend_on_.end(), status) != suspend_on_.end()) {
-      what = act::suspend;
+      e.what = event_action::suspend;
     } else if (status == "active" || status == "trialing") {
-      what = act::resume;
+      e.what = event_action::resume;
     }
   }
-  // A public core never waits for the admin core's change (which waits for every core to
-  // switch tables, this one included): it answers 503 and Stripe delivers again.
+  if (act) {
+    return act(std::move(e));  // off the core
+  }
+  return event_act(e, now, admin_core);
+}
+
+// 4. Acted on, once: on the admin core, or on the worker for a public core (`may_wait`: both
+// may wait for the mutex and for the change to be in force on every core).
+admin_api::answer admin_api::event_act(const event& e, int64_t now, bool may_wait) {
+  auto refuse = [&](int status, std::string_view code, std::string_view msg) {
+    events_refused_.fetch_add(1, std::memory_order_relaxed);
+    return answer{status, error_body(code, msg)};
+  };
+  const std::string& id = e.id;
+  const std::string& type = e.type;
+  const std::string& customer = e.customer;
+  const bool has_obj = e.has_obj;
+  using act = event_action;
+  const act what = e.what;
   std::unique_lock g(mu_, std::defer_lock);
-  if (admin_core) {
+  if (may_wait) {
     g.lock();
   } else if (!g.try_lock()) {
     return {503, error_body("busy", "Another change is being made; deliver the event again."),
@@ -159,7 +181,7 @@ admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool
                                 customer));
     }
     answer a = apply_account_status(account, what == act::suspend, now, "stripe",
-                                    fmt::format("webhook {} {}", type, id), admin_core);
+                                    fmt::format("webhook {} {}", type, id), may_wait);
     if (a.status != 200) {
       return a;
     }

@@ -8,6 +8,8 @@
 //   - a fresh key's first second across three busy nodes: within burst + rate x t
 //   - a refused Redis password is named in the log; `config check` refuses an unset password_env
 //   - `cluster import` refuses a key whose plan the cluster's config lacks (exit 2, nothing copied)
+//   - Redis paused: a Stripe event delivered to the public listener is acted on off the core, so
+//     /healthz on the same core completes before it (completion order)
 //   - OAuth across nodes: a client registered on one node authorizes on another, the consent form
 //     made by one is accepted by the other, a code is redeemed once across the cluster, a token
 //     works on every node within 1 s, a refresh token's reuse on another node revokes the grant
@@ -17,6 +19,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
+import Stripe from 'stripe';
 import fs from 'node:fs';
 import net from 'node:net';
 import http from 'node:http';
@@ -308,6 +311,57 @@ test('cluster import refuses a key on a plan the cluster config lacks, naming it
     assert.equal(redis.cli(['HLEN', 'mz:{keys}:keys']).trim(), '0');
   } finally {
     fs.rmSync(cfg, { force: true });
+  }
+});
+
+test('redis paused: a Stripe event on the public listener is acted on off the core, never holding up /healthz', { skip }, async () => {
+  const redis = await newRedis();
+  process.env.STRIPE_WEBHOOK_SECRET = 'whsec_cluster_pause_4d2a';
+  try {
+    const node = await startNode(redis, 'w1', 'wz:', {
+      threads: 1,
+      extra: '[stripe]\nwebhook_secret_env = "STRIPE_WEBHOOK_SECRET"\npublic_webhook = true\n',
+    });
+    const stripe = new Stripe('sk_test_not_used_offline');
+    const deliver = (id) => {
+      const body = JSON.stringify({ id, object: 'event', type: 'charge.refunded', created: Math.floor(Date.now() / 1000),
+        data: { object: { id: 'ch_1', object: 'charge' } } });
+      return new Promise((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port: node.port, path: '/admin/webhooks/stripe', method: 'POST', agent: false,
+          headers: { 'content-type': 'application/json',
+            'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: body, secret: process.env.STRIPE_WEBHOOK_SECRET }) } },
+        (res) => {
+          let b = '';
+          res.on('data', (d) => { b += d; });
+          res.on('end', () => resolve({ status: res.statusCode, body: b, at: process.hrtime.bigint() }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    };
+    const before = await deliver('evt_pause_0');
+    assert.equal(before.status, 200, before.body);
+    await stopProcess(redis.child.pid);
+    let slow;
+    try {
+      slow = deliver('evt_pause_1');  // its duplicate check waits for Redis (up to the timeout)
+      await new Promise((r) => setTimeout(r, 100));
+      const fast = [];
+      for (let i = 0; i < 3; i++) fast.push(await timedGet(node, '/healthz', ''));
+      const w = await slow;
+      for (const f of fast) {
+        assert.equal(f.status, 200);
+        assert.ok(f.at < w.at, '/healthz on the same core completed after the webhook waiting for Redis');
+      }
+    } finally {
+      redis.signal('SIGCONT');
+    }
+    // Redis back: the next event is acted on, and a redelivery of the first is a duplicate.
+    const after1 = await eventually(async () => { const r = await deliver('evt_pause_2'); return r.status === 200 ? r : null; }, 5000, 'an event after the pause');
+    assert.equal(JSON.parse(after1.body).action, 'none');
+    assert.equal((await deliver('evt_pause_0')).status, 409);
+  } finally {
+    delete process.env.STRIPE_WEBHOOK_SECRET;
   }
 });
 
