@@ -38,10 +38,8 @@ bool percent_decode(std::string_view s, out_buffer& out, bool plus_is_space) {
   return true;
 }
 
-std::string percent_encode(std::string_view s) {
+void percent_encode(std::string_view s, out_buffer& out) {
   static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size() * 3);
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
     if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -53,7 +51,12 @@ std::string percent_encode(std::string_view s) {
       out.push_back(kHex[u & 15]);
     }
   }
-  return out;
+}
+
+std::string percent_encode(std::string_view s) {
+  out_buffer b;
+  percent_encode(s, b);
+  return std::string(b.view());
 }
 
 }  // namespace tollgate

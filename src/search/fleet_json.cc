@@ -6,6 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tollgate/common/percent.h"
 #include "tollgate/search/fleet_wire.h"
 
 namespace tollgate::search {
@@ -130,19 +131,8 @@ bool get_indices(simdjson::dom::element e, std::vector<uint32_t>& out) {
 }  // namespace fleet_json
 
 void fleet_wire::write_story_path(std::string_view id, out_buffer& out) {
-  static constexpr char hex[] = "0123456789ABCDEF";
   out.append(story_prefix);
-  for (char c : id) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(hex[u >> 4]);
-      out.push_back(hex[u & 15]);
-    }
-  }
+  percent_encode(id, out);
 }
 
 }  // namespace tollgate::search

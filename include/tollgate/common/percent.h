@@ -20,5 +20,7 @@ bool percent_decode(std::string_view s, out_buffer& out, bool plus_is_space);
 /// `s` with every byte but the unreserved ones (A-Z a-z 0-9 - . _ ~) as %XX: safe in a query
 /// string, a form value (application/x-www-form-urlencoded) and a path segment.
 std::string percent_encode(std::string_view s);
+/// The same, appended to `out` (allocation-free once `out` has room: the fleet's story paths).
+void percent_encode(std::string_view s, out_buffer& out);
 
 }  // namespace tollgate
