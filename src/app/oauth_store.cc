@@ -222,7 +222,7 @@ result<void, std::string> store::open(int64_t now, bool compact) {
   if (auto d = quota::fs::ensure_dir(dir_); !d) {
     return unexpected(d.error());
   }
-  {
+  if (!redis_ || keep_copy_) {  // (the CLI of a cluster reads Redis alone)
     std::lock_guard g(mu_);
     if (auto r = load_locked(now, compact); !r) {
       return r;
@@ -242,8 +242,11 @@ result<void, std::string> store::open(int64_t now, bool compact) {
 
 bool store::poll(int64_t now) {
   if (redis_) {
-    const bool ok = redis_sync(now);
-    push(now);
+    bool changed = false;
+    const bool ok = redis_sync(now, &changed);
+    if (changed) {
+      push(now);  // (expiries need no push: the service drops expired tokens itself)
+    }
     return ok;
   }
   {
@@ -313,6 +316,20 @@ void store::push(int64_t now) {
     }
   }
   svc_->set_token_aliases(std::move(aliases));
+}
+
+bool store::knows_token(const std::string& h, int64_t now) {
+  {
+    std::lock_guard g(mu_);
+    if (access_.count(h) != 0 || refresh_.count(h) != 0) {
+      return true;
+    }
+  }
+  if (!redis_ || !redis_sync(now)) {
+    return false;
+  }
+  std::lock_guard g(mu_);
+  return access_.count(h) != 0 || refresh_.count(h) != 0;
 }
 
 result<client, std::string> store::register_client(std::string name, std::vector<std::string> uris,
@@ -464,6 +481,7 @@ result<issued, store::refresh_error> store::refresh(std::string_view token,
                                                     std::string_view client_id, int64_t now,
                                                     const std::function<bool(uint64_t)>& key_live) {
   const std::string h = hash_hex(token);
+  (void)knows_token(h, now);
   std::string grant_id;
   std::string scope;
   uint64_t key_id = 0;
@@ -512,6 +530,7 @@ result<issued, store::refresh_error> store::refresh(std::string_view token,
 
 bool store::revoke_token(std::string_view secret, std::string_view client_id, int64_t now) {
   const std::string h = hash_hex(secret);
+  (void)knows_token(h, now);
   std::string lines;
   {
     std::lock_guard g(mu_);

@@ -174,8 +174,12 @@ class store {
   // Cluster mode (oauth_store_redis.cc).
   bool redis_ready();
   bool redis_append(const std::string& lines);
-  /// Reads the Redis log's new lines; false when Redis could not be read.
-  bool redis_sync(int64_t now);
+  /// Reads the Redis log's new lines (`changed` set when any were applied); false when Redis
+  /// could not be read.
+  bool redis_sync(int64_t now, bool* changed = nullptr);
+  /// Cluster mode: whether token digest `h` is known, after reading the log's newest lines if
+  /// it was not (a token issued on another node a moment ago).
+  bool knows_token(const std::string& h, int64_t now);
   std::string redis_key(std::string_view what) const;
 
   std::string dir_;
@@ -196,6 +200,7 @@ class store {
   std::string prefix_;
   std::string gen_;             // the generation of the Redis log read so far (empty: none)
   int64_t offset_ = 0;          // lines of it applied
+  bool reread_ = false;         // read the log whole at the next sync
   bool redis_failing_ = false;  // logged once until it answers again
   bool keep_copy_ = true;
   std::string form_key_;  // guarded by mu_

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <ctime>
+#include <unordered_set>
 
 #include "oauth_store.h"
 #include "oauth_util.h"
@@ -89,14 +90,22 @@ bool store::redis_ready() {
   return true;
 }
 
-bool store::redis_sync(int64_t now) {
+namespace {
+// A generation is "ID" (a log started or put back) or "ID/PARENT" (a compaction of PARENT).
+std::string_view parent_of(std::string_view gen) {
+  const size_t slash = gen.find('/');
+  return slash == std::string_view::npos ? std::string_view() : gen.substr(slash + 1);
+}
+}  // namespace
+
+bool store::redis_sync(int64_t now, bool* changed) {
   const std::string log_key = redis_key("log");
   const std::string gen_key = redis_key("gen");
   for (int attempt = 0; attempt < 4; ++attempt) {
     if (!redis_ready()) {
       return false;
     }
-    const int64_t from = gen_.empty() ? 0 : offset_;
+    const int64_t from = gen_.empty() || reread_ ? 0 : offset_;
     auto r = redis_->eval(kRead, {log_key, gen_key}, {std::to_string(from)});
     if (!r) {
       if (!redis_failing_) {
@@ -111,7 +120,8 @@ bool store::redis_sync(int64_t now) {
     }
     if (r->elements.size() < 2) {
       // No generation: a new cluster, or a Redis restarted empty. This node's grants (its copy,
-      // or what it read before) are put back, unless another node did it first.
+      // or what it read before) are put back, unless another node did it first; either way
+      // every node then adds what it holds and the log lacks (below).
       std::string text;
       {
         std::lock_guard g(mu_);
@@ -127,12 +137,12 @@ bool store::redis_sync(int64_t now) {
             "node's copy put back ({} lines)",
             log_key, count_lines(text));
       }
-      gen_.clear();
-      continue;  // read it whole
+      reread_ = true;
+      continue;
     }
     const std::string& g = r->elements[0].str;
     if (g != gen_ && from != 0) {
-      gen_.clear();  // compacted or put back: read it whole
+      reread_ = true;  // compacted or put back: read it whole
       continue;
     }
     std::string text;
@@ -141,23 +151,57 @@ bool store::redis_sync(int64_t now) {
       text += '\n';
     }
     const auto n = static_cast<int64_t>(r->elements[1].elements.size());
-    if (g != gen_) {
-      // A new generation (the first read, or Redis lost its data): the form key read again.
-      const std::string fresh = new_secret("");
-      if (auto k = redis_->eval(kFormKey, {redis_key("form-key")}, {fresh});
-          k && k->t == cluster::redis_reply::type::string && !k->str.empty()) {
-        std::lock_guard lk(mu_);
-        form_key_ = k->str;
+    if (changed != nullptr) {
+      *changed = *changed || n > 0 || g != gen_ || reread_;
+    }
+    if (g != gen_ || reread_) {
+      reread_ = false;
+      // A new generation: read whole. A compaction of the one this node read replaces what it
+      // holds; so does the first read of a start (this node's copy may be old: what was revoked
+      // and compacted away since must not come back). Any other (Redis lost its data and an
+      // empty node, or another node's copy, came first) is merged with what this node holds,
+      // and the lines the log lacks are added to it, so no node's grants are lost.
+      const bool merge = !gen_.empty() && g != gen_ && parent_of(g) != gen_;
+      if (g != gen_) {
+        // The form key read again (Redis may have lost it too).
+        const std::string fresh = new_secret("");
+        if (auto k = redis_->eval(kFormKey, {redis_key("form-key")}, {fresh});
+            k && k->t == cluster::redis_reply::type::string && !k->str.empty()) {
+          std::lock_guard lk(mu_);
+          form_key_ = k->str;
+        }
       }
       std::string copy;
+      std::string missing;
       {
         std::lock_guard lk(mu_);
+        const std::string prior = merge ? compacted_locked(now) : std::string();
         clear_locked();
+        apply_all_locked(prior);
         apply_all_locked(text);
         copy = compacted_locked(now);
+        if (merge) {
+          std::unordered_set<std::string_view> have;
+          for (const cluster::redis_reply& l : r->elements[1].elements) {
+            have.insert(l.str);
+          }
+          for (size_t i = 0; i < prior.size();) {
+            const size_t nl = prior.find('\n', i);
+            if (have.count(std::string_view(prior).substr(i, nl - i)) == 0) {
+              missing.append(prior, i, nl - i + 1);
+            }
+            i = nl + 1;
+          }
+        }
       }
       gen_ = g;
       offset_ = n;
+      if (!missing.empty()) {
+        // Read back at the next poll like any appended line (the offset is not moved).
+        auto w = redis_->eval(kAppend, {log_key, gen_key}, {g, missing});
+        log_info("oauth: Redis {} has a new log: {} lines this node held added to it{}", log_key,
+                 count_lines(missing), w && w->integer == 1 ? "" : " (refused: read again)");
+      }
       if (auto w =
               keep_copy_ ? quota::fs::write_file_atomic(path(), copy) : result<void, std::string>{};
           !w) {
@@ -165,8 +209,8 @@ bool store::redis_sync(int64_t now) {
       }
       // A long log (most of it dead: spent and expired tokens) is rewritten once it is four
       // times what is alive; a line appended meanwhile makes the script refuse (read next time).
-      if (n > 4096 && static_cast<int64_t>(count_lines(copy)) * 4 < n) {
-        const std::string next = cluster::new_epoch();
+      if (n > 4096 && missing.empty() && static_cast<int64_t>(count_lines(copy)) * 4 < n) {
+        const std::string next = cluster::new_epoch() + "/" + g;
         auto c = redis_->eval(kReplace, {log_key, gen_key}, {g, std::to_string(n), next, copy});
         if (c && c->integer == 1) {
           log_info("oauth: Redis {} compacted: {} lines to {}", log_key, n, count_lines(copy));
@@ -200,7 +244,7 @@ std::string store::form_key() const {
 
 bool store::redis_append(const std::string& lines) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (gen_.empty() && !redis_sync(static_cast<int64_t>(std::time(nullptr)))) {
+    if ((gen_.empty() || reread_) && !redis_sync(static_cast<int64_t>(std::time(nullptr)))) {
       return false;
     }
     if (!redis_ready()) {
@@ -215,7 +259,7 @@ bool store::redis_append(const std::string& lines) {
       return true;
     }
     // Another generation (compacted, or Redis lost its data): read it, then append to it.
-    gen_.clear();
+    reread_ = true;
   }
   return false;
 }
