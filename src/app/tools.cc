@@ -102,12 +102,15 @@ class search_stories_tool final : public mcp::tool {
     if (remote == nullptr && t.search_slice() > 0) {
       // In slices (core_handler::handle): a search that outlasts its slice defers the request,
       // and its job goes on between the core's other requests until the answer is complete.
-      if (t.yielded()) {
-        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
-      }
       search::search_job& job = t.next_job();
       if (!job.matches(q)) {
         t.backend().start(q, job);
+      }
+      if (t.yielded()) {
+        // An earlier call of this delivery yielded: this one's job is started, not run, so
+        // that the request's jobs all advance between its deliveries and the endpoint runs
+        // once more when they are done, not once per search of a batch.
+        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
       if (!job.done() && !t.backend().run(job, t.search_slice())) {
         t.yield();  // this delivery's answer is discarded; nothing is billed

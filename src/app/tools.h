@@ -102,7 +102,8 @@ class tool_context final : public mcp::tool_env {
   /// Search calls made so far in this delivery.
   size_t jobs_used() const noexcept { return job_next_; }
   /// A search call ran out of its slice (yield()): the request is deferred and delivered again
-  /// once advance_jobs() reports every job done; the rest of this delivery answers nothing.
+  /// once advance_jobs() reports every job done; the rest of this delivery answers nothing, but
+  /// its later search calls start their jobs (not run), so that one more delivery answers all.
   bool yielded() const noexcept { return yielded_; }
   /// One slice of the first of jobs [0, used) that is not done; true when all of them are.
   bool advance_jobs(size_t used);

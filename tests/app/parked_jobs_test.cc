@@ -80,5 +80,64 @@ TEST(parked_jobs_test, a_burst_of_parked_searches_keeps_only_a_few_job_groups) {
   EXPECT_EQ(w.handler().spare_job_groups(), core_handler::max_spare_job_groups - 1);
 }
 
+// The `used` figure of `key`'s quota, from GET /v1/usage.
+int64_t quota_used(handler_world& w, fake_io& io, const std::string& key, int64_t now_ns) {
+  io.now = {999, 1};
+  const std::string r = w.respond(
+      "GET /v1/usage HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key + "\r\n\r\n", now_ns);
+  const size_t at = r.find("\"used\":");
+  return at == std::string::npos ? -1 : std::stoll(r.substr(at + 7));
+}
+
+// Delivers `req` (connection `slot`) until it is answered; the answer.
+std::string answer_of(handler_world& w, fake_io& io, const std::string& req, uint32_t slot,
+                      int64_t now_ns) {
+  for (int pass = 0; pass < 1000000; ++pass) {
+    io.now = {slot, 1};
+    std::string r = w.respond(req, now_ns);
+    if (!r.empty()) {
+      return r;
+    }
+  }
+  return {};
+}
+
+// A POST of `body` under revision 2025-03-26, the one that takes batches.
+std::string mcp_post(std::string_view key, const std::string& body) {
+  return "POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(key) +
+         "\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+         "MCP-Protocol-Version: 2025-03-26\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::string call_json(int id, std::string_view query) {
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+         R"(,"method":"tools/call","params":{"name":"search_stories","arguments":{"query":")" +
+         std::string(query) + R"(","limit":10}}})";
+}
+
+TEST(parked_jobs_test, a_batch_of_searches_in_slices_is_answered_whole_and_billed_once_each) {
+  // Verifies a batch of three heavy searches in slices of one posting is parked, answered with
+  // every call's result, and billed once per call (three units), although its deliveries
+  // started the searches one after another.
+  handler_world w;
+  ASSERT_TRUE(w.ok());
+  w.settings().search_slice_postings = 1;
+  fake_io io;
+  w.handler().attach(io);
+  const int64_t now = w.start_ns();
+  const int64_t before = quota_used(w, io, w.roomy(), now);
+  ASSERT_GE(before, 0);
+  const std::string batch = "[" + call_json(1, "the to") + "," + call_json(2, "of the a") + "," +
+                            call_json(3, "the a") + "]";
+  const std::string r = answer_of(w, io, mcp_post(w.roomy(), batch), 1, now);
+  ASSERT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_EQ(r.find(R"("isError":true)"), std::string::npos) << r;
+  for (const char* id : {R"("id":1)", R"("id":2)", R"("id":3)"}) {
+    EXPECT_NE(r.find(id), std::string::npos) << r;
+  }
+  EXPECT_EQ(quota_used(w, io, w.roomy(), now), before + 3);
+}
+
 }  // namespace
 }  // namespace tollgate::app
