@@ -41,6 +41,10 @@ class tool_caller {
   virtual const quota::figures& figures_now() = 0;
   /// A search answered by some shards only: the access log records `answered` of `total`.
   virtual void note_partial(uint32_t answered, uint32_t total) = 0;
+  /// Whether a call earlier in this delivery was billed: a later call must then not yield,
+  /// since the delivery's answer would be discarded and its re-delivery bill that one again
+  /// (the rule a wait for quota units follows too, core_host::admit).
+  virtual bool billed_earlier() const = 0;
 
  protected:
   ~tool_caller() = default;

@@ -41,6 +41,8 @@ class fake_caller final : public tool_caller {
     partial_answered = answered;
     partial_total = total;
   }
+  bool billed = false;  // a call before this one in the delivery was billed
+  bool billed_earlier() const override { return billed; }
 };
 
 // A context of some other application's tools.
