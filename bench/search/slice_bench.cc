@@ -130,7 +130,8 @@ struct world {
     for (const char* q : {"of the a", "the a new", "new the a"}) {
       add(three_terms, q);
     }
-    for (const char* q : {"\"of the a\"", "\"the a the\"", "new \"the a\"", "\"of the\" \"the a\""}) {
+    for (const char* q :
+         {"\"of the a\"", "\"the a the\"", "new \"the a\"", "\"of the\" \"the a\""}) {
       add(phrases, q);
     }
     bench_query f{"the a"};
