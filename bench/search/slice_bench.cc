@@ -195,16 +195,20 @@ void BM_sliced_vs_whole(benchmark::State& state, query_class c) {
   // verification (and warm-up): the sliced answer is the whole one, byte for byte
   out_buffer want(1 << 16), got(1 << 16);
   // ... and the longest slice of the class (thread CPU): what a light call may wait behind
+  // (and of those, the longest first and last slices of a query: a search's start and end)
   uint64_t slices = 0;
-  double longest_us = 0;
+  double longest_us = 0, longest_first_us = 0, longest_last_us = 0;
   for (const query_args& a : args) {
     render(b, b.search(a, *s), want);
     b.start(a, job);
     bool done = false;
-    while (!done) {
+    for (uint64_t i = 0; !done; ++i) {
       const double t0 = thread_cpu_us();
       done = b.run(job, budget);
-      longest_us = std::max(longest_us, thread_cpu_us() - t0);
+      const double us = thread_cpu_us() - t0;
+      longest_us = std::max(longest_us, us);
+      longest_first_us = std::max(longest_first_us, i == 0 ? us : 0.0);
+      longest_last_us = std::max(longest_last_us, done ? us : 0.0);
       ++slices;
     }
     render(b, job.outcome(), got);
@@ -253,6 +257,8 @@ void BM_sliced_vs_whole(benchmark::State& state, query_class c) {
   state.counters["slices_per_query"] = static_cast<double>(slices) / static_cast<double>(qs.size());
   state.counters["queries"] = static_cast<double>(qs.size());
   state.counters["longest_slice_us"] = longest_us;
+  state.counters["longest_first_us"] = longest_first_us;
+  state.counters["longest_last_us"] = longest_last_us;
   state.counters["allocs_per_op"] = static_cast<double>(allocs) / nq;
   state.SetItemsProcessed(static_cast<int64_t>(n));
 }
