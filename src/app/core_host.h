@@ -119,6 +119,7 @@ class core_host final : public mcp::host, public mcp::rate_charge, public tool_c
   void note_partial(uint32_t answered, uint32_t total) noexcept override {
     shards_ = {answered, total};
   }
+  bool billed_earlier() const noexcept override { return billed_here_; }
   const shard_count& shards() const noexcept { return shards_; }
   void reset_shards() noexcept { shards_ = {}; }
 

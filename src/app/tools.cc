@@ -99,15 +99,30 @@ class search_stories_tool final : public mcp::tool {
       cache = nullptr;
     }
     result<search::search_result, search::errc> r = unexpected(search::errc::unavailable);
-    if (remote == nullptr && t.search_slice() > 0) {
-      // In slices (core_handler::handle): a search that outlasts its slice defers the request,
-      // and its job goes on between the core's other requests until the answer is complete.
-      if (t.yielded()) {
-        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
-      }
+    if (remote == nullptr && t.search_slice() > 0 && t.caller().billed_earlier()) {
+      // A call billed earlier in this delivery: yielding would discard its answer and bill it
+      // again when delivered anew, so this search runs whole (a batch mixing a billed call
+      // with a heavy search after it holds its core for that search).
       search::search_job& job = t.next_job();
       if (!job.matches(q)) {
         t.backend().start(q, job);
+      }
+      if (!job.done()) {
+        (void)t.backend().run(job, UINT64_MAX);
+      }
+      r = job.outcome();
+    } else if (remote == nullptr && t.search_slice() > 0) {
+      // In slices (core_handler::handle): a search that outlasts its slice defers the request,
+      // and its job goes on between the core's other requests until the answer is complete.
+      search::search_job& job = t.next_job();
+      if (!job.matches(q)) {
+        t.backend().start(q, job);
+      }
+      if (t.yielded()) {
+        // An earlier call of this delivery yielded: this one's job is started, not run, so
+        // that the request's jobs all advance between its deliveries and the endpoint runs
+        // once more when they are done, not once per search of a batch.
+        return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
       }
       if (!job.done() && !t.backend().run(job, t.search_slice())) {
         t.yield();  // this delivery's answer is discarded; nothing is billed
@@ -137,6 +152,11 @@ class get_story_tool final : public mcp::tool {
   mcp::tool_result call(const mcp::arguments& args, json_out& out,
                         mcp::call_context& ctx) override {
     tool_context& t = tool_context::of(ctx);
+    if (t.yielded()) {
+      // An earlier call of this delivery yielded: its answer is discarded and the request
+      // delivered again, so this call must not be billed now (it will be then).
+      return mcp::tool_result::failure(rest::tool_error_of(search::errc::unavailable));
+    }
     if (t.corpus() == nullptr) {
       return corpus_loading();
     }

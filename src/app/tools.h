@@ -41,6 +41,10 @@ class tool_caller {
   virtual const quota::figures& figures_now() = 0;
   /// A search answered by some shards only: the access log records `answered` of `total`.
   virtual void note_partial(uint32_t answered, uint32_t total) = 0;
+  /// Whether a call earlier in this delivery was billed: a later call must then not yield,
+  /// since the delivery's answer would be discarded and its re-delivery bill that one again
+  /// (the rule a wait for quota units follows too, core_host::admit).
+  virtual bool billed_earlier() const = 0;
 
  protected:
   ~tool_caller() = default;
@@ -102,7 +106,8 @@ class tool_context final : public mcp::tool_env {
   /// Search calls made so far in this delivery.
   size_t jobs_used() const noexcept { return job_next_; }
   /// A search call ran out of its slice (yield()): the request is deferred and delivered again
-  /// once advance_jobs() reports every job done; the rest of this delivery answers nothing.
+  /// once advance_jobs() reports every job done; the rest of this delivery answers nothing, but
+  /// its later search calls start their jobs (not run), so that one more delivery answers all.
   bool yielded() const noexcept { return yielded_; }
   /// One slice of the first of jobs [0, used) that is not done; true when all of them are.
   bool advance_jobs(size_t used);

@@ -6,7 +6,8 @@
 // Loop pass, in order:
 //   1. io_uring_submit_and_wait_timeout(): the pass's one submit (SQEs queued by the previous
 //      pass) and the wait for at least one CQE, the next 100 ms tick or the earliest fetch
-//      deadline, whichever comes first (no wait at all while resumes or replies are queued).
+//      deadline, whichever comes first; while resumes or replies are queued (or a deadline has
+//      come) no wait at all: io_uring_submit_and_get_events(), which skips the wait path.
 //   2. Reap every CQE: accepts open slots, receives are parsed in place and answered by the
 //      handler into the connection's output buffer, send completions advance or finish;
 //      upstream connect/send/recv completions advance their fetch, and a finished fetch calls

@@ -404,6 +404,7 @@ void backend::start(const query_args& args, search_job& job) const {
   job.phase_ = search_job::phase::doc_freqs;
   job.shard_ = 0;
   job.first_ = true;
+  job.work_ = 0;
   job.result_ = unexpected(errc::unavailable);
 }
 
@@ -445,6 +446,15 @@ bool backend::run_evaluate(search_job& job, uint64_t& budget) const {
 bool backend::run(search_job& job, uint64_t budget) const {
   TOLLGATE_CHECK(job.started());
   budget = std::max<uint64_t>(budget, 1);
+  const uint64_t given = budget;
+  const bool finished = run_phases(job, budget);
+  if (given != UINT64_MAX) {
+    job.work_ += given - budget;
+  }
+  return finished;
+}
+
+bool backend::run_phases(search_job& job, uint64_t& budget) const {
   if (job.phase_ == search_job::phase::doc_freqs) {
     if (!run_doc_freqs(job, budget)) {
       return false;

@@ -41,6 +41,8 @@ class fake_caller final : public tool_caller {
     partial_answered = answered;
     partial_total = total;
   }
+  bool billed = false;  // a call before this one in the delivery was billed
+  bool billed_earlier() const override { return billed; }
 };
 
 // A context of some other application's tools.
@@ -158,6 +160,39 @@ TEST_F(tools_test, search_stories_in_slices_yields_until_its_job_is_done) {
   ASSERT_TRUE(call("search_stories", a).ok);
   EXPECT_FALSE(tools.yielded());
   EXPECT_EQ(out.view(), whole_answer("the a"));
+}
+
+TEST_F(tools_test, a_batch_of_searches_in_slices_starts_every_job_in_its_first_delivery) {
+  // Verifies that in a delivery whose first search yields, the later searches start their jobs
+  // without running them (still answering the yield's error), so that advance_jobs() carries
+  // all of them to the end and one more delivery answers every call with the whole search's
+  // bytes: the endpoint runs twice for the batch, not once per search.
+  tool_context::job_group jobs;
+  tools.use_jobs(&jobs);
+  tools.set_search_slice(1);
+  const mcp::arguments a = args_of("search_stories", {{"query", "the a"}});
+  const mcp::arguments b = args_of("search_stories", {{"query", "of the"}});
+  tools.begin_request();
+  ASSERT_FALSE(call("search_stories", a).ok);
+  ASSERT_TRUE(tools.yielded());
+  ASSERT_FALSE(call("search_stories", b).ok);
+  ASSERT_EQ(tools.jobs_used(), 2u);
+  ASSERT_TRUE(jobs[1]->started());
+  EXPECT_FALSE(jobs[1]->done());
+  EXPECT_EQ(jobs[1]->work(), 0u);  // started, not run
+  int slices = 0;
+  while (!tools.advance_jobs(2)) {
+    ++slices;
+    ASSERT_LT(slices, 1000000);
+  }
+  EXPECT_TRUE(jobs[0]->done());
+  EXPECT_TRUE(jobs[1]->done());
+  tools.begin_request();
+  ASSERT_TRUE(call("search_stories", a).ok);
+  EXPECT_EQ(out.view(), whole_answer("the a"));
+  ASSERT_TRUE(call("search_stories", b).ok);
+  EXPECT_EQ(out.view(), whole_answer("of the"));
+  EXPECT_FALSE(tools.yielded());
 }
 
 TEST_F(tools_test, get_story_renders_a_story_and_reports_an_unknown_id) {

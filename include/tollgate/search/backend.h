@@ -95,6 +95,11 @@ class search_job {
   bool done() const noexcept { return phase_ == phase::done; }
   /// Once done(): the outcome; its views stay valid until the job is started again.
   const result<search_result, errc>& outcome() const noexcept { return result_; }
+  /// The work its runs have spent since start(), in budget units (postings visited): the same
+  /// whether the job ran in one slice or in many, give or take a unit per slice, since each
+  /// slice resumes where the last one stopped (nothing is evaluated twice). A run with an
+  /// unbounded budget (UINT64_MAX) counts nothing.
+  uint64_t work() const noexcept { return work_; }
 
  private:
   friend class backend;
@@ -108,6 +113,7 @@ class search_job {
   phase phase_ = phase::idle;
   uint32_t shard_ = 0;  // the shard being worked on
   bool first_ = true;   // its slice has not begun yet
+  uint64_t work_ = 0;
   result<search_result, errc> result_ = unexpected(errc::unavailable);
 };
 
@@ -199,6 +205,8 @@ class backend {
   // the remotes' lists, then the merge.
   result<search_result, errc> merge(const query_plan& plan, uint32_t offset, scratch& s,
                                     const remote_query* remote, search_result r) const;
+  // run()'s phases from where the job stands; true when it is done.
+  bool run_phases(search_job& job, uint64_t& budget) const;
   // One phase of a job; true when the phase is complete.
   bool run_doc_freqs(search_job& job, uint64_t& budget) const;
   bool run_evaluate(search_job& job, uint64_t& budget) const;
