@@ -136,7 +136,7 @@ void admin_api::put_in_force(bool admin_core) {
 
 http::response_info admin_api::handle(const http::request& req, out_buffer& out) {
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
-  answer a;
+  admin_reply a;
   if (req.path == kWebhookPath) {
     a = webhook(req, now, true);
   } else {
@@ -158,7 +158,7 @@ http::response_info admin_api::handle(const http::request& req, out_buffer& out)
 
 http::response_info admin_api::handle_webhook(const http::request& req, out_buffer& out,
                                               bool admin_core) {
-  answer a = webhook(req, static_cast<int64_t>(std::time(nullptr)), admin_core);
+  admin_reply a = webhook(req, static_cast<int64_t>(std::time(nullptr)), admin_core);
   auto head = http::head_for(req, a.status);
   head.content_type = a.content_type;
   head.extra_headers = a.extra_headers;
@@ -166,7 +166,7 @@ http::response_info admin_api::handle_webhook(const http::request& req, out_buff
   return {a.status, head.close};
 }
 
-admin_api::answer admin_api::route(const http::request& req, int64_t now) {
+admin_api::admin_reply admin_api::route(const http::request& req, int64_t now) {
   const std::string_view p = req.path;
   if (p == "/admin/openapi.json") {
     if (req.method != "GET" && req.method != "HEAD") {
@@ -201,19 +201,20 @@ admin_api::answer admin_api::route(const http::request& req, int64_t now) {
   // Reads.
   const bool get = req.method == "GET" || req.method == "HEAD";
   auto not_get = [] {
-    return answer{405, error_body("method_not_allowed", "This route does not support that method."),
-                  "Allow: GET\r\n"};
+    return admin_reply{405,
+                       error_body("method_not_allowed", "This route does not support that method."),
+                       "Allow: GET\r\n"};
   };
   if (p.substr(0, 16) == "/admin/accounts/" && p.find('/', 16) == std::string_view::npos) {
     return get ? get_account(p.substr(16), now)
-               : answer{
+               : admin_reply{
                      405,
                      error_body("method_not_allowed", "This route does not support that method."),
                      "Allow: GET\r\n"};
   }
   if (p == "/admin/keys") {
     return get ? list_keys(req.query, now)
-               : answer{
+               : admin_reply{
                      405,
                      error_body("method_not_allowed", "This route does not support that method."),
                      "Allow: GET, POST\r\n"};
@@ -236,8 +237,8 @@ admin_api::answer admin_api::route(const http::request& req, int64_t now) {
   return {404, std::string(kNoSuchRoute)};
 }
 
-admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t now,
-                                              std::string_view idem) {
+admin_api::admin_reply admin_api::with_idempotency(const http::request& req, int64_t now,
+                                                   std::string_view idem) {
   const std::string lookup = sha256_hex(fmt::format("{}\n{}", token_name_, idem));
   const std::string fp = sha256_hex(fmt::format("{} {}\n{}", req.method, req.path, req.body));
   std::lock_guard g(mu_);
@@ -251,7 +252,7 @@ admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t 
     quota::fs::from_hex(e->sealed, reinterpret_cast<uint8_t*>(sealed.data()), sealed.size());
     return {e->status, seal(idem, sealed), "Idempotent-Replayed: true\r\n"};
   }
-  answer a = dispatch_change(req, now);
+  admin_reply a = dispatch_change(req, now);
   if (a.status >= 200 && a.status < 300) {
     const std::string s = seal(idem, a.body);
     store_.remember_answer(
@@ -261,18 +262,19 @@ admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t 
   return a;
 }
 
-admin_api::answer admin_api::dispatch_change(const http::request& req, int64_t now) {
+admin_api::admin_reply admin_api::dispatch_change(const http::request& req, int64_t now) {
   const std::string_view p = req.path;
   const bool post = req.method == "POST";
   if (p == "/admin/accounts") {
     return post ? create_account(req.body, now)
-                : answer{405, error_body("method_not_allowed", "This route takes POST."),
-                         "Allow: POST\r\n"};
+                : admin_reply{405, error_body("method_not_allowed", "This route takes POST."),
+                              "Allow: POST\r\n"};
   }
   if (p == "/admin/keys") {
-    return post ? create_key(req.body, now)
-                : answer{405, error_body("method_not_allowed", "This route takes GET or POST."),
-                         "Allow: GET, POST\r\n"};
+    return post
+               ? create_key(req.body, now)
+               : admin_reply{405, error_body("method_not_allowed", "This route takes GET or POST."),
+                             "Allow: GET, POST\r\n"};
   }
   if (p.substr(0, 16) == "/admin/accounts/") {
     std::string_view rest = p.substr(16);

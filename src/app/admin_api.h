@@ -79,31 +79,31 @@ class admin_api {
   const std::string& disabled_reason() const noexcept { return disabled_why_; }
 
  private:
-  struct answer {
+  struct admin_reply {
     int status = 200;
     std::string body = {};
     std::string extra_headers = {};
     std::string content_type = "application/json";
   };
 
-  answer route(const http::request& req, int64_t now);
-  answer with_idempotency(const http::request& req, int64_t now, std::string_view idem);
-  answer dispatch_change(const http::request& req, int64_t now);
+  admin_reply route(const http::request& req, int64_t now);
+  admin_reply with_idempotency(const http::request& req, int64_t now, std::string_view idem);
+  admin_reply dispatch_change(const http::request& req, int64_t now);
   // The Stripe webhook (stripe_webhook.cc).
-  answer webhook(const http::request& req, int64_t now, bool admin_core);
-  answer apply_account_status(std::string_view account, bool suspend, int64_t now,
-                              std::string_view who, std::string_view action, bool admin_core);
+  admin_reply webhook(const http::request& req, int64_t now, bool admin_core);
+  admin_reply apply_account_status(std::string_view account, bool suspend, int64_t now,
+                                   std::string_view who, std::string_view action, bool admin_core);
   // Routes (admin_routes.cc).
-  answer create_account(std::string_view body, int64_t now);
-  answer get_account(std::string_view id, int64_t now);
-  answer set_account(std::string_view id, bool suspend, int64_t now);
-  answer create_key(std::string_view body, int64_t now);
-  answer list_keys(std::string_view query, int64_t now);
-  answer revoke_key(std::string_view id, int64_t now);
-  answer rotate_key(std::string_view id, std::string_view body, int64_t now);
-  answer patch_key(std::string_view id, std::string_view body, int64_t now);
-  answer usage(std::string_view query, int64_t now);
-  answer usage_export(std::string_view query);
+  admin_reply create_account(std::string_view body, int64_t now);
+  admin_reply get_account(std::string_view id, int64_t now);
+  admin_reply set_account(std::string_view id, bool suspend, int64_t now);
+  admin_reply create_key(std::string_view body, int64_t now);
+  admin_reply list_keys(std::string_view query, int64_t now);
+  admin_reply revoke_key(std::string_view id, int64_t now);
+  admin_reply rotate_key(std::string_view id, std::string_view body, int64_t now);
+  admin_reply patch_key(std::string_view id, std::string_view body, int64_t now);
+  admin_reply usage(std::string_view query, int64_t now);
+  admin_reply usage_export(std::string_view query);
 
   /// Puts a change to keys or accounts in force (see the file comment).
   void put_in_force(bool admin_core);

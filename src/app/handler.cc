@@ -218,7 +218,7 @@ http::response_info core_handler::answer_rest(const http::request& req, gate_ver
     c->may_wait_lease = may_wait_lease();
   }
   const http::response_info info =
-      rest_.answer(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
+      rest_.respond(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
   if (c && c->lease_pending) {
     v.wait = wait_for::units;
   }

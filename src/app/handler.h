@@ -186,7 +186,7 @@ class shard_handler final : public http::handler {
   http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
 
  private:
-  http::response_info answer(const http::request& req, out_buffer& out, route& counted);
+  http::response_info answer_shard(const http::request& req, out_buffer& out, route& counted);
 
   const shared_state& s_;
   int core_;

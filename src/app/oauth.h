@@ -72,7 +72,7 @@ class server {
   /// (it then reads as a failed fetch).
   int64_t wait_bound_ms() const noexcept;
 
-  struct answer {
+  struct oauth_reply {
     int status = 200;
     std::string body = {};
     std::string headers = {};
@@ -81,13 +81,14 @@ class server {
   };
 
  private:
-  answer metadata(const http::request& req, bool resource) const;
-  answer do_register(const http::request& req, std::string_view addr, int64_t now);
-  answer authorize_get(const http::request& req, int64_t now, const std::function<void()>& wake);
-  answer authorize_post(const http::request& req, quota::core_ledger& ledger, std::string_view addr,
-                        int64_t now, const std::function<void()>& wake);
-  answer token(const http::request& req, int64_t now, const std::function<void()>& wake);
-  answer revoke(const http::request& req, int64_t now);
+  oauth_reply metadata(const http::request& req, bool resource) const;
+  oauth_reply do_register(const http::request& req, std::string_view addr, int64_t now);
+  oauth_reply authorize_get(const http::request& req, int64_t now,
+                            const std::function<void()>& wake);
+  oauth_reply authorize_post(const http::request& req, quota::core_ledger& ledger,
+                             std::string_view addr, int64_t now, const std::function<void()>& wake);
+  oauth_reply token(const http::request& req, int64_t now, const std::function<void()>& wake);
+  oauth_reply revoke(const http::request& req, int64_t now);
   /// The client `id` names: registered (DCR), or a metadata document's (fetched, cached).
   /// Returns the client, or sets `why` (a sentence; empty while `pending`).
   enum class found { yes, no, pending };

@@ -21,7 +21,7 @@
 namespace tollgate::app::oauth {
 namespace {
 
-using answer = server::answer;
+using oauth_reply = server::oauth_reply;
 
 constexpr int64_t kCodeSecs = 60;      // an authorization code lives at most this long
 constexpr int64_t kConsentSecs = 600;  // a consent form is good for this long
@@ -38,8 +38,8 @@ constexpr std::string_view kCors =
     "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n";
 constexpr std::string_view kNoStore = "Cache-Control: no-store\r\nPragma: no-cache\r\n";
 
-answer json_error(int status, std::string_view error, std::string_view description) {
-  answer a;
+oauth_reply json_error(int status, std::string_view error, std::string_view description) {
+  oauth_reply a;
   a.status = status;
   a.body = fmt::format(R"({{"error":{},"error_description":{}}})", admin::js(error),
                        admin::js(description));
@@ -47,8 +47,8 @@ answer json_error(int status, std::string_view error, std::string_view descripti
   return a;
 }
 
-answer page(int status, std::string body) {
-  answer a;
+oauth_reply page(int status, std::string body) {
+  oauth_reply a;
   a.status = status;
   a.body = std::move(body);
   a.content_type = "text/html; charset=utf-8";
@@ -56,19 +56,19 @@ answer page(int status, std::string body) {
   return a;
 }
 
-answer error_page_answer(int status, std::string_view title, std::string_view message) {
+oauth_reply error_page_answer(int status, std::string_view title, std::string_view message) {
   return page(status, error_page(title, message));
 }
 
 // A request waiting for a client's metadata document: handle() writes nothing for it.
-answer pending_answer() {
-  answer a;
+oauth_reply pending_answer() {
+  oauth_reply a;
   a.pending = true;
   return a;
 }
 
-answer redirect(std::string_view location) {
-  answer a;
+oauth_reply redirect(std::string_view location) {
+  oauth_reply a;
   a.status = 302;
   a.content_type = {};
   a.headers = fmt::format("Location: {}\r\n", location) + std::string(kPageHeaders);
@@ -268,9 +268,9 @@ bool server::key_live(uint64_t key_id) const {
   return false;
 }
 
-answer server::metadata(const http::request& req, bool resource) const {
+oauth_reply server::metadata(const http::request& req, bool resource) const {
   const std::string b = base(req);
-  answer a;
+  oauth_reply a;
   a.headers = std::string(kCors);
   if (resource) {
     a.body = fmt::format(
@@ -296,7 +296,7 @@ answer server::metadata(const http::request& req, bool resource) const {
   return a;
 }
 
-answer server::do_register(const http::request& req, std::string_view addr, int64_t now) {
+oauth_reply server::do_register(const http::request& req, std::string_view addr, int64_t now) {
   if (!offers("dynamic")) {
     return json_error(404, "invalid_request",
                       "Dynamic client registration is not offered here; use a client ID "
@@ -305,8 +305,8 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
   int64_t retry = 0;
   if (!allow(registrations_, addr, now, kRegistrationsPerWindow, kRegistrationWindow, retry,
              true)) {
-    answer a = json_error(429, "too_many_requests",
-                          "Too many client registrations from this address; retry later.");
+    oauth_reply a = json_error(429, "too_many_requests",
+                               "Too many client registrations from this address; retry later.");
     a.headers += fmt::format("Retry-After: {}\r\n", retry);
     return a;
   }
@@ -384,7 +384,7 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
     return json_error(503, "temporarily_unavailable",
                       "The registration could not be stored; retry shortly.");
   }
-  answer a;
+  oauth_reply a;
   a.status = 201;
   a.headers = std::string(kCors) + std::string(kNoStore);
   std::string list;
@@ -399,8 +399,8 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
   return a;
 }
 
-answer server::authorize_get(const http::request& req, int64_t now,
-                             const std::function<void()>& wake) {
+oauth_reply server::authorize_get(const http::request& req, int64_t now,
+                                  const std::function<void()>& wake) {
   auto p = parse_form(req.query);
   if (!p) {
     return error_page_answer(400, "This sign-in request is malformed", p.error());
@@ -485,9 +485,9 @@ answer server::authorize_get(const http::request& req, int64_t now,
   return page(200, consent_page(v));
 }
 
-answer server::authorize_post(const http::request& req, quota::core_ledger& ledger,
-                              std::string_view addr, int64_t now,
-                              const std::function<void()>& wake) {
+oauth_reply server::authorize_post(const http::request& req, quota::core_ledger& ledger,
+                                   std::string_view addr, int64_t now,
+                                   const std::function<void()>& wake) {
   if (!form_body(req)) {
     return error_page_answer(415, "Unexpected form", "The consent form is sent form-encoded.");
   }
@@ -539,7 +539,7 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   }
   int64_t retry = 0;
   if (!allow(failures_, addr, now, kFailuresPerWindow, kFailureWindow, retry, false)) {
-    answer a = error_page_answer(
+    oauth_reply a = error_page_answer(
         429, "Too many attempts",
         fmt::format("Too many wrong keys were entered from your address. Try again in {} "
                     "seconds.",
@@ -581,7 +581,8 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   return back("code=" + pct(code));
 }
 
-answer server::token(const http::request& req, int64_t now, const std::function<void()>& wake) {
+oauth_reply server::token(const http::request& req, int64_t now,
+                          const std::function<void()>& wake) {
   if (!form_body(req)) {
     return json_error(400, "invalid_request",
                       "The token request is sent as application/x-www-form-urlencoded.");
@@ -598,8 +599,8 @@ answer server::token(const http::request& req, int64_t now, const std::function<
     return pending_answer();
   }
   if (f == found::no) {
-    answer a = json_error(401, "invalid_client",
-                          client_id.empty() ? "client_id is missing." : std::string_view(why));
+    oauth_reply a = json_error(401, "invalid_client",
+                               client_id.empty() ? "client_id is missing." : std::string_view(why));
     a.headers += "WWW-Authenticate: Basic realm=\"tollgate\"\r\n";
     return a;
   }
@@ -653,7 +654,7 @@ answer server::token(const http::request& req, int64_t now, const std::function<
     return json_error(400, "unsupported_grant_type",
                       "grant_type must be authorization_code or refresh_token.");
   }
-  answer a;
+  oauth_reply a;
   a.headers = std::string(kCors) + std::string(kNoStore);
   a.body =
       fmt::format(R"({{"access_token":{},"token_type":"Bearer","expires_in":{},"refresh_token":{})",
@@ -665,7 +666,7 @@ answer server::token(const http::request& req, int64_t now, const std::function<
   return a;
 }
 
-answer server::revoke(const http::request& req, int64_t now) {
+oauth_reply server::revoke(const http::request& req, int64_t now) {
   if (!form_body(req)) {
     return json_error(400, "invalid_request", "The request is sent form-encoded.");
   }
@@ -684,7 +685,7 @@ answer server::revoke(const http::request& req, int64_t now) {
   if (!store_->revoke_token(get(*p, "token"), client_id, now)) {
     return json_error(503, "temporarily_unavailable", "The revocation could not be stored.");
   }
-  answer a;
+  oauth_reply a;
   a.headers = std::string(kCors) + std::string(kNoStore);
   a.body = "{}";
   return a;
@@ -696,7 +697,7 @@ http::response_info server::handle(const http::request& req, quota::core_ledger&
   const std::string_view path = req.path;
   const std::string_view m = req.method;
   const std::string_view addr = addr_of(peer);
-  answer a;
+  oauth_reply a;
   const bool post_route = path == "/register" || path == "/token" || path == "/revoke";
   if (m == "OPTIONS") {
     a.status = 204;

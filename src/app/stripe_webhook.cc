@@ -18,10 +18,10 @@ namespace tollgate::app {
 
 using namespace admin;  // NOLINT: the admin API's own helpers (admin_util.h)
 
-admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool admin_core) {
+admin_api::admin_reply admin_api::webhook(const http::request& req, int64_t now, bool admin_core) {
   auto refuse = [&](int status, std::string_view code, std::string_view msg) {
     events_refused_.fetch_add(1, std::memory_order_relaxed);
-    return answer{status, error_body(code, msg)};
+    return admin_reply{status, error_body(code, msg)};
   };
   if (req.method != "POST") {
     return {405, error_body("method_not_allowed", "Stripe delivers events with POST."),
@@ -158,8 +158,8 @@ admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool
                                 "/admin/accounts {{\"id\":…,\"stripe_customer\":…}}.",
                                 customer));
     }
-    answer a = apply_account_status(account, what == act::suspend, now, "stripe",
-                                    fmt::format("webhook {} {}", type, id), admin_core);
+    admin_reply a = apply_account_status(account, what == act::suspend, now, "stripe",
+                                         fmt::format("webhook {} {}", type, id), admin_core);
     if (a.status != 200) {
       return a;
     }

@@ -105,8 +105,8 @@ http::response_info api::invalid_argument(const http::request& req, const search
   return send_body(req, envelope::row_of(outcome::invalid_argument).rest_status, fig, out);
 }
 
-http::response_info api::answer(const http::request& req, const envelope::gate_refusal& g,
-                                resource what, std::string_view id, caller* c, out_buffer& out) {
+http::response_info api::respond(const http::request& req, const envelope::gate_refusal& g,
+                                 resource what, std::string_view id, caller* c, out_buffer& out) {
   result_ = outcome::ok;
   http::response_info info;
   if (g.row != nullptr) {

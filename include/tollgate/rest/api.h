@@ -44,7 +44,7 @@ struct caller {
   /// parks the request and delivers it again when its core is woken.
   bool may_wait_lease = false;
   bool lease_pending = false;
-  /// What the answer came to (set by api::answer; the access log and /metrics print it).
+  /// What the answer came to (set by api::respond; the access log and /metrics print it).
   outcome result = outcome::ok;
 };
 
@@ -59,8 +59,8 @@ class api {
   /// The one entry of the REST surface: writes the gate's refusal (`g.row`: 401 and 503 with
   /// `c` null, 429 with the caller's figures) from its outcome table row, or answers `what`
   /// (`id`: a story's percent-encoded id). Sets c->result.
-  http::response_info answer(const http::request& req, const envelope::gate_refusal& g,
-                             resource what, std::string_view id, caller* c, out_buffer& out);
+  http::response_info respond(const http::request& req, const envelope::gate_refusal& g,
+                              resource what, std::string_view id, caller* c, out_buffer& out);
 
  private:
   http::response_info search(const http::request& req, caller& c, out_buffer& out);
