@@ -173,8 +173,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
   }
   const size_t mark = out.size();
-  const http::response_info info =
-      v.r == route::mcp ? answer_mcp(req, v, out, now_ns) : answer_rest(req, v, out, now_ns);
+  const http::response_info info = answer_surface(req, v, out, now_ns);
   if (v.wait == wait_for::nothing) {
     return info;
   }
@@ -184,31 +183,33 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   return park(resuming_, v.fig, v.wait == wait_for::units, v.jobs_used, v.received_ns);
 }
 
-http::response_info core_handler::answer_mcp(const http::request& req, gate_verdict& v,
-                                             out_buffer& out, int64_t now_ns) {
-  if (v.key == nullptr) {
-    host_.begin_keyless();  // no key (GET, DELETE, OPTIONS; a 401 or 503): no figures
-  } else {
-    quota::figures f = v.fig;
-    if (v.refusal.row != nullptr) {
-      f.retry_after_secs = 0;  // the 429 writes its own Retry-After; the host must not repeat it
+// The surfaces' one entry each (mcp::endpoint::answer, rest::api::respond), given what the
+// verdict holds: the key's figures and terms, or its refusal. Sets what the request waits for
+// and what its answer came to.
+http::response_info core_handler::answer_surface(const http::request& req, gate_verdict& v,
+                                                 out_buffer& out, int64_t now_ns) {
+  if (v.r == route::mcp) {
+    if (v.key == nullptr) {
+      host_.begin_keyless();  // no key (GET, DELETE, OPTIONS; a 401 or 503): no figures
+    } else {
+      quota::figures f = v.fig;
+      if (v.refusal.row != nullptr) {
+        f.retry_after_secs = 0;  // the 429 writes its own Retry-After; the host must not repeat it
+      }
+      host_.begin(
+          *v.key, now_ns, f,
+          request_terms{v.deadline_ms, v.received_ns, may_wait_lease(), resuming_ != nullptr});
     }
-    host_.begin(
-        *v.key, now_ns, f,
-        request_terms{v.deadline_ms, v.received_ns, may_wait_lease(), resuming_ != nullptr});
+    const http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
+    if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() &&
+        io_ != nullptr) {
+      v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
+      v.jobs_used = host_.tools()->jobs_used();
+    }
+    const mcp::request_report& report = endpoint_.report();
+    v.result = report.any ? report.result : outcome::ok;
+    return info;
   }
-  http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
-  if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() && io_ != nullptr) {
-    v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
-    v.jobs_used = host_.tools()->jobs_used();
-  }
-  const mcp::request_report& report = endpoint_.report();
-  v.result = report.any ? report.result : outcome::ok;
-  return info;
-}
-
-http::response_info core_handler::answer_rest(const http::request& req, gate_verdict& v,
-                                              out_buffer& out, int64_t now_ns) {
   const rest::resource what = v.r == route::rest_search  ? rest::resource::search
                               : v.r == route::rest_story ? rest::resource::story
                                                          : rest::resource::usage;

@@ -123,11 +123,10 @@ class core_handler final : public http::handler {
   // with what the answer came to.
   http::response_info route(const http::request& req, out_buffer& out, int64_t now_ns,
                             gate_verdict& v);
-  // The surfaces' one entry each, from the verdict (refusals included).
-  http::response_info answer_mcp(const http::request& req, gate_verdict& v, out_buffer& out,
-                                 int64_t now_ns);
-  http::response_info answer_rest(const http::request& req, gate_verdict& v, out_buffer& out,
-                                  int64_t now_ns);
+  // The verdict's surface, through its one entry (refusals included); sets what the request
+  // waits for and what its answer came to.
+  http::response_info answer_surface(const http::request& req, gate_verdict& v, out_buffer& out,
+                                     int64_t now_ns);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
   /// Searches in slices: a request whose search outlasted its slice is parked (deferred, and
