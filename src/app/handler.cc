@@ -53,6 +53,7 @@ core_handler::core_handler(shared_state& s, int core)
             s.admin && s.admin->public_webhook() ? admin_api::kWebhookPath : std::string_view()),
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes),
+      parking_(s.cluster.get(), *host_.tools()),
       observer_(core, s.metrics.get(), s.access.get(), s.tools) {
   scratch_.reserve(16384);
   // The cache holds whole in-process answers only: never on a gateway (remote shards answer
@@ -64,7 +65,6 @@ core_handler::core_handler(shared_state& s, int core)
                                        &s.search_cache[static_cast<size_t>(core)]);
     host_.tools()->set_search_cache(cache_.get());
   }
-  host_.tools()->use_jobs(&light_jobs_);
   host_.set_cancels(&s.cancels);
   endpoint_.lend(host_.tools(), &host_);
   if (s.fleet) {
@@ -75,6 +75,7 @@ core_handler::core_handler(shared_state& s, int core)
 
 void core_handler::attach(http::engine_io& io) {
   io_ = &io;
+  parking_.attach(io);
   // Searches in slices need the engine to park requests: only once attached to one.
   if (!s_.fleet && s_.backend->remote_count() == 0) {
     host_.tools()->set_search_slice(s_.settings->search_slice_postings);
@@ -122,9 +123,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     if (info.deferred) {
       // Its client's metadata document is being fetched off the core: parked until the fetch
       // wakes this core (on_wake), or until the fetch's bound, when it reads as failed.
-      oauth_waits_.push_back(io_->defer());
-      io_->wake_at(io_->now_mono() + s_.oauth->wait_bound_ms() * 1000000 + 1000000);
-      return info;
+      return parking_.park_oauth(io_->now_mono() + s_.oauth->wait_bound_ms() * 1000000 + 1000000);
     }
     v.result = envelope::outcome_of_status(info.status);
     return info;
@@ -163,8 +162,9 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       // Re-delivered once its remote shards answered: charged on the first delivery (a 429
       // never reaches the remotes).
       carried = {&fleet_->figures(), fleet_->received_ns()};
-    } else if (resuming_ != nullptr) {
-      carried = {&resuming_->fig, resuming_->received_ns};  // parked: charged when first read
+    } else if (parking_.resuming_any()) {
+      const parking::carried p = parking_.resuming();  // parked: charged when first read
+      carried = {p.fig, p.received_ns};
     }
     gate_.admit(req, v, now_ns, carried);
     if (v.refusal.row == nullptr && !v.carried && fleet_route &&
@@ -180,7 +180,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   // The request must wait (a search slice, or quota units): its answer is discarded and written
   // for real when it is delivered again, with the verdict's figures carried.
   out.resize(mark);
-  return park(resuming_, v.fig, v.wait == wait_for::units, v.jobs_used, v.received_ns);
+  return parking_.park(v.fig, v.wait == wait_for::units, v.jobs_used, v.received_ns, fleet_.get());
 }
 
 // The surfaces' one entry each (mcp::endpoint::answer, rest::api::respond), given what the
@@ -196,9 +196,9 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
       if (v.refusal.row != nullptr) {
         f.retry_after_secs = 0;  // the 429 writes its own Retry-After; the host must not repeat it
       }
-      host_.begin(
-          *v.key, now_ns, f,
-          request_terms{v.deadline_ms, v.received_ns, may_wait_lease(), resuming_ != nullptr});
+      host_.begin(*v.key, now_ns, f,
+                  request_terms{v.deadline_ms, v.received_ns, parking_.may_wait_lease(),
+                                parking_.resuming_any()});
     }
     const http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
     if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() &&
@@ -216,7 +216,7 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
   std::optional<rest::caller> c;  // none for a 401 or 503: no key
   if (v.key != nullptr) {
     c.emplace(rest::caller{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr});
-    c->may_wait_lease = may_wait_lease();
+    c->may_wait_lease = parking_.may_wait_lease();
   }
   const http::response_info info =
       rest_.respond(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
@@ -227,105 +227,12 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
   return info;
 }
 
-bool core_handler::may_wait_lease() const {
-  if (!s_.cluster || io_ == nullptr) {
-    return false;
-  }
-  return resuming_ == nullptr || resuming_->lease_deadline == 0 ||
-         io_->now_mono() < resuming_->lease_deadline;
-}
-
-core_handler::parked* core_handler::find_parked() {
-  if (parked_.empty() || io_ == nullptr) {
-    return nullptr;
-  }
-  const http::deferral_token t = io_->current();
-  for (parked& p : parked_) {
-    if (p.token.slot == t.slot && p.token.gen == t.gen) {
-      return &p;
-    }
-  }
-  return nullptr;
-}
-
-void core_handler::keep_spare(tool_context::job_group&& jobs) {
-  if (spare_.size() < max_spare_job_groups) {
-    spare_.push_back(std::move(jobs));
-  }  // else freed here: a burst of parked requests does not hold its memory for good
-}
-
-http::response_info core_handler::park(parked* p, const quota::figures& fig, bool for_lease,
-                                       size_t used, int64_t received_ns) {
-  if (p == nullptr) {
-    // First park: the request takes the light jobs (its searches' state) with it.
-    parked_.emplace_back();
-    p = &parked_.back();
-    p->jobs.swap(light_jobs_);
-    if (!spare_.empty()) {
-      light_jobs_.swap(spare_.back());
-      spare_.pop_back();
-    }
-    p->fig = fig;
-    p->received_ns = received_ns;
-  }
-  p->used = used;
-  p->token = io_->defer();
-  p->lease_wait = for_lease;
-  if (fleet_) {
-    fleet_->deactivate();  // a gateway's remote answers wait with it for its next delivery
-  }
-  if (for_lease) {
-    // Delivered again when the agent wakes this core, or at the bound (set once: the whole
-    // wait of a request is bounded, however often other cores take the units it was after).
-    if (p->lease_deadline == 0) {
-      p->lease_deadline = io_->now_mono() + s_.cluster->options().lease_wait_ms * 1000000;
-    }
-    io_->wake_at(p->lease_deadline);
-  } else {
-    io_->resume(p->token);  // delivered again next pass: one slice each pass
-  }
-  return {0, false, true};
-}
-
-void core_handler::on_wake(int64_t /*now_ns*/) {
-  // A metadata document's fetch ended (or a bound came): every request parked for one is
-  // delivered again; one whose document is still on its way parks again, at no cost but a
-  // look-up.
-  for (const http::deferral_token& t : oauth_waits_) {
-    (void)io_->resume(t);  // false: its connection closed meanwhile
-  }
-  oauth_waits_.clear();
-  // The agent ended a lease attempt (units, a spent budget, an outage) or a bound came: every
-  // request waiting for units is admitted again (one that still may wait parks again).
-  for (size_t i = 0; i < parked_.size();) {
-    parked& p = parked_[i];
-    if (!p.lease_wait) {
-      ++i;
-      continue;
-    }
-    p.lease_wait = false;
-    if (!io_->resume(p.token)) {  // its connection closed meanwhile
-      keep_spare(std::move(p.jobs));
-      p = std::move(parked_.back());
-      parked_.pop_back();
-      continue;
-    }
-    ++i;
-  }
-}
+void core_handler::on_wake(int64_t /*now_ns*/) { parking_.on_wake(); }
 
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
-  resuming_ = find_parked();
-  if (resuming_ != nullptr) {
-    host_.tools()->use_jobs(&resuming_->jobs);
-    if (!host_.tools()->advance_jobs(resuming_->used)) {
-      resuming_->token = io_->defer();
-      io_->resume(resuming_->token);
-      resuming_ = nullptr;
-      host_.tools()->use_jobs(&light_jobs_);
-      return {0, false, true};
-    }
+  if (!parking_.begin()) {
+    return {0, false, true};  // its searches go on: the next slice next pass
   }
   gate_verdict v;
   const uint64_t billed_before = quota_.billed_seq();
@@ -335,16 +242,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     observer_.begin(quota_);
   }
   http::response_info info = route(req, out, now_ns, v);
-  if (resuming_ != nullptr) {
-    if (!info.deferred) {
-      // answered: its job group is free again (index-stable erase: swap with the last)
-      keep_spare(std::move(resuming_->jobs));
-      *resuming_ = std::move(parked_.back());
-      parked_.pop_back();
-    }
-    resuming_ = nullptr;
-  }
-  host_.tools()->use_jobs(&light_jobs_);
+  parking_.end(info.deferred);
   if (info.deferred) {
     if (observer_.on()) {
       observer_.deferred();
@@ -415,17 +313,7 @@ void core_handler::durable_written(int64_t res) { quota_.journal_done(res); }
 void core_handler::durable_synced(int res) { quota_.journal_synced(res); }
 
 void core_handler::on_tick(int64_t now_ns) {
-  // A parked request whose connection closed is never delivered again: free its jobs. (A live
-  // one is always queued for delivery, so resume() changes nothing for it.)
-  for (size_t i = 0; i < parked_.size();) {
-    if (io_ != nullptr && !io_->resume(parked_[i].token)) {
-      keep_spare(std::move(parked_[i].jobs));
-      parked_[i] = std::move(parked_.back());
-      parked_.pop_back();
-    } else {
-      ++i;
-    }
-  }
+  parking_.on_tick();
   quota_.on_tick(now_ns);
   if (observer_.on()) {
     observer_.on_tick();
