@@ -92,7 +92,7 @@ class parking {
   // Job groups of answered parked requests, kept for the next ones (their workspaces have grown
   // to a search's needs: bitsets, heaps, kept phrase docs): at most max_spare_job_groups.
   std::vector<tool_context::job_group> spare_;
-  parked* resuming_ = nullptr;  // the parked request being delivered, if any
+  parked* resuming_ = nullptr;                     // the parked request being delivered, if any
   std::vector<http::deferral_token> oauth_waits_;  // OAuth requests waiting for a document
 };
 
