@@ -116,7 +116,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
       return;
     }
     if (m.mid != method_id::tools_call) {
-      admission a = h.rate_check();
+      admission a = im.rate != nullptr ? im.rate->rate_check() : admission{};
       if (a.refusal == envelope::tool_error_code::rate_limited) {
         env_.error_response(out, m.id,
                             rpc_error{rpc_error_kind::rate_limited,
@@ -131,7 +131,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
       stdio_rev_ = r.rev;
     }
   }
-  prepare(r, h);
+  prepare(r, h, im.rate);
   write_body(c, r, h, out, m.method);
 }
 

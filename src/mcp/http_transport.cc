@@ -411,7 +411,7 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
     }
     return answer_202(x);
   }
-  prepare(r, x.h);
+  prepare(r, x.h, x.im.rate);
   if (r.mint_session) {
     mint_session(x, r.rev);
   }
@@ -502,7 +502,7 @@ http::response_info answer_batch(const http_ctx& x, const dispatch_ctx& c,
     if (written++ != 0) {
       body.push_back(',');
     }
-    prepare(r, x.h);
+    prepare(r, x.h, x.im.rate);
     write_body(c, r, x.h, body, m.method);
   }
   body.push_back(']');
