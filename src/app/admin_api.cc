@@ -31,7 +31,7 @@ admin_api::admin_api(shared_state& st, const config::settings& s,
   token_name_ = s.admin_token_name;
   public_webhook_ = s.stripe_public_webhook;
   if (public_webhook_) {
-    work_ = std::make_unique<offcore<answer>>();
+    work_ = std::make_unique<offcore<admin_reply>>();
     work_->start();
   }
   tolerance_secs_ = s.stripe_tolerance_secs;
@@ -145,7 +145,7 @@ void admin_api::put_in_force(bool admin_core) {
 
 http::response_info admin_api::handle(const http::request& req, out_buffer& out) {
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
-  answer a;
+  admin_reply a;
   if (req.path == kWebhookPath) {
     a = webhook(req, now, true);
   } else {
@@ -169,26 +169,26 @@ http::response_info admin_api::handle_webhook(const http::request& req, out_buff
                                               const offcore_ticket& t,
                                               const std::function<void()>& wake) {
   const auto now = static_cast<int64_t>(std::time(nullptr));
-  answer a;
+  admin_reply a;
   bool parked = false;
   if (t.parkable() && wake && work_) {
     switch (work_->take(t, a)) {
-      case offcore<answer>::state::done:
+      case offcore<admin_reply>::state::done:
         parked = true;  // acted on by the worker: answered now
         break;
-      case offcore<answer>::state::running:
+      case offcore<admin_reply>::state::running:
         return {0, false, true};
-      case offcore<answer>::state::none:
+      case offcore<admin_reply>::state::none:
         break;
     }
   }
   if (!parked) {
-    std::function<answer(event)> act;
+    std::function<admin_reply(event)> act;
     if (t.parkable() && wake && work_) {
       act = [&](event e) {
         work_->submit(
             t, [this, e = std::move(e), now] { return event_act(e, now, true); }, wake);
-        return answer{0};
+        return admin_reply{0};
       };
     }
     a = webhook(req, now, false, act);
@@ -203,7 +203,7 @@ http::response_info admin_api::handle_webhook(const http::request& req, out_buff
   return {a.status, head.close};
 }
 
-admin_api::answer admin_api::route(const http::request& req, int64_t now) {
+admin_api::admin_reply admin_api::route(const http::request& req, int64_t now) {
   const std::string_view p = req.path;
   if (p == "/admin/openapi.json") {
     if (req.method != "GET" && req.method != "HEAD") {
@@ -238,19 +238,20 @@ admin_api::answer admin_api::route(const http::request& req, int64_t now) {
   // Reads.
   const bool get = req.method == "GET" || req.method == "HEAD";
   auto not_get = [] {
-    return answer{405, error_body("method_not_allowed", "This route does not support that method."),
-                  "Allow: GET\r\n"};
+    return admin_reply{405,
+                       error_body("method_not_allowed", "This route does not support that method."),
+                       "Allow: GET\r\n"};
   };
   if (p.substr(0, 16) == "/admin/accounts/" && p.find('/', 16) == std::string_view::npos) {
     return get ? get_account(p.substr(16), now)
-               : answer{
+               : admin_reply{
                      405,
                      error_body("method_not_allowed", "This route does not support that method."),
                      "Allow: GET\r\n"};
   }
   if (p == "/admin/keys") {
     return get ? list_keys(req.query, now)
-               : answer{
+               : admin_reply{
                      405,
                      error_body("method_not_allowed", "This route does not support that method."),
                      "Allow: GET, POST\r\n"};
@@ -273,8 +274,8 @@ admin_api::answer admin_api::route(const http::request& req, int64_t now) {
   return {404, std::string(kNoSuchRoute)};
 }
 
-admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t now,
-                                              std::string_view idem) {
+admin_api::admin_reply admin_api::with_idempotency(const http::request& req, int64_t now,
+                                                   std::string_view idem) {
   const std::string lookup = sha256_hex(fmt::format("{}\n{}", token_name_, idem));
   const std::string fp = sha256_hex(fmt::format("{} {}\n{}", req.method, req.path, req.body));
   std::lock_guard g(mu_);
@@ -288,7 +289,7 @@ admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t 
     quota::fs::from_hex(e->sealed, reinterpret_cast<uint8_t*>(sealed.data()), sealed.size());
     return {e->status, seal(idem, sealed), "Idempotent-Replayed: true\r\n"};
   }
-  answer a = dispatch_change(req, now);
+  admin_reply a = dispatch_change(req, now);
   if (a.status >= 200 && a.status < 300) {
     const std::string s = seal(idem, a.body);
     store_.remember_answer(
@@ -298,18 +299,19 @@ admin_api::answer admin_api::with_idempotency(const http::request& req, int64_t 
   return a;
 }
 
-admin_api::answer admin_api::dispatch_change(const http::request& req, int64_t now) {
+admin_api::admin_reply admin_api::dispatch_change(const http::request& req, int64_t now) {
   const std::string_view p = req.path;
   const bool post = req.method == "POST";
   if (p == "/admin/accounts") {
     return post ? create_account(req.body, now)
-                : answer{405, error_body("method_not_allowed", "This route takes POST."),
-                         "Allow: POST\r\n"};
+                : admin_reply{405, error_body("method_not_allowed", "This route takes POST."),
+                              "Allow: POST\r\n"};
   }
   if (p == "/admin/keys") {
-    return post ? create_key(req.body, now)
-                : answer{405, error_body("method_not_allowed", "This route takes GET or POST."),
-                         "Allow: GET, POST\r\n"};
+    return post
+               ? create_key(req.body, now)
+               : admin_reply{405, error_body("method_not_allowed", "This route takes GET or POST."),
+                             "Allow: GET, POST\r\n"};
   }
   if (p.substr(0, 16) == "/admin/accounts/") {
     std::string_view rest = p.substr(16);

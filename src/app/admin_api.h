@@ -86,16 +86,16 @@ class admin_api {
   const std::string& disabled_reason() const noexcept { return disabled_why_; }
 
  private:
-  struct answer {
+  struct admin_reply {
     int status = 200;
     std::string body = {};
     std::string extra_headers = {};
     std::string content_type = "application/json";
   };
 
-  answer route(const http::request& req, int64_t now);
-  answer with_idempotency(const http::request& req, int64_t now, std::string_view idem);
-  answer dispatch_change(const http::request& req, int64_t now);
+  admin_reply route(const http::request& req, int64_t now);
+  admin_reply with_idempotency(const http::request& req, int64_t now, std::string_view idem);
+  admin_reply dispatch_change(const http::request& req, int64_t now);
   // The Stripe webhook (stripe_webhook.cc): the signature and the event checked, then acted on
   // (event_act), here or, from a public core, by `act` (an empty answer status: deferred).
   enum class event_action : uint8_t { none, suspend, resume };
@@ -108,22 +108,22 @@ class admin_api {
     bool has_obj = false;
     event_action what = event_action::none;
   };
-  answer webhook(const http::request& req, int64_t now, bool admin_core,
-                 const std::function<answer(event)>& act = {});
-  answer event_act(const event& e, int64_t now, bool may_wait);
-  answer apply_account_status(std::string_view account, bool suspend, int64_t now,
-                              std::string_view who, std::string_view action, bool admin_core);
+  admin_reply webhook(const http::request& req, int64_t now, bool admin_core,
+                      const std::function<admin_reply(event)>& act = {});
+  admin_reply event_act(const event& e, int64_t now, bool may_wait);
+  admin_reply apply_account_status(std::string_view account, bool suspend, int64_t now,
+                                   std::string_view who, std::string_view action, bool admin_core);
   // Routes (admin_routes.cc).
-  answer create_account(std::string_view body, int64_t now);
-  answer get_account(std::string_view id, int64_t now);
-  answer set_account(std::string_view id, bool suspend, int64_t now);
-  answer create_key(std::string_view body, int64_t now);
-  answer list_keys(std::string_view query, int64_t now);
-  answer revoke_key(std::string_view id, int64_t now);
-  answer rotate_key(std::string_view id, std::string_view body, int64_t now);
-  answer patch_key(std::string_view id, std::string_view body, int64_t now);
-  answer usage(std::string_view query, int64_t now);
-  answer usage_export(std::string_view query);
+  admin_reply create_account(std::string_view body, int64_t now);
+  admin_reply get_account(std::string_view id, int64_t now);
+  admin_reply set_account(std::string_view id, bool suspend, int64_t now);
+  admin_reply create_key(std::string_view body, int64_t now);
+  admin_reply list_keys(std::string_view query, int64_t now);
+  admin_reply revoke_key(std::string_view id, int64_t now);
+  admin_reply rotate_key(std::string_view id, std::string_view body, int64_t now);
+  admin_reply patch_key(std::string_view id, std::string_view body, int64_t now);
+  admin_reply usage(std::string_view query, int64_t now);
+  admin_reply usage_export(std::string_view query);
 
   /// Puts a change to keys or accounts in force (see the file comment).
   void put_in_force(bool admin_core);
@@ -146,7 +146,7 @@ class admin_api {
   std::vector<std::string> suspend_on_;
 
   std::mutex mu_;  // every change, and store_'s idempotency and event look-ups with it
-  std::unique_ptr<offcore<answer>> work_;  // a public core's webhook, acted on off the core
+  std::unique_ptr<offcore<admin_reply>> work_;  // a public core's webhook, acted on off the core
   admin_store store_;  // the audit log, idempotency answers and event ids (admin_store.h)
   std::unique_ptr<meter_pusher> meter_;  // [stripe] meter_event_name: the overage push
 

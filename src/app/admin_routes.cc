@@ -17,7 +17,7 @@ namespace tollgate::app {
 
 using namespace admin;  // NOLINT: the admin API's own helpers (admin_util.h)
 
-admin_api::answer admin_api::create_account(std::string_view body, int64_t now) {
+admin_api::admin_reply admin_api::create_account(std::string_view body, int64_t now) {
   auto f = parse_body(body, {"id", "stripe_customer"}, {}, false);
   if (!f) {
     return {400, error_body("invalid_argument", f.error())};
@@ -48,7 +48,7 @@ admin_api::answer admin_api::create_account(std::string_view body, int64_t now) 
                            js(id->second), customer.empty() ? "null" : js(customer))};
 }
 
-admin_api::answer admin_api::get_account(std::string_view id, int64_t now) {
+admin_api::admin_reply admin_api::get_account(std::string_view id, int64_t now) {
   auto c = contents();
   if (!c) {
     auto [status, b] = store_answer(c.error());
@@ -62,14 +62,14 @@ admin_api::answer admin_api::get_account(std::string_view id, int64_t now) {
   return {404, error_body("not_found", fmt::format("There is no account \"{}\".", id))};
 }
 
-admin_api::answer admin_api::set_account(std::string_view id, bool suspend, int64_t now) {
+admin_api::admin_reply admin_api::set_account(std::string_view id, bool suspend, int64_t now) {
   return apply_account_status(id, suspend, now, token_name_,
                               suspend ? "accounts.suspend" : "accounts.resume", true);
 }
 
-admin_api::answer admin_api::apply_account_status(std::string_view account, bool suspend,
-                                                  int64_t now, std::string_view who,
-                                                  std::string_view action, bool admin_core) {
+admin_api::admin_reply admin_api::apply_account_status(std::string_view account, bool suspend,
+                                                       int64_t now, std::string_view who,
+                                                       std::string_view action, bool admin_core) {
   auto r = suspend ? keys_->suspend(account) : keys_->resume(account);
   if (!r) {
     auto [status, b] = store_answer(r.error());
@@ -93,7 +93,7 @@ admin_api::answer admin_api::apply_account_status(std::string_view account, bool
                            suspend ? "suspended" : "active")};
 }
 
-admin_api::answer admin_api::create_key(std::string_view body, int64_t now) {
+admin_api::admin_reply admin_api::create_key(std::string_view body, int64_t now) {
   auto f = parse_body(body, {"account", "plan"}, {}, false);
   if (!f) {
     return {400, error_body("invalid_argument", f.error())};
@@ -135,7 +135,7 @@ admin_api::answer admin_api::create_key(std::string_view body, int64_t now) {
               r->key_id, js(r->secret), js(acc->second), js(plan->second), utc(now))};
 }
 
-admin_api::answer admin_api::list_keys(std::string_view query, int64_t now) {
+admin_api::admin_reply admin_api::list_keys(std::string_view query, int64_t now) {
   auto account = query_param(query, "account");
   auto c = contents();
   if (!c) {
@@ -158,7 +158,7 @@ admin_api::answer admin_api::list_keys(std::string_view query, int64_t now) {
   return {200, fmt::format(R"({{"keys":[{}]}})", keys)};
 }
 
-admin_api::answer admin_api::revoke_key(std::string_view id, int64_t now) {
+admin_api::admin_reply admin_api::revoke_key(std::string_view id, int64_t now) {
   auto r = keys_->revoke(id);
   if (!r) {
     auto [status, b] = store_answer(r.error());
@@ -178,7 +178,8 @@ admin_api::answer admin_api::revoke_key(std::string_view id, int64_t now) {
   return {200, fmt::format(R"({{"id":{},"status":"revoked"}})", js(id))};
 }
 
-admin_api::answer admin_api::rotate_key(std::string_view id, std::string_view body, int64_t now) {
+admin_api::admin_reply admin_api::rotate_key(std::string_view id, std::string_view body,
+                                             int64_t now) {
   auto f = parse_body(body, {}, {"grace_secs"}, true);
   if (!f) {
     return {400, error_body("invalid_argument", f.error())};
@@ -217,7 +218,8 @@ admin_api::answer admin_api::rotate_key(std::string_view id, std::string_view bo
           utc(grace == 0 ? now : now + grace))};
 }
 
-admin_api::answer admin_api::patch_key(std::string_view id, std::string_view body, int64_t now) {
+admin_api::admin_reply admin_api::patch_key(std::string_view id, std::string_view body,
+                                            int64_t now) {
   auto f = parse_body(body, {"plan"}, {}, false);
   if (!f) {
     return {400, error_body("invalid_argument", f.error())};
@@ -245,7 +247,7 @@ admin_api::answer admin_api::patch_key(std::string_view id, std::string_view bod
   return {200, fmt::format(R"({{"id":{},"plan":{}}})", js(id), js(plan->second))};
 }
 
-admin_api::answer admin_api::usage(std::string_view query, int64_t now) {
+admin_api::admin_reply admin_api::usage(std::string_view query, int64_t now) {
   auto account = query_param(query, "account");
   if (!account || account->empty()) {
     return {400, error_body("invalid_argument", "usage needs ?account=NAME (and &month=YYYY-MM).")};
@@ -304,7 +306,7 @@ admin_api::answer admin_api::usage(std::string_view query, int64_t now) {
           js(*account), quota::month_year(month), quota::month_of_year(month), keys, used, over)};
 }
 
-admin_api::answer admin_api::usage_export(std::string_view query) {
+admin_api::admin_reply admin_api::usage_export(std::string_view query) {
   auto m = query_param(query, "month");
   if (!m) {
     return {400, error_body("invalid_argument", "usage/export needs ?month=YYYY-MM.")};
@@ -321,8 +323,8 @@ admin_api::answer admin_api::usage_export(std::string_view query) {
   if (!b) {
     return {500, error_body("usage_unreadable", b.error())};
   }
-  answer a{200, render_usage_export(b->contents, st_.quota->options().plans, *month, b->usage,
-                                    format == "csv")};
+  admin_reply a{200, render_usage_export(b->contents, st_.quota->options().plans, *month, b->usage,
+                                         format == "csv")};
   if (format == "csv") {
     a.content_type = "text/csv; charset=utf-8";
   }

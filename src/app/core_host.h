@@ -1,6 +1,6 @@
 // core_host: the app's mcp::host, binding one request to the quota core. Calls go one way:
-//   mcp::endpoint → core_host (mcp::host: admit, settle, header lines, stdio's rate check,
-//   cancellations; mcp::rate_charge: a batch's further charges, a 202's refund) → quota.
+//   mcp::endpoint → core_host (mcp::host: admit, settle, header lines, cancellations;
+//   mcp::rate_charge: stdio's rate check, a batch's further charges, a 202's refund) → quota.
 // It also owns the core's tool_context (tools.h), which the handler lends the endpoint for the
 // tools (endpoint::lend), and is that context's tool_caller (the key, figures and partial
 // shards of the request): the tools see those two narrow types only, never core_host.

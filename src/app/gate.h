@@ -5,8 +5,8 @@
 //      request (a re-delivery carries the figures its first delivery was charged);
 //   3. its refusal, as the outcome table's row: a bad key's 401, a rate limit's 429, or (cluster
 //      mode, before the node's first key load) 503, since no key can be called invalid yet.
-// A surface's one entry point (mcp::endpoint::answer, rest::api::answer) writes the verdict;
-// the handler parks a request from it; the access log and /metrics read the outcome it came
+// A surface's one entry point (mcp::endpoint::answer, rest::api::respond) writes the verdict;
+// app::parking parks a request from it; the access log and /metrics read the outcome it came
 // to, never re-derive it.
 //
 // Core-local: one gate per core, over its quota ledger.

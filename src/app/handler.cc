@@ -54,6 +54,7 @@ core_handler::core_handler(shared_state& s, int core)
             s.admin && s.admin->public_webhook() ? admin_api::kWebhookPath : std::string_view()),
       host_(quota_, *s.backend),
       rest_(*s.backend, *s.envelopes),
+      parking_(s.cluster.get(), *host_.tools()),
       observer_(core, s.metrics.get(), s.access.get(), s.tools) {
   scratch_.reserve(16384);
   // The cache holds whole in-process answers only: never on a gateway (remote shards answer
@@ -65,7 +66,6 @@ core_handler::core_handler(shared_state& s, int core)
                                        &s.search_cache[static_cast<size_t>(core)]);
     host_.tools()->set_search_cache(cache_.get());
   }
-  host_.tools()->use_jobs(&light_jobs_);
   host_.set_cancels(&s.cancels);
   endpoint_.lend(host_.tools(), &host_);
   if (s.fleet) {
@@ -76,6 +76,7 @@ core_handler::core_handler(shared_state& s, int core)
 
 void core_handler::attach(http::engine_io& io) {
   io_ = &io;
+  parking_.attach(io);
   // Searches in slices need the engine to park requests: only once attached to one.
   if (!s_.fleet && s_.backend->remote_count() == 0) {
     host_.tools()->set_search_slice(s_.settings->search_slice_postings);
@@ -108,6 +109,14 @@ http::response_info core_handler::json_error(const http::request& req, int statu
   return {status, head.close};
 }
 
+offcore_ticket core_handler::ticket() const {
+  if (io_ == nullptr) {
+    return {};
+  }
+  const http::deferral_token d = io_->current();
+  return {core_, d.slot, d.gen};
+}
+
 // match → gate → (a gateway's look-ahead) → the surface's one entry point.
 http::response_info core_handler::route(const http::request& req, out_buffer& out, int64_t now_ns,
                                         gate_verdict& v) {
@@ -121,18 +130,18 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
         s_.oauth->handle(req, quota_, std::string_view(peer, n), out,
                          static_cast<int64_t>(std::time(nullptr)), offcore_wake_, ticket());
     if (info.deferred) {
-      // Its client's metadata document is being fetched, or its store work done, off the core.
-      park_offcore(s_.oauth->wait_bound_ms());
-      return info;
+      // Its client's metadata document is being fetched, or its store work done, off the core:
+      // parked until the fetcher or the worker wakes this core (on_wake), or until the fetch's
+      // bound, when it reads as failed (a job still running parks it again).
+      return parking_.park_offcore(io_->now_mono() + s_.oauth->wait_bound_ms() * 1000000 + 1000000);
     }
     v.result = envelope::outcome_of_status(info.status);
     return info;
   }
   if (v.r == route::webhook) {  // keyless: Stripe signs its deliveries (any method: its 405)
     const http::response_info info = s_.admin->handle_webhook(req, out, ticket(), offcore_wake_);
-    if (info.deferred) {
-      park_offcore(0);  // its event is acted on off the core (the store's writes, Redis)
-      return info;
+    if (info.deferred) {  // its event is acted on off the core (the store's writes, Redis)
+      return parking_.park_offcore(io_->now_mono() + 1000000000);
     }
     v.result = envelope::outcome_of_status(info.status);
     return info;
@@ -166,8 +175,9 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       // Re-delivered once its remote shards answered: charged on the first delivery (a 429
       // never reaches the remotes).
       carried = {&fleet_->figures(), fleet_->received_ns()};
-    } else if (resuming_ != nullptr) {
-      carried = {&resuming_->fig, resuming_->received_ns};  // parked: charged when first read
+    } else if (parking_.resuming_any()) {
+      const parking::carried p = parking_.resuming();  // parked: charged when first read
+      carried = {p.fig, p.received_ns};
     }
     gate_.admit(req, v, now_ns, carried);
     if (v.refusal.row == nullptr && !v.carried && fleet_route &&
@@ -176,52 +186,53 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
   }
   const size_t mark = out.size();
-  const http::response_info info =
-      v.r == route::mcp ? answer_mcp(req, v, out, now_ns) : answer_rest(req, v, out, now_ns);
+  const http::response_info info = answer_surface(req, v, out, now_ns);
   if (v.wait == wait_for::nothing) {
     return info;
   }
   // The request must wait (a search slice, or quota units): its answer is discarded and written
   // for real when it is delivered again, with the verdict's figures carried.
   out.resize(mark);
-  return park(resuming_, v.fig, v.wait == wait_for::units, v.jobs_used, v.received_ns);
+  return parking_.park(v.fig, v.wait == wait_for::units, v.jobs_used, v.received_ns, fleet_.get());
 }
 
-http::response_info core_handler::answer_mcp(const http::request& req, gate_verdict& v,
-                                             out_buffer& out, int64_t now_ns) {
-  if (v.key == nullptr) {
-    host_.begin_keyless();  // no key (GET, DELETE, OPTIONS; a 401 or 503): no figures
-  } else {
-    quota::figures f = v.fig;
-    if (v.refusal.row != nullptr) {
-      f.retry_after_secs = 0;  // the 429 writes its own Retry-After; the host must not repeat it
+// The surfaces' one entry each (mcp::endpoint::answer, rest::api::respond), given what the
+// verdict holds: the key's figures and terms, or its refusal. Sets what the request waits for
+// and what its answer came to.
+http::response_info core_handler::answer_surface(const http::request& req, gate_verdict& v,
+                                                 out_buffer& out, int64_t now_ns) {
+  if (v.r == route::mcp) {
+    if (v.key == nullptr) {
+      host_.begin_keyless();  // no key (GET, DELETE, OPTIONS; a 401 or 503): no figures
+    } else {
+      quota::figures f = v.fig;
+      if (v.refusal.row != nullptr) {
+        f.retry_after_secs = 0;  // the 429 writes its own Retry-After; the host must not repeat it
+      }
+      host_.begin(*v.key, now_ns, f,
+                  request_terms{v.deadline_ms, v.received_ns, parking_.may_wait_lease(),
+                                parking_.resuming_any()});
     }
-    host_.begin(
-        *v.key, now_ns, f,
-        request_terms{v.deadline_ms, v.received_ns, may_wait_lease(), resuming_ != nullptr});
+    const http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
+    if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() &&
+        io_ != nullptr) {
+      v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
+      v.jobs_used = host_.tools()->jobs_used();
+    }
+    const mcp::request_report& report = endpoint_.report();
+    v.result = report.any ? report.result : outcome::ok;
+    return info;
   }
-  http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
-  if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() && io_ != nullptr) {
-    v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
-    v.jobs_used = host_.tools()->jobs_used();
-  }
-  const mcp::request_report& report = endpoint_.report();
-  v.result = report.any ? report.result : outcome::ok;
-  return info;
-}
-
-http::response_info core_handler::answer_rest(const http::request& req, gate_verdict& v,
-                                              out_buffer& out, int64_t now_ns) {
   const rest::resource what = v.r == route::rest_search  ? rest::resource::search
                               : v.r == route::rest_story ? rest::resource::story
                                                          : rest::resource::usage;
   std::optional<rest::caller> c;  // none for a 401 or 503: no key
   if (v.key != nullptr) {
     c.emplace(rest::caller{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr});
-    c->may_wait_lease = may_wait_lease();
+    c->may_wait_lease = parking_.may_wait_lease();
   }
   const http::response_info info =
-      rest_.answer(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
+      rest_.respond(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
   if (c && c->lease_pending) {
     v.wait = wait_for::units;
   }
@@ -229,120 +240,12 @@ http::response_info core_handler::answer_rest(const http::request& req, gate_ver
   return info;
 }
 
-bool core_handler::may_wait_lease() const {
-  if (!s_.cluster || io_ == nullptr) {
-    return false;
-  }
-  return resuming_ == nullptr || resuming_->lease_deadline == 0 ||
-         io_->now_mono() < resuming_->lease_deadline;
-}
-
-core_handler::parked* core_handler::find_parked() {
-  if (parked_.empty() || io_ == nullptr) {
-    return nullptr;
-  }
-  const http::deferral_token t = io_->current();
-  for (parked& p : parked_) {
-    if (p.token.slot == t.slot && p.token.gen == t.gen) {
-      return &p;
-    }
-  }
-  return nullptr;
-}
-
-void core_handler::keep_spare(tool_context::job_group&& jobs) {
-  if (spare_.size() < max_spare_job_groups) {
-    spare_.push_back(std::move(jobs));
-  }  // else freed here: a burst of parked requests does not hold its memory for good
-}
-
-http::response_info core_handler::park(parked* p, const quota::figures& fig, bool for_lease,
-                                       size_t used, int64_t received_ns) {
-  if (p == nullptr) {
-    // First park: the request takes the light jobs (its searches' state) with it.
-    parked_.emplace_back();
-    p = &parked_.back();
-    p->jobs.swap(light_jobs_);
-    if (!spare_.empty()) {
-      light_jobs_.swap(spare_.back());
-      spare_.pop_back();
-    }
-    p->fig = fig;
-    p->received_ns = received_ns;
-  }
-  p->used = used;
-  p->token = io_->defer();
-  p->lease_wait = for_lease;
-  if (fleet_) {
-    fleet_->deactivate();  // a gateway's remote answers wait with it for its next delivery
-  }
-  if (for_lease) {
-    // Delivered again when the agent wakes this core, or at the bound (set once: the whole
-    // wait of a request is bounded, however often other cores take the units it was after).
-    if (p->lease_deadline == 0) {
-      p->lease_deadline = io_->now_mono() + s_.cluster->options().lease_wait_ms * 1000000;
-    }
-    io_->wake_at(p->lease_deadline);
-  } else {
-    io_->resume(p->token);  // delivered again next pass: one slice each pass
-  }
-  return {0, false, true};
-}
-
-offcore_ticket core_handler::ticket() const {
-  if (io_ == nullptr) {
-    return {};
-  }
-  const http::deferral_token d = io_->current();
-  return {core_, d.slot, d.gen};
-}
-
-void core_handler::park_offcore(int64_t bound_ms) {
-  // Parked until the fetcher or the worker wakes this core (on_wake), or until `bound_ms` and a
-  // second pass (a fetch then reads as failed; a job still running parks it again).
-  offcore_waits_.push_back(io_->defer());
-  io_->wake_at(io_->now_mono() + bound_ms * 1000000 + 1000000);
-}
-
-void core_handler::on_wake(int64_t /*now_ns*/) {
-  // A metadata document's fetch ended (or a bound came): every request parked for one is
-  // delivered again; one whose document is still on its way parks again, at no cost but a
-  // look-up.
-  for (const http::deferral_token& t : offcore_waits_) {
-    (void)io_->resume(t);  // false: its connection closed meanwhile
-  }
-  offcore_waits_.clear();
-  // The agent ended a lease attempt (units, a spent budget, an outage) or a bound came: every
-  // request waiting for units is admitted again (one that still may wait parks again).
-  for (size_t i = 0; i < parked_.size();) {
-    parked& p = parked_[i];
-    if (!p.lease_wait) {
-      ++i;
-      continue;
-    }
-    p.lease_wait = false;
-    if (!io_->resume(p.token)) {  // its connection closed meanwhile
-      keep_spare(std::move(p.jobs));
-      p = std::move(parked_.back());
-      parked_.pop_back();
-      continue;
-    }
-    ++i;
-  }
-}
+void core_handler::on_wake(int64_t /*now_ns*/) { parking_.on_wake(); }
 
 http::response_info core_handler::handle(const http::request& req, out_buffer& out,
                                          int64_t now_ns) {
-  resuming_ = find_parked();
-  if (resuming_ != nullptr) {
-    host_.tools()->use_jobs(&resuming_->jobs);
-    if (!host_.tools()->advance_jobs(resuming_->used)) {
-      resuming_->token = io_->defer();
-      io_->resume(resuming_->token);
-      resuming_ = nullptr;
-      host_.tools()->use_jobs(&light_jobs_);
-      return {0, false, true};
-    }
+  if (!parking_.begin()) {
+    return {0, false, true};  // its searches go on: the next slice next pass
   }
   gate_verdict v;
   const uint64_t billed_before = quota_.billed_seq();
@@ -352,16 +255,7 @@ http::response_info core_handler::handle(const http::request& req, out_buffer& o
     observer_.begin(quota_);
   }
   http::response_info info = route(req, out, now_ns, v);
-  if (resuming_ != nullptr) {
-    if (!info.deferred) {
-      // answered: its job group is free again (index-stable erase: swap with the last)
-      keep_spare(std::move(resuming_->jobs));
-      *resuming_ = std::move(parked_.back());
-      parked_.pop_back();
-    }
-    resuming_ = nullptr;
-  }
-  host_.tools()->use_jobs(&light_jobs_);
+  parking_.end(info.deferred);
   if (info.deferred) {
     if (observer_.on()) {
       observer_.deferred();
@@ -432,17 +326,7 @@ void core_handler::durable_written(int64_t res) { quota_.journal_done(res); }
 void core_handler::durable_synced(int res) { quota_.journal_synced(res); }
 
 void core_handler::on_tick(int64_t now_ns) {
-  // A parked request whose connection closed is never delivered again: free its jobs. (A live
-  // one is always queued for delivery, so resume() changes nothing for it.)
-  for (size_t i = 0; i < parked_.size();) {
-    if (io_ != nullptr && !io_->resume(parked_[i].token)) {
-      keep_spare(std::move(parked_[i].jobs));
-      parked_[i] = std::move(parked_.back());
-      parked_.pop_back();
-    } else {
-      ++i;
-    }
-  }
+  parking_.on_tick();
   quota_.on_tick(now_ns);
   if (observer_.on()) {
     observer_.on_tick();

@@ -14,6 +14,7 @@
 #include "fleet_client.h"
 #include "gate.h"
 #include "metrics.h"
+#include "parking.h"
 #include "request_observer.h"
 #include "search_cache.h"
 #include "tollgate/cluster/agent.h"
@@ -117,8 +118,8 @@ class core_handler final : public http::handler {
   void on_file_written(uint32_t tag, int64_t res) override;
 
   /// Answered parked requests' job groups kept for reuse (at most max_spare_job_groups).
-  size_t spare_job_groups() const noexcept { return spare_.size(); }
-  static constexpr size_t max_spare_job_groups = 16;
+  size_t spare_job_groups() const noexcept { return parking_.spare_job_groups(); }
+  static constexpr size_t max_spare_job_groups = parking::max_spare_job_groups;
 
  private:
   // match → gate → (a gateway's look-ahead) → the surface's answer; `v` is the gate's verdict,
@@ -127,38 +128,12 @@ class core_handler final : public http::handler {
                             gate_verdict& v);
   /// The ticket of the request being answered (offcore.h); none without an engine.
   offcore_ticket ticket() const;
-  /// Parks the request being answered until off-core work wakes this core.
-  void park_offcore(int64_t bound_ms);
-  // The surfaces' one entry each, from the verdict (refusals included).
-  http::response_info answer_mcp(const http::request& req, gate_verdict& v, out_buffer& out,
-                                 int64_t now_ns);
-  http::response_info answer_rest(const http::request& req, gate_verdict& v, out_buffer& out,
-                                  int64_t now_ns);
+  // The verdict's surface, through its one entry (refusals included); sets what the request
+  // waits for and what its answer came to.
+  http::response_info answer_surface(const http::request& req, gate_verdict& v, out_buffer& out,
+                                     int64_t now_ns);
   http::response_info json_error(const http::request& req, int status, std::string_view body,
                                  std::string_view extra_headers, out_buffer& out);
-  /// Searches in slices: a request whose search outlasted its slice is parked (deferred, and
-  /// resumed at once so that it is delivered again next pass); each re-delivery runs one
-  /// slice of its jobs and parks it again, until they are done and the request is answered
-  /// for real (its rate charged once, on the first delivery).
-  /// Cluster mode: a billed call whose node holds no units of its key is parked the same way,
-  /// but not resumed at once: it waits for the agent to wake the core (the lease attempt is
-  /// over) or for its bound (lease_deadline), and is then admitted again; past the bound the
-  /// outage rules answer it. The core serves its other connections meanwhile.
-  struct parked {
-    http::deferral_token token;
-    tool_context::job_group jobs;
-    size_t used = 0;  // its search calls (jobs [0, used))
-    quota::figures fig;
-    int64_t lease_deadline = 0;  // CLOCK_MONOTONIC bound of its wait for units (0: never waited)
-    bool lease_wait = false;     // parked for units now (delivered again by on_wake)
-    int64_t received_ns = 0;     // its first delivery's time (a later cancellation reaches it)
-  };
-  parked* find_parked();
-  http::response_info park(parked* p, const quota::figures& fig, bool for_lease, size_t used,
-                           int64_t received_ns);
-  /// Whether a billed call of this delivery may still wait for quota units (cluster mode).
-  bool may_wait_lease() const;
-  void keep_spare(tool_context::job_group&& jobs);
 
   shared_state& s_;
   int core_;
@@ -167,19 +142,13 @@ class core_handler final : public http::handler {
   gate gate_;
   core_host host_;
   rest::api rest_;
+  parking parking_;  // requests waiting for a search slice, quota units or a document
   out_buffer scratch_;
   std::unique_ptr<search_cache> cache_;  // null when off or on a gateway with remote shards
   std::unique_ptr<fleet_client> fleet_;
   http::engine_io* io_ = nullptr;
-  tool_context::job_group light_jobs_;  // the jobs of requests not parked (yet)
-  std::vector<parked> parked_;          // requests whose searches are going on
-  // Job groups of answered parked requests, kept for the next ones (their workspaces have grown
-  // to a search's needs: bitsets, heaps, kept phrase docs): at most max_spare_job_groups.
-  std::vector<tool_context::job_group> spare_;
-  parked* resuming_ = nullptr;  // the parked request being delivered, if any
-  // Requests waiting for work off the core (an OAuth client's metadata document, the OAuth
-  // store's or the public webhook's writes: offcore.h), and the waker called when it ends.
-  std::vector<http::deferral_token> offcore_waits_;
+  // The waker called when work off the core ends (an OAuth client's metadata document, the
+  // OAuth store's or the public webhook's writes: offcore.h).
   std::function<void()> offcore_wake_;
   request_observer observer_;  // /metrics and the access log
 };
@@ -192,7 +161,7 @@ class shard_handler final : public http::handler {
   http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
 
  private:
-  http::response_info answer(const http::request& req, out_buffer& out, route& counted);
+  http::response_info answer_shard(const http::request& req, out_buffer& out, route& counted);
 
   const shared_state& s_;
   int core_;

@@ -85,7 +85,7 @@ class server {
   /// (it then reads as a failed fetch).
   int64_t wait_bound_ms() const noexcept;
 
-  struct answer {
+  struct oauth_reply {
     int status = 200;
     std::string body = {};
     std::string headers = {};
@@ -101,18 +101,18 @@ class server {
     const std::function<void()>& wake;
     bool synced = false;
   };
-  answer metadata(const http::request& req, bool resource) const;
-  answer do_register(const http::request& req, std::string_view addr, int64_t now, call& c);
-  answer authorize_get(const http::request& req, int64_t now, call& c);
-  answer authorize_post(const http::request& req, quota::core_ledger& ledger, std::string_view addr,
-                        int64_t now, call& c);
-  answer token(const http::request& req, int64_t now, call& c);
+  oauth_reply metadata(const http::request& req, bool resource) const;
+  oauth_reply do_register(const http::request& req, std::string_view addr, int64_t now, call& c);
+  oauth_reply authorize_get(const http::request& req, int64_t now, call& c);
+  oauth_reply authorize_post(const http::request& req, quota::core_ledger& ledger,
+                             std::string_view addr, int64_t now, call& c);
+  oauth_reply token(const http::request& req, int64_t now, call& c);
   /// The token request's store part, on the worker: redeems the code or rotates the refresh
   /// token of form `p` (client `client_id` checked, `b` the base URL).
-  answer redeem(const std::map<std::string, std::string, std::less<>>& p,
-                const std::string& client_id, const std::string& grant_type, const std::string& b,
-                int64_t now);
-  answer revoke(const http::request& req, int64_t now, call& c);
+  oauth_reply redeem(const std::map<std::string, std::string, std::less<>>& p,
+                     const std::string& client_id, const std::string& grant_type,
+                     const std::string& b, int64_t now);
+  oauth_reply revoke(const http::request& req, int64_t now, call& c);
   /// The client `id` names: registered (DCR), or a metadata document's (fetched, cached).
   /// Returns the client, or sets `why` (a sentence; empty while `pending`). In cluster mode a
   /// registered client this node does not know yet (made on another node a moment ago) is
@@ -121,7 +121,7 @@ class server {
   found find_client(const std::string& id, int64_t now, call& c, client& cl, std::string& why);
   /// Runs `work` on the worker and answers pending (the request is parked until it is done);
   /// without an engine, runs it here.
-  answer off_core(call& c, std::function<answer()> work);
+  oauth_reply off_core(call& c, std::function<oauth_reply()> work);
   /// The worker's tick: the store polled, old per-address windows forgotten.
   void tick(int64_t now);
   bool offers(std::string_view registration) const;
@@ -140,7 +140,7 @@ class server {
   std::mutex limits_mu_;
   std::unordered_map<std::string, std::pair<int64_t, int>> registrations_;  // addr → window
   std::unordered_map<std::string, std::pair<int64_t, int>> failures_;       // addr → window
-  std::unique_ptr<offcore<answer>> work_;  // the store's work, off the cores (offcore.h)
+  std::unique_ptr<offcore<oauth_reply>> work_;  // the store's work, off the cores (offcore.h)
   int ticks_ = 0;
 };
 

@@ -23,7 +23,7 @@
 namespace tollgate::app::oauth {
 namespace {
 
-using answer = server::answer;
+using oauth_reply = server::oauth_reply;
 
 constexpr int64_t kCodeSecs = 60;      // an authorization code lives at most this long
 constexpr int64_t kConsentSecs = 600;  // a consent form is good for this long
@@ -40,8 +40,8 @@ constexpr std::string_view kCors =
     "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n";
 constexpr std::string_view kNoStore = "Cache-Control: no-store\r\nPragma: no-cache\r\n";
 
-answer json_error(int status, std::string_view error, std::string_view description) {
-  answer a;
+oauth_reply json_error(int status, std::string_view error, std::string_view description) {
+  oauth_reply a;
   a.status = status;
   a.body = fmt::format(R"({{"error":{},"error_description":{}}})", admin::js(error),
                        admin::js(description));
@@ -49,8 +49,8 @@ answer json_error(int status, std::string_view error, std::string_view descripti
   return a;
 }
 
-answer page(int status, std::string body) {
-  answer a;
+oauth_reply page(int status, std::string body) {
+  oauth_reply a;
   a.status = status;
   a.body = std::move(body);
   a.content_type = "text/html; charset=utf-8";
@@ -58,19 +58,19 @@ answer page(int status, std::string body) {
   return a;
 }
 
-answer error_page_answer(int status, std::string_view title, std::string_view message) {
+oauth_reply error_page_answer(int status, std::string_view title, std::string_view message) {
   return page(status, error_page(title, message));
 }
 
 // A request waiting for a client's metadata document: handle() writes nothing for it.
-answer pending_answer() {
-  answer a;
+oauth_reply pending_answer() {
+  oauth_reply a;
   a.pending = true;
   return a;
 }
 
-answer redirect(std::string_view location) {
-  answer a;
+oauth_reply redirect(std::string_view location) {
+  oauth_reply a;
   a.status = 302;
   a.content_type = {};
   a.headers = fmt::format("Location: {}\r\n", location) + std::string(kPageHeaders);
@@ -146,7 +146,7 @@ result<void, std::string> server::start(int64_t now_unix) {
   if (auto o = store_->open(now_unix, true); !o) {
     return o;
   }
-  work_ = std::make_unique<offcore<answer>>([this](int64_t now) { tick(now); });
+  work_ = std::make_unique<offcore<oauth_reply>>([this](int64_t now) { tick(now); });
   work_->start();
   return {};
 }
@@ -161,7 +161,7 @@ void server::tick(int64_t now) {
   }
 }
 
-server::answer server::off_core(call& c, std::function<answer()> work) {
+server::oauth_reply server::off_core(call& c, std::function<oauth_reply()> work) {
   if (!c.ticket.parkable() || !c.wake || !work_) {
     return work();
   }
@@ -190,7 +190,7 @@ server::found server::find_client(const std::string& id, int64_t now, call& cl, 
       // read the cluster's newest lines.
       (void)off_core(cl, [this] {
         store_->poll(static_cast<int64_t>(std::time(nullptr)));
-        answer a;
+        oauth_reply a;
         a.synced = true;
         return a;
       });
@@ -301,9 +301,9 @@ bool server::key_live(uint64_t key_id) const {
   return false;
 }
 
-answer server::metadata(const http::request& req, bool resource) const {
+oauth_reply server::metadata(const http::request& req, bool resource) const {
   const std::string b = base(req);
-  answer a;
+  oauth_reply a;
   a.headers = std::string(kCors);
   if (resource) {
     a.body = fmt::format(
@@ -329,7 +329,8 @@ answer server::metadata(const http::request& req, bool resource) const {
   return a;
 }
 
-answer server::do_register(const http::request& req, std::string_view addr, int64_t now, call& cl) {
+oauth_reply server::do_register(const http::request& req, std::string_view addr, int64_t now,
+                                call& cl) {
   if (!offers("dynamic")) {
     return json_error(404, "invalid_request",
                       "Dynamic client registration is not offered here; use a client ID "
@@ -338,8 +339,8 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
   int64_t retry = 0;
   if (!allow(registrations_, addr, now, kRegistrationsPerWindow, kRegistrationWindow, retry,
              true)) {
-    answer a = json_error(429, "too_many_requests",
-                          "Too many client registrations from this address; retry later.");
+    oauth_reply a = json_error(429, "too_many_requests",
+                               "Too many client registrations from this address; retry later.");
     a.headers += fmt::format("Retry-After: {}\r\n", retry);
     return a;
   }
@@ -418,7 +419,7 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
       return json_error(503, "temporarily_unavailable",
                         "The registration could not be stored; retry shortly.");
     }
-    answer a;
+    oauth_reply a;
     a.status = 201;
     a.headers = std::string(kCors) + std::string(kNoStore);
     std::string list;
@@ -434,7 +435,7 @@ answer server::do_register(const http::request& req, std::string_view addr, int6
   });
 }
 
-answer server::authorize_get(const http::request& req, int64_t now, call& cl) {
+oauth_reply server::authorize_get(const http::request& req, int64_t now, call& cl) {
   auto p = parse_form(req.query);
   if (!p) {
     return error_page_answer(400, "This sign-in request is malformed", p.error());
@@ -519,8 +520,8 @@ answer server::authorize_get(const http::request& req, int64_t now, call& cl) {
   return page(200, consent_page(v));
 }
 
-answer server::authorize_post(const http::request& req, quota::core_ledger& ledger,
-                              std::string_view addr, int64_t now, call& cl) {
+oauth_reply server::authorize_post(const http::request& req, quota::core_ledger& ledger,
+                                   std::string_view addr, int64_t now, call& cl) {
   if (!form_body(req)) {
     return error_page_answer(415, "Unexpected form", "The consent form is sent form-encoded.");
   }
@@ -572,7 +573,7 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   }
   int64_t retry = 0;
   if (!allow(failures_, addr, now, kFailuresPerWindow, kFailureWindow, retry, false)) {
-    answer a = error_page_answer(
+    oauth_reply a = error_page_answer(
         429, "Too many attempts",
         fmt::format("Too many wrong keys were entered from your address. Try again in {} "
                     "seconds.",
@@ -618,7 +619,7 @@ answer server::authorize_post(const http::request& req, quota::core_ledger& ledg
   });
 }
 
-answer server::token(const http::request& req, int64_t now, call& cl) {
+oauth_reply server::token(const http::request& req, int64_t now, call& cl) {
   if (!form_body(req)) {
     return json_error(400, "invalid_request",
                       "The token request is sent as application/x-www-form-urlencoded.");
@@ -635,8 +636,8 @@ answer server::token(const http::request& req, int64_t now, call& cl) {
     return pending_answer();
   }
   if (f == found::no) {
-    answer a = json_error(401, "invalid_client",
-                          client_id.empty() ? "client_id is missing." : std::string_view(why));
+    oauth_reply a = json_error(401, "invalid_client",
+                               client_id.empty() ? "client_id is missing." : std::string_view(why));
     a.headers += "WWW-Authenticate: Basic realm=\"tollgate\"\r\n";
     return a;
   }
@@ -652,8 +653,8 @@ answer server::token(const http::request& req, int64_t now, call& cl) {
   });
 }
 
-answer server::redeem(const params& p_, const std::string& client_id, const std::string& grant_type,
-                      const std::string& b, int64_t now) {
+oauth_reply server::redeem(const params& p_, const std::string& client_id,
+                           const std::string& grant_type, const std::string& b, int64_t now) {
   const params* p = &p_;
   result<issued, std::string> t = unexpected(std::string());
   if (grant_type == "authorization_code") {
@@ -700,7 +701,7 @@ answer server::redeem(const params& p_, const std::string& client_id, const std:
     }
     t = std::move(*r);
   }
-  answer a;
+  oauth_reply a;
   a.headers = std::string(kCors) + std::string(kNoStore);
   a.body =
       fmt::format(R"({{"access_token":{},"token_type":"Bearer","expires_in":{},"refresh_token":{})",
@@ -711,7 +712,7 @@ answer server::redeem(const params& p_, const std::string& client_id, const std:
   return a;
 }
 
-answer server::revoke(const http::request& req, int64_t now, call& cl) {
+oauth_reply server::revoke(const http::request& req, int64_t now, call& cl) {
   if (!form_body(req)) {
     return json_error(400, "invalid_request", "The request is sent form-encoded.");
   }
@@ -741,7 +742,7 @@ answer server::revoke(const http::request& req, int64_t now, call& cl) {
     if (!store_->revoke_token(token, client_id, now)) {
       return json_error(503, "temporarily_unavailable", "The revocation could not be stored.");
     }
-    answer a;
+    oauth_reply a;
     a.headers = std::string(kCors) + std::string(kNoStore);
     a.body = "{}";
     return a;
@@ -755,18 +756,18 @@ http::response_info server::handle(const http::request& req, quota::core_ledger&
   const std::string_view m = req.method;
   const std::string_view addr = addr_of(peer);
   call cl{t, wake};
-  answer a;
+  oauth_reply a;
   bool ready = false;
   if (t.parkable() && work_) {
     // A delivery again: its part done off the core is answered now (or it still runs).
     switch (work_->take(t, a)) {
-      case offcore<answer>::state::done:
+      case offcore<oauth_reply>::state::done:
         ready = !a.synced;
         cl.synced = a.synced;
         break;
-      case offcore<answer>::state::running:
+      case offcore<oauth_reply>::state::running:
         return {0, false, true};
-      case offcore<answer>::state::none:
+      case offcore<oauth_reply>::state::none:
         break;
     }
   }

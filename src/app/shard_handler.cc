@@ -46,13 +46,13 @@ shard_handler::shard_handler(const shared_state& s, int core)
 http::response_info shard_handler::handle(const http::request& req, out_buffer& out,
                                           int64_t /*now_ns*/) {
   route counted = route::not_found;
-  http::response_info info = answer(req, out, counted);
+  http::response_info info = answer_shard(req, out, counted);
   s_.counters->count(core_, counted, info.status);
   return info;
 }
 
-http::response_info shard_handler::answer(const http::request& req, out_buffer& out,
-                                          route& counted) {
+http::response_info shard_handler::answer_shard(const http::request& req, out_buffer& out,
+                                                route& counted) {
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status != 200) {
     return json_reply(req, m.status == 405 ? 405 : 404,

@@ -167,7 +167,7 @@ int run_stdio(int argc, char** argv) {
   loader.set_backend_source(st);
   core_host host(shard);
   host.tools()->set_corpus_gate(&loader);
-  ep.lend(host.tools());  // no rate charge to adjust: stdio has no gate
+  ep.lend(host.tools(), &host);  // stdio has no gate: the host rates each message
   quota::figures fig;
   host.begin(*key, wall_now_ns(), fig);
   host.set_stdio(key_env);

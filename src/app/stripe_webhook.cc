@@ -18,11 +18,11 @@ namespace tollgate::app {
 
 using namespace admin;  // NOLINT: the admin API's own helpers (admin_util.h)
 
-admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool admin_core,
-                                     const std::function<answer(event)>& act) {
+admin_api::admin_reply admin_api::webhook(const http::request& req, int64_t now, bool admin_core,
+                                          const std::function<admin_reply(event)>& act) {
   auto refuse = [&](int status, std::string_view code, std::string_view msg) {
     events_refused_.fetch_add(1, std::memory_order_relaxed);
-    return answer{status, error_body(code, msg)};
+    return admin_reply{status, error_body(code, msg)};
   };
   if (req.method != "POST") {
     return {405, error_body("method_not_allowed", "Stripe delivers events with POST."),
@@ -135,10 +135,10 @@ admin_api::answer admin_api::webhook(const http::request& req, int64_t now, bool
 
 // 4. Acted on, once: on the admin core, or on the worker for a public core (`may_wait`: both
 // may wait for the mutex and for the change to be in force on every core).
-admin_api::answer admin_api::event_act(const event& e, int64_t now, bool may_wait) {
+admin_api::admin_reply admin_api::event_act(const event& e, int64_t now, bool may_wait) {
   auto refuse = [&](int status, std::string_view code, std::string_view msg) {
     events_refused_.fetch_add(1, std::memory_order_relaxed);
-    return answer{status, error_body(code, msg)};
+    return admin_reply{status, error_body(code, msg)};
   };
   const std::string& id = e.id;
   const std::string& type = e.type;
@@ -180,8 +180,8 @@ admin_api::answer admin_api::event_act(const event& e, int64_t now, bool may_wai
                                 "/admin/accounts {{\"id\":…,\"stripe_customer\":…}}.",
                                 customer));
     }
-    answer a = apply_account_status(account, what == act::suspend, now, "stripe",
-                                    fmt::format("webhook {} {}", type, id), may_wait);
+    admin_reply a = apply_account_status(account, what == act::suspend, now, "stripe",
+                                         fmt::format("webhook {} {}", type, id), may_wait);
     if (a.status != 200) {
       return a;
     }

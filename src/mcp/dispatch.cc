@@ -244,11 +244,13 @@ void note_notification(const dispatch_ctx& c, const message& m, od::object& o, h
 
 // Admits a billable tool call, or rates a free one (stdio only: over HTTP the handler rated the
 // request before dispatch); turns the reply into a tool error when refused.
-void prepare(reply& r, host& h) {
+void prepare(reply& r, host& h, rate_charge* rate) {
   if (r.k != reply::kind::tool_call) {
     return;
   }
-  admission a = r.tool->billable ? h.admit(r.tool->name, r.id) : h.rate_check();
+  admission a = r.tool->billable  ? h.admit(r.tool->name, r.id)
+                : rate != nullptr ? rate->rate_check()
+                                  : admission{};
   if (!a.refusal) {
     r.admitted = r.tool->billable;
     return;

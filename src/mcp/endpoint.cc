@@ -11,7 +11,8 @@
 //
 // The pieces: jsonrpc_scan.cc (pass 1), dispatch.cc (deciding and writing replies),
 // arguments.cc (tools/call argument checks), http_transport.cc (POST /mcp and the other HTTP
-// methods); this file holds construction and the stdio message path.
+// methods); this file holds construction and the two entries: answer() for an HTTP request
+// (its gate verdict's refusal, or the transport) and handle_message() for a stdio message.
 #include <fmt/format.h>
 
 #include "mcp/endpoint_impl.h"
@@ -47,6 +48,27 @@ void endpoint::lend(tool_env* tools, rate_charge* rate) noexcept {
 }
 
 const request_report& endpoint::report() const noexcept { return impl_->report; }
+
+// ---------------------------------------------------------------------------------------------
+// HTTP requests: the one entry (the transport itself is http_transport.cc).
+
+http::response_info endpoint::answer(const http::request& req, const envelope::gate_refusal& g,
+                                     host& h, out_buffer& out, int64_t now_ns) {
+  if (g.row == nullptr) {
+    return handle_http(req, h, out, now_ns);
+  }
+  impl_->report = {};
+  if (g.row->result == outcome::rate_limited) {
+    return render_rate_limited(req, h, out, g.retry_after_secs, now_ns);
+  }
+  impl_->report.add({}, nullptr, g.row->result);
+  if (g.row->result == outcome::invalid_key) {
+    return render_unauthorized(req, out, g.key_presented, g.resource_metadata);
+  }
+  const bool close = !req.keep_alive;  // keys not loaded yet: the one other whole refusal
+  env_.keys_not_loaded(out, close, req.method == "HEAD");
+  return {g.row->mcp_code, close};
+}
 
 // ---------------------------------------------------------------------------------------------
 // stdio messages.
@@ -94,7 +116,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
       return;
     }
     if (m.mid != method_id::tools_call) {
-      admission a = h.rate_check();
+      admission a = im.rate != nullptr ? im.rate->rate_check() : admission{};
       if (a.refusal == envelope::tool_error_code::rate_limited) {
         env_.error_response(out, m.id,
                             rpc_error{rpc_error_kind::rate_limited,
@@ -109,7 +131,7 @@ void endpoint::handle_message(std::string_view msg, host& h, out_buffer& out) {
       stdio_rev_ = r.rev;
     }
   }
-  prepare(r, h);
+  prepare(r, h, im.rate);
   write_body(c, r, h, out, m.method);
 }
 

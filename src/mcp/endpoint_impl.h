@@ -180,7 +180,7 @@ bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* arg
 
 /// Admits a billable tool call, or rates a free one (stdio only: over HTTP the handler rated the
 /// request before dispatch); turns the reply into a tool error when refused.
-void prepare(reply& r, host& h);
+void prepare(reply& r, host& h, rate_charge* rate);
 
 outcome outcome_of(const envelope::rpc_error& e) noexcept;
 

@@ -411,7 +411,7 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
     }
     return answer_202(x);
   }
-  prepare(r, x.h);
+  prepare(r, x.h, x.im.rate);
   if (r.mint_session) {
     mint_session(x, r.rev);
   }
@@ -502,7 +502,7 @@ http::response_info answer_batch(const http_ctx& x, const dispatch_ctx& c,
     if (written++ != 0) {
       body.push_back(',');
     }
-    prepare(r, x.h);
+    prepare(r, x.h, x.im.rate);
     write_body(c, r, x.h, body, m.method);
   }
   body.push_back(']');
@@ -607,24 +607,6 @@ http::response_info endpoint::handle_http(const http::request& req, host& h, out
     return answer_single(x, c, hd, p.single);
   }
   return answer_batch(x, c, hd);
-}
-
-http::response_info endpoint::answer(const http::request& req, const envelope::gate_refusal& g,
-                                     host& h, out_buffer& out, int64_t now_ns) {
-  if (g.row == nullptr) {
-    return handle_http(req, h, out, now_ns);
-  }
-  impl_->report = {};
-  if (g.row->result == outcome::rate_limited) {
-    return render_rate_limited(req, h, out, g.retry_after_secs, now_ns);
-  }
-  impl_->report.add({}, nullptr, g.row->result);
-  if (g.row->result == outcome::invalid_key) {
-    return render_unauthorized(req, out, g.key_presented, g.resource_metadata);
-  }
-  const bool close = !req.keep_alive;  // keys not loaded yet: the one other whole refusal
-  env_.keys_not_loaded(out, close, req.method == "HEAD");
-  return {g.row->mcp_code, close};
 }
 
 // handle_http's steps 1-4 up to deciding each message, with nothing admitted or written.

@@ -69,24 +69,16 @@ http::response_head api::json_head(const http::request& req, int status,
   return head;
 }
 
-http::response_info api::send_body(const http::request& req, int status, const quota::figures& fig,
-                                   out_buffer& out) {
-  const http::response_head head = json_head(req, status, fig);
-  http::write_response(out, head, body_.view());
-  return {status, head.close};
-}
-
-http::response_info api::finish_error(const http::request& req, const envelope::tool_error& e,
-                                      const quota::figures& fig, out_buffer& out) {
+api::body_kind api::error(const envelope::tool_error& e) {
   body_.clear();
   env_.tool_error_json(body_, e);
   const envelope::outcome_row& row = envelope::row_of(e.code);
   result_ = row.result;
-  return send_body(req, row.rest_status, fig, out);
+  status_ = row.rest_status;
+  return body_kind::ready;
 }
 
-http::response_info api::invalid_argument(const http::request& req, const search::arg_error& e,
-                                          const quota::figures& fig, out_buffer& out) {
+api::body_kind api::invalid_argument(const search::arg_error& e) {
   body_.clear();
   json_out j(body_, false);
   j.raw("{\"code\":\"invalid_argument\",\"message\":");
@@ -102,130 +94,144 @@ http::response_info api::invalid_argument(const http::request& req, const search
   j.string(e.rule);
   j.raw("}");
   result_ = outcome::invalid_argument;
-  return send_body(req, envelope::row_of(outcome::invalid_argument).rest_status, fig, out);
+  status_ = envelope::row_of(outcome::invalid_argument).rest_status;
+  return body_kind::ready;
 }
 
-http::response_info api::answer(const http::request& req, const envelope::gate_refusal& g,
-                                resource what, std::string_view id, caller* c, out_buffer& out) {
+// Decides, writing nothing to `out`; then write() writes the answer, once.
+http::response_info api::respond(const http::request& req, const envelope::gate_refusal& g,
+                                 resource what, std::string_view id, caller* c, out_buffer& out) {
   result_ = outcome::ok;
-  http::response_info info;
-  if (g.row != nullptr) {
+  status_ = 200;
+  if (g.row != nullptr && g.row->result != outcome::rate_limited) {
+    // A whole refusal without a key (401, or keys not loaded yet: 503): the envelope's.
     result_ = g.row->result;
     const bool close = !req.keep_alive;
     const bool omit_body = req.method == "HEAD";
-    if (g.row->result == outcome::rate_limited) {
-      c->shard.fill_quota(c->key, c->now_ns, c->fig);
-      info = finish_error(req,
-                          envelope::make_tool_error(envelope::tool_error_code::rate_limited,
-                                                    c->fig.retry_after_secs),
-                          c->fig, out);
-    } else if (g.row->result == outcome::invalid_key) {
+    if (g.row->result == outcome::invalid_key) {
       env_.unauthorized(out, close, g.key_presented, g.resource_metadata, omit_body);
-      info = {g.row->rest_status, close};
-    } else {  // keys not loaded yet: the one other whole refusal
+    } else {
       env_.keys_not_loaded(out, close, omit_body);
-      info = {g.row->rest_status, close};
     }
+    if (c != nullptr) {
+      c->result = result_;
+    }
+    return {g.row->rest_status, close};
+  }
+  search::query_args args;
+  quota::ticket t;
+  body_kind k;
+  if (g.row != nullptr) {  // 429: the caller's figures, quota part included
+    c->shard.fill_quota(c->key, c->now_ns, c->fig);
+    k = error(envelope::make_tool_error(envelope::tool_error_code::rate_limited,
+                                        c->fig.retry_after_secs));
   } else if (what == resource::search) {
-    info = search(req, *c, out);
+    k = search(req, *c, args, t);
   } else if (what == resource::story) {
-    info = story(req, id, *c, out);
+    k = story(id, *c, t);
   } else {
-    info = usage(req, *c, out);
+    c->shard.fill_quota(c->key, c->now_ns, c->fig);
+    k = body_kind::usage;
   }
-  if (c != nullptr) {
-    c->result = result_;
-  }
+  const http::response_info info = write(req, k, *c, args, t, out);
+  c->result = result_;
   return info;
 }
 
-http::response_info api::billed(const http::request& req, caller& c, out_buffer& out,
-                                std::string_view story_id, bool is_search) {
-  search::query_args args;
-  if (is_search) {
-    if (auto p = qs_.parse(req.query, args); !p) {
-      c.shard.fill_quota(c.key, c.now_ns, c.fig);
-      return invalid_argument(req, p.error(), c.fig, out);
-    }
-    if (auto v = search::validate(args); !v) {
-      c.shard.fill_quota(c.key, c.now_ns, c.fig);
-      return invalid_argument(req, v.error(), c.fig, out);
-    }
+api::body_kind api::search(const http::request& req, caller& c, search::query_args& args,
+                           quota::ticket& t) {
+  if (auto p = qs_.parse(req.query, args); !p) {
+    c.shard.fill_quota(c.key, c.now_ns, c.fig);
+    return invalid_argument(p.error());
   }
-  quota::ticket t;
-  const quota::admit_verdict v = c.shard.admit(c.key, c.now_ns, c.fig, t, c.may_wait_lease);
-  if (v == quota::admit_verdict::lease_pending) {
-    c.lease_pending = true;  // nothing written: the request is parked and delivered again
-    return {0, false, true};
+  if (auto v = search::validate(args); !v) {
+    c.shard.fill_quota(c.key, c.now_ns, c.fig);
+    return invalid_argument(v.error());
   }
-  if (v != quota::admit_verdict::ok) {
-    // Not run, not billed: the refusal's row says which figures it carries.
-    return finish_error(
-        req,
-        envelope::make_tool_error(*envelope::row_of(v).code, c.fig.retry_after_secs,
-                                  c.fig.quota_limit, c.fig.quota_used, c.fig.quota_remaining),
-        c.fig, out);
-  }
-  // Admitted: write the body straight after the head; an error rolls back to `mark`.
-  const size_t mark = out.size();
-  const http::response_head head = json_head(req, 200, c.fig);
-  http::pending_response p = http::begin_response(out, head);
-  result<void, search::errc> r;
-  if (is_search) {
-    r = backend_.search_stories(args, *scratch_, out, /*nested=*/false, c.remote);
-  } else {
-    r = backend_.get_story(story_id, out, /*nested=*/false, c.remote);
-  }
-  if (!r) {
-    c.shard.settle(t, false);
-    c.shard.fill_quota(c.key, c.now_ns, c.fig);  // not billed: admit counted it, undo that
-    out.resize(mark);
-    const envelope::tool_error e = tool_error_of(r.error());
-    quota::figures f = c.fig;
-    if (e.retry_after_secs > 0) {
-      f.retry_after_secs = e.retry_after_secs;  // 503 + Retry-After
-    }
-    return finish_error(req, e, f, out);
-  }
-  http::end_response(out, p);
-  c.shard.settle(t, true);
-  return {200, head.close};
+  return admit(c, t, body_kind::search);
 }
 
-http::response_info api::search(const http::request& req, caller& c, out_buffer& out) {
-  return billed(req, c, out, {}, true);
-}
-
-http::response_info api::story(const http::request& req, std::string_view id, caller& c,
-                               out_buffer& out) {
+api::body_kind api::story(std::string_view id, caller& c, quota::ticket& t) {
   if (id.empty() || id.find('/') != std::string_view::npos) {
     // No id, or a path below one: no such story (a '/' inside an id is written %2F).
     c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return finish_error(req, tool_error_of(search::errc::not_found), c.fig, out);
+    return error(tool_error_of(search::errc::not_found));
   }
   // The path segment is percent-encoded (RFC 3986 §2.1): ids holding a space, '/', '?' or '%'
   // are reachable only through their escapes.
   id_buf_.clear();
   if (!percent_decode(id, id_buf_, /*plus_is_space=*/false)) {
     c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(req, search::arg_error{"id", search::rules::encoding}, c.fig, out);
+    return invalid_argument(search::arg_error{"id", search::rules::encoding});
   }
   if (id_buf_.size() > 64) {
     // get_story's own bound (1 to 64 bytes), answered as MCP answers it: a bad argument.
     c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(req, search::arg_error{"id", "must be 1 to 64 bytes long"}, c.fig, out);
+    return invalid_argument(search::arg_error{"id", "must be 1 to 64 bytes long"});
   }
-  return billed(req, c, out, id_buf_.view(), false);
+  return admit(c, t, body_kind::story);
 }
 
-http::response_info api::usage(const http::request& req, caller& c, out_buffer& out) {
-  c.shard.fill_quota(c.key, c.now_ns, c.fig);
-  const http::response_head head = json_head(req, 200, c.fig);
+api::body_kind api::admit(caller& c, quota::ticket& t, body_kind billed) {
+  const quota::admit_verdict v = c.shard.admit(c.key, c.now_ns, c.fig, t, c.may_wait_lease);
+  if (v == quota::admit_verdict::lease_pending) {
+    c.lease_pending = true;  // nothing written: the request is parked and delivered again
+    return body_kind::none;
+  }
+  if (v != quota::admit_verdict::ok) {
+    // Not run, not billed: the refusal's row says which figures it carries.
+    return error(envelope::make_tool_error(*envelope::row_of(v).code, c.fig.retry_after_secs,
+                                           c.fig.quota_limit, c.fig.quota_used,
+                                           c.fig.quota_remaining));
+  }
+  return billed;
+}
+
+// The one place the REST surface writes an answer: a JSON head with the rate headers, then the
+// body: body_ as decided, or streamed straight after the head (a billed payload, the usage).
+// A billed payload that fails is rolled back to `mark` and written as its error instead.
+http::response_info api::write(const http::request& req, body_kind k, caller& c,
+                               const search::query_args& args, quota::ticket& t, out_buffer& out) {
+  if (k == body_kind::none) {
+    return {0, false, true};
+  }
+  http::response_head head = json_head(req, status_, c.fig);
+  if (k == body_kind::ready) {
+    http::write_response(out, head, body_.view());
+    return {status_, head.close};
+  }
+  const size_t mark = out.size();
   http::pending_response p = http::begin_response(out, head);
-  json_out j(out, false);
-  render_usage(j, c.key, c.fig);
-  http::end_response(out, p);
-  return {200, head.close};
+  if (k == body_kind::usage) {  // never billed
+    json_out j(out, false);
+    render_usage(j, c.key, c.fig);
+    http::end_response(out, p);
+    return {200, head.close};
+  }
+  const result<void, search::errc> r =
+      k == body_kind::search
+          ? backend_.search_stories(args, *scratch_, out, /*nested=*/false, c.remote)
+          : backend_.get_story(id_buf_.view(), out, /*nested=*/false, c.remote);
+  if (r) {
+    http::end_response(out, p);
+    c.shard.settle(t, true);
+    return {200, head.close};
+  }
+  c.shard.settle(t, false);
+  c.shard.fill_quota(c.key, c.now_ns, c.fig);  // not billed: admit counted it, undo that
+  out.resize(mark);
+  const envelope::tool_error e = tool_error_of(r.error());
+  quota::figures f = c.fig;
+  if (e.retry_after_secs > 0) {
+    f.retry_after_secs = e.retry_after_secs;  // 503 + Retry-After
+  }
+  (void)error(e);
+  headers_.clear();
+  quota::write_rate_headers(headers_, f);
+  head.status = status_;
+  head.extra_headers = headers_.view();
+  http::write_response(out, head, body_.view());
+  return {status_, head.close};
 }
 
 }  // namespace tollgate::rest

@@ -307,7 +307,7 @@ result<search_result, errc> backend::merge(const query_plan& plan, uint32_t offs
     if (remote == nullptr) {
       continue;
     }
-    const remote_query::answer& a = remote->st_->answers[j];
+    const remote_query::remote_reply& a = remote->st_->answers[j];
     if (!a.search_ok) {
       continue;
     }
@@ -544,11 +544,11 @@ result<story_ref, errc> backend::find_story(std::string_view id, const remote_qu
   }
   bool all_absent = !local_failed;
   for (uint32_t j = 0; j < remote_; ++j) {
-    const remote_query::answer& a = remote->st_->answers[j];
-    if (a.story == remote_query::answer::story_state::found) {
+    const remote_query::remote_reply& a = remote->st_->answers[j];
+    if (a.story == remote_query::remote_reply::story_state::found) {
       return story_ref{nl + j, 0};
     }
-    if (a.story != remote_query::answer::story_state::absent) {
+    if (a.story != remote_query::remote_reply::story_state::absent) {
       all_absent = false;
     }
   }

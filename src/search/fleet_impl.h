@@ -69,7 +69,7 @@ struct plan_lists {
 };
 
 /// One remote's answers within a remote_query.
-struct remote_query::answer {
+struct remote_query::remote_reply {
   enum class story_state : uint8_t { unanswered, found, absent };
   bool df_ok = false;
   bool search_ok = false;
@@ -113,7 +113,7 @@ struct remote_query::state : plan_lists {
   // idf, phrase_idf (empty: weight 1): global, after finish_df
   double avgdl = 0;   ///< global average length, after finish_df (0: each node's)
   uint64_t docs = 0;  ///< N of the idf
-  std::vector<answer> answers;
+  std::vector<remote_reply> answers;
   simdjson::dom::parser dom;
   simdjson::ondemand::parser od;
 };

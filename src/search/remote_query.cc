@@ -106,7 +106,7 @@ remote_query::remote_query(uint32_t remotes) : remotes_(remotes), st_(std::make_
   st_->df.reserve(max_fleet_terms);
   st_->idf.reserve(max_fleet_terms);
   st_->answers.resize(remotes);
-  for (answer& a : st_->answers) {
+  for (remote_reply& a : st_->answers) {
     a.df.reserve(max_fleet_terms);
     a.chars.reserve(4096);
   }
@@ -154,7 +154,7 @@ void remote_query::start_search(const backend& b, const query_args& args) {
   st.phrase_idf.clear();
   st.avgdl = 0;
   st.docs = 0;
-  for (answer& a : st.answers) {
+  for (remote_reply& a : st.answers) {
     a.reset();
   }
 }
@@ -165,7 +165,7 @@ void remote_query::start_story(std::string_view id) {
   args_ = query_args{};
   arg_chars_.clear();
   st_->df_done = false;
-  for (answer& a : st_->answers) {
+  for (remote_reply& a : st_->answers) {
     a.reset();
   }
 }
@@ -185,7 +185,7 @@ bool remote_query::on_df(uint32_t r, int status, std::string_view body) {
   if (story_ || r >= remotes_ || st_->df_done || st_->answers[r].df_ok || status != 200) {
     return false;
   }
-  answer& a = st_->answers[r];
+  remote_reply& a = st_->answers[r];
   simdjson::dom::object obj;
   if (!parse_object(st_->dom, body, obj)) {
     return false;
@@ -245,7 +245,7 @@ void remote_query::finish_df() {
   }
   st.df.assign(st.local_df.begin(), st.local_df.end());
   shard_stats all = st.local_stats;
-  for (const answer& a : st.answers) {
+  for (const remote_reply& a : st.answers) {
     if (!a.df_ok) {
       continue;
     }
@@ -277,7 +277,7 @@ void remote_query::skip_df() {
   st.idf.assign(st.terms.size(), 1.0);
   st.phrase_idf.clear();
   st.avgdl = 0;
-  for (answer& a : st.answers) {
+  for (remote_reply& a : st.answers) {
     a.df_ok = true;  // phase 2 may ask every remote
   }
   st.df_done = true;
@@ -323,7 +323,7 @@ bool remote_query::on_search(uint32_t r, int status, std::string_view body) {
     return false;
   }
   state& st = *st_;
-  answer& a = st.answers[r];
+  remote_reply& a = st.answers[r];
   a.hits.clear();
   a.spans.clear();
   a.chars.clear();
@@ -344,12 +344,12 @@ bool remote_query::on_search(uint32_t r, int status, std::string_view body) {
 }
 
 bool remote_query::on_story(uint32_t r, int status, std::string_view body) {
-  if (!story_ || r >= remotes_ || st_->answers[r].story != answer::story_state::unanswered) {
+  if (!story_ || r >= remotes_ || st_->answers[r].story != remote_reply::story_state::unanswered) {
     return false;
   }
-  answer& a = st_->answers[r];
+  remote_reply& a = st_->answers[r];
   if (status == 404) {
-    a.story = answer::story_state::absent;
+    a.story = remote_reply::story_state::absent;
     return true;
   }
   if (status != 200) {
@@ -365,7 +365,7 @@ bool remote_query::on_story(uint32_t r, int status, std::string_view body) {
   a.chars.append(raw);
   a.spans.clear();
   a.spans.emplace_back(0, static_cast<uint32_t>(raw.size()));
-  a.story = answer::story_state::found;
+  a.story = remote_reply::story_state::found;
   return true;
 }
 

@@ -15,8 +15,9 @@
 
 namespace tollgate::mcp::test_support {
 
-/// Scripted host: admits according to `next`, counts settles, writes headers from its figures.
-class fake_host : public host {
+/// Scripted host: admits according to `next`, counts settles, writes headers from its figures;
+/// as the lent rate_charge (stdio), rates each other message according to `rate`.
+class fake_host : public host, public rate_charge {
  public:
   admission next;
   int admits = 0;
@@ -46,6 +47,8 @@ class fake_host : public host {
     ++rate_checks;
     return rate;
   }
+  admission charge_extra() override { return {}; }
+  void refund() override {}
 
  private:
   static void fmt_header(out_buffer& out, std::string_view name, int64_t v) {

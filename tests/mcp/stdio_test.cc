@@ -56,6 +56,7 @@ class stdio_test : public ::testing::Test {
   envelope::cache env{envelope::server_identity{}};
   endpoint ep{tools, env};
   fake_host h;
+  stdio_test() { ep.lend(nullptr, &h); }  // stdio's rate: the host rates each message
 };
 
 TEST_F(stdio_test, answers_each_line_and_exits_zero_at_eof) {

@@ -1,14 +1,14 @@
 // The host: what the MCP endpoint asks of the application about each call it answers. A
 // billable tools/call is admitted (answered with the outcome table's tool error code, or none)
-// and later settled; the response carries the header lines of the figures those came to; on
-// stdio, where no gate rates requests, every other request is rated too (rate_check); a
+// and later settled; the response carries the header lines of the figures those came to; a
 // client's notifications/cancelled names a call that admit() must then refuse. The endpoint
 // calls the host, never the reverse: the app implements it on the quota core (app::core_host;
 // fakes in tests). Called only from the core that handles the request: core-local.
 //
 // The rest of what the endpoint needs is not asked call by call:
-//   - the tools' context (tool_env) and the HTTP request's rate charge (rate_charge) are lent
-//     once per core (endpoint::lend);
+//   - the tools' context (tool_env) and the rate beyond one call's admission (rate_charge: the
+//     gate's charge adjusted over HTTP, every other message rated on stdio) are lent once per
+//     core (endpoint::lend);
 //   - what each message was answered with is the endpoint's own report (request_report,
 //     endpoint::report()), which the app reads after the answer.
 #pragma once
@@ -74,13 +74,6 @@ class host {
   virtual admission admit(std::string_view tool, std::string_view id) = 0;
   /// Settles the last admitted call: billed only when `success`; a failed call gives its unit back.
   virtual void settle(bool success) = 0;
-  /// stdio only: called once per request that admit() does not rate (handshakes, lists, pings
-  /// and calls of free tools such as get_usage count toward the rate limit too, design §5).
-  /// Return rate_limited (with retry_after_secs): a free tool call is answered with the
-  /// rate_limited tool error, any other request with the JSON-RPC error whose code is 429 and
-  /// whose data is the rate_limited object. Over HTTP the app rates every request before
-  /// dispatch instead. Default: never limited.
-  virtual admission rate_check() { return {}; }
   /// A notifications/cancelled of this request's caller named request `id` (raw JSON: a number
   /// or a quoted string): a host may refuse that call's admit() if it has not admitted it yet
   /// (the call may be waiting, on this core or another). Default: nothing (a call answered at
@@ -88,11 +81,20 @@ class host {
   virtual void cancelled(std::string_view /*id*/) {}
 };
 
-/// HTTP only: the rate charge the app's gate made for one request before dispatch, as the
-/// endpoint finds what the body holds. Lent once per core (endpoint::lend); none: nothing is
-/// charged or given back beyond the gate's charge. Core-local.
+/// The rate beyond one call's admission: over HTTP, the charge the app's gate made for one
+/// request before dispatch, adjusted as the endpoint finds what the body holds; on stdio, where
+/// no gate rates requests, every message admit() does not rate. Lent once per core
+/// (endpoint::lend); none: nothing is charged or given back beyond the gate's charge, and
+/// nothing else is rated. Core-local.
 class rate_charge {
  public:
+  /// stdio only: called once per request that admit() does not rate (handshakes, lists, pings
+  /// and calls of free tools such as get_usage count toward the rate limit too, design §5).
+  /// Return rate_limited (with retry_after_secs): a free tool call is answered with the
+  /// rate_limited tool error, any other request with the JSON-RPC error whose code is 429 and
+  /// whose data is the rate_limited object. Over HTTP the gate rated the request before
+  /// dispatch: never limited there.
+  virtual admission rate_check() = 0;
   /// Each request of a batch after the first (the gate's charge covered one), so a batch of N
   /// requests costs N of the rate limit as N single requests would. rate_limited (with
   /// retry_after_secs): that request is answered with the JSON-RPC error whose code is 429, as

@@ -44,7 +44,7 @@ struct caller {
   /// parks the request and delivers it again when its core is woken.
   bool may_wait_lease = false;
   bool lease_pending = false;
-  /// What the answer came to (set by api::answer; the access log and /metrics print it).
+  /// What the answer came to (set by api::respond; the access log and /metrics print it).
   outcome result = outcome::ok;
 };
 
@@ -59,27 +59,25 @@ class api {
   /// The one entry of the REST surface: writes the gate's refusal (`g.row`: 401 and 503 with
   /// `c` null, 429 with the caller's figures) from its outcome table row, or answers `what`
   /// (`id`: a story's percent-encoded id). Sets c->result.
-  http::response_info answer(const http::request& req, const envelope::gate_refusal& g,
-                             resource what, std::string_view id, caller* c, out_buffer& out);
+  http::response_info respond(const http::request& req, const envelope::gate_refusal& g,
+                              resource what, std::string_view id, caller* c, out_buffer& out);
 
  private:
-  http::response_info search(const http::request& req, caller& c, out_buffer& out);
-  http::response_info story(const http::request& req, std::string_view id, caller& c,
-                            out_buffer& out);
-  http::response_info usage(const http::request& req, caller& c, out_buffer& out);
+  // What write() writes after the head: body_ as decided (an error), a billed payload streamed
+  // by the backend, the usage; none: nothing (the request waits for quota units).
+  enum class body_kind : uint8_t { none, ready, search, story, usage };
+  // Each decides and writes nothing to the response: a refusal's body goes to body_, with
+  // status_ and result_.
+  body_kind search(const http::request& req, caller& c, search::query_args& args, quota::ticket& t);
+  body_kind story(std::string_view id, caller& c, quota::ticket& t);
+  body_kind admit(caller& c, quota::ticket& t, body_kind billed);
+  body_kind error(const envelope::tool_error& e);
+  body_kind invalid_argument(const search::arg_error& e);
   // Writes the rate headers from `fig` into headers_; the head of a JSON answer naming them.
   http::response_head json_head(const http::request& req, int status, const quota::figures& fig);
-  // Writes a whole JSON answer whose body is body_.
-  http::response_info send_body(const http::request& req, int status, const quota::figures& fig,
-                                out_buffer& out);
-  // Writes the status the outcome table gives `e`, JSON content type, rate headers from `fig`
-  // and the tool error JSON.
-  http::response_info finish_error(const http::request& req, const envelope::tool_error& e,
-                                   const quota::figures& fig, out_buffer& out);
-  http::response_info invalid_argument(const http::request& req, const search::arg_error& e,
-                                       const quota::figures& fig, out_buffer& out);
-  http::response_info billed(const http::request& req, caller& c, out_buffer& out,
-                             std::string_view story_id, bool is_search);
+  // The one place an answer is written (see api.cc).
+  http::response_info write(const http::request& req, body_kind k, caller& c,
+                            const search::query_args& args, quota::ticket& t, out_buffer& out);
 
   const search::backend& backend_;
   const envelope::cache& env_;
@@ -89,6 +87,7 @@ class api {
   out_buffer body_;
   out_buffer id_buf_;             ///< story(): the percent-decoded id
   outcome result_ = outcome::ok;  ///< the answer being written's outcome
+  int status_ = 200;              ///< its status
 };
 
 }  // namespace tollgate::rest

@@ -88,7 +88,7 @@ class remote_query {
 
  private:
   friend class backend;
-  struct answer;
+  struct remote_reply;
   uint32_t remotes_;
   bool story_ = false;
   query_args args_;
