@@ -493,4 +493,16 @@ test('OAuth across nodes: codes once, tokens and revocations everywhere within 1
   const revoked = await runCli(['oauth', 'revoke', '--key', keyId, '--config', n1.configPath]);
   assert.equal(revoked.code, 0, revoked.stderr);
   await eventually(() => everywhere([n1, n2], again.json.access_token, 401), 1000, 'revoked by key on both nodes within 1 s');
+
+  // `tollgate keys revoke` ends the key's tokens on every node within 1 s, and its grants.
+  const c4 = await codeAcross(n2, n2, other, key);
+  const t4 = await tokenAt(n1, { grant_type: 'authorization_code', code: c4.code, code_verifier: c4.verifier, redirect_uri: REDIRECT, client_id: other });
+  assert.equal(t4.status, 200, JSON.stringify(t4.json));
+  await eventually(() => everywhere([n1, n2], t4.json.access_token, 200), 1000, 'the last token on both nodes');
+  const gone = await runCli(['keys', 'revoke', keyId, '--config', n2.configPath]);
+  assert.equal(gone.code, 0, gone.stderr);
+  assert.match(gone.stdout, /revoked 1 OAuth grant/);
+  await eventually(() => everywhere([n1, n2], t4.json.access_token, 401), 1000, 'the key\'s token refused on both nodes within 1 s');
+  const late = await tokenAt(n1, { grant_type: 'refresh_token', refresh_token: t4.json.refresh_token, client_id: other });
+  assert.equal(late.status, 400, JSON.stringify(late.json));
 });
