@@ -21,6 +21,20 @@ perf_default_tollgate() {
 }
 perf_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# perf_corpus TOLLGATE COUNT SEED DIR: the path of DIR/corpus-COUNT-SEED.jsonl, generated with
+# `TOLLGATE corpus generate` the first time and kept for the next runs.
+perf_corpus() {
+  local tg=$1 count=$2 seed=$3 dir=$4
+  local corpus="$dir/corpus-$count-$seed.jsonl"
+  mkdir -p "$dir"
+  if [ ! -s "$corpus" ]; then
+    perf_log "generating $count stories"
+    "$tg" corpus generate --count "$count" --seed "$seed" >"$corpus.tmp"
+    mv "$corpus.tmp" "$corpus"
+  fi
+  printf '%s\n' "$corpus"
+}
+
 # perf_init: makes the temp dir (PERF_TMP) and installs the cleanup trap.
 perf_init() {
   PERF_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-perf.XXXXXX")

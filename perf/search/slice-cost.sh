@@ -38,14 +38,7 @@ LG="$BUILD/tools/loadgen/loadgen"
 [ -x "$TG" ] && [ -x "$LG" ] || perf_die "build the tollgate and loadgen targets in $BUILD"
 perf_init
 
-CACHE=/tmp/tollgate-slices
-mkdir -p "$CACHE"
-CORPUS="$CACHE/corpus-$COUNT-$SEED.jsonl"
-if [ ! -s "$CORPUS" ]; then
-  perf_log "generating $COUNT stories"
-  "$TG" corpus generate --count "$COUNT" --seed "$SEED" >"$CORPUS.tmp"
-  mv "$CORPUS.tmp" "$CORPUS"
-fi
+CORPUS=$(perf_corpus "$TG" "$COUNT" "$SEED" /tmp/tollgate-slices)
 
 declare -A PORT PID KEY
 serve() {  # serve NAME SLICE

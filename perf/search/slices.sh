@@ -36,14 +36,7 @@ LG="$BUILD/tools/loadgen/loadgen"
 [ -x "$TG" ] && [ -x "$LG" ] || perf_die "build the tollgate and loadgen targets in $BUILD"
 perf_init
 
-CACHE=/tmp/tollgate-slices
-mkdir -p "$CACHE"
-CORPUS="$CACHE/corpus-$COUNT-$SEED.jsonl"
-if [ ! -s "$CORPUS" ]; then
-  perf_log "generating $COUNT stories"
-  "$TG" corpus generate --count "$COUNT" --seed "$SEED" >"$CORPUS.tmp"
-  mv "$CORPUS.tmp" "$CORPUS"
-fi
+CORPUS=$(perf_corpus "$TG" "$COUNT" "$SEED" /tmp/tollgate-slices)
 
 run() {  # run NAME SLICE HEAVY(0|1)
   local name=$1 slice=$2 heavy=$3 dir port key
