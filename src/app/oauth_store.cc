@@ -185,37 +185,70 @@ std::string store::compacted_locked(int64_t now) const {
   return out;
 }
 
-result<void, std::string> store::load_locked(int64_t now, bool compact) {
+result<void, std::string> store::replace_locked(std::string_view text, size_t& end) {
+  // The tables are swapped aside first, and back if a line does not read: a log that does not
+  // read changes nothing in memory.
+  decltype(clients_) clients;
+  decltype(grants_) grants;
+  decltype(grant_order_) order;
+  decltype(access_) access;
+  decltype(refresh_) refresh;
+  clients.swap(clients_);
+  grants.swap(grants_);
+  order.swap(grant_order_);
+  access.swap(access_);
+  refresh.swap(refresh_);
+  size_t pos = 0;
+  size_t line_no = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) {
+      break;  // a torn last line: its answer was never sent
+    }
+    ++line_no;
+    const std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (auto a = apply(line); !a) {
+      clients.swap(clients_);
+      grants.swap(grants_);
+      order.swap(grant_order_);
+      access.swap(access_);
+      refresh.swap(refresh_);
+      return unexpected(fmt::format("{}:{}: {}", path(), line_no, a.error()));
+    }
+  }
+  end = pos;
+  return {};
+}
+
+result<void, std::string> store::load(int64_t now, bool compact) {
+  // The file is read and written outside the mutex (the cores take it to copy a client); only
+  // the tables' replacement holds it.
   bool missing = false;
   auto f = quota::fs::read_file(path(), &missing);
   if (!f) {
     return unexpected(f.error());
   }
-  clear_locked();
-  size_t pos = 0;
-  size_t line_no = 0;
-  while (pos < f->size()) {
-    const size_t nl = f->find('\n', pos);
-    if (nl == std::string::npos) {
-      break;  // a torn last line: its answer was never sent
+  const uint64_t ino = quota::fs::stamp(path()).ino;
+  std::string compacted;
+  {
+    std::lock_guard g(mu_);
+    size_t end = 0;
+    if (auto r = replace_locked(*f, end); !r) {
+      return r;
     }
-    ++line_no;
-    const std::string_view line = std::string_view(*f).substr(pos, nl - pos);
-    pos = nl + 1;
-    if (auto a = apply(line); !a) {
-      return unexpected(fmt::format("{}:{}: {}", path(), line_no, a.error()));
+    expected_size_ = end;
+    expected_ino_ = ino;
+    // A torn last line (a kill -9 mid-append) is cut off now: the next append must start a line.
+    if (!(compact || end < f->size()) || missing) {
+      return {};
     }
+    compacted = compacted_locked(now);
   }
-  expected_size_ = pos;
-  // A torn last line (a kill -9 mid-append) is cut off now: the next append must start a line.
-  if ((compact || pos < f->size()) && !missing) {
-    if (auto w = quota::fs::write_file_atomic(path(), compacted_locked(now)); !w) {
-      return unexpected(w.error());
-    }
-    return load_locked(now, false);
+  if (auto w = quota::fs::write_file_atomic(path(), compacted); !w) {
+    return unexpected(w.error());
   }
-  expected_ino_ = quota::fs::stamp(path()).ino;
-  return {};
+  return load(now, false);
 }
 
 result<void, std::string> store::open(int64_t now, bool compact) {
@@ -223,8 +256,7 @@ result<void, std::string> store::open(int64_t now, bool compact) {
     return unexpected(d.error());
   }
   if (!redis_ || keep_copy_) {  // (the CLI of a cluster reads Redis alone)
-    std::lock_guard g(mu_);
-    if (auto r = load_locked(now, compact); !r) {
+    if (auto r = load(now, compact); !r) {
       return r;
     }
   }
@@ -249,19 +281,20 @@ bool store::poll(int64_t now) {
     }
     return ok;
   }
+  // Only this thread appends or re-reads, so the figures compared are not changed meanwhile.
+  const quota::fs::file_stamp s = quota::fs::stamp(path());
   {
     std::lock_guard g(mu_);
-    const quota::fs::file_stamp s = quota::fs::stamp(path());
     if (s.size == expected_size_ && s.ino == expected_ino_) {
       return true;
     }
-    if (auto r = load_locked(now, false); !r) {
-      log_error("oauth: {} not re-read (the grants in memory stay in force): {}", path(),
-                r.error());
-      expected_size_ = s.size;  // logged once per change
-      expected_ino_ = s.ino;
-      return true;
-    }
+  }
+  if (auto r = load(now, false); !r) {
+    log_error("oauth: {} not re-read (the grants in memory stay in force): {}", path(), r.error());
+    std::lock_guard g(mu_);
+    expected_size_ = s.size;  // logged once per change
+    expected_ino_ = s.ino;
+    return true;
   }
   push(now);
   return true;

@@ -158,7 +158,12 @@ class store {
     int64_t expires = 0;
     bool spent = false;
   };
-  result<void, std::string> load_locked(int64_t now, bool compact);
+  /// Reads the log file and puts it in force (compacting it first when `compact`, or when its
+  /// last line is torn); the file's I/O is done without the mutex.
+  result<void, std::string> load(int64_t now, bool compact);
+  /// Replaces the tables with those of `text`'s whole lines (`end`: the bytes read); on a line
+  /// that does not read, the tables are left as they were.
+  result<void, std::string> replace_locked(std::string_view text, size_t& end);
   result<void, std::string> apply(std::string_view line);
   void apply_all_locked(std::string_view lines);
   /// The live part of the log (what compaction keeps).

@@ -206,5 +206,29 @@ TEST(oauth_store_test, torn_last_line_is_ignored_and_bad_lines_named) {
   EXPECT_NE(bad.error().find("oauth.log:1"), std::string::npos);
 }
 
+TEST(oauth_store_test, poll_reads_another_writers_lines_and_a_damaged_log_changes_nothing) {
+  // Verifies the worker's poll puts in force what another process (the CLI) appended, and that
+  // a log that no longer reads leaves the grants in memory as they were.
+  const std::string dir = temp_dir();
+  store st(dir, nullptr, 3600, 86400);
+  ASSERT_TRUE(st.open(1000, true));
+  auto mine = st.register_client("app", {"https://a.example/cb"}, 1000);
+  ASSERT_TRUE(mine);
+  store cli(dir, nullptr, 3600, 86400);
+  ASSERT_TRUE(cli.open(1000, false));
+  auto theirs = cli.register_client("cli", {"https://b.example/cb"}, 1001);
+  ASSERT_TRUE(theirs);
+  EXPECT_FALSE(st.find_client(theirs->id));
+  EXPECT_TRUE(st.poll(1002));
+  EXPECT_TRUE(st.find_client(theirs->id));
+  bool missing = false;
+  auto text = quota::fs::read_file(dir + "/oauth.log", &missing);
+  ASSERT_TRUE(text);
+  ASSERT_TRUE(quota::fs::write_file_atomic(dir + "/oauth.log", "bogus line\n" + *text));
+  EXPECT_TRUE(st.poll(1003));  // logged, not fatal
+  EXPECT_TRUE(st.find_client(mine->id));
+  EXPECT_TRUE(st.find_client(theirs->id));
+}
+
 }  // namespace
 }  // namespace tollgate::app::oauth
