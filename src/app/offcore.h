@@ -19,7 +19,6 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -33,6 +32,7 @@ struct offcore_ticket {
   uint32_t slot = 0;
   uint32_t gen = 0;
   bool parkable() const noexcept { return core >= 0; }
+  bool operator==(const offcore_ticket&) const = default;
 };
 
 template <class Answer>
@@ -65,35 +65,36 @@ class offcore {
 
   /// The state of the job of ticket `t`; when done, its answer is moved into `out` (once).
   state take(const offcore_ticket& t, Answer& out) {
-    const std::string k = key(t);
     std::lock_guard g(mu_);
-    if (auto it = done_.find(k); it != done_.end()) {
+    if (auto it = done_.find(t); it != done_.end()) {
       out = std::move(it->second.second);
       done_.erase(it);
       return state::done;
     }
-    return running_.count(k) != 0 ? state::running : state::none;
+    return running_.count(t) != 0 ? state::running : state::none;
   }
   /// Queues `work` for ticket `t`; `wake` (the core's waker) is called when it is done.
   void submit(const offcore_ticket& t, std::function<Answer()> work, std::function<void()> wake) {
     {
       std::lock_guard g(mu_);
-      const std::string k = key(t);
-      running_[k] = now_unix();
-      jobs_.push_back(job{k, std::move(work), std::move(wake)});
+      running_[t] = now_unix();
+      jobs_.push_back(job{t, std::move(work), std::move(wake)});
     }
     cv_.notify_one();
   }
 
  private:
   struct job {
-    std::string ticket;
+    offcore_ticket ticket;
     std::function<Answer()> work;
     std::function<void()> wake;
   };
-  static std::string key(const offcore_ticket& t) {
-    return std::to_string(t.core) + "." + std::to_string(t.slot) + "." + std::to_string(t.gen);
-  }
+  struct ticket_hash {
+    size_t operator()(const offcore_ticket& t) const noexcept {
+      const uint64_t h = (static_cast<uint64_t>(t.slot) << 32 | t.gen) * 0x9E3779B97F4A7C15ull;
+      return static_cast<size_t>(h ^ static_cast<uint64_t>(t.core));
+    }
+  };
   static int64_t now_unix() {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -148,8 +149,9 @@ class offcore {
   std::condition_variable cv_;
   bool stop_ = false;
   std::deque<job> jobs_;
-  std::unordered_map<std::string, int64_t> running_;                  // ticket → since
-  std::unordered_map<std::string, std::pair<int64_t, Answer>> done_;  // ticket → (when, answer)
+  std::unordered_map<offcore_ticket, int64_t, ticket_hash> running_;  // ticket → since
+  // ticket → (when, answer)
+  std::unordered_map<offcore_ticket, std::pair<int64_t, Answer>, ticket_hash> done_;
   std::thread worker_;
 };
 
