@@ -127,11 +127,11 @@ bool admin_api::token_ok(const http::request& req) const {
   return CRYPTO_memcmp(d.data(), token_hash_.data(), d.size()) == 0;
 }
 
-void admin_api::put_in_force(bool admin_core) {
+void admin_api::put_in_force(bool may_wait) {
   if (cluster_) {
     return;  // every node's agent polls Redis (200 ms) and installs the new set
   }
-  if (admin_core) {
+  if (may_wait) {
     std::string why;
     st_.quota->reload_if_changed(true, &why);
     if (!why.empty()) {

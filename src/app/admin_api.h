@@ -26,12 +26,13 @@
 // admin_store's (admin_store.h); the routes are in admin_routes.cc, the webhook in
 // stripe_webhook.cc, the OpenAPI document in docs/admin-openapi.json (embedded at build time).
 //
-// Threads: handle() runs on the admin listener's one core; handle_webhook() on a public core
-// when [stripe] public_webhook is on. One mutex serialises every change (and the idempotency
-// look-up with it, so two retries racing make one key). Those durable writes are synchronous,
-// like POST /admin/reload's file reads and wait: on the admin core they hold up only admin
-// traffic. A public core never does them: it checks the signature and the event (no I/O), and
-// the worker (offcore.h) acts on it while the request is parked.
+// Threads: handle() runs on the admin listener's worker thread (ops.h: the request is parked
+// meanwhile, so the listener's core keeps answering /healthz and /metrics); handle_webhook() on
+// a public core when [stripe] public_webhook is on. One mutex serialises every change (and the
+// idempotency look-up with it, so two retries racing make one key). Those durable writes, and
+// the wait until every core has the new table, are synchronous: they are done only by those
+// workers. A public core never does them: it checks the signature and the event (no I/O), and
+// its worker (offcore.h) acts on it while the request is parked.
 #pragma once
 
 #include <atomic>
@@ -68,8 +69,9 @@ class admin_api {
   admin_api(shared_state& st, const config::settings& s, std::unique_ptr<quota::key_backend> keys);
   ~admin_api();
 
-  /// Answers any /admin/... request but /admin/reload on the admin listener. Never throws on
-  /// client input; every refusal is JSON {"code","message"} with a 4xx status.
+  /// Answers any /admin/... request but /admin/reload on the admin listener (on its worker
+  /// thread: it may wait). Never throws on client input; every refusal is JSON
+  /// {"code","message"} with a 4xx status.
   http::response_info handle(const http::request& req, out_buffer& out);
   /// POST /admin/webhooks/stripe on a public core ([stripe] public_webhook). The signature and
   /// the event are checked here; acting on it (the store's durable writes, Redis in cluster
@@ -108,11 +110,11 @@ class admin_api {
     bool has_obj = false;
     event_action what = event_action::none;
   };
-  admin_reply webhook(const http::request& req, int64_t now, bool admin_core,
+  admin_reply webhook(const http::request& req, int64_t now, bool may_wait,
                       const std::function<admin_reply(event)>& act = {});
   admin_reply event_act(const event& e, int64_t now, bool may_wait);
   admin_reply apply_account_status(std::string_view account, bool suspend, int64_t now,
-                                   std::string_view who, std::string_view action, bool admin_core);
+                                   std::string_view who, std::string_view action, bool may_wait);
   // Routes (admin_routes.cc).
   admin_reply create_account(std::string_view body, int64_t now);
   admin_reply get_account(std::string_view id, int64_t now);
@@ -126,7 +128,7 @@ class admin_api {
   admin_reply usage_export(std::string_view query);
 
   /// Puts a change to keys or accounts in force (see the file comment).
-  void put_in_force(bool admin_core);
+  void put_in_force(bool may_wait);
   bool token_ok(const http::request& req) const;
   result<quota::store_contents, quota::store_error> contents();
 

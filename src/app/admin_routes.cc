@@ -69,7 +69,7 @@ admin_api::admin_reply admin_api::set_account(std::string_view id, bool suspend,
 
 admin_api::admin_reply admin_api::apply_account_status(std::string_view account, bool suspend,
                                                        int64_t now, std::string_view who,
-                                                       std::string_view action, bool admin_core) {
+                                                       std::string_view action, bool may_wait) {
   auto r = suspend ? keys_->suspend(account) : keys_->resume(account);
   if (!r) {
     auto [status, b] = store_answer(r.error());
@@ -79,7 +79,7 @@ admin_api::admin_reply admin_api::apply_account_status(std::string_view account,
     store_.audit(now, who, action, account, status);
     return {status, b};
   }
-  put_in_force(admin_core);
+  put_in_force(may_wait);
   store_.audit(now, who, action, account, 200);
   auto c = contents();
   if (c) {

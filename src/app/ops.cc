@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "admin_api.h"
+#include "offcore.h"
 #include "reload.h"
 #include "tls_setup.h"
 #include "tollgate/common/json_out.h"
@@ -278,33 +279,94 @@ http::response_info handle_ops(const shared_state& s, route r, const http::reque
   return ops_text(req, a.status, a.body, type, out);
 }
 
+namespace {
+// POST /admin/reload and the admin API's routes: run on the admin listener's worker.
+http::response_info answer_admin(const shared_state& s, const http::request& req,
+                                 out_buffer& scratch, out_buffer& out) {
+  if (req.path != "/admin/reload") {  // accounts, keys, usage, webhook
+    return s.admin->handle(req, out);
+  }
+  if (req.method != "POST") {
+    auto head = http::head_for(req, 405);
+    head.content_type = "application/json";
+    head.extra_headers = "Allow: POST\r\n";
+    http::write_response(
+        out, head, R"({"code":"method_not_allowed","message":"Reload with POST /admin/reload."})");
+    return {405, head.close};
+  }
+  const reload_result r = reload_plans_and_keys(s, "admin reload");
+  scratch.clear();
+  if (r.ok) {
+    fmt::format_to(std::back_inserter(scratch), R"({{"reloaded":true,"plans":{},"keys":{}}})",
+                   r.plans, r.keys);
+  } else {
+    scratch.append(R"({"code":"reload_failed","message":")");
+    append_json_escaped(
+        scratch, "Nothing was reloaded; the previous plans and keys stay in force: " + r.message);
+    scratch.append("\"}");
+  }
+  return ops_text(req, r.ok ? 200 : 422, scratch.view(), "application/json", out);
+}
+}  // namespace
+
+ops_handler::ops_handler(const shared_state& s) : s_(s) { scratch_.reserve(16384); }
+
+ops_handler::~ops_handler() = default;
+
+void ops_handler::attach(http::engine_io& io) {
+  io_ = &io;
+  wake_ = io.waker();
+  if (wake_) {
+    work_ = std::make_unique<offcore<admin_answer>>();
+    work_->start();
+  }
+}
+
+void ops_handler::on_wake(int64_t /*now_ns*/) {
+  // A job ended (or a spurious wake): every parked request is delivered again, and one whose
+  // job still runs parks again.
+  for (const http::deferral_token t : parked_) {
+    (void)io_->resume(t);
+  }
+  parked_.clear();
+}
+
+http::response_info ops_handler::admin_route(const http::request& req, out_buffer& out) {
+  if (!work_) {  // no engine to park in (a handler driven by hand)
+    return answer_admin(s_, req, scratch_, out);
+  }
+  const http::deferral_token d = io_->current();
+  const offcore_ticket t{0, d.slot, d.gen};
+  admin_answer a;
+  switch (work_->take(t, a)) {
+    case offcore<admin_answer>::state::done:
+      out.append(a.bytes);
+      return a.info;
+    case offcore<admin_answer>::state::none: {
+      // The worker reads the request after the core has moved on: it gets a copy.
+      auto copy = std::make_shared<const http::request_copy>(req);
+      work_->submit(
+          t,
+          [&s = s_, copy] {
+            out_buffer scratch;
+            out_buffer body;
+            admin_answer done;
+            done.info = answer_admin(s, copy->get(), scratch, body);
+            done.bytes.assign(body.view());
+            return done;
+          },
+          wake_);
+      break;
+    }
+    case offcore<admin_answer>::state::running:
+      break;
+  }
+  parked_.push_back(io_->defer());
+  return {.deferred = true};
+}
+
 http::response_info ops_handler::handle(const http::request& req, out_buffer& out,
                                         int64_t /*now_ns*/) {
-  if (req.path == "/admin/reload") {  // the admin listener only: never on the public one
-    if (req.method != "POST") {
-      auto head = http::head_for(req, 405);
-      head.content_type = "application/json";
-      head.extra_headers = "Allow: POST\r\n";
-      http::write_response(
-          out, head,
-          R"({"code":"method_not_allowed","message":"Reload with POST /admin/reload."})");
-      return {405, head.close};
-    }
-    const reload_result r = reload_plans_and_keys(s_, "admin reload");
-    scratch_.clear();
-    if (r.ok) {
-      fmt::format_to(std::back_inserter(scratch_), R"({{"reloaded":true,"plans":{},"keys":{}}})",
-                     r.plans, r.keys);
-    } else {
-      scratch_.append(R"({"code":"reload_failed","message":")");
-      append_json_escaped(scratch_,
-                          "Nothing was reloaded; the previous plans and keys stay in "
-                          "force: " +
-                              r.message);
-      scratch_.append("\"}");
-    }
-    return ops_text(req, r.ok ? 200 : 422, scratch_.view(), "application/json", out);
-  }
   http::route_match m = s_.router.match(req.method, req.path);
   if (m.status == 200) {
     auto r = static_cast<route>(m.id);
@@ -312,8 +374,9 @@ http::response_info ops_handler::handle(const http::request& req, out_buffer& ou
       return handle_ops(s_, r, req, scratch_, out);
     }
   }
-  if (s_.admin && req.path.substr(0, 7) == "/admin/") {  // accounts, keys, usage, webhook
-    return s_.admin->handle(req, out);
+  // (/admin/reload: the admin listener only, never on the public one)
+  if (req.path == "/admin/reload" || (s_.admin && req.path.substr(0, 7) == "/admin/")) {
+    return admin_route(req, out);
   }
   auto head = http::head_for(req, 404);
   head.content_type = "application/json";

@@ -18,7 +18,7 @@ namespace tollgate::app {
 
 using namespace admin;  // NOLINT: the admin API's own helpers (admin_util.h)
 
-admin_api::admin_reply admin_api::webhook(const http::request& req, int64_t now, bool admin_core,
+admin_api::admin_reply admin_api::webhook(const http::request& req, int64_t now, bool may_wait,
                                           const std::function<admin_reply(event)>& act) {
   auto refuse = [&](int status, std::string_view code, std::string_view msg) {
     events_refused_.fetch_add(1, std::memory_order_relaxed);
@@ -130,10 +130,10 @@ admin_api::admin_reply admin_api::webhook(const http::request& req, int64_t now,
   if (act) {
     return act(std::move(e));  // off the core
   }
-  return event_act(e, now, admin_core);
+  return event_act(e, now, may_wait);
 }
 
-// 4. Acted on, once: on the admin core, or on the worker for a public core (`may_wait`: both
+// 4. Acted on, once: by the admin listener's worker, or the public cores' (`may_wait`: both
 // may wait for the mutex and for the change to be in force on every core).
 admin_api::admin_reply admin_api::event_act(const event& e, int64_t now, bool may_wait) {
   auto refuse = [&](int status, std::string_view code, std::string_view msg) {

@@ -73,4 +73,40 @@ bool request::add_header(std::string_view name, std::string_view value) noexcept
   return true;
 }
 
+request_copy::request_copy(const request& r) {
+  // (path and query counted too: a request built by hand may hold them apart from its target)
+  size_t n = r.method.size() + r.target.size() + r.path.size() + r.query.size() + r.body.size();
+  for (size_t i = 0; i < r.num_headers; ++i) {
+    n += r.headers[i].name.size() + r.headers[i].value.size();
+  }
+  bytes_.reserve(n);  // never grows below: the views taken stay valid
+  auto keep = [&](std::string_view v) {
+    const size_t at = bytes_.size();
+    bytes_.append(v);
+    return std::string_view(bytes_.data() + at, v.size());
+  };
+  req_.method = keep(r.method);
+  req_.target = keep(r.target);
+  // A view inside the target (the path, the query) keeps its place in the copy's target.
+  auto within = [&](std::string_view part) {
+    const std::string_view whole = r.target;
+    if (part.empty() || part.data() < whole.data() ||
+        part.data() + part.size() > whole.data() + whole.size()) {
+      return keep(part);
+    }
+    return req_.target.substr(static_cast<size_t>(part.data() - whole.data()), part.size());
+  };
+  req_.path = within(r.path);
+  req_.query = within(r.query);
+  for (size_t i = 0; i < r.num_headers; ++i) {
+    (void)req_.add_header(keep(r.headers[i].name), keep(r.headers[i].value));
+  }
+  req_.body = keep(r.body);
+  req_.version_minor = r.version_minor;
+  req_.keep_alive = r.keep_alive;
+  req_.expect_continue = r.expect_continue;
+  req_.chunked = r.chunked;
+  req_.content_length = r.content_length;
+}
+
 }  // namespace tollgate::http

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -715,6 +716,39 @@ TEST(http_parser_test, status_and_message_cover_every_error) {
   for (int e = 0; e <= static_cast<int>(errc::unsupported_version); ++e) {
     EXPECT_FALSE(message(static_cast<errc>(e)).empty());
   }
+}
+
+TEST(http_parser_test, a_request_copy_outlives_the_buffer_it_was_parsed_from) {
+  // Verifies request_copy (a request answered off the core) keeps every field, the indexed
+  // header lookups and the path and query inside its target, after the receive buffer changed.
+  const std::string wire =
+      "POST /admin/keys?dry=1 HTTP/1.0\r\nHost: h\r\nAuthorization: Bearer t\r\n"
+      "Idempotency-Key: k1\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
+  std::vector<char> buf(wire.begin(), wire.end());
+  request req;
+  ASSERT_EQ(parse_request(buf.data(), buf.size(), limits{}, req).status, parse_status::complete);
+  const request_copy copy(req);
+  std::fill(buf.begin(), buf.end(), 'x');
+  const request& c = copy.get();
+  EXPECT_EQ(c.method, "POST");
+  EXPECT_EQ(c.target, "/admin/keys?dry=1");
+  EXPECT_EQ(c.path, "/admin/keys");
+  EXPECT_EQ(c.query, "dry=1");
+  EXPECT_EQ(c.path.data(), c.target.data());
+  EXPECT_EQ(c.body, "{\"a\":1}");
+  EXPECT_EQ(c.version_minor, 0);
+  EXPECT_FALSE(c.keep_alive);
+  EXPECT_EQ(c.content_length, 7u);
+  EXPECT_EQ(c.field_value(field::authorization), "Bearer t");
+  EXPECT_EQ(c.header_value("idempotency-key"), "k1");
+  EXPECT_EQ(c.num_headers, 4u);
+  request by_hand;  // a path and query apart from the target
+  by_hand.method = "GET";
+  by_hand.path = "/p";
+  by_hand.query = "q=1";
+  const request_copy hand(by_hand);
+  EXPECT_EQ(hand.get().path, "/p");
+  EXPECT_EQ(hand.get().query, "q=1");
 }
 
 }  // namespace

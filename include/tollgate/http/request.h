@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace tollgate::http {
@@ -124,6 +125,20 @@ struct request {
   /// Appends a header line to a request built by hand (tests, benchmarks, fuzz targets) and
   /// indexes it as the parser would. False, and nothing added, when headers[] is full.
   bool add_header(std::string_view name, std::string_view value) noexcept;
+};
+
+/// A request that owns its bytes: for work finished after the connection's buffer may be gone
+/// (a request answered off the core, app/offcore.h). Its views point into the copy.
+class request_copy {
+ public:
+  explicit request_copy(const request& r);
+  request_copy(const request_copy&) = delete;
+  request_copy& operator=(const request_copy&) = delete;
+  const request& get() const noexcept { return req_; }
+
+ private:
+  std::string bytes_;
+  request req_;
 };
 
 }  // namespace tollgate::http

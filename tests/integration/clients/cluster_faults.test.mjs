@@ -98,9 +98,9 @@ function clusterToml(redis, name, prefix, extra = '') {
   return `[cluster]\nredis = "127.0.0.1:${redis.port}"\nnode = "${name}"\nprefix = "${prefix}"\n${extra}`;
 }
 
-async function startNode(redis, name, prefix, { threads = 2, extra = '' } = {}) {
+async function startNode(redis, name, prefix, { threads = 2, extra = '', extraArgs = [] } = {}) {
   const prepared = await prepare({ plans: PLANS, quota: QUOTA, extraConfig: clusterToml(redis, name, prefix, extra) });
-  const n = await start({ prepared, threads });
+  const n = await start({ prepared, threads, extraArgs });
   servers.push(n);
   return n;
 }
@@ -363,6 +363,57 @@ test('redis paused: a Stripe event on the public listener is acted on off the co
     assert.equal((await deliver('evt_pause_0')).status, 409);
   } finally {
     delete process.env.STRIPE_WEBHOOK_SECRET;
+  }
+});
+
+test('redis paused: an admin change waits off the admin listener\'s core, never holding up its /healthz and /metrics', { skip }, async () => {
+  const redis = await newRedis();
+  process.env.TOLLGATE_ADMIN_TOKEN = 'adm_cluster_pause_7c1e';
+  try {
+    const node = await startNode(redis, 'a1', 'az:', {
+      threads: 1,
+      extra: '[admin]\ntoken_env = "TOLLGATE_ADMIN_TOKEN"\n',
+      extraArgs: ['--admin-listen', '127.0.0.1:0'],
+    });
+    const port = Number(/admin \(.*\) on http:\/\/127\.0\.0\.1:(\d+)/.exec(node.stderr())?.[1]);
+    assert.ok(port > 0, node.stderr());
+    const adminNode = { port };
+    const call = (method, path, body) => new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port, path, method, agent: false,
+        headers: { authorization: `Bearer ${process.env.TOLLGATE_ADMIN_TOKEN}`, 'content-type': 'application/json' } },
+      (res) => {
+        let b = '';
+        res.on('data', (d) => { b += d; });
+        res.on('end', () => resolve({ status: res.statusCode, body: b, at: process.hrtime.bigint() }));
+      });
+      req.on('error', reject);
+      req.end(body === undefined ? undefined : JSON.stringify(body));
+    });
+    const made = await call('POST', '/admin/accounts', { id: 'acme-p' });
+    assert.equal(made.status, 201, made.body);
+    await stopProcess(redis.child.pid);
+    let slow;
+    try {
+      slow = call('POST', '/admin/keys', { account: 'acme-p', plan: 'roomy' });  // waits for Redis
+      await new Promise((r) => setTimeout(r, 100));
+      const fast = [];
+      for (let i = 0; i < 3; i++) fast.push(await timedGet(adminNode, i === 1 ? '/metrics' : '/healthz', ''));
+      const w = await slow;
+      for (const f of fast) {
+        assert.equal(f.status, 200);
+        assert.ok(f.at < w.at, 'an ops route on the admin listener completed after the admin change waiting for Redis');
+      }
+    } finally {
+      redis.signal('SIGCONT');
+    }
+    // Redis back: the next change is made, and its key works on the public listener.
+    const key = await eventually(async () => {
+      const r = await call('POST', '/admin/keys', { account: 'acme-p', plan: 'roomy' });
+      return r.status === 201 ? JSON.parse(r.body).key : null;
+    }, 5000, 'a key made after the pause');
+    await eventually(async () => (await restGet(node, '/v1/usage', { key })).status === 200, 3000, 'the new key in force');
+  } finally {
+    delete process.env.TOLLGATE_ADMIN_TOKEN;
   }
 });
 
