@@ -50,6 +50,7 @@ async function open(keyName) {
   });
   assert.ok(r.result?.protocolVersion, JSON.stringify(r));
   session.notify({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  await session.loaded();  // (a call before waits 5 s at most, then answers "still loading")
   return session;
 }
 

@@ -494,6 +494,28 @@ export function authProxy(server, key) {
   });
 }
 
+// What `tollgate stdio` logs once its corpus is indexed. A tool call made before that waits up to
+// 5 s and then answers "still loading" (by design); on a loaded machine the sample can take longer
+// than that to index, so a test that wants the call's real answer waits for this line first.
+const CORPUS_LINE = /corpus: \d+ stories/;
+
+/** Resolves when `stderr` (a `tollgate stdio` child's, e.g. an SDK StdioClientTransport's with
+ * stderr: 'pipe', attached before connect) says its corpus is loaded. */
+export function corpusLoaded(stderr, timeoutMs = 90000) {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`no corpus line on stderr in ${timeoutMs} ms: ${seen}`)), timeoutMs);
+    stderr.setEncoding('utf8');
+    stderr.on('data', (d) => {
+      seen += d;
+      if (CORPUS_LINE.test(seen)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+}
+
 /**
  * A raw `tollgate stdio` session: newline-delimited JSON-RPC. send(msg) resolves with the response
  * carrying msg's id (bounded); close() ends stdin and waits for the exit (SIGKILL after a timeout).
@@ -542,6 +564,17 @@ export class StdioSession {
       live.delete(this.child);
       resolve({ code, signal });
     }));
+  }
+
+  /** Resolves once the process's stderr says its corpus is loaded (see corpusLoaded). */
+  async loaded(timeoutMs = 90000) {
+    const until = Date.now() + timeoutMs;
+    while (!CORPUS_LINE.test(this.stderr)) {
+      if (this.closed || Date.now() > until) {
+        throw new Error(`tollgate stdio did not load its corpus (${this.closed ? 'exited' : 'timed out'}); stderr: ${this.stderr}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
   /** Writes one message (object or raw line) and awaits the response with `id` (null for parse

@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { start, prepare, cleanup, runCli, BIN } from './harness.mjs';
+import { start, prepare, cleanup, runCli, BIN, corpusLoaded } from './harness.mjs';
 import { checkToolList, checkEachToolAgainstRest, toolError, namesArgument } from './common.mjs';
 
 let server;  // a server (own data dir, same --sample corpus) provides the REST bodies to compare
@@ -24,8 +24,10 @@ before(async () => {
   transport = new StdioClientTransport({
     command: BIN, args: stdioArgs(), env: { TOLLGATE_API_KEY: stdioDir.keys.main }, stderr: 'pipe',
   });
+  const loaded = corpusLoaded(transport.stderr);
   client = new Client({ name: 'tollgate-it-stdio', version: '1.0.0' });
   await client.connect(transport, { timeout: 90000 });  // a Debug build indexes --sample for seconds
+  await loaded;
 });
 
 after(async () => {

@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { start, prepare, cleanup, BIN } from './harness.mjs';
+import { start, prepare, cleanup, BIN, corpusLoaded } from './harness.mjs';
 import { checkToolList, checkEachToolAgainstRest, toolError } from './common.mjs';
 
 const REVISION = '2026-07-28';
@@ -28,8 +28,10 @@ test('pinned to 2026-07-28 over stdio: discover, list tools, call each tool', as
   });
   const c = new Client({ name: 'tollgate-it-v2-stdio', version: '1.0.0' },
     { versionNegotiation: { mode: { pin: REVISION }, probe: { timeoutMs: 90000 } } });
+  const loaded = corpusLoaded(t.stderr);
   try {
     await c.connect(t, { timeout: 90000 });  // a Debug build indexes --sample for seconds
+    await loaded;
     assert.equal(c.getNegotiatedProtocolVersion(), REVISION);
     checkToolList((await c.listTools()).tools);
     await checkEachToolAgainstRest(server, server.keys.main,
