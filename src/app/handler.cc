@@ -181,7 +181,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
     gate_.admit(req, v, now_ns, carried);
     if (v.refusal.row == nullptr && !v.carried && fleet_route &&
-        fleet_->look_ahead(req, v.r, v.rest, endpoint_, now_ns, v.fig)) {
+        fleet_->look_ahead(req, v.args, endpoint_, now_ns, v.fig)) {
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
   }
@@ -231,8 +231,9 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
     c.emplace(rest::caller{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr});
     c->may_wait_lease = parking_.may_wait_lease();
   }
-  const http::response_info info =
-      rest_.respond(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
+  static constexpr rest::arguments kNoArguments{};  // usage, and a refused request
+  const http::response_info info = rest_.respond(
+      req, v.refusal, what, v.args != nullptr ? *v.args : kNoArguments, c ? &*c : nullptr, out);
   if (c && c->lease_pending) {
     v.wait = wait_for::units;
   }
