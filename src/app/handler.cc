@@ -214,6 +214,12 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
                                 parking_.resuming_any()});
     }
     const http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
+    if (v.key != nullptr) {
+      // Its notifications/cancelled: for the calls they name, on this core or another.
+      for (const std::string_view id : endpoint_.cancellations()) {
+        s_.cancels.add(v.key->key_id, id, now_ns);
+      }
+    }
     if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() &&
         io_ != nullptr) {
       v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
