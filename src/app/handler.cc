@@ -165,7 +165,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       return json_error(req, 404, kNoSuchRoute, {}, out);
     }
     const http::response_info info = handle_ops(s_, v.r, req, scratch_, out);
-    v.result = info.status == 200 ? outcome::ok : outcome::unavailable;
+    v.result = envelope::outcome_of_status(info.status);  // 200, or 503 while not ready
     return info;
   }
   if (v.keyed) {

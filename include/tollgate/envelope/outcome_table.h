@@ -159,8 +159,9 @@ constexpr const outcome_row* row_of_http_status(int status) noexcept {
 }
 
 /// The outcome of an answer from a public route outside the table (the OAuth authorization
-/// server, the Stripe webhook), which reports only its HTTP status: the one place an outcome is
-/// read from a status (a whole refusal's row, else success, bad request or unavailable).
+/// server, the Stripe webhook, the ops routes), which reports only its HTTP status: the one
+/// place an outcome is read from a status (a whole refusal's row, else success, bad request or
+/// unavailable).
 constexpr outcome outcome_of_status(int status) noexcept {
   const outcome_row* r = row_of_http_status(status);
   return status < 400    ? outcome::ok
