@@ -59,11 +59,13 @@ std::span<const std::string_view> endpoint::cancellations() const noexcept {
 
 http::response_info endpoint::answer(const http::request& req, const envelope::gate_refusal& g,
                                      host& h, out_buffer& out, int64_t now_ns) {
+  // (Cleared here, the app's entry, not in handle_http: that is the hot path, and only the app
+  // reads the list.)
+  impl_->cancellations.clear();
   if (g.row == nullptr) {
     return handle_http(req, h, out, now_ns);
   }
   impl_->report = {};
-  impl_->cancellations.clear();
   if (g.row->result == outcome::rate_limited) {
     return render_rate_limited(req, h, out, g.retry_after_secs, now_ns);
   }

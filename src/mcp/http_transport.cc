@@ -583,7 +583,6 @@ void endpoint::add_cors_headers(const http::request& req, out_buffer& out,
 http::response_info endpoint::handle_http(const http::request& req, host& h, out_buffer& out,
                                           int64_t now_ns) {
   impl_->report = {};
-  impl_->cancellations.clear();
   const bool post = req.method == "POST";  // (a POST is never HEAD: one comparison on its path)
   const bool head = !post && req.method == "HEAD";
   const http_ctx x{env_, opts_, *impl_, h, out, !req.keep_alive, head, now_ns};

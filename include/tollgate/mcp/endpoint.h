@@ -163,10 +163,10 @@ class endpoint {
   /// What the messages of the last request answered (answer(), handle_http() or
   /// handle_message()) came to; valid until the next one.
   const request_report& report() const noexcept;
-  /// The request ids (raw JSON: a number or a quoted string) that the last HTTP request's
-  /// notifications/cancelled named, in message order; views into its body, valid while it is
-  /// handled. The app records them for the calls they name (a call waiting, on this core or
-  /// another, is then not admitted).
+  /// The request ids (raw JSON: a number or a quoted string) that the notifications/cancelled
+  /// of the request last given to answer() named, in message order; views into its body, valid
+  /// while it is handled. The app records them for the calls they name (a call waiting, on this
+  /// core or another, is then not admitted).
   std::span<const std::string_view> cancellations() const noexcept;
 
   /// The revision a stdio session negotiated (initialize), default 2025-03-26.
