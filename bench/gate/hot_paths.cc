@@ -166,7 +166,8 @@ class echo_tool : public mcp::tool {
 constexpr std::string_view kHostHeaders =
     "X-RateLimit-Limit: 10\r\nX-RateLimit-Remaining: 9\r\nX-RateLimit-Reset: 1\r\n";
 
-class fixed_host : public mcp::host {
+// The host (admit, settle) and, lent to the endpoint, the request's figures (header lines).
+class fixed_host : public mcp::host, public mcp::rate_charge {
  public:
   void write_headers(out_buffer& out) override { out.append(kHostHeaders); }
   mcp::admission admit(std::string_view, std::string_view) override {
@@ -174,6 +175,9 @@ class fixed_host : public mcp::host {
     return {};
   }
   void settle(bool success) override { settled_ok_ += success ? 1 : 0; }
+  mcp::admission rate_check() override { return {}; }
+  mcp::admission charge_extra() override { return {}; }
+  void refund() override {}
   uint64_t admitted_ = 0;
   uint64_t settled_ok_ = 0;
 };
@@ -203,6 +207,7 @@ void op_mcp_call() {
   tools.finish();
   mcp::endpoint ep(tools, env);
   fixed_host host;
+  ep.lend(nullptr, &host);
 
   std::string padded = kCallBody + std::string(mcp::body_padding, ' ');
   http::request req;

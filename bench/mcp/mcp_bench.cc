@@ -33,7 +33,7 @@ class tiny_tool : public mcp::tool {
   }
 };
 
-class bench_host : public mcp::host {
+class bench_host : public mcp::host, public mcp::rate_charge {
  public:
   void write_headers(out_buffer& out) override {
     out.append(
@@ -43,6 +43,9 @@ class bench_host : public mcp::host {
   }
   mcp::admission admit(std::string_view, std::string_view) override { return {}; }
   void settle(bool) override {}
+  mcp::admission rate_check() override { return {}; }
+  mcp::admission charge_extra() override { return {}; }
+  void refund() override {}
 };
 
 struct fixture {
@@ -89,6 +92,7 @@ struct fixture {
     tools.add(std::move(t));
     tools.finish();
     ep = std::make_unique<mcp::endpoint>(tools, env);
+    ep->lend(nullptr, &host);
   }
 };
 

@@ -106,12 +106,6 @@ mcp::admission core_host::admit(std::string_view /*tool*/, std::string_view id) 
   return a;
 }
 
-void core_host::cancelled(std::string_view id) {
-  if (cancels_ != nullptr && key_ != nullptr) {
-    cancels_->add(key_->key_id, id, now_ns_);
-  }
-}
-
 mcp::admission core_host::rate_check() {
   mcp::admission a;
   if (!stdio_) {

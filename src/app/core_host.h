@@ -1,6 +1,9 @@
 // core_host: the app's mcp::host, binding one request to the quota core. Calls go one way:
-//   mcp::endpoint → core_host (mcp::host: admit, settle, header lines, cancellations;
-//   mcp::rate_charge: stdio's rate check, a batch's further charges, a 202's refund) → quota.
+//   mcp::endpoint → core_host (mcp::host: admit, settle; mcp::rate_charge: stdio's rate check,
+//   a batch's further charges, a 202's refund, the figures' header lines) → quota.
+// The calls a request's notifications/cancelled named are the endpoint's to report
+// (endpoint::cancellations()); the handler records them in the cores' cancel_set, which
+// admit() consults.
 // It also owns the core's tool_context (tools.h), which the handler lends the endpoint for the
 // tools (endpoint::lend), and is that context's tool_caller (the key, figures and partial
 // shards of the request): the tools see those two narrow types only, never core_host.
@@ -93,8 +96,6 @@ class core_host final : public mcp::host, public mcp::rate_charge, public tool_c
   /// Drops a call its client gave up on (past its deadline, or cancelled) before the quota
   /// core sees it; then admits it from the core's lease.
   mcp::admission admit(std::string_view tool, std::string_view id) override;
-  /// Records the cancellation in the shared set, for the core that holds the call.
-  void cancelled(std::string_view id) override;
   void settle(bool success) override;
   /// stdio: handshakes, lists and pings count toward the rate limit too.
   mcp::admission rate_check() override;

@@ -3,7 +3,6 @@
 #include <charconv>
 
 #include "tollgate/common/assert.h"
-#include "tollgate/common/percent.h"
 #include "tollgate/mcp/endpoint.h"
 #include "tools.h"
 
@@ -390,32 +389,16 @@ void fleet_client::finish() {
   }
 }
 
-bool fleet_client::look_ahead(const http::request& req, route r, std::string_view rest_id,
+bool fleet_client::look_ahead(const http::request& req, const rest::arguments* rest,
                               mcp::endpoint& ep, int64_t now_ns, const quota::figures& fig) {
   begin_collect();
-  switch (r) {
-    case route::mcp: {
-      fleet_calls calls(*this);
-      ep.decide_calls(req, calls, now_ns);
-      break;
-    }
-    case route::rest_search: {
-      search::query_args args;
-      if (qs_.parse(req.query, args) && search::validate(args)) {
-        collect_search(args);
-      }
-      break;
-    }
-    default:
-      // The id as rest::api::story reads it: percent-decoded (a malformed one is answered 400
-      // without the remotes).
-      if (!rest_id.empty() && rest_id.find('/') == std::string_view::npos) {
-        id_buf_.clear();
-        if (percent_decode(rest_id, id_buf_, /*plus_is_space=*/false)) {
-          collect_story(id_buf_.view());
-        }
-      }
-      break;
+  if (rest == nullptr) {
+    fleet_calls calls(*this);
+    ep.decide_calls(req, calls, now_ns);
+  } else if (rest->ok() && !rest->story_id.empty()) {
+    collect_story(rest->story_id);
+  } else if (rest->ok()) {
+    collect_search(rest->search);
   }
   if (!end_collect()) {
     return false;

@@ -31,6 +31,7 @@
 #include "tollgate/config/config.h"
 #include "tollgate/http/handler.h"
 #include "tollgate/quota/service.h"
+#include "tollgate/rest/api.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/query.h"
 #include "tollgate/search/remote_health.h"
@@ -101,11 +102,12 @@ class fleet_client {
   void deactivate() noexcept { active_ = -1; }
 
   void on_upstream(uint64_t tag, const http::upstream_reply& reply);
-  /// Steps 1 and 2 for a request the gate let through, on route `r` (MCP, a REST search or a
-  /// story, `rest_id` its percent-encoded id): collects what it asks of the remotes (MCP: the
-  /// calls `ep` decides, nothing run) and launches them. True when it is deferred for them;
-  /// false when there is nothing to ask, or no remote is up (it is answered now).
-  bool look_ahead(const http::request& req, route r, std::string_view rest_id, mcp::endpoint& ep,
+  /// Steps 1 and 2 for a request the gate let through: MCP (`rest` null) or a REST search or
+  /// story (`rest`: its arguments as the gate decoded them). Collects what it asks of the
+  /// remotes (MCP: the calls `ep` decides, nothing run) and launches them. True when it is
+  /// deferred for them; false when there is nothing to ask (a REST request with a bad
+  /// argument is answered without the remotes), or no remote is up (it is answered now).
+  bool look_ahead(const http::request& req, const rest::arguments* rest, mcp::endpoint& ep,
                   int64_t now_ns, const quota::figures& fig);
   /// About every 100 ms: recycles answers whose request the engine never delivered again.
   void on_tick();
@@ -148,8 +150,6 @@ class fleet_client {
   out_buffer body_;
   out_buffer request_;
   out_buffer path_;
-  search::query_string_parser qs_;  // look_ahead's own REST query decoding
-  out_buffer id_buf_;               // look_ahead's percent-decoded story id
 };
 
 }  // namespace tollgate::app

@@ -144,11 +144,15 @@ void gate::admit(const http::request& req, gate_verdict& v, int64_t now_ns,
     v.fig = *carried.fig;
     v.received_ns = carried.received_ns;
     v.carried = true;
-    return;
-  }
-  if (quota_.check_rate(*v.key, now_ns, v.fig) == quota::rate_verdict::limited) {
+  } else if (quota_.check_rate(*v.key, now_ns, v.fig) == quota::rate_verdict::limited) {
     v.refusal.row = &envelope::row_of(outcome::rate_limited);
     v.refusal.retry_after_secs = v.fig.retry_after_secs;
+    return;
+  }
+  if (v.r == route::rest_search || v.r == route::rest_story) {
+    v.args = &rest_args_.decode(
+        v.r == route::rest_search ? rest::resource::search : rest::resource::story, req.query,
+        v.rest);
   }
 }
 

@@ -4,7 +4,9 @@
 //   2. for a keyed surface (REST, POST /mcp): its key, then its rate limit, charged once per
 //      request (a re-delivery carries the figures its first delivery was charged);
 //   3. its refusal, as the outcome table's row: a bad key's 401, a rate limit's 429, or (cluster
-//      mode, before the node's first key load) 503, since no key can be called invalid yet.
+//      mode, before the node's first key load) 503, since no key can be called invalid yet;
+//   4. for a REST search or story it lets through: its arguments, decoded once (rest::decoder)
+//      for every reader of the verdict.
 // A surface's one entry point (mcp::endpoint::answer, rest::api::respond) writes the verdict;
 // app::parking parks a request from it; the access log and /metrics read the outcome it came
 // to, never re-derive it.
@@ -23,6 +25,7 @@
 #include "tollgate/http/request.h"
 #include "tollgate/http/router.h"
 #include "tollgate/quota/service.h"
+#include "tollgate/rest/api.h"
 
 namespace tollgate::cluster {
 class agent;
@@ -50,16 +53,19 @@ struct gate_verdict {
   /// 404 or 405 when no route takes the request (405 on /mcp or the webhook: r is the route,
   /// whose surface answers every method itself); else 200.
   int status = 200;
-  std::string_view rest;   ///< a prefix route's remainder (a story's id)
+  std::string_view rest;   ///< a prefix route's remainder (a story's id, percent-encoded)
   std::string_view allow;  ///< 405: the methods the path takes
   bool keyed = false;      ///< behind the key: REST and POST /mcp (other /mcp methods are not)
   const quota::key_record* key = nullptr;  ///< the authenticated key (keyed, not refused 401)
   quota::figures fig;                      ///< the rate part: charged now or carried
   envelope::gate_refusal refusal;          ///< refusal.row null: the request goes on
   int64_t received_ns = 0;                 ///< its first delivery's time
-  int64_t deadline_ms = 0;       ///< Tollgate-Deadline: unix ms its client gives up at (0: none)
-  bool carried = false;          ///< a re-delivery: charged on its first delivery
-  outcome result = outcome::ok;  ///< what the answer came to (set by the handler)
+  int64_t deadline_ms = 0;  ///< Tollgate-Deadline: unix ms its client gives up at (0: none)
+  bool carried = false;     ///< a re-delivery: charged on its first delivery
+  /// A REST search or story the gate let through: its arguments, decoded once for the surface
+  /// and a gateway's look-ahead (null otherwise). Valid until the gate's next admission.
+  const rest::arguments* args = nullptr;
+  outcome result = outcome::ok;       ///< what the answer came to (set by the handler)
   wait_for wait = wait_for::nothing;  ///< set by the surface: the request parks
   size_t jobs_used = 0;               ///< wait: the search jobs it started
 };
@@ -80,8 +86,8 @@ class gate {
 
   /// Step 1: the route (every request).
   gate_verdict match(const http::request& req) const;
-  /// Steps 2 and 3, for a keyed verdict: the key, the rate charge (or `carried`'s figures) and
-  /// the refusal, if any.
+  /// Steps 2 to 4, for a keyed verdict: the key, the rate charge (or `carried`'s figures), the
+  /// refusal, if any, else a REST request's arguments.
   void admit(const http::request& req, gate_verdict& v, int64_t now_ns,
              const carried_charge& carried);
   /// The key admit() would find for `req` (null: it would refuse it 401), charging nothing.
@@ -94,6 +100,7 @@ class gate {
   gate_oauth oauth_;
   std::string_view webhook_path_;
   std::string metadata_url_;  // the 401's resource_metadata (capacity reserved: no allocation)
+  rest::decoder rest_args_;   // step 4's buffers
 };
 
 /// The key presented by a request: `Authorization: Bearer KEY` (scheme in any case, blanks

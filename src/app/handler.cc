@@ -165,7 +165,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
       return json_error(req, 404, kNoSuchRoute, {}, out);
     }
     const http::response_info info = handle_ops(s_, v.r, req, scratch_, out);
-    v.result = info.status == 200 ? outcome::ok : outcome::unavailable;
+    v.result = envelope::outcome_of_status(info.status);  // 200, or 503 while not ready
     return info;
   }
   if (v.keyed) {
@@ -181,7 +181,7 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
     }
     gate_.admit(req, v, now_ns, carried);
     if (v.refusal.row == nullptr && !v.carried && fleet_route &&
-        fleet_->look_ahead(req, v.r, v.rest, endpoint_, now_ns, v.fig)) {
+        fleet_->look_ahead(req, v.args, endpoint_, now_ns, v.fig)) {
       return {0, false, true};  // deferred: delivered again once the remotes answered
     }
   }
@@ -214,6 +214,12 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
                                 parking_.resuming_any()});
     }
     const http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
+    if (v.key != nullptr) {
+      // Its notifications/cancelled: for the calls they name, on this core or another.
+      for (const std::string_view id : endpoint_.cancellations()) {
+        s_.cancels.add(v.key->key_id, id, now_ns);
+      }
+    }
     if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() &&
         io_ != nullptr) {
       v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
@@ -231,8 +237,9 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
     c.emplace(rest::caller{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr});
     c->may_wait_lease = parking_.may_wait_lease();
   }
-  const http::response_info info =
-      rest_.respond(req, v.refusal, what, v.rest, c ? &*c : nullptr, out);
+  static constexpr rest::arguments kNoArguments{};  // usage, and a refused request
+  const http::response_info info = rest_.respond(
+      req, v.refusal, what, v.args != nullptr ? *v.args : kNoArguments, c ? &*c : nullptr, out);
   if (c && c->lease_pending) {
     v.wait = wait_for::units;
   }

@@ -5,8 +5,11 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstring>
+
+#include "tollgate/envelope/outcome_table.h"
 
 namespace tollgate::app::remote {
 namespace {
@@ -409,23 +412,30 @@ std::string body_message(const http_answer& a) {
   return std::string(m.substr(0, 300));
 }
 
-// What a status that no retry mends means for the bridge's user.
+// What a status that no retry mends means for the bridge's user: the transport's refusals,
+// outside the error model (the outcome table's whole refusals, 401 and 429, are read from the
+// table in translate()), so a hint to the user rather than an outcome.
+struct refusal_hint_row {
+  long status;
+  std::string_view hint;
+};
+constexpr std::array<refusal_hint_row, 5> kRefusalHints = {{
+    {404, "is the URL the server's MCP endpoint (https://HOST/mcp)?"},
+    {405, "is the URL the server's MCP endpoint (https://HOST/mcp)?"},
+    {413, "the message is larger than the server accepts (its server.max_body_bytes)."},
+    {431, "the request's headers are larger than the server accepts."},
+    {403, "the server (or a proxy in front of it) forbids this request."},
+}};
+
 std::string_view refusal_hint(long status) {
-  switch (status) {
-    case 404:
-    case 405:
-      return "is the URL the server's MCP endpoint (https://HOST/mcp)?";
-    case 413:
-      return "the message is larger than the server accepts (its server.max_body_bytes).";
-    case 431:
-      return "the request's headers are larger than the server accepts.";
-    case 403:
-      return "the server (or a proxy in front of it) forbids this request.";
-    default:
-      return status >= 300 && status < 400
-                 ? "the server redirects elsewhere; give the bridge the final URL."
-                 : "the server could not accept the request as it is.";
+  for (const refusal_hint_row& r : kRefusalHints) {
+    if (r.status == status) {
+      return r.hint;
+    }
   }
+  return status >= 300 && status < 400
+             ? "the server redirects elsewhere; give the bridge the final URL."
+             : "the server could not accept the request as it is.";
 }
 
 // Transport failures (nothing usable came back): each cause its own sentence.
@@ -510,7 +520,10 @@ verdict translate(const line_facts& line, const http_answer& a, const bridge_vie
   if (a.transport_failed) {
     return answer_transport_failure(line, a, view, out, reason);
   }
-  if (a.status == 401) {
+  // A request refused whole, as the outcome table says the server writes it.
+  const envelope::outcome_row* whole = envelope::row_of_http_status(static_cast<int>(a.status));
+  const outcome refused = whole != nullptr ? whole->result : outcome::ok;
+  if (refused == outcome::invalid_key) {
     return verdict::unauthorized;
   }
   if (a.status >= 500) {
@@ -520,7 +533,7 @@ verdict translate(const line_facts& line, const http_answer& a, const bridge_vie
                             "its side, not an empty result; retry in {} second(s).",
                             view.url, a.status, said.empty() ? "" : ": ", said, retry));
   }
-  if (a.status == 429) {
+  if (refused == outcome::rate_limited) {
     return answer_rate_limited(line, a, view, out);
   }
   if (a.status >= 200 && a.status < 300 && trim(a.body).empty()) {

@@ -225,7 +225,7 @@ void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r) {
   r = error_reply(id, rpc_error{rpc_error_kind::method_not_found, {}, {}, 0}, modern ? 404 : 200);
 }
 
-void note_notification(const dispatch_ctx& c, const message& m, od::object& o, host& h) {
+void note_notification(const dispatch_ctx& c, const message& m, od::object& o) {
   if (m.mid != method_id::cancelled || m.has_id || m.invalid) {
     return;
   }
@@ -238,7 +238,7 @@ void note_notification(const dispatch_ctx& c, const message& m, od::object& o, h
     return;
   }
   if (t == od::json_type::string || t == od::json_type::number) {
-    h.cancelled(trim(idv.raw_json_token()));
+    c.im.cancellations.push_back(trim(idv.raw_json_token()));
   }
 }
 
@@ -342,9 +342,10 @@ bool write_body_of(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, ou
 
 // Replaces the host's header block [begin, end) of a finished response in `out` with one
 // written now (error path only: an admitted call failed, and its figures must not count it).
-void rewrite_headers(host& h, out_buffer& out, size_t begin, size_t end, out_buffer& scratch) {
+void rewrite_headers(endpoint::impl& im, out_buffer& out, size_t begin, size_t end) {
+  out_buffer& scratch = im.scratch;
   scratch.clear();
-  h.write_headers(scratch);
+  write_figures(im, scratch);
   scratch.append(std::string_view(out.data() + end, out.size() - end));
   out.resize(begin);
   out.append(scratch.view());

@@ -5,7 +5,7 @@
 //      -32700, even in parts the method never looks at) and records each message's id and method
 //      as raw views into the body;
 //   2. rewind and look only at what the method needs (params._meta, name, arguments).
-// Replies are decided before anything is written, so the HTTP status and the host's header
+// Replies are decided before anything is written, so the HTTP status and the figures' header
 // lines (which follow admit()) precede the body, and the payload is written straight into the
 // response buffer.
 //
@@ -38,6 +38,7 @@ endpoint::endpoint(const registry& tools, const envelope::cache& env, endpoint_o
       "(server.max_body_bytes); sending it again will not help.",
       opts_.max_body_bytes);
   impl_->scratch.reserve(16 * 1024);
+  impl_->cancellations.reserve(opts_.max_batch);
 }
 
 endpoint::~endpoint() = default;
@@ -49,11 +50,18 @@ void endpoint::lend(tool_env* tools, rate_charge* rate) noexcept {
 
 const request_report& endpoint::report() const noexcept { return impl_->report; }
 
+std::span<const std::string_view> endpoint::cancellations() const noexcept {
+  return impl_->cancellations;
+}
+
 // ---------------------------------------------------------------------------------------------
 // HTTP requests: the one entry (the transport itself is http_transport.cc).
 
 http::response_info endpoint::answer(const http::request& req, const envelope::gate_refusal& g,
                                      host& h, out_buffer& out, int64_t now_ns) {
+  // (Cleared here, the app's entry, not in handle_http: that is the hot path, and only the app
+  // reads the list.)
+  impl_->cancellations.clear();
   if (g.row == nullptr) {
     return handle_http(req, h, out, now_ns);
   }

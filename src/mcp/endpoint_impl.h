@@ -104,6 +104,8 @@ struct endpoint::impl {
   rate_charge* rate = nullptr;
   /// What the current request's messages were answered with (endpoint::report()).
   request_report report;
+  /// The request ids its notifications/cancelled named (endpoint::cancellations()).
+  std::vector<std::string_view> cancellations;
 
   explicit impl(size_t max_capacity) : parser(max_capacity) {}
 };
@@ -170,9 +172,9 @@ bool classify(const message& m, reply& r, std::string& scratch);
 /// object, positioned at its start.
 void decide(const dispatch_ctx& c, const message& m, od::object* o, reply& r);
 
-/// A notification `m` (classify() gave it no reply) that is notifications/cancelled: hands its
-/// params.requestId (raw JSON) to the host (host::cancelled). `o`: the message object.
-void note_notification(const dispatch_ctx& c, const message& m, od::object& o, host& h);
+/// A notification `m` (classify() gave it no reply) that is notifications/cancelled: notes its
+/// params.requestId (raw JSON) in im.cancellations. `o`: the message object.
+void note_notification(const dispatch_ctx& c, const message& m, od::object& o);
 
 /// Validates tools/call arguments into im.args. Returns false with `r` set to the -32602 reply.
 bool validate_arguments(const dispatch_ctx& c, const tool_def& t, od::value* args_value,
@@ -190,8 +192,15 @@ outcome outcome_of(const envelope::rpc_error& e) noexcept;
 /// counted it.
 bool write_body(const dispatch_ctx& c, reply& r, host& h, out_buffer& out, std::string_view method);
 
-/// Replaces the host's header block [begin, end) of a finished response in `out` with one
+/// The request's figure header lines (the lent rate_charge's; none when nothing is lent).
+inline void write_figures(const endpoint::impl& im, out_buffer& out) {
+  if (im.rate != nullptr) {
+    im.rate->write_headers(out);
+  }
+}
+
+/// Replaces the figure header block [begin, end) of a finished response in `out` with one
 /// written now (error path only: an admitted call failed, and its figures must not count it).
-void rewrite_headers(host& h, out_buffer& out, size_t begin, size_t end, out_buffer& scratch);
+void rewrite_headers(endpoint::impl& im, out_buffer& out, size_t begin, size_t end);
 
 }  // namespace tollgate::mcp

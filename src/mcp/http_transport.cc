@@ -179,7 +179,7 @@ http::response_info write_refusal(const http_ctx& x, const refusal& f) {
   x.im.report.add({}, nullptr, f.answered ? outcome_of(f.err) : f.result);
   x.env.head(x.out, f.status, x.close);
   x.out.append(f.extra);
-  x.h.write_headers(x.out);
+  write_figures(x.im, x.out);
   envelope::body_mark bm = x.env.body_start(x.out);
   x.env.error_response(x.out, f.id, f.err);
   x.env.body_end(x.out, bm, x.omit_body);
@@ -250,7 +250,7 @@ http::response_info answer_other_method(const http_ctx& x, const known_headers& 
     if (!x.opts.sessions->end(sid)) {
       return transport_error(x, 404, outcome::not_found, kSessionNotFound);
     }
-    x.h.write_headers(x.im.scratch);  // headers are per response: write them via a bodiless reply
+    write_figures(x.im, x.im.scratch);  // headers are per response: write them via a bodiless reply
     x.env.empty_response(x.out, 204, x.im.scratch.view(), x.close);
     x.im.scratch.clear();
     return {204, x.close};
@@ -364,7 +364,7 @@ http::response_info answer_202(const http_ctx& x) {
   }
   out_buffer& scratch = x.im.scratch;
   scratch.clear();
-  x.h.write_headers(scratch);
+  write_figures(x.im, scratch);
   x.env.empty_response(x.out, 202, scratch.view(), x.close);
   scratch.clear();
   return {202, x.close};
@@ -406,7 +406,7 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
       im.doc.rewind();
       od::object o;
       if (!im.doc.get_object().get(o)) {
-        note_notification(c, m, o, x.h);
+        note_notification(c, m, o);
       }
     }
     return answer_202(x);
@@ -417,13 +417,13 @@ http::response_info answer_single(const http_ctx& x, const dispatch_ctx& c, cons
   }
   begin_response(x, r.status, r.mint_session);
   const size_t headers_at = x.out.size();
-  x.h.write_headers(x.out);
+  write_figures(x.im, x.out);
   const size_t headers_end = x.out.size();
   envelope::body_mark bm = x.env.body_start(x.out);
   const bool unbilled = write_body(c, r, x.h, x.out, m.method);
   x.env.body_end(x.out, bm);
   if (unbilled) {
-    rewrite_headers(x.h, x.out, headers_at, headers_end, im.scratch);
+    rewrite_headers(im, x.out, headers_at, headers_end);
   }
   return {r.status, x.close};
 }
@@ -452,7 +452,7 @@ void decide_batch_entry(const http_ctx& x, const dispatch_ctx& c, const message&
     od::value v;
     od::object o;
     if (m.mid == method_id::cancelled && !er.get(v) && !v.get_object().get(o)) {
-      note_notification(c, m, o, x.h);
+      note_notification(c, m, o);
     }
     return;
   }
@@ -510,7 +510,7 @@ http::response_info answer_batch(const http_ctx& x, const dispatch_ctx& c,
     return answer_202(x);
   }
   begin_response(x, 200, minted);
-  x.h.write_headers(x.out);
+  write_figures(x.im, x.out);
   envelope::body_mark bm = x.env.body_start(x.out);
   x.out.append(body.view());
   x.env.body_end(x.out, bm);
@@ -701,7 +701,7 @@ http::response_info endpoint::render_rate_limited(const http::request& req, host
   fmt::format_int f(retry_after_secs);
   out.append(f.data(), f.size());
   out.append("\r\n");
-  h.write_headers(out);
+  write_figures(*impl_, out);
   envelope::body_mark bm = env_.body_start(out);
   env_.error_response(out, id, rpc_error{rpc_error_kind::rate_limited, {}, {}, retry_after_secs});
   env_.body_end(out, bm);

@@ -51,6 +51,40 @@ envelope::tool_error tool_error_of(search::errc e) noexcept {
   return envelope::make_tool_error(envelope::tool_error_code::unavailable, 1);
 }
 
+decoder::decoder() { id_buf_.reserve(256); }
+
+const arguments& decoder::decode(resource what, std::string_view query, std::string_view id) {
+  args_.search = {};
+  args_.story_id = {};
+  args_.no_such_story = false;
+  args_.error.reset();
+  if (what == resource::search) {
+    if (auto p = qs_.parse(query, args_.search); !p) {
+      args_.error = p.error();
+    } else if (auto v = search::validate(args_.search); !v) {
+      args_.error = v.error();
+    }
+  } else if (what == resource::story) {
+    if (id.empty() || id.find('/') != std::string_view::npos) {
+      // No id, or a path below one: no such story (a '/' inside an id is written %2F).
+      args_.no_such_story = true;
+      return args_;
+    }
+    // The path segment is percent-encoded (RFC 3986 §2.1): ids holding a space, '/', '?' or '%'
+    // are reachable only through their escapes.
+    id_buf_.clear();
+    if (!percent_decode(id, id_buf_, /*plus_is_space=*/false)) {
+      args_.error = search::arg_error{"id", search::rules::encoding};
+    } else if (id_buf_.size() > 64) {
+      // get_story's own bound (1 to 64 bytes), answered as MCP answers it: a bad argument.
+      args_.error = search::arg_error{"id", "must be 1 to 64 bytes long"};
+    } else {
+      args_.story_id = id_buf_.view();
+    }
+  }
+  return args_;
+}
+
 api::api(const search::backend& backend, const envelope::cache& env)
     : backend_(backend), env_(env), scratch_(backend.make_scratch()) {
   headers_.reserve(1024);
@@ -100,7 +134,7 @@ api::body_kind api::invalid_argument(const search::arg_error& e) {
 
 // Decides, writing nothing to `out`; then write() writes the answer, once.
 http::response_info api::respond(const http::request& req, const envelope::gate_refusal& g,
-                                 resource what, std::string_view id, caller* c, out_buffer& out) {
+                                 resource what, const arguments& a, caller* c, out_buffer& out) {
   result_ = outcome::ok;
   status_ = 200;
   if (g.row != nullptr && g.row->result != outcome::rate_limited) {
@@ -118,58 +152,30 @@ http::response_info api::respond(const http::request& req, const envelope::gate_
     }
     return {g.row->rest_status, close};
   }
-  search::query_args args;
   quota::ticket t;
   body_kind k;
   if (g.row != nullptr) {  // 429: the caller's figures, quota part included
     c->shard.fill_quota(c->key, c->now_ns, c->fig);
     k = error(envelope::make_tool_error(envelope::tool_error_code::rate_limited,
                                         c->fig.retry_after_secs));
-  } else if (what == resource::search) {
-    k = search(req, *c, args, t);
-  } else if (what == resource::story) {
-    k = story(id, *c, t);
-  } else {
+  } else if (what == resource::usage) {
     c->shard.fill_quota(c->key, c->now_ns, c->fig);
     k = body_kind::usage;
+  } else {
+    k = checked(a, *c, t, what == resource::search ? body_kind::search : body_kind::story);
   }
-  const http::response_info info = write(req, k, *c, args, t, out);
+  const http::response_info info = write(req, k, *c, a, t, out);
   c->result = result_;
   return info;
 }
 
-api::body_kind api::search(const http::request& req, caller& c, search::query_args& args,
-                           quota::ticket& t) {
-  if (auto p = qs_.parse(req.query, args); !p) {
-    c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(p.error());
+// A search or a story: its arguments as decoded, then its admission.
+api::body_kind api::checked(const arguments& a, caller& c, quota::ticket& t, body_kind billed) {
+  if (a.ok()) {
+    return admit(c, t, billed);
   }
-  if (auto v = search::validate(args); !v) {
-    c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(v.error());
-  }
-  return admit(c, t, body_kind::search);
-}
-
-api::body_kind api::story(std::string_view id, caller& c, quota::ticket& t) {
-  if (id.empty() || id.find('/') != std::string_view::npos) {
-    // No id, or a path below one: no such story (a '/' inside an id is written %2F).
-    c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return error(tool_error_of(search::errc::not_found));
-  }
-  // The path segment is percent-encoded (RFC 3986 §2.1): ids holding a space, '/', '?' or '%'
-  // are reachable only through their escapes.
-  id_buf_.clear();
-  if (!percent_decode(id, id_buf_, /*plus_is_space=*/false)) {
-    c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(search::arg_error{"id", search::rules::encoding});
-  }
-  if (id_buf_.size() > 64) {
-    // get_story's own bound (1 to 64 bytes), answered as MCP answers it: a bad argument.
-    c.shard.fill_quota(c.key, c.now_ns, c.fig);
-    return invalid_argument(search::arg_error{"id", "must be 1 to 64 bytes long"});
-  }
-  return admit(c, t, body_kind::story);
+  c.shard.fill_quota(c.key, c.now_ns, c.fig);
+  return a.error ? invalid_argument(*a.error) : error(tool_error_of(search::errc::not_found));
 }
 
 api::body_kind api::admit(caller& c, quota::ticket& t, body_kind billed) {
@@ -190,8 +196,8 @@ api::body_kind api::admit(caller& c, quota::ticket& t, body_kind billed) {
 // The one place the REST surface writes an answer: a JSON head with the rate headers, then the
 // body: body_ as decided, or streamed straight after the head (a billed payload, the usage).
 // A billed payload that fails is rolled back to `mark` and written as its error instead.
-http::response_info api::write(const http::request& req, body_kind k, caller& c,
-                               const search::query_args& args, quota::ticket& t, out_buffer& out) {
+http::response_info api::write(const http::request& req, body_kind k, caller& c, const arguments& a,
+                               quota::ticket& t, out_buffer& out) {
   if (k == body_kind::none) {
     return {0, false, true};
   }
@@ -210,8 +216,8 @@ http::response_info api::write(const http::request& req, body_kind k, caller& c,
   }
   const result<void, search::errc> r =
       k == body_kind::search
-          ? backend_.search_stories(args, *scratch_, out, /*nested=*/false, c.remote)
-          : backend_.get_story(id_buf_.view(), out, /*nested=*/false, c.remote);
+          ? backend_.search_stories(a.search, *scratch_, out, /*nested=*/false, c.remote)
+          : backend_.get_story(a.story_id, out, /*nested=*/false, c.remote);
   if (r) {
     http::end_response(out, p);
     c.shard.settle(t, true);

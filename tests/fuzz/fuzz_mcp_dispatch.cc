@@ -36,7 +36,7 @@ class echo_tool : public mcp::tool {
   }
 };
 
-class fuzz_host : public mcp::host {
+class fuzz_host : public mcp::host, public mcp::rate_charge {
  public:
   int n = 0;
   void write_headers(out_buffer& out) override { out.append("X-Quota-Used: 1\r\n"); }
@@ -53,6 +53,9 @@ class fuzz_host : public mcp::host {
     return a;
   }
   void settle(bool) override {}
+  mcp::admission rate_check() override { return {}; }
+  mcp::admission charge_extra() override { return {}; }
+  void refund() override {}
 };
 
 struct world {
@@ -112,6 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t body_len = padded.size();
   padded.append(mcp::body_padding, '\0');
   fuzz_host h;
+  w.ep->lend(nullptr, &h);
   out_buffer out;
   if (sel & 0x80) {
     w.ep->handle_message(std::string_view(padded.data(), body_len), h, out);

@@ -15,6 +15,8 @@ namespace tollgate::mcp::test_support {
 
 class endpoint_test : public ::testing::Test {
  protected:
+  endpoint_test() { ep.lend(nullptr, &h); }  // the fake's figures: the answers' header lines
+
   std::shared_ptr<fake_search> search = std::make_shared<fake_search>();
   registry tools = make_registry(search);
   envelope::cache env{envelope::server_identity{}};

@@ -39,11 +39,15 @@ TEST_F(endpoint_test, tools_call_allocates_nothing_after_warm_up) {
     req.body = std::string_view(padded[i].data(), padded[i].size() - 64);
     reqs.push_back(req);
   }
-  struct quiet_host : host {
+  struct quiet_host : host, rate_charge {
     void write_headers(out_buffer& o) override { o.append("X-Quota-Used: 1\r\n"); }
     admission admit(std::string_view, std::string_view) override { return {}; }
     void settle(bool) override {}
+    admission rate_check() override { return {}; }
+    admission charge_extra() override { return {}; }
+    void refund() override {}
   } qh;
+  ep.lend(nullptr, &qh);
   out_buffer o(64 * 1024);
   for (int warm = 0; warm < 3; ++warm) {
     for (auto& req : reqs) {

@@ -15,8 +15,9 @@
 
 namespace tollgate::mcp::test_support {
 
-/// Scripted host: admits according to `next`, counts settles, writes headers from its figures;
-/// as the lent rate_charge (stdio), rates each other message according to `rate`.
+/// Scripted host: admits according to `next`, counts settles; as the lent rate_charge, writes
+/// the answers' header lines from its figures and (stdio) rates each other message according
+/// to `rate`.
 class fake_host : public host, public rate_charge {
  public:
   admission next;
@@ -177,9 +178,11 @@ struct http_reply {
   }
 };
 
-/// Builds the request (body padded by 64 bytes) and returns the parsed-apart response.
-inline http_reply run(endpoint& ep, host& h, const http_case& c, out_buffer& out,
+/// Builds the request (body padded by 64 bytes) and returns the parsed-apart response; `h` is
+/// lent as the request's figures.
+inline http_reply run(endpoint& ep, fake_host& h, const http_case& c, out_buffer& out,
                       int64_t now_ns = 0) {
+  ep.lend(nullptr, &h);
   std::string padded = c.body + std::string(body_padding, ' ');
   http::request req;
   req.method = c.method;

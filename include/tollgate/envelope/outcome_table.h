@@ -146,13 +146,26 @@ struct gate_refusal {
 /// The REST status that answers tool error `c`.
 constexpr int rest_status_of(tool_error_code c) noexcept { return row_of(c).rest_status; }
 
+/// The row whose MCP-over-HTTP form is HTTP status `status` (a request refused whole: 401,
+/// 429, 503), or null: what such a status stands for, read from the table by whoever receives
+/// one (the stdio bridge reading its server's answer) rather than decided again.
+constexpr const outcome_row* row_of_http_status(int status) noexcept {
+  for (const outcome_row& r : outcome_table) {
+    if (r.mcp == mcp_form::http_status && r.mcp_code == status) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
 /// The outcome of an answer from a public route outside the table (the OAuth authorization
-/// server, the Stripe webhook), which reports only its HTTP status: the one place an outcome is
-/// read from a status.
+/// server, the Stripe webhook, the ops routes), which reports only its HTTP status: the one
+/// place an outcome is read from a status (a whole refusal's row, else success, bad request or
+/// unavailable).
 constexpr outcome outcome_of_status(int status) noexcept {
+  const outcome_row* r = row_of_http_status(status);
   return status < 400    ? outcome::ok
-         : status == 401 ? outcome::invalid_key
-         : status == 429 ? outcome::rate_limited
+         : r != nullptr  ? r->result
          : status >= 500 ? outcome::unavailable
                          : outcome::bad_request;
 }

@@ -23,6 +23,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -162,6 +163,11 @@ class endpoint {
   /// What the messages of the last request answered (answer(), handle_http() or
   /// handle_message()) came to; valid until the next one.
   const request_report& report() const noexcept;
+  /// The request ids (raw JSON: a number or a quoted string) that the notifications/cancelled
+  /// of the request last given to answer() named, in message order; views into its body, valid
+  /// while it is handled. The app records them for the calls they name (a call waiting, on this
+  /// core or another, is then not admitted).
+  std::span<const std::string_view> cancellations() const noexcept;
 
   /// The revision a stdio session negotiated (initialize), default 2025-03-26.
   envelope::revision stdio_revision() const noexcept { return stdio_rev_; }
@@ -177,7 +183,7 @@ class endpoint {
   http::response_info render_unauthorized(const http::request& req, out_buffer& out,
                                           bool key_presented = false,
                                           std::string_view resource_metadata = {}) const;
-  /// HTTP 429 for `req`: `Retry-After`, the host's header lines (which must not carry another
+  /// HTTP 429 for `req`: `Retry-After`, the figures' header lines (which must not carry another
   /// Retry-After), and a JSON-RPC error (code 429, data = the rate_limited object) echoing the
   /// request's id when the body parses, else null. A body of only notifications and responses
   /// does not count toward the rate limit: it is answered by handle_http (202) instead.

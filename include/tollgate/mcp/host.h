@@ -1,16 +1,16 @@
-// The host: what the MCP endpoint asks of the application about each call it answers. A
-// billable tools/call is admitted (answered with the outcome table's tool error code, or none)
-// and later settled; the response carries the header lines of the figures those came to; a
-// client's notifications/cancelled names a call that admit() must then refuse. The endpoint
-// calls the host, never the reverse: the app implements it on the quota core (app::core_host;
-// fakes in tests). Called only from the core that handles the request: core-local.
+// The host: what the MCP endpoint asks of the application about each call it answers, and
+// only that: a billable tools/call is admitted (answered with the outcome table's tool error
+// code, or none) and later settled. The endpoint calls the host, never the reverse: the app
+// implements it on the quota core (app::core_host; fakes in tests). Called only from the core
+// that handles the request: core-local.
 //
 // The rest of what the endpoint needs is not asked call by call:
-//   - the tools' context (tool_env) and the rate beyond one call's admission (rate_charge: the
-//     gate's charge adjusted over HTTP, every other message rated on stdio) are lent once per
-//     core (endpoint::lend);
+//   - the tools' context (tool_env) and the request's figures beyond one call's admission
+//     (rate_charge: the gate's charge adjusted over HTTP, every other message rated on stdio,
+//     and the header lines the figures come to) are lent once per core (endpoint::lend);
 //   - what each message was answered with is the endpoint's own report (request_report,
-//     endpoint::report()), which the app reads after the answer.
+//     endpoint::report()), and the calls its notifications/cancelled named are its
+//     endpoint::cancellations(): the app reads both after the answer.
 #pragma once
 
 #include <cstdint>
@@ -64,30 +64,27 @@ struct request_report {
 class host {
  public:
   virtual ~host() = default;
-  /// Appends this request's extra response header lines, each "Name: value\r\n" (X-RateLimit-*,
-  /// X-Quota-*, RateLimit-Policy, RateLimit). Called once per HTTP response, after admit() when
-  /// the request is a billable tools/call, so the figures match the tool error's.
-  virtual void write_headers(out_buffer& out) = 0;
   /// Admits one call of billable tool `tool` (reserving a unit); `id` is the request's JSON-RPC
   /// id (raw JSON), for a host that drops calls their client cancelled. rate_limited only on
   /// stdio (HTTP rate limits are answered with a 429 before dispatch).
   virtual admission admit(std::string_view tool, std::string_view id) = 0;
   /// Settles the last admitted call: billed only when `success`; a failed call gives its unit back.
   virtual void settle(bool success) = 0;
-  /// A notifications/cancelled of this request's caller named request `id` (raw JSON: a number
-  /// or a quoted string): a host may refuse that call's admit() if it has not admitted it yet
-  /// (the call may be waiting, on this core or another). Default: nothing (a call answered at
-  /// once cannot be cancelled after the fact).
-  virtual void cancelled(std::string_view /*id*/) {}
 };
 
-/// The rate beyond one call's admission: over HTTP, the charge the app's gate made for one
-/// request before dispatch, adjusted as the endpoint finds what the body holds; on stdio, where
-/// no gate rates requests, every message admit() does not rate. Lent once per core
-/// (endpoint::lend); none: nothing is charged or given back beyond the gate's charge, and
-/// nothing else is rated. Core-local.
+/// The request's figures beyond one call's admission: over HTTP, the charge the app's gate made
+/// for one request before dispatch, adjusted as the endpoint finds what the body holds, and the
+/// header lines those figures come to; on stdio, where no gate rates requests, every message
+/// admit() does not rate. Lent once per core (endpoint::lend); none: nothing is charged or
+/// given back beyond the gate's charge, nothing else is rated, and an answer carries no figures.
+/// Core-local.
 class rate_charge {
  public:
+  /// Appends this request's extra response header lines, each "Name: value\r\n" (X-RateLimit-*,
+  /// X-Quota-*, RateLimit-Policy, RateLimit). Called once per HTTP response, after
+  /// host::admit() when the request is a billable tools/call, so the figures match the tool
+  /// error's (and again, replacing them, after such a call failed and was not billed).
+  virtual void write_headers(out_buffer& out) = 0;
   /// stdio only: called once per request that admit() does not rate (handshakes, lists, pings
   /// and calls of free tools such as get_usage count toward the rate limit too, design §5).
   /// Return rate_limited (with retry_after_secs): a free tool call is answered with the
@@ -102,7 +99,7 @@ class rate_charge {
   virtual admission charge_extra() = 0;
   /// The POST held only JSON-RPC notifications and responses (answered 202, no work), which
   /// never count toward the rate limit (design §5): the charge is given back. Called before the
-  /// 202's host::write_headers().
+  /// 202's write_headers().
   virtual void refund() = 0;
 
  protected:

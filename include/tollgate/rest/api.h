@@ -2,12 +2,13 @@
 // Bodies are exactly the MCP tool payloads (same renderers, raw instead of escaped); errors are
 // the same JSON objects as the MCP tool errors, with the statuses of design §2's REST column.
 //
-// Core-local: one api per core (it owns the core's query-string decode buffer). The caller
-// has authenticated the key and charged the rate limit (quota::core_ledger::check_rate) first.
+// Core-local: one api per core. The caller has authenticated the key, charged the rate limit
+// (quota::core_ledger::check_rate) and decoded the arguments (rest::decoder) first.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "tollgate/common/buffer.h"
@@ -29,6 +30,34 @@ void render_usage(json_out& out, const quota::key_record& k, const quota::figure
 /// The tool error a search error is answered with, on MCP and REST (the outcome table's row).
 envelope::tool_error tool_error_of(search::errc e) noexcept;
 
+/// The REST resources (design §1).
+enum class resource : uint8_t { search, story, usage };
+
+/// A REST request's arguments, decoded from its query string or path once (by the app's gate,
+/// design §9) for every reader: the surface (api::respond) and a gateway's look-ahead. Views
+/// point into the request or into the decoder that filled them, valid until its next decode.
+struct arguments {
+  search::query_args search;               ///< resource::search, when `error` is empty
+  std::string_view story_id;               ///< resource::story: percent-decoded
+  bool no_such_story = false;              ///< resource::story: no id, or a path below one (404)
+  std::optional<search::arg_error> error;  ///< a bad argument (400 invalid_argument)
+  bool ok() const noexcept { return !no_such_story && !error; }
+};
+
+/// Decodes REST arguments. Core-local: one per core (it owns the decode buffers).
+class decoder {
+ public:
+  decoder();
+  /// The arguments of `what` from `query` (search) or `id` (story: the path's percent-encoded
+  /// remainder); usage has none. Valid until the next decode().
+  const arguments& decode(resource what, std::string_view query, std::string_view id);
+
+ private:
+  search::query_string_parser qs_;
+  out_buffer id_buf_;
+  arguments args_;
+};
+
 /// One request's caller: the authenticated key, its core's quota ledger and the figures already
 /// holding the rate part (check_rate ran).
 struct caller {
@@ -48,9 +77,6 @@ struct caller {
   outcome result = outcome::ok;
 };
 
-/// The REST resources (design §1).
-enum class resource : uint8_t { search, story, usage };
-
 class api {
  public:
   api(const search::backend& backend, const envelope::cache& env);
@@ -58,9 +84,9 @@ class api {
 
   /// The one entry of the REST surface: writes the gate's refusal (`g.row`: 401 and 503 with
   /// `c` null, 429 with the caller's figures) from its outcome table row, or answers `what`
-  /// (`id`: a story's percent-encoded id). Sets c->result.
+  /// from its arguments `a` as the gate decoded them. Sets c->result.
   http::response_info respond(const http::request& req, const envelope::gate_refusal& g,
-                              resource what, std::string_view id, caller* c, out_buffer& out);
+                              resource what, const arguments& a, caller* c, out_buffer& out);
 
  private:
   // What write() writes after the head: body_ as decided (an error), a billed payload streamed
@@ -68,24 +94,21 @@ class api {
   enum class body_kind : uint8_t { none, ready, search, story, usage };
   // Each decides and writes nothing to the response: a refusal's body goes to body_, with
   // status_ and result_.
-  body_kind search(const http::request& req, caller& c, search::query_args& args, quota::ticket& t);
-  body_kind story(std::string_view id, caller& c, quota::ticket& t);
+  body_kind checked(const arguments& a, caller& c, quota::ticket& t, body_kind billed);
   body_kind admit(caller& c, quota::ticket& t, body_kind billed);
   body_kind error(const envelope::tool_error& e);
   body_kind invalid_argument(const search::arg_error& e);
   // Writes the rate headers from `fig` into headers_; the head of a JSON answer naming them.
   http::response_head json_head(const http::request& req, int status, const quota::figures& fig);
   // The one place an answer is written (see api.cc).
-  http::response_info write(const http::request& req, body_kind k, caller& c,
-                            const search::query_args& args, quota::ticket& t, out_buffer& out);
+  http::response_info write(const http::request& req, body_kind k, caller& c, const arguments& a,
+                            quota::ticket& t, out_buffer& out);
 
   const search::backend& backend_;
   const envelope::cache& env_;
-  search::query_string_parser qs_;
   std::unique_ptr<search::scratch> scratch_;
   out_buffer headers_;
   out_buffer body_;
-  out_buffer id_buf_;             ///< story(): the percent-decoded id
   outcome result_ = outcome::ok;  ///< the answer being written's outcome
   int status_ = 200;              ///< its status
 };
