@@ -56,7 +56,7 @@ void tls_metrics(const net::tls_context& t, out_buffer& out) {
                  "# HELP tollgate_tls_handshakes_failed_total TLS handshakes that failed.\n"
                  "# TYPE tollgate_tls_handshakes_failed_total counter\n",
                  v(s.handshakes_full), v(s.handshakes_resumed), v(s.tls12), v(s.tls13));
-  for (int i = 0; i < net::kTlsFailureCount; ++i) {
+  for (int i = 0; i < net::tls_failure_count; ++i) {
     fmt::format_to(it, "tollgate_tls_handshakes_failed_total{{reason=\"{}\"}} {}\n",
                    net::tls_failure_name(static_cast<net::tls_failure>(i)), v(s.failed[i]));
   }

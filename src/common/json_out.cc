@@ -201,7 +201,7 @@ void json_out::string(std::string_view s) {
 }
 
 void json_out::number(int64_t v) {
-  char* const base = out_.prepare(kNumberBound);
+  char* const base = out_.prepare(number_bound);
   out_.commit(static_cast<size_t>(put_number(base, v) - base));
 }
 

@@ -16,7 +16,7 @@
 //
 // Disk faults (a full, read-only or failing data dir):
 //   1. Space for records is reserved ahead of the journal's end with fallocate(KEEP_SIZE), a
-//      step (kReserveStep) at a time, topped up once per pass when half a step is left. A full
+//      step (reserve_step) at a time, topped up once per pass when half a step is left. A full
 //      disk therefore fails a reservation, not a write: admit() sees there is no room for one
 //      more record and refuses the call as `unavailable` before it runs (not billed, no unit
 //      taken). File systems without fallocate skip this and rely on 2.
@@ -103,7 +103,7 @@ bool core_ledger_impl::reserve(uint64_t need) noexcept {
   if (now < next_reserve_ns_) {
     return reserved_end_ >= need;
   }
-  const uint64_t target = need + kReserveStep;
+  const uint64_t target = need + reserve_step;
   const int r = ::fallocate(journal_fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(journal_size_),
                             static_cast<off_t>(target - journal_size_));
   if (r == 0) {
@@ -181,8 +181,8 @@ void core_ledger_impl::note_unwritten() noexcept {
   }
   // Top the reservation up once half a step is left (one compare per pass when there is room).
   if (!reserve_unsupported_ && journal_fd_ >= 0 &&
-      reserved_end_ < room_needed() + kReserveStep / 2) {
-    reserve(room_needed() + kReserveStep / 2);
+      reserved_end_ < room_needed() + reserve_step / 2) {
+    reserve(room_needed() + reserve_step / 2);
   }
   recount_room();
 }

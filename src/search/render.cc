@@ -38,7 +38,7 @@ constexpr size_t kStoryFixedBound =
     json_out::literal_bound(kLitTime) + json_out::literal_bound(kLitScore) +
     json_out::literal_bound(kLitComments) + json_out::literal_bound(kLitTags) +
     json_out::literal_bound(kLitTagsEnd) + json_out::literal_bound(kLitEnd) +
-    3 * json_out::kNumberBound;
+    3 * json_out::number_bound;
 
 // A field's bytes: copied when the load found nothing to escape in it, else escaped.
 inline char* put_field(const json_out& out, char* dst, std::string_view s, bool escape) {

@@ -224,7 +224,7 @@ TEST(json_out_test, direct_writes_equal_the_checked_calls) {
                     int64_t{1700000000}, INT64_MAX, INT64_MIN}) {
     out_buffer b;
     json_out j(b, false);
-    char* base = j.begin_write(json_out::kNumberBound);
+    char* base = j.begin_write(json_out::number_bound);
     j.end_write(base, json_out::put_number(base, v));
     EXPECT_EQ(b.view(), std::to_string(v));
   }

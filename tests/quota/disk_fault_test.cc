@@ -279,7 +279,7 @@ TEST(quota_disk_fault_test, journal_space_is_reserved_ahead_of_its_records) {
   struct stat st {};
   ASSERT_EQ(::stat(j.c_str(), &st), 0) << j;
   EXPECT_EQ(st.st_size, 0);
-  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_ledger::kReserveStep);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, core_ledger::reserve_step);
 }
 
 TEST(quota_disk_fault_test, an_emptied_or_deleted_keys_file_keeps_the_keys_in_force) {

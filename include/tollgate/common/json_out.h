@@ -71,7 +71,7 @@ class json_out {
     return 2 * N;
   }
   /// Room put_number() needs (it writes at most 20 digits and a sign; callers reserve this).
-  static constexpr size_t kNumberBound = 24;
+  static constexpr size_t number_bound = 24;
 
   char* begin_write(size_t bound) { return out_.prepare(bound); }
   void end_write(const char* begin, const char* end) noexcept {

@@ -32,7 +32,7 @@ enum class tls_failure : uint8_t {
   incomplete,        ///< the peer left, or the header timeout reaped it, mid-handshake
   other,             ///< any other handshake error (bad record, bad ALPN, ...)
 };
-inline constexpr int kTlsFailureCount = 5;
+inline constexpr int tls_failure_count = 5;
 /// The label text of a failure reason.
 std::string_view tls_failure_name(tls_failure f) noexcept;
 
@@ -41,7 +41,7 @@ std::string_view tls_failure_name(tls_failure f) noexcept;
 struct tls_stats {
   std::atomic<uint64_t> handshakes_full{0};
   std::atomic<uint64_t> handshakes_resumed{0};
-  std::atomic<uint64_t> failed[kTlsFailureCount] = {};
+  std::atomic<uint64_t> failed[tls_failure_count] = {};
   std::atomic<int64_t> open{0};    ///< gauge: TLS connections open (any state)
   std::atomic<uint64_t> tls12{0};  ///< completed handshakes by protocol
   std::atomic<uint64_t> tls13{0};

@@ -13,17 +13,17 @@ namespace tollgate::quota {
 /// Tagging the month makes a month rollover one store and makes a stale CAS (a core still in
 /// the old month, or a lease returned after the rollover) fail or be dropped, never mixing
 /// months.
-inline constexpr int kPoolMonthShift = 48;
-inline constexpr uint64_t kPoolUnitsMask = (uint64_t{1} << kPoolMonthShift) - 1;
+inline constexpr int pool_month_shift = 48;
+inline constexpr uint64_t pool_units_mask = (uint64_t{1} << pool_month_shift) - 1;
 inline constexpr uint64_t make_pool(uint32_t month, int64_t units) noexcept {
-  return (uint64_t{month} << kPoolMonthShift) |
-         (static_cast<uint64_t>(units < 0 ? 0 : units) & kPoolUnitsMask);
+  return (uint64_t{month} << pool_month_shift) |
+         (static_cast<uint64_t>(units < 0 ? 0 : units) & pool_units_mask);
 }
 inline constexpr uint32_t pool_month(uint64_t p) noexcept {
-  return static_cast<uint32_t>(p >> kPoolMonthShift);
+  return static_cast<uint32_t>(p >> pool_month_shift);
 }
 inline constexpr int64_t pool_units(uint64_t p) noexcept {
-  return static_cast<int64_t>(p & kPoolUnitsMask);
+  return static_cast<int64_t>(p & pool_units_mask);
 }
 
 /// Thread-safe: a key's shared state. Lives as long as the service (survives reloads, so its

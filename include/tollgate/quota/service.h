@@ -249,7 +249,7 @@ class core_ledger {
   uint64_t billed_seq() const noexcept;
   /// Space reserved on disk for journal records (fallocate ahead of the file's end) is taken in
   /// steps of this many bytes, so a full disk is found before a call is answered, not after.
-  static constexpr uint64_t kReserveStep = 16 * 1024;
+  static constexpr uint64_t reserve_step = 16 * 1024;
 
   int index() const noexcept;
 
