@@ -31,7 +31,7 @@ std::shared_ptr<net::tls_context> make_tls(const config::settings& s, int& code)
   if (code != 0 || !s.tls_listen) {
     return nullptr;
   }
-  auto t = net::tls_context::create(s.tls_cert, s.tls_key, s.tls_min_version);
+  auto t = net::tls_context::create(s.tls_cert, s.tls_key, s.tls_min_version, s.tls_ktls);
   if (!t) {
     log_error("{}", t.error());
     code = 2;
@@ -60,18 +60,27 @@ void tls_metrics(const net::tls_context& t, out_buffer& out) {
     fmt::format_to(it, "tollgate_tls_handshakes_failed_total{{reason=\"{}\"}} {}\n",
                    net::tls_failure_name(static_cast<net::tls_failure>(i)), v(s.failed[i]));
   }
-  fmt::format_to(it,
-                 "# HELP tollgate_tls_handshakes_deferred_total Handshake steps moved to a later "
-                 "loop pass by the per-pass handshake budget.\n"
-                 "# TYPE tollgate_tls_handshakes_deferred_total counter\n"
-                 "tollgate_tls_handshakes_deferred_total {}\n"
-                 "# HELP tollgate_tls_connections_open TLS connections open now.\n"
-                 "# TYPE tollgate_tls_connections_open gauge\n"
-                 "tollgate_tls_connections_open {}\n"
-                 "# HELP tollgate_tls_reloads_total Certificate pairs put in force by a reload.\n"
-                 "# TYPE tollgate_tls_reloads_total counter\n"
-                 "tollgate_tls_reloads_total {}\n",
-                 v(s.handshakes_deferred), v(s.open), v(s.reloads));
+  fmt::format_to(
+      it,
+      "# HELP tollgate_tls_handshakes_deferred_total Handshake steps moved to a later "
+      "loop pass by the per-pass handshake budget.\n"
+      "# TYPE tollgate_tls_handshakes_deferred_total counter\n"
+      "tollgate_tls_handshakes_deferred_total {}\n"
+      "# HELP tollgate_tls_connections_open TLS connections open now.\n"
+      "# TYPE tollgate_tls_connections_open gauge\n"
+      "tollgate_tls_connections_open {}\n"
+      "# HELP tollgate_tls_reloads_total Certificate pairs put in force by a reload.\n"
+      "# TYPE tollgate_tls_reloads_total counter\n"
+      "tollgate_tls_reloads_total {}\n"
+      "# HELP tollgate_tls_kernel_tx_total kTLS: sessions whose transmit side the kernel "
+      "took, handovers it refused (those stay in user space), and sessions closed "
+      "because the peer asked for a KeyUpdate the kernel cannot send.\n"
+      "# TYPE tollgate_tls_kernel_tx_total counter\n"
+      "tollgate_tls_kernel_tx_total{{event=\"taken\"}} {}\n"
+      "tollgate_tls_kernel_tx_total{{event=\"refused\"}} {}\n"
+      "tollgate_tls_kernel_tx_total{{event=\"key_update_close\"}} {}\n",
+      v(s.handshakes_deferred), v(s.open), v(s.reloads), v(s.kernel_tx), v(s.kernel_tx_refused),
+      v(s.kernel_tx_key_update));
 }
 
 }  // namespace tollgate::app

@@ -36,7 +36,7 @@ const std::initializer_list<section> sections = {
     {"fleet", {"role", "secret", "shards", "deadline_ms", "local"}},
     {"log", {"access", "sample"}},
     {"cluster", {"redis", "node", "password_env", "prefix", "lease_wait_ms"}},
-    {"tls", {"listen", "cert", "key", "min_version"}},
+    {"tls", {"listen", "cert", "key", "min_version", "ktls"}},
     {"admin", {"token_env", "token_file", "token_sha256", "token_name", "rotate_grace_secs"}},
     {"stripe",
      {"webhook_secret_env", "public_webhook", "tolerance_secs", "suspend_on", "meter_event_name",
@@ -448,6 +448,7 @@ void read_tls(reader& r, const toml::table& t, settings& s) {
   bool v12 = true;
   r.either(t, "tls", "min_version", "1.2", "1.3", v12);
   s.tls_min_version = v12 ? "1.2" : "1.3";
+  r.boolean(t, "tls", "ktls", s.tls_ktls);
 }
 
 void read_cluster(reader& r, const toml::table& t, settings& s) {

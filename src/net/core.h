@@ -178,6 +178,7 @@ class core final : public http::engine_io {
   void on_durable_write(int res);
   void on_durable_sync(int res);
   void finish_durable();
+  void send_released(conn& c, uint32_t idx);
   void submit_send(conn& c, uint32_t idx);
   void return_buffer(uint16_t bid);
 
@@ -219,6 +220,7 @@ class core final : public http::engine_io {
   void tls_drive(conn& c, uint32_t idx);
   void tls_fail(conn& c, uint32_t idx, tls_failure why);
   void tls_flush(conn& c, uint32_t idx);
+  void hand_tx_to_kernel(conn& c);
   void tls_release(conn& c);
   void run_handshake_queue();
 
@@ -359,7 +361,8 @@ class core final : public http::engine_io {
   };
   std::vector<hs_entry> hs_wait_;
   std::vector<hs_entry> hs_work_;
-  std::vector<char> tls_plain_;  // SSL_read's plaintext, parsed in place (+ kPadding)
+  std::vector<char> tls_plain_;       // SSL_read's plaintext, parsed in place (+ kPadding)
+  bool ktls_refusal_logged_ = false;  // the first kernel refusal of a handover was logged
 };
 
 }  // namespace tollgate::net::detail

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "net/conn.h"
+#include "net/ktls.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
 
@@ -30,26 +31,36 @@ void core::flush_sends() {
       tls_flush(c, idx);  // encrypt what was released, send the records (core_tls.cc)
       continue;
     }
-    if (c.ready == 0) {
-      if (c.out.empty() && c.close_after_send) {
-        graceful_close(c, idx);
-      }
-      continue;  // nothing yet, or output still held for a durable write
-    }
-    if (c.ready == c.out.size()) {
-      std::swap(c.out, c.sending);
-    } else {
-      // Part of `out` is still held: move the released prefix (both keep their capacity).
-      c.sending.clear();
-      c.sending.append(c.out.data(), c.ready);
-      c.out.consume(c.ready);
-    }
-    c.mark = c.mark > c.ready ? c.mark - c.ready : 0;
-    c.ready = 0;
-    c.sent = 0;
-    submit_send(c, idx);
+    send_released(c, idx);
   }
   dirty_.clear();
+}
+
+// Sends the released prefix of `out` as it is (plain HTTP, or TLS whose records the kernel
+// writes); with nothing left to send and close_after_send, closes.
+void core::send_released(conn& c, uint32_t idx) {
+  if (c.ready == 0) {
+    if (c.out.empty() && c.close_after_send) {
+      if (c.tls.kernel_tx() && !c.tls.shut()) {
+        ktls_send_close_notify(c.fd);  // never waits; skipped when the socket buffer is full
+        c.tls.shutdown();
+      }
+      graceful_close(c, idx);
+    }
+    return;  // nothing yet, or output still held for a durable write
+  }
+  if (c.ready == c.out.size()) {
+    std::swap(c.out, c.sending);
+  } else {
+    // Part of `out` is still held: move the released prefix (both keep their capacity).
+    c.sending.clear();
+    c.sending.append(c.out.data(), c.ready);
+    c.out.consume(c.ready);
+  }
+  c.mark = c.mark > c.ready ? c.mark - c.ready : 0;
+  c.ready = 0;
+  c.sent = 0;
+  submit_send(c, idx);
 }
 
 void core::submit_send(conn& c, uint32_t idx) {

@@ -16,6 +16,14 @@
 //      send. With close_after_send, a close_notify follows the last answer.
 //   5. A failed handshake is counted by reason; its alert (if any) is sent, then the slot
 //      closes. A slot released mid-handshake counts as `incomplete` (peer left, or timed out).
+//   6. kTLS (where the context's kernel_tx() is on): at the first tls_flush after a TLS 1.3
+//      handshake with no ciphertext pending and no send in flight (so every record OpenSSL
+//      wrote has reached the socket), hand_tx_to_kernel() installs the session's write key,
+//      IV and next sequence number on the socket (net/ktls.h). From then on `out` is sent as
+//      plaintext by send_released(), as for plain HTTP, and the kernel writes the records;
+//      input still goes through the session. A session that cannot hand over (TLS 1.2) or
+//      whose handover the kernel refuses stays in user space. A peer's KeyUpdate that asks for
+//      ours closes the connection: only OpenSSL could write it, under keys the kernel now has.
 //
 // Flood protection: a full handshake costs the core an ECDHE and a signature (~0.1-0.2 ms);
 // established connections' records cost microseconds. At most kHandshakeBudget handshake steps
@@ -27,8 +35,10 @@
 // are reaped). A session whose unread input grows past kMaxHandshakeBytes before the handshake
 // ends (no real ClientHello is that large) is closed as not TLS.
 #include <cerrno>
+#include <cstring>
 
 #include "net/conn.h"
+#include "net/ktls.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
 #include "tollgate/net/tls.h"
@@ -79,7 +89,7 @@ void core::on_tls_accept(const io_uring_cqe& cqe) {
 
 // A fresh slot's TLS state; false: no memory (the caller closes the connection).
 bool core::tls_open(conn& c) {
-  if (!c.tls.open(opts_.tls->current())) {
+  if (!c.tls.open(opts_.tls->current(), opts_.tls->kernel_tx())) {
     return false;
   }
   c.tls_failed = c.hs_queued = false;
@@ -166,6 +176,11 @@ void core::tls_drive(conn& c, uint32_t idx) {
     hard_close(c, idx);  // a bad record (MAC, length): the stream cannot go on
     return;
   }
+  if (c.tls.kernel_tx_stuck()) {
+    opts_.tls->stats().kernel_tx_key_update.fetch_add(1, std::memory_order_relaxed);
+    hard_close(c, idx);  // OpenSSL owes the peer a record the kernel's keys would have to write
+    return;
+  }
   if (c.tls.pending_output() > 0) {
     mark_dirty(c, idx);  // tickets, key updates
   }
@@ -187,6 +202,17 @@ void core::tls_fail(conn& c, uint32_t idx, tls_failure why) {
 // Loop step 6 for a TLS slot (no send in flight): encrypt the released output, then send the
 // session's pending records.
 void core::tls_flush(conn& c, uint32_t idx) {
+  if (c.tls.kernel_tx_pending() && c.tls.established()) {
+    hand_tx_to_kernel(c);
+  }
+  if (c.tls.kernel_tx()) {
+    if (c.tls.kernel_tx_stuck()) {
+      hard_close(c, idx);
+      return;
+    }
+    send_released(c, idx);  // plaintext: the kernel writes the records
+    return;
+  }
   if (c.ready > 0 && c.tls.established()) {
     if (!c.tls.write(c.out.data(), c.ready)) {
       hard_close(c, idx);
@@ -210,6 +236,36 @@ void core::tls_flush(conn& c, uint32_t idx) {
   c.sending.commit(c.tls.take_output(c.sending.prepare(pend), pend));
   c.sent = 0;
   submit_send(c, idx);
+}
+
+// kTLS: the session's transmit side to the kernel, when it can go now (see step 6 above).
+void core::hand_tx_to_kernel(conn& c) {
+  ktls_keys keys;
+  switch (c.tls.kernel_tx_keys(keys)) {
+    case tls_session::handover::later:
+      return;
+    case tls_session::handover::never:
+      c.tls.kernel_tx_dropped();
+      return;
+    case tls_session::handover::ready:
+      break;
+  }
+  tls_stats& s = opts_.tls->stats();
+  if (const int err = ktls_attach_tx(c.fd, keys); err != 0) {
+    c.tls.kernel_tx_dropped();
+    s.kernel_tx_refused.fetch_add(1, std::memory_order_relaxed);
+    if (!ktls_refusal_logged_) {
+      ktls_refusal_logged_ = true;
+      log_error(
+          "core {}: the kernel refused a TLS transmit handover ({}); such sessions keep the "
+          "user-space record layer (tollgate_tls_kernel_tx_total{{event=\"refused\"}} counts "
+          "them)",
+          index_, std::strerror(err));
+    }
+    return;
+  }
+  c.tls.kernel_tx_taken();
+  s.kernel_tx.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Loop step (before the reap): the handshakes that waited for budget, oldest first.

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "net/ktls.h"
+#include "net/tls_session.h"
 
 namespace tollgate::net {
 
@@ -190,7 +192,8 @@ std::string asn1_text(const ASN1_TIME* t) {
 }
 
 // Builds a context for the pair, or says why not (naming the file).
-result<SSL_CTX*, std::string> build(const std::string& cert, const std::string& key, int min_ver) {
+result<SSL_CTX*, std::string> build(const std::string& cert, const std::string& key, int min_ver,
+                                    bool capture = false) {
   if (std::string bad = readable(cert, "certificate"); !bad.empty()) {
     return unexpected(std::move(bad));
   }
@@ -257,23 +260,10 @@ result<SSL_CTX*, std::string> build(const std::string& cert, const std::string& 
   SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, nullptr);
   // An idle connection gives its record buffers back (memory per idle connection).
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  if (capture) {
+    detail::capture_tx_secrets(ctx);  // kTLS: the server's traffic secret for the handover
+  }
   return ctx;
-}
-
-std::string probe_ktls() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return "user-space record layer (kTLS probe: no socket)";
-  }
-  const int r = ::setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof "tls");
-  const int e = errno;
-  ::close(fd);
-  if (r == 0 || e == ENOTCONN) {
-    // The ULP attaches only to a connected socket: ENOTCONN means it exists.
-    return "user-space record layer (the kernel has the tls ULP; this engine keeps records in "
-           "user space over memory BIOs, kTLS offload is not implemented yet)";
-  }
-  return fmt::format("user-space record layer (the kernel has no tls ULP: {})", std::strerror(e));
 }
 
 }  // namespace
@@ -302,8 +292,10 @@ struct tls_context::state {
   std::vector<SSL_CTX*> all;  // every context built, freed with this object
 };
 
-result<std::shared_ptr<tls_context>, std::string> tls_context::create(
-    const std::string& cert, const std::string& key, std::string_view min_version) {
+result<std::shared_ptr<tls_context>, std::string> tls_context::create(const std::string& cert,
+                                                                      const std::string& key,
+                                                                      std::string_view min_version,
+                                                                      bool ktls) {
   int min_ver = 0;
   if (min_version.empty() || min_version == "1.2") {
     min_ver = TLS1_2_VERSION;
@@ -313,7 +305,12 @@ result<std::shared_ptr<tls_context>, std::string> tls_context::create(
     return unexpected(
         fmt::format("tls min_version must be \"1.2\" or \"1.3\", not \"{}\"", min_version));
   }
-  auto ctx = build(cert, key, min_ver);
+  std::string no_ulp;
+  if (ktls) {
+    no_ulp = detail::ktls_probe();
+  }
+  const bool kernel_tx = ktls && no_ulp.empty();
+  auto ctx = build(cert, key, min_ver, kernel_tx);
   if (!ctx) {
     return unexpected(std::move(ctx.error()));
   }
@@ -324,7 +321,18 @@ result<std::shared_ptr<tls_context>, std::string> tls_context::create(
   t->st_->min_version = min_ver;
   t->st_->all.push_back(*ctx);
   t->current_.store(*ctx, std::memory_order_release);
-  t->ktls_status_ = probe_ktls();
+  t->kernel_tx_.store(kernel_tx, std::memory_order_relaxed);
+  if (!ktls) {
+    t->ktls_status_ = "user-space record layer (kTLS off: tls.ktls = false)";
+  } else if (!kernel_tx) {
+    t->ktls_status_ =
+        fmt::format("user-space record layer (the kernel has no tls ULP: {})", no_ulp);
+  } else {
+    t->ktls_status_ =
+        "kernel TLS transmit (the kernel has the tls ULP: a TLS 1.3 session hands its transmit "
+        "side to the kernel after the handshake; TLS 1.2 sessions and received records stay in "
+        "user space)";
+  }
   return t;
 }
 
@@ -340,7 +348,7 @@ result<void, std::string> tls_context::reload(const std::string& cert, const std
   std::lock_guard<std::mutex> lock(st_->mu);
   const std::string c = cert.empty() ? st_->cert : cert;
   const std::string k = key.empty() ? st_->key : key;
-  auto ctx = build(c, k, st_->min_version);
+  auto ctx = build(c, k, st_->min_version, kernel_tx());
   if (!ctx) {
     return unexpected(std::move(ctx.error()));
   }
@@ -355,6 +363,14 @@ result<void, std::string> tls_context::reload(const std::string& cert, const std
 std::string tls_context::cert_path() const {
   std::lock_guard<std::mutex> lock(st_->mu);
   return st_->cert;
+}
+
+void detail::attempt_kernel_tx(tls_context& t) {
+  std::lock_guard<std::mutex> lock(t.st_->mu);
+  for (SSL_CTX* c : t.st_->all) {
+    capture_tx_secrets(c);
+  }
+  t.kernel_tx_.store(true, std::memory_order_relaxed);
 }
 
 std::string check_tls_pair(const std::string& cert, const std::string& key) {

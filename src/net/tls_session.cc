@@ -1,9 +1,102 @@
 #include "net/tls_session.h"
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <cstring>
+#include <new>
+#include <string_view>
+
+#include "net/ktls.h"
+
 namespace tollgate::net::detail {
+
+// What a kernel handover needs, followed while the session may still hand over.
+struct tx_track {
+  uint8_t secret[48] = {};  // SERVER_TRAFFIC_SECRET_0 (the suite's hash length)
+  uint8_t secret_len = 0;
+  bool updated = false;  // the session sent a KeyUpdate: the secret above is no longer in use
+  uint64_t seq = 0;      // records written under the application traffic key so far
+  ~tx_track() { OPENSSL_cleanse(secret, sizeof secret); }
+};
+
+namespace {
+
+int track_index() {
+  static const int idx = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return idx;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+// The key log line "SERVER_TRAFFIC_SECRET_0 <client random> <secret>", both in hex (the NSS key
+// log format OpenSSL writes); other lines (handshake secrets, the client's) are not needed.
+void keylog_cb(const SSL* ssl, const char* line) {
+  auto* t = static_cast<tx_track*>(SSL_get_ex_data(ssl, track_index()));
+  constexpr std::string_view kLabel = "SERVER_TRAFFIC_SECRET_0 ";
+  std::string_view l(line);
+  if (t == nullptr || !l.starts_with(kLabel)) {
+    return;
+  }
+  l.remove_prefix(kLabel.size());
+  const size_t sp = l.find(' ');
+  if (sp == std::string_view::npos) {
+    return;
+  }
+  l.remove_prefix(sp + 1);
+  if (l.size() % 2 != 0 || l.size() / 2 > sizeof t->secret) {
+    return;
+  }
+  for (size_t i = 0; i < l.size() / 2; ++i) {
+    const int hi = hex_value(l[2 * i]);
+    const int lo = hex_value(l[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      t->secret_len = 0;
+      return;
+    }
+    t->secret[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  t->secret_len = static_cast<uint8_t>(l.size() / 2);
+}
+
+// Counts the records the session writes under its application traffic key. OpenSSL reports each
+// record header it writes, and each handshake message after its record: in TLS 1.3 the server's
+// Finished is the last record under the handshake key, so the count restarts there.
+void msg_cb(int write_p, int, int content_type, const void* buf, size_t len, SSL* ssl, void* arg) {
+  auto* t = static_cast<tx_track*>(arg);
+  if (write_p == 0 || t == nullptr) {
+    return;
+  }
+  if (content_type == SSL3_RT_HEADER) {
+    ++t->seq;
+    return;
+  }
+  if (content_type != SSL3_RT_HANDSHAKE || len == 0) {
+    return;
+  }
+  const uint8_t type = static_cast<const uint8_t*>(buf)[0];
+  if (type == SSL3_MT_FINISHED && SSL_version(ssl) == TLS1_3_VERSION) {
+    t->seq = 0;
+  } else if (type == SSL3_MT_KEY_UPDATE) {
+    t->updated = true;
+  }
+}
+
+}  // namespace
+
+void capture_tx_secrets(ssl_ctx_st* ctx) { SSL_CTX_set_keylog_callback(ctx, keylog_cb); }
 
 tls_failure classify_tls_error(unsigned long err) noexcept {
   if (ERR_GET_LIB(err) != ERR_LIB_SSL) {
@@ -29,7 +122,7 @@ tls_failure classify_tls_error(unsigned long err) noexcept {
   }
 }
 
-bool tls_session::open(ssl_ctx_st* ctx) {
+bool tls_session::open(ssl_ctx_st* ctx, bool track_keys) {
   close();
   SSL* ssl = SSL_new(ctx);
   BIO* rb = BIO_new(BIO_s_mem());
@@ -45,14 +138,62 @@ bool tls_session::open(ssl_ctx_st* ctx) {
   SSL_set_bio(ssl, rb, wb);
   SSL_set_accept_state(ssl);
   ssl_ = ssl;
-  established_ = shut_ = false;
+  established_ = shut_ = kernel_tx_ = false;
+  if (track_keys) {
+    track_ = new (std::nothrow) tx_track();
+    if (track_ != nullptr) {
+      SSL_set_ex_data(ssl, track_index(), track_);
+      SSL_set_msg_callback(ssl, msg_cb);
+      SSL_set_msg_callback_arg(ssl, track_);
+    }
+  }
   return true;
 }
 
 void tls_session::close() noexcept {
   SSL_free(ssl_);  // frees both BIOs; null is a no-op
   ssl_ = nullptr;
-  established_ = shut_ = false;
+  delete track_;
+  track_ = nullptr;
+  established_ = shut_ = kernel_tx_ = false;
+}
+
+tls_session::handover tls_session::kernel_tx_keys(ktls_keys& out) const {
+  if (track_ == nullptr) {
+    return handover::never;
+  }
+  if (!established_ || pending_output() > 0) {
+    return handover::later;
+  }
+  const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl_);
+  if (SSL_version(ssl_) != TLS1_3_VERSION || cipher == nullptr || track_->updated ||
+      track_->secret_len == 0 || SSL_get_key_update_type(ssl_) != SSL_KEY_UPDATE_NONE ||
+      !ktls_derive(SSL_CIPHER_get_protocol_id(cipher), track_->secret, track_->secret_len, out)) {
+    return handover::never;
+  }
+  out.seq = track_->seq;
+  return handover::ready;
+}
+
+void tls_session::kernel_tx_taken() noexcept {
+  kernel_tx_dropped();
+  kernel_tx_ = true;
+}
+
+void tls_session::kernel_tx_dropped() noexcept {
+  if (track_ == nullptr) {
+    return;
+  }
+  SSL_set_msg_callback(ssl_, nullptr);
+  SSL_set_msg_callback_arg(ssl_, nullptr);
+  SSL_set_ex_data(ssl_, track_index(), nullptr);
+  delete track_;
+  track_ = nullptr;
+}
+
+bool tls_session::kernel_tx_stuck() const noexcept {
+  return kernel_tx_ &&
+         (pending_output() > 0 || SSL_get_key_update_type(ssl_) != SSL_KEY_UPDATE_NONE);
 }
 
 bool tls_session::feed(const char* data, size_t n) {
@@ -108,6 +249,9 @@ tls_session::read_result tls_session::read(char* buf, size_t cap, size_t& got) {
 }
 
 bool tls_session::write(const char* data, size_t n) {
+  if (kernel_tx_) {
+    return false;  // the kernel writes this session's records now
+  }
   size_t w = 0;
   ERR_clear_error();
   if (SSL_write_ex(ssl_, data, n, &w) != 1 || w != n) {
@@ -118,11 +262,14 @@ bool tls_session::write(const char* data, size_t n) {
 }
 
 void tls_session::shutdown() {
-  if (!shut_ && established_) {
+  if (shut_ || !established_) {
+    return;
+  }
+  if (!kernel_tx_) {  // with the kernel transmitting, the core sends the alert through it
     SSL_shutdown(ssl_);
     ERR_clear_error();
-    shut_ = true;
   }
+  shut_ = true;
 }
 
 size_t tls_session::pending_output() const noexcept {

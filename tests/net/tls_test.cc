@@ -192,6 +192,59 @@ TEST(net_tls_test, serves_keep_alive_and_pipelined_requests_over_tls13_and_tls12
   EXPECT_GE(s.tls->stats().tls13.load(), 1u);
 }
 
+TEST(net_tls_test, sessions_that_attempt_the_kernel_handover_serve_whatever_the_kernel_says) {
+  // Verifies the engine's kTLS path over a real ring, with the handover attempted for every
+  // session: each TLS 1.3 connection is handed to the kernel (where it has the tls ULP) or
+  // refused (this host: no ULP, so ENOENT) exactly once, after its ticket went out, and serves
+  // either way: one by one, pipelined, a body larger than a record, and a close_notify after
+  // the answer to "Connection: close". A TLS 1.2 connection never attempts it.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  pair_files p("k");
+  tls_server s(p);
+  ASSERT_TRUE(s.ok);
+  detail::attempt_kernel_tx(*s.tls);
+  EXPECT_TRUE(s.tls->kernel_tx());
+  const tls_stats& st = s.tls->stats();
+  for (int v : {TLS1_3_VERSION, TLS1_3_VERSION, TLS1_2_VERSION}) {
+    SCOPED_TRACE(v);
+    tls_client c(s.srv->tls_port(), v, v);
+    ASSERT_TRUE(c.handshake());
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(c.send(testing::get("/k" + std::to_string(i))));
+      auto b = c.read_bodies(1);
+      ASSERT_EQ(b.size(), 1u);
+      EXPECT_EQ(b[0], "/k" + std::to_string(i) + "|");
+    }
+    std::string many;
+    for (int i = 0; i < 20; ++i) {
+      many += testing::get("/p" + std::to_string(i));
+    }
+    ASSERT_TRUE(c.send(many));
+    auto b = c.read_bodies(20);
+    ASSERT_EQ(b.size(), 20u);
+    EXPECT_EQ(b[19], "/p19|");
+    const std::string big(40000, 'x');
+    ASSERT_TRUE(c.send("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 40000\r\n\r\n" + big));
+    b = c.read_bodies(1);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0], "/big|" + big);
+    ASSERT_TRUE(c.send("GET /bye HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    b = c.read_bodies(1);
+    ASSERT_EQ(b.size(), 1u);
+    char rest[64];
+    size_t got = 0;
+    EXPECT_EQ(SSL_read_ex(c.ssl, rest, sizeof rest, &got), 0);
+    EXPECT_EQ(SSL_get_error(c.ssl, 0), SSL_ERROR_ZERO_RETURN);  // the close_notify came
+  }
+  const uint64_t taken = st.kernel_tx.load();
+  const uint64_t refused = st.kernel_tx_refused.load();
+  EXPECT_EQ(taken + refused, 2u) << "taken " << taken << ", refused " << refused;
+  if (s.tls->ktls_status().find("no tls ULP") != std::string::npos) {
+    EXPECT_EQ(refused, 2u);  // this host: the user-space record layer went on after ENOENT
+  }
+  EXPECT_EQ(st.kernel_tx_key_update.load(), 0u);
+}
+
 TEST(net_tls_test, a_session_ticket_resumes_under_tls13_and_tls12) {
   // Verifies a client offering the ticket of an earlier connection is resumed (no certificate,
   // SSL_session_reused) and counted as resumed, under TLS 1.3 (ticket after the handshake) and

@@ -119,6 +119,7 @@ struct settings {
   std::string tls_cert;                 ///< PEM chain
   std::string tls_key;                  ///< PEM private key
   std::string tls_min_version = "1.2";  ///< "1.2" or "1.3"
+  bool tls_ktls = true;  ///< hand TLS 1.3 sessions' transmit side to the kernel where it can
   // [admin] (the admin API on admin_listen; no token source: its routes answer 403)
   std::string admin_token_env;     ///< the bearer token is this environment variable's value
   std::string admin_token_file;    ///< or this file's first line
