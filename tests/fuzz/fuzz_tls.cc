@@ -5,6 +5,9 @@
 //   0: from the first byte of the connection (garbage, plain HTTP, truncated hellos);
 //   1: after a real client's ClientHello (fuzzed later flights);
 //   2: after a complete TLS 1.3 handshake with a real client (fuzzed application records).
+// and whether the session follows its keys for a kTLS handover ((first byte / 3) % 4: 1 and 2
+// track; 2 also hands over as soon as it can, as the core would, after which the session only
+// reads, and a session stuck owing the peer a record ends the feed).
 // Beyond "no crash, no sanitizer report": a failed handshake or a broken stream ends the feed
 // (the core closes the connection then), take_output never hands more than pending_output,
 // and unread input before the handshake never passes the session's bound.
@@ -16,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "net/ktls.h"
 #include "net/tls_pair.h"
 #include "net/tls_session.h"
 
@@ -23,6 +27,7 @@ namespace {
 
 using tollgate::net::tls_context;
 using tollgate::net::tls_failure;
+using tollgate::net::detail::ktls_keys;
 using tollgate::net::detail::tls_session;
 
 void require(bool cond) {
@@ -39,6 +44,7 @@ tls_context& context() {
     if (!c) {
       std::abort();
     }
+    tollgate::net::detail::capture_tx_secrets((*c)->current());  // acts on tracking sessions
     return std::move(*c);
   }();
   return *ctx;
@@ -84,8 +90,25 @@ struct client {
   }
 };
 
+// The core's handover step (core::hand_tx_to_kernel), minus the setsockopt: with `hand_over`,
+// a ready session is marked as taken by the kernel.
+void maybe_hand_over(tls_session& s, bool hand_over) {
+  if (!s.kernel_tx_pending() || !s.established()) {
+    return;
+  }
+  ktls_keys k;
+  const tls_session::handover h = s.kernel_tx_keys(k);
+  if (h == tls_session::handover::never || (h == tls_session::handover::ready && !hand_over)) {
+    s.kernel_tx_dropped();
+  } else if (h == tls_session::handover::ready) {
+    require(k.key_len == 16 || k.key_len == 32);
+    s.kernel_tx_taken();
+    require(s.kernel_tx() && !s.kernel_tx_pending());
+  }
+}
+
 // Feeds `data` in chunks whose sizes the bytes themselves pick; false once the core would close.
-bool feed_all(tls_session& s, const uint8_t* data, size_t size) {
+bool feed_all(tls_session& s, const uint8_t* data, size_t size, bool hand_over) {
   char plain[16384];
   size_t i = 0;
   while (i < size) {
@@ -112,6 +135,10 @@ bool feed_all(tls_session& s, const uint8_t* data, size_t size) {
       const tls_session::read_result r = s.read(plain, sizeof plain, got);
       if (r == tls_session::read_result::data) {
         require(got > 0 && got <= sizeof plain);
+        if (s.kernel_tx()) {
+          require(!s.write(plain, 1));  // the kernel writes this session's records now
+          continue;
+        }
         if (!s.write(plain, got < 64 ? got : 64)) {  // an answer, as the engine would
           return false;
         }
@@ -122,7 +149,11 @@ bool feed_all(tls_session& s, const uint8_t* data, size_t size) {
       }
       break;
     }
+    if (s.kernel_tx_stuck()) {
+      return false;  // owes the peer a record only OpenSSL could write: the core closes
+    }
     drain(s);
+    maybe_hand_over(s, hand_over);
   }
   return true;
 }
@@ -134,8 +165,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const int mode = data[0] % 3;
+  const int keys = (data[0] / 3) % 4;
   tls_session s;
-  require(s.open(context().current()));
+  require(s.open(context().current(), keys == 1 || keys == 2));
   if (mode >= 1) {
     client c;
     SSL_do_handshake(c.ssl);
@@ -150,9 +182,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       require(s.feed(fin.data(), fin.size()));
       require(s.handshake(why) == tls_session::step::done);
       drain(s);
+      maybe_hand_over(s, keys == 2);
+      require(keys != 2 || s.kernel_tx());  // a TLS 1.3 session with its ticket sent: ready
     }
   }
-  feed_all(s, data + 1, size - 1);
+  feed_all(s, data + 1, size - 1, keys == 2);
   s.shutdown();
   drain(s);
   return 0;
