@@ -117,16 +117,23 @@ async function known(nodes, keys) {
 }
 
 // One GET on its own connection; resolves with its status, body and when it completed.
-function timedGet(node, path, key) {
+// One request on a connection of its own; resolves {status, body, headers, at}, `at` being when its
+// answer ended (process.hrtime), for the completion-order checks.
+function timedRequest(port, { method = 'GET', path, headers = {}, body } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port: node.port, path, agent: false, headers: { authorization: `Bearer ${key}` } }, (res) => {
-      let body = '';
+    const req = http.request({ host: '127.0.0.1', port, path, method, agent: false, headers }, (res) => {
+      let b = '';
       res.setEncoding('utf8');
-      res.on('data', (d) => { body += d; });
-      res.on('end', () => resolve({ status: res.statusCode, body, headers: res.headers, at: process.hrtime.bigint() }));
+      res.on('data', (d) => { b += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body: b, headers: res.headers, at: process.hrtime.bigint() }));
     });
     req.on('error', reject);
+    req.end(body);
   });
+}
+
+function timedGet(node, path, key) {
+  return timedRequest(node.port, { path, headers: { authorization: `Bearer ${key}` } });
 }
 
 test('redis paused: a request waiting for units never holds up another key on its core, and is answered unavailable at its bound', { skip }, async () => {
@@ -327,18 +334,10 @@ test('redis paused: a Stripe event on the public listener is acted on off the co
     const deliver = (id) => {
       const body = JSON.stringify({ id, object: 'event', type: 'charge.refunded', created: Math.floor(Date.now() / 1000),
         data: { object: { id: 'ch_1', object: 'charge' } } });
-      return new Promise((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port: node.port, path: '/admin/webhooks/stripe', method: 'POST', agent: false,
-          headers: { 'content-type': 'application/json',
-            'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: body, secret: process.env.STRIPE_WEBHOOK_SECRET }) } },
-        (res) => {
-          let b = '';
-          res.on('data', (d) => { b += d; });
-          res.on('end', () => resolve({ status: res.statusCode, body: b, at: process.hrtime.bigint() }));
-        });
-        req.on('error', reject);
-        req.end(body);
-      });
+      return timedRequest(node.port, { method: 'POST', path: '/admin/webhooks/stripe', body, headers: {
+        'content-type': 'application/json',
+        'stripe-signature': stripe.webhooks.generateTestHeaderString({ payload: body, secret: process.env.STRIPE_WEBHOOK_SECRET }),
+      } });
     };
     const before = await deliver('evt_pause_0');
     assert.equal(before.status, 200, before.body);
@@ -378,17 +377,9 @@ test('redis paused: an admin change waits off the admin listener\'s core, never 
     const port = Number(/admin \(.*\) on http:\/\/127\.0\.0\.1:(\d+)/.exec(node.stderr())?.[1]);
     assert.ok(port > 0, node.stderr());
     const adminNode = { port };
-    const call = (method, path, body) => new Promise((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port, path, method, agent: false,
-        headers: { authorization: `Bearer ${process.env.TOLLGATE_ADMIN_TOKEN}`, 'content-type': 'application/json' } },
-      (res) => {
-        let b = '';
-        res.on('data', (d) => { b += d; });
-        res.on('end', () => resolve({ status: res.statusCode, body: b, at: process.hrtime.bigint() }));
-      });
-      req.on('error', reject);
-      req.end(body === undefined ? undefined : JSON.stringify(body));
-    });
+    const call = (method, path, body) => timedRequest(port, { method, path,
+      headers: { authorization: `Bearer ${process.env.TOLLGATE_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body) });
     const made = await call('POST', '/admin/accounts', { id: 'acme-p' });
     assert.equal(made.status, 201, made.body);
     await stopProcess(redis.child.pid);
