@@ -162,13 +162,18 @@ tls_session::handover tls_session::kernel_tx_keys(ktls_keys& out) const {
   if (track_ == nullptr) {
     return handover::never;
   }
-  if (!established_ || pending_output() > 0) {
+  if (!established_) {
     return handover::later;
   }
   const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl_);
   if (SSL_version(ssl_) != TLS1_3_VERSION || cipher == nullptr || track_->updated ||
-      track_->secret_len == 0 || SSL_get_key_update_type(ssl_) != SSL_KEY_UPDATE_NONE ||
-      !ktls_derive(SSL_CIPHER_get_protocol_id(cipher), track_->secret, track_->secret_len, out)) {
+      track_->secret_len == 0 || SSL_get_key_update_type(ssl_) != SSL_KEY_UPDATE_NONE) {
+    return handover::never;
+  }
+  if (pending_output() > 0) {
+    return handover::later;
+  }
+  if (!ktls_derive(SSL_CIPHER_get_protocol_id(cipher), track_->secret, track_->secret_len, out)) {
     return handover::never;
   }
   out.seq = track_->seq;

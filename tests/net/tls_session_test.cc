@@ -413,7 +413,10 @@ TEST_F(ktls_handover_test, tls12_and_untracked_sessions_never_hand_over) {
   mem_client c12(TLS1_2_VERSION, TLS1_2_VERSION);
   tls_failure why = tls_failure::other;
   ASSERT_EQ(c12.handshake(s12, why), tls_session::step::done);
-  EXPECT_EQ(s12.kernel_tx_keys(k), tls_session::handover::never);
+  ASSERT_TRUE(s12.write("x", 1));
+  EXPECT_EQ(s12.kernel_tx_keys(k), tls_session::handover::never);  // said at once, output or not
+  c12.take_from(s12);
+  EXPECT_EQ(c12.read_plain(), "x");
   s12.kernel_tx_dropped();
   EXPECT_FALSE(s12.kernel_tx_pending());
   EXPECT_EQ(relay(c12, s12, "still user space"), "still user space");
