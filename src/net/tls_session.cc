@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "net/ktls.h"
+#include "tollgate/common/percent.h"
 
 namespace tollgate::net::detail {
 
@@ -26,19 +27,6 @@ namespace {
 int track_index() {
   static const int idx = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
   return idx;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
 }
 
 // The key log line "SERVER_TRAFFIC_SECRET_0 <client random> <secret>", both in hex (the NSS key
@@ -60,8 +48,8 @@ void keylog_cb(const SSL* ssl, const char* line) {
     return;
   }
   for (size_t i = 0; i < l.size() / 2; ++i) {
-    const int hi = hex_value(l[2 * i]);
-    const int lo = hex_value(l[2 * i + 1]);
+    const int hi = hex_digit_value(l[2 * i]);
+    const int lo = hex_digit_value(l[2 * i + 1]);
     if (hi < 0 || lo < 0) {
       t->secret_len = 0;
       return;
