@@ -302,24 +302,33 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
   }
   ws.rows_on = false;
   ev.pf_block = UINT32_MAX;
-  if (plan.terms.empty() || plan.k == 0 || !open_cursors(plan, ws)) {
+  if (plan.terms.empty() || plan.k == 0) {
     return true;
   }
-  choose_rows(plan, ws);
-  ev.by_date = plan.sort == sort_order::date;
+  const bool by_date = plan.sort == sort_order::date;
   // Under another corpus average (a fleet's), norms are computed per doc and the block maxima
   // (made with avgdl_) bound scores only after scaling: every norm shrinks by at most
   // avgdl_ / avgdl, and F (k1+1) / (F + r kn) <= F (k1+1) / (F + kn) / r for r <= 1.
   const bool own_avgdl = plan.avgdl == 0 || plan.avgdl == avgdl_;
-  ev.avgdl = own_avgdl ? avgdl_ : plan.avgdl;
-  ev.bound_scale = own_avgdl || ev.avgdl < avgdl_ ? 1.0 : ev.avgdl / avgdl_ * (1 + 1e-9);
-  if (plan.terms.size() == 1 && plan.phrases.empty() && ws.tag_ids.empty() &&
-      plan.since == std::numeric_limits<int64_t>::min() &&
-      plan.until == std::numeric_limits<int64_t>::max()) {
-    if (own_avgdl && single_term_eval::single_term_champions(*this, ws.term_ids[0], ev.by_date,
-                                                             plan.idf[0], plan.k, out)) {
+  const bool single = plan.terms.size() == 1 && plan.phrases.empty() && plan.tags.empty() &&
+                      plan.since == std::numeric_limits<int64_t>::min() &&
+                      plan.until == std::numeric_limits<int64_t>::max();
+  if (single && own_avgdl) {  // the champion list may answer before any cursor is opened
+    const term_info* t = lookup_term(plan.terms[0]);
+    if (t == nullptr ||
+        single_term_eval::single_term_champions(*this, static_cast<uint32_t>(t - terms_.data()),
+                                                by_date, plan.idf[0], plan.k, out)) {
       return true;
     }
+  }
+  if (!open_cursors(plan, ws)) {
+    return true;
+  }
+  choose_rows(plan, ws);
+  ev.by_date = by_date;
+  ev.avgdl = own_avgdl ? avgdl_ : plan.avgdl;
+  ev.bound_scale = own_avgdl || ev.avgdl < avgdl_ ? 1.0 : ev.avgdl / avgdl_ * (1 + 1e-9);
+  if (single) {
     out.total = ws.cursors[0].df;
     if (!filter_eval::begin_time_walk(*this, plan, ws, out)) {
       ev.mode = eval_state::single;
