@@ -54,9 +54,9 @@ scratch::scratch(size_t shard_count, size_t local_count)
   phrase_idf_.reserve(128);
   alone_.reserve(256);
   for (shard_answer& a : answers_) {
-    a.hits.reserve(max_k);
+    a.hits.reserve(kMaxK);
   }
-  merged_.reserve(max_k);
+  merged_.reserve(kMaxK);
 }
 
 scratch::~scratch() = default;
@@ -213,7 +213,7 @@ result<search_result, errc> backend::search(const query_args& args, scratch& s,
   plan.since = args.since;
   plan.until = args.until;
   plan.sort = args.sort;
-  plan.k = std::min<uint32_t>(args.offset + args.limit, max_k);
+  plan.k = std::min<uint32_t>(args.offset + args.limit, kMaxK);
   if (remote != nullptr &&
       (remote->is_story() || remote->remotes() != remote_ || !remote->st_->df_done ||
        remote->st_->local_ok.size() != nl || !remote->matches(args))) {
@@ -388,7 +388,7 @@ void backend::start(const query_args& args, search_job& job) const {
   plan.since = a.since;
   plan.until = a.until;
   plan.sort = a.sort;
-  plan.k = std::min<uint32_t>(a.offset + a.limit, max_k);
+  plan.k = std::min<uint32_t>(a.offset + a.limit, kMaxK);
   plan_terms(a.query, s.token_chars_, s.terms_, s.phrases_, s.phrase_terms_, s.alone_);
   plan.terms = s.terms_;
   plan.phrases = s.phrases_;

@@ -183,7 +183,7 @@ bool single_term_eval::single_term_step(const local_shard& shard, const query_pl
   }
 }
 
-// One term, no filters, k < champ_len: the answer comes from the term's champion list. Every
+// One term, no filters, k < kChampLen: the answer comes from the term's champion list. Every
 // doc outside the list has a key <= the list's last key (term_part and time order the list, and
 // multiplying by idf > 0 keeps the order), so when the k-th key is strictly above the last one,
 // every doc that ranks at or above the k-th is in the list; those are sorted by the hit order.
@@ -191,7 +191,7 @@ bool single_term_eval::single_term_step(const local_shard& shard, const query_pl
 bool single_term_eval::single_term_champions(const local_shard& shard, uint32_t term, bool by_date,
                                              double idf, size_t k, shard_answer& out) {
   const uint32_t at = shard.champ_at_[term];
-  if (at == UINT32_MAX || k >= champ_len || (!by_date && !(idf > 0))) {
+  if (at == UINT32_MAX || k >= kChampLen || (!by_date && !(idf > 0))) {
     return false;
   }
   auto key_of = [&](size_t i) {
@@ -199,7 +199,7 @@ bool single_term_eval::single_term_champions(const local_shard& shard, uint32_t 
                    : idf * shard.champ_part_[at + i];
   };
   const double kth = key_of(k - 1);
-  if (!(kth > key_of(champ_len - 1))) {
+  if (!(kth > key_of(kChampLen - 1))) {
     return false;
   }
   size_t j = k;
@@ -480,14 +480,14 @@ template <bool Bounded>
 bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& plan,
                                     shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;  // in a register (writes through the cursors may alias it)
-  const uint64_t step_cost = 1 + phrase_cost * plan.phrases.size();
+  const uint64_t step_cost = 1 + kPhraseCost * plan.phrases.size();
   posting_cursor& lead = ws.cursors[ws.order[0]];
   std::vector<hit>& heap = out.hits;
   const size_t k = plan.k;
   // every match is scored (by relevance, without phrases: else only the phrase's matches are),
   // and a shard this large holds its rows and norms mostly outside the core's caches
   const bool prefetch =
-      !ws.ev.by_date && plan.phrases.empty() && shard.docs_.size() >= prefetch_min_docs;
+      !ws.ev.by_date && plan.phrases.empty() && shard.docs_.size() >= kPrefetchMinDocs;
   const bool probe = ws.probe;  // (a local: the cursors' writes through ws may alias ws.probe)
   while (true) {
     if constexpr (Bounded) {
@@ -495,7 +495,7 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
         budget_left = 0;
         return false;
       }
-      // a phrase check reads the words' positions: it counts as phrase_cost units of work
+      // a phrase check reads the words' positions: it counts as kPhraseCost units of work
       budget = budget > step_cost ? budget - step_cost : 0;
     }
     if (prefetch) {
@@ -512,7 +512,7 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
     const uint32_t doc = lead.doc;
     if (shard.accepts(plan, ws, doc)) {
       ++out.total;
-      if (ws.keep_docs && ws.kept_docs.size() < listed_docs_most) {
+      if (ws.keep_docs && ws.kept_docs.size() < kListedDocsMost) {
         ws.kept_docs.push_back(doc);
       }
       hit h{};
@@ -579,7 +579,7 @@ namespace {
 // starts in the title (positions below tl) and in the text; false when there is none. The
 // same term twice in a phrase is two readers of one list.
 // A phrase has at most 256 words: a query is at most max_query_chars (500) code points, and a
-// fleet plan at most max_fleet_terms (256) phrase term indices (fleet_json.cc).
+// fleet plan at most kMaxFleetTerms (256) phrase term indices (fleet_json.cc).
 constexpr uint32_t stream_phrase_max = 256;
 bool phrase_starts(const posting_cursor* const* words, uint32_t n, bool first_only, uint32_t tl,
                    uint32_t& in_title, uint32_t& in_text) noexcept {
@@ -713,10 +713,10 @@ double local_shard::phrase_freq(const query_plan& plan, const phrase_span& ph, s
   if (ph.count == 2) {
     adjacent_pairs(ws.cursors[plan.phrase_terms[ph.first]],
                    ws.cursors[plan.phrase_terms[ph.first + 1]], tl, in_title, in_text);
-    return w_title * in_title + w_text * in_text;
+    return kTitleWeight * in_title + kTextWeight * in_text;
   }
   phrase_starts(plan, ph, ws, false, tl, in_title, in_text);
-  return w_title * in_title + w_text * in_text;
+  return kTitleWeight * in_title + kTextWeight * in_text;
 }
 
 }  // namespace tollgate::search

@@ -135,7 +135,7 @@ struct filter_eval {
 };
 
 /// A phrase's matches in a shard, counted once (phrase_totals.cc): its document frequency's walk
-/// leaves the count, and up to listed_docs_most docs, in the workspace (known_phrase_total), so
+/// leaves the count, and up to kListedDocsMost docs, in the workspace (known_phrase_total), so
 /// that the search of that phrase alone that follows skips the count (known_total) or scores
 /// just the docs kept (listed_phrase, listed_step).
 struct phrase_totals {

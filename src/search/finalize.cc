@@ -113,15 +113,15 @@ void local_shard::finalize(const shard_stats& global) {
   size_t champ_terms = 0;
   for (const term_info& t : terms_) {
     postings += t.df;
-    champ_terms += t.df > champ_min_df ? 1 : 0;
+    champ_terms += t.df > kChampMinDf ? 1 : 0;
   }
   const uint32_t threads =
       postings < parallel_finalize_postings ? 1 : std::clamp(usable_cpus(), 1u, 8u);
   std::vector<champ_lists> parts(threads);
   if (threads == 1) {  // the lists' exact sizes: no growth by copies into fresh pages
-    reserve_huge(parts[0].part, champ_terms * champ_len);
-    reserve_huge(parts[0].doc, champ_terms * champ_len);
-    reserve_huge(parts[0].date, champ_terms * champ_len);
+    reserve_huge(parts[0].part, champ_terms * kChampLen);
+    reserve_huge(parts[0].doc, champ_terms * kChampLen);
+    reserve_huge(parts[0].date, champ_terms * kChampLen);
   }
   const std::vector<size_t> cut = term_cuts(terms_, postings, threads);
   // Every posting reads its doc's norm and time, a cache miss for most (a rare term's docs are
@@ -202,7 +202,7 @@ void local_shard::join_champs(std::vector<champ_lists>& parts, const std::vector
 }
 
 namespace {
-// A champion list being built: the best champ_len entries in a heap whose front is the worst
+// A champion list being built: the best kChampLen entries in a heap whose front is the worst
 // (higher key first, then lower doc is better).
 struct champ_heap {
   struct scored {
@@ -218,10 +218,10 @@ struct champ_heap {
   };
   static constexpr worse_t worse{};
   std::vector<scored> h;
-  champ_heap() { h.reserve(champ_len); }
+  champ_heap() { h.reserve(kChampLen); }
   // docs arrive in ascending order, so an equal key never displaces an entry
   void offer(double key, uint32_t doc) {
-    if (h.size() < champ_len) {
+    if (h.size() < kChampLen) {
       h.push_back({key, doc});
       std::push_heap(h.begin(), h.end(), worse);
     } else if (key > h.front().key) {
@@ -313,13 +313,13 @@ void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, ch
   posting_ring<DocKeys> ring(terms_, doc_stream_.get(), doc_stream_bytes_ - 16, keys, from, to);
   for (size_t ti = from; ti < to; ++ti) {
     const term_info& t = terms_[ti];
-    const bool champs = t.df > champ_min_df;
+    const bool champs = t.df > kChampMinDf;
     rel.h.clear();
     date.h.clear();
     // The current block's maxima stay in registers and are stored when it ends: updating them
     // in place chained every posting to the previous one's store.
     uint32_t block = 0;
-    uint32_t left = block_docs;  // postings still to come in the current block
+    uint32_t left = kBlockDocs;  // postings still to come in the current block
     float m = 0.0f;
     int64_t mt = std::numeric_limits<int64_t>::min();
     for (uint32_t n = 0; n < t.df; ++n) {
@@ -328,7 +328,7 @@ void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, ch
         block_max_[t.skip_off + block] = m;
         block_max_time_[t.skip_off + block] = mt;
         ++block;
-        left = block_docs;
+        left = kBlockDocs;
         m = 0.0f;
         mt = std::numeric_limits<int64_t>::min();
       }
@@ -372,8 +372,8 @@ posting_cursor local_shard::cursor_for(const term_info& t) const noexcept {
   c.pos = c.pos_base;
   c.skips = skips_.data() + t.skip_off;
   c.df = t.df;
-  c.nblocks = (t.df + block_docs - 1) / block_docs;
-  c.left = std::min(block_docs, t.df);
+  c.nblocks = (t.df + kBlockDocs - 1) / kBlockDocs;
+  c.left = std::min(kBlockDocs, t.df);
   c.skip_off = t.skip_off;
   return c;
 }

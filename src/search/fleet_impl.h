@@ -18,9 +18,9 @@
 namespace tollgate::search {
 
 /// Hits a query can ask for: offset + limit at most.
-inline constexpr uint32_t max_k = max_offset + max_limit;
+inline constexpr uint32_t kMaxK = max_offset + max_limit;
 /// Terms (and phrase term entries) a fleet request may carry.
-inline constexpr size_t max_fleet_terms = 256;
+inline constexpr size_t kMaxFleetTerms = 256;
 
 /// Plans `query`: distinct terms in query order (their characters copied into `chars`, cleared
 /// first), phrases of two or more tokens, and per term how often it stands on its own (alone[i];
@@ -124,13 +124,13 @@ struct fleet_scratch : plan_lists {
   std::vector<std::string_view> tags;
   std::vector<uint64_t> df;
   fleet_scratch() {
-    phrase_idf.reserve(max_fleet_terms / 2);
-    terms.reserve(max_fleet_terms);
+    phrase_idf.reserve(kMaxFleetTerms / 2);
+    terms.reserve(kMaxFleetTerms);
     tags.reserve(max_tags);
-    idf.reserve(max_fleet_terms);
-    df.reserve(max_fleet_terms);
-    phrases.reserve(max_fleet_terms / 2);
-    phrase_terms.reserve(max_fleet_terms);
+    idf.reserve(kMaxFleetTerms);
+    df.reserve(kMaxFleetTerms);
+    phrases.reserve(kMaxFleetTerms / 2);
+    phrase_terms.reserve(kMaxFleetTerms);
   }
 };
 

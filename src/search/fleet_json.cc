@@ -104,12 +104,12 @@ bool get_weights(simdjson::dom::element e, size_t max, std::vector<double>& out)
 }
 
 bool get_phrases(simdjson::dom::element e, std::vector<phrase_span>& out) {
-  return get_array(e, max_fleet_terms / 2, out, [](simdjson::dom::element v, phrase_span& p) {
+  return get_array(e, kMaxFleetTerms / 2, out, [](simdjson::dom::element v, phrase_span& p) {
     simdjson::dom::array pair;
     uint64_t first = 0, count = 0;
     if (v.get_array().get(pair) || pair.size() != 2 ||
-        !get_uint(pair.at(0).value_unsafe(), max_fleet_terms, first) ||
-        !get_uint(pair.at(1).value_unsafe(), max_fleet_terms, count) || count < 2) {
+        !get_uint(pair.at(0).value_unsafe(), kMaxFleetTerms, first) ||
+        !get_uint(pair.at(1).value_unsafe(), kMaxFleetTerms, count) || count < 2) {
       return false;
     }
     p = {static_cast<uint32_t>(first), static_cast<uint32_t>(count)};
@@ -118,9 +118,9 @@ bool get_phrases(simdjson::dom::element e, std::vector<phrase_span>& out) {
 }
 
 bool get_indices(simdjson::dom::element e, std::vector<uint32_t>& out) {
-  return get_array(e, max_fleet_terms, out, [](simdjson::dom::element v, uint32_t& i) {
+  return get_array(e, kMaxFleetTerms, out, [](simdjson::dom::element v, uint32_t& i) {
     uint64_t t;
-    if (!get_uint(v, max_fleet_terms, t)) {
+    if (!get_uint(v, kMaxFleetTerms, t)) {
       return false;
     }
     i = static_cast<uint32_t>(t);

@@ -17,11 +17,11 @@
 namespace tollgate::search::fleet_json {
 
 // Bounds on numbers from a remote, far above any real corpus, so sums cannot overflow.
-inline constexpr uint64_t max_docs = uint64_t{1} << 40;
-inline constexpr uint64_t max_tokens = uint64_t{1} << 52;
+inline constexpr uint64_t kMaxDocs = uint64_t{1} << 40;
+inline constexpr uint64_t kMaxTokens = uint64_t{1} << 52;
 // Longest term or id accepted (bytes): a query is at most 500 code points.
-inline constexpr size_t max_term_bytes = 4 * max_query_chars;
-inline constexpr size_t max_tag_bytes = 4 * max_tag_chars;
+inline constexpr size_t kMaxTermBytes = 4 * max_query_chars;
+inline constexpr size_t kMaxTagBytes = 4 * max_tag_chars;
 
 void append_double(out_buffer& out, double v);
 void append_int(out_buffer& out, int64_t v);

@@ -48,8 +48,8 @@ bool impact_eval::impact_top(const local_shard& shard, const query_plan& plan, s
   ws.seen.resize(shard.prune_.words, 0);
   ws.seen_docs.clear();
   // per term: its list [at, end) and the next entry
-  uint32_t next[impact_terms_most], end[impact_terms_most];
-  if (m > impact_terms_most) {
+  uint32_t next[kImpactTermsMost], end[kImpactTermsMost];
+  if (m > kImpactTermsMost) {
     return false;
   }
   for (size_t i = 0; i < m; ++i) {

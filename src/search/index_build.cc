@@ -484,7 +484,7 @@ void local_shard::index_builder::layout() {
     ti.df = c.df;
     doc_total += c.doc_bytes;
     pos_total += c.pos_bytes;
-    skip_total += (c.df + block_docs - 1) / block_docs;
+    skip_total += (c.df + kBlockDocs - 1) / kBlockDocs;
   }
   std::vector<term_state>().swap(state);
   s.doc_stream_bytes_ = doc_total + 16;
@@ -592,7 +592,7 @@ void local_shard::index_builder::scatter() {
     tw.pos_w += r.pos_len;
     tw.cur += r.delta;
     ++tw.cnt;
-    if (tw.cnt % block_docs == 0 || tw.cnt == tw.df) {
+    if (tw.cnt % kBlockDocs == 0 || tw.cnt == tw.df) {
       const term_info& ti = s.terms_[r.t];
       s.skips_[tw.skip_w++] = {tw.cur, static_cast<uint32_t>(tw.doc_w - ti.doc_off),
                                tw.pos_w - ti.pos_off};

@@ -41,14 +41,14 @@ class index_checksum {
 
 /// Writes an index file section by section. Not thread-safe.
 ///
-/// The bytes go through a staging buffer of stage_bytes (4 KB aligned) that is written out
+/// The bytes go through a staging buffer of kStageBytes (4 KB aligned) that is written out
 /// whole at 4 KB aligned offsets with O_DIRECT when the file system allows it (set on `fd`
 /// with fcntl; else, or on EINVAL from a write, plain writes): the disk reads the buffer
 /// itself, so the file's 1+ GB are not copied into fresh page-cache pages (at 1M stories that
 /// copy was ~9% of a build's CPU). The last partial buffer and the header are plain writes.
 class index_writer {
  public:
-  static constexpr size_t stage_bytes = size_t{8} << 20;
+  static constexpr size_t kStageBytes = size_t{8} << 20;
   /// Writes to the open file `fd` (not owned), starting after the header's room. `direct`:
   /// try O_DIRECT (tests turn it off to compare both ways).
   explicit index_writer(int fd, bool direct = true);
@@ -90,7 +90,7 @@ class index_writer {
   bool set_direct(bool on);
   int fd_;
   bool direct_ = false;
-  uint8_t* stage_ = nullptr;  // stage_bytes, 4 KB aligned
+  uint8_t* stage_ = nullptr;  // kStageBytes, 4 KB aligned
   size_t staged_ = 0;         // bytes in stage_
   uint64_t stage_at_;         // file offset of stage_[0]
   uint64_t at_;               // file offset of the next byte appended

@@ -18,8 +18,8 @@ using namespace index_layout;
 
 index_writer::index_writer(int fd, bool direct)
     : fd_(fd), stage_at_(kHeaderRoom), at_(kHeaderRoom) {
-  static_assert(kHeaderRoom % kDirectAlign == 0 && stage_bytes % kDirectAlign == 0);
-  stage_ = static_cast<uint8_t*>(detail::alloc_build(stage_bytes));  // 2 MB aligned
+  static_assert(kHeaderRoom % kDirectAlign == 0 && kStageBytes % kDirectAlign == 0);
+  stage_ = static_cast<uint8_t*>(detail::alloc_build(kStageBytes));  // 2 MB aligned
   direct_ = direct && set_direct(true);
 }
 
@@ -59,12 +59,12 @@ void index_writer::write_stage() {
 
 void index_writer::stage(const uint8_t* p, size_t n) {
   while (n > 0) {
-    const size_t k = std::min(n, stage_bytes - staged_);
+    const size_t k = std::min(n, kStageBytes - staged_);
     std::memcpy(stage_ + staged_, p, k);
     staged_ += k;
     p += k;
     n -= k;
-    if (staged_ == stage_bytes) {
+    if (staged_ == kStageBytes) {
       write_stage();
     }
   }

@@ -56,7 +56,7 @@ struct story_in {
 inline bool prune_enabled = true;
 /// ... and only when the rarest term has at least this many docs in the shard: below it the
 /// one-pass leapfrog is cheaper than seeding, bounding and counting apart. Settable for tests.
-inline uint32_t prune_min_lead_df = 8 * block_docs;
+inline uint32_t prune_min_lead_df = 8 * kBlockDocs;
 /// The pruned evaluation finds the top k and the total in one walk of the lead's docs when the
 /// share of them expected to match is below this (see begin_pruned). Settable for tests.
 inline double one_pass_share = 0.25;
@@ -82,13 +82,13 @@ inline uint64_t parallel_finalize_postings = 4'000'000;
 
 /// The least docs in a shard for the intersection to prefetch its lead's rows or norms (2 MB of
 /// rows, 512 KB of norms: about a core's L2; below it they mostly stay cached between queries).
-inline constexpr size_t prefetch_min_docs = size_t{1} << 16;
+inline constexpr size_t kPrefetchMinDocs = size_t{1} << 16;
 
 /// A phrase check reads the words' positions: it counts as this many units of a slice's budget.
-inline constexpr uint64_t phrase_cost = 8;
+inline constexpr uint64_t kPhraseCost = 8;
 
 /// A phrase's docs kept by its count's walk (a shard's) for the search that follows, up to this.
-inline constexpr uint32_t listed_docs_most = 4096;
+inline constexpr uint32_t kListedDocsMost = 4096;
 
 class local_shard final : public shard_source {
  public:
@@ -278,7 +278,7 @@ class local_shard final : public shard_source {
   std::vector<skip_entry> skips_;
   std::vector<float> block_max_;         // per skip entry: max term_part in the block
   std::vector<int64_t> block_max_time_;  // per skip entry: latest time in the block
-  // Champion lists (see champ_len): per term, the first entry of its champ_len entries in
+  // Champion lists (see kChampLen): per term, the first entry of its kChampLen entries in
   // champ_part_/champ_doc_ (best term_part first, ties by doc) and champ_date_ (latest time
   // first, ties by doc), or UINT32_MAX when the term has none.
   std::vector<uint32_t> champ_at_;

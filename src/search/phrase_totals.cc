@@ -1,6 +1,6 @@
 // phrase_totals: a phrase's matches in a shard, counted once. A query's document frequencies
 // (doc_freqs_slice) count each phrase's matches with a sub-search of the phrase alone; the count,
-// and the docs when there are at most listed_docs_most, stay in the workspace
+// and the docs when there are at most kListedDocsMost, stay in the workspace
 // (shard_workspace::phrase_totals, the latest few of any shard), so that the search of the same
 // phrase that follows needs no counting phase (known_total: the pruned walk knows its total) or
 // scores just the docs kept (listed_step, eval_state::listed). A two-word phrase of frequent
@@ -101,7 +101,7 @@ bool phrase_totals::listed_phrase(const local_shard& shard, const query_plan& pl
 bool phrase_totals::listed_step(const local_shard& shard, const query_plan& plan,
                                 shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;
-  const uint64_t step_cost = 1 + phrase_cost * plan.phrases.size();
+  const uint64_t step_cost = 1 + kPhraseCost * plan.phrases.size();
   const std::vector<uint32_t>& docs = ws.listed_docs;
   uint32_t i = ws.ev.word;
   for (; i < docs.size(); ++i) {

@@ -20,12 +20,12 @@
 
 namespace tollgate::search {
 
-inline constexpr uint32_t block_docs = 128;
-/// Terms with more than champ_min_df docs in a shard keep their champ_len best postings by
+inline constexpr uint32_t kBlockDocs = 128;
+/// Terms with more than kChampMinDf docs in a shard keep their kChampLen best postings by
 /// relevance and by date (computed by finalize), so a one-term query without filters and with
-/// k < champ_len is answered from them without touching the postings.
-inline constexpr uint32_t champ_len = 32;
-inline constexpr uint32_t champ_min_df = block_docs;
+/// k < kChampLen is answered from them without touching the postings.
+inline constexpr uint32_t kChampLen = 32;
+inline constexpr uint32_t kChampMinDf = kBlockDocs;
 
 struct skip_entry {
   uint32_t last_doc;
@@ -94,7 +94,7 @@ inline bool posting_cursor::next() noexcept {
       return false;
     }
     ++block;
-    left = std::min(block_docs, df - block * block_docs);
+    left = std::min(kBlockDocs, df - block * kBlockDocs);
   }
   // Most postings of frequent terms are four one-byte varints: decode them from one load (the
   // doc stream is padded, so reading 4 bytes at the last posting stays in bounds).
@@ -152,7 +152,7 @@ inline void posting_cursor::skip_block() noexcept {
     pos = pos_base + skips[lo - 1].pos_end;
     doc = skips[lo - 1].last_doc;
     pos_len = 0;
-    left = std::min(block_docs, df - lo * block_docs);
+    left = std::min(kBlockDocs, df - lo * kBlockDocs);
   }
   // The target is in this block (its last doc >= target), so the scan never leaves it: it
   // follows only the doc number and the positions offset until the doc is reached.

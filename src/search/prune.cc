@@ -97,7 +97,7 @@ void pruned_eval::seed_heap(const local_shard& shard, const query_plan& plan, sh
     if (at != UINT32_MAX) {
       const uint32_t* docs =
           (ws.ev.by_date ? shard.champ_date_.data() : shard.champ_doc_.data()) + at;
-      ws.seeds.insert(ws.seeds.end(), docs, docs + champ_len);
+      ws.seeds.insert(ws.seeds.end(), docs, docs + kChampLen);
     }
   }
   if (ws.seeds.empty()) {
@@ -272,7 +272,7 @@ bool pruned_eval::top_step(const local_shard& shard, const query_plan& plan, sha
         top_doc(shard, plan, ws, heap, end);
       }
     } else {
-      if (heap.size() == plan.k && !ev.by_date && shard.docs_.size() >= prefetch_min_docs) {
+      if (heap.size() == plan.k && !ev.by_date && shard.docs_.size() >= kPrefetchMinDocs) {
         shard.prefetch_lead(ws, true);  // the bounds read each doc's length class and norm
       }
       top_doc(shard, plan, ws, heap, end);
@@ -319,7 +319,7 @@ void pruned_eval::fill_term_max(const local_shard& shard, shard_workspace& ws) {
     ws.f_gen[cls] = ws.f_gen_now;
     ws.f_min[cls] = lead_f_min(plan, ws, ws.ev.kn_class[cls], ws.f_kth);
   }
-  static_assert(w_title == 3.0 && w_text == 1.0);
+  static_assert(kTitleWeight == 3.0 && kTextWeight == 1.0);
   return uint64_t{3} * lead.tf_title + lead.tf_text >= ws.f_min[cls];
 }
 
@@ -509,7 +509,7 @@ bool pruned_eval::lead_walk(const local_shard& shard, const query_plan& plan, sh
     // (with the lead's frequencies), then offered: a match's branch would be mispredicted as
     // often as matches are neither rare nor common.
     uint64_t total = out.total;
-    std::array<uint32_t, block_docs> docs, tf_title, tf_text;
+    std::array<uint32_t, kBlockDocs> docs, tf_title, tf_text;
     while (more && budget != 0) {
       posting_cursor c = lead;
       uint32_t n = 0;

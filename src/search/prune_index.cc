@@ -36,7 +36,7 @@ prune_index prune_index_builder::compute_prune_index(const local_shard& shard) {
   uint32_t sets = 0;
   for (size_t ti = 0; ti < shard.terms_.size(); ++ti) {
     const uint64_t df = shard.terms_[ti].df;
-    if (df >= block_docs && df * dense_divisor >= n) {
+    if (df >= kBlockDocs && df * dense_divisor >= n) {
       px.set_of_term[ti] = sets++;
     }
   }
@@ -60,7 +60,7 @@ prune_index prune_index_builder::compute_prune_index(const local_shard& shard) {
     return shard.time_[a] < shard.time_[b] || (shard.time_[a] == shard.time_[b] && a > b);
   });
   px.time_step =
-      static_cast<uint32_t>(std::max<uint64_t>(1, (n + time_buckets - 1) / time_buckets));
+      static_cast<uint32_t>(std::max<uint64_t>(1, (n + kTimeBuckets - 1) / kTimeBuckets));
   const uint64_t cums = n == 0 ? 0 : (n - 1) / px.time_step;  // j * time_step < n for j <= cums
   px.time_cum.assign(cums * px.words, 0);
   for (uint64_t j = 1; j <= cums; ++j) {
@@ -117,7 +117,7 @@ void prune_index_builder::compute_impact(const local_shard& shard, prune_index& 
     return shard.terms_[a].df > shard.terms_[b].df ||
            (shard.terms_[a].df == shard.terms_[b].df && a < b);
   });
-  chosen.resize(std::min<size_t>({chosen.size(), impact_max_terms, impact_terms_most}));
+  chosen.resize(std::min<size_t>({chosen.size(), impact_max_terms, kImpactTermsMost}));
   px.impact_at.assign(1, 0);
   if (chosen.empty()) {
     return;

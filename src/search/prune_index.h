@@ -20,11 +20,11 @@ class local_shard;
 inline uint32_t dense_divisor = 16;
 
 /// The impact terms' frequencies in one doc, and its length, in one cache line's half.
-inline constexpr uint32_t impact_terms_most = 30;
+inline constexpr uint32_t kImpactTermsMost = 30;
 struct alignas(32) impact_row {
-  uint16_t len;                   ///< title + text tokens; 65535: that or more (len_norm_)
-  uint8_t wf[impact_terms_most];  ///< per impact term: 3 x title + text tf, capped at 255
-                                  ///< (255: read the postings); 0: not in the doc
+  uint16_t len;                  ///< title + text tokens; 65535: that or more (len_norm_)
+  uint8_t wf[kImpactTermsMost];  ///< per impact term: 3 x title + text tf, capped at 255
+                                 ///< (255: read the postings); 0: not in the doc
 };
 static_assert(sizeof(impact_row) == 32);
 
@@ -76,7 +76,7 @@ struct prune_index {
 /// impact_max_terms commonest, each with its impact_depth best docs in order. Settable so tests
 /// can vary them; set them before loading, never during.
 inline uint32_t impact_divisor = 4;
-inline uint32_t impact_max_terms = impact_terms_most;  // at most impact_terms_most
+inline uint32_t impact_max_terms = kImpactTermsMost;  // at most kImpactTermsMost
 inline uint32_t impact_depth = 8192;
 /// impact_top runs for k up to this (deeper pages need deeper lists than it keeps), and for
 /// queries of at most impact_max_query_terms terms: it runs unsliced, reading at most that many
@@ -93,7 +93,7 @@ inline constexpr std::array<uint32_t, 256> len_class_min = [] {
   return m;
 }();
 /// Buckets of time ranks with a cumulative bitset each (prune_index::time_cum).
-inline constexpr uint32_t time_buckets = 32;
+inline constexpr uint32_t kTimeBuckets = 32;
 
 /// Derives a sealed shard's prune_index (prune_index.cc): the bitsets, the time order and the
 /// tags' docs from its postings and stored stories, the length classes, and the impact terms'

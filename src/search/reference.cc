@@ -67,13 +67,13 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
     tokenize(*body, text);
     // D straight from the token lists, the norm from the formula (not len_norm_)
     const double d = static_cast<double>(title.size() + text.size());
-    const double kn = k1 * (1 - b + b * d / avgdl);
+    const double kn = kK1 * (1 - kB + kB * d / avgdl);
     double score = 0;
     for (size_t i = 0; i < plan.terms.size() && ok; ++i) {
       const uint32_t tt = count(title, plan.terms[i]);
       const uint32_t tx = count(text, plan.terms[i]);
       ok = tt + tx > 0;
-      score += plan.idf[i] * ((3.0 * tt + 1.0 * tx) * (k1 + 1.0) / ((3.0 * tt + 1.0 * tx) + kn));
+      score += plan.idf[i] * ((3.0 * tt + 1.0 * tx) * (kK1 + 1.0) / ((3.0 * tt + 1.0 * tx) + kn));
     }
     for (size_t p = 0; p < plan.phrases.size() && ok; ++p) {
       const phrase_span& ph = plan.phrases[p];
@@ -81,7 +81,7 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
       const uint32_t px = phrase_count(text, ph);
       ok = ph.count < 2 || pt + px > 0;
       const double f = 3.0 * pt + 1.0 * px;
-      score += (plan.phrase_idf.empty() ? 1.0 : plan.phrase_idf[p]) * (f * (k1 + 1.0) / (f + kn));
+      score += (plan.phrase_idf.empty() ? 1.0 : plan.phrase_idf[p]) * (f * (kK1 + 1.0) / (f + kn));
     }
     if (!ok) {
       continue;

@@ -32,7 +32,7 @@ bool take_hits(simdjson::dom::parser& dom, std::string_view body, uint32_t k, ui
   }
   simdjson::dom::element total_e;
   simdjson::dom::array hits;
-  if (obj["total"].get(total_e) || !get_uint(total_e, max_docs, total) ||
+  if (obj["total"].get(total_e) || !get_uint(total_e, kMaxDocs, total) ||
       obj["hits"].get_array().get(hits) || hits.size() > k || hits.size() > total) {
     return false;
   }
@@ -43,7 +43,7 @@ bool take_hits(simdjson::dom::parser& dom, std::string_view body, uint32_t k, ui
     simdjson::dom::object story;
     std::string_view story_id;
     if (e.get_object().get(h) || h["key"].get_double().get(key) || !std::isfinite(key) ||
-        h["id"].get_string().get(id) || id.empty() || id.size() > max_term_bytes ||
+        h["id"].get_string().get(id) || id.empty() || id.size() > kMaxTermBytes ||
         h["story"].get_object().get(story) || story["id"].get_string().get(story_id) ||
         story_id != id) {
       return false;
@@ -99,15 +99,15 @@ remote_query::remote_query(uint32_t remotes) : remotes_(remotes), st_(std::make_
   arg_chars_.reserve(4096);
   story_id_.reserve(256);
   st_->term_chars.reserve(2048);
-  st_->terms.reserve(max_fleet_terms);
-  st_->phrases.reserve(max_fleet_terms / 2);
-  st_->phrase_terms.reserve(max_fleet_terms);
-  st_->local_df.reserve(max_fleet_terms);
-  st_->df.reserve(max_fleet_terms);
-  st_->idf.reserve(max_fleet_terms);
+  st_->terms.reserve(kMaxFleetTerms);
+  st_->phrases.reserve(kMaxFleetTerms / 2);
+  st_->phrase_terms.reserve(kMaxFleetTerms);
+  st_->local_df.reserve(kMaxFleetTerms);
+  st_->df.reserve(kMaxFleetTerms);
+  st_->idf.reserve(kMaxFleetTerms);
   st_->answers.resize(remotes);
   for (remote_reply& a : st_->answers) {
-    a.df.reserve(max_fleet_terms);
+    a.df.reserve(kMaxFleetTerms);
     a.chars.reserve(4096);
   }
 }
@@ -133,7 +133,7 @@ void remote_query::start_search(const backend& b, const query_args& args) {
   }
   state& st = *st_;
   plan_terms(args_.query, st.term_chars, st.terms, st.phrases, st.phrase_terms, st.alone);
-  st.k = std::min<uint32_t>(args.offset + args.limit, max_k);
+  st.k = std::min<uint32_t>(args.offset + args.limit, kMaxK);
   st.phrase_df = needs_phrase_df(st.alone, st.phrases.size(), args.sort);
   st.local_df.assign(st.terms.size() + (st.phrase_df ? st.phrases.size() : 0), 0);
   st.local_ok.assign(b.local_count(), 0);
@@ -198,21 +198,21 @@ bool remote_query::on_df(uint32_t r, int status, std::string_view body) {
       obj, seen,
       [&a, &stats, want_df](std::string_view key, simdjson::dom::element v, bool& ok) -> unsigned {
         if (key == "docs") {
-          ok = get_uint(v, max_docs, stats.docs);
+          ok = get_uint(v, kMaxDocs, stats.docs);
           return 1;
         }
         if (key == "title_tokens") {
-          ok = get_uint(v, max_tokens, stats.title_tokens);
+          ok = get_uint(v, kMaxTokens, stats.title_tokens);
           return 2;
         }
         if (key == "text_tokens") {
-          ok = get_uint(v, max_tokens, stats.text_tokens);
+          ok = get_uint(v, kMaxTokens, stats.text_tokens);
           return 4;
         }
         if (key == "df") {
           ok = get_array(v, want_df, a.df,
                          [](simdjson::dom::element e, uint64_t& n) {
-                           return get_uint(e, max_docs, n);
+                           return get_uint(e, kMaxDocs, n);
                          }) &&
                a.df.size() == want_df;
           return 8;

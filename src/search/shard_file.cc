@@ -115,7 +115,7 @@ struct shard_sections {
       }
     }
     for (const term_info& ti : terms) {
-      const uint64_t blocks = (uint64_t{ti.df} + block_docs - 1) / block_docs;
+      const uint64_t blocks = (uint64_t{ti.df} + kBlockDocs - 1) / kBlockDocs;
       if (ti.doc_off > doc_stream.size() || ti.pos_off > pos_stream.size() ||
           ti.skip_off > skips.size() || blocks > skips.size() - ti.skip_off ||
           uint64_t{ti.name_off} + ti.name_len > term_chars.size()) {
@@ -242,7 +242,7 @@ bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
     return false;
   }
   for (uint32_t at : champ_at) {
-    if (at != UINT32_MAX && (at > champ_doc.size() || champ_doc.size() - at < champ_len)) {
+    if (at != UINT32_MAX && (at > champ_doc.size() || champ_doc.size() - at < kChampLen)) {
       return false;
     }
   }
@@ -274,7 +274,7 @@ void local_shard::load_impact(const index_reader& r, uint32_t s) {
     return;
   }
   const size_t m = x.terms.size();
-  bool ok = m <= impact_terms_most && x.at.size() == m + 1 && x.at[0] == 0 &&
+  bool ok = m <= kImpactTermsMost && x.at.size() == m + 1 && x.at[0] == 0 &&
             x.at[m] == x.doc.size() && x.part.size() == x.doc.size() &&
             x.rows.size() == (m == 0 ? 0 : docs_.size()) &&
             reinterpret_cast<uintptr_t>(x.rows.data()) % alignof(impact_row) == 0;

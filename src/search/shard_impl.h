@@ -95,16 +95,16 @@ void push_huge(std::vector<T>& v, const T& x) {
 // BM25 as SQLite FTS5's bm25(t, 3.0, 1.0) computes it (see query_plan): a title occurrence
 // counts 3, a text one 1; every expression below is evaluated in the same order as FTS5's, so
 // scores are bit-identical to its for the same corpus statistics.
-constexpr double k1 = 1.2;
-constexpr double b = 0.75;
-constexpr double w_title = 3.0;
-constexpr double w_text = 1.0;
+constexpr double kK1 = 1.2;
+constexpr double kB = 0.75;
+constexpr double kTitleWeight = 3.0;
+constexpr double kTextWeight = 1.0;
 
 // One unit's contribution before idf, for frequency f (weighted) and length norm kn
 // (k1 (1 - b + b D / avgdl)). Increasing in f, decreasing in kn.
-inline double unit_part(double f, double kn) noexcept { return f * (k1 + 1.0) / (f + kn); }
+inline double unit_part(double f, double kn) noexcept { return f * (kK1 + 1.0) / (f + kn); }
 inline double term_part(uint32_t tf_title, uint32_t tf_text, double kn) noexcept {
-  return unit_part(w_title * tf_title + w_text * tf_text, kn);
+  return unit_part(kTitleWeight * tf_title + kTextWeight * tf_text, kn);
 }
 // A term_part rounded up to a float: v >= 0, so the next float is the next bit pattern.
 inline float round_up(double v) noexcept {
@@ -119,7 +119,7 @@ inline double phrase_weight(const query_plan& plan, size_t p) noexcept {
 }
 inline double length_norm_of(uint32_t len, double avgdl) noexcept {
   const double d = static_cast<double>(len);
-  return k1 * (1 - b + b * d / avgdl);
+  return kK1 * (1 - kB + kB * d / avgdl);
 }
 
 // Writes v as a LEB128 varint at out (room for 5 bytes); returns the bytes written.
@@ -350,7 +350,7 @@ inline uint32_t local_shard::row_frequency(const shard_workspace& ws, size_t i,
       double f = std::numeric_limits<double>::max();
       for (uint32_t j = 0; j < ph.count; ++j) {
         const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
-        f = std::min(f, w_title * c.tf_title + w_text * c.tf_text);
+        f = std::min(f, kTitleWeight * c.tf_title + kTextWeight * c.tf_text);
       }
       ub += phrase_weight(plan, p) * unit_part(f, kn);
     }

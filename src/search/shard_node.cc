@@ -89,7 +89,7 @@ int serve_df(const backend& b, scratch& s, fleet_scratch& f, std::string_view bo
   const fields_read read = read_fields(
       obj, seen, [&f](std::string_view key, simdjson::dom::element v, bool& ok) -> unsigned {
         if (key == "terms") {
-          ok = get_strings(v, max_fleet_terms, max_term_bytes, f.terms);
+          ok = get_strings(v, kMaxFleetTerms, kMaxTermBytes, f.terms);
           return 1;
         }
         if (key == "phrases") {
@@ -152,11 +152,11 @@ enum search_field : unsigned {
 unsigned read_search_field(std::string_view key, simdjson::dom::element v, fleet_scratch& f,
                            query_plan& plan, bool& ok) {
   if (key == "terms") {
-    ok = get_strings(v, max_fleet_terms, max_term_bytes, f.terms);
+    ok = get_strings(v, kMaxFleetTerms, kMaxTermBytes, f.terms);
     return f_terms;
   }
   if (key == "idf") {
-    ok = get_weights(v, max_fleet_terms, f.idf);
+    ok = get_weights(v, kMaxFleetTerms, f.idf);
     return f_idf;
   }
   if (key == "phrases") {
@@ -168,7 +168,7 @@ unsigned read_search_field(std::string_view key, simdjson::dom::element v, fleet
     return f_phrase_terms;
   }
   if (key == "phrase_idf") {
-    ok = get_weights(v, max_fleet_terms / 2, f.phrase_idf);
+    ok = get_weights(v, kMaxFleetTerms / 2, f.phrase_idf);
     return f_phrase_idf;
   }
   if (key == "avgdl") {
@@ -176,7 +176,7 @@ unsigned read_search_field(std::string_view key, simdjson::dom::element v, fleet
     return f_avgdl;
   }
   if (key == "tags") {
-    ok = get_strings(v, max_tags, max_tag_bytes, f.tags);
+    ok = get_strings(v, max_tags, kMaxTagBytes, f.tags);
     return f_tags;
   }
   if (key == "since" || key == "until") {
@@ -196,7 +196,7 @@ unsigned read_search_field(std::string_view key, simdjson::dom::element v, fleet
   }
   if (key == "k") {
     uint64_t k = 0;
-    ok = get_uint(v, max_k, k) && k >= 1;
+    ok = get_uint(v, kMaxK, k) && k >= 1;
     plan.k = static_cast<uint32_t>(k);
     return f_k;
   }

@@ -130,7 +130,7 @@ struct shard_workspace {
     sets.reserve(64);
     shallow.reserve(64);
     term_ub.reserve(64);
-    seeds.reserve(64 * champ_len);
+    seeds.reserve(64 * kChampLen);
     row_slot.reserve(64);
     pair_name.reserve(512);
     pair_terms.reserve(64);

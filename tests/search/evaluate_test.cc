@@ -36,7 +36,7 @@ void run_differential(uint64_t stories, uint64_t seed, uint32_t nshards, int que
       expect_same(got, want,
                   "query " + std::to_string(q) + ": " + rp.text + " shard " + std::to_string(si));
       nonempty += want.total > 0;
-      fast += rp.terms.size() == 1 && want.total > champ_min_df && rp.plan.k < champ_len;
+      fast += rp.terms.size() == 1 && want.total > kChampMinDf && rp.plan.k < kChampLen;
       if (::testing::Test::HasFatalFailure()) {
         return;
       }
@@ -212,7 +212,7 @@ TEST(differential_soak, random_corpora_until_the_time_is_up) {
     if (draw() % 4 != 0) {
       parallel_finalize_postings = 0;  // every shard splits its terms over threads
       dense_divisor = 2 + static_cast<uint32_t>(draw() % 31);
-      prune_min_lead_df = static_cast<uint32_t>(draw() % (2 * block_docs));
+      prune_min_lead_df = static_cast<uint32_t>(draw() % (2 * kBlockDocs));
       one_pass_share = static_cast<double>(draw() % 101) / 100.0;
       pair_min_df = 8 + static_cast<uint32_t>(draw() % 1024);
       pair_max_words = static_cast<uint32_t>(draw() % 1025);

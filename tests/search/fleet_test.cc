@@ -115,7 +115,7 @@ TEST(fleet_test, relevance_equals_a_reference_merge_with_the_global_idf) {
     plan.since = a.since;
     plan.until = a.until;
     plan.sort = a.sort;
-    plan.k = std::min(a.offset + a.limit, max_k);
+    plan.k = std::min(a.offset + a.limit, kMaxK);
     std::vector<std::pair<std::string, double>> all;
     uint64_t total = 0;
     std::vector<const backend*> members{f.gateway.get()};

@@ -545,7 +545,7 @@ TEST(index_file_test, direct_and_plain_writes_give_the_same_file) {
   // O_DIRECT only from Linux 6.6 on), and that the file reads back with every section's
   // checksum verified.
   temp_dir dir;
-  const size_t stage = index_writer::stage_bytes;
+  const size_t stage = index_writer::kStageBytes;
   const std::vector<size_t> sizes = {100, 3 * stage + 12345, 0, 77, stage - 40, 2 * stage, 5};
   const std::string direct_path = dir.path + "/direct.idx", plain_path = dir.path + "/plain.idx";
   const bool direct = write_sections(direct_path, sizes, true);

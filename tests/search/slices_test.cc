@@ -199,7 +199,7 @@ void plan_of(const corpus_fixture& fx, const class_query& q, random_plan& rp) {
   p.since = q.since;
   p.until = q.until;
   p.sort = q.sort;
-  p.k = std::min<uint32_t>(q.offset + q.limit, max_k);
+  p.k = std::min<uint32_t>(q.offset + q.limit, kMaxK);
 }
 
 TEST(slices_test, every_class_in_slices_of_one_posting_equals_the_reference) {
