@@ -27,8 +27,10 @@
 # mixed: answer cache off (a stream of distinct queries), two open-loop loadgens at once at R
 # requests/s in total (default 40): light = 95% (1-term searches from the drawn queries and
 # tools/list, 1:1), heavy = 5% (a phrase of three common words, e.g. "of the a"). Each round runs light
-# alone, then light + heavy with the shipped search_slice_postings (--slice P: P), then
-# (--unsliced) light + heavy with slices off, each on a fresh server that first answers 20,000
+# alone, then the same light stream to nginx (one real 1-term answer, on the server core: the
+# floor this machine puts under any server's latency at this rate, mostly its wake-up from idle),
+# then light + heavy with the shipped search_slice_postings (--slice P: P), then (--unsliced)
+# light + heavy with slices off, each tollgate run on a fresh server that first answers 20,000
 # closed-loop light calls (its index is mapped cold). It prints each class's p50/p99
 # separately (latency from each request's intended send time), medians over the rounds. --rt
 # runs the server and both loadgens at SCHED_FIFO priority 1 (chrt; root), so that on a
@@ -322,26 +324,49 @@ PY
   awk '$8 > 0 { bad = 1 } END { if (bad) print "note: some runs had errors (column 8 of the results)" }' "$results"
 }
 
+# light_answer PORT: the body of one 1-term search_stories answer (limit 10) from the server at PORT
+light_answer() {
+  curl -s "http://127.0.0.1:$1/mcp" -H "Authorization: Bearer $(head -1 "$KEYDIR/keys.txt")" \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -d "$(python3 -c 'import json, sys; print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+      "params": {"name": "search_stories", "arguments": {"query": sys.argv[1], "limit": 10}}}))' \
+      "$(head -1 "$QDIR/light.txt")")"
+}
+
 mixed() {
   local heavy_rate light_rate
   heavy_rate=$(awk -v r="$MIXED_RATE" 'BEGIN { printf "%.3f", r * 0.05 }')
   light_rate=$(awk -v r="$MIXED_RATE" 'BEGIN { printf "%.3f", r * 0.95 }')
   local keys=(--keys "$KEYDIR/keys.txt" --zipf 1)
   [ "$RT" = 1 ] && PRIO=(chrt -f 1)
-  local runs=("alone:" "sliced:$SLICE")
+  # alone, then nginx (the floor: the machine's own latency for an open-loop stream at this rate
+  # to a mostly idle core), then light + heavy
+  local runs=("alone:" "nginx:" "sliced:$SLICE")
   [ "$UNSLICED" = 1 ] && runs+=("unsliced:0")
   local results="$PERF_TMP/mixed.results" r name slice hpid round out t0 t1
   : >"$results"
   for round in $(seq "$ROUNDS"); do
     for r in "${runs[@]}"; do
       name=${r%%:*} slice=${r#*:} out="$PERF_TMP/mixed.$name.$round"
-      start_server "mixed-$name-$round" 0 "$slice"
-      # a fresh server maps its index cold: touch the light queries' postings first (20,000
-      # draws of the ~2,000 1-term queries reach nearly all of them; a few seconds)
-      lg "$out.prewarm.json" -c 4 -n 20000 -d 20s --warmup 0 "${keys[@]}" --req call --limit 10 \
-        --queries "$QDIR/light.txt" "http://127.0.0.1:$SRV_PORT/mcp"
+      local check=full
+      if [ "$name" = nginx ]; then
+        # nginx answers every light request with one real 1-term answer (taken from the first
+        # tollgate server), on the server core, at the same priority
+        SRV_PORT=$(perf_free_port) check=status
+        perf_start_nginx "mixed-nginx-$round" "$SERVER_CORE" "$SRV_PORT" "$PERF_TMP/mixed-answer.json" \
+          application/json || perf_die "nginx did not start"
+        SRV_PID=$PERF_LAST_PID
+        [ "$RT" = 1 ] && chrt -f -p 1 "$SRV_PID"
+      else
+        start_server "mixed-$name-$round" 0 "$slice"
+        # a fresh server maps its index cold: touch the light queries' postings first (20,000
+        # draws of the ~2,000 1-term queries reach nearly all of them; a few seconds)
+        lg "$out.prewarm.json" -c 4 -n 20000 -d 20s --warmup 0 "${keys[@]}" --req call --limit 10 \
+          --queries "$QDIR/light.txt" "http://127.0.0.1:$SRV_PORT/mcp"
+        [ -s "$PERF_TMP/mixed-answer.json" ] || light_answer "$SRV_PORT" >"$PERF_TMP/mixed-answer.json"
+      fi
       hpid=""
-      if [ "$name" != alone ]; then
+      if [ "$name" != alone ] && [ "$name" != nginx ]; then
         taskset -c "$CLIENT_CORE" "${PRIO[@]}" "$LG" --json -c 16 -R "$heavy_rate" --warmup 5s -d "${DURATION}s" \
           "${keys[@]}" --req call --limit 10 --queries "$QDIR/heavy.txt" --seed 2 \
           "http://127.0.0.1:$SRV_PORT/mcp" >"$out.heavy.json" 2>"$out.heavy.err" &
@@ -349,7 +374,7 @@ mixed() {
         PERF_PIDS+=("$hpid")
       fi
       t0=$(perf_cpu_ticks "$SRV_PID")
-      lg "$out.light.json" -c 64 -R "$light_rate" --warmup 5s -d "${DURATION}s" \
+      lg "$out.light.json" -c 64 -R "$light_rate" --warmup 5s -d "${DURATION}s" --check "$check" \
         "${keys[@]}" --req call --req list --limit 10 --queries "$QDIR/light.txt" \
         "http://127.0.0.1:$SRV_PORT/mcp"
       t1=$(perf_cpu_ticks "$SRV_PID")
