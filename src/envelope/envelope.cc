@@ -223,7 +223,9 @@ void cache::empty_response(out_buffer& out, int status, std::string_view extra_h
                            bool close) const {
   head(out, status, close);
   out.append(extra_headers);
-  out.append("Content-Length: 0\r\n\r\n");
+  // RFC 9110 §8.6: a 204 carries no Content-Length at all; a bodiless 202 says 0.
+  out.append(status == 204 ? std::string_view("\r\n")
+                           : std::string_view("Content-Length: 0\r\n\r\n"));
 }
 
 void cache::success_prefix(out_buffer& out, std::string_view id, revision r) const {

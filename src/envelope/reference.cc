@@ -95,7 +95,9 @@ std::string http(int status, bool close, std::string_view extra_headers, std::st
     r += "Connection: close\r\n";
   }
   r += extra_headers;
-  if (status == 202 || status == 204) {
+  if (status == 204) {
+    r += "\r\n";  // RFC 9110 §8.6: no Content-Length on a 204
+  } else if (status == 202) {
     r += "Content-Length: 0\r\n\r\n";  // bodiless: written whole by empty_response
   } else {
     // The value right-aligned in an 8-byte field after the colon (at least one space before

@@ -257,12 +257,22 @@ TEST(envelope_test, content_length_field_is_right_aligned_and_widens_past_seven_
 }
 
 TEST(envelope_test, empty_response_matches_reference) {
-  // Verifies bodiless responses (202, 204) carry no Content-Type and Content-Length 0.
+  // Verifies bodiless responses (202, 204) carry no Content-Type, a 202 says Content-Length 0,
+  // and a 204 has no Content-Length at all (RFC 9110 §8.6: a server must not send one).
   for (int status : {202, 204}) {
-    out_buffer out;
-    the_cache().empty_response(out, status, "X-A: 1\r\n", false);
-    EXPECT_EQ(out.view(), reference::http(status, false, "X-A: 1\r\n", ""));
+    for (bool close : {false, true}) {
+      out_buffer out;
+      the_cache().empty_response(out, status, "X-A: 1\r\n", close);
+      EXPECT_EQ(out.view(), reference::http(status, close, "X-A: 1\r\n", ""));
+      EXPECT_EQ(out.view().find("Content-Type"), std::string_view::npos);
+      EXPECT_TRUE(out.view().ends_with(
+          "X-A: 1\r\n" + std::string(status == 202 ? "Content-Length: 0\r\n" : "") + "\r\n"))
+          << out.view();
+    }
   }
+  out_buffer no_content;
+  the_cache().empty_response(no_content, 204, "", false);
+  EXPECT_EQ(no_content.view(), "HTTP/1.1 204 No Content\r\n\r\n");
 }
 
 TEST(envelope_test, unauthorized_never_advertises_oauth) {

@@ -140,7 +140,8 @@ class cache {
   /// body_end(), then, when `omit_body` (the request is HEAD: http::response_head::omit_body),
   /// drops the body it counted.
   void body_end(out_buffer& out, body_mark m, bool omit_body) const;
-  /// A whole bodiless response ("Content-Length: 0"), e.g. 202 or 204, with extra header lines.
+  /// A whole bodiless response with extra header lines: a 202 says "Content-Length: 0", a 204
+  /// has no Content-Length (RFC 9110 §8.6).
   void empty_response(out_buffer& out, int status, std::string_view extra_headers,
                       bool close) const;
 
