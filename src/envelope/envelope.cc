@@ -224,8 +224,8 @@ void cache::empty_response(out_buffer& out, int status, std::string_view extra_h
   head(out, status, close);
   out.append(extra_headers);
   // RFC 9110 §8.6: a 204 carries no Content-Length at all; a bodiless 202 says 0.
-  out.append(status == 204 ? std::string_view("\r\n")
-                           : std::string_view("Content-Length: 0\r\n\r\n"));
+  out.append(http::has_no_body(status) ? std::string_view("\r\n")
+                                       : std::string_view("Content-Length: 0\r\n\r\n"));
 }
 
 void cache::success_prefix(out_buffer& out, std::string_view id, revision r) const {

@@ -95,7 +95,7 @@ std::string http(int status, bool close, std::string_view extra_headers, std::st
     r += "Connection: close\r\n";
   }
   r += extra_headers;
-  if (status == 204) {
+  if (http::has_no_body(status)) {
     r += "\r\n";  // RFC 9110 §8.6: no Content-Length on a 204
   } else if (status == 202) {
     r += "Content-Length: 0\r\n\r\n";  // bodiless: written whole by empty_response

@@ -23,10 +23,6 @@ inline char* format_decimal_backwards(char* end, uint64_t v) noexcept {
 
 inline void append_raw(out_buffer& out, std::string_view s) { out.append(s.data(), s.size()); }
 
-inline bool has_no_body(int status) noexcept {
-  return status < 200 || status == 204 || status == 304;
-}
-
 void write_head_common(out_buffer& out, const response_head& h) {
   write_status_line(out, h.status, 1);
   append_raw(out, h.date_line);

@@ -23,6 +23,12 @@ namespace tollgate::http {
 /// The RFC 9110 reason phrase for `status` ("Not Found"), or "" for a status without one.
 std::string_view reason_phrase(int status) noexcept;
 
+/// Whether a response with this status has no body and no Content-Length (RFC 9110 §6.4.1,
+/// §8.6): 1xx, 204 and 304.
+constexpr bool has_no_body(int status) noexcept {
+  return status < 200 || status == 204 || status == 304;
+}
+
 /// The literal interim response an engine sends for `Expect: 100-continue`.
 inline constexpr std::string_view continue_response = "HTTP/1.1 100 Continue\r\n\r\n";
 
