@@ -12,7 +12,9 @@
 # plan without limits), --threads 1 on core 0, the client on core 1. The query run: every
 # query of the TSV file (CLASS<TAB>QUERY, as perf/search/ab-compare writes them; default
 # /work/tmp/ab-queries-corpus-1000000-1.jsonl.tsv) as MCP tools/call search_stories (limit 10),
-# then get_story of its first hit, over one keep-alive connection.
+# then get_story of its first hit, over one keep-alive connection. Before each start the index
+# file's pages are evicted from the page cache (POSIX_FADV_DONTNEED), so what read the file
+# before (a build, the other build's run, a copy) does not decide how the kernel maps it.
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
@@ -60,6 +62,8 @@ run() {
     perf_log "$name: building its index (once)"
     "$bin" index build --corpus "$dir/corpus.jsonl" >&2
   fi
+  python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
+    "$dir/corpus.jsonl.tollgate-index"
   rm -rf "$dir/data"
   mkdir -p "$dir/data"
   printf '%s' "$PLAN_TOML" >"$dir/config.toml"
