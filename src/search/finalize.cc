@@ -287,19 +287,9 @@ struct posting_ring {
       doc = 0;
     }
     entry& e = ring[head++ % ahead_docs];
-    uint32_t word;
-    std::memcpy(&word, at, 4);  // the stream ends in 16 bytes of padding
-    if ((word & 0x80808080u) == 0) {
-      doc += word & 0xFF;
-      e.tf_title = (word >> 8) & 0xFF;
-      e.tf_text = (word >> 16) & 0xFF;
-      at += 4;
-    } else {
-      doc += read_varint(at);
-      e.tf_title = read_varint(at);
-      e.tf_text = read_varint(at);
-      read_varint(at);
-    }
+    uint32_t delta, pos_len;
+    read_posting(at, delta, e.tf_title, e.tf_text, pos_len);  // the stream's padding covers it
+    doc += delta;
     e.doc = doc;
     __builtin_prefetch(keys.key.data() + doc);
   }

@@ -3,7 +3,7 @@
 // Two passes, so the per-term work touches small arrays instead of one growing vector per term
 // (which made every (doc, term) pair a cache miss):
 //   1. per doc: tokenize, group occurrences by term, append one record per (term, doc)
-//      [term][doc delta, tf title, tf text, positions length][positions] to the stream of the
+//      [term][doc delta, frequencies, positions length][positions] to the stream of the
 //      term's bucket (a range of term numbers) and count each term's df and exact byte sizes;
 //   2. lay the terms out with prefix sums, then copy every record to its term's place, bucket
 //      by bucket.
@@ -280,13 +280,12 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
   for (const pair_group& g : pair_groups) {
     const uint32_t t = g.term, tft = g.tft, tfx = g.tfx;
     term_state& c = state[t];
-    uint8_t* out = prepare_record(t, 25);
+    uint8_t* out = prepare_record(t, 22);  // 5 term, 5 delta, 11 frequencies, 1 length
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
     h += put_varint(out + h, d - c.last_doc);
-    h += put_varint(out + h, tft);
-    h += put_varint(out + h, tfx);
-    h += put_varint(out + h, 0);
+    h += put_tf(out + h, tft, tfx);
+    out[h++] = 0;  // no positions
     commit_record(h);
     c.count(d, h - entry_at, 0);
   }
@@ -429,16 +428,15 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       const uint32_t p = sorted_pos[i];
       const uint32_t tft = p < tl ? 1 : 0;
       term_state& c = state[t];
-      // at most 5 bytes of term, 5 of doc delta, 3 of counts and length, 5 of position
-      uint8_t* out = prepare_record(t, 18);
+      // at most 5 bytes of term, 5 of doc delta, 2 of frequencies and length, 5 of position
+      uint8_t* out = prepare_record(t, 17);
       size_t h = put_varint(out, t);
       const size_t entry_at = h;
       h += put_varint(out + h, d - c.last_doc);
-      out[h] = static_cast<uint8_t>(tft);
-      out[h + 1] = static_cast<uint8_t>(1 - tft);
-      const size_t pos_len = put_varint(out + h + 3, p);
-      out[h + 2] = static_cast<uint8_t>(pos_len);
-      h += 3;
+      out[h] = static_cast<uint8_t>(tft << 5 | (1 - tft));
+      const size_t pos_len = put_varint(out + h + 2, p);
+      out[h + 1] = static_cast<uint8_t>(pos_len);
+      h += 2;
       commit_record(h + pos_len);
       c.count(d, h - entry_at, pos_len);
       continue;
@@ -457,12 +455,11 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       prev = p;
     }
     term_state& c = state[t];
-    uint8_t* out = prepare_record(t, 25 + pos_len);
+    uint8_t* out = prepare_record(t, 26 + pos_len);  // 5 term, 5 delta, 11 frequencies, 5 length
     size_t h = put_varint(out, t);
     const size_t entry_at = h;
     h += put_varint(out + h, d - c.last_doc);
-    h += put_varint(out + h, tft);
-    h += put_varint(out + h, tfx);
+    h += put_tf(out + h, tft, tfx);
     h += put_varint(out + h, static_cast<uint32_t>(pos_len));
     copy_small(out + h, pbuf.data(), pos_len);
     commit_record(h + pos_len);
@@ -517,7 +514,7 @@ void local_shard::index_builder::scatter() {
     w[t] = {ti.doc_off, ti.pos_off, ti.skip_off, 0, 0, ti.df};
   }
   struct pending {
-    const uint8_t* entry;  // doc delta, tf title, tf text, positions length
+    const uint8_t* entry;  // doc delta, frequencies, positions length (postings.h)
     uint32_t t;
     uint32_t delta;
     uint32_t entry_len;
@@ -557,8 +554,8 @@ void local_shard::index_builder::scatter() {
     r.t = read_varint(p);
     r.entry = p;
     r.delta = read_varint(p);
-    read_varint(p);
-    read_varint(p);
+    uint32_t tft, tfx;
+    detail::read_tf(p, tft, tfx);
     r.pos_len = read_varint(p);
     r.entry_len = static_cast<uint32_t>(p - r.entry);
     p += r.pos_len;

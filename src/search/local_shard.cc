@@ -381,7 +381,7 @@ uint32_t local_shard::intern_term(std::string_view tok, uint64_t h) {
 // Two passes, so the per-term work touches small arrays instead of one growing vector per term
 // (which made every (doc, term) pair a cache miss):
 //   1. per doc: tokenize, group occurrences by term, append one record per (term, doc) to a
-//      sequential stream [term][doc delta, tf title, tf text, positions length][positions] and
+//      sequential stream [term][doc delta, frequencies, positions length][positions] and
 //      count each term's df and exact byte sizes;
 
 result<uint32_t, errc> local_shard::find(std::string_view want) const {

@@ -3,8 +3,11 @@
 // the cursor's steps are inline in the evaluation loops.
 //
 // Postings, per term, in three contiguous streams shared by all terms of the shard:
-//   doc stream:  per doc, varints: doc delta, title tf, text tf, byte length of its positions;
-//                docs come in blocks of 128;
+//   doc stream:  per doc: the doc delta (a varint); its frequencies, one byte
+//                (title tf << 5 | text tf) when the title tf is below 4 and the text tf below
+//                32, as nearly all are, else the byte 0x80 and two varints (title tf, text tf);
+//                the byte length of its positions (a varint). So most postings are three
+//                bytes, each below 0x80. Docs come in blocks of 128;
 //   positions:   per doc, varints: first position, then deltas. Title tokens take positions
 //                0..title_len-1, text tokens start at title_len+1, so phrases never span fields;
 //   skips:       per block {last doc, doc-stream end, positions end}, for seek().
@@ -43,6 +46,11 @@ struct term_info {
 };
 
 namespace detail {
+/// The frequencies byte of a posting whose title tf is below 4 and text tf below 32.
+inline constexpr uint32_t kTfTitleMax = 3;
+inline constexpr uint32_t kTfTextMax = 31;
+inline constexpr uint8_t kTfEscape = 0x80;
+
 /// Reads one LEB128 varint (at most 5 bytes) and advances p.
 inline uint32_t read_varint(const uint8_t*& p) noexcept {
   uint32_t v = *p & 0x7F;
@@ -57,6 +65,38 @@ inline uint32_t read_varint(const uint8_t*& p) noexcept {
       return v;
     }
     shift += 7;
+  }
+}
+
+/// Reads a posting's frequencies (after its doc delta) and advances p.
+inline void read_tf(const uint8_t*& p, uint32_t& tf_title, uint32_t& tf_text) noexcept {
+  const uint8_t b = *p++;
+  if (b != kTfEscape) {
+    tf_title = b >> 5;
+    tf_text = b & 0x1F;
+  } else {
+    tf_title = read_varint(p);
+    tf_text = read_varint(p);
+  }
+}
+
+/// Reads a whole posting (doc delta, frequencies, positions length) and advances p: three
+/// one-byte fields from one load when they are (the doc stream is padded, so reading 4 bytes
+/// at the last posting stays in bounds).
+inline void read_posting(const uint8_t*& p, uint32_t& delta, uint32_t& tf_title, uint32_t& tf_text,
+                         uint32_t& pos_len) noexcept {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  if ((w & 0x808080u) == 0) {
+    delta = w & 0xFF;
+    tf_title = (w >> 13) & 0x03;
+    tf_text = (w >> 8) & 0x1F;
+    pos_len = (w >> 16) & 0xFF;
+    p += 3;
+  } else {
+    delta = read_varint(p);
+    read_tf(p, tf_title, tf_text);
+    pos_len = read_varint(p);
   }
 }
 }  // namespace detail
@@ -96,22 +136,9 @@ inline bool posting_cursor::next() noexcept {
     ++block;
     left = std::min(kBlockDocs, df - block * kBlockDocs);
   }
-  // Most postings of frequent terms are four one-byte varints: decode them from one load (the
-  // doc stream is padded, so reading 4 bytes at the last posting stays in bounds).
-  uint32_t w;
-  std::memcpy(&w, p, 4);
-  if ((w & 0x80808080u) == 0) {
-    doc += w & 0xFF;
-    tf_title = (w >> 8) & 0xFF;
-    tf_text = (w >> 16) & 0xFF;
-    pos_len = w >> 24;
-    p += 4;
-  } else {
-    doc += detail::read_varint(p);
-    tf_title = detail::read_varint(p);
-    tf_text = detail::read_varint(p);
-    pos_len = detail::read_varint(p);
-  }
+  uint32_t delta;
+  detail::read_posting(p, delta, tf_title, tf_text, pos_len);
+  doc += delta;
   --left;
   return true;
 }
@@ -161,50 +188,54 @@ inline void posting_cursor::skip_block() noexcept {
   uint32_t d = doc;
   uint32_t n = left;
 #if defined(__SSE2__)
-  // Four one-byte-varint postings at a time while the target lies beyond them: their doc gaps
-  // (bytes 0, 4, 8, 12) and position lengths (bytes 3, 7, 11, 15) summed by SAD. Four postings
-  // are at least 16 bytes, so the load stays in the block.
-  while (n >= 4) {
+  // Five three-byte postings at a time while the target lies beyond them: their doc gaps
+  // (bytes 0, 3, 6, 9, 12) and position lengths (bytes 2, 5, 8, 11, 14) summed by SAD. Five
+  // postings are at least 15 bytes, so the 16-byte load reads at most one byte past them, in
+  // the stream (its next term, or its padding).
+  while (n >= 5) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-    if (_mm_movemask_epi8(v) != 0) {
-      break;  // a longer varint among them
+    if ((_mm_movemask_epi8(v) & 0x7FFF) != 0) {
+      break;  // a longer posting among them
     }
     const __m128i zero = _mm_setzero_si128();
-    const __m128i gs = _mm_sad_epu8(_mm_and_si128(v, _mm_set1_epi32(0xFF)), zero);
+    const __m128i gaps = _mm_setr_epi8(-1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0, 0, 0);
+    const __m128i lens = _mm_setr_epi8(0, 0, -1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0);
+    const __m128i gs = _mm_sad_epu8(_mm_and_si128(v, gaps), zero);
     const uint32_t g = static_cast<uint32_t>(_mm_cvtsi128_si32(gs) + _mm_extract_epi16(gs, 4));
     if (d + g >= target) {
       break;
     }
-    const __m128i ls = _mm_sad_epu8(_mm_srli_epi32(v, 24), zero);
+    const __m128i ls = _mm_sad_epu8(_mm_and_si128(v, lens), zero);
     ps += _mm_cvtsi128_si32(ls) + _mm_extract_epi16(ls, 4);
     d += g;
-    q += 16;
-    n -= 4;
+    q += 15;
+    n -= 5;
   }
 #endif
+  // The postings passed over need only their doc gap and positions length: the frequencies
+  // are decoded for the one reached.
   while (true) {
+    const uint8_t* at = q;
     uint32_t w;
     std::memcpy(&w, q, 4);
-    uint32_t tt, tx, pl;
-    if ((w & 0x80808080u) == 0) {
+    uint32_t pl;
+    if ((w & 0x808080u) == 0) {
       d += w & 0xFF;
-      tt = (w >> 8) & 0xFF;
-      tx = (w >> 16) & 0xFF;
-      pl = w >> 24;
-      q += 4;
+      pl = (w >> 16) & 0xFF;
+      q += 3;
     } else {
+      uint32_t tt, tx;
       d += detail::read_varint(q);
-      tt = detail::read_varint(q);
-      tx = detail::read_varint(q);
+      detail::read_tf(q, tt, tx);
       pl = detail::read_varint(q);
     }
     --n;
     if (d >= target) {
+      detail::read_varint(at);
+      detail::read_tf(at, tf_title, tf_text);
       p = q;
       pos = ps;
       doc = d;
-      tf_title = tt;
-      tf_text = tx;
       pos_len = pl;
       left = n;
       return true;

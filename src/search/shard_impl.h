@@ -133,6 +133,20 @@ inline size_t put_varint(uint8_t* out, uint32_t v) noexcept {
   return n;
 }
 
+/// Writes a posting's frequencies (postings.h) at out; returns the bytes written (1, or at most
+/// 11).
+inline size_t put_tf(uint8_t* out, uint32_t tf_title, uint32_t tf_text) noexcept {
+  if (tf_title <= detail::kTfTitleMax && tf_text <= detail::kTfTextMax) {
+    out[0] = static_cast<uint8_t>(tf_title << 5 | tf_text);
+    return 1;
+  }
+  out[0] = detail::kTfEscape;
+  size_t h = 1;
+  h += put_varint(out + h, tf_title);
+  h += put_varint(out + h, tf_text);
+  return h;
+}
+
 // Copies n bytes, sizeof(Word) <= n <= 2 * sizeof(Word), as two word moves that may overlap.
 template <typename Word>
 inline void copy_two_words(uint8_t* d, const uint8_t* s, size_t n) noexcept {

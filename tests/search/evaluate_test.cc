@@ -3,6 +3,7 @@
 // story, score every match, sort fully): the same total, ids, docs and keys, bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -167,6 +168,96 @@ TEST(differential_test, equal_under_heavy_score_ties) {
       }
     }
   }
+}
+
+TEST(differential_test, equal_with_frequencies_past_the_one_byte_form) {
+  // Verifies equality when postings leave the doc stream's three-byte form (postings.h): a
+  // title tf over 3, a text tf over 31 or positions longer than 127 bytes take the escape and
+  // varints. They sit among three-byte postings of the same term, over several 128-doc blocks,
+  // so seeks pass over them both five postings at a time and one by one, and phrases read the
+  // positions found after them.
+  std::string data;
+  for (int i = 0; i < 900; ++i) {
+    std::string title = i % 2 == 0 ? "alpha zeta" : "zeta news";
+    std::string text = "alpha zeta kernel";
+    if (i % 7 == 0) {
+      title = "zeta zeta zeta zeta zeta alpha zeta";  // title tf 6
+    }
+    if (i % 11 == 0) {
+      for (int r = 0; r < 40 + i % 50; ++r) {  // text tf 41..90 of zeta, 40..89 of alpha
+        text += " alpha zeta";
+      }
+    }
+    if (i % 13 == 0) {
+      for (int r = 0; r < 150; ++r) {  // 150 two-byte positions of a word at the text's end
+        text += " filler" + std::to_string(r % 9);
+      }
+      text += " alpha zeta";
+    }
+    data += "{\"id\":\"" + std::to_string(1000 + i) + "\",\"title\":\"" + title +
+            "\",\"url\":\"u\",\"by\":\"b\",\"time\":" + std::to_string(1600000000 + i) +
+            ",\"score\":1,\"comments\":0,\"tags\":[\"t\"],\"text\":\"" + text + "\"}\n";
+  }
+  load_options o;
+  o.shards = 1;
+  load_report rep;
+  auto built = build_shards(data, o, rep);
+  ASSERT_TRUE(built.has_value());
+  auto& s = *(*built)[0];
+  s.finalize(s.stats());
+  auto* ls = static_cast<local_shard*>(&s);
+  shard_workspace ws;
+  shard_answer got, want;
+  got.hits.reserve(1050);
+  // (words, whether they form one phrase)
+  const std::pair<std::vector<std::string_view>, bool> queries[] = {
+      {{"zeta"}, false},
+      {{"kernel", "zeta"}, false},
+      {{"news", "zeta"}, false},
+      {{"alpha", "zeta"}, true},
+      {{"zeta", "zeta"}, true},
+      {{"zeta", "kernel"}, true},
+      {{"filler8", "alpha"}, true},
+      {{"zeta", "alpha", "zeta"}, true}};
+  uint64_t matched = 0;
+  for (const auto& [words, phrase] : queries) {
+    for (sort_order so : {sort_order::relevance, sort_order::date}) {
+      for (uint32_t k : {1u, 10u, 100u, 1000u}) {
+        std::vector<std::string_view> terms;
+        std::vector<uint32_t> phrase_terms;
+        for (std::string_view w : words) {
+          const auto at = std::find(terms.begin(), terms.end(), w);
+          phrase_terms.push_back(static_cast<uint32_t>(at - terms.begin()));
+          if (at == terms.end()) {
+            terms.push_back(w);
+          }
+        }
+        std::vector<double> idf(terms.size(), phrase ? 0.0 : 0.7);
+        std::vector<double> phrase_idf(phrase ? 1 : 0, 1.3);
+        std::vector<phrase_span> spans;
+        if (phrase) {
+          spans.push_back({0, static_cast<uint32_t>(phrase_terms.size())});
+        } else {
+          phrase_terms.clear();
+        }
+        query_plan plan{};
+        plan.terms = terms;
+        plan.idf = idf;
+        plan.phrases = spans;
+        plan.phrase_terms = phrase_terms;
+        plan.phrase_idf = phrase_idf;
+        plan.since = std::numeric_limits<int64_t>::min();
+        plan.until = std::numeric_limits<int64_t>::max();
+        plan.sort = so;
+        plan.k = k;
+        ASSERT_TRUE(ls->search(plan, ws, got));
+        ls->reference_search(plan, want);
+        expect_same(got, want, std::string(words[0]) + " k=" + std::to_string(k));
+        matched += want.total;
+      }
+    }
+  }
+  EXPECT_GT(matched, 0u);
 }
 
 TEST(differential_soak, random_corpora_until_the_time_is_up) {

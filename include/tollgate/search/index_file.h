@@ -42,7 +42,9 @@ namespace tollgate::search {
 /// 2: each shard also holds its table of adjacent pairs of frequent words (phrase counts).
 /// 3: the stories' texts apart from their short fields, each compressed alone (zstd, with a
 /// dictionary per shard).
-inline constexpr uint32_t index_format_version = 3;
+/// 4: a posting's two frequencies share one byte in the doc stream (search/postings.h): most
+/// postings are three bytes instead of four.
+inline constexpr uint32_t index_format_version = 4;
 
 /// Identifies a corpus file's content well enough to trust an index built from it.
 struct corpus_fingerprint {
