@@ -180,25 +180,28 @@ void local_shard::finalize(const shard_stats& global) {
 void local_shard::join_champs(std::vector<champ_lists>& parts, const std::vector<size_t>& cut) {
   const uint32_t threads = static_cast<uint32_t>(parts.size());
   if (threads == 1) {  // already in place: taken whole, not copied
-    champ_part_.swap(parts[0].part);
-    champ_doc_.swap(parts[0].doc);
-    champ_date_.swap(parts[0].date);
-    return;
-  }
-  champ_part_.clear();
-  champ_doc_.clear();
-  champ_date_.clear();
-  for (uint32_t i = 0; i < threads; ++i) {
-    const uint32_t base = static_cast<uint32_t>(champ_doc_.size());
-    for (size_t ti = cut[i]; ti < cut[i + 1]; ++ti) {
-      if (champ_at_[ti] != UINT32_MAX) {
-        champ_at_[ti] += base;
+    champ_part_store_.swap(parts[0].part);
+    champ_doc_store_.swap(parts[0].doc);
+    champ_date_store_.swap(parts[0].date);
+  } else {
+    champ_part_store_.clear();
+    champ_doc_store_.clear();
+    champ_date_store_.clear();
+    for (uint32_t i = 0; i < threads; ++i) {
+      const uint32_t base = static_cast<uint32_t>(champ_doc_store_.size());
+      for (size_t ti = cut[i]; ti < cut[i + 1]; ++ti) {
+        if (champ_at_[ti] != UINT32_MAX) {
+          champ_at_[ti] += base;
+        }
       }
+      champ_part_store_.insert(champ_part_store_.end(), parts[i].part.begin(), parts[i].part.end());
+      champ_doc_store_.insert(champ_doc_store_.end(), parts[i].doc.begin(), parts[i].doc.end());
+      champ_date_store_.insert(champ_date_store_.end(), parts[i].date.begin(), parts[i].date.end());
     }
-    champ_part_.insert(champ_part_.end(), parts[i].part.begin(), parts[i].part.end());
-    champ_doc_.insert(champ_doc_.end(), parts[i].doc.begin(), parts[i].doc.end());
-    champ_date_.insert(champ_date_.end(), parts[i].date.begin(), parts[i].date.end());
   }
+  champ_part_ = champ_part_store_;
+  champ_doc_ = champ_doc_store_;
+  champ_date_ = champ_date_store_;
 }
 
 namespace {

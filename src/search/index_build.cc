@@ -170,7 +170,8 @@ void local_shard::index_builder::choose_pair_words(uint32_t n) {
   s.pair_posting_ranks_ = 0;
   s.pair_terms_.clear();
   s.pair_rank_.clear();
-  s.pair_docs_.clear();
+  s.pair_docs_store_.clear();
+  s.pair_docs_ = {};
   const uint32_t m = std::min(n, pair_sample_docs);
   const uint32_t max_words = std::min<uint32_t>(pair_max_words, UINT16_MAX);
   if (m == 0 || max_words == 0) {
@@ -292,7 +293,8 @@ void local_shard::index_builder::emit_pairs(uint32_t d) {
 }
 
 void local_shard::index_builder::finish_pairs() {
-  s.pair_docs_.swap(pair_docs);
+  s.pair_docs_store_.swap(pair_docs);
+  s.pair_docs_ = s.pair_docs_store_;
   std::vector<uint32_t>().swap(pair_docs);
   std::vector<uint64_t>().swap(pair_seen);
   std::vector<uint32_t>().swap(pair_term);

@@ -280,11 +280,16 @@ class local_shard final : public shard_source {
   std::vector<int64_t> block_max_time_;  // per skip entry: latest time in the block
   // Champion lists (see kChampLen): per term, the first entry of its kChampLen entries in
   // champ_part_/champ_doc_ (best term_part first, ties by doc) and champ_date_ (latest time
-  // first, ties by doc), or UINT32_MAX when the term has none.
+  // first, ties by doc), or UINT32_MAX when the term has none. The lists are read where they
+  // are: a build's own (the _store_ vectors) or the index file's mapping, where only the pages
+  // of the terms asked for become resident.
   std::vector<uint32_t> champ_at_;
-  std::vector<double> champ_part_;
-  std::vector<uint32_t> champ_doc_;
-  std::vector<uint32_t> champ_date_;
+  std::vector<double> champ_part_store_;
+  std::vector<uint32_t> champ_doc_store_;
+  std::vector<uint32_t> champ_date_store_;
+  std::span<const double> champ_part_;
+  std::span<const uint32_t> champ_doc_;
+  std::span<const uint32_t> champ_date_;
   prune_index prune_;  // computed by finalize
   // The impact terms' lists and rows as an index file holds them (load_derived), for
   // compute_prune_index to take instead of computing them; valid only with the rest of
@@ -298,10 +303,12 @@ class local_shard final : public shard_source {
   saved_impact loaded_impact_;
   // Adjacent pairs of frequent words (index_build.cc): the words (term indices) by rank, per
   // term its rank or UINT16_MAX, and per pair (rank a * words + rank b) how many docs hold a
-  // directly followed by b within one field.
+  // directly followed by b within one field; pair_docs_ is a build's own (pair_docs_store_) or
+  // the index file's mapping.
   std::vector<uint32_t> pair_terms_;
   std::vector<uint16_t> pair_rank_;
-  std::vector<uint32_t> pair_docs_;
+  std::vector<uint32_t> pair_docs_store_;
+  std::span<const uint32_t> pair_docs_;
   uint32_t pair_posting_ranks_ = 0;  // the ranks below it have pair terms
   // Tells shards apart in a workspace's phrase_totals (an address can be reused).
   static uint64_t next_serial() noexcept {

@@ -118,6 +118,12 @@ size_t bytes_of(const std::vector<T>& v) noexcept {
   return v.capacity() * sizeof(T);
 }
 
+// An array read in place: a build's own (`store`) or the index file's mapping (`view`).
+template <class T>
+size_t held_bytes(const std::vector<T>& store, std::span<const T> view) noexcept {
+  return std::max(store.capacity(), view.size()) * sizeof(T);
+}
+
 }  // namespace
 
 size_t local_shard::memory_bytes() const noexcept {
@@ -142,10 +148,11 @@ size_t local_shard::memory_bytes() const noexcept {
          bytes_of(title_len_) + bytes_of(text_len_) + bytes_of(len_norm_) + bytes_of(term_chars_) +
          bytes_of(terms_) + bytes_of(term_table_) + doc_stream_bytes_ + pos_stream_bytes_ +
          bytes_of(skips_) + bytes_of(block_max_) + bytes_of(block_max_time_) + bytes_of(champ_at_) +
-         bytes_of(champ_part_) + bytes_of(champ_doc_) + bytes_of(champ_date_) +
-         bytes_of(p.set_of_term) + bytes_of(p.bits) + bytes_of(p.by_time) + bytes_of(p.time_cum) +
-         bytes_of(p.tag_at) + bytes_of(p.tag_docs) + bytes_of(p.len_class) + bytes_of(pair_terms_) +
-         bytes_of(pair_rank_) + bytes_of(pair_docs_) + bytes_of(p.impact_terms) +
+         held_bytes(champ_part_store_, champ_part_) + held_bytes(champ_doc_store_, champ_doc_) +
+         held_bytes(champ_date_store_, champ_date_) + bytes_of(p.set_of_term) + bytes_of(p.bits) +
+         bytes_of(p.by_time) + bytes_of(p.time_cum) + bytes_of(p.tag_at) + bytes_of(p.tag_docs) +
+         bytes_of(p.len_class) + bytes_of(pair_terms_) + bytes_of(pair_rank_) +
+         held_bytes(pair_docs_store_, pair_docs_) + bytes_of(p.impact_terms) +
          bytes_of(p.impact_at) + bytes_of(p.impact_doc) + bytes_of(p.impact_part) +
          p.impact_rows.size_bytes();  // computed, or the index file's
 }

@@ -27,7 +27,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
 // derived by finalize() on both paths: only its impact terms are saved, and taken back through
 // loaded_impact_ when the rest of finalize()'s output is.)
-static_assert(sizeof(local_shard) == 1248, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 1312, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -192,7 +192,7 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
         std::span<const uint8_t>(pos_stream_.get(), pos_stream_bytes_));
   w.add(section_tag(s, f_skips), std::span<const skip_entry>(skips_));
   w.add(section_tag(s, f_pair_terms), std::span<const uint32_t>(pair_terms_));
-  w.add(section_tag(s, f_pair_docs), std::span<const uint32_t>(pair_docs_));
+  w.add(section_tag(s, f_pair_docs), pair_docs_);
   w.add(section_tag(s, f_pair_posting_ranks), std::span<const uint32_t>(&pair_posting_ranks_, 1));
   save_derived(w, slot);
 }
@@ -209,9 +209,9 @@ void local_shard::save_derived(index_writer& w, uint32_t slot) const {
   w.add(section_tag(s, f_block_max), std::span<const float>(block_max_));
   w.add(section_tag(s, f_block_max_time), std::span<const int64_t>(block_max_time_));
   w.add(section_tag(s, f_champ_at), std::span<const uint32_t>(champ_at_));
-  w.add(section_tag(s, f_champ_part), std::span<const double>(champ_part_));
-  w.add(section_tag(s, f_champ_doc), std::span<const uint32_t>(champ_doc_));
-  w.add(section_tag(s, f_champ_date), std::span<const uint32_t>(champ_date_));
+  w.add(section_tag(s, f_champ_part), champ_part_);
+  w.add(section_tag(s, f_champ_doc), champ_doc_);
+  w.add(section_tag(s, f_champ_date), champ_date_);
   w.add(section_tag(s, f_impact_terms), std::span<const uint32_t>(prune_.impact_terms));
   w.add(section_tag(s, f_impact_at), std::span<const uint32_t>(prune_.impact_at));
   w.add(section_tag(s, f_impact_doc), std::span<const uint32_t>(prune_.impact_doc));
@@ -256,9 +256,14 @@ bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
   copy_to(block_max_, block_max);
   copy_to(block_max_time_, block_max_time);
   copy_to(champ_at_, champ_at);
-  copy_to(champ_part_, champ_part);
-  copy_to(champ_doc_, champ_doc);
-  copy_to(champ_date_, champ_date);
+  // The champion lists are read in place (and released with the sections copied: their pages
+  // fault back in as terms ask for them).
+  std::vector<double>().swap(champ_part_store_);
+  std::vector<uint32_t>().swap(champ_doc_store_);
+  std::vector<uint32_t>().swap(champ_date_store_);
+  champ_part_ = champ_part;
+  champ_doc_ = champ_doc;
+  champ_date_ = champ_date;
   loaded_avgdl_ = avgdl_;
   load_impact(r, s);
   return true;
@@ -322,7 +327,8 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   std::memcpy(term_table_.data(), x.term_table.data(), x.term_table.size_bytes());
   copy_to(skips_, x.skips);
   copy_to(pair_terms_, x.pair_terms);
-  copy_to(pair_docs_, x.pair_docs);
+  std::vector<uint32_t>().swap(pair_docs_store_);
+  pair_docs_ = x.pair_docs;  // read in place, like the champion lists
   pair_posting_ranks_ = x.pair_posting_ranks[0];
   pair_rank_.assign(terms_.size(), UINT16_MAX);
   for (size_t r = 0; r < pair_terms_.size(); ++r) {
