@@ -5,7 +5,8 @@
 # medians (min-max) per binary and core set, and the speed-up from one core to two. The index
 # build's threads follow the process' CPU affinity (search::usable_cpus), so `taskset -c 0`
 # builds on one thread and `taskset -c 0,1` on two. Every index file written is compared with
-# the first one byte for byte (the thread count must not change the index).
+# the same binary's first one byte for byte (the thread count must not change the index; the
+# two binaries may write different index formats).
 #
 # With --mapped, later starts instead: each side builds its index once (not timed), then every
 # timed start maps it.
@@ -66,15 +67,15 @@ start_once() {
   local idx="$dir/$which/corpus.jsonl.tollgate-index"
   if [ "$mapped" = 1 ]; then
     :  # the file each side built once, untouched
-  elif [ ! -s "$dir/first.idx" ]; then
-    cp "$idx" "$dir/first.idx"
-  elif ! cmp -s "$idx" "$dir/first.idx"; then
-    perf_die "$which on cores $set wrote an index that differs from the first one"
+  elif [ ! -s "$dir/first-$which.idx" ]; then
+    cp "$idx" "$dir/first-$which.idx"
+  elif ! cmp -s "$idx" "$dir/first-$which.idx"; then
+    perf_die "$which on cores $set wrote an index that differs from its first one"
   fi
   echo "$(echo "$t1 - $t0" | bc -l) $cpu"
 }
 
-rm -f "$dir/first.idx"
+rm -f "$dir/first-base.idx" "$dir/first-new.idx"
 if [ "$mapped" = 1 ]; then  # each side's index, built once and not timed
   for which in base new; do
     bin=$base
@@ -91,7 +92,8 @@ for r in $(seq "$rounds"); do
     done
   done
 done
-[ "$mapped" = 1 ] || echo "index files: all identical ($(stat -c %s "$dir/first.idx") bytes)"
+[ "$mapped" = 1 ] || echo "index files: each binary's all identical (base $(stat -c %s \
+  "$dir/first-base.idx") bytes, new $(stat -c %s "$dir/first-new.idx") bytes)"
 python3 - "$rows" <<'PY'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
