@@ -435,10 +435,10 @@ void local_shard::index_builder::emit(uint32_t d, uint32_t tl) {
       size_t h = put_varint(out, t);
       const size_t entry_at = h;
       h += put_varint(out + h, d - c.last_doc);
-      out[h] = static_cast<uint8_t>(tft << 5 | (1 - tft));
-      const size_t pos_len = put_varint(out + h + 2, p);
-      out[h + 1] = static_cast<uint8_t>(pos_len);
-      h += 2;
+      h += put_tf(out + h, tft, 1 - tft);  // one byte: tft is 0 or 1
+      const size_t pos_len = put_varint(out + h + 1, p);
+      out[h] = static_cast<uint8_t>(pos_len);
+      h += 1;
       commit_record(h + pos_len);
       c.count(d, h - entry_at, pos_len);
       continue;

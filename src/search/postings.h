@@ -50,6 +50,15 @@ namespace detail {
 inline constexpr uint32_t kTfTitleMax = 3;
 inline constexpr uint32_t kTfTextMax = 31;
 inline constexpr uint8_t kTfEscape = 0x80;
+inline constexpr uint32_t kTfTitleShift = 5;  ///< the byte is title tf << 5 | text tf
+static_assert(kTfTextMax == (1u << kTfTitleShift) - 1 && kTfTitleMax == 0x7Fu >> kTfTitleShift,
+              "the frequencies byte stays below 0x80, and the text tf is its low bits");
+
+/// The two frequencies of a frequencies byte below 0x80.
+inline void split_tf(uint32_t b, uint32_t& tf_title, uint32_t& tf_text) noexcept {
+  tf_title = b >> kTfTitleShift;
+  tf_text = b & kTfTextMax;
+}
 
 /// Reads one LEB128 varint (at most 5 bytes) and advances p.
 inline uint32_t read_varint(const uint8_t*& p) noexcept {
@@ -72,8 +81,7 @@ inline uint32_t read_varint(const uint8_t*& p) noexcept {
 inline void read_tf(const uint8_t*& p, uint32_t& tf_title, uint32_t& tf_text) noexcept {
   const uint8_t b = *p++;
   if (b != kTfEscape) {
-    tf_title = b >> 5;
-    tf_text = b & 0x1F;
+    split_tf(b, tf_title, tf_text);
   } else {
     tf_title = read_varint(p);
     tf_text = read_varint(p);
@@ -89,8 +97,7 @@ inline void read_posting(const uint8_t*& p, uint32_t& delta, uint32_t& tf_title,
   std::memcpy(&w, p, 4);
   if ((w & 0x808080u) == 0) {
     delta = w & 0xFF;
-    tf_title = (w >> 13) & 0x03;
-    tf_text = (w >> 8) & 0x1F;
+    split_tf((w >> 8) & 0xFF, tf_title, tf_text);
     pos_len = (w >> 16) & 0xFF;
     p += 3;
   } else {

@@ -137,7 +137,7 @@ inline size_t put_varint(uint8_t* out, uint32_t v) noexcept {
 /// 11).
 inline size_t put_tf(uint8_t* out, uint32_t tf_title, uint32_t tf_text) noexcept {
   if (tf_title <= detail::kTfTitleMax && tf_text <= detail::kTfTextMax) {
-    out[0] = static_cast<uint8_t>(tf_title << 5 | tf_text);
+    out[0] = static_cast<uint8_t>(tf_title << detail::kTfTitleShift | tf_text);
     return 1;
   }
   out[0] = detail::kTfEscape;
