@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -46,6 +48,38 @@ void run_differential(uint64_t stories, uint64_t seed, uint32_t nshards, int que
   // the random plans exercise matches and the champion-list path, not only empty answers
   EXPECT_GT(nonempty, static_cast<uint64_t>(queries) * nshards / 2);
   EXPECT_GT(fast, 0u);
+}
+
+// One shard built and finalized from JSON Lines, as the hand-made corpora below need.
+struct one_shard {
+  std::vector<std::unique_ptr<shard_source>> built;
+  local_shard* shard = nullptr;
+
+  explicit one_shard(const std::string& data) {
+    load_options o;
+    o.shards = 1;
+    load_report rep;
+    auto b = build_shards(data, o, rep);
+    if (!b.has_value()) {
+      return;
+    }
+    built = std::move(*b);
+    built[0]->finalize(built[0]->stats());
+    shard = static_cast<local_shard*>(built[0].get());
+  }
+};
+
+// Checks search() against the reference for `plan` over every time, by `so`, top k.
+void expect_as_reference(local_shard& s, query_plan plan, sort_order so, uint32_t k,
+                         shard_workspace& ws, shard_answer& got, shard_answer& want,
+                         const std::string& what) {
+  plan.since = std::numeric_limits<int64_t>::min();
+  plan.until = std::numeric_limits<int64_t>::max();
+  plan.sort = so;
+  plan.k = k;
+  ASSERT_TRUE(s.search(plan, ws, got));
+  s.reference_search(plan, want);
+  expect_same(got, want, what + " k=" + std::to_string(k));
 }
 
 TEST(differential_test, optimised_search_equals_exhaustive_reference) {
@@ -134,14 +168,8 @@ TEST(differential_test, equal_under_heavy_score_ties) {
             "\",\"url\":\"u\",\"by\":\"b\",\"time\":" + std::to_string(1600000000 + (i % 7)) +
             ",\"score\":1,\"comments\":0,\"tags\":[\"t\"],\"text\":\"" + text + "\"}\n";
   }
-  load_options o;
-  o.shards = 1;
-  load_report rep;
-  auto built = build_shards(data, o, rep);
-  ASSERT_TRUE(built.has_value());
-  auto& s = *(*built)[0];
-  s.finalize(s.stats());
-  auto* ls = static_cast<local_shard*>(&s);
+  one_shard one(data);
+  ASSERT_NE(one.shard, nullptr);
   shard_workspace ws;
   shard_answer got, want;
   got.hits.reserve(1050);
@@ -158,13 +186,10 @@ TEST(differential_test, equal_under_heavy_score_ties) {
         query_plan plan{};
         plan.terms = terms;
         plan.idf = idf;
-        plan.since = std::numeric_limits<int64_t>::min();
-        plan.until = std::numeric_limits<int64_t>::max();
-        plan.sort = so;
-        plan.k = k;
-        ASSERT_TRUE(ls->search(plan, ws, got));
-        ls->reference_search(plan, want);
-        expect_same(got, want, std::string(q) + " k=" + std::to_string(k));
+        expect_as_reference(*one.shard, plan, so, k, ws, got, want, std::string(q));
+        if (::testing::Test::HasFatalFailure()) {
+          return;
+        }
       }
     }
   }
@@ -198,14 +223,8 @@ TEST(differential_test, equal_with_frequencies_past_the_one_byte_form) {
             "\",\"url\":\"u\",\"by\":\"b\",\"time\":" + std::to_string(1600000000 + i) +
             ",\"score\":1,\"comments\":0,\"tags\":[\"t\"],\"text\":\"" + text + "\"}\n";
   }
-  load_options o;
-  o.shards = 1;
-  load_report rep;
-  auto built = build_shards(data, o, rep);
-  ASSERT_TRUE(built.has_value());
-  auto& s = *(*built)[0];
-  s.finalize(s.stats());
-  auto* ls = static_cast<local_shard*>(&s);
+  one_shard one(data);
+  ASSERT_NE(one.shard, nullptr);
   shard_workspace ws;
   shard_answer got, want;
   got.hits.reserve(1050);
@@ -246,13 +265,10 @@ TEST(differential_test, equal_with_frequencies_past_the_one_byte_form) {
         plan.phrases = spans;
         plan.phrase_terms = phrase_terms;
         plan.phrase_idf = phrase_idf;
-        plan.since = std::numeric_limits<int64_t>::min();
-        plan.until = std::numeric_limits<int64_t>::max();
-        plan.sort = so;
-        plan.k = k;
-        ASSERT_TRUE(ls->search(plan, ws, got));
-        ls->reference_search(plan, want);
-        expect_same(got, want, std::string(words[0]) + " k=" + std::to_string(k));
+        expect_as_reference(*one.shard, plan, so, k, ws, got, want, std::string(words[0]));
+        if (::testing::Test::HasFatalFailure()) {
+          return;
+        }
         matched += want.total;
       }
     }
