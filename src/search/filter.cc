@@ -46,7 +46,7 @@ inline void put(uint64_t* set, uint32_t doc) noexcept {
 // The ranks [lo, hi) of the docs whose time is in [since, until].
 void filter_eval::time_ranks(const local_shard& shard, const query_plan& plan, uint32_t& lo,
                              uint32_t& hi) noexcept {
-  const std::vector<uint32_t>& bt = shard.prune_.by_time;
+  const std::span<const uint32_t> bt = shard.prune_.by_time;
   lo = plan.since == std::numeric_limits<int64_t>::min()
            ? 0
            : static_cast<uint32_t>(
@@ -70,7 +70,7 @@ uint64_t filter_eval::build_filter(const local_shard& shard, const query_plan& p
   const uint64_t n = shard.docs_.size();
   ws.filter.assign(words, 0);
   uint64_t* f = ws.filter.data();
-  const std::vector<uint32_t>& bt = shard.prune_.by_time;
+  const std::span<const uint32_t> bt = shard.prune_.by_time;
   auto set_ranks = [&](uint64_t a, uint64_t b) {
     for (uint64_t r = a; r < b; ++r) {
       put(f, bt[r]);

@@ -106,8 +106,10 @@ void local_shard::finalize(const shard_stats& global) {
   // backend finalizes shards one after another, so a large shard splits its terms over threads
   // (ranges of about equal postings; each writes its own blocks and its own champion lists,
   // which are then joined in term order).
-  assign_huge(block_max_, skips_.size(), 0.0f);
-  assign_huge(block_max_time_, skips_.size(), std::numeric_limits<int64_t>::min());
+  assign_huge(block_max_store_, skips_.size(), 0.0f);
+  assign_huge(block_max_time_store_, skips_.size(), std::numeric_limits<int64_t>::min());
+  block_max_ = block_max_store_;
+  block_max_time_ = block_max_time_store_;
   assign_huge(champ_at_, terms_.size(), UINT32_MAX);
   uint64_t postings = 0;
   size_t champ_terms = 0;
@@ -318,8 +320,8 @@ void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, ch
     for (uint32_t n = 0; n < t.df; ++n) {
       const auto e = ring.take();
       if (left == 0) {
-        block_max_[t.skip_off + block] = m;
-        block_max_time_[t.skip_off + block] = mt;
+        block_max_store_[t.skip_off + block] = m;
+        block_max_time_store_[t.skip_off + block] = mt;
         ++block;
         left = kBlockDocs;
         m = 0.0f;
@@ -339,8 +341,8 @@ void local_shard::finalize_terms(size_t from, size_t to, const DocKeys& keys, ch
       }
     }
     if (t.df > 0) {
-      block_max_[t.skip_off + block] = m;
-      block_max_time_[t.skip_off + block] = mt;
+      block_max_store_[t.skip_off + block] = m;
+      block_max_time_store_[t.skip_off + block] = mt;
     }
     if (champs) {
       rel.sort();

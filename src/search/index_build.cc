@@ -492,7 +492,8 @@ void local_shard::index_builder::layout() {
   s.pos_stream_.reset(static_cast<uint8_t*>(alloc_build(s.pos_stream_bytes_)));
   std::memset(s.doc_stream_.get() + doc_total, 0, 16);
   std::memset(s.pos_stream_.get() + pos_total, 0, 16);
-  assign_huge(s.skips_, skip_total, skip_entry{});
+  assign_huge(s.skips_store_, skip_total, skip_entry{});
+  s.skips_ = s.skips_store_;
 }
 
 // Pass 2, scatter: every record copied to its term's place, skip entries written as blocks
@@ -593,8 +594,8 @@ void local_shard::index_builder::scatter() {
     ++tw.cnt;
     if (tw.cnt % kBlockDocs == 0 || tw.cnt == tw.df) {
       const term_info& ti = s.terms_[r.t];
-      s.skips_[tw.skip_w++] = {tw.cur, static_cast<uint32_t>(tw.doc_w - ti.doc_off),
-                               tw.pos_w - ti.pos_off};
+      s.skips_store_[tw.skip_w++] = {tw.cur, static_cast<uint32_t>(tw.doc_w - ti.doc_off),
+                                     tw.pos_w - ti.pos_off};
     }
   }
   std::vector<bucket>().swap(buckets);

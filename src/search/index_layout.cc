@@ -89,6 +89,10 @@ void count_part(index_parts& p, uint32_t tag, uint64_t bytes) {
     case f_tag_lens:
     case f_tag_escape:
     case f_tag_table:
+    case f_prune_by_time:
+    case f_prune_time_cum:
+    case f_prune_tag_at:
+    case f_prune_tag_docs:
       p.stories += bytes;
       break;
     case f_doc_stream:
@@ -104,6 +108,10 @@ void count_part(index_parts& p, uint32_t tag, uint64_t bytes) {
     case f_impact_doc:
     case f_impact_part:
     case f_impact_rows:
+    case f_prune_head:
+    case f_prune_set_of_term:
+    case f_prune_bits:
+    case f_prune_len_class:
       p.postings += bytes;
       break;
     case f_pos_stream:

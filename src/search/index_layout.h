@@ -92,6 +92,18 @@ enum shard_field : uint32_t {
   f_impact_doc,
   f_impact_part,
   f_impact_rows,
+  // The rest of the prune_index (derived: optional; prune_index.h): {dense_divisor, words,
+  // min_len, time_step, bitsets}; per term its bitset or UINT32_MAX; the bitsets; the docs by
+  // time; the cumulative time bitsets; per tag its first entry (one more at the end) and the
+  // tags' docs; per doc its length class
+  f_prune_head,
+  f_prune_set_of_term,
+  f_prune_bits,
+  f_prune_by_time,
+  f_prune_time_cum,
+  f_prune_tag_at,
+  f_prune_tag_docs,
+  f_prune_len_class,
 };
 
 // A doc_rec with its story's place in f_stories instead of a pointer.

@@ -145,6 +145,9 @@ class local_shard final : public shard_source {
   /// an index file's (not derived at load).
   size_t impact_terms() const noexcept { return prune_.impact_terms.size(); }
   bool impact_from_file() const noexcept { return loaded_impact_.valid; }
+  /// Whether its bitsets, time order, tags' docs and length classes were read from its index
+  /// file (in place) rather than derived at load.
+  bool prune_from_file() const noexcept { return loaded_prune_.valid; }
 
   /// The persisted index (shard_file.cc): save() writes a sealed shard's stories and postings
   /// as sections of `w` tagged with `slot`; load() makes an empty shard the one saved, reading
@@ -180,6 +183,7 @@ class local_shard final : public shard_source {
   void save_derived(index_writer& w, uint32_t slot) const;           // shard_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
   void load_impact(const index_reader& r, uint32_t s);
+  void load_prune(const index_reader& r, uint32_t s);
   struct index_builder;  // index_build.cc
   void build_index(out_buffer* records, std::atomic<uint64_t>* steps);
   struct champ_lists {
@@ -275,9 +279,15 @@ class local_shard final : public shard_source {
   // without the zero-fill a vector would do (plus 16 zeroed bytes for over-reading loads).
   std::unique_ptr<uint8_t, free_deleter> doc_stream_, pos_stream_;
   size_t doc_stream_bytes_ = 0, pos_stream_bytes_ = 0;
-  std::vector<skip_entry> skips_;
-  std::vector<float> block_max_;         // per skip entry: max term_part in the block
-  std::vector<int64_t> block_max_time_;  // per skip entry: latest time in the block
+  // Per block of a term's postings: its skip entry, the largest term_part and the latest time
+  // of its docs. Read where they are: a build's own (the _store_ vectors) or the index file's
+  // mapping, where only the blocks of the terms asked for become resident.
+  std::vector<skip_entry> skips_store_;
+  std::vector<float> block_max_store_;
+  std::vector<int64_t> block_max_time_store_;
+  std::span<const skip_entry> skips_;
+  std::span<const float> block_max_;
+  std::span<const int64_t> block_max_time_;
   // Champion lists (see kChampLen): per term, the first entry of its kChampLen entries in
   // champ_part_/champ_doc_ (best term_part first, ties by doc) and champ_date_ (latest time
   // first, ties by doc), or UINT32_MAX when the term has none. The lists are read where they
@@ -301,6 +311,16 @@ class local_shard final : public shard_source {
     std::span<const impact_row> rows;
   };
   saved_impact loaded_impact_;
+  // The rest of the prune_index as an index file holds it (load_prune): the same for any
+  // average length, so valid whenever the file's sections are there and consistent.
+  struct saved_prune {
+    bool valid = false;
+    uint32_t words = 0, min_len = 0, time_step = 1;
+    std::span<const uint32_t> set_of_term, by_time, tag_at, tag_docs;
+    std::span<const uint64_t> bits, time_cum;
+    std::span<const uint8_t> len_class;
+  };
+  saved_prune loaded_prune_;
   // Adjacent pairs of frequent words (index_build.cc): the words (term indices) by rank, per
   // term its rank or UINT16_MAX, and per pair (rank a * words + rank b) how many docs hold a
   // directly followed by b within one field; pair_docs_ is a build's own (pair_docs_store_) or

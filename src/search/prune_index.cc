@@ -18,18 +18,39 @@ using namespace detail;
 
 prune_index prune_index_builder::compute_prune_index(const local_shard& shard) {
   prune_index px;
+  if (shard.loaded_prune_.valid) {
+    const local_shard::saved_prune& lp = shard.loaded_prune_;  // in the mapping
+    px.words = lp.words;
+    px.min_len = lp.min_len;
+    px.time_step = lp.time_step;
+    px.set_of_term = lp.set_of_term;
+    px.bits = lp.bits;
+    px.by_time = lp.by_time;
+    px.time_cum = lp.time_cum;
+    px.tag_at = lp.tag_at;
+    px.tag_docs = lp.tag_docs;
+    px.len_class = lp.len_class;
+  } else {
+    compute_tables(shard, px);
+  }
+  add_impact(shard, px);
+  return px;
+}
+
+void prune_index_builder::compute_tables(const local_shard& shard, prune_index& px) {
+  prune_index::tables& own = px.own;
   const uint64_t n = shard.docs_.size();
   px.words = static_cast<uint32_t>((n + 63) / 64);
-  px.set_of_term.assign(shard.terms_.size(), UINT32_MAX);
+  own.set_of_term.assign(shard.terms_.size(), UINT32_MAX);
   px.min_len = UINT32_MAX;
   for (size_t d = 0; d < n; ++d) {
     px.min_len = std::min(px.min_len, shard.title_len_[d] + shard.text_len_[d]);
   }
   // a class's norm bounds its docs' norms from below within a few percent
-  px.len_class.resize(n);
+  own.len_class.resize(n);
   for (size_t d = 0; d < n; ++d) {
     const uint32_t len = shard.title_len_[d] + shard.text_len_[d];
-    px.len_class[d] =
+    own.len_class[d] =
         static_cast<uint8_t>(std::upper_bound(len_class_min.begin(), len_class_min.end(), len) -
                              len_class_min.begin() - 1);
   }
@@ -37,59 +58,62 @@ prune_index prune_index_builder::compute_prune_index(const local_shard& shard) {
   for (size_t ti = 0; ti < shard.terms_.size(); ++ti) {
     const uint64_t df = shard.terms_[ti].df;
     if (df >= kBlockDocs && df * dense_divisor >= n) {
-      px.set_of_term[ti] = sets++;
+      own.set_of_term[ti] = sets++;
     }
   }
-  px.bits.assign(size_t{sets} * px.words, 0);
+  own.bits.assign(size_t{sets} * px.words, 0);
   for (size_t ti = 0; ti < shard.terms_.size(); ++ti) {
-    if (px.set_of_term[ti] == UINT32_MAX) {
+    if (own.set_of_term[ti] == UINT32_MAX) {
       continue;
     }
-    uint64_t* set = px.bits.data() + size_t{px.set_of_term[ti]} * px.words;
+    uint64_t* set = own.bits.data() + size_t{own.set_of_term[ti]} * px.words;
     posting_cursor c = shard.cursor_for(shard.terms_[ti]);
     while (c.next()) {
       set[c.doc >> 6] |= uint64_t{1} << (c.doc & 63);
     }
   }
   // Time ranks: descending rank is the date order of hits (latest first, ties by lower doc).
-  px.by_time.resize(n);
+  own.by_time.resize(n);
   for (uint32_t d = 0; d < n; ++d) {
-    px.by_time[d] = d;
+    own.by_time[d] = d;
   }
-  std::sort(px.by_time.begin(), px.by_time.end(), [&shard](uint32_t a, uint32_t b) {
+  std::sort(own.by_time.begin(), own.by_time.end(), [&shard](uint32_t a, uint32_t b) {
     return shard.time_[a] < shard.time_[b] || (shard.time_[a] == shard.time_[b] && a > b);
   });
-  px.time_step =
-      static_cast<uint32_t>(std::max<uint64_t>(1, (n + kTimeBuckets - 1) / kTimeBuckets));
-  const uint64_t cums = n == 0 ? 0 : (n - 1) / px.time_step;  // j * time_step < n for j <= cums
-  px.time_cum.assign(cums * px.words, 0);
+  px.time_step = time_step_of(n);
+  const uint64_t cums = time_cums_of(n, px.time_step);
+  own.time_cum.assign(cums * px.words, 0);
   for (uint64_t j = 1; j <= cums; ++j) {
-    uint64_t* cum = px.time_cum.data() + (j - 1) * px.words;
+    uint64_t* cum = own.time_cum.data() + (j - 1) * px.words;
     if (j > 1) {
       std::memcpy(cum, cum - px.words, px.words * sizeof(uint64_t));
     }
     for (uint64_t r = (j - 1) * px.time_step; r < j * px.time_step; ++r) {
-      cum[px.by_time[r] >> 6] |= uint64_t{1} << (px.by_time[r] & 63);
+      cum[own.by_time[r] >> 6] |= uint64_t{1} << (own.by_time[r] & 63);
     }
   }
   // Tags' docs: counted, then placed (docs ascend, so each tag's list does).
-  px.tag_at.assign(shard.tag_names_.size() + 1, 0);
+  own.tag_at.assign(shard.tag_names_.size() + 1, 0);
   for (const local_shard::doc_rec& r : shard.docs_) {
     for (uint32_t i = 0; i < r.tag_count; ++i) {
-      ++px.tag_at[shard.doc_tags_[r.tags_off + i] + 1];
+      ++own.tag_at[shard.doc_tags_[r.tags_off + i] + 1];
     }
   }
-  for (size_t t = 1; t < px.tag_at.size(); ++t) {
-    px.tag_at[t] += px.tag_at[t - 1];
+  for (size_t t = 1; t < own.tag_at.size(); ++t) {
+    own.tag_at[t] += own.tag_at[t - 1];
   }
-  px.tag_docs.resize(px.tag_at.back());
-  std::vector<uint32_t> fill(px.tag_at.begin(), px.tag_at.end() - 1);
+  own.tag_docs.resize(own.tag_at.back());
+  std::vector<uint32_t> fill(own.tag_at.begin(), own.tag_at.end() - 1);
   for (uint32_t d = 0; d < n; ++d) {
     const local_shard::doc_rec& r = shard.docs_[d];
     for (uint32_t i = 0; i < r.tag_count; ++i) {
-      px.tag_docs[fill[shard.doc_tags_[r.tags_off + i]]++] = d;
+      own.tag_docs[fill[shard.doc_tags_[r.tags_off + i]]++] = d;
     }
   }
+  px.view_own();
+}
+
+void prune_index_builder::add_impact(const local_shard& shard, prune_index& px) {
   if (shard.loaded_impact_.valid) {
     const local_shard::saved_impact& li = shard.loaded_impact_;
     px.impact_terms.assign(li.terms.begin(), li.terms.end());
@@ -100,7 +124,6 @@ prune_index prune_index_builder::compute_prune_index(const local_shard& shard) {
   } else {
     compute_impact(shard, px);
   }
-  return px;
 }
 // The impact terms (prune_index): the commonest dense terms, each walked once; a term keeps
 // the docs whose term_part at the shard's own norms (len_norm_) may still be among its

@@ -30,27 +30,53 @@ static_assert(sizeof(impact_row) == 32);
 
 /// What the pruned evaluation (prune.cc) reads besides the postings and the block maxima; all
 /// of it derived from the postings and the docs' times by prune_index_builder, so it can be
-/// recomputed at load or stored beside the postings.
+/// recomputed at load or stored beside the postings. The tables are read where they are: what
+/// compute_prune_index computed (`own`) or an index file's mapping (local_shard::load_prune),
+/// where only the pages a query reads become resident. A move keeps `own`'s buffers, so the
+/// views stay valid; a copy would not, so there is none.
 struct prune_index {
-  uint32_t words = 0;                 ///< 64-bit words per bitset: ceil(docs / 64)
-  std::vector<uint32_t> set_of_term;  ///< per term: its bitset's number, or UINT32_MAX
-  std::vector<uint64_t> bits;         ///< the dense terms' doc bitsets, `words` each
-  uint32_t min_len = 0;               ///< the shortest doc's length (title + text tokens)
-  uint32_t time_step = 1;             ///< time ranks per bucket of time_cum (below)
+  prune_index() = default;
+  prune_index(prune_index&&) = default;
+  prune_index& operator=(prune_index&&) = default;
+  prune_index(const prune_index&) = delete;
+  prune_index& operator=(const prune_index&) = delete;
+
+  uint32_t words = 0;                     ///< 64-bit words per bitset: ceil(docs / 64)
+  std::span<const uint32_t> set_of_term;  ///< per term: its bitset's number, or UINT32_MAX
+  std::span<const uint64_t> bits;         ///< the dense terms' doc bitsets, `words` each
+  uint32_t min_len = 0;                   ///< the shortest doc's length (title + text tokens)
+  uint32_t time_step = 1;                 ///< time ranks per bucket of time_cum (below)
   const uint64_t* set(uint32_t term) const noexcept {
     const uint32_t s = set_of_term[term];
     return s == UINT32_MAX ? nullptr : bits.data() + size_t{s} * words;
   }
   // Filters (build_filter): a since/until window is a range of time ranks; a tag, its docs.
-  std::vector<uint32_t> by_time;   ///< docs by ascending time, ties by descending doc
-  std::vector<uint64_t> time_cum;  ///< bitset j - 1 (j >= 1): the docs of rank < j * time_step
-  std::vector<uint32_t> tag_at;    ///< per tag: its first entry in tag_docs; one more at the end
-  std::vector<uint32_t> tag_docs;  ///< per tag, its docs ascending
+  std::span<const uint32_t> by_time;   ///< docs by ascending time, ties by descending doc
+  std::span<const uint64_t> time_cum;  ///< bitset j - 1 (j >= 1): the docs of rank < j * time_step
+  std::span<const uint32_t> tag_at;  ///< per tag: its first entry in tag_docs; one more at the end
+  std::span<const uint32_t> tag_docs;  ///< per tag, its docs ascending
 
   /// Per doc: the class of its length (title + text tokens; len_class_min: each class's
   /// smallest length), so that a doc's bound can take a norm close to its own from one byte
   /// (len_norm_[doc] is eight, a cache miss for most docs a walk visits).
-  std::vector<uint8_t> len_class;
+  std::span<const uint8_t> len_class;
+
+  /// The tables above as compute_prune_index made them (empty when read from a file).
+  struct tables {
+    std::vector<uint32_t> set_of_term, by_time, tag_at, tag_docs;
+    std::vector<uint64_t> bits, time_cum;
+    std::vector<uint8_t> len_class;
+  } own;
+  /// Points the views at `own`.
+  void view_own() noexcept {
+    set_of_term = own.set_of_term;
+    bits = own.bits;
+    by_time = own.by_time;
+    time_cum = own.time_cum;
+    tag_at = own.tag_at;
+    tag_docs = own.tag_docs;
+    len_class = own.len_class;
+  }
 
   /// The shard's commonest terms (impact terms: df * impact_divisor >= docs, at most
   /// impact_max_terms, every one dense), for the top k of a conjunction of them (impact_top):
@@ -94,16 +120,29 @@ inline constexpr std::array<uint32_t, 256> len_class_min = [] {
 }();
 /// Buckets of time ranks with a cumulative bitset each (prune_index::time_cum).
 inline constexpr uint32_t kTimeBuckets = 32;
+/// A shard of `docs` docs: its time ranks per bucket, and how many cumulative bitsets it has
+/// (j * time_step < docs for every j up to that).
+inline uint32_t time_step_of(uint64_t docs) noexcept {
+  return static_cast<uint32_t>(std::max<uint64_t>(1, (docs + kTimeBuckets - 1) / kTimeBuckets));
+}
+inline uint64_t time_cums_of(uint64_t docs, uint32_t time_step) noexcept {
+  return docs == 0 ? 0 : (docs - 1) / time_step;
+}
 
 /// Derives a sealed shard's prune_index (prune_index.cc): the bitsets, the time order and the
 /// tags' docs from its postings and stored stories, the length classes, and the impact terms'
-/// lists and rows (computed, or as an index file held them: local_shard::loaded_impact_).
+/// lists and rows (computed, or as an index file held them: local_shard::loaded_prune_ and
+/// loaded_impact_).
 /// Run by finalize(), on a build and on a load alike; a friend of local_shard, whose tables it
 /// reads. Thread-safe for distinct shards.
 struct prune_index_builder {
   static prune_index compute_prune_index(const local_shard& shard);
 
  private:
+  // The tables besides the impact terms' (into px.own, viewed).
+  static void compute_tables(const local_shard& shard, prune_index& px);
+  // The impact terms' lists and rows: the file's, or compute_impact's.
+  static void add_impact(const local_shard& shard, prune_index& px);
   // The impact terms (see prune_index): the commonest dense terms' lists and per-doc rows.
   static void compute_impact(const local_shard& shard, prune_index& px);
 };

@@ -147,14 +147,16 @@ size_t local_shard::memory_bytes() const noexcept {
          bytes_of(doc_tags_) + tags + bytes_of(tag_escape_) + bytes_of(tag_table_) +
          bytes_of(title_len_) + bytes_of(text_len_) + bytes_of(len_norm_) + bytes_of(term_chars_) +
          bytes_of(terms_) + bytes_of(term_table_) + doc_stream_bytes_ + pos_stream_bytes_ +
-         bytes_of(skips_) + bytes_of(block_max_) + bytes_of(block_max_time_) + bytes_of(champ_at_) +
+         held_bytes(skips_store_, skips_) + held_bytes(block_max_store_, block_max_) +
+         held_bytes(block_max_time_store_, block_max_time_) + bytes_of(champ_at_) +
          held_bytes(champ_part_store_, champ_part_) + held_bytes(champ_doc_store_, champ_doc_) +
-         held_bytes(champ_date_store_, champ_date_) + bytes_of(p.set_of_term) + bytes_of(p.bits) +
-         bytes_of(p.by_time) + bytes_of(p.time_cum) + bytes_of(p.tag_at) + bytes_of(p.tag_docs) +
-         bytes_of(p.len_class) + bytes_of(pair_terms_) + bytes_of(pair_rank_) +
-         held_bytes(pair_docs_store_, pair_docs_) + bytes_of(p.impact_terms) +
-         bytes_of(p.impact_at) + bytes_of(p.impact_doc) + bytes_of(p.impact_part) +
-         p.impact_rows.size_bytes();  // computed, or the index file's
+         held_bytes(champ_date_store_, champ_date_) + held_bytes(p.own.set_of_term, p.set_of_term) +
+         held_bytes(p.own.bits, p.bits) + held_bytes(p.own.by_time, p.by_time) +
+         held_bytes(p.own.time_cum, p.time_cum) + held_bytes(p.own.tag_at, p.tag_at) +
+         held_bytes(p.own.tag_docs, p.tag_docs) + held_bytes(p.own.len_class, p.len_class) +
+         bytes_of(pair_terms_) + bytes_of(pair_rank_) + held_bytes(pair_docs_store_, pair_docs_) +
+         bytes_of(p.impact_terms) + bytes_of(p.impact_at) + bytes_of(p.impact_doc) +
+         bytes_of(p.impact_part) + p.impact_rows.size_bytes();  // computed, or the index file's
 }
 
 }  // namespace tollgate::search

@@ -25,9 +25,10 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // it (state made by seal() or finalize(): add a section to save/load or save_derived/
 // load_derived, and bump index_format_version if an existing section changes), then update
 // this figure. A loaded shard that lacks such state would answer from empty tables. (prune_ is
-// derived by finalize() on both paths: only its impact terms are saved, and taken back through
-// loaded_impact_ when the rest of finalize()'s output is.)
-static_assert(sizeof(local_shard) == 1312, "local_shard changed: see the comment above");
+// derived by finalize() on a build and saved whole: its impact terms are taken back through
+// loaded_impact_ when the rest of finalize()'s output is, its other tables through
+// loaded_prune_ whenever they are there.)
+static_assert(sizeof(local_shard) == 1600, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -190,7 +191,7 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
         std::span<const uint8_t>(doc_stream_.get(), doc_stream_bytes_));
   w.add(section_tag(s, f_pos_stream),
         std::span<const uint8_t>(pos_stream_.get(), pos_stream_bytes_));
-  w.add(section_tag(s, f_skips), std::span<const skip_entry>(skips_));
+  w.add(section_tag(s, f_skips), skips_);
   w.add(section_tag(s, f_pair_terms), std::span<const uint32_t>(pair_terms_));
   w.add(section_tag(s, f_pair_docs), pair_docs_);
   w.add(section_tag(s, f_pair_posting_ranks), std::span<const uint32_t>(&pair_posting_ranks_, 1));
@@ -206,8 +207,8 @@ void local_shard::save_derived(index_writer& w, uint32_t slot) const {
   const uint32_t s = slot + 1;
   w.add(section_tag(s, f_avgdl), std::span<const double>(&avgdl_, 1));
   w.add(section_tag(s, f_len_norm), std::span<const double>(len_norm_));
-  w.add(section_tag(s, f_block_max), std::span<const float>(block_max_));
-  w.add(section_tag(s, f_block_max_time), std::span<const int64_t>(block_max_time_));
+  w.add(section_tag(s, f_block_max), block_max_);
+  w.add(section_tag(s, f_block_max_time), block_max_time_);
   w.add(section_tag(s, f_champ_at), std::span<const uint32_t>(champ_at_));
   w.add(section_tag(s, f_champ_part), champ_part_);
   w.add(section_tag(s, f_champ_doc), champ_doc_);
@@ -217,6 +218,17 @@ void local_shard::save_derived(index_writer& w, uint32_t slot) const {
   w.add(section_tag(s, f_impact_doc), std::span<const uint32_t>(prune_.impact_doc));
   w.add(section_tag(s, f_impact_part), std::span<const float>(prune_.impact_part));
   w.add(section_tag(s, f_impact_rows), prune_.impact_rows);
+  const prune_index& p = prune_;
+  const uint32_t sets = p.words == 0 ? 0 : static_cast<uint32_t>(p.bits.size() / p.words);
+  const uint32_t head[] = {dense_divisor, p.words, p.min_len, p.time_step, sets};
+  w.add(section_tag(s, f_prune_head), std::span<const uint32_t>(head));
+  w.add(section_tag(s, f_prune_set_of_term), p.set_of_term);
+  w.add(section_tag(s, f_prune_bits), p.bits);
+  w.add(section_tag(s, f_prune_by_time), p.by_time);
+  w.add(section_tag(s, f_prune_time_cum), p.time_cum);
+  w.add(section_tag(s, f_prune_tag_at), p.tag_at);
+  w.add(section_tag(s, f_prune_tag_docs), p.tag_docs);
+  w.add(section_tag(s, f_prune_len_class), p.len_class);
 }
 
 // Restores finalize()'s output when the file has all of it, consistent; else leaves it to
@@ -253,8 +265,11 @@ bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
   }
   avgdl_ = avgdl[0];
   copy_to(len_norm_, len_norm);
-  copy_to(block_max_, block_max);
-  copy_to(block_max_time_, block_max_time);
+  // The block maxima are read in place, like the skip entries.
+  std::vector<float>().swap(block_max_store_);
+  std::vector<int64_t>().swap(block_max_time_store_);
+  block_max_ = block_max;
+  block_max_time_ = block_max_time;
   copy_to(champ_at_, champ_at);
   // The champion lists are read in place (and released with the sections copied: their pages
   // fault back in as terms ask for them).
@@ -294,6 +309,49 @@ void local_shard::load_impact(const index_reader& r, uint32_t s) {
   loaded_impact_ = x;
 }
 
+// The prune_index's tables besides the impact terms', when present and consistent with the
+// shard and with this build's dense_divisor (else finalize() derives them). Bounds only: a
+// wrong value the checksums let through answers wrongly, never reads out of bounds.
+void local_shard::load_prune(const index_reader& r, uint32_t s) {
+  saved_prune x;
+  std::span<const uint32_t> head;
+  if (!r.get(section_tag(s, f_prune_head), head) ||
+      !r.get(section_tag(s, f_prune_set_of_term), x.set_of_term) ||
+      !r.get(section_tag(s, f_prune_bits), x.bits) ||
+      !r.get(section_tag(s, f_prune_by_time), x.by_time) ||
+      !r.get(section_tag(s, f_prune_time_cum), x.time_cum) ||
+      !r.get(section_tag(s, f_prune_tag_at), x.tag_at) ||
+      !r.get(section_tag(s, f_prune_tag_docs), x.tag_docs) ||
+      !r.get(section_tag(s, f_prune_len_class), x.len_class) || head.size() != 5) {
+    return;
+  }
+  const uint64_t n = docs_.size();
+  x.words = head[1];
+  x.min_len = head[2];
+  x.time_step = head[3];
+  const uint32_t sets = head[4];
+  bool ok = head[0] == dense_divisor && x.words == (n + 63) / 64 &&
+            x.time_step == time_step_of(n) && x.set_of_term.size() == terms_.size() &&
+            x.bits.size() == uint64_t{sets} * x.words &&
+            x.time_cum.size() == time_cums_of(n, x.time_step) * x.words && x.by_time.size() == n &&
+            x.len_class.size() == n && x.tag_at.size() == tag_names_.size() + 1 &&
+            x.tag_at[0] == 0 && x.tag_at.back() == x.tag_docs.size();
+  for (size_t t = 0; ok && t < terms_.size(); ++t) {
+    ok = x.set_of_term[t] < sets || x.set_of_term[t] == UINT32_MAX;
+  }
+  for (size_t i = 0; ok && i < n; ++i) {
+    ok = x.by_time[i] < n;
+  }
+  for (size_t t = 0; ok && t + 1 < x.tag_at.size(); ++t) {
+    ok = x.tag_at[t] <= x.tag_at[t + 1];
+  }
+  for (size_t i = 0; ok && i < x.tag_docs.size(); ++i) {
+    ok = x.tag_docs[i] < n;
+  }
+  x.valid = ok;
+  loaded_prune_ = x;
+}
+
 std::string local_shard::load(const index_reader& r, uint32_t slot) {
   static_assert(sizeof(term_slot) == sizeof(disk_term_slot));
   shard_sections x;
@@ -325,7 +383,8 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   copy_to(terms_, x.terms);
   term_table_.resize(x.term_table.size());
   std::memcpy(term_table_.data(), x.term_table.data(), x.term_table.size_bytes());
-  copy_to(skips_, x.skips);
+  std::vector<skip_entry>().swap(skips_store_);
+  skips_ = x.skips;  // read in place
   copy_to(pair_terms_, x.pair_terms);
   std::vector<uint32_t>().swap(pair_docs_store_);
   pair_docs_ = x.pair_docs;  // read in place, like the champion lists
@@ -353,6 +412,7 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   }
   mapping_ = r.mapping();
   load_derived(r, slot);
+  load_prune(r, slot + 1);
   // What was copied (or only checked) leaves the process' resident set: its pages stay in the
   // page cache, and nothing reads them through the mapping again (a section left off this list
   // by mistake still reads right: its pages fault back in, a cost only).

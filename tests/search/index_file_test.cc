@@ -256,6 +256,7 @@ TEST(index_file_test, a_first_load_serves_the_file_it_wrote) {
       const auto& s = static_cast<const local_shard&>((*b)->local_shard(i));
       EXPECT_GT(s.impact_terms(), 0u) << i;
       EXPECT_TRUE(s.impact_from_file()) << i;
+      EXPECT_TRUE(s.prune_from_file()) << i;
     }
     EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
 
@@ -316,6 +317,42 @@ TEST(index_file_test, a_mapped_index_takes_its_impact_lists_from_the_file) {
     EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
   }
   prune_min_lead_df = saved;
+}
+
+TEST(index_file_test, a_mapped_index_takes_its_bitsets_and_filter_tables_from_the_file) {
+  // Verifies the prune index's other tables (the dense terms' bitsets, the docs by time, the
+  // cumulative time bitsets, the tags' docs, the length classes) are written and read back in
+  // place, and the mapped shards answer every query (filters by tag and time and date order
+  // among them) as a fresh build; and that a file whose bitsets were made for another density
+  // threshold is not taken at its word: its tables are derived again and the answers hold.
+  fixture fx;
+  const auto paths = index_paths(fx.corpus, "");
+  EXPECT_FALSE(fx.load(paths).mapped);
+  {
+    index_use use;
+    load_report rep;
+    auto b = load_indexed(fx.corpus, paths, fx.opts, rep, use);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(use.mapped);
+    for (size_t i = 0; i < (*b)->local_count(); ++i) {
+      EXPECT_TRUE(static_cast<const local_shard&>((*b)->local_shard(i)).prune_from_file()) << i;
+    }
+    EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
+  }
+  const uint32_t saved = dense_divisor;
+  dense_divisor = saved * 2;  // more terms are dense than the file's bitsets cover
+  {
+    index_use use;
+    load_report rep;
+    auto b = load_indexed(fx.corpus, paths, fx.opts, rep, use);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(use.mapped);
+    for (size_t i = 0; i < (*b)->local_count(); ++i) {
+      EXPECT_FALSE(static_cast<const local_shard&>((*b)->local_shard(i)).prune_from_file()) << i;
+    }
+    EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
+  }
+  dense_divisor = saved;
 }
 
 TEST(index_file_test, a_mapped_pair_table_counts_phrases_as_a_fresh_build_does) {
