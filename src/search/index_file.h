@@ -100,6 +100,23 @@ class index_writer {
   std::string error_;  // the first write error
 };
 
+/// Reads a mapped index file's bytes through a descriptor of its own rather than the mapping,
+/// for bytes a request reads once (a stored text): their pages stay in the page cache, out of
+/// the process' resident set (a fault would map the 64 KB around them). Empty (false): none.
+/// Thread-safe.
+class index_file_reader {
+ public:
+  explicit operator bool() const noexcept { return fd_ != nullptr; }
+  /// Copies `n` bytes at `at` (a pointer into the mapping) to `out`; false when the file cannot
+  /// be read there (an I/O error, or it was cut short since it was mapped).
+  bool read(const uint8_t* at, size_t n, void* out) const noexcept;
+
+ private:
+  friend class index_reader;
+  std::shared_ptr<const int> fd_;
+  const uint8_t* base_ = nullptr;
+};
+
 /// A mapped index file whose header, length and every section's checksum were verified.
 /// Thread-safe (read-only).
 class index_reader {
@@ -131,6 +148,8 @@ class index_reader {
   void release(uint32_t slot_plus_one, std::span<const uint32_t> kept) const;
   /// Keeps the mapping alive (a loaded shard holds it).
   const std::shared_ptr<const void>& mapping() const noexcept { return map_; }
+  /// Reads the mapping's bytes through the file (see index_file_reader).
+  index_file_reader file_reader() const;
 
  private:
   struct section {
@@ -139,6 +158,7 @@ class index_reader {
     uint64_t bytes;
   };
   std::shared_ptr<const void> map_;
+  std::shared_ptr<const int> read_fd_;  // a descriptor of the mapped file, POSIX_FADV_RANDOM
   std::vector<section> sections_;
   uint64_t loaded_ = 0, skipped_ = 0;
   uint64_t file_bytes_ = 0;

@@ -156,15 +156,21 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
     r.sections_.push_back({e.tag, base + e.offset, e.bytes});
   }
   // The checks read through a descriptor of their own (see verify_sections), so the advice does
-  // not reach the mapping's file.
+  // not reach the mapping's file; it stays open for read_at (the same file: checked by inode).
   const int check_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (check_fd < 0) {
     return unexpected(fmt::format("cannot open it again: {}", std::strerror(errno)));
   }
+  r.read_fd_ = std::shared_ptr<const int>(new int(check_fd), [](const int* f) {
+    ::close(*f);
+    delete f;
+  });
+  struct stat again;
+  if (::fstat(check_fd, &again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
+    return unexpected(std::string("replaced while it was opened"));
+  }
   ::posix_fadvise(check_fd, 0, 0, POSIX_FADV_RANDOM);
-  const bool sums_hold = verify_sections(check_fd, dir, fh.dir_count, threads);
-  ::close(check_fd);
-  if (!sums_hold) {
+  if (!verify_sections(check_fd, dir, fh.dir_count, threads)) {
     return unexpected(std::string("corrupt (a section's checksum does not match)"));
   }
   r.loaded_ = fh.loaded;
@@ -200,5 +206,34 @@ void index_reader::release(uint32_t slot_plus_one, std::span<const uint32_t> kep
 }
 
 index_parts index_reader::parts() const { return parts_of(sections_, file_bytes_); }
+
+index_file_reader index_reader::file_reader() const {
+  index_file_reader f;
+  f.fd_ = read_fd_;
+  f.base_ = static_cast<const uint8_t*>(map_.get());
+  return f;
+}
+
+bool index_file_reader::read(const uint8_t* at, size_t n, void* out) const noexcept {
+  auto* to = static_cast<char*>(out);
+  uint64_t off = static_cast<uint64_t>(at - base_);
+  while (n > 0) {
+    const ssize_t got = ::pread(*fd_, to, n, static_cast<off_t>(off));
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got == 0) {
+      errno = 0;  // the file is shorter than it was when mapped
+      return false;
+    }
+    if (got < 0) {
+      return false;
+    }
+    to += got;
+    off += static_cast<uint64_t>(got);
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
 
 }  // namespace tollgate::search

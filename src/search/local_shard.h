@@ -43,6 +43,7 @@ namespace tollgate::search {
 
 class index_writer;  // index_file.h
 class index_reader;
+class index_file_reader;
 
 /// A story as parsed from a line; views valid only during add().
 struct story_in {
@@ -128,9 +129,10 @@ class local_shard final : public shard_source {
   size_t doc_count() const noexcept { return docs_.size(); }
   std::string_view id(uint32_t doc) const noexcept;
   /// The text of a sealed shard's `doc`: a view of the stored bytes, or of the calling thread's
-  /// scratch buffer once decompressed into it (valid until that thread's next text() call).
-  /// No allocation once the scratch has grown to the longest text read. errc::unreadable when
-  /// the stored bytes do not decompress (the first such story of the process is logged).
+  /// scratch buffers once read from the index file or decompressed into them (valid until that
+  /// thread's next text() call). No allocation once the scratch has grown to the longest text
+  /// read. errc::unreadable when the stored bytes cannot be read or do not decompress (the
+  /// first such story of the process is logged).
   result<std::string_view, errc> text(uint32_t doc) const;
   /// How many docs hold their text compressed (the others store it raw: empty, or compression
   /// did not make it smaller).
@@ -252,6 +254,9 @@ class local_shard final : public shard_source {
   };
   std::unique_ptr<uint8_t, free_deleter> texts_;
   size_t texts_bytes_ = 0;
+  // A loaded shard's texts are read through the file, not the mapping: get_story reads one
+  // text once, and a fault would map the 64 KB around it (null: a build's, read in memory).
+  std::shared_ptr<const index_file_reader> texts_file_;
   std::vector<uint64_t> text_at_store_;  // a build's text_at_
   std::span<const uint64_t> text_at_;
   std::vector<uint8_t> text_dict_store_;  // a build's dictionary

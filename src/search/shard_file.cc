@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "search/index_file.h"
 #include "search/index_layout.h"
@@ -28,7 +29,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // derived by finalize() on a build and saved whole: its impact terms are taken back through
 // loaded_impact_ when the rest of finalize()'s output is, its other tables through
 // loaded_prune_ whenever they are there.)
-static_assert(sizeof(local_shard) == 1600, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 1616, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -403,6 +404,9 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   texts_ = std::unique_ptr<uint8_t, free_deleter>(const_cast<uint8_t*>(x.texts.data()),
                                                   free_deleter{false});
   texts_bytes_ = x.texts.size();
+  if (index_file_reader f = r.file_reader()) {
+    texts_file_ = std::make_shared<const index_file_reader>(std::move(f));
+  }
   text_at_store_.clear();
   text_at_ = x.text_at;
   text_dict_store_.clear();

@@ -10,7 +10,9 @@
 //      length is in the doc record, and the index file's section checksums cover the bytes);
 //      one that does not come out smaller is stored raw and flagged kTextRaw;
 //   3. text() decompresses into a per-thread scratch buffer with a per-thread context and the
-//      shard's digested dictionary (ZSTD_DDict, read-only, shared by all threads).
+//      shard's digested dictionary (ZSTD_DDict, read-only, shared by all threads). A shard
+//      loaded from an index file reads the frame with pread (index_file_reader), not through
+//      the mapping: a fault there would make the 64 KB around one text resident.
 // Measured on the 1M-story corpus (perf/notes/search-2026-12-04.md, "Stored texts compressed"):
 // level 1 with a 32 KiB dictionary keeps about half of a text's bytes at a few µs per text to
 // compress and about one to decompress; higher levels cost build time for a few percent, groups
@@ -21,10 +23,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "search/index_file.h"
 #include "search/shard_impl.h"
 #include "tollgate/common/assert.h"
 #include "tollgate/common/log.h"
@@ -49,6 +53,7 @@ constexpr size_t kMinPackedLen = 32;                      // shorter texts are s
 struct text_scratch {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   std::vector<char> buf;
+  std::vector<char> in;  // a text read from an index file (local_shard::texts_file_)
   ~text_scratch() { ZSTD_freeDCtx(dctx); }
 };
 
@@ -166,10 +171,26 @@ result<std::string_view, errc> local_shard::text(uint32_t doc) const {
   const doc_rec& r = docs_[doc];
   const char* src = reinterpret_cast<const char*>(texts_.get()) + text_at_[doc];
   const size_t len = text_at_[doc + 1] - text_at_[doc];
+  text_scratch& s = thread_scratch();
+  if (texts_file_) {
+    if (s.in.size() < len) {
+      s.in.resize(std::max(len, 2 * s.in.size()));
+    }
+    if (!texts_file_->read(reinterpret_cast<const uint8_t*>(src), len, s.in.data())) {
+      static std::atomic<bool> logged{false};
+      if (!logged.exchange(true, std::memory_order_relaxed)) {  // only once; orders nothing
+        log_error(
+            "story \"{}\": its stored text cannot be read from the index file ({}); get_story "
+            "answers unavailable for it. Further unreadable stories are not logged.",
+            id(doc), errno != 0 ? std::strerror(errno) : "the file is shorter than when mapped");
+      }
+      return unexpected(errc::unreadable);
+    }
+    src = s.in.data();
+  }
   if ((r.escape & kTextRaw) != 0) {
     return std::string_view{src, len};
   }
-  text_scratch& s = thread_scratch();
   if (s.buf.size() < r.text_len) {
     s.buf.resize(std::max<size_t>(r.text_len, 2 * s.buf.size()));
   }

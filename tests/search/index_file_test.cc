@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -605,6 +606,37 @@ TEST(index_file_test, direct_and_plain_writes_give_the_same_file) {
     ASSERT_TRUE(r->bytes(section_tag(1, static_cast<uint32_t>(i + 1)), b));
     EXPECT_EQ(b.size(), sizes[i]);
   }
+}
+
+TEST(index_file_test, the_file_reader_reads_what_the_mapping_holds_and_fails_past_a_cut) {
+  // Verifies index_file_reader (how a loaded shard reads its stored texts) copies a section's
+  // bytes as the mapping shows them, from any offset; and that once the file is cut short
+  // under the mapping, a read past the cut is a failure (get_story's "unavailable"), not a
+  // fault, while a read before it still succeeds.
+  temp_dir dir;
+  const size_t stage = index_writer::kStageBytes;
+  const std::vector<size_t> sizes = {100, stage + 333, 5000};
+  const std::string path = dir.path + "/cut.idx";
+  write_sections(path, sizes, false);
+  auto r = index_reader::open(path, corpus_fingerprint{}, 1, 1);
+  ASSERT_TRUE(r.has_value()) << r.error();
+  const index_file_reader f = r->file_reader();
+  ASSERT_TRUE(static_cast<bool>(f));
+  std::span<const uint8_t> first, big;
+  ASSERT_TRUE(r->bytes(section_tag(1, 1), first));
+  ASSERT_TRUE(r->bytes(section_tag(1, 2), big));
+  for (size_t at : {size_t{0}, size_t{1}, size_t{4095}, stage - 7, big.size() - 900}) {
+    std::vector<uint8_t> got(900, 0);
+    ASSERT_TRUE(f.read(big.data() + at, got.size(), got.data())) << at;
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), big.begin() + static_cast<ptrdiff_t>(at))) << at;
+  }
+  const auto* base = static_cast<const uint8_t*>(r->mapping().get());
+  const auto cut = static_cast<off_t>(big.data() - base) + 4096;  // inside `big`
+  ASSERT_EQ(::truncate(path.c_str(), cut), 0);
+  std::vector<uint8_t> got(100, 0);
+  EXPECT_TRUE(f.read(first.data(), 100, got.data()));
+  EXPECT_FALSE(f.read(big.data() + 8192, 100, got.data()));
+  EXPECT_FALSE(f.read(big.data() + 4000, 200, got.data()));  // begins before the cut
 }
 
 }  // namespace
