@@ -118,8 +118,8 @@ void prune_index_builder::add_impact(const local_shard& shard, prune_index& px) 
     const local_shard::saved_impact& li = shard.loaded_impact_;
     px.impact_terms.assign(li.terms.begin(), li.terms.end());
     px.impact_at.assign(li.at.begin(), li.at.end());
-    px.impact_doc.assign(li.doc.begin(), li.doc.end());
-    px.impact_part.assign(li.part.begin(), li.part.end());
+    px.impact_doc = li.doc;  // in the mapping, like the rows
+    px.impact_part = li.part;
     px.impact_rows = li.rows;  // in the mapping
   } else {
     compute_impact(shard, px);
@@ -188,18 +188,20 @@ void prune_index_builder::compute_impact(const local_shard& shard, prune_index& 
   for (const std::vector<entry>& b : best) {
     entries += std::min(b.size(), depth);
   }
-  px.impact_doc.reserve(entries);  // exactly: a mapped shard's copies are exact too
-  px.impact_part.reserve(entries);
+  px.impact_doc_store.reserve(entries);
+  px.impact_part_store.reserve(entries);
   for (size_t i = 0; i < m; ++i) {
     std::vector<entry>& b = best[i];
     const size_t keep = std::min(b.size(), depth);
     std::partial_sort(b.begin(), b.begin() + static_cast<ptrdiff_t>(keep), b.end(), better_part);
     for (size_t j = 0; j < keep; ++j) {
-      px.impact_doc.push_back(b[j].second);
-      px.impact_part.push_back(round_up(b[j].first));
+      px.impact_doc_store.push_back(b[j].second);
+      px.impact_part_store.push_back(round_up(b[j].first));
     }
-    px.impact_at.push_back(static_cast<uint32_t>(px.impact_doc.size()));
+    px.impact_at.push_back(static_cast<uint32_t>(px.impact_doc_store.size()));
   }
+  px.impact_doc = px.impact_doc_store;
+  px.impact_part = px.impact_part_store;
 }
 
 }  // namespace tollgate::search

@@ -85,9 +85,11 @@ struct prune_index {
   std::span<const impact_row> impact_rows;   ///< per doc: impact_row_store or the index file's
   std::vector<impact_row> impact_row_store;  ///< rows computed (compute_impact)
   std::vector<uint32_t> impact_at;           ///< per impact term: its first entry below; one more
-  std::vector<uint32_t> impact_doc;          ///< per impact term, its impact_depth best docs by
+  std::span<const uint32_t> impact_doc;      ///< per impact term, its impact_depth best docs by
                                              ///< term_part at the shard's norms (ties by doc)
-  std::vector<float> impact_part;            ///< ... and those parts, rounded up to a float
+  std::span<const float> impact_part;        ///< ... and those parts, rounded up to a float
+  std::vector<uint32_t> impact_doc_store;    ///< impact_doc and impact_part computed
+  std::vector<float> impact_part_store;      ///< (compute_impact), or empty: the index file's
   /// The impact term number of `term`, or UINT32_MAX.
   uint32_t impact_of(uint32_t term) const noexcept {
     for (uint32_t i = 0; i < impact_terms.size(); ++i) {

@@ -155,8 +155,10 @@ size_t local_shard::memory_bytes() const noexcept {
          held_bytes(p.own.time_cum, p.time_cum) + held_bytes(p.own.tag_at, p.tag_at) +
          held_bytes(p.own.tag_docs, p.tag_docs) + held_bytes(p.own.len_class, p.len_class) +
          bytes_of(pair_terms_) + bytes_of(pair_rank_) + held_bytes(pair_docs_store_, pair_docs_) +
-         bytes_of(p.impact_terms) + bytes_of(p.impact_at) + bytes_of(p.impact_doc) +
-         bytes_of(p.impact_part) + p.impact_rows.size_bytes();  // computed, or the index file's
+         bytes_of(p.impact_terms) + bytes_of(p.impact_at) +
+         held_bytes(p.impact_doc_store, p.impact_doc) +
+         held_bytes(p.impact_part_store, p.impact_part) +
+         p.impact_rows.size_bytes();  // computed, or the index file's
 }
 
 }  // namespace tollgate::search
