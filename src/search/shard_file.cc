@@ -419,11 +419,11 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   load_prune(r, slot + 1);
   // What was copied (or only checked) leaves the process' resident set: its pages stay in the
   // page cache, and nothing reads them through the mapping again (a section left off this list
-  // by mistake still reads right: its pages fault back in, a cost only).
-  // (The impact rows are read in place too, but released as well: a query of common words
-  // touches few of them, and their pages fault back in one by one.)
-  static constexpr uint32_t in_place[] = {f_stories,   f_texts,      f_text_at,
-                                          f_text_dict, f_doc_stream, f_pos_stream};
+  // by mistake still reads right: its pages fault back in, a cost only). The sections read in
+  // place that the checks above read whole (the impact rows and lists, the prune tables) are
+  // released too: a query touches few of their pages, which fault back in as it reads them;
+  // the texts and their entries are read through the file (texts_file_), never the mapping.
+  static constexpr uint32_t in_place[] = {f_stories, f_text_dict, f_doc_stream, f_pos_stream};
   r.release(slot + 1, in_place);
   return {};
 }

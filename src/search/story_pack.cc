@@ -169,25 +169,41 @@ bool local_shard::digest_text_dict() {
 
 result<std::string_view, errc> local_shard::text(uint32_t doc) const {
   const doc_rec& r = docs_[doc];
-  const char* src = reinterpret_cast<const char*>(texts_.get()) + text_at_[doc];
-  const size_t len = text_at_[doc + 1] - text_at_[doc];
   text_scratch& s = thread_scratch();
+  uint64_t at[2] = {0, 0};
+  const char* src = nullptr;
   if (texts_file_) {
-    if (s.in.size() < len) {
-      s.in.resize(std::max(len, 2 * s.in.size()));
-    }
-    if (!texts_file_->read(reinterpret_cast<const uint8_t*>(src), len, s.in.data())) {
+    errno = 0;
+    // The entry pair and the frame both through the file: get_story's reads map nothing. The
+    // checks at load held for the mapping; these bytes are read again, so they are bounded
+    // again (a frame is at most its text's compress bound; a raw text is its length).
+    const bool got =
+        texts_file_->read(reinterpret_cast<const uint8_t*>(&text_at_[doc]), sizeof at, at) &&
+        at[0] <= at[1] && at[1] <= texts_bytes_ &&
+        at[1] - at[0] <= std::max<uint64_t>(ZSTD_compressBound(r.text_len), r.text_len) && [&] {
+          const size_t len = at[1] - at[0];
+          if (s.in.size() < len) {
+            s.in.resize(std::max(len, 2 * s.in.size()));
+          }
+          return texts_file_->read(texts_.get() + at[0], len, s.in.data());
+        }();
+    if (!got) {
       static std::atomic<bool> logged{false};
       if (!logged.exchange(true, std::memory_order_relaxed)) {  // only once; orders nothing
         log_error(
             "story \"{}\": its stored text cannot be read from the index file ({}); get_story "
             "answers unavailable for it. Further unreadable stories are not logged.",
-            id(doc), errno != 0 ? std::strerror(errno) : "the file is shorter than when mapped");
+            id(doc), errno != 0 ? std::strerror(errno) : "the file changed since it was mapped");
       }
       return unexpected(errc::unreadable);
     }
     src = s.in.data();
+  } else {
+    at[0] = text_at_[doc];
+    at[1] = text_at_[doc + 1];
+    src = reinterpret_cast<const char*>(texts_.get()) + at[0];
   }
+  const size_t len = at[1] - at[0];
   if ((r.escape & kTextRaw) != 0) {
     return std::string_view{src, len};
   }
