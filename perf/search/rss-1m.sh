@@ -4,7 +4,7 @@
 # run, plus the run's client-side latency of search_stories and get_story.
 #
 #   perf/search/rss-1m.sh --base OLD/tollgate [--new NEW/tollgate] [--corpus FILE]
-#                         [--queries FILE.tsv] [--work DIR]
+#                         [--queries FILE.tsv] [--work DIR] [--sections]
 #
 # Each build serves a hard link of FILE (default /work/tmp/c1m.jsonl) in WORK/NAME (default
 # WORK = /work/tmp/rss-1m), so each maps its own index beside it (`index build` writes it once
@@ -15,11 +15,12 @@
 # then get_story of its first hit, over one keep-alive connection. Before each start the index
 # file's pages are evicted from the page cache (POSIX_FADV_DONTNEED), so what read the file
 # before (a build, the other build's run, a copy) does not decide how the kernel maps it.
+# --sections: after each run, what of each section stays mapped (perf/search/mapped-sections).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 
 base="" new="" corpus=/work/tmp/c1m.jsonl queries=/work/tmp/ab-queries-corpus-1000000-1.jsonl.tsv
-work=/work/tmp/rss-1m
+work=/work/tmp/rss-1m sections=0
 while [ $# -gt 0 ]; do
   case $1 in
     --base) base=$2; shift 2 ;;
@@ -27,7 +28,8 @@ while [ $# -gt 0 ]; do
     --corpus) corpus=$2; shift 2 ;;
     --queries) queries=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+    --sections) sections=1; shift ;;
+    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
     *) perf_die "unknown option $1" ;;
   esac
 done
@@ -109,6 +111,9 @@ def pct(v, q):
 print("%.0f %.0f %.0f %.0f" % (pct(search, .5), pct(search, .99), pct(get, .5), pct(get, .99)))
 PY
 )
+  if [ "$sections" = 1 ]; then
+    "$(dirname "$0")/mapped-sections" "$pid" "$dir/corpus.jsonl.tollgate-index" | sed "s/^/$name: /" >&2
+  fi
   echo "$name $at_load $(status_mb "$pid") $lat $(stat -c %s "$dir/corpus.jsonl.tollgate-index")"
   perf_stop "$pid"
 }
