@@ -217,6 +217,21 @@ bool note_says(const index_use& use, std::string_view what) {
   return false;
 }
 
+// Loads `paths` (whose file an earlier load wrote), expects it mapped, runs `each` on every
+// shard with its slot, and expects every query answered as the fresh build answered it.
+template <class Each>
+void expect_mapped_answers(fixture& fx, const std::vector<std::string>& paths, Each each) {
+  index_use use;
+  load_report rep;
+  auto b = load_indexed(fx.corpus, paths, fx.opts, rep, use);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(use.mapped);
+  for (size_t i = 0; i < (*b)->local_count(); ++i) {
+    each(static_cast<const local_shard&>((*b)->local_shard(i)), i);
+  }
+  EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
+}
+
 TEST(index_file_test, written_then_mapped_answers_every_query_class_as_a_fresh_build) {
   // Verifies the first load builds and writes the index beside the corpus, the second maps it,
   // and both answer every query (terms, phrases, filters, sort=date, offsets) and every story
@@ -305,17 +320,10 @@ TEST(index_file_test, a_mapped_index_takes_its_impact_lists_from_the_file) {
     fixture fx;
     const auto paths = index_paths(fx.corpus, "");
     EXPECT_FALSE(fx.load(paths).mapped);
-    index_use use;
-    load_report rep;
-    auto b = load_indexed(fx.corpus, paths, fx.opts, rep, use);
-    ASSERT_TRUE(b.has_value());
-    EXPECT_TRUE(use.mapped);
-    for (size_t i = 0; i < (*b)->local_count(); ++i) {
-      const auto& s = static_cast<const local_shard&>((*b)->local_shard(i));
+    expect_mapped_answers(fx, paths, [](const local_shard& s, size_t i) {
       EXPECT_GT(s.impact_terms(), 0u) << i;
       EXPECT_TRUE(s.impact_from_file()) << i;
-    }
-    EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
+    });
   }
   prune_min_lead_df = saved;
 }
@@ -329,30 +337,12 @@ TEST(index_file_test, a_mapped_index_takes_its_bitsets_and_filter_tables_from_th
   fixture fx;
   const auto paths = index_paths(fx.corpus, "");
   EXPECT_FALSE(fx.load(paths).mapped);
-  {
-    index_use use;
-    load_report rep;
-    auto b = load_indexed(fx.corpus, paths, fx.opts, rep, use);
-    ASSERT_TRUE(b.has_value());
-    EXPECT_TRUE(use.mapped);
-    for (size_t i = 0; i < (*b)->local_count(); ++i) {
-      EXPECT_TRUE(static_cast<const local_shard&>((*b)->local_shard(i)).prune_from_file()) << i;
-    }
-    EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
-  }
+  expect_mapped_answers(
+      fx, paths, [](const local_shard& s, size_t i) { EXPECT_TRUE(s.prune_from_file()) << i; });
   const uint32_t saved = dense_divisor;
   dense_divisor = saved * 2;  // more terms are dense than the file's bitsets cover
-  {
-    index_use use;
-    load_report rep;
-    auto b = load_indexed(fx.corpus, paths, fx.opts, rep, use);
-    ASSERT_TRUE(b.has_value());
-    EXPECT_TRUE(use.mapped);
-    for (size_t i = 0; i < (*b)->local_count(); ++i) {
-      EXPECT_FALSE(static_cast<const local_shard&>((*b)->local_shard(i)).prune_from_file()) << i;
-    }
-    EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
-  }
+  expect_mapped_answers(
+      fx, paths, [](const local_shard& s, size_t i) { EXPECT_FALSE(s.prune_from_file()) << i; });
   dense_divisor = saved;
 }
 
