@@ -156,7 +156,8 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
     r.sections_.push_back({e.tag, base + e.offset, e.bytes});
   }
   // The checks read through a descriptor of their own (see verify_sections), so the advice does
-  // not reach the mapping's file; it stays open for read_at (the same file: checked by inode).
+  // not reach the mapping's file; it stays open for file_reader() (the same file: checked by
+  // inode).
   const int check_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (check_fd < 0) {
     return unexpected(fmt::format("cannot open it again: {}", std::strerror(errno)));
