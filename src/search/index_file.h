@@ -117,15 +117,35 @@ class index_file_reader {
   const uint8_t* base_ = nullptr;
 };
 
-/// A mapped index file whose header, length and every section's checksum were verified.
-/// Thread-safe (read-only).
+/// What tells a file from another, and a version of it from the next: its device and inode,
+/// size, and last modification and status-change times.
+struct file_identity {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const file_identity&) const = default;
+};
+/// The identity of the open file `fd`; false when fstat fails.
+bool identity_of(int fd, file_identity& out);
+
+/// A mapped index file whose header, length and every section's checksum were verified (or,
+/// for the file this process has just written, see open()). Thread-safe (read-only).
 class index_reader {
  public:
   /// Maps and checks `path` against `want` (this format version, fingerprint, shard count);
   /// `threads` verify checksums. On failure: why (ENOENT: "missing").
+  ///
+  /// `written`: the identity the file had once this process wrote and synced it (a first
+  /// start's remap). When the file opened still has it, its sections are not read back to
+  /// check their checksums (they were computed from the very bytes written a moment ago; a
+  /// later start checks them all) but only brought into the page cache (see warm_pages in
+  /// index_reader.cc); checked() is then false. Any other file (replaced or rewritten
+  /// meanwhile) is checked in full.
   static result<index_reader, std::string> open(const std::string& path,
                                                 const corpus_fingerprint& want, uint32_t shards,
-                                                uint32_t threads);
+                                                uint32_t threads,
+                                                const file_identity* written = nullptr);
+  /// Whether every section's checksum was read and held at open().
+  bool checked() const noexcept { return checked_; }
   /// Section `tag` as values of T; false when missing or of a size that is no multiple of T.
   template <class T>
   bool get(uint32_t tag, std::span<const T>& out) const {
@@ -162,6 +182,7 @@ class index_reader {
   std::vector<section> sections_;
   uint64_t loaded_ = 0, skipped_ = 0;
   uint64_t file_bytes_ = 0;
+  bool checked_ = false;
 };
 
 }  // namespace tollgate::search

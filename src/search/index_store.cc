@@ -70,9 +70,10 @@ bool load_issues(const index_reader& r, size_t max, std::vector<load_issue>& out
 // The shards of a verified index file, or why they cannot be used.
 result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
     const std::string& path, const corpus_fingerprint& fp, const load_options& opts,
-    load_report& report, index_parts& parts) {
+    load_report& report, index_parts& parts, bool& checked,
+    const file_identity* written = nullptr) {
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
-  auto r = index_reader::open(path, fp, n, std::min(thread_count(opts), 4u));
+  auto r = index_reader::open(path, fp, n, std::min(thread_count(opts), 4u), written);
   if (!r) {
     return unexpected(r.error());
   }
@@ -121,6 +122,7 @@ result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
   }
   report = std::move(rep);
   parts = r->parts();
+  checked = r->checked();
   return shards;
 }
 
@@ -147,10 +149,11 @@ void remove_stale_temps(const std::filesystem::path& dir, const std::string& pat
 }
 
 // Writes `shards` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the
-// directory. "" or why not (the temporary file is removed).
+// directory. "" or why not (the temporary file is removed). `written`: the file's identity once
+// synced (what index_reader::open trusts as this process' own).
 std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
-                        const load_report& report, index_parts& parts,
-                        std::atomic<uint64_t>* steps) {
+                        const load_report& report, index_parts& parts, std::atomic<uint64_t>* steps,
+                        file_identity& written) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -177,14 +180,23 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
   if (err.empty() && ::fsync(fd) != 0) {
     err = std::strerror(errno);
   }
+  bool renamed = false;
+  if (err.empty()) {
+    renamed = ::rename(tmp.c_str(), path.c_str()) == 0;
+    if (!renamed) {
+      err = std::strerror(errno);
+    }
+  }
+  // Taken after the rename, which sets the file's status-change time on some file systems. None
+  // (fstat failed): the remap checks the file in full.
+  if (!renamed || !identity_of(fd, written)) {
+    written = file_identity{};
+  }
   if (::close(fd) != 0 && err.empty()) {
     err = std::strerror(errno);
   }
-  if (err.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = std::strerror(errno);
-  }
   if (!err.empty()) {
-    ::unlink(tmp.c_str());
+    ::unlink(renamed ? path.c_str() : tmp.c_str());
     return fmt::format("cannot write {}: {}", path, err);
   }
   if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
@@ -273,7 +285,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     return load_jsonl_file(corpus, opts, report);  // its error names the problem
   }
   for (const std::string& path : paths) {
-    auto shards = open_index(path, *fp, opts, report, use.parts);
+    auto shards = open_index(path, *fp, opts, report, use.parts, use.checked);
     if (shards) {
       use.mapped = true;
       use.path = path;
@@ -289,12 +301,13 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
   }
   // Written once the backend has finalized the shards, so the file holds that work too.
   auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
+  file_identity written;
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     use.notes.push_back(fmt::format("{} changed while it was loaded: no index written", corpus));
   } else {
     for (const std::string& path : paths) {
-      std::string err = write_index(path, *b, *fp, report, use.parts, opts.build_steps);
+      std::string err = write_index(path, *b, *fp, report, use.parts, opts.build_steps, written);
       if (err.empty()) {
         use.path = path;
         break;
@@ -313,7 +326,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     // not open again (replaced meanwhile) leaves the build serving.
     load_report file_report;
     index_parts file_parts;
-    auto mapped = open_index(use.path, *fp, opts, file_report, file_parts);
+    auto mapped = open_index(use.path, *fp, opts, file_report, file_parts, use.checked, &written);
     if (mapped) {
       b = std::make_unique<backend>(std::move(*mapped), opts.remote_slots);
       use.remapped = true;
@@ -344,7 +357,9 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
     return unexpected(load_issue{0, fmt::format("{} changed while it was indexed", corpus)});
   }
   index_parts written;
-  if (std::string err = write_index(out, b, *fp, report, written, opts.build_steps); !err.empty()) {
+  file_identity id;
+  if (std::string err = write_index(out, b, *fp, report, written, opts.build_steps, id);
+      !err.empty()) {
     return unexpected(load_issue{0, err});
   }
   if (parts != nullptr) {

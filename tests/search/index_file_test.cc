@@ -265,6 +265,7 @@ TEST(index_file_test, a_first_load_serves_the_file_it_wrote) {
     ASSERT_TRUE(b.has_value());
     EXPECT_FALSE(use.mapped);
     EXPECT_TRUE(use.remapped);
+    EXPECT_FALSE(use.checked);  // the file it had just written: not read back
     EXPECT_EQ(use.path, fx.index());
     EXPECT_TRUE(use.notes.empty());
     EXPECT_EQ(rep.loaded, 3000u);
@@ -275,6 +276,9 @@ TEST(index_file_test, a_first_load_serves_the_file_it_wrote) {
       EXPECT_TRUE(s.prune_from_file()) << i;
     }
     EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
+    const index_use later = fx.load({fx.index()});
+    EXPECT_TRUE(later.mapped);
+    EXPECT_TRUE(later.checked);  // every later start reads every section's checksum
 
     // Nowhere to write (a path under a regular file): built, served from memory, not mapped.
     const std::string blocked = fx.dir.path + "/plain-file/x.tollgate-index";
@@ -627,6 +631,48 @@ TEST(index_file_test, the_file_reader_reads_what_the_mapping_holds_and_fails_pas
   EXPECT_TRUE(f.read(first.data(), 100, got.data()));
   EXPECT_FALSE(f.read(big.data() + 8192, 100, got.data()));
   EXPECT_FALSE(f.read(big.data() + 4000, 200, got.data()));  // begins before the cut
+}
+
+TEST(index_file_test, the_file_just_written_is_trusted_only_while_it_is_that_file) {
+  // Verifies index_reader::open skips the checksum pass only for the file whose identity the
+  // writer took: a section damaged before that identity was taken (the bytes as "written")
+  // goes unread and opens, unchecked; opened without the identity it is caught; and another
+  // file renamed over the path (a new inode) is checked in full, whatever identity is given.
+  temp_dir dir;
+  const std::vector<size_t> sizes = {100, index_writer::kStageBytes + 333, 5000};
+  const std::string path = dir.path + "/trusted.idx", other = dir.path + "/other.idx";
+  write_sections(path, sizes, false);
+  write_sections(other, sizes, false);
+  const std::string whole = read_file(path);
+  std::string bad = whole;
+  bad[whole.size() / 2] ^= 0x40;  // inside the second section
+  write_file(path, bad);
+  file_identity written;
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(identity_of(fd, written));
+    ::close(fd);
+  }
+  auto trusted = index_reader::open(path, corpus_fingerprint{}, 1, 2, &written);
+  ASSERT_TRUE(trusted.has_value()) << trusted.error();
+  EXPECT_FALSE(trusted->checked());
+  auto plain = index_reader::open(path, corpus_fingerprint{}, 1, 2);
+  ASSERT_FALSE(plain.has_value());
+  EXPECT_NE(plain.error().find("corrupt"), std::string::npos) << plain.error();
+
+  // Replaced: the damaged copy renamed over the path has another inode.
+  write_file(other, bad);
+  ASSERT_EQ(::rename(other.c_str(), path.c_str()), 0);
+  auto replaced = index_reader::open(path, corpus_fingerprint{}, 1, 2, &written);
+  ASSERT_FALSE(replaced.has_value());
+  EXPECT_NE(replaced.error().find("corrupt"), std::string::npos) << replaced.error();
+
+  // An intact file opened with an identity that is not its own: checked, and it holds.
+  write_file(path, whole);
+  auto intact = index_reader::open(path, corpus_fingerprint{}, 1, 2, &written);
+  ASSERT_TRUE(intact.has_value()) << intact.error();
+  EXPECT_TRUE(intact->checked());
 }
 
 }  // namespace

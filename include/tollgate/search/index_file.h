@@ -74,8 +74,12 @@ struct index_parts {
 
 /// What load_indexed did with the index files.
 struct index_use {
-  bool mapped = false;             ///< true: an index file that matched was found and mapped
-  bool remapped = false;           ///< true: built, written to `path`, then served from it, mapped
+  bool mapped = false;    ///< true: an index file that matched was found and mapped
+  bool remapped = false;  ///< true: built, written to `path`, then served from it, mapped
+  /// true: every section's checksum of the file mapped was read and held at this load. A
+  /// remap trusts the file it wrote and synced a moment before (it is checked at the next
+  /// start) and only brings it into the page cache: false.
+  bool checked = false;
   std::string path;                ///< the file mapped or written; empty: none
   std::vector<std::string> notes;  ///< per file found but not used or not written: why
   index_parts parts;               ///< the file at `path`, by part
