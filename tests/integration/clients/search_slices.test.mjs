@@ -20,12 +20,14 @@ let story;
 const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-slices-log-'));
 const accessLog = path.join(logDir, 'access.log');
 // Larger than the embedded sample (10,000 stories): a loop pass costs ~2 µs, so the heavy calls
-// must take tens of thousands of passes to outlast the light calls' round trips.
+// must take tens of thousands of passes to outlast the light calls' round trips. At 60,000
+// stories they took 15-30 ms on a quick host, barely more than the light calls after them; at
+// 150,000, 55-70 ms against 15-30.
 const corpus = path.join(logDir, 'corpus.jsonl');
 
 before(async () => {
   const fd = fs.openSync(corpus, 'w');
-  const g = spawnSync(BIN, ['corpus', 'generate', '--count', '60000', '--seed', '33'],
+  const g = spawnSync(BIN, ['corpus', 'generate', '--count', '150000', '--seed', '33'],
     { stdio: ['ignore', fd, 'pipe'], timeout: 120000 });
   fs.closeSync(fd);
   assert.equal(g.status, 0, String(g.stderr));
@@ -63,6 +65,32 @@ function restPath(a) {
   return `/v1/stories?${p}`;
 }
 
+/** The server's event-loop passes so far, from /metrics (summed over its cores). */
+async function loopPasses() {
+  const r = await restGet(server, '/metrics');
+  assert.equal(r.status, 200, r.body);
+  let n = 0;
+  for (const m of r.body.matchAll(/^tollgate_loop_passes_total(?:\{[^}]*\})? (\d+)$/gm)) n += Number(m[1]);
+  return n;
+}
+
+/**
+ * Resolves once the core is running the heavy calls just sent: between two reads of /metrics
+ * (light requests, answered between slices) its loop made more than `passes` passes, which only
+ * a search going on at one posting per pass does. Waiting for that, rather than for a fixed
+ * time, keeps the test about order: a fast machine finished the heavy calls within the 20 ms the
+ * test used to wait.
+ */
+async function heavyRunning(passes = 200) {
+  let last = await loopPasses();
+  for (let i = 0; i < 500; ++i) {
+    const now = await loopPasses();
+    if (now - last > passes) return;
+    last = now;
+  }
+  assert.fail('the heavy calls never kept the loop busy');
+}
+
 /** The text payload of a successful tools/call answer. */
 function payloadOf(r) {
   assert.equal(r.status, 200, r.body);
@@ -79,7 +107,7 @@ test('light requests sent after heavy searches on the same core are answered fir
     .then((r) => { done.push(`heavy${i}`); return r; }));
   // The heavy requests are on the server first; then light ones, one after another, each on
   // its own connection of the same (only) core.
-  await new Promise((r) => setTimeout(r, 20));
+  await heavyRunning();
   for (let i = 0; i < 3; ++i) {
     const r = await mcpPost(server, toolCall(20 + i, 'get_story', { id: story.id }), { key, agent: agent() });
     payloadOf(r);
@@ -118,7 +146,7 @@ test('a call cancelled (notifications/cancelled, another connection) while its s
   const before = (await usageOf(server, key)).used;
   const cancelled = mcpPost(server, toolCall('doomed-1', 'search_stories', HEAVY[0]), { key, agent: agent() });
   const kept = mcpPost(server, toolCall('kept-1', 'search_stories', HEAVY[2]), { key, agent: agent() });
-  await new Promise((r) => setTimeout(r, 20));
+  await heavyRunning();
   const note = await mcpPost(server, { jsonrpc: '2.0', method: 'notifications/cancelled',
     params: { requestId: 'doomed-1', reason: 'the user moved on' } }, { key, agent: agent() });
   assert.equal(note.status, 202, note.body);
