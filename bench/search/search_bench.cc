@@ -4,6 +4,7 @@
 // Corpus size: TOLLGATE_BENCH_STORIES (default 1,000,000). Queries are drawn from the titles of
 // stories spread over the corpus, so every one has matches and frequencies follow the corpus.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +49,8 @@ double secs_since(std::chrono::steady_clock::time_point t) {
 
 struct world {
   std::unique_ptr<backend> b;
+  std::string data;                     // the corpus
+  std::unique_ptr<backend> from_file;   // corpus_backend()
   std::vector<std::string> queries[4];  // 1, 2, 3 terms, phrase
   uint64_t stories = 0;
   double gen_s = 0, build_s = 0, build_cpu_s = 0;
@@ -57,9 +60,8 @@ struct world {
     const char* env = std::getenv("TOLLGATE_BENCH_STORIES");
     stories = env ? std::strtoull(env, nullptr, 10) : 1000000;
     auto t0 = std::chrono::steady_clock::now();
-    std::string data;
     data.reserve(stories * 1000);
-    generate_corpus(stories, 1, [&data](std::string_view c) { data += c; });
+    generate_corpus(stories, 1, [this](std::string_view c) { data += c; });
     gen_s = secs_since(t0);
     // Queries from titles of every (n/200)-th story.
     size_t step = std::max<uint64_t>(1, stories / 200);
@@ -115,6 +117,35 @@ struct world {
 world& get_world() {
   static world w;
   return w;
+}
+
+// The same corpus loaded from a file, as `serve --corpus` loads it: its shards leave the texts in
+// the file (get_story reads and parses a story's line) where `b`'s, built from memory, pack
+// them. The file is unlinked once loaded (the shards hold it open).
+const backend& corpus_backend() {
+  world& w = get_world();
+  if (!w.from_file) {
+    char path[] = "/tmp/tollgate-search-bench-XXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd < 0 ||
+        ::write(fd, w.data.data(), w.data.size()) != static_cast<ssize_t>(w.data.size())) {
+      std::fprintf(stderr, "cannot write %s\n", path);
+      std::abort();
+    }
+    ::close(fd);
+    load_options o;
+    o.shards = 4;
+    o.skip_bad_lines = false;
+    load_report rep;
+    auto r = load_jsonl_file(path, o, rep);
+    ::unlink(path);
+    if (!r) {
+      std::fprintf(stderr, "load of %s failed: %s\n", path, r.error().reason.c_str());
+      std::abort();
+    }
+    w.from_file = std::move(*r);
+  }
+  return *w.from_file;
 }
 
 void run_queries(benchmark::State& state, int kind) {
@@ -180,13 +211,13 @@ BENCHMARK(BM_two_terms)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_three_terms)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_phrase)->Unit(benchmark::kMicrosecond);
 
-void BM_get_story(benchmark::State& state) {
-  world& w = get_world();
-  auto s = w.b->make_scratch();
+// get_story of the first 50 hits of "the", round robin, from `b`.
+void get_stories(benchmark::State& state, const backend& b) {
+  auto s = b.make_scratch();
   query_args a;
   a.query = "the";
   a.limit = 50;
-  auto r = w.b->search(a, *s);
+  auto r = b.search(a, *s);
   if (!r || r->stories.empty()) {
     state.SkipWithError("no stories");
     return;
@@ -199,11 +230,18 @@ void BM_get_story(benchmark::State& state) {
   size_t i = 0;
   for (auto _ : state) {
     out.clear();
-    benchmark::DoNotOptimize(w.b->get_story(ids[i++ % ids.size()], out, true).has_value());
+    benchmark::DoNotOptimize(b.get_story(ids[i++ % ids.size()], out, true).has_value());
   }
   state.SetItemsProcessed(state.iterations());
 }
+
+// Texts packed (a build from memory: zstd frames).
+void BM_get_story(benchmark::State& state) { get_stories(state, *get_world().b); }
 BENCHMARK(BM_get_story);
+
+// Texts left in the corpus file (a build from a file, as `serve --corpus` does).
+void BM_get_story_from_corpus(benchmark::State& state) { get_stories(state, corpus_backend()); }
+BENCHMARK(BM_get_story_from_corpus);
 
 }  // namespace
 }  // namespace tollgate::search

@@ -83,6 +83,7 @@ void count_part(index_parts& p, uint32_t tag, uint64_t bytes) {
     case f_texts:
     case f_text_at:
     case f_text_dict:
+    case f_text_lines:
     case f_time:
     case f_doc_tags:
     case f_tag_chars:

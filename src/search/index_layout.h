@@ -104,6 +104,9 @@ enum shard_field : uint32_t {
   f_prune_tag_at,
   f_prune_tag_docs,
   f_prune_len_class,
+  // Texts left in the corpus file (format 5, local_shard::texts_in): per doc its line's place
+  // there (corpus_line). A shard has these or f_texts, f_text_at and f_text_dict.
+  f_text_lines,
 };
 
 // A doc_rec with its story's place in f_stories instead of a pointer.

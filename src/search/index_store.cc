@@ -71,7 +71,7 @@ bool load_issues(const index_reader& r, size_t max, std::vector<load_issue>& out
 result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
     const std::string& path, const corpus_fingerprint& fp, const load_options& opts,
     load_report& report, index_parts& parts, bool& checked,
-    const file_identity* written = nullptr) {
+    const std::shared_ptr<const corpus_file>& corpus, const file_identity* written = nullptr) {
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
   auto r = index_reader::open(path, fp, n, std::min(thread_count(opts), 4u), written);
   if (!r) {
@@ -92,7 +92,7 @@ result<std::vector<std::unique_ptr<shard_source>>, std::string> open_index(
   auto work = [&](uint32_t t) {
     for (uint32_t i = t; i < n; i += threads) {
       loaded[i] = std::make_unique<local_shard>();
-      why[i] = loaded[i]->load(*r, i);
+      why[i] = loaded[i]->load(*r, i, corpus);
     }
   };
   if (threads <= 1) {
@@ -207,10 +207,14 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
 }
 
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_from_corpus(
-    const std::string& corpus, const load_options& opts, load_report& report) {
+    const std::shared_ptr<const corpus_file>& corpus, const load_options& opts,
+    load_report& report) {
   result<std::vector<std::unique_ptr<shard_source>>, load_issue> shards = unexpected(load_issue{});
   if (auto r = with_corpus_text(
-          corpus, [&](std::string_view text) { shards = build_shards(text, opts, report); });
+          corpus,
+          [&](std::string_view text, const std::shared_ptr<const corpus_file>& file) {
+            shards = build_shards(text, opts, report, file);
+          });
       !r) {
     return unexpected(r.error());
   }
@@ -220,14 +224,20 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_from_corpus
 }  // namespace
 
 result<corpus_fingerprint, std::string> fingerprint_of(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return unexpected(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  std::string why;
+  auto file = corpus_file::open(path, why);
+  if (!file) {
+    return unexpected(why);
   }
+  return fingerprint_of(*file);
+}
+
+result<corpus_fingerprint, std::string> fingerprint_of(const corpus_file& file) {
+  const int fd = file.fd();
+  const std::string& path = file.path();
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return unexpected(fmt::format("{} is not a regular file", path));
+  if (::fstat(fd, &st) != 0) {
+    return unexpected(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
   }
   corpus_fingerprint fp;
   fp.size = static_cast<uint64_t>(st.st_size);
@@ -245,14 +255,11 @@ result<corpus_fingerprint, std::string> fingerprint_of(const std::string& path) 
                              : i * kSampleBlockBytes;
     const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
     if (got < 0) {
-      const int e = errno;
-      ::close(fd);
-      return unexpected(fmt::format("cannot read {}: {}", path, std::strerror(e)));
+      return unexpected(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
     }
     sum.update(&off, sizeof off);
     sum.update(buf.data(), static_cast<size_t>(got));
   }
-  ::close(fd);
   fp.sample_hash = sum.final();
   return fp;
 }
@@ -280,12 +287,19 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
                                                           const load_options& opts,
                                                           load_report& report, index_use& use) {
   use = index_use{};
-  auto fp = fingerprint_of(corpus);
+  // One descriptor of the corpus for all of it: its fingerprint, the build's text, and the
+  // shards' reads of their texts (a corpus renamed over meanwhile is not mixed in).
+  std::string why;
+  const std::shared_ptr<const corpus_file> file = corpus_file::open(corpus, why);
+  result<corpus_fingerprint, std::string> fp = unexpected(why);
+  if (file) {
+    fp = fingerprint_of(*file);
+  }
   if (!fp) {
     return load_jsonl_file(corpus, opts, report);  // its error names the problem
   }
   for (const std::string& path : paths) {
-    auto shards = open_index(path, *fp, opts, report, use.parts, use.checked);
+    auto shards = open_index(path, *fp, opts, report, use.parts, use.checked, file);
     if (shards) {
       use.mapped = true;
       use.path = path;
@@ -295,7 +309,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
       use.notes.push_back(fmt::format("index {} not used: {}; rebuilding", path, shards.error()));
     }
   }
-  auto shards = build_from_corpus(corpus, opts, report);
+  auto shards = build_from_corpus(file, opts, report);
   if (!shards) {
     return unexpected(shards.error());
   }
@@ -326,7 +340,8 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     // not open again (replaced meanwhile) leaves the build serving.
     load_report file_report;
     index_parts file_parts;
-    auto mapped = open_index(use.path, *fp, opts, file_report, file_parts, use.checked, &written);
+    auto mapped =
+        open_index(use.path, *fp, opts, file_report, file_parts, use.checked, file, &written);
     if (mapped) {
       b = std::make_unique<backend>(std::move(*mapped), opts.remote_slots);
       use.remapped = true;
@@ -343,11 +358,16 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
 result<void, load_issue> build_index_file(const std::string& corpus, const std::string& out,
                                           const load_options& opts, load_report& report,
                                           index_parts* parts) {
-  auto fp = fingerprint_of(corpus);
+  std::string why;
+  const std::shared_ptr<const corpus_file> file = corpus_file::open(corpus, why);
+  result<corpus_fingerprint, std::string> fp = unexpected(why);
+  if (file) {
+    fp = fingerprint_of(*file);
+  }
   if (!fp) {
     return unexpected(load_issue{0, fp.error()});
   }
-  auto shards = build_from_corpus(corpus, opts, report);
+  auto shards = build_from_corpus(file, opts, report);
   if (!shards) {
     return unexpected(shards.error());
   }

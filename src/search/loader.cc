@@ -201,8 +201,8 @@ struct piece_result {
   bool failed = false;
 };
 
-void parse_piece(std::string_view data, const char* readable_end, const load_options& opts,
-                 uint32_t n, piece_result& pr) {
+void parse_piece(std::string_view data, const char* whole_begin, const char* readable_end,
+                 const load_options& opts, uint32_t n, piece_result& pr) {
   simdjson::dom::parser parser;
   std::vector<char> pad;
   std::vector<std::string_view> tags;
@@ -251,6 +251,8 @@ void parse_piece(std::string_view data, const char* readable_end, const load_opt
       }
       continue;
     }
+    s.line_at = static_cast<uint64_t>(line.data() - whole_begin);
+    s.line_len = line.size();
     pr.shards[shard_of(s.id, n)]->add(s, line_no);
     ++pr.loaded;
   }
@@ -287,7 +289,7 @@ std::vector<piece_result> parse_pieces(std::string_view data, const load_options
     for (uint32_t i = 0; i < n; ++i) {
       pr.shards.push_back(std::make_unique<local_shard>());
     }
-    parse_piece(piece_text[k], data.data() + data.size(), opts, n, pr);
+    parse_piece(piece_text[k], data.data(), data.data() + data.size(), opts, n, pr);
   };
   if (parsed.size() <= 1) {
     if (!parsed.empty()) {
@@ -380,6 +382,12 @@ std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shar
 
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view data, const load_options& opts, load_report& report) {
+  return build_shards(data, opts, report, nullptr);
+}
+
+result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
+    std::string_view data, const load_options& opts, load_report& report,
+    const std::shared_ptr<const corpus_file>& file) {
   report = load_report{};
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
   uint32_t threads = opts.threads ? opts.threads : usable_cpus();
@@ -389,6 +397,12 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     return unexpected(joined.error());
   }
   std::vector<std::unique_ptr<local_shard>> shards = std::move(*joined);
+  if (file != nullptr && texts_from_corpus) {
+    TOLLGATE_CHECK(data.size() == file->size());  // the text is the file's, from offset 0
+    for (auto& s : shards) {
+      s->texts_in(file);
+    }
+  }
   std::vector<load_issue> all_dups = seal_all(shards, n, threads, opts.build_steps);
   if (!all_dups.empty()) {
     std::sort(all_dups.begin(), all_dups.end(),
@@ -495,35 +509,98 @@ double build_share(const load_options& opts, uint64_t whole) noexcept {
   return parse_share * parsed + (1 - parse_share) * built;
 }
 
-result<void, load_issue> with_corpus_text(const std::string& path,
-                                          const std::function<void(std::string_view)>& use) {
+std::shared_ptr<const corpus_file> corpus_file::adopt(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return nullptr;
+  }
+  return std::shared_ptr<const corpus_file>(
+      new corpus_file(fd, static_cast<uint64_t>(st.st_size), path));
+}
+
+std::shared_ptr<const corpus_file> corpus_file::open(const std::string& path, std::string& why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    why = fmt::format("cannot open {}: {}", path, std::strerror(errno));
+    return nullptr;
+  }
+  auto file = adopt(fd, path);
+  if (!file) {
+    ::close(fd);
+    why = fmt::format("{} is not a regular file", path);
+  }
+  return file;
+}
+
+corpus_file::~corpus_file() { ::close(fd_); }
+
+bool corpus_file::read(uint64_t at, size_t n, void* out) const noexcept {
+  auto* to = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd_, to, n, static_cast<off_t>(at));
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got == 0) {
+      errno = 0;  // the file ends before: cut short since it was indexed
+      return false;
+    }
+    if (got < 0) {
+      return false;
+    }
+    to += got;
+    at += static_cast<uint64_t>(got);
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+void corpus_file::reads_are_random() const noexcept {
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);  // advice only: a refusal changes nothing
+}
+
+result<void, load_issue> with_corpus_text(
+    const std::shared_ptr<const corpus_file>& file,
+    const std::function<void(std::string_view, const std::shared_ptr<const corpus_file>&)>& use) {
+  // Mapped read-only and prefaulted in one call: the text comes straight from the page cache,
+  // without an 800 MB copy into a growing string (its page faults were a large part of the
+  // 1M-story load's system time). Stories are copied out of the text while loading (their
+  // texts only until the shard is sealed), so the mapping is dropped when `use` returns.
+  if (file->size() == 0) {
+    use(std::string_view(), file);
+    return {};
+  }
+  const size_t n = static_cast<size_t>(file->size());
+  void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file->fd(), 0);
+  if (m == MAP_FAILED) {
+    return unexpected(
+        load_issue{0, fmt::format("cannot map {}: {}", file->path(), std::strerror(errno))});
+  }
+  {
+    // A file shrunk while it is read here would end the process with SIGBUS: say why.
+    const map_guard guard(m, n,
+                          fmt::format("tollgate: error: {}: the corpus file shrank while it was "
+                                      "being loaded (truncated or rewritten in place); not "
+                                      "started\n",
+                                      file->path()));
+    use(std::string_view(static_cast<const char*>(m), n), file);
+  }
+  ::munmap(m, n);
+  file->reads_are_random();
+  return {};
+}
+
+result<void, load_issue> with_corpus_text(
+    const std::string& path,
+    const std::function<void(std::string_view, const std::shared_ptr<const corpus_file>&)>& use) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return unexpected(load_issue{0, fmt::format("cannot open {}: {}", path, std::strerror(errno))});
   }
-  // A regular file is mapped read-only and prefaulted in one call: the text comes straight from
-  // the page cache, without an 800 MB copy into a growing string (its page faults were a large
-  // part of the 1M-story load's system time). Stories are copied out of the text while loading,
-  // so the mapping is dropped when `use` returns. Anything else (a pipe) is read.
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    const size_t n = static_cast<size_t>(st.st_size);
-    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (m != MAP_FAILED) {
-      ::close(fd);
-      {
-        // A file shrunk while it is read here would end the process with SIGBUS: say why.
-        const map_guard guard(
-            m, n,
-            fmt::format("tollgate: error: {}: the corpus file shrank while it was being "
-                        "loaded (truncated or rewritten in place); not started\n",
-                        path));
-        use(std::string_view(static_cast<const char*>(m), n));
-      }
-      ::munmap(m, n);
-      return {};
-    }
+  if (auto file = corpus_file::adopt(fd, path)) {
+    return with_corpus_text(file, use);
   }
+  // Not a regular file (a pipe): read whole. Its texts are kept by the shards.
   std::string data;
   char buf[1 << 16];
   while (true) {
@@ -544,7 +621,7 @@ result<void, load_issue> with_corpus_text(const std::string& path,
     break;
   }
   ::close(fd);
-  use(data);
+  use(data, nullptr);
   return {};
 }
 
@@ -552,8 +629,16 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
                                                              const load_options& opts,
                                                              load_report& report) {
   result<std::unique_ptr<backend>, load_issue> b = unexpected(load_issue{});
-  if (auto r = with_corpus_text(path,
-                                [&](std::string_view text) { b = load_jsonl(text, opts, report); });
+  if (auto r = with_corpus_text(
+          path,
+          [&](std::string_view text, const std::shared_ptr<const corpus_file>& file) {
+            auto shards = build_shards(text, opts, report, file);
+            if (!shards) {
+              b = unexpected(shards.error());
+              return;
+            }
+            b = std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
+          });
       !r) {
     return unexpected(r.error());
   }

@@ -273,6 +273,7 @@ void local_shard::add(const story_in& s, uint64_t line) {
   push_huge(docs_, r);
   push_huge(time_, s.time);
   push_huge(line_, line);
+  push_huge(line_store_, corpus_line{s.line_at, s.line_len});
 }
 
 void local_shard::absorb(local_shard&& o, uint64_t line_base) {
@@ -283,6 +284,7 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
   docs_.reserve(docs_.size() + o.docs_.size());
   time_.reserve(time_.size() + o.time_.size());
   line_.reserve(line_.size() + o.line_.size());
+  line_store_.reserve(line_store_.size() + o.line_store_.size());
   for (size_t i = 0; i < o.docs_.size(); ++i) {
     doc_rec r = o.docs_[i];
     r.tags_off = static_cast<uint32_t>(doc_tags_.size());
@@ -292,6 +294,7 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
     docs_.push_back(r);
     time_.push_back(o.time_[i]);
     line_.push_back(o.line_[i] + line_base);
+    line_store_.push_back(o.line_store_[i]);  // offsets in the whole text already
   }
   o.chunks_.clear();
   o.chunk_ptr_ = nullptr;
@@ -300,6 +303,7 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
   o.docs_.clear();
   o.time_.clear();
   o.line_.clear();
+  o.line_store_.clear();
   o.doc_tags_.clear();
 }
 
@@ -322,8 +326,12 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
   });
   std::vector<doc_rec> docs;
   std::vector<int64_t> times;
+  std::vector<corpus_line> lines;
   reserve_huge(docs, docs_.size());
   reserve_huge(times, docs_.size());
+  if (corpus_) {
+    reserve_huge(lines, docs_.size());
+  }
   for (size_t k = 0; k < order.size(); ++k) {
     uint32_t i = order[k];
     if (!docs.empty() && std::string_view(docs.back().base, docs.back().id_len) == id(i)) {
@@ -335,9 +343,13 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
     }
     docs.push_back(docs_[i]);
     times.push_back(time_[i]);
+    if (corpus_) {
+      lines.push_back(line_store_[i]);
+    }
   }
   docs_.swap(docs);
   time_.swap(times);
+  line_store_.swap(lines);
   std::vector<uint64_t>().swap(line_);
   build_index(records, steps);
   pack_stories();

@@ -4,8 +4,9 @@
 //   1. add() each story of this slot (copied into 1 MiB arena chunks; any order).
 //   2. seal(): sorts stories by id (doc handle order == id_less order, so ties within a shard
 //      break by doc), drops duplicate ids, tokenizes titles and texts and builds the postings,
-//      then packs the stored stories (story_pack.cc): the short fields back to back, each text
-//      compressed alone with a dictionary trained on the shard's texts.
+//      then packs the stored stories (story_pack.cc): the short fields back to back; each text
+//      compressed alone with a dictionary trained on the shard's texts, or, for a shard built
+//      from a corpus file (texts_in()), left there: only each story's line place is kept.
 //   3. finalize(global stats) (by the backend): per-doc BM25 length norms (query_plan's formula).
 //   4. Queries, concurrently from any number of cores, each with its own shard_workspace. A
 //      query runs whole (search, add_doc_freqs) or in budgeted slices (search_slice,
@@ -44,12 +45,21 @@ namespace tollgate::search {
 class index_writer;  // index_file.h
 class index_reader;
 class index_file_reader;
+class corpus_file;  // corpus_text.h
 
-/// A story as parsed from a line; views valid only during add().
+/// A story as parsed from a line; views valid only during add(). `line_at`, `line_len`: where
+/// its line is in the corpus text (what texts_in() reads back).
 struct story_in {
   std::string_view id, title, url, by, text;
   int64_t time = 0, score = 0, comments = 0;
   std::span<const std::string_view> tags;
+  uint64_t line_at = 0, line_len = 0;
+};
+
+/// A story's line in its corpus file (byte offset and length, without the line end), as a
+/// shard whose texts stay in the corpus keeps it, in memory and in its index file.
+struct corpus_line {
+  uint64_t at, len;
 };
 
 /// Whether queries without phrases take the pruned evaluation (prune.cc). Only tests turn it
@@ -77,6 +87,10 @@ inline uint32_t pair_posting_words = 128;
 /// Whether seal() compresses the stories' texts (story_pack.cc). Only tests turn it off, to
 /// compare a packed shard with one whose texts are all stored raw; set it before loading.
 inline bool pack_texts = true;
+/// Whether a shard built from a corpus file leaves its texts there (texts_in(), index format 5)
+/// rather than packing them like one built from text in memory. Only tests turn it off, to
+/// test packed texts through index files; set it before loading.
+inline bool texts_from_corpus = true;
 /// A shard with at least this many postings finalizes on several threads. Settable so tests
 /// can run the threaded path on a small corpus; set it before loading, never during.
 inline uint64_t parallel_finalize_postings = 4'000'000;
@@ -102,6 +116,13 @@ class local_shard final : public shard_source {
   /// its line numbers shifted by `line_base`; `other` is left empty. The stored bytes move
   /// (no copy); tags are re-interned here. Not thread-safe.
   void absorb(local_shard&& other, uint64_t line_base);
+  /// Phase 1: the corpus text the stories were added from is all of `file`, from offset 0:
+  /// seal() keeps where each story's line is instead of packing its text, and text() reads the
+  /// line back from `file` (see corpus_text.h).
+  void texts_in(std::shared_ptr<const corpus_file> file) noexcept { corpus_ = std::move(file); }
+  /// Whether its texts are read from its corpus file (texts_in(), or an index file of such a
+  /// shard) rather than kept packed.
+  bool texts_in_corpus() const noexcept { return corpus_ != nullptr; }
   /// Phase 2. Duplicate ids: the first occurrence (lowest line) stays; each later one is
   /// recorded in `dups` as {line, reason}. Not thread-safe (one thread per shard).
   /// `records`, when given, is the build's scratch record buffer, kept (and its pages, already
@@ -129,13 +150,15 @@ class local_shard final : public shard_source {
   size_t doc_count() const noexcept { return docs_.size(); }
   std::string_view id(uint32_t doc) const noexcept;
   /// The text of a sealed shard's `doc`: a view of the stored bytes, or of the calling thread's
-  /// scratch buffers once read from the index file or decompressed into them (valid until that
-  /// thread's next text() call). No allocation once the scratch has grown to the longest text
-  /// read. errc::unreadable when the stored bytes cannot be read or do not decompress (the
-  /// first such story of the process is logged).
+  /// scratch buffers once read from the index file or decompressed into them, or of its parser
+  /// once its line is read from the corpus file and parsed (valid until that thread's next
+  /// text() call). No allocation once the scratch has grown to the longest text read.
+  /// errc::unreadable when the stored bytes cannot be read or do not decompress, or when the
+  /// line read from the corpus is not this story's (the corpus was changed in place) (the first
+  /// such story of the process is logged).
   result<std::string_view, errc> text(uint32_t doc) const;
   /// How many docs hold their text compressed (the others store it raw: empty, or compression
-  /// did not make it smaller).
+  /// did not make it smaller; none when the texts are read from the corpus file).
   size_t packed_texts() const noexcept;
   /// Bytes held by the shard: its stored stories and every table of the index, those read in
   /// place from an index file's mapping included (resident or not), and the ones finalize()
@@ -158,8 +181,11 @@ class local_shard final : public shard_source {
   /// A finalized shard also saves what finalize() derived, with the average length it used;
   /// finalize() with that same average then keeps what load() read (another recomputes it).
   /// load() returns an empty string or what is inconsistent.
+  /// `corpus`: the corpus file open, for a file whose shards read their texts there (its
+  /// absence then fails the load).
   void save(index_writer& w, uint32_t slot) const;
-  std::string load(const index_reader& r, uint32_t slot);
+  std::string load(const index_reader& r, uint32_t slot,
+                   const std::shared_ptr<const corpus_file>& corpus = nullptr);
 
  private:
   static constexpr uint32_t kEscapeId = 1, kEscapeTitle = 2, kEscapeUrl = 4, kEscapeBy = 8;
@@ -179,7 +205,8 @@ class local_shard final : public shard_source {
   int64_t lookup_tag(std::string_view t) const noexcept;
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
-  void pack_stories();      // story_pack.cc
+  void pack_stories();  // story_pack.cc
+  result<std::string_view, errc> text_from_corpus(uint32_t doc) const;
   bool digest_text_dict();  // ddict_ from text_dict_; false: zstd refuses it
   static std::string_view unpacked_text(const doc_rec& r) noexcept;  // before pack_stories()
   void save_derived(index_writer& w, uint32_t slot) const;           // shard_file.cc
@@ -262,6 +289,12 @@ class local_shard final : public shard_source {
   std::vector<uint8_t> text_dict_store_;  // a build's dictionary
   std::span<const uint8_t> text_dict_;
   std::unique_ptr<ZSTD_DDict_s, ddict_deleter> ddict_;  // text_dict_ digested (a copy)
+  // Texts left in the corpus file (texts_in()): per doc its line there, read back and parsed
+  // by text(); none of texts_, text_at_, text_dict_ then. lines_ is a build's own (line_store_,
+  // which add() fills for every build) or the index file's mapping, read through texts_file_.
+  std::shared_ptr<const corpus_file> corpus_;
+  std::vector<corpus_line> line_store_;
+  std::span<const corpus_line> lines_;
   std::vector<int64_t> time_;
   std::vector<uint64_t> line_;  // build only
   std::vector<uint32_t> doc_tags_;

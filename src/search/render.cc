@@ -143,11 +143,12 @@ size_t local_shard::memory_bytes() const noexcept {
   return sizeof(*this) + stories + bytes_of(docs_) + texts_bytes_ +
          std::max(text_at_store_.capacity(), text_at_.size()) * sizeof(uint64_t) +
          std::max(text_dict_store_.capacity(), text_dict_.size()) +
-         (ddict_ ? ZSTD_sizeof_DDict(ddict_.get()) : 0) + bytes_of(time_) + bytes_of(line_) +
-         bytes_of(doc_tags_) + tags + bytes_of(tag_escape_) + bytes_of(tag_table_) +
-         bytes_of(title_len_) + bytes_of(text_len_) + bytes_of(len_norm_) + bytes_of(term_chars_) +
-         bytes_of(terms_) + bytes_of(term_table_) + doc_stream_bytes_ + pos_stream_bytes_ +
-         held_bytes(skips_store_, skips_) + held_bytes(block_max_store_, block_max_) +
+         (ddict_ ? ZSTD_sizeof_DDict(ddict_.get()) : 0) + held_bytes(line_store_, lines_) +
+         bytes_of(time_) + bytes_of(line_) + bytes_of(doc_tags_) + tags + bytes_of(tag_escape_) +
+         bytes_of(tag_table_) + bytes_of(title_len_) + bytes_of(text_len_) + bytes_of(len_norm_) +
+         bytes_of(term_chars_) + bytes_of(terms_) + bytes_of(term_table_) + doc_stream_bytes_ +
+         pos_stream_bytes_ + held_bytes(skips_store_, skips_) +
+         held_bytes(block_max_store_, block_max_) +
          held_bytes(block_max_time_store_, block_max_time_) + bytes_of(champ_at_) +
          held_bytes(champ_part_store_, champ_part_) + held_bytes(champ_doc_store_, champ_doc_) +
          held_bytes(champ_date_store_, champ_date_) + held_bytes(p.own.set_of_term, p.set_of_term) +

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "search/corpus_text.h"
 #include "search/index_file.h"
 #include "search/index_layout.h"
 #include "search/shard_impl.h"
@@ -29,7 +30,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // derived by finalize() on a build and saved whole: its impact terms are taken back through
 // loaded_impact_ when the rest of finalize()'s output is, its other tables through
 // loaded_prune_ whenever they are there.)
-static_assert(sizeof(local_shard) == 1648, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 1704, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {
@@ -43,6 +44,8 @@ struct shard_sections {
   std::span<const uint8_t> stories, tag_chars, tag_escape, doc_stream, pos_stream;
   std::span<const uint8_t> texts, text_dict;
   std::span<const uint64_t> text_at;
+  std::span<const corpus_line> text_lines;
+  bool lines = false;  // the texts are in the corpus file: text_lines, not texts/text_at/dict
   std::span<const int64_t> time;
   std::span<const uint32_t> doc_tags, tag_lens, tag_table, title_len, text_len;
   std::span<const char> term_chars;
@@ -71,14 +74,15 @@ struct shard_sections {
            r.get(section_tag(s, f_pair_terms), pair_terms) &&
            r.get(section_tag(s, f_pair_docs), pair_docs) &&
            r.get(section_tag(s, f_pair_posting_ranks), pair_posting_ranks) &&
-           r.bytes(section_tag(s, f_texts), texts) && r.get(section_tag(s, f_text_at), text_at) &&
-           r.bytes(section_tag(s, f_text_dict), text_dict);
+           ((lines = r.get(section_tag(s, f_text_lines), text_lines)) ||
+            (r.bytes(section_tag(s, f_texts), texts) && r.get(section_tag(s, f_text_at), text_at) &&
+             r.bytes(section_tag(s, f_text_dict), text_dict)));
   }
 
   // Checksums already hold; these checks keep a file this build did not write (or a bug) from
   // sending a query out of bounds. "" or what is inconsistent. `text_raw`: the doc flag of a
   // text stored raw.
-  std::string check(uint32_t text_raw) const {
+  std::string check(uint32_t text_raw, const corpus_file* corpus) const {
     const size_t n = docs.size();
     if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
         text_len.size() != n || tag_lens.size() != tag_escape.size() || doc_stream.size() < 16 ||
@@ -94,7 +98,14 @@ struct shard_sections {
     if (tag_bytes != tag_chars.size()) {
       return "tag names of inconsistent sizes";
     }
-    if (text_at.size() != n + 1 || text_at[0] != 0 || text_at[n] != texts.size()) {
+    if (lines) {
+      if (corpus == nullptr) {
+        return "its texts are in the corpus file, which is not open";
+      }
+      if (text_lines.size() != n) {
+        return "texts' lines of inconsistent sizes";
+      }
+    } else if (text_at.size() != n + 1 || text_at[0] != 0 || text_at[n] != texts.size()) {
       return "texts of inconsistent sizes";
     }
     for (size_t d = 0; d < n; ++d) {
@@ -103,6 +114,14 @@ struct shard_sections {
       if (x.off > stories.size() || len > stories.size() - x.off ||
           uint64_t{x.tags_off} + x.tag_count > doc_tags.size()) {
         return "a story out of bounds";
+      }
+      if (lines) {
+        // a line in the corpus as opened, at least as long as the text it holds escaped
+        const corpus_line& l = text_lines[d];
+        if (l.at > corpus->size() || l.len > corpus->size() - l.at || l.len < x.text_len) {
+          return "a text's line out of the corpus file's bounds";
+        }
+        continue;
       }
       // a raw text has its length; a compressed one is a non-empty frame
       const bool raw = (x.escape & text_raw) != 0;
@@ -168,9 +187,13 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
   }
   w.end_section();
   w.add(section_tag(s, f_docs), std::span<const disk_doc>(docs));
-  w.add(section_tag(s, f_texts), std::span<const uint8_t>(texts_.get(), texts_bytes_));
-  w.add(section_tag(s, f_text_at), text_at_);
-  w.add(section_tag(s, f_text_dict), text_dict_);
+  if (corpus_) {
+    w.add(section_tag(s, f_text_lines), lines_);
+  } else {
+    w.add(section_tag(s, f_texts), std::span<const uint8_t>(texts_.get(), texts_bytes_));
+    w.add(section_tag(s, f_text_at), text_at_);
+    w.add(section_tag(s, f_text_dict), text_dict_);
+  }
   w.add(section_tag(s, f_time), std::span<const int64_t>(time_));
   w.add(section_tag(s, f_doc_tags), std::span<const uint32_t>(doc_tags_));
   std::vector<uint32_t> tag_lens;
@@ -353,13 +376,14 @@ void local_shard::load_prune(const index_reader& r, uint32_t s) {
   loaded_prune_ = x;
 }
 
-std::string local_shard::load(const index_reader& r, uint32_t slot) {
+std::string local_shard::load(const index_reader& r, uint32_t slot,
+                              const std::shared_ptr<const corpus_file>& corpus) {
   static_assert(sizeof(term_slot) == sizeof(disk_term_slot));
   shard_sections x;
   if (!x.read(r, slot + 1)) {
     return fmt::format("shard {}: a section is missing", slot);
   }
-  if (std::string why = x.check(kTextRaw); !why.empty()) {
+  if (std::string why = x.check(kTextRaw, corpus.get()); !why.empty()) {
     return fmt::format("shard {}: {}", slot, why);
   }
   stats_ = x.stats[0];
@@ -409,6 +433,9 @@ std::string local_shard::load(const index_reader& r, uint32_t slot) {
   }
   text_at_store_.clear();
   text_at_ = x.text_at;
+  line_store_.clear();
+  lines_ = x.text_lines;
+  corpus_ = x.lines ? corpus : nullptr;
   text_dict_store_.clear();
   text_dict_ = x.text_dict;
   if (!digest_text_dict()) {

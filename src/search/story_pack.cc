@@ -13,11 +13,16 @@
 //      shard's digested dictionary (ZSTD_DDict, read-only, shared by all threads). A shard
 //      loaded from an index file reads the frame with pread (index_file_reader), not through
 //      the mapping: a fault there would make the 64 KB around one text resident.
+// A shard built from a corpus file (texts_in(), every `serve --corpus` and `index build`) skips
+// 1-2: it keeps each story's line place, and text() reads the line back from the corpus file and
+// parses it (text_from_corpus), checking it still holds the story (docs/design.md §8).
 // Measured on the 1M-story corpus (perf/notes/search-2026-12-04.md, "Stored texts compressed"):
 // level 1 with a 32 KiB dictionary keeps about half of a text's bytes at a few µs per text to
 // compress and about one to decompress; higher levels cost build time for a few percent, groups
 // of consecutive texts in one frame would save another few percent but decompress several texts
 // per read.
+#include <fmt/format.h>
+#include <simdjson.h>
 #include <zdict.h>
 #include <zstd.h>
 
@@ -28,6 +33,7 @@
 #include <memory>
 #include <vector>
 
+#include "search/corpus_text.h"
 #include "search/index_file.h"
 #include "search/shard_impl.h"
 #include "tollgate/common/assert.h"
@@ -53,7 +59,8 @@ constexpr size_t kMinPackedLen = 32;                      // shorter texts are s
 struct text_scratch {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   std::vector<char> buf;
-  std::vector<char> in;  // a text read from an index file (local_shard::texts_file_)
+  std::vector<char> in;          // a text read from an index file, or a line from the corpus file
+  simdjson::dom::parser parser;  // a corpus line's (its buffers grow to the longest line read)
   ~text_scratch() { ZSTD_freeDCtx(dctx); }
 };
 
@@ -72,9 +79,13 @@ void local_shard::ddict_deleter::operator()(ZSTD_DDict_s* d) const noexcept { ZS
 
 void local_shard::pack_stories() {
   const size_t n = docs_.size();
+  // Texts left in the corpus file: only where each line is (seal() kept line_store_ in doc
+  // order); the texts themselves go with the arena.
+  const bool pack = pack_texts && !corpus_;
+  const bool keep = !corpus_;
   // 1. The dictionary, from up to kDictSamples non-empty texts spread over the shard.
   text_dict_store_.clear();
-  if (pack_texts) {
+  if (pack) {
     std::vector<char> samples;
     std::vector<size_t> sizes;
     const size_t step = std::max<size_t>(1, n / kDictSamples);
@@ -97,11 +108,12 @@ void local_shard::pack_stories() {
   size_t head_bytes = 0, bound = 0;
   for (const doc_rec& r : docs_) {
     head_bytes += size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
-    bound += pack_texts ? ZSTD_compressBound(r.text_len) : r.text_len;
+    bound += !keep ? 0 : pack ? ZSTD_compressBound(r.text_len) : r.text_len;
   }
   std::unique_ptr<char, free_deleter> heads(static_cast<char*>(alloc_build(head_bytes)));
-  std::unique_ptr<uint8_t, free_deleter> packed(static_cast<uint8_t*>(alloc_build(bound)));
-  std::unique_ptr<ZSTD_CCtx, cctx_deleter> cctx(pack_texts ? ZSTD_createCCtx() : nullptr);
+  std::unique_ptr<uint8_t, free_deleter> packed(keep ? static_cast<uint8_t*>(alloc_build(bound))
+                                                     : nullptr);
+  std::unique_ptr<ZSTD_CCtx, cctx_deleter> cctx(pack ? ZSTD_createCCtx() : nullptr);
   if (cctx) {
     TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 0)));
     TOLLGATE_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_dictIDFlag, 0)));
@@ -115,7 +127,7 @@ void local_shard::pack_stories() {
           ZSTD_CCtx_loadDictionary(cctx.get(), text_dict_store_.data(), text_dict_store_.size())));
     }
   }
-  text_at_store_.resize(n + 1);
+  text_at_store_.assign(keep ? n + 1 : 0, 0);
   char* h = heads.get();
   uint64_t at = 0;
   for (size_t d = 0; d < n; ++d) {
@@ -125,6 +137,10 @@ void local_shard::pack_stories() {
     std::memcpy(h, r.base, hn);
     r.base = h;
     h += hn;
+    if (!keep) {
+      r.escape &= ~kTextRaw;
+      continue;
+    }
     text_at_store_[d] = at;
     size_t len = 0;
     if (cctx && t.size() >= kMinPackedLen) {
@@ -140,7 +156,10 @@ void local_shard::pack_stories() {
     }
     at += len;
   }
-  text_at_store_[n] = at;
+  if (keep) {
+    text_at_store_[n] = at;
+  }
+  lines_ = line_store_;
   // 3. The texts stay where they were compressed: the block's tail past them was never
   // written, so it was never faulted in (no copy to an exact size). The arena (the raw
   // stories) is released.
@@ -167,7 +186,81 @@ bool local_shard::digest_text_dict() {
   return text_dict_.empty() || ddict_ != nullptr;
 }
 
+result<std::string_view, errc> local_shard::text_from_corpus(uint32_t doc) const {
+  const doc_rec& r = docs_[doc];
+  text_scratch& s = thread_scratch();
+  corpus_line e{};
+  const char* why = nullptr;
+  errno = 0;
+  // The line's place through the index file when loaded (like a frame's, see below): checked
+  // against the corpus as it was opened, then the line itself, read whole.
+  if (texts_file_ ? !texts_file_->read(reinterpret_cast<const uint8_t*>(&lines_[doc]), sizeof e, &e)
+                  : (e = lines_[doc], false)) {
+    why = "its line's place cannot be read from the index file";
+  } else if (e.at > corpus_->size() || e.len > corpus_->size() - e.at) {
+    why = "its line's place is past the end of the corpus file";
+  } else {
+    if (s.in.size() < e.len + simdjson::SIMDJSON_PADDING) {
+      s.in.resize(std::max<size_t>(e.len + simdjson::SIMDJSON_PADDING, 2 * s.in.size()));
+    }
+    if (!corpus_->read(e.at, e.len, s.in.data())) {
+      why = "its line cannot be read from the corpus file";
+    }
+  }
+  const int read_errno = why != nullptr ? errno : 0;
+  // The line must still be this story's: the same id (a string, or the integer the loader
+  // wrote out), a text of the same length. Anything else: the corpus was changed in place.
+  std::string_view text;
+  if (why == nullptr) {
+    const std::string_view want = id(doc);
+    bool same_id = false, have_text = false;
+    simdjson::dom::object obj;
+    if (!s.parser.parse(s.in.data(), e.len, false).get_object().get(obj)) {
+      for (simdjson::dom::key_value_pair kv : obj) {
+        if (kv.key == "id") {
+          std::string_view got;
+          uint64_t num = 0;
+          char buf[24];
+          if (kv.value.is_string()) {
+            same_id = !kv.value.get_string().get(got) && got == want;
+          } else if (!kv.value.get_uint64().get(num)) {
+            auto end = fmt::format_to(buf, "{}", num);
+            same_id = std::string_view(buf, static_cast<size_t>(end - buf)) == want;
+          } else {
+            same_id = false;
+          }
+        } else if (kv.key == "text") {
+          have_text = !kv.value.get_string().get(text);
+        }
+      }
+    }
+    if (!have_text) {
+      text = {};
+    }
+    if (!same_id || text.size() != r.text_len) {
+      why =
+          "the corpus file's line there is no longer this story's (it was changed in place "
+          "since it was indexed: replace a corpus by renaming a new file over it)";
+    }
+  }
+  if (why != nullptr) {
+    const int err = read_errno;
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true, std::memory_order_relaxed)) {  // only once; orders nothing
+      log_error(
+          "story \"{}\": {} ({}{}); get_story answers unavailable for it. Further unreadable "
+          "stories are not logged.",
+          id(doc), why, corpus_->path(), err != 0 ? fmt::format(": {}", std::strerror(err)) : "");
+    }
+    return unexpected(errc::unreadable);
+  }
+  return text;
+}
+
 result<std::string_view, errc> local_shard::text(uint32_t doc) const {
+  if (corpus_) {
+    return text_from_corpus(doc);
+  }
   const doc_rec& r = docs_[doc];
   text_scratch& s = thread_scratch();
   uint64_t at[2] = {0, 0};
@@ -233,6 +326,9 @@ result<std::string_view, errc> local_shard::text(uint32_t doc) const {
 }
 
 size_t local_shard::packed_texts() const noexcept {
+  if (corpus_) {
+    return 0;  // none held: they are read from the corpus file
+  }
   size_t k = 0;
   for (const doc_rec& r : docs_) {
     k += (r.escape & kTextRaw) == 0 ? 1 : 0;

@@ -2,9 +2,13 @@
 // story, summary and full, byte for byte as one whose texts are stored raw, fresh and mapped
 // from an index file; a flipped bit in a compressed text is caught by the section checksums; a
 // text that still does not decompress fails its own get_story with an error, never the process.
+// A shard built from a corpus file leaves the texts there and renders the same; a corpus
+// changed in place fails the changed stories' get_story, never answers another story's text.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -110,16 +114,21 @@ std::vector<std::string> renders(const backend& b, const std::vector<std::string
   return out;
 }
 
-// A backend loaded from `corpus` through load_indexed with `pack` as pack_texts.
+// How a backend's shards hold their texts.
+enum class texts { raw, packed, in_corpus };
+
+// A backend loaded from `corpus` through load_indexed with its texts held as `how`.
 std::unique_ptr<backend> load(const std::string& corpus, const std::vector<std::string>& paths,
-                              bool pack, index_use& use) {
-  const bool saved = pack_texts;
-  pack_texts = pack;
+                              texts how, index_use& use) {
+  const bool saved = pack_texts, saved_corpus = texts_from_corpus;
+  pack_texts = how == texts::packed;
+  texts_from_corpus = how == texts::in_corpus;
   load_options opts;
   opts.shards = 3;
   load_report rep;
   auto b = load_indexed(corpus, paths, opts, rep, use);
   pack_texts = saved;
+  texts_from_corpus = saved_corpus;
   EXPECT_TRUE(b.has_value());
   return b ? std::move(*b) : nullptr;
 }
@@ -143,14 +152,14 @@ TEST(story_pack_test, packed_shards_render_every_story_as_raw_ones_fresh_and_map
   const std::vector<std::string> ids = ids_of(jsonl);
   ASSERT_EQ(ids.size(), 3005u);
   index_use use;
-  auto raw = load(corpus, {}, false, use);
+  auto raw = load(corpus, {}, texts::raw, use);
   ASSERT_TRUE(raw);
   EXPECT_EQ(packed_texts(*raw), 0u);
   const std::vector<std::string> want = renders(*raw, ids);
   EXPECT_NE(want[ids.size() - 2].find("paragraph 7919 of the long story"), std::string::npos);
 
   const std::vector<std::string> paths = {dir.path + "/stories.idx"};
-  auto fresh = load(corpus, paths, true, use);
+  auto fresh = load(corpus, paths, texts::packed, use);
   ASSERT_TRUE(fresh);
   EXPECT_FALSE(use.mapped);
   EXPECT_EQ(use.path, paths[0]);
@@ -159,7 +168,7 @@ TEST(story_pack_test, packed_shards_render_every_story_as_raw_ones_fresh_and_map
   EXPECT_LE(packed_texts(*fresh), 3003u);  // never the empty or the short one
   EXPECT_TRUE(renders(*fresh, ids) == want) << "a fresh packed build renders differently";
 
-  auto mapped = load(corpus, paths, true, use);
+  auto mapped = load(corpus, paths, texts::packed, use);
   ASSERT_TRUE(mapped);
   EXPECT_TRUE(use.mapped);
   EXPECT_EQ(packed_texts(*mapped), packed_texts(*fresh));
@@ -184,8 +193,8 @@ TEST(story_pack_test, a_mapped_shard_reports_the_bytes_a_fresh_one_does) {
   write_file(corpus, corpus_text(2000));
   const std::vector<std::string> paths = {dir.path + "/stories.idx"};
   index_use use;
-  auto fresh = load(corpus, paths, true, use);
-  auto mapped = load(corpus, paths, true, use);
+  auto fresh = load(corpus, paths, texts::packed, use);
+  auto mapped = load(corpus, paths, texts::packed, use);
   ASSERT_TRUE(fresh && mapped);
   ASSERT_TRUE(use.mapped);
   const double f = static_cast<double>(memory_bytes(*fresh));
@@ -201,9 +210,9 @@ TEST(story_pack_test, the_index_reports_its_bytes_by_part_and_packed_stories_tak
   write_file(corpus, corpus_text(2000));
   auto total = [](const index_parts& p) { return p.stories + p.postings + p.positions + p.other; };
   index_use raw, written, mapped;
-  load(corpus, {dir.path + "/raw.idx"}, false, raw);
-  load(corpus, {dir.path + "/packed.idx"}, true, written);
-  load(corpus, {dir.path + "/packed.idx"}, true, mapped);
+  load(corpus, {dir.path + "/raw.idx"}, texts::raw, raw);
+  load(corpus, {dir.path + "/packed.idx"}, texts::packed, written);
+  load(corpus, {dir.path + "/packed.idx"}, texts::packed, mapped);
   ASSERT_FALSE(written.mapped);
   ASSERT_TRUE(mapped.mapped);
   EXPECT_EQ(total(raw.parts), fs::file_size(dir.path + "/raw.idx"));
@@ -261,7 +270,7 @@ TEST(story_pack_test, a_flipped_bit_in_a_compressed_text_is_caught_and_rebuilt) 
   const std::vector<std::string> ids = ids_of(jsonl);
   const std::vector<std::string> paths = {dir.path + "/stories.idx"};
   index_use use;
-  auto first = load(corpus, paths, true, use);
+  auto first = load(corpus, paths, texts::packed, use);
   ASSERT_TRUE(first);
   const std::vector<std::string> want = renders(*first, ids);
   const std::string whole = read_file(paths[0]);
@@ -271,14 +280,14 @@ TEST(story_pack_test, a_flipped_bit_in_a_compressed_text_is_caught_and_rebuilt) 
   std::string bad = whole;
   bad[frame + 12] ^= 0x04;
   write_file(paths[0], bad);
-  auto second = load(corpus, paths, true, use);
+  auto second = load(corpus, paths, texts::packed, use);
   ASSERT_TRUE(second);
   EXPECT_FALSE(use.mapped);
   ASSERT_EQ(use.notes.size(), 1u);
   EXPECT_NE(use.notes[0].find("corrupt"), std::string::npos) << use.notes[0];
   EXPECT_TRUE(renders(*second, ids) == want);
   EXPECT_EQ(read_file(paths[0]), whole);
-  load(corpus, paths, true, use);
+  load(corpus, paths, texts::packed, use);
   EXPECT_TRUE(use.mapped);
 }
 
@@ -328,7 +337,7 @@ TEST(story_pack_test, a_text_that_does_not_decompress_fails_its_get_story_not_th
   const std::vector<std::string> ids = ids_of(jsonl);
   const std::vector<std::string> paths = {dir.path + "/stories.idx"};
   index_use use;
-  ASSERT_TRUE(load(corpus, paths, true, use));
+  ASSERT_TRUE(load(corpus, paths, texts::packed, use));
   std::string file = read_file(paths[0]);
   // a frame's magic number (28 B5 2F FD): the texts are the only frames in the file
   const size_t frame = file.find("\x28\xB5\x2F\xFD");
@@ -336,7 +345,7 @@ TEST(story_pack_test, a_text_that_does_not_decompress_fails_its_get_story_not_th
   file[frame] ^= 0x01;  // no longer a zstd frame: decompression fails, whatever the bytes after
   reseal(file, frame);
   write_file(paths[0], file);
-  auto b = load(corpus, paths, true, use);
+  auto b = load(corpus, paths, texts::packed, use);
   ASSERT_TRUE(b);
   ASSERT_TRUE(use.mapped) << "the checksums were recomputed: the damaged file is served";
 
@@ -391,6 +400,149 @@ TEST(story_pack_test, a_text_that_does_not_decompress_fails_its_get_story_not_th
     out_buffer page;
     EXPECT_TRUE(b->search_stories(a, *s, page, false).has_value()) << q;
   }
+}
+
+bool in_corpus(const backend& b) {
+  for (size_t i = 0; i < b.local_count(); ++i) {
+    if (!static_cast<const local_shard&>(b.local_shard(i)).texts_in_corpus()) {
+      return false;
+    }
+  }
+  return b.local_count() > 0;
+}
+
+// The edge corpus with lines the loader reads its own way: an integer id, a line ending in
+// CRLF, blank lines, a story without a text.
+std::string corpus_with_odd_lines(uint64_t count) {
+  return corpus_text(count) +
+         "\n{\"id\":4242,\"title\":\"An integer id\",\"time\":1700000000,\"text\":\"its text "
+         "\\u00e9\\t\\\"escaped\\\"\"}\r\n  \n"
+         "{\"id\":\"no-text\",\"title\":\"No text at all\",\"time\":1700000001}\n";
+}
+
+TEST(story_pack_test, texts_left_in_the_corpus_render_every_story_as_packed_ones) {
+  // Verifies shards built from a corpus file that leave the texts there (each story's line
+  // read back and parsed by get_story) render every story (escaped, non-ASCII, long, empty,
+  // an integer id, a CRLF line, none at all) and every page byte for byte as packed shards,
+  // fresh (served from the file it wrote), mapped by a later start, and built without an
+  // index file; and that the index file is then smaller than the packed one.
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  const std::string jsonl = corpus_with_odd_lines(2000);
+  write_file(corpus, jsonl);
+  std::vector<std::string> ids = ids_of(jsonl);
+  ids.push_back("4242");
+  ASSERT_EQ(ids.size(), 2007u);
+  index_use packed_use, fresh_use, mapped_use;
+  auto packed = load(corpus, {dir.path + "/packed.idx"}, texts::packed, packed_use);
+  ASSERT_TRUE(packed);
+  EXPECT_FALSE(in_corpus(*packed));
+  const std::vector<std::string> want = renders(*packed, ids);
+  EXPECT_NE(want[ids.size() - 1].find("its text \u00e9\\t\\\"escaped\\\""), std::string::npos)
+      << want[ids.size() - 1];
+
+  const std::vector<std::string> paths = {dir.path + "/stories.idx"};
+  auto fresh = load(corpus, paths, texts::in_corpus, fresh_use);
+  ASSERT_TRUE(fresh);
+  EXPECT_TRUE(fresh_use.remapped);
+  EXPECT_TRUE(in_corpus(*fresh));
+  EXPECT_EQ(packed_texts(*fresh), 0u);
+  EXPECT_TRUE(renders(*fresh, ids) == want) << "texts read from the corpus render differently";
+  auto mapped = load(corpus, paths, texts::in_corpus, mapped_use);
+  ASSERT_TRUE(mapped);
+  EXPECT_TRUE(mapped_use.mapped);
+  EXPECT_TRUE(in_corpus(*mapped));
+  EXPECT_TRUE(renders(*mapped, ids) == want) << "a mapped index renders differently";
+  EXPECT_LT(fresh_use.parts.stories, packed_use.parts.stories * 3 / 4);
+
+  load_options opts;
+  opts.shards = 3;
+  load_report rep;
+  auto memory = load_jsonl_file(corpus, opts, rep);  // no index file
+  ASSERT_TRUE(memory.has_value());
+  EXPECT_TRUE(in_corpus(**memory));
+  EXPECT_TRUE(renders(**memory, ids) == want) << "a build without an index renders differently";
+
+  // an index file of such shards does not load without its corpus open
+  auto r = index_reader::open(paths[0], *fingerprint_of(corpus), 3, 1);
+  ASSERT_TRUE(r.has_value()) << r.error();
+  local_shard alone;
+  EXPECT_NE(alone.load(*r, 0).find("corpus file, which is not open"), std::string::npos);
+}
+
+TEST(story_pack_test, a_corpus_replaced_by_a_rename_is_read_as_it_was_indexed) {
+  // Verifies a corpus replaced by renaming another file over it while the shards serve goes
+  // on being read through the descriptor they hold: every story renders as before.
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  const std::string jsonl = corpus_text(800);
+  write_file(corpus, jsonl);
+  const std::vector<std::string> ids = ids_of(jsonl);
+  index_use use;
+  auto b = load(corpus, {dir.path + "/stories.idx"}, texts::in_corpus, use);
+  ASSERT_TRUE(b);
+  const std::vector<std::string> want = renders(*b, ids);
+  write_file(dir.path + "/next.jsonl", corpus_text(5));
+  ASSERT_EQ(std::rename((dir.path + "/next.jsonl").c_str(), corpus.c_str()), 0);
+  EXPECT_TRUE(renders(*b, ids) == want);
+}
+
+TEST(story_pack_test, a_corpus_changed_in_place_fails_those_stories_never_answers_another) {
+  // Verifies that once the corpus file is rewritten in place under shards that read their
+  // texts from it, a story whose line now holds another id, or lies past the file's new end,
+  // fails its get_story with errc::unreadable (nothing written, logged once) instead of
+  // answering another story's text; every other story and every search still answer.
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  const std::string jsonl = corpus_text(1500);
+  write_file(corpus, jsonl);
+  const std::vector<std::string> ids = ids_of(jsonl);
+  index_use use;
+  auto b = load(corpus, {dir.path + "/stories.idx"}, texts::in_corpus, use);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(in_corpus(*b));
+  const std::vector<std::string> want = renders(*b, ids);
+
+  // One line's id changed in place (same length): another story's id now stands there.
+  const std::string& victim = ids[700];
+  const size_t line = jsonl.find("{\"id\":\"" + victim + "\"");
+  ASSERT_NE(line, std::string::npos);
+  const int fd = ::open(corpus.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const char other = victim.back() == 'x' ? 'y' : 'x';
+  ASSERT_EQ(::pwrite(fd, &other, 1, static_cast<off_t>(line + 7 + victim.size() - 1)), 1);
+  testing::internal::CaptureStderr();
+  auto get = [&](const std::string& id) {
+    out_buffer o;
+    o.append("before");
+    auto r = b->get_story(id, o, false);
+    if (!r) {
+      EXPECT_EQ(r.error(), errc::unreadable) << id;
+      EXPECT_EQ(o.view(), "before") << "a failed get_story wrote into the answer";
+    }
+    return r.has_value();
+  };
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(get(ids[i]), i != 700) << ids[i];
+  }
+  // Cut to the half: the stories past the end fail too, the others answer as before.
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(jsonl.size() / 2)), 0);
+  ::close(fd);
+  size_t failed = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t at = jsonl.find("{\"id\":\"" + ids[i] + "\"");
+    const bool whole = jsonl.find('\n', at) < jsonl.size() / 2;
+    EXPECT_EQ(get(ids[i]), whole && i != 700) << ids[i];
+    failed += whole ? 0 : 1;
+  }
+  EXPECT_GT(failed, 100u);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_NE(log.find("\"" + victim + "\""), std::string::npos) << log;
+  EXPECT_NE(log.find("changed in place"), std::string::npos) << log;
+  // searches render summaries from the index alone
+  const std::vector<std::string> now = renders(*b, {});
+  EXPECT_TRUE(std::equal(now.begin(), now.end(), want.end() - static_cast<long>(now.size())));
 }
 
 }  // namespace

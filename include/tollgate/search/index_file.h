@@ -15,6 +15,9 @@
 //      given back (at 1M stories 1.36 GB resident falls to 0.56 GB). None writable (or the file
 //      does not open again): the built shards serve from memory, and the next start builds
 //      again when none was written.
+//   The corpus is opened once: its fingerprint, the build's text and the shards' reads of their
+//   stories' texts (which stay in the corpus: the index keeps each story's line place, format
+//   5) all go through that descriptor.
 //   4. The backend finalizes the shards (norms, block maxima, champion lists are derived, not
 //      stored), so a loaded index answers exactly what a fresh build does.
 //
@@ -44,7 +47,9 @@ namespace tollgate::search {
 /// dictionary per shard).
 /// 4: a posting's two frequencies share one byte in the doc stream (search/postings.h): most
 /// postings are three bytes instead of four.
-inline constexpr uint32_t index_format_version = 4;
+/// 5: a shard built from a corpus file keeps only where each story's line is in it; get_story
+/// reads the text from the corpus (see corpus_text.h).
+inline constexpr uint32_t index_format_version = 5;
 
 /// Identifies a corpus file's content well enough to trust an index built from it.
 struct corpus_fingerprint {
