@@ -64,11 +64,16 @@ result<void, load_issue> with_corpus_text(
     const std::function<void(std::string_view text,
                              const std::shared_ptr<const corpus_file>& file)>& use);
 
+class local_shard;
+
 /// build_shards() whose shards read their texts from `file` (whose whole text `jsonl` is, from
-/// offset 0) instead of keeping them packed; null: as build_shards().
+/// offset 0) instead of keeping them packed; null: as build_shards(). `sealed`, when set, is
+/// called from the sealing thread as each shard is sealed, with its slot (the shard stays
+/// where it is, and is not changed again but by finalize()).
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view jsonl, const load_options& opts, load_report& report,
-    const std::shared_ptr<const corpus_file>& file);
+    const std::shared_ptr<const corpus_file>& file,
+    const std::function<void(uint32_t slot, const local_shard& shard)>& sealed = {});
 
 /// The fingerprint of an open corpus file (fingerprint_of's, from its descriptor).
 result<corpus_fingerprint, std::string> fingerprint_of(const corpus_file& file);

@@ -148,57 +148,62 @@ void remove_stale_temps(const std::filesystem::path& dir, const std::string& pat
   }
 }
 
-// Writes `shards` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the
-// directory. "" or why not (the temporary file is removed). `written`: the file's identity once
-// synced (what index_reader::open trusts as this process' own).
-std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
-                        const load_report& report, index_parts& parts, std::atomic<uint64_t>* steps,
-                        file_identity& written) {
+// A temporary file beside the index file `path` that a writer fills, then commit_temp renames
+// over `path`.
+struct temp_file {
+  std::string path, tmp;
+  int fd = -1;
+};
+
+// Creates `path`'s temporary file (and its directory): false with `why` set when it cannot.
+bool create_temp(const std::string& path, temp_file& t, std::string& why) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(dir, ec);  // the data dir's index/ (an existing dir is no error)
   remove_stale_temps(dir, path);
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return fmt::format("cannot create {}: {}", tmp, std::strerror(errno));
+  t.path = path;
+  t.tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  t.fd = ::open(t.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (t.fd < 0) {
+    why = fmt::format("cannot create {}: {}", t.tmp, std::strerror(errno));
+    return false;
   }
-  index_writer w(fd);
-  for (uint32_t i = 0; i < b.local_count(); ++i) {
-    const auto& shard = static_cast<const local_shard&>(b.local_shard(i));
-    shard.save(w, i);
-    if (steps != nullptr) {
-      steps->fetch_add(shard.stats().docs * build_steps_written, std::memory_order_relaxed);
-    }
-  }
-  save_issues(w, report.issues);
-  std::string err =
-      w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded, report.skipped});
-  parts = w.parts();
-  if (err.empty() && ::fsync(fd) != 0) {
+  return true;
+}
+
+// Ends a temporary file its writer filled (`err`: the writer's error, or ""): fsync, rename over
+// the index file, fsync of the directory. "" or why not (the temporary file is then removed).
+// `written`: the file's identity once synced (what index_reader::open trusts as this
+// process' own).
+std::string commit_temp(temp_file& t, std::string err, file_identity& written) {
+  if (err.empty() && ::fsync(t.fd) != 0) {
     err = std::strerror(errno);
   }
   bool renamed = false;
   if (err.empty()) {
-    renamed = ::rename(tmp.c_str(), path.c_str()) == 0;
+    renamed = ::rename(t.tmp.c_str(), t.path.c_str()) == 0;
     if (!renamed) {
       err = std::strerror(errno);
     }
   }
   // Taken after the rename, which sets the file's status-change time on some file systems. None
   // (fstat failed): the remap checks the file in full.
-  if (!renamed || !identity_of(fd, written)) {
+  if (!renamed || !identity_of(t.fd, written)) {
     written = file_identity{};
   }
-  if (::close(fd) != 0 && err.empty()) {
+  if (::close(t.fd) != 0 && err.empty()) {
     err = std::strerror(errno);
   }
+  t.fd = -1;
   if (!err.empty()) {
-    ::unlink(renamed ? path.c_str() : tmp.c_str());
-    return fmt::format("cannot write {}: {}", path, err);
+    ::unlink(renamed ? t.path.c_str() : t.tmp.c_str());
+    return fmt::format("cannot write {}: {}", t.path, err);
   }
+  namespace fs = std::filesystem;
+  const fs::path target(t.path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
     ::fsync(dfd);  // the rename itself survives a crash
     ::close(dfd);
@@ -206,14 +211,166 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
   return {};
 }
 
+// The end of every index file: what finalize() derived, shard by shard, the load report's
+// issues, the directory and the header. "" or the writer's error.
+std::string write_tail(index_writer& w, const backend& b, const corpus_fingerprint& fp,
+                       const load_report& report, index_parts& parts) {
+  for (uint32_t i = 0; i < b.local_count(); ++i) {
+    static_cast<const local_shard&>(b.local_shard(i)).save_derived(w, i);
+  }
+  save_issues(w, report.issues);
+  std::string err =
+      w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded, report.skipped});
+  parts = w.parts();
+  return err;
+}
+
+// Writes `b`'s shards to `path` atomically: a temporary file beside it, fsync, rename, fsync of
+// the directory. The sections seal() made come first, shard by shard, then write_tail's (the
+// order overlapped_write writes them in, so both give the same bytes). "" or why not (the
+// temporary file is removed).
+std::string write_index(const std::string& path, const backend& b, const corpus_fingerprint& fp,
+                        const load_report& report, index_parts& parts, std::atomic<uint64_t>* steps,
+                        file_identity& written) {
+  temp_file t;
+  std::string why;
+  if (!create_temp(path, t, why)) {
+    return why;
+  }
+  std::string err;
+  {
+    index_writer w(t.fd);
+    for (uint32_t i = 0; i < b.local_count(); ++i) {
+      const auto& shard = static_cast<const local_shard&>(b.local_shard(i));
+      shard.save_sealed(w, i);
+      if (steps != nullptr) {
+        steps->fetch_add(shard.stats().docs * build_steps_written, std::memory_order_relaxed);
+      }
+    }
+    err = write_tail(w, b, fp, report, parts);
+  }
+  return commit_temp(t, std::move(err), written);
+}
+
+// A build's index file written while the build goes on: a thread writes each shard's sealed
+// sections as soon as seal() is done with it (in slot order, so the bytes are write_index's),
+// while the other shards seal and all finalize: the file's bulk (stories, postings, positions)
+// goes to the disk during the build instead of after it, when one core or none would be at
+// work (perf/notes/search-2026-12-06-memory.md). A sealed shard's sections are only read, by
+// this thread and by finalize(), which writes other members. finish() then writes the tail.
+// Without `overlap` (a build on one CPU: no core for the thread to take, its work would only
+// interleave with the build's) nothing is written before finish(), which writes it all.
+class overlapped_write {
+ public:
+  overlapped_write() : shards_(0), steps_(nullptr) {}  // writes nothing
+  overlapped_write(const std::string& path, uint32_t shards, std::atomic<uint64_t>* steps,
+                   bool overlap)
+      : ready_(new std::atomic<const local_shard*>[shards]), shards_(shards), steps_(steps) {
+    for (uint32_t i = 0; i < shards; ++i) {
+      ready_[i].store(nullptr, std::memory_order_relaxed);
+    }
+    if (!create_temp(path, t_, why_)) {
+      return;
+    }
+    w_ = std::make_unique<index_writer>(t_.fd);
+    if (overlap) {
+      thread_ = std::thread([this] { run(); });
+    }
+  }
+  ~overlapped_write() { abandon(); }
+  overlapped_write(const overlapped_write&) = delete;
+  overlapped_write& operator=(const overlapped_write&) = delete;
+
+  /// Whether it writes (its temporary file was created); else why not.
+  bool active() const noexcept { return w_ != nullptr; }
+  /// Whether it wants sealed() calls (it writes during the build).
+  bool overlaps() const noexcept { return thread_.joinable(); }
+  const std::string& why() const noexcept { return why_; }
+  const std::string& path() const noexcept { return t_.path; }
+  /// From a seal thread: shard `slot` is sealed (and stays where it is until finish()).
+  void sealed(uint32_t slot, const local_shard& s) {
+    ready_[slot].store(&s, std::memory_order_release);  // the shard's sealed state with it
+    ready_[slot].notify_one();
+  }
+  /// Once every shard was sealed() and `b` (the same shards) finalized: the tail, then the
+  /// file committed. "" or why not (the temporary file removed).
+  std::string finish(const backend& b, const corpus_fingerprint& fp, const load_report& report,
+                     index_parts& parts, file_identity& written) {
+    if (thread_.joinable()) {
+      thread_.join();
+    } else {
+      for (uint32_t i = 0; i < b.local_count(); ++i) {
+        write_sealed(static_cast<const local_shard&>(b.local_shard(i)), i);
+      }
+    }
+    std::string err = write_tail(*w_, b, fp, report, parts);
+    w_.reset();
+    return commit_temp(t_, std::move(err), written);
+  }
+  /// Not to be used (the build failed, or the corpus changed): the thread stopped, the
+  /// temporary file removed.
+  void abandon() {
+    if (thread_.joinable()) {
+      stop_.store(true, std::memory_order_relaxed);  // published by the stores below
+      for (uint32_t i = 0; i < shards_; ++i) {
+        ready_[i].store(stop_mark(), std::memory_order_release);
+        ready_[i].notify_one();
+      }
+      thread_.join();
+    }
+    if (w_) {
+      w_.reset();
+      ::close(t_.fd);
+      ::unlink(t_.tmp.c_str());
+    }
+  }
+
+ private:
+  static const local_shard* stop_mark() noexcept {
+    static const local_shard* const mark =
+        reinterpret_cast<const local_shard*>(alignof(local_shard));
+    return mark;
+  }
+  void run() {
+    for (uint32_t i = 0; i < shards_; ++i) {
+      ready_[i].wait(nullptr, std::memory_order_acquire);
+      const local_shard* s = ready_[i].load(std::memory_order_acquire);
+      if (s == stop_mark() || stop_.load(std::memory_order_relaxed)) {
+        return;
+      }
+      write_sealed(*s, i);
+    }
+  }
+  void write_sealed(const local_shard& s, uint32_t slot) {
+    s.save_sealed(*w_, slot);
+    if (steps_ != nullptr) {
+      steps_->fetch_add(s.stats().docs * build_steps_written, std::memory_order_relaxed);
+    }
+  }
+
+  temp_file t_;
+  std::string why_;
+  std::unique_ptr<index_writer> w_;
+  std::unique_ptr<std::atomic<const local_shard*>[]> ready_;
+  uint32_t shards_;
+  std::atomic<uint64_t>* steps_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The shards of `corpus`; `out`, when active, writes each as it is sealed.
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_from_corpus(
-    const std::shared_ptr<const corpus_file>& corpus, const load_options& opts,
-    load_report& report) {
+    const std::shared_ptr<const corpus_file>& corpus, const load_options& opts, load_report& report,
+    overlapped_write& out) {
   result<std::vector<std::unique_ptr<shard_source>>, load_issue> shards = unexpected(load_issue{});
+  std::function<void(uint32_t, const local_shard&)> sealed;
+  if (out.overlaps()) {
+    sealed = [&out](uint32_t slot, const local_shard& s) { out.sealed(slot, s); };
+  }
   if (auto r = with_corpus_text(
           corpus,
           [&](std::string_view text, const std::shared_ptr<const corpus_file>& file) {
-            shards = build_shards(text, opts, report, file);
+            shards = build_shards(text, opts, report, file, sealed);
           });
       !r) {
     return unexpected(r.error());
@@ -309,21 +466,46 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
       use.notes.push_back(fmt::format("index {} not used: {}; rebuilding", path, shards.error()));
     }
   }
-  auto shards = build_from_corpus(file, opts, report);
-  if (!shards) {
-    return unexpected(shards.error());
+  // The file is written as the build goes (overlapped_write) to the first candidate that takes
+  // a temporary file; should it fail there, to the candidates after it once built.
+  size_t next = 0;
+  std::unique_ptr<overlapped_write> out;
+  while (next < paths.size()) {
+    out = std::make_unique<overlapped_write>(paths[next++], std::max<uint32_t>(1, opts.shards),
+                                             opts.build_steps, thread_count(opts) > 1);
+    if (out->active()) {
+      break;
+    }
+    use.notes.push_back(out->why());
   }
-  // Written once the backend has finalized the shards, so the file holds that work too.
+  if (!out) {
+    out = std::make_unique<overlapped_write>();  // no candidate: none written
+  }
+  auto shards = build_from_corpus(file, opts, report, *out);
+  if (!shards) {
+    return unexpected(shards.error());  // `out` removes its temporary file
+  }
+  // The file's tail once the backend has finalized the shards, so it holds that work too.
   auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
   file_identity written;
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
+    out->abandon();
     use.notes.push_back(fmt::format("{} changed while it was loaded: no index written", corpus));
   } else {
-    for (const std::string& path : paths) {
-      std::string err = write_index(path, *b, *fp, report, use.parts, opts.build_steps, written);
+    if (out->active()) {
+      std::string err = out->finish(*b, *fp, report, use.parts, written);
       if (err.empty()) {
-        use.path = path;
+        use.path = out->path();
+      } else {
+        use.notes.push_back(err);
+      }
+    }
+    for (; use.path.empty() && next < paths.size(); ++next) {
+      std::string err =
+          write_index(paths[next], *b, *fp, report, use.parts, opts.build_steps, written);
+      if (err.empty()) {
+        use.path = paths[next];
         break;
       }
       use.notes.push_back(err);
@@ -367,7 +549,12 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   if (!fp) {
     return unexpected(load_issue{0, fp.error()});
   }
-  auto shards = build_from_corpus(file, opts, report);
+  overlapped_write writer(out, std::max<uint32_t>(1, opts.shards), opts.build_steps,
+                          thread_count(opts) > 1);
+  if (!writer.active()) {
+    return unexpected(load_issue{0, writer.why()});
+  }
+  auto shards = build_from_corpus(file, opts, report, writer);
   if (!shards) {
     return unexpected(shards.error());
   }
@@ -378,8 +565,7 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   }
   index_parts written;
   file_identity id;
-  if (std::string err = write_index(out, b, *fp, report, written, opts.build_steps, id);
-      !err.empty()) {
+  if (std::string err = writer.finish(b, *fp, report, written, id); !err.empty()) {
     return unexpected(load_issue{0, err});
   }
   if (parts != nullptr) {

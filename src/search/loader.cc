@@ -345,13 +345,17 @@ result<std::vector<std::unique_ptr<local_shard>>, load_issue> join_pieces(
 
 // Seal (sort, dedupe, index) the shards in parallel; the duplicate ids found, by line.
 std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shards, uint32_t n,
-                                 uint32_t threads, std::atomic<uint64_t>* steps) {
+                                 uint32_t threads, std::atomic<uint64_t>* steps,
+                                 const std::function<void(uint32_t, const local_shard&)>& sealed) {
   std::vector<std::vector<load_issue>> dups(n);
   threads = std::min(threads, n);
   auto work = [&](uint32_t t) {
     out_buffer records;  // one per thread: its pages are faulted in once, not per shard
     for (uint32_t i = t; i < n; i += threads) {
       shards[i]->seal(dups[i], &records, steps);
+      if (sealed) {
+        sealed(i, *shards[i]);
+      }
     }
   };
   // The story arenas the seals gave back and no later seal took: freed.
@@ -387,7 +391,8 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
 
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view data, const load_options& opts, load_report& report,
-    const std::shared_ptr<const corpus_file>& file) {
+    const std::shared_ptr<const corpus_file>& file,
+    const std::function<void(uint32_t, const local_shard&)>& sealed) {
   report = load_report{};
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
   uint32_t threads = opts.threads ? opts.threads : usable_cpus();
@@ -403,7 +408,7 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       s->texts_in(file);
     }
   }
-  std::vector<load_issue> all_dups = seal_all(shards, n, threads, opts.build_steps);
+  std::vector<load_issue> all_dups = seal_all(shards, n, threads, opts.build_steps, sealed);
   if (!all_dups.empty()) {
     std::sort(all_dups.begin(), all_dups.end(),
               [](const load_issue& a, const load_issue& b) { return a.line < b.line; });

@@ -184,6 +184,11 @@ class local_shard final : public shard_source {
   /// `corpus`: the corpus file open, for a file whose shards read their texts there (its
   /// absence then fails the load).
   void save(index_writer& w, uint32_t slot) const;
+  /// save() in two parts: the sections seal() made (a sealed shard's, which finalize() does
+  /// not change: they can be written while it runs), then what finalize() derived (nothing
+  /// when not finalized).
+  void save_sealed(index_writer& w, uint32_t slot) const;
+  void save_derived(index_writer& w, uint32_t slot) const;
   std::string load(const index_reader& r, uint32_t slot,
                    const std::shared_ptr<const corpus_file>& corpus = nullptr);
 
@@ -209,7 +214,6 @@ class local_shard final : public shard_source {
   result<std::string_view, errc> text_from_corpus(uint32_t doc) const;
   bool digest_text_dict();  // ddict_ from text_dict_; false: zstd refuses it
   static std::string_view unpacked_text(const doc_rec& r) noexcept;  // before pack_stories()
-  void save_derived(index_writer& w, uint32_t slot) const;           // shard_file.cc
   bool load_derived(const index_reader& r, uint32_t slot);
   void load_impact(const index_reader& r, uint32_t s);
   void load_prune(const index_reader& r, uint32_t s);

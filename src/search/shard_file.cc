@@ -171,6 +171,11 @@ struct shard_sections {
 }  // namespace
 
 void local_shard::save(index_writer& w, uint32_t slot) const {
+  save_sealed(w, slot);
+  save_derived(w, slot);
+}
+
+void local_shard::save_sealed(index_writer& w, uint32_t slot) const {
   const uint32_t s = slot + 1;
   w.add(section_tag(s, f_stats), std::span<const shard_stats>(&stats_, 1));
   std::vector<disk_doc> docs;
@@ -219,7 +224,6 @@ void local_shard::save(index_writer& w, uint32_t slot) const {
   w.add(section_tag(s, f_pair_terms), std::span<const uint32_t>(pair_terms_));
   w.add(section_tag(s, f_pair_docs), pair_docs_);
   w.add(section_tag(s, f_pair_posting_ranks), std::span<const uint32_t>(&pair_posting_ranks_, 1));
-  save_derived(w, slot);
 }
 
 // finalize()'s output, when there is one (it is most of a start's work once the rest is mapped).

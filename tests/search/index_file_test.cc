@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <simdjson.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -491,6 +492,40 @@ TEST(index_file_test, unwritable_location_falls_to_the_next_then_serves_from_mem
   EXPECT_FALSE(b.mapped);
   EXPECT_TRUE(b.path.empty());
   EXPECT_TRUE(note_says(b, "serving from memory"));
+}
+
+TEST(index_file_test, a_write_that_fills_its_disk_mid_build_falls_to_the_next_location) {
+  // Verifies the file written while the build goes on: on a file system that fills during it
+  // (a real 256 KiB tmpfs: the temporary file is created, its writes then fail), the error is
+  // noted, the temporary file removed, and the next candidate takes the index once built (the
+  // same bytes a build that wrote there first gives, and a one-thread build, which writes once
+  // built); the file is mapped and answers every query as a fresh build.
+  fixture fx;
+  temp_dir mnt;
+  if (::mount("tmpfs", mnt.path.c_str(), "tmpfs", 0, "size=256k") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  }
+  struct unmount {
+    const std::string& at;
+    ~unmount() { ::umount2(at.c_str(), MNT_DETACH); }  // also when an assertion ends the test
+  } unmount_at_end{mnt.path};
+  const std::string full = mnt.path + "/x.tollgate-index";
+  const std::string next = fx.dir.path + "/next.tollgate-index";
+  const index_use use = fx.load({full, next});
+  EXPECT_EQ(use.path, next);
+  EXPECT_TRUE(use.remapped);
+  EXPECT_TRUE(note_says(use, "cannot write " + full)) << (use.notes.empty() ? "" : use.notes[0]);
+  EXPECT_TRUE(fs::is_empty(mnt.path));
+  const std::string fallen = read_file(next);
+  EXPECT_TRUE(fx.load({next}).mapped);
+  const std::string first = fx.dir.path + "/first.tollgate-index";
+  EXPECT_EQ(fx.load({first}).path, first);
+  EXPECT_TRUE(read_file(first) == fallen) << "the two ways of writing give different files";
+  // On one thread the file is written once built, not during the build: the same bytes.
+  fx.opts.threads = 1;
+  const std::string single = fx.dir.path + "/single.tollgate-index";
+  EXPECT_EQ(fx.load({single}).path, single);
+  EXPECT_TRUE(read_file(single) == fallen) << "a one-thread build writes a different file";
 }
 
 TEST(index_file_test, a_dead_writers_temporary_file_is_removed_when_writing) {

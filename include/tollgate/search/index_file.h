@@ -9,8 +9,10 @@
 //      written, and every section's checksum matches; then it is mapped and its shards load in
 //      place (stories and posting streams stay in the mapping, the small tables are copied).
 //   3. Otherwise the corpus is loaded as load_jsonl_file does, and the shards are written to
-//      the first candidate that takes them: a temporary file beside it, fsync, rename, fsync of
-//      the directory, so a reader sees the old file or the whole new one. The file written is
+//      the first candidate that takes them (each as soon as it is sealed, while the others
+//      build; should that write fail, to the next candidate once built): a temporary file
+//      beside it, fsync, rename, fsync of the directory, so a reader sees the old file or the
+//      whole new one. The file written is
 //      then opened as in 2. and served from, as every later start is, and the built shards are
 //      given back (at 1M stories 1.36 GB resident falls to 0.56 GB). None writable (or the file
 //      does not open again): the built shards serve from memory, and the next start builds
