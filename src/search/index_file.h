@@ -100,6 +100,10 @@ class index_writer {
   std::string error_;  // the first write error
 };
 
+/// Copies `n` bytes of the file `fd` at offset `at` to `out` (pread, again after EINTR or a short
+/// read); false on an I/O error, or (errno 0) when the file ends before them.
+bool read_fully(int fd, uint64_t at, size_t n, void* out) noexcept;
+
 /// Reads a mapped index file's bytes through a descriptor of its own rather than the mapping,
 /// for bytes a request reads once (a stored text): their pages stay in the page cache, out of
 /// the process' resident set (a fault would map the 64 KB around them). Empty (false): none.

@@ -255,26 +255,29 @@ index_file_reader index_reader::file_reader() const {
   return f;
 }
 
-bool index_file_reader::read(const uint8_t* at, size_t n, void* out) const noexcept {
+bool read_fully(int fd, uint64_t at, size_t n, void* out) noexcept {
   auto* to = static_cast<char*>(out);
-  uint64_t off = static_cast<uint64_t>(at - base_);
   while (n > 0) {
-    const ssize_t got = ::pread(*fd_, to, n, static_cast<off_t>(off));
+    const ssize_t got = ::pread(fd, to, n, static_cast<off_t>(at));
     if (got < 0 && errno == EINTR) {
       continue;
     }
     if (got == 0) {
-      errno = 0;  // the file is shorter than it was when mapped
+      errno = 0;  // the file ends before: cut short since
       return false;
     }
     if (got < 0) {
       return false;
     }
     to += got;
-    off += static_cast<uint64_t>(got);
+    at += static_cast<uint64_t>(got);
     n -= static_cast<size_t>(got);
   }
   return true;
+}
+
+bool index_file_reader::read(const uint8_t* at, size_t n, void* out) const noexcept {
+  return read_fully(*fd_, static_cast<uint64_t>(at - base_), n, out);
 }
 
 }  // namespace tollgate::search

@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "search/corpus_text.h"
+#include "search/index_file.h"
 #include "search/local_shard.h"
 #include "search/map_guard.h"
 #include "search/shard_impl.h"
@@ -540,24 +541,7 @@ std::shared_ptr<const corpus_file> corpus_file::open(const std::string& path, st
 corpus_file::~corpus_file() { ::close(fd_); }
 
 bool corpus_file::read(uint64_t at, size_t n, void* out) const noexcept {
-  auto* to = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd_, to, n, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got == 0) {
-      errno = 0;  // the file ends before: cut short since it was indexed
-      return false;
-    }
-    if (got < 0) {
-      return false;
-    }
-    to += got;
-    at += static_cast<uint64_t>(got);
-    n -= static_cast<size_t>(got);
-  }
-  return true;
+  return read_fully(fd_, at, n, out);
 }
 
 void corpus_file::reads_are_random() const noexcept {
