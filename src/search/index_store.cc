@@ -311,8 +311,7 @@ class overlapped_write {
   /// temporary file removed.
   void abandon() {
     if (thread_.joinable()) {
-      stop_.store(true, std::memory_order_relaxed);  // published by the stores below
-      for (uint32_t i = 0; i < shards_; ++i) {
+      for (uint32_t i = 0; i < shards_; ++i) {  // a shard not yet written is not written
         ready_[i].store(stop_mark(), std::memory_order_release);
         ready_[i].notify_one();
       }
@@ -326,16 +325,16 @@ class overlapped_write {
   }
 
  private:
+  // What abandon() puts in every slot: an address that is no shard's (a static byte's).
   static const local_shard* stop_mark() noexcept {
-    static const local_shard* const mark =
-        reinterpret_cast<const local_shard*>(alignof(local_shard));
-    return mark;
+    static const char byte = 0;
+    return reinterpret_cast<const local_shard*>(&byte);
   }
   void run() {
     for (uint32_t i = 0; i < shards_; ++i) {
       ready_[i].wait(nullptr, std::memory_order_acquire);
       const local_shard* s = ready_[i].load(std::memory_order_acquire);
-      if (s == stop_mark() || stop_.load(std::memory_order_relaxed)) {
+      if (s == stop_mark()) {
         return;
       }
       write_sealed(*s, i);
@@ -354,7 +353,6 @@ class overlapped_write {
   std::unique_ptr<std::atomic<const local_shard*>[]> ready_;
   uint32_t shards_;
   std::atomic<uint64_t>* steps_;
-  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 

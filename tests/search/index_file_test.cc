@@ -441,7 +441,8 @@ TEST(index_file_test, index_of_another_corpus_is_rebuilt) {
 
 TEST(index_file_test, other_shard_count_or_strict_load_rebuilds) {
   // Verifies an index built for another shard count is not used, and that one built with bad
-  // lines skipped is not used by a load that must fail on them.
+  // lines skipped is not used by a load that must fail on them (whose build then fails, its
+  // temporary index file removed).
   fixture fx;
   fx.load({fx.index()});
   fx.opts.shards = 2;
@@ -471,6 +472,10 @@ TEST(index_file_test, other_shard_count_or_strict_load_rebuilds) {
   auto b = load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, strict, r3, u3);
   EXPECT_FALSE(b.has_value());
   EXPECT_TRUE(note_says(u3, "bad lines"));
+  // The failed build's file, begun before its parse (written as the shards seal), is gone.
+  for (const fs::directory_entry& e : fs::directory_iterator(fx.dir.path)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
 }
 
 TEST(index_file_test, unwritable_location_falls_to_the_next_then_serves_from_memory) {
