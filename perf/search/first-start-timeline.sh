@@ -38,10 +38,8 @@ taskset -c "$cores" perf record -q -F "$freq" -a -C "$cores" -o "$dir/perf.data"
   --listen "127.0.0.1:$port" --threads 1 >"$dir/serve.log" 2>&1 &
 pid=$!
 PERF_PIDS+=("$pid")
-while ! curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/healthz" 2>/dev/null; do
-  kill -0 "$pid" 2>/dev/null || { cat "$dir/serve.log" >&2; perf_die "serve exited"; }
-  sleep 0.02
-done
+perf_wait_http "http://127.0.0.1:$port/healthz" 600 ||
+  { tail -n 20 "$dir/serve.log" >&2; perf_die "serve did not answer /healthz"; }
 t1=$(date +%s.%N)
 # perf ends when the server does: stop the server, not perf.
 server=$(pgrep -f -x "$bin serve --corpus $dir/corpus.jsonl --data-dir $dir/data --listen 127.0.0.1:$port --threads 1" | head -1)
