@@ -304,7 +304,7 @@ void local_shard::index_builder::finish_pairs() {
 void local_shard::index_builder::reserve_records() {
   size_t text_bytes = 0;
   for (const doc_rec& r : s.docs_) {
-    text_bytes += r.title_len + r.text_len;
+    text_bytes += read_head(r.base).title.size() + r.text_len;
   }
   // Records take about 1.25 bytes per byte of title and text. Reserving twice that costs only
   // address space (pages are touched as written), and a growth (a copy into memory that is

@@ -52,7 +52,7 @@ static_assert(sizeof(dir_entry) == 32);
 enum shard_field : uint32_t {
   f_stats = 1,
   f_docs,     // disk_doc per doc, in doc order
-  f_stories,  // each doc's id, title, url, by back to back (format 3: the text apart)
+  f_stories,  // each doc's head (story_head.h) back to back (format 3: the text apart)
   f_time,
   f_doc_tags,
   f_tag_chars,  // tag names back to back
@@ -109,14 +109,13 @@ enum shard_field : uint32_t {
   f_text_lines,
 };
 
-// A doc_rec with its story's place in f_stories instead of a pointer.
+// A doc_rec with its story's head's place in f_stories instead of a pointer (format 6; the
+// heads tile f_stories in doc order, the tags' runs f_doc_tags).
 struct disk_doc {
   uint64_t off;
-  uint32_t id_len, title_len, url_len, by_len, text_len;
-  uint32_t tags_off, tag_count, escape;
-  int64_t score, comments;
+  uint32_t text_len, tags_off;
 };
-static_assert(sizeof(disk_doc) == 56);
+static_assert(sizeof(disk_doc) == 16);
 
 struct disk_term_slot {  // local_shard::term_slot's layout
   uint64_t key, head;

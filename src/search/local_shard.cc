@@ -246,30 +246,22 @@ int64_t local_shard::lookup_tag(std::string_view t) const noexcept {
 }
 
 void local_shard::add(const story_in& s, uint64_t line) {
-  size_t n = s.id.size() + s.title.size() + s.url.size() + s.by.size() + s.text.size();
-  char* p = arena_alloc(n);
+  const uint32_t escape =
+      (needs_escape(s.id) ? kEscapeId : 0) | (needs_escape(s.title) ? kEscapeTitle : 0) |
+      (needs_escape(s.url) ? kEscapeUrl : 0) | (needs_escape(s.by) ? kEscapeBy : 0);
+  const size_t head = head_size(s.id, s.title, s.url, s.by, s.score, s.comments);
+  char* p = arena_alloc(head + s.text.size());
   doc_rec r{};
   r.base = p;
-  for (std::string_view f : {s.id, s.title, s.url, s.by, s.text}) {
-    if (!f.empty()) {
-      std::memcpy(p, f.data(), f.size());
-    }
-    p += f.size();
+  p = put_head(p, s.id, s.title, s.url, s.by, escape, s.score, s.comments);
+  if (!s.text.empty()) {
+    std::memcpy(p, s.text.data(), s.text.size());
   }
-  r.id_len = static_cast<uint32_t>(s.id.size());
-  r.title_len = static_cast<uint32_t>(s.title.size());
-  r.url_len = static_cast<uint32_t>(s.url.size());
-  r.by_len = static_cast<uint32_t>(s.by.size());
   r.text_len = static_cast<uint32_t>(s.text.size());
-  r.escape = (needs_escape(s.id) ? kEscapeId : 0) | (needs_escape(s.title) ? kEscapeTitle : 0) |
-             (needs_escape(s.url) ? kEscapeUrl : 0) | (needs_escape(s.by) ? kEscapeBy : 0);
   r.tags_off = static_cast<uint32_t>(doc_tags_.size());
-  r.tag_count = static_cast<uint32_t>(s.tags.size());
   for (std::string_view t : s.tags) {
     push_huge(doc_tags_, intern_tag(t));
   }
-  r.score = s.score;
-  r.comments = s.comments;
   push_huge(docs_, r);
   push_huge(time_, s.time);
   push_huge(line_, line);
@@ -288,8 +280,8 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
   for (size_t i = 0; i < o.docs_.size(); ++i) {
     doc_rec r = o.docs_[i];
     r.tags_off = static_cast<uint32_t>(doc_tags_.size());
-    for (uint32_t k = 0; k < r.tag_count; ++k) {
-      doc_tags_.push_back(intern_tag(o.tag_names_[o.doc_tags_[o.docs_[i].tags_off + k]]));
+    for (uint32_t t : o.tags_of(static_cast<uint32_t>(i))) {
+      doc_tags_.push_back(intern_tag(o.tag_names_[t]));
     }
     docs_.push_back(r);
     time_.push_back(o.time_[i]);
@@ -307,9 +299,7 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
   o.doc_tags_.clear();
 }
 
-std::string_view local_shard::id(uint32_t doc) const noexcept {
-  return {docs_[doc].base, docs_[doc].id_len};
-}
+std::string_view local_shard::id(uint32_t doc) const noexcept { return head_id(docs_[doc].base); }
 
 void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
                        std::atomic<uint64_t>* steps) {
@@ -327,14 +317,16 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
   std::vector<doc_rec> docs;
   std::vector<int64_t> times;
   std::vector<corpus_line> lines;
+  std::vector<uint32_t> tags;  // in the new doc order, so that a doc's run ends at the next's
   reserve_huge(docs, docs_.size());
   reserve_huge(times, docs_.size());
+  reserve_huge(tags, doc_tags_.size());
   if (corpus_) {
     reserve_huge(lines, docs_.size());
   }
   for (size_t k = 0; k < order.size(); ++k) {
     uint32_t i = order[k];
-    if (!docs.empty() && std::string_view(docs.back().base, docs.back().id_len) == id(i)) {
+    if (!docs.empty() && head_id(docs.back().base) == id(i)) {
       dups.push_back({line_[i], fmt::format("duplicate id \"{}\" (first seen on line {})", id(i),
                                             line_[order[k - 1]])});
       // keep order[k-1] pointing at the first occurrence for later duplicates
@@ -342,12 +334,16 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
       continue;
     }
     docs.push_back(docs_[i]);
+    docs.back().tags_off = static_cast<uint32_t>(tags.size());
+    const std::span<const uint32_t> t = tags_of(i);
+    tags.insert(tags.end(), t.begin(), t.end());
     times.push_back(time_[i]);
     if (corpus_) {
       lines.push_back(line_store_[i]);
     }
   }
   docs_.swap(docs);
+  doc_tags_.swap(tags);
   time_.swap(times);
   line_store_.swap(lines);
   std::vector<uint64_t>().swap(line_);

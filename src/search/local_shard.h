@@ -195,15 +195,15 @@ class local_shard final : public shard_source {
  private:
   static constexpr uint32_t kEscapeId = 1, kEscapeTitle = 2, kEscapeUrl = 4, kEscapeBy = 8;
   static constexpr uint32_t kTextRaw = 16;  // sealed: the text is stored uncompressed
+  // A story: its head (story_head.h: id, the kEscape* bits (which short fields need JSON
+  // escaping) and kTextRaw, title, url, by, score, comments), then, before seal(), its text.
   struct doc_rec {
-    const char* base;  // id, title, url, by back to back (before seal() the text follows)
-    uint32_t id_len, title_len, url_len, by_len, text_len;
-    uint32_t tags_off;
-    uint32_t tag_count;
-    uint32_t escape;  // kEscape* bits: which short fields need JSON escaping; kTextRaw
-    int64_t score, comments;
+    const char* base;   // the head
+    uint32_t text_len;  // bytes
+    uint32_t tags_off;  // its tags: doc_tags_ from here to the next doc's tags_off
   };
   struct field_views;
+  std::span<const uint32_t> tags_of(uint32_t doc) const noexcept;
   const term_info* lookup_term(std::string_view t) const noexcept;
   int64_t probe_term(std::string_view t, uint64_t h) const noexcept;
   uint32_t intern_term(std::string_view t, uint64_t h);

@@ -94,10 +94,8 @@ void prune_index_builder::compute_tables(const local_shard& shard, prune_index& 
   }
   // Tags' docs: counted, then placed (docs ascend, so each tag's list does).
   own.tag_at.assign(shard.tag_names_.size() + 1, 0);
-  for (const local_shard::doc_rec& r : shard.docs_) {
-    for (uint32_t i = 0; i < r.tag_count; ++i) {
-      ++own.tag_at[shard.doc_tags_[r.tags_off + i] + 1];
-    }
+  for (uint32_t t : shard.doc_tags_) {  // each doc's tags, in doc order
+    ++own.tag_at[t + 1];
   }
   for (size_t t = 1; t < own.tag_at.size(); ++t) {
     own.tag_at[t] += own.tag_at[t - 1];
@@ -105,9 +103,8 @@ void prune_index_builder::compute_tables(const local_shard& shard, prune_index& 
   own.tag_docs.resize(own.tag_at.back());
   std::vector<uint32_t> fill(own.tag_at.begin(), own.tag_at.end() - 1);
   for (uint32_t d = 0; d < n; ++d) {
-    const local_shard::doc_rec& r = shard.docs_[d];
-    for (uint32_t i = 0; i < r.tag_count; ++i) {
-      own.tag_docs[fill[shard.doc_tags_[r.tags_off + i]]++] = d;
+    for (uint32_t t : shard.tags_of(d)) {
+      own.tag_docs[fill[t]++] = d;
     }
   }
   px.view_own();

@@ -45,22 +45,21 @@ void local_shard::reference_search(const query_plan& plan, shard_answer& out) co
   };
   const double avgdl = plan.avgdl == 0 ? avgdl_ : plan.avgdl;
   for (uint32_t doc = 0; doc < docs_.size(); ++doc) {
-    const doc_rec& r = docs_[doc];
     if (time_[doc] < plan.since || time_[doc] > plan.until) {
       continue;
     }
     bool ok = true;
     for (std::string_view tag : plan.tags) {
       bool found = false;
-      for (uint32_t i = 0; i < r.tag_count; ++i) {
-        found = found || tag_names_[doc_tags_[r.tags_off + i]] == tag;
+      for (uint32_t t : tags_of(doc)) {
+        found = found || tag_names_[t] == tag;
       }
       ok = ok && found;
     }
     if (!ok) {
       continue;
     }
-    field_views f(r);
+    field_views f(docs_[doc]);
     tokenize(f.title, title);
     const auto body = local_shard::text(doc);
     TOLLGATE_CHECK(body.has_value());  // the slow oracle of tests: a damaged index is a bug

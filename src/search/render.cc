@@ -61,41 +61,40 @@ result<void, errc> local_shard::render_story(uint32_t doc, bool with_text, json_
     }
     body = *t;
   }
-  const doc_rec& r = docs_[doc];
-  const field_views f(r);
-  const uint32_t* tags = doc_tags_.data() + r.tags_off;
+  const field_views f(docs_[doc]);
+  const std::span<const uint32_t> tags = tags_of(doc);
   auto bound_of = [&out](std::string_view s, bool escape) {
     return escape ? out.escaped_bound(s.size()) : s.size();
   };
-  size_t bound = kStoryFixedBound + bound_of(f.id, (r.escape & kEscapeId) != 0) +
-                 bound_of(f.title, (r.escape & kEscapeTitle) != 0) +
-                 bound_of(f.url, (r.escape & kEscapeUrl) != 0) +
-                 bound_of(f.by, (r.escape & kEscapeBy) != 0);
-  for (uint32_t i = 0; i < r.tag_count; ++i) {
+  size_t bound = kStoryFixedBound + bound_of(f.id, (f.escape & kEscapeId) != 0) +
+                 bound_of(f.title, (f.escape & kEscapeTitle) != 0) +
+                 bound_of(f.url, (f.escape & kEscapeUrl) != 0) +
+                 bound_of(f.by, (f.escape & kEscapeBy) != 0);
+  for (size_t i = 0; i < tags.size(); ++i) {
     bound += json_out::literal_bound(kLitTagNext) +
              bound_of(tag_names_[tags[i]], tag_escape_[tags[i]] != 0);
   }
   char* const base = out.begin_write(bound);
   char* p = out.put_literal(base, kLitId);
-  p = put_field(out, p, f.id, (r.escape & kEscapeId) != 0);
+  p = put_field(out, p, f.id, (f.escape & kEscapeId) != 0);
   p = out.put_literal(p, kLitTitle);
-  p = put_field(out, p, f.title, (r.escape & kEscapeTitle) != 0);
+  p = put_field(out, p, f.title, (f.escape & kEscapeTitle) != 0);
   p = out.put_literal(p, kLitUrl);
-  p = put_field(out, p, f.url, (r.escape & kEscapeUrl) != 0);
+  p = put_field(out, p, f.url, (f.escape & kEscapeUrl) != 0);
   p = out.put_literal(p, kLitBy);
-  p = put_field(out, p, f.by, (r.escape & kEscapeBy) != 0);
+  p = put_field(out, p, f.by, (f.escape & kEscapeBy) != 0);
   p = out.put_literal(p, kLitTime);
   p = json_out::put_number(p, time_[doc]);
   p = out.put_literal(p, kLitScore);
-  p = json_out::put_number(p, r.score);
+  p = json_out::put_number(p, f.score);
   p = out.put_literal(p, kLitComments);
-  p = json_out::put_number(p, r.comments);
+  p = json_out::put_number(p, f.comments);
   p = out.put_literal(p, kLitTags);
-  for (uint32_t i = 0; i < r.tag_count; ++i) {
+  for (size_t i = 0; i < tags.size(); ++i) {
     p = i == 0 ? out.put_literal(p, kLitTagFirst) : out.put_literal(p, kLitTagNext);
     p = put_field(out, p, tag_names_[tags[i]], tag_escape_[tags[i]] != 0);
   }
-  p = r.tag_count > 0 ? out.put_literal(p, kLitTagsEnd) : out.put_literal(p, kLitNoTagsEnd);
+  p = !tags.empty() ? out.put_literal(p, kLitTagsEnd) : out.put_literal(p, kLitNoTagsEnd);
   if (!with_text) {
     p = out.put_literal(p, kLitEnd);
     out.end_write(base, p);
@@ -132,8 +131,7 @@ size_t local_shard::memory_bytes() const noexcept {
   size_t stories = arena_bytes_;
   if (chunks_.empty() && !docs_.empty()) {
     const doc_rec& last = docs_.back();
-    stories = static_cast<size_t>(last.base + last.id_len + last.title_len + last.url_len +
-                                  last.by_len - docs_.front().base);
+    stories = static_cast<size_t>(last.base + read_head(last.base).size - docs_.front().base);
   }
   size_t tags = bytes_of(tag_names_);
   for (const std::string& t : tag_names_) {

@@ -108,11 +108,18 @@ struct shard_sections {
     } else if (text_at.size() != n + 1 || text_at[0] != 0 || text_at[n] != texts.size()) {
       return "texts of inconsistent sizes";
     }
+    if (n > 0 && (docs[0].off != 0 || docs[0].tags_off != 0)) {
+      return "a story out of bounds";
+    }
+    const char* const heads = reinterpret_cast<const char*>(stories.data());
     for (size_t d = 0; d < n; ++d) {
       const disk_doc& x = docs[d];
-      const uint64_t len = uint64_t{x.id_len} + x.title_len + x.url_len + x.by_len;
-      if (x.off > stories.size() || len > stories.size() - x.off ||
-          uint64_t{x.tags_off} + x.tag_count > doc_tags.size()) {
+      // Each head is well formed and ends where the next begins; each doc's tags likewise.
+      const uint64_t end = d + 1 < n ? docs[d + 1].off : stories.size();
+      const uint64_t tags_end = d + 1 < n ? docs[d + 1].tags_off : doc_tags.size();
+      story_head h;
+      if (x.off > end || end > stories.size() || x.tags_off > tags_end ||
+          tags_end > doc_tags.size() || !check_head(heads + x.off, heads + end, h)) {
         return "a story out of bounds";
       }
       if (lines) {
@@ -124,7 +131,7 @@ struct shard_sections {
         continue;
       }
       // a raw text has its length; a compressed one is a non-empty frame
-      const bool raw = (x.escape & text_raw) != 0;
+      const bool raw = (h.escape & text_raw) != 0;
       if (text_at[d + 1] < text_at[d] ||
           (raw ? text_at[d + 1] - text_at[d] != x.text_len : text_at[d + 1] == text_at[d])) {
         return "a text out of bounds";
@@ -184,10 +191,9 @@ void local_shard::save_sealed(index_writer& w, uint32_t slot) const {
   uint64_t off = 0;
   for (size_t d = 0; d < docs_.size(); ++d) {
     const doc_rec& r = docs_[d];
-    const size_t n = size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
+    const size_t n = read_head(r.base).size;
     w.append(r.base, n);
-    docs[d] = {off,        r.id_len,    r.title_len, r.url_len, r.by_len,  r.text_len,
-               r.tags_off, r.tag_count, r.escape,    r.score,   r.comments};
+    docs[d] = {off, r.text_len, r.tags_off};
     off += n;
   }
   w.end_section();
@@ -395,8 +401,7 @@ std::string local_shard::load(const index_reader& r, uint32_t slot,
   docs_.reserve(x.docs.size());  // filled without a zeroing pass first
   const char* story_base = reinterpret_cast<const char*>(x.stories.data());
   for (const disk_doc& d : x.docs) {
-    docs_.push_back({story_base + d.off, d.id_len, d.title_len, d.url_len, d.by_len, d.text_len,
-                     d.tags_off, d.tag_count, d.escape, d.score, d.comments});
+    docs_.push_back({story_base + d.off, d.text_len, d.tags_off});
   }
   copy_to(time_, x.time);
   copy_to(doc_tags_, x.doc_tags);
@@ -451,10 +456,11 @@ std::string local_shard::load(const index_reader& r, uint32_t slot,
   // What was copied (or only checked) leaves the process' resident set: its pages stay in the
   // page cache, and nothing reads them through the mapping again (a section left off this list
   // by mistake still reads right: its pages fault back in, a cost only). The sections read in
-  // place that the checks above read whole (the impact rows and lists, the prune tables) are
-  // released too: a query touches few of their pages, which fault back in as it reads them;
-  // the texts and their entries are read through the file (texts_file_), never the mapping.
-  static constexpr uint32_t in_place[] = {f_stories, f_text_dict, f_doc_stream, f_pos_stream};
+  // place that the checks above read whole (the stories' heads, the impact rows and lists, the
+  // prune tables) are released too: a query touches few of their pages, which fault back in as
+  // it reads them; the texts and their entries are read through the file (texts_file_), never
+  // the mapping.
+  static constexpr uint32_t in_place[] = {f_text_dict, f_doc_stream, f_pos_stream};
   r.release(slot + 1, in_place);
   return {};
 }

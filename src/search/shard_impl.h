@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "search/local_shard.h"
+#include "search/story_head.h"
 
 // The loops whose work is popcounts (the AND of bitsets counted, the filter's bitset sized):
 // compiled twice, with the POPCNT instruction and without, the copy picked once at load for
@@ -230,23 +231,20 @@ inline uint64_t term_tag(uint64_t h, size_t len) noexcept {
 
 }  // namespace detail
 
-// A story's short fields (the text is read with text(), or unpacked_text() before seal()).
-struct local_shard::field_views {
-  std::string_view id, title, url, by;
-  explicit field_views(const doc_rec& r) {
-    const char* p = r.base;
-    id = {p, r.id_len};
-    p += r.id_len;
-    title = {p, r.title_len};
-    p += r.title_len;
-    url = {p, r.url_len};
-    p += r.url_len;
-    by = {p, r.by_len};
-  }
+// A story's short fields and numbers (the text is read with text(), or unpacked_text()
+// before seal()).
+struct local_shard::field_views : detail::story_head {
+  explicit field_views(const doc_rec& r) : story_head(detail::read_head(r.base)) {}
 };
 
 inline std::string_view local_shard::unpacked_text(const doc_rec& r) noexcept {
-  return {r.base + r.id_len + r.title_len + r.url_len + r.by_len, r.text_len};
+  return {r.base + detail::read_head(r.base).size, r.text_len};
+}
+
+inline std::span<const uint32_t> local_shard::tags_of(uint32_t doc) const noexcept {
+  const uint32_t from = docs_[doc].tags_off;
+  const size_t to = doc + 1 < docs_.size() ? docs_[doc + 1].tags_off : doc_tags_.size();
+  return {doc_tags_.data() + from, to - from};
 }
 
 // Term table: open addressing over 16-byte slots {hash high bits | length | term index + 1,
@@ -296,10 +294,9 @@ using namespace detail;
     }
   }
   if (!ws.tag_ids.empty()) {
-    const doc_rec& r = docs_[doc];
-    const uint32_t* dt = doc_tags_.data() + r.tags_off;
+    const std::span<const uint32_t> dt = tags_of(doc);
     for (uint32_t want : ws.tag_ids) {
-      if (std::find(dt, dt + r.tag_count, want) == dt + r.tag_count) {
+      if (std::find(dt.begin(), dt.end(), want) == dt.end()) {
         return false;
       }
     }

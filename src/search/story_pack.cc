@@ -107,7 +107,7 @@ void local_shard::pack_stories() {
   // 2. The short fields into one block, each text into a frame (or raw) in another.
   size_t head_bytes = 0, bound = 0;
   for (const doc_rec& r : docs_) {
-    head_bytes += size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
+    head_bytes += read_head(r.base).size;
     bound += !keep ? 0 : pack ? ZSTD_compressBound(r.text_len) : r.text_len;
   }
   std::unique_ptr<char, free_deleter> heads(static_cast<char*>(alloc_build(head_bytes)));
@@ -132,13 +132,14 @@ void local_shard::pack_stories() {
   uint64_t at = 0;
   for (size_t d = 0; d < n; ++d) {
     doc_rec& r = docs_[d];
-    const size_t hn = size_t{r.id_len} + r.title_len + r.url_len + r.by_len;
-    const std::string_view t = unpacked_text(r);
-    std::memcpy(h, r.base, hn);
+    const story_head head = read_head(r.base);
+    const std::string_view t{r.base + head.size, r.text_len};
+    std::memcpy(h, r.base, head.size);
     r.base = h;
-    h += hn;
+    char& escape = h[head.escape_at];  // the copy's: kTextRaw is set below
+    h += head.size;
     if (!keep) {
-      r.escape &= ~kTextRaw;
+      escape = static_cast<char>(head.escape & ~kTextRaw);
       continue;
     }
     text_at_store_[d] = at;
@@ -150,9 +151,9 @@ void local_shard::pack_stories() {
     if (len == 0 || len >= t.size()) {
       std::memcpy(packed.get() + at, t.data(), t.size());
       len = t.size();
-      r.escape |= kTextRaw;
+      escape = static_cast<char>(head.escape | kTextRaw);
     } else {
-      r.escape &= ~kTextRaw;
+      escape = static_cast<char>(head.escape & ~kTextRaw);
     }
     at += len;
   }
@@ -297,7 +298,7 @@ result<std::string_view, errc> local_shard::text(uint32_t doc) const {
     src = reinterpret_cast<const char*>(texts_.get()) + at[0];
   }
   const size_t len = at[1] - at[0];
-  if ((r.escape & kTextRaw) != 0) {
+  if ((read_head(r.base).escape & kTextRaw) != 0) {
     return std::string_view{src, len};
   }
   if (s.buf.size() < r.text_len) {
@@ -331,7 +332,7 @@ size_t local_shard::packed_texts() const noexcept {
   }
   size_t k = 0;
   for (const doc_rec& r : docs_) {
-    k += (r.escape & kTextRaw) == 0 ? 1 : 0;
+    k += (read_head(r.base).escape & kTextRaw) == 0 ? 1 : 0;
   }
   return k;
 }

@@ -545,5 +545,73 @@ TEST(story_pack_test, a_corpus_changed_in_place_fails_those_stories_never_answer
   EXPECT_TRUE(std::equal(now.begin(), now.end(), want.end() - static_cast<long>(now.size())));
 }
 
+TEST(story_pack_test, heads_at_their_edges_render_the_same_fresh_and_mapped) {
+  // Verifies each story's head (story_head.h) keeps its fields at their edges: 64-bit scores
+  // and comment counts at both ends, an id of 200 bytes, a title of 20,000, empty fields, many
+  // tags; a later duplicate's tags stay off the first story's (seal() reorders the tags with
+  // the stories). Fresh and mapped render each byte for byte, and a tag filter finds the same.
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  std::string jsonl = corpus_text(400);
+  const std::string long_id(200, 'q'), long_title(20000, 'T');
+  std::string many_tags;
+  for (int t = 0; t < 40; ++t) {
+    many_tags += (t ? ",\"" : "\"") + std::string("tag") + std::to_string(t) + "\"";
+  }
+  jsonl += "{\"id\":\"" + long_id + "\",\"title\":\"" + long_title +
+           "\",\"url\":\"\",\"by\":\"\",\"time\":1,\"score\":-9223372036854775808,"
+           "\"comments\":9223372036854775807,\"tags\":[" +
+           many_tags + "],\"text\":\"edge\"}\n";
+  jsonl +=
+      "{\"id\":\"edge-max\",\"title\":\"Max\",\"url\":\"u\",\"by\":\"b\",\"time\":2,"
+      "\"score\":9223372036854775807,\"comments\":-9223372036854775808,\"tags\":[\"lone\"],"
+      "\"text\":\"edge max\"}\n";
+  // the same id again with other tags: skipped as a duplicate, its tags never the first's
+  jsonl +=
+      "{\"id\":\"edge-max\",\"title\":\"Again\",\"url\":\"u\",\"by\":\"b\",\"time\":3,"
+      "\"score\":1,\"comments\":1,\"tags\":[\"tag7\",\"dup\"],\"text\":\"edge again\"}\n";
+  write_file(corpus, jsonl);
+  const std::vector<std::string> ids = {long_id, "edge-max", "edge-long", "edge-empty"};
+  const std::vector<std::string> paths = {dir.path + "/stories.idx"};
+  index_use use;
+  auto fresh = load(corpus, paths, texts::in_corpus, use);
+  auto mapped = load(corpus, paths, texts::in_corpus, use);
+  ASSERT_TRUE(fresh && mapped);
+  ASSERT_TRUE(use.mapped);
+  for (const backend* b : {fresh.get(), mapped.get()}) {
+    out_buffer o;
+    ASSERT_TRUE(b->get_story(long_id, o, false).has_value());
+    const std::string got(o.view());
+    EXPECT_NE(got.find("\"score\":-9223372036854775808,\"comments\":9223372036854775807"),
+              std::string::npos)
+        << got.substr(0, 400);
+    EXPECT_NE(got.find(long_title), std::string::npos);
+    EXPECT_NE(got.find("\"tag0\",\"tag1\","), std::string::npos);
+    EXPECT_NE(got.find("\"tag39\"]"), std::string::npos);
+    out_buffer m;
+    ASSERT_TRUE(b->get_story("edge-max", m, false).has_value());
+    const std::string max(m.view());
+    EXPECT_NE(max.find("\"score\":9223372036854775807,\"comments\":-9223372036854775808"),
+              std::string::npos)
+        << max;
+    EXPECT_NE(max.find("\"tags\":[\"lone\"]"), std::string::npos) << max;
+    EXPECT_EQ(max.find("Again"), std::string::npos) << max;
+    // a tag filter: the duplicate's "dup" tag belongs to no story; tag7 to the long one only
+    auto s = b->make_scratch();
+    for (const char* tag : {"tag7", "dup", "lone"}) {
+      query_args a;
+      a.query = "edge";
+      a.tags[0] = tag;
+      a.tag_count = 1;
+      out_buffer page;
+      ASSERT_TRUE(b->search_stories(a, *s, page, false).has_value());
+      const std::string p(page.view());
+      EXPECT_EQ(p.find(long_id) != std::string::npos, std::string_view(tag) == "tag7") << tag;
+      EXPECT_EQ(p.find("edge-max") != std::string::npos, std::string_view(tag) == "lone") << tag;
+    }
+  }
+  EXPECT_TRUE(renders(*fresh, ids) == renders(*mapped, ids));
+}
+
 }  // namespace
 }  // namespace tollgate::search

@@ -51,7 +51,7 @@ namespace tollgate::search {
 /// postings are three bytes instead of four.
 /// 5: a shard built from a corpus file keeps only where each story's line is in it; get_story
 /// reads the text from the corpus (see corpus_text.h).
-inline constexpr uint32_t index_format_version = 5;
+inline constexpr uint32_t index_format_version = 6;
 
 /// Identifies a corpus file's content well enough to trust an index built from it.
 struct corpus_fingerprint {
