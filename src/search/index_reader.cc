@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -115,10 +116,29 @@ bool verify_sections(int fd, const dir_entry* dir, size_t count, uint32_t thread
 // the windows are the kernel's default readahead (128 KB), below both on any usual device. A
 // page left out would only come in later, through the mapping's readahead, as part of a large
 // folio (a fault maps the whole folio: more resident memory, the same answers).
-void warm_pages(int fd, uint64_t bytes) {
+//
+// The reads are queued in the order asked, so the sections the shards' loads read (their
+// tables, copied or checked) are asked first, and those only queries and get_story read (the
+// posting streams, compressed texts: at 1M stories 536 of the file's 897 MB) last: the
+// loads wait for their own pages only, and the rest comes in while the server starts
+// answering.
+void warm_pages(int fd, std::span<const dir_entry> dir) {
   constexpr uint64_t window = uint64_t{128} << 10;
-  for (uint64_t at = 0; at < bytes; at += window) {
-    ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(window), POSIX_FADV_WILLNEED);
+  auto warm = [fd](uint64_t from, uint64_t bytes) {
+    for (uint64_t at = from & ~(window - 1); at < from + bytes; at += window) {
+      ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(window), POSIX_FADV_WILLNEED);
+    }
+  };
+  auto later = [](const dir_entry& e) {
+    const uint32_t field = e.tag & 0xFF;
+    return e.tag >> 8 != 0 && (field == f_doc_stream || field == f_pos_stream || field == f_texts);
+  };
+  for (const bool last : {false, true}) {
+    for (const dir_entry& e : dir) {
+      if (later(e) == last) {
+        warm(e.offset, e.bytes);
+      }
+    }
   }
 }
 
@@ -207,7 +227,7 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
   ::posix_fadvise(check_fd, 0, 0, POSIX_FADV_RANDOM);
   if (written != nullptr && identity_of_stat(again) == *written &&
       identity_of_stat(st) == *written) {
-    warm_pages(check_fd, n);  // the file this process just wrote and synced
+    warm_pages(check_fd, std::span<const dir_entry>(dir, fh.dir_count));  // just written, synced
   } else {
     if (!verify_sections(check_fd, dir, fh.dir_count, threads)) {
       return unexpected(std::string("corrupt (a section's checksum does not match)"));

@@ -3,14 +3,14 @@
 // 64-bit numbers; check_head() refuses every truncation, a trailing byte, an overlong varint
 // and a length past the end, so that a damaged index file fails its load instead of sending a
 // query out of bounds.
+#include "search/story_head.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include "search/story_head.h"
 
 namespace tollgate::search::detail {
 namespace {
