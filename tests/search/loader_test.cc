@@ -136,6 +136,48 @@ TEST(loader_test, duplicate_tags_are_dropped_in_order_past_the_scan_limit_too) {
   EXPECT_EQ(second.find("\"m0\"", second.find("\"m0\"") + 1), std::string::npos);
 }
 
+TEST(loader_test, a_text_is_read_where_the_line_holds_it_or_copied_when_escaped) {
+  // Verifies each story's text is the one its own "text" field gives: a text with escapes; a
+  // text whose bytes also follow a "text" key nested in another field and sit quoted inside
+  // the title; a key written with spaces around its colon; the last line, without a line end.
+  // Each answers get_story with its own text and is found by a word only its text holds.
+  const std::string l1 =
+      R"({"id":"1","title":"t","time":1,"text":"first \"quoted\" line\nwordone"})";
+  const std::string l2 =
+      R"({"id":"2","title":"a \"text\":\"wordtwo is","time":2,"meta":{"text":"wordtwo"},)"
+      R"("text":"wordtwo is here"})";
+  const std::string l3 = R"({"id":"3","title":"u","time":3,"text" : "wordthree spaced"})";
+  const std::string l4 = R"({"id":"4","title":"v","time":4,"text":"wordfour at the end"})";
+  load_options o;
+  load_report rep;
+  auto b = load_jsonl(lines({l1, l2, l3}) + l4, o, rep);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(rep.loaded, 4u) << (rep.issues.empty() ? "" : rep.issues[0].reason);
+  const std::pair<const char*, const char*> want[] = {
+      {"1", R"("text":"first \"quoted\" line\nwordone"})"},
+      {"2", R"("text":"wordtwo is here"})"},
+      {"3", R"("text":"wordthree spaced"})"},
+      {"4", R"("text":"wordfour at the end"})"},
+  };
+  for (const auto& [id, text] : want) {
+    out_buffer out;
+    ASSERT_TRUE((*b)->get_story(id, out, false).has_value()) << id;
+    const std::string got(out.view());
+    EXPECT_NE(got.find(text), std::string::npos) << got;
+  }
+  auto scratch = (*b)->make_scratch();
+  for (const auto& [word, id] : {std::pair{"wordone", "1"}, std::pair{"here", "2"},
+                                 std::pair{"spaced", "3"}, std::pair{"end", "4"}}) {
+    query_args a;
+    a.query = word;
+    out_buffer page;
+    ASSERT_TRUE((*b)->search_stories(a, *scratch, page, false).has_value());
+    EXPECT_NE(std::string(page.view()).find(std::string("\"id\":\"") + id + "\""),
+              std::string::npos)
+        << word << ": " << page.view();
+  }
+}
+
 TEST(loader_test, fail_mode_reports_duplicates) {
   // Verifies a duplicate id fails the load in fail mode, naming the later line.
   load_options o;
