@@ -299,8 +299,6 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
   o.doc_tags_.clear();
 }
 
-std::string_view local_shard::id(uint32_t doc) const noexcept { return head_id(docs_[doc].base); }
-
 void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
                        std::atomic<uint64_t>* steps) {
   std::vector<uint32_t> order(docs_.size());

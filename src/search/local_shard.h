@@ -34,6 +34,7 @@
 #include "search/postings.h"
 #include "search/prune_index.h"
 #include "search/shard_workspace.h"
+#include "search/story_head.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/shard.h"
@@ -148,7 +149,7 @@ class local_shard final : public shard_source {
   void reference_search(const query_plan& plan, shard_answer& out) const;
 
   size_t doc_count() const noexcept { return docs_.size(); }
-  std::string_view id(uint32_t doc) const noexcept;
+  std::string_view id(uint32_t doc) const noexcept { return detail::head_id(docs_[doc].base); }
   /// The text of a sealed shard's `doc`: a view of the stored bytes, or of the calling thread's
   /// scratch buffers once read from the index file or decompressed into them, or of its parser
   /// once its line is read from the corpus file and parsed (valid until that thread's next

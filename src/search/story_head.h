@@ -94,15 +94,27 @@ inline bool take_varint(const char*& p, const char* end, size_t max_bytes, uint6
   return false;
 }
 
+// One varint of a head already checked (or written here): a length or a number's first byte
+// is nearly always below 0x80, so that case is one load and one compare.
+[[gnu::always_inline]] inline uint64_t get_varint(const char*& p) noexcept {
+  uint8_t c = static_cast<uint8_t>(*p++);
+  if (c < 0x80) [[likely]] {
+    return c;
+  }
+  uint64_t v = c & 0x7F;
+  for (int shift = 7;; shift += 7) {
+    c = static_cast<uint8_t>(*p++);
+    v |= static_cast<uint64_t>(c & 0x7F) << shift;
+    if (c < 0x80) {
+      return v;
+    }
+  }
+}
+
 /// The id alone: one varint and the bytes after it.
 inline std::string_view head_id(const char* p) noexcept {
-  const uint8_t c = static_cast<uint8_t>(*p);
-  if (c < 0x80) {
-    return {p + 1, c};
-  }
-  uint64_t n = 0;
-  take_varint(p, p + 5, 5, n);
-  return {p, static_cast<size_t>(n)};
+  const size_t n = static_cast<size_t>(get_varint(p));
+  return {p, n};
 }
 
 /// Reads the head in [p, end): false unless it is exactly one well-formed head (lengths of at
@@ -149,27 +161,22 @@ inline bool check_head(const char* p, const char* end, story_head& h) noexcept {
 inline story_head read_head(const char* p) noexcept {
   story_head h;
   const char* const start = p;
-  uint64_t v = 0;
-  take_varint(p, p + 5, 5, v);  // written by put_head: the bound is never what stops it
-  h.id = {p, static_cast<size_t>(v)};
-  p += v;
+  const size_t id_len = static_cast<size_t>(get_varint(p));
+  h.id = {p, id_len};
+  p += id_len;
   h.escape_at = static_cast<uint32_t>(p - start);
   h.escape = static_cast<uint8_t>(*p++);
-  size_t len[3];
-  for (size_t& l : len) {
-    take_varint(p, p + 5, 5, v);
-    l = static_cast<size_t>(v);
-  }
-  take_varint(p, p + 10, 10, v);
-  h.score = unzigzag(v);
-  take_varint(p, p + 10, 10, v);
-  h.comments = unzigzag(v);
-  h.title = {p, len[0]};
-  p += len[0];
-  h.url = {p, len[1]};
-  p += len[1];
-  h.by = {p, len[2]};
-  p += len[2];
+  const size_t title_len = static_cast<size_t>(get_varint(p));
+  const size_t url_len = static_cast<size_t>(get_varint(p));
+  const size_t by_len = static_cast<size_t>(get_varint(p));
+  h.score = unzigzag(get_varint(p));
+  h.comments = unzigzag(get_varint(p));
+  h.title = {p, title_len};
+  p += title_len;
+  h.url = {p, url_len};
+  p += url_len;
+  h.by = {p, by_len};
+  p += by_len;
   h.size = static_cast<uint32_t>(p - start);
   return h;
 }
