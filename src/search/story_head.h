@@ -81,7 +81,7 @@ inline char* put_head(char* p, std::string_view id, std::string_view title, std:
 }
 
 // Reads a varint at p below end, at most `max_bytes` long; false when it runs past end or is
-// longer. Unchecked callers pass an end far enough.
+// longer (check_head's reader; get_varint below reads heads already checked).
 inline bool take_varint(const char*& p, const char* end, size_t max_bytes, uint64_t& v) noexcept {
   v = 0;
   for (size_t i = 0; i < max_bytes && p < end; ++i) {

@@ -51,6 +51,9 @@ namespace tollgate::search {
 /// postings are three bytes instead of four.
 /// 5: a shard built from a corpus file keeps only where each story's line is in it; get_story
 /// reads the text from the corpus (see corpus_text.h).
+/// 6: each story's lengths, escape flags, score and comments are varints in front of its
+/// fields (search/story_head.h); the per-doc record is 16 bytes, a doc's tags end where the
+/// next doc's begin.
 inline constexpr uint32_t index_format_version = 6;
 
 /// Identifies a corpus file's content well enough to trust an index built from it.
