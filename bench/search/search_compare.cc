@@ -11,7 +11,9 @@
 // being the REST parameters besides q (sort, since, until, tags, offset, limit), e.g.
 // "sort=date&since=2021-03-01T00:00:00Z&offset=1000".
 //
-// Usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS]
+// Usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS] [--indexed]
+// --indexed: serve from the corpus' index file, mapped, as `tollgate serve` does (built and
+// written beside the corpus when missing or stale); without it, from the shards built in memory.
 //        search_compare corpus generate --count N [--seed S]   (same as `tollgate corpus ...`)
 #include <algorithm>
 #include <chrono>
@@ -26,6 +28,7 @@
 
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
+#include "tollgate/search/index_file.h"
 #include "tollgate/search/query.h"
 
 namespace {
@@ -48,10 +51,11 @@ int main(int argc, char** argv) {
     return run_corpus_command(argc - 1, argv + 1);
   }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS]\n");
+    std::fprintf(stderr, "usage: search_compare CORPUS.jsonl QUERIES.tsv [ROUNDS] [--indexed]\n");
     return 2;
   }
   int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+  const bool indexed = argc > 4 && std::string_view(argv[4]) == "--indexed";
   std::vector<std::string> classes, queries, params;
   {
     std::ifstream f(argv[2]);
@@ -84,7 +88,9 @@ int main(int argc, char** argv) {
   load_options o;
   o.shards = 4;
   load_report rep;
-  auto r = load_jsonl_file(argv[1], o, rep);
+  index_use use;
+  auto r = indexed ? load_indexed(argv[1], index_paths(argv[1], ""), o, rep, use)
+                   : load_jsonl_file(argv[1], o, rep);
   if (!r) {
     std::fprintf(stderr, "load failed: line %lu: %s\n", static_cast<unsigned long>(r.error().line),
                  r.error().reason.c_str());
