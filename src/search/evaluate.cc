@@ -421,26 +421,25 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 
 // Moves every cursor to the lead's doc or past it; true when all are on it. False with the
 // lead moved on (not aligned: call again) or with `end` set (a cursor ran out).
-[[gnu::always_inline]] inline bool intersect_eval::align(const local_shard& shard,
-                                                         shard_workspace& ws, bool probe,
+[[gnu::always_inline]] inline bool intersect_eval::align(const local_shard& shard, const lineup& l,
                                                          bool& end) {
-  posting_cursor& lead = ws.cursors[ws.order[0]];
+  posting_cursor& lead = l.cursors[l.order[0]];
   const uint32_t target = lead.doc;
-  for (size_t oi = 1; oi < ws.order.size(); ++oi) {
-    const uint32_t i = ws.order[oi];
-    if (ws.rows_on && ws.row_slot[i] != UINT32_MAX) {
-      if (shard.prune_.impact_rows[target].wf[ws.row_slot[i]] == 0) {
+  for (size_t oi = 1; oi < l.terms; ++oi) {
+    const uint32_t i = l.order[oi];
+    if (l.rows_on && l.row_slot[i] != UINT32_MAX) {
+      if (shard.prune_.impact_rows[target].wf[l.row_slot[i]] == 0) {
         end = !lead.next();  // not in the doc: the lead moves on
         return false;
       }
       continue;
     }
     // a dense term's bit before its seek (which decodes up to the doc)
-    if (probe && ws.sets[i] != nullptr && (ws.sets[i][target >> 6] >> (target & 63) & 1) == 0) {
+    if (l.probe && l.sets[i] != nullptr && (l.sets[i][target >> 6] >> (target & 63) & 1) == 0) {
       end = !lead.next();
       return false;
     }
-    if (!leap(lead, ws.cursors[ws.order[oi]], target, end)) {
+    if (!leap(lead, l.cursors[i], target, end)) {
       return false;
     }
   }
@@ -488,7 +487,10 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
   // and a shard this large holds its rows and norms mostly outside the core's caches
   const bool prefetch =
       !ws.ev.by_date && plan.phrases.empty() && shard.docs_.size() >= kPrefetchMinDocs;
-  const bool probe = ws.probe;  // (a local: the cursors' writes through ws may alias ws.probe)
+  // The workspace's vectors and flags, read once: the cursors' writes through ws might
+  // otherwise have them read again at every doc.
+  const lineup l{ws.cursors.data(),  ws.order.data(), ws.order.size(), ws.sets.data(),
+                 ws.row_slot.data(), ws.rows_on,      ws.probe};
   while (true) {
     if constexpr (Bounded) {
       if (budget == 0) {
@@ -502,7 +504,7 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
       shard.prefetch_lead(ws, false);
     }
     bool end = false;
-    if (!align(shard, ws, probe, end)) {
+    if (!align(shard, l, end)) {
       if (end) {
         budget_left = budget;
         return true;
@@ -523,7 +525,7 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
       } else {
         const bool full = heap.size() == k;
         // (a row term's cursor stays where it was: its block bounds nothing here)
-        keep = !(full && !ws.rows_on && blocks_below(shard, plan, ws, heap.front().key)) &&
+        keep = !(full && !l.rows_on && blocks_below(shard, plan, ws, heap.front().key)) &&
                shard.score(plan, ws, doc, full, full ? heap.front().key : 0.0, h.key);
       }
       if (keep) {

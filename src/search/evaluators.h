@@ -62,7 +62,16 @@ struct intersect_eval {
                              shard_answer& out, uint64_t& budget);
 
  private:
-  static bool align(const local_shard& shard, shard_workspace& ws, bool probe, bool& end);
+  struct lineup {  // the workspace's parts align() reads, held for one step
+    posting_cursor* cursors;
+    const uint32_t* order;
+    size_t terms;
+    const uint64_t* const* sets;
+    const uint32_t* row_slot;
+    bool rows_on;
+    bool probe;
+  };
+  static bool align(const local_shard& shard, const lineup& l, bool& end);
   static bool blocks_below(const local_shard& shard, const query_plan& plan,
                            const shard_workspace& ws, double kth);
 };
