@@ -421,13 +421,13 @@ slice local_shard::search_slice(const query_plan& plan, shard_workspace& ws, sha
 
 // Moves every cursor to the lead's doc or past it; true when all are on it. False with the
 // lead moved on (not aligned: call again) or with `end` set (a cursor ran out).
+template <bool Rows>
 [[gnu::always_inline]] inline bool intersect_eval::align(const local_shard& shard, const lineup& l,
-                                                         bool& end) {
-  posting_cursor& lead = l.cursors[l.order[0]];
+                                                         posting_cursor& lead, bool& end) {
   const uint32_t target = lead.doc;
   for (size_t oi = 1; oi < l.terms; ++oi) {
     const uint32_t i = l.order[oi];
-    if (l.rows_on && l.row_slot[i] != UINT32_MAX) {
+    if (Rows && l.row_slot[i] != UINT32_MAX) {
       if (shard.prune_.impact_rows[target].wf[l.row_slot[i]] == 0) {
         end = !lead.next();  // not in the doc: the lead moves on
         return false;
@@ -504,7 +504,7 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
       shard.prefetch_lead(ws, false);
     }
     bool end = false;
-    if (!align(shard, l, end)) {
+    if (!(l.rows_on ? align<true>(shard, l, lead, end) : align<false>(shard, l, lead, end))) {
       if (end) {
         budget_left = budget;
         return true;

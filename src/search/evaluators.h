@@ -71,7 +71,8 @@ struct intersect_eval {
     bool rows_on;
     bool probe;
   };
-  static bool align(const local_shard& shard, const lineup& l, bool& end);
+  template <bool Rows>  // whether a term may be read from its impact row (l.rows_on)
+  static bool align(const local_shard& shard, const lineup& l, posting_cursor& lead, bool& end);
   static bool blocks_below(const local_shard& shard, const query_plan& plan,
                            const shard_workspace& ws, double kth);
 };
