@@ -89,8 +89,8 @@ inline void read_tf(const uint8_t*& p, uint32_t& tf_title, uint32_t& tf_text) no
 }
 
 /// Reads a whole posting (doc delta, frequencies, positions length) and advances p: three
-/// one-byte fields from one load when they are (the doc stream is padded, so reading 4 bytes
-/// at the last posting stays in bounds).
+/// one-byte fields, or a two-byte delta and two one-byte fields, from one load when they are
+/// (the doc stream is padded, so reading 4 bytes at the last posting stays in bounds).
 inline void read_posting(const uint8_t*& p, uint32_t& delta, uint32_t& tf_title, uint32_t& tf_text,
                          uint32_t& pos_len) noexcept {
   uint32_t w;
@@ -100,6 +100,12 @@ inline void read_posting(const uint8_t*& p, uint32_t& delta, uint32_t& tf_title,
     split_tf((w >> 8) & 0xFF, tf_title, tf_text);
     pos_len = (w >> 16) & 0xFF;
     p += 3;
+  } else if ((w & 0x80808080u) == 0x80u) {
+    // a two-byte doc gap (a rare term's, at every posting) before one-byte fields: four bytes
+    delta = (w & 0x7F) | ((w >> 1) & 0x3F80);
+    split_tf((w >> 16) & 0xFF, tf_title, tf_text);
+    pos_len = w >> 24;
+    p += 4;
   } else {
     delta = read_varint(p);
     read_tf(p, tf_title, tf_text);
