@@ -44,7 +44,8 @@ struct carried_charge {
 enum class wait_for : uint8_t {
   nothing,
   slice,  ///< its search outlasted its slice: delivered again next pass
-  units   ///< cluster mode: its node asked Redis for quota units
+  units,  ///< cluster mode: its node asked Redis for quota units
+  read    ///< a story's text is not in the page cache: the core's ring reads it (read)
 };
 
 /// What the gate decided about one request, and (after a surface answered it) what it came to.
@@ -68,6 +69,7 @@ struct gate_verdict {
   outcome result = outcome::ok;       ///< what the answer came to (set by the handler)
   wait_for wait = wait_for::nothing;  ///< set by the surface: the request parks
   size_t jobs_used = 0;               ///< wait: the search jobs it started
+  search::pending_read read{};        ///< wait_for::read: the bytes it waits for
 };
 
 /// [oauth] as the gate reads it: off, or on with the issuer (empty: the request's Host on a

@@ -190,9 +190,13 @@ http::response_info core_handler::route(const http::request& req, out_buffer& ou
   if (v.wait == wait_for::nothing) {
     return info;
   }
-  // The request must wait (a search slice, or quota units): its answer is discarded and written
-  // for real when it is delivered again, with the verdict's figures carried.
+  // The request must wait (a search slice, quota units, a story's bytes): its answer is
+  // discarded and written for real when it is delivered again, with the verdict's figures
+  // carried.
   out.resize(mark);
+  if (v.wait == wait_for::read) {
+    return parking_.park_read(v.fig, v.jobs_used, v.received_ns, fleet_.get(), v.read);
+  }
   return parking_.park(v.fig, v.wait == wait_for::units, v.jobs_used, v.received_ns, fleet_.get());
 }
 
@@ -213,6 +217,7 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
                   request_terms{v.deadline_ms, v.received_ns, parking_.may_wait_lease(),
                                 parking_.resuming_any()});
     }
+    host_.tools()->set_reads_may_park(parking_.may_wait_read());
     const http::response_info info = endpoint_.answer(req, v.refusal, host_, out, now_ns);
     if (v.key != nullptr) {
       // Its notifications/cancelled: for the calls they name, on this core or another.
@@ -222,7 +227,11 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
     }
     if (v.key != nullptr && v.refusal.row == nullptr && host_.tools()->yielded() &&
         io_ != nullptr) {
-      v.wait = host_.lease_pending() ? wait_for::units : wait_for::slice;
+      const search::pending_read& r = host_.tools()->wanted_read();
+      v.wait = host_.lease_pending() ? wait_for::units
+               : r.fd >= 0           ? wait_for::read
+                                     : wait_for::slice;
+      v.read = r;
       v.jobs_used = host_.tools()->jobs_used();
     }
     const mcp::request_report& report = endpoint_.report();
@@ -236,12 +245,16 @@ http::response_info core_handler::answer_surface(const http::request& req, gate_
   if (v.key != nullptr) {
     c.emplace(rest::caller{quota_, *v.key, v.fig, now_ns, fleet_ ? fleet_->single() : nullptr});
     c->may_wait_lease = parking_.may_wait_lease();
+    c->may_wait_read = parking_.may_wait_read();
   }
   static constexpr rest::arguments kNoArguments{};  // usage, and a refused request
   const http::response_info info = rest_.respond(
       req, v.refusal, what, v.args != nullptr ? *v.args : kNoArguments, c ? &*c : nullptr, out);
   if (c && c->lease_pending) {
     v.wait = wait_for::units;
+  } else if (c && c->read.fd >= 0) {
+    v.wait = wait_for::read;
+    v.read = c->read;
   }
   v.result = c ? c->result : v.refusal.row->result;
   return info;
@@ -321,6 +334,11 @@ void core_handler::before_send(int64_t now_ns) {
 
 void core_handler::on_file_written(uint32_t /*tag*/, int64_t res) {
   observer_.on_file_written(res);
+}
+
+void core_handler::on_read_ahead(uint32_t tag, int64_t res) {
+  s_.counters->count_read_ahead(core_, res);
+  parking_.on_read_ahead(tag, res);
 }
 
 http::durable_batch core_handler::durable_pending() {

@@ -116,6 +116,7 @@ class core_handler final : public http::handler {
   void attach(http::engine_io& io) override;
   void on_upstream(uint64_t tag, const http::upstream_reply& reply) override;
   void on_file_written(uint32_t tag, int64_t res) override;
+  void on_read_ahead(uint32_t tag, int64_t res) override;
 
   /// Answered parked requests' job groups kept for reuse (at most max_spare_job_groups).
   size_t spare_job_groups() const noexcept { return parking_.spare_job_groups(); }

@@ -48,7 +48,14 @@ request_counters::request_counters(int cores) : cores_(cores), rows_(new row[cor
         v.store(0, std::memory_order_relaxed);
       }
     }
+    rows_[c].read_aheads.store(0, std::memory_order_relaxed);
+    rows_[c].read_ahead_errors.store(0, std::memory_order_relaxed);
   }
+}
+
+void request_counters::count_read_ahead(int core, int64_t res) noexcept {
+  auto& v = res < 0 ? rows_[core].read_ahead_errors : rows_[core].read_aheads;
+  v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 void request_counters::count(int core, route r, int status) noexcept {
@@ -87,6 +94,20 @@ void request_counters::render(out_buffer& out) const {
       }
     }
   }
+  uint64_t reads = 0, errors = 0;
+  for (int c = 0; c < cores_; ++c) {
+    reads += rows_[c].read_aheads.load(std::memory_order_relaxed);
+    errors += rows_[c].read_ahead_errors.load(std::memory_order_relaxed);
+  }
+  fmt::format_to(it,
+                 "# HELP tollgate_story_read_aheads_total Stories' texts read into the page cache "
+                 "on a core's ring for a get_story parked meanwhile (not cached when asked for).\n"
+                 "# TYPE tollgate_story_read_aheads_total counter\n"
+                 "tollgate_story_read_aheads_total {}\n"
+                 "# HELP tollgate_story_read_ahead_errors_total Those reads that failed.\n"
+                 "# TYPE tollgate_story_read_ahead_errors_total counter\n"
+                 "tollgate_story_read_ahead_errors_total {}\n",
+                 reads, errors);
 }
 
 namespace {

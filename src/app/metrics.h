@@ -44,13 +44,19 @@ class request_counters {
  public:
   explicit request_counters(int cores);
   void count(int core, route r, int status) noexcept;
-  /// Appends the Prometheus text of `tollgate_requests_total{route,status}`.
+  /// A story's text read into the page cache for a request parked for it (`res`: bytes read or
+  /// -errno).
+  void count_read_ahead(int core, int64_t res) noexcept;
+  /// Appends the Prometheus text of `tollgate_requests_total{route,status}`, then
+  /// tollgate_story_read_aheads_total and tollgate_story_read_ahead_errors_total.
   void render(out_buffer& out) const;
 
  private:
   static constexpr size_t statuses = counted_statuses.size();
   struct alignas(64) row {
     std::atomic<uint64_t> n[static_cast<size_t>(route::count_)][statuses];
+    std::atomic<uint64_t> read_aheads;
+    std::atomic<uint64_t> read_ahead_errors;
   };
   int cores_;
   std::unique_ptr<row[]> rows_;

@@ -62,8 +62,8 @@ void parking::keep_spare(tool_context::job_group&& jobs) {
   }  // else freed here: a burst of parked requests does not hold its memory for good
 }
 
-http::response_info parking::park(const quota::figures& fig, bool for_lease, size_t used,
-                                  int64_t received_ns, fleet_client* fleet) {
+parking::parked& parking::hold(const quota::figures& fig, size_t used, int64_t received_ns,
+                               fleet_client* fleet) {
   parked* p = resuming_;
   if (p == nullptr) {
     // First park: the request takes the light jobs (its searches' state) with it.
@@ -79,21 +79,82 @@ http::response_info parking::park(const quota::figures& fig, bool for_lease, siz
   }
   p->used = used;
   p->token = io_->defer();
-  p->lease_wait = for_lease;
   if (fleet != nullptr) {
     fleet->deactivate();  // a gateway's remote answers wait with it for its next delivery
   }
+  return *p;
+}
+
+void parking::drop(size_t i) {
+  keep_spare(std::move(parked_[i].jobs));
+  parked_[i] = std::move(parked_.back());
+  parked_.pop_back();
+}
+
+http::response_info parking::park(const quota::figures& fig, bool for_lease, size_t used,
+                                  int64_t received_ns, fleet_client* fleet) {
+  parked& p = hold(fig, used, received_ns, fleet);
+  p.lease_wait = for_lease;
   if (for_lease) {
     // Delivered again when the agent wakes this core, or at the bound (set once: the whole
     // wait of a request is bounded, however often other cores take the units it was after).
-    if (p->lease_deadline == 0) {
-      p->lease_deadline = io_->now_mono() + cluster_->options().lease_wait_ms * 1000000;
+    if (p.lease_deadline == 0) {
+      p.lease_deadline = io_->now_mono() + cluster_->options().lease_wait_ms * 1000000;
     }
-    io_->wake_at(p->lease_deadline);
+    io_->wake_at(p.lease_deadline);
   } else {
-    io_->resume(p->token);  // delivered again next pass: one slice each pass
+    io_->resume(p.token);  // delivered again next pass: one slice each pass
   }
   return {0, false, true};
+}
+
+bool parking::may_wait_read() const noexcept {
+  return io_ != nullptr && (resuming_ == nullptr || resuming_->read_rounds < max_read_rounds);
+}
+
+http::response_info parking::park_read(const quota::figures& fig, size_t used, int64_t received_ns,
+                                       fleet_client* fleet, const search::pending_read& r) {
+  parked& p = hold(fig, used, received_ns, fleet);
+  p.lease_wait = false;
+  ++p.read_rounds;
+  if (++last_read_tag_ == 0) {
+    last_read_tag_ = 1;  // 0 means none
+  }
+  p.read_tag = last_read_tag_;
+  if (!io_->read_ahead(r.fd, r.at, static_cast<size_t>(r.len), p.read_tag)) {
+    // No reads on this engine: delivered again next pass, its text then read on the core.
+    p.read_tag = 0;
+    p.read_rounds = max_read_rounds;
+    io_->resume(p.token);
+  }
+  return {0, false, true};
+}
+
+void parking::on_read_ahead(uint32_t tag, int64_t res) {
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    parked& p = parked_[i];
+    if (p.read_tag != tag) {
+      continue;
+    }
+    p.read_tag = 0;
+    if (res < 0) {
+      // The read failed: the next delivery reads on the core, and answers what it finds (a
+      // story whose text cannot be read answers unavailable, and the log says why).
+      p.read_rounds = max_read_rounds;
+    }
+    if (!io_->resume(p.token)) {  // its connection closed meanwhile
+      drop(i);
+    }
+    return;
+  }
+}
+
+size_t parking::read_waits() const noexcept {
+  size_t n = 0;
+  for (const parked& p : parked_) {
+    n += p.read_tag != 0 ? 1 : 0;
+  }
+  return n;
 }
 
 http::response_info parking::park_offcore(int64_t bound_ns) {
@@ -133,9 +194,7 @@ void parking::on_wake() {
     }
     p.lease_wait = false;
     if (!io_->resume(p.token)) {  // its connection closed meanwhile
-      keep_spare(std::move(p.jobs));
-      p = std::move(parked_.back());
-      parked_.pop_back();
+      drop(i);
       continue;
     }
     ++i;
@@ -144,11 +203,11 @@ void parking::on_wake() {
 
 void parking::on_tick() {
   // (A live parked request is always queued for delivery, so resume() changes nothing for it.)
+  // One waiting for a read-ahead is left to its completion, which frees it if it is gone: the
+  // read's buffer is the engine's, and a delivery now would only ask for the bytes again.
   for (size_t i = 0; i < parked_.size();) {
-    if (io_ != nullptr && !io_->resume(parked_[i].token)) {
-      keep_spare(std::move(parked_[i].jobs));
-      parked_[i] = std::move(parked_.back());
-      parked_.pop_back();
+    if (io_ != nullptr && parked_[i].read_tag == 0 && !io_->resume(parked_[i].token)) {
+      drop(i);
     } else {
       ++i;
     }

@@ -9,7 +9,12 @@
 //      once), then admitted again; past the bound the outage rules answer it;
 //   3. work off the core (offcore.h: an OAuth client's metadata document, the OAuth store's or
 //      the public webhook's writes): delivered again when the fetcher or the worker wakes the
-//      core, or at a bound.
+//      core, or at a bound;
+//   4. a get_story whose text is not in the page cache: the core's ring reads the bytes
+//      (engine_io::read_ahead) and the request is delivered again when the read completes; its
+//      text is then read without waiting. Each round reads further; after max_read_rounds
+//      (bytes evicted again at once, a failed read) the next delivery reads them on the core,
+//      which waits, so that a request never parks for ever and a read error is answered.
 // The core serves its other connections meanwhile.
 //
 // Core-local: one parking per core_handler.
@@ -35,6 +40,8 @@ class parking {
  public:
   /// Answered parked requests' job groups kept for reuse (at most max_spare_job_groups).
   static constexpr size_t max_spare_job_groups = 16;
+  /// Read-aheads one request may wait for before its text is read on the core.
+  static constexpr uint8_t max_read_rounds = 4;
 
   /// `cluster` null: no lease waits. `tools`: the core's tool context, whose search jobs are
   /// the light ones unless a parked request is being delivered.
@@ -55,10 +62,21 @@ class parking {
   bool resuming_any() const noexcept { return resuming_ != nullptr; }
   /// Whether a billed call of this delivery may still wait for quota units (cluster mode).
   bool may_wait_lease() const;
+  /// Whether this delivery's story read may park for its bytes (an engine, and fewer than
+  /// max_read_rounds read-aheads waited for by this request).
+  bool may_wait_read() const noexcept;
   /// Parks the request being delivered (`for_lease`: waiting for units, else for its next
   /// slice), with the figures it was charged; `fleet`'s remote answers wait with it.
   http::response_info park(const quota::figures& fig, bool for_lease, size_t used,
                            int64_t received_ns, fleet_client* fleet);
+  /// Parks the request being delivered until the core's ring has read `r`'s bytes into the
+  /// page cache (on_read_ahead), as park() does (its figures, its search jobs).
+  http::response_info park_read(const quota::figures& fig, size_t used, int64_t received_ns,
+                                fleet_client* fleet, const search::pending_read& r);
+  /// A read-ahead ended (`res`: bytes read or -errno): its request is delivered again.
+  void on_read_ahead(uint32_t tag, int64_t res);
+  /// Requests parked for a read-ahead now.
+  size_t read_waits() const noexcept;
   /// A request waiting for work off the core (an OAuth client's metadata document, the OAuth
   /// store's or the public webhook's writes: offcore.h), delivered again by on_wake() or at
   /// `bound_ns` (CLOCK_MONOTONIC).
@@ -83,8 +101,15 @@ class parking {
     int64_t lease_deadline = 0;  // CLOCK_MONOTONIC bound of its wait for units (0: never waited)
     bool lease_wait = false;     // parked for units now (delivered again by on_wake)
     int64_t received_ns = 0;     // its first delivery's time (a later cancellation reaches it)
+    uint32_t read_tag = 0;       // waiting for this read-ahead (0: none)
+    uint8_t read_rounds = 0;     // read-aheads waited for
   };
   parked* find_parked();
+  // The parked entry of the request being delivered: the one resuming, or a new one taking the
+  // light jobs with it.
+  parked& hold(const quota::figures& fig, size_t used, int64_t received_ns, fleet_client* fleet);
+  // Frees entry `i` (index-stable erase: swapped with the last). Outside a delivery only.
+  void drop(size_t i);
   void keep_spare(tool_context::job_group&& jobs);
 
   const cluster::agent* cluster_;
@@ -97,6 +122,7 @@ class parking {
   std::vector<tool_context::job_group> spare_;
   parked* resuming_ = nullptr;                       // the parked request being delivered, if any
   std::vector<http::deferral_token> offcore_waits_;  // requests waiting for work off the core
+  uint32_t last_read_tag_ = 0;
 };
 
 }  // namespace tollgate::app

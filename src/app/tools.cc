@@ -168,7 +168,12 @@ class get_story_tool final : public mcp::tool {
     if (!ref) {
       return mcp::tool_result::failure(rest::tool_error_of(ref.error()));
     }
-    if (auto r = t.backend().render_story(*ref, out, remote); !r) {
+    // Its text's reads do not wait for the disk (on a core): bytes not in the page cache park
+    // the request until the core's ring has read them, and this call runs again then.
+    if (auto r = t.backend().render_story(*ref, out, remote, t.read_slot()); !r) {
+      if (r.error() == search::errc::would_block) {
+        t.yield();  // this delivery's answer is discarded; nothing is billed
+      }
       return mcp::tool_result::failure(rest::tool_error_of(r.error()));
     }
     return mcp::tool_result::success();

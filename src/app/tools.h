@@ -100,6 +100,7 @@ class tool_context final : public mcp::tool_env {
   void begin_request() noexcept {
     job_next_ = 0;
     yielded_ = false;
+    read_ = {};
   }
   /// The jobs of the request being handled (set by the handler before each delivery).
   void use_jobs(job_group* g) noexcept { jobs_ = g; }
@@ -112,8 +113,22 @@ class tool_context final : public mcp::tool_env {
   /// One slice of the first of jobs [0, used) that is not done; true when all of them are.
   bool advance_jobs(size_t used);
 
+  // ---- story reads that must not wait, armed per delivery by the app ----
+
+  /// Whether this delivery's get_story may park for its text's bytes (an engine parks it; not
+  /// after a number of rounds, see parking::may_wait_read).
+  void set_reads_may_park(bool on) noexcept { reads_may_park_ = on; }
+  /// The bytes a get_story that yielded waits for (fd -1: none).
+  const search::pending_read& wanted_read() const noexcept { return read_; }
+
   // ---- what a tool uses ----
 
+  /// Where get_story's text read reports bytes not in memory (search::pending_read), or null
+  /// when it must read them here (no engine, a call billed earlier in this delivery, or too
+  /// many rounds). After would_block the tool yield()s: the request parks until they are read.
+  search::pending_read* read_slot() noexcept {
+    return reads_may_park_ && !caller_.billed_earlier() ? &read_ : nullptr;
+  }
   /// The corpus; only after corpus() returned it.
   const search::backend& backend() const noexcept { return *backend_; }
   search::scratch& scratch() noexcept { return *scratch_; }
@@ -138,6 +153,8 @@ class tool_context final : public mcp::tool_env {
   job_group* jobs_ = nullptr;
   size_t job_next_ = 0;
   bool yielded_ = false;
+  bool reads_may_park_ = false;
+  search::pending_read read_;
 };
 
 /// Registers the three tools. They run against the tool_context lent to the endpoint

@@ -354,7 +354,7 @@ void core::reap() {
 
 bool core::done() const noexcept {
   return draining_ && open_ == 0 && !accept_armed_ && !tls_accept_armed_ && !wake_armed_ &&
-         !durable_inflight_ && !sync_inflight_ && file_writes_ == 0;
+         !durable_inflight_ && !sync_inflight_ && file_writes_ == 0 && read_aheads_ == 0;
 }
 
 void core::on_cqe(const io_uring_cqe& cqe) {
@@ -386,6 +386,10 @@ void core::on_cqe(const io_uring_cqe& cqe) {
     case op::file_write:
       --file_writes_;
       handler_->on_file_written(static_cast<uint32_t>(ud), cqe.res);
+      return;
+    case op::read_ahead:
+      --read_aheads_;
+      handler_->on_read_ahead(static_cast<uint32_t>(ud), cqe.res);
       return;
     case op::recv:
     case op::send: {

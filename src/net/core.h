@@ -91,6 +91,7 @@ class core final : public http::engine_io {
   void fetch(uint32_t u, std::string_view request, uint64_t tag, int64_t deadline_mono_ns) override;
   int64_t now_mono() const override { return now_mono_; }
   bool write_file(int fd, const char* data, size_t len, uint32_t tag) override;
+  bool read_ahead(int fd, uint64_t at, size_t len, uint32_t tag) override;
   size_t peer_address(char* buf, size_t cap) override;
   std::function<void()> waker() override;
   void wake_at(int64_t mono_ns) override {
@@ -122,6 +123,7 @@ class core final : public http::engine_io {
     up_send,
     up_recv,     // upstream connection operations (upstream.cc)
     file_write,  // engine_io::write_file (the access log)
+    read_ahead,  // engine_io::read_ahead (a story's text into the page cache)
     accept_tls,  // the HTTPS listener (core_tls.cc)
   };
   static constexpr uint32_t kNil = UINT32_MAX;
@@ -338,7 +340,11 @@ class core final : public http::engine_io {
   std::vector<queued_reply> replies_work_;
   out_buffer retry_req_;      // a request moving to a fresh connection
   uint32_t file_writes_ = 0;  // engine_io::write_file operations in flight
-  struct peer_text {          // a connection's peer address, read once when first asked
+  uint32_t read_aheads_ = 0;  // engine_io::read_ahead operations in flight
+  // Where read_ahead's reads land (read_ahead_max bytes, made at the first): their bytes are
+  // never looked at, so reads in flight together share it.
+  std::unique_ptr<char[]> read_sink_;
+  struct peer_text {  // a connection's peer address, read once when first asked
     uint32_t gen = UINT32_MAX;
     uint8_t len = 0;
     char text[55];

@@ -230,8 +230,9 @@ void core::on_durable_sync(int res) {
 // what is left with write(2)), so wait a bounded time for the last write and sync, and for the
 // cancelled operations of upstream connections (their buffers are ours).
 void core::finish_durable() {
-  for (int i = 0;
-       i < 50 && (durable_inflight_ || sync_inflight_ || up_ops_ > 0 || file_writes_ > 0); ++i) {
+  for (int i = 0; i < 50 && (durable_inflight_ || sync_inflight_ || up_ops_ > 0 ||
+                             file_writes_ > 0 || read_aheads_ > 0);
+       ++i) {
     __kernel_timespec ts{};
     ts.tv_nsec = 100 * kMs;
     io_uring_cqe* first = nullptr;
@@ -248,6 +249,8 @@ void core::finish_durable() {
       } else if (kind == op::file_write) {
         --file_writes_;
         handler_->on_file_written(static_cast<uint32_t>(cqe->user_data), cqe->res);
+      } else if (kind == op::read_ahead) {
+        --read_aheads_;  // (the request that waited for it is closed with its connection)
       } else if (kind == op::up_connect || kind == op::up_send || kind == op::up_recv) {
         on_up_cqe(kind, *cqe);  // closing (teardown): releases the connection
       } else if (kind == op::recv && (cqe->flags & IORING_CQE_F_BUFFER) != 0) {

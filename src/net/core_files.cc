@@ -1,5 +1,6 @@
-// The core's engine_io services for observability: file writes on the core's ring (the access
-// log's batches) and the peer address of the connection being answered.
+// The core's engine_io services for files and observability: file writes on the core's ring
+// (the access log's batches), reads into the page cache (read_ahead: a story's text before
+// get_story reads it without waiting) and the peer address of the connection being answered.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "net/core.h"
 
@@ -18,6 +20,18 @@ bool core::write_file(int fd, const char* data, size_t len, uint32_t tag) {
                       static_cast<uint64_t>(-1));  // at the file's position: append, pipe, tty
   io_uring_sqe_set_data64(sqe, (uint64_t{static_cast<uint8_t>(op::file_write)} << 56) | tag);
   ++file_writes_;
+  return true;
+}
+
+bool core::read_ahead(int fd, uint64_t at, size_t len, uint32_t tag) {
+  if (!read_sink_) {
+    read_sink_ = std::make_unique_for_overwrite<char[]>(read_ahead_max);
+  }
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_read(sqe, fd, read_sink_.get(),
+                     static_cast<unsigned>(std::min<size_t>(len, read_ahead_max)), at);
+  io_uring_sqe_set_data64(sqe, (uint64_t{static_cast<uint8_t>(op::read_ahead)} << 56) | tag);
+  ++read_aheads_;
   return true;
 }
 

@@ -217,7 +217,8 @@ http::response_info api::write(const http::request& req, body_kind k, caller& c,
   const result<void, search::errc> r =
       k == body_kind::search
           ? backend_.search_stories(a.search, *scratch_, out, /*nested=*/false, c.remote)
-          : backend_.get_story(a.story_id, out, /*nested=*/false, c.remote);
+          : backend_.get_story(a.story_id, out, /*nested=*/false, c.remote,
+                               c.may_wait_read ? &c.read : nullptr);
   if (r) {
     http::end_response(out, p);
     c.shard.settle(t, true);
@@ -226,6 +227,9 @@ http::response_info api::write(const http::request& req, body_kind k, caller& c,
   c.shard.settle(t, false);
   c.shard.fill_quota(c.key, c.now_ns, c.fig);  // not billed: admit counted it, undo that
   out.resize(mark);
+  if (r.error() == search::errc::would_block) {
+    return {0, false, true};  // parked until c.read's bytes are in; answered then
+  }
   const envelope::tool_error e = tool_error_of(r.error());
   quota::figures f = c.fig;
   if (e.retry_after_secs > 0) {

@@ -24,6 +24,8 @@ std::string_view message(errc e) noexcept {
     case errc::unreadable:
       return "This story's stored text cannot be read: the server's index is damaged. This is "
              "a fault of the server, not a missing story; other stories are unaffected.";
+    case errc::would_block:  // never answered: the caller reads the bytes and asks again
+      return "This story's text is being read from disk; retry after retry_after_secs.";
   }
   return "Unknown error.";
 }
@@ -34,6 +36,7 @@ std::string_view code(errc e) noexcept {
       return "not_found";
     case errc::unavailable:
     case errc::unreadable:
+    case errc::would_block:
       return "unavailable";
   }
   return "internal";
@@ -555,10 +558,10 @@ result<story_ref, errc> backend::find_story(std::string_view id, const remote_qu
   return unexpected(all_absent ? errc::not_found : errc::unavailable);
 }
 
-result<void, errc> backend::render_story(story_ref ref, json_out& out,
-                                         const remote_query* remote) const {
+result<void, errc> backend::render_story(story_ref ref, json_out& out, const remote_query* remote,
+                                         pending_read* nowait) const {
   if (ref.shard < shards_.size()) {
-    return shards_[ref.shard]->render_story(ref.doc, true, out);
+    return shards_[ref.shard]->render_story(ref.doc, true, out, nowait);
   }
   const uint32_t j = ref.shard - static_cast<uint32_t>(shards_.size());
   TOLLGATE_CHECK(remote != nullptr && j < remote->remotes());
@@ -578,13 +581,13 @@ result<void, errc> backend::search_stories(const query_args& args, scratch& s, o
 }
 
 result<void, errc> backend::get_story(std::string_view id, out_buffer& out, bool nested,
-                                      const remote_query* remote) const {
+                                      const remote_query* remote, pending_read* nowait) const {
   auto r = find_story(id, remote);
   if (!r) {
     return unexpected(r.error());
   }
   json_out j(out, nested);
-  return render_story(*r, j, remote);
+  return render_story(*r, j, remote, nowait);
 }
 
 }  // namespace tollgate::search

@@ -35,8 +35,9 @@ class corpus_file {
   uint64_t size() const noexcept { return size_; }
   const std::string& path() const noexcept { return path_; }
   /// Copies `n` bytes at offset `at` to `out`; false on an I/O error or when the file ends
-  /// before them (it was cut short since), errno then 0.
-  bool read(uint64_t at, size_t n, void* out) const noexcept;
+  /// before them (it was cut short since), errno then 0. `nowait`: as read_fully's (only what
+  /// the page cache holds; errno EAGAIN and `nowait` set at the first byte it does not).
+  bool read(uint64_t at, size_t n, void* out, pending_read* nowait = nullptr) const noexcept;
   /// From now on its reads are single lines: no readahead around them (POSIX_FADV_RANDOM).
   /// Called once the whole-file mapping the build parsed is gone.
   void reads_are_random() const noexcept;

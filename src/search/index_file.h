@@ -17,6 +17,8 @@
 
 namespace tollgate::search {
 
+struct pending_read;
+
 /// A section's tag: its shard slot (+1; 0 = the file as a whole) and what it holds.
 inline constexpr uint32_t section_tag(uint32_t slot_plus_one, uint32_t field) noexcept {
   return slot_plus_one << 8 | field;
@@ -101,8 +103,11 @@ class index_writer {
 };
 
 /// Copies `n` bytes of the file `fd` at offset `at` to `out` (pread, again after EINTR or a short
-/// read); false on an I/O error, or (errno 0) when the file ends before them.
-bool read_fully(int fd, uint64_t at, size_t n, void* out) noexcept;
+/// read); false on an I/O error, or (errno 0) when the file ends before them. `nowait` (may be
+/// null): only what the page cache holds now is copied (preadv2 RWF_NOWAIT); at the first byte
+/// it does not hold, false with errno EAGAIN and `nowait` set to the bytes still to read. A
+/// kernel or file system without RWF_NOWAIT reads as without `nowait` (said once in the log).
+bool read_fully(int fd, uint64_t at, size_t n, void* out, pending_read* nowait = nullptr) noexcept;
 
 /// Reads a mapped index file's bytes through a descriptor of its own rather than the mapping,
 /// for bytes a request reads once (a stored text): their pages stay in the page cache, out of
@@ -112,8 +117,9 @@ class index_file_reader {
  public:
   explicit operator bool() const noexcept { return fd_ != nullptr; }
   /// Copies `n` bytes at `at` (a pointer into the mapping) to `out`; false when the file cannot
-  /// be read there (an I/O error, or it was cut short since it was mapped).
-  bool read(const uint8_t* at, size_t n, void* out) const noexcept;
+  /// be read there (an I/O error, or it was cut short since it was mapped). `nowait`: as
+  /// read_fully's.
+  bool read(const uint8_t* at, size_t n, void* out, pending_read* nowait = nullptr) const noexcept;
 
  private:
   friend class index_reader;

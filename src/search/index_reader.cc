@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 
 #include "search/index_file.h"
 #include "search/index_layout.h"
+#include "tollgate/common/log.h"
+#include "tollgate/search/shard.h"
 
 namespace tollgate::search {
 
@@ -275,10 +278,46 @@ index_file_reader index_reader::file_reader() const {
   return f;
 }
 
-bool read_fully(int fd, uint64_t at, size_t n, void* out) noexcept {
+namespace {
+
+// Whether RWF_NOWAIT reads are refused here (EOPNOTSUPP: an old kernel, or a file system
+// without them); then reads wait, and the log says so once.
+std::atomic<bool> g_nowait_refused{false};
+
+void note_nowait_refused(int err) noexcept {
+  if (!g_nowait_refused.exchange(true, std::memory_order_relaxed)) {  // once; orders nothing
+    log_info(
+        "warning: reading story texts without waiting is not supported here (preadv2 RWF_NOWAIT: "
+        "{}): "
+        "get_story reads them on the core, which waits for the disk when they are not cached",
+        std::strerror(err));
+  }
+}
+
+}  // namespace
+
+bool read_fully(int fd, uint64_t at, size_t n, void* out, pending_read* nowait) noexcept {
   auto* to = static_cast<char*>(out);
+  if (nowait != nullptr && g_nowait_refused.load(std::memory_order_relaxed)) {
+    nowait = nullptr;
+  }
   while (n > 0) {
-    const ssize_t got = ::pread(fd, to, n, static_cast<off_t>(at));
+    ssize_t got = 0;
+    if (nowait != nullptr) {
+      iovec v{to, n};
+      got = ::preadv2(fd, &v, 1, static_cast<off_t>(at), RWF_NOWAIT);
+      if (got < 0 && errno == EAGAIN) {
+        *nowait = pending_read{fd, at, n};
+        return false;  // errno EAGAIN
+      }
+      if (got < 0 && errno == EOPNOTSUPP) {
+        note_nowait_refused(errno);
+        nowait = nullptr;
+        continue;
+      }
+    } else {
+      got = ::pread(fd, to, n, static_cast<off_t>(at));
+    }
     if (got < 0 && errno == EINTR) {
       continue;
     }
@@ -296,8 +335,9 @@ bool read_fully(int fd, uint64_t at, size_t n, void* out) noexcept {
   return true;
 }
 
-bool index_file_reader::read(const uint8_t* at, size_t n, void* out) const noexcept {
-  return read_fully(*fd_, static_cast<uint64_t>(at - base_), n, out);
+bool index_file_reader::read(const uint8_t* at, size_t n, void* out,
+                             pending_read* nowait) const noexcept {
+  return read_fully(*fd_, static_cast<uint64_t>(at - base_), n, out, nowait);
 }
 
 }  // namespace tollgate::search

@@ -540,8 +540,8 @@ std::shared_ptr<const corpus_file> corpus_file::open(const std::string& path, st
 
 corpus_file::~corpus_file() { ::close(fd_); }
 
-bool corpus_file::read(uint64_t at, size_t n, void* out) const noexcept {
-  return read_fully(fd_, at, n, out);
+bool corpus_file::read(uint64_t at, size_t n, void* out, pending_read* nowait) const noexcept {
+  return read_fully(fd_, at, n, out, nowait);
 }
 
 void corpus_file::reads_are_random() const noexcept {

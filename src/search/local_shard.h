@@ -141,7 +141,9 @@ class local_shard final : public shard_source {
   slice doc_freqs_slice(const query_plan& plan, shard_workspace& ws, uint64_t* df, bool first,
                         uint64_t& budget) const override;
   result<uint32_t, errc> find(std::string_view id) const override;
-  result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out) const override;
+  using shard_source::render_story;
+  result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out,
+                                  pending_read* nowait) const override;
 
   /// The answer search() must give, computed the slow, obvious way for tests: tokenizes every
   /// stored story, scores every match (same BM25 formula and summation order), sorts fully.
@@ -157,7 +159,9 @@ class local_shard final : public shard_source {
   /// errc::unreadable when the stored bytes cannot be read or do not decompress, or when the
   /// line read from the corpus is not this story's (the corpus was changed in place) (the first
   /// such story of the process is logged).
-  result<std::string_view, errc> text(uint32_t doc) const;
+  /// `nowait` (may be null): its reads from a file do not wait for the disk (errc::would_block,
+  /// `nowait` saying which bytes; shard_source::render_story).
+  result<std::string_view, errc> text(uint32_t doc, pending_read* nowait = nullptr) const;
   /// How many docs hold their text compressed (the others store it raw: empty, or compression
   /// did not make it smaller; none when the texts are read from the corpus file).
   size_t packed_texts() const noexcept;
@@ -212,7 +216,7 @@ class local_shard final : public shard_source {
   uint32_t intern_tag(std::string_view t);
   char* arena_alloc(size_t n);
   void pack_stories();  // story_pack.cc
-  result<std::string_view, errc> text_from_corpus(uint32_t doc) const;
+  result<std::string_view, errc> text_from_corpus(uint32_t doc, pending_read* nowait) const;
   bool digest_text_dict();  // ddict_ from text_dict_; false: zstd refuses it
   static std::string_view unpacked_text(const doc_rec& r) noexcept;  // before pack_stories()
   bool load_derived(const index_reader& r, uint32_t slot);

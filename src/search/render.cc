@@ -47,7 +47,8 @@ inline char* put_field(const json_out& out, char* dst, std::string_view s, bool 
 
 }  // namespace
 
-result<void, errc> local_shard::render_story(uint32_t doc, bool with_text, json_out& out) const {
+result<void, errc> local_shard::render_story(uint32_t doc, bool with_text, json_out& out,
+                                             pending_read* nowait) const {
   // One reservation for the whole summary (fields the load flagged as needing escapes count at
   // their worst case), then every piece is written straight into it; structural text is copied
   // pre-escaped. The text, only in a single story's render, is appended after: it is read
@@ -55,7 +56,7 @@ result<void, errc> local_shard::render_story(uint32_t doc, bool with_text, json_
   // the render before anything is written.
   std::string_view body;
   if (with_text) {
-    auto t = text(doc);
+    auto t = text(doc, nowait);
     if (!t) {
       return unexpected(t.error());
     }

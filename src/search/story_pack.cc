@@ -187,7 +187,8 @@ bool local_shard::digest_text_dict() {
   return text_dict_.empty() || ddict_ != nullptr;
 }
 
-result<std::string_view, errc> local_shard::text_from_corpus(uint32_t doc) const {
+result<std::string_view, errc> local_shard::text_from_corpus(uint32_t doc,
+                                                             pending_read* nowait) const {
   const doc_rec& r = docs_[doc];
   text_scratch& s = thread_scratch();
   corpus_line e{};
@@ -195,8 +196,12 @@ result<std::string_view, errc> local_shard::text_from_corpus(uint32_t doc) const
   errno = 0;
   // The line's place through the index file when loaded (like a frame's, see below): checked
   // against the corpus as it was opened, then the line itself, read whole.
-  if (texts_file_ ? !texts_file_->read(reinterpret_cast<const uint8_t*>(&lines_[doc]), sizeof e, &e)
-                  : (e = lines_[doc], false)) {
+  if (texts_file_
+          ? !texts_file_->read(reinterpret_cast<const uint8_t*>(&lines_[doc]), sizeof e, &e, nowait)
+          : (e = lines_[doc], false)) {
+    if (nowait != nullptr && nowait->fd >= 0) {
+      return unexpected(errc::would_block);
+    }
     why = "its line's place cannot be read from the index file";
   } else if (e.at > corpus_->size() || e.len > corpus_->size() - e.at) {
     why = "its line's place is past the end of the corpus file";
@@ -204,7 +209,10 @@ result<std::string_view, errc> local_shard::text_from_corpus(uint32_t doc) const
     if (s.in.size() < e.len + simdjson::SIMDJSON_PADDING) {
       s.in.resize(std::max<size_t>(e.len + simdjson::SIMDJSON_PADDING, 2 * s.in.size()));
     }
-    if (!corpus_->read(e.at, e.len, s.in.data())) {
+    if (!corpus_->read(e.at, e.len, s.in.data(), nowait)) {
+      if (nowait != nullptr && nowait->fd >= 0) {
+        return unexpected(errc::would_block);
+      }
       why = "its line cannot be read from the corpus file";
     }
   }
@@ -258,9 +266,12 @@ result<std::string_view, errc> local_shard::text_from_corpus(uint32_t doc) const
   return text;
 }
 
-result<std::string_view, errc> local_shard::text(uint32_t doc) const {
+result<std::string_view, errc> local_shard::text(uint32_t doc, pending_read* nowait) const {
+  if (nowait != nullptr) {
+    *nowait = pending_read{};
+  }
   if (corpus_) {
-    return text_from_corpus(doc);
+    return text_from_corpus(doc, nowait);
   }
   const doc_rec& r = docs_[doc];
   text_scratch& s = thread_scratch();
@@ -272,15 +283,19 @@ result<std::string_view, errc> local_shard::text(uint32_t doc) const {
     // checks at load held for the mapping; these bytes are read again, so they are bounded
     // again (a frame is at most its text's compress bound; a raw text is its length).
     const bool got =
-        texts_file_->read(reinterpret_cast<const uint8_t*>(&text_at_[doc]), sizeof at, at) &&
+        texts_file_->read(reinterpret_cast<const uint8_t*>(&text_at_[doc]), sizeof at, at,
+                          nowait) &&
         at[0] <= at[1] && at[1] <= texts_bytes_ &&
         at[1] - at[0] <= std::max<uint64_t>(ZSTD_compressBound(r.text_len), r.text_len) && [&] {
           const size_t len = at[1] - at[0];
           if (s.in.size() < len) {
             s.in.resize(std::max(len, 2 * s.in.size()));
           }
-          return texts_file_->read(texts_.get() + at[0], len, s.in.data());
+          return texts_file_->read(texts_.get() + at[0], len, s.in.data(), nowait);
         }();
+    if (!got && nowait != nullptr && nowait->fd >= 0) {
+      return unexpected(errc::would_block);  // nothing wrong: not in the page cache yet
+    }
     if (!got) {
       static std::atomic<bool> logged{false};
       if (!logged.exchange(true, std::memory_order_relaxed)) {  // only once; orders nothing

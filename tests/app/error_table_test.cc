@@ -353,12 +353,12 @@ class unreadable_text_shard final : public search::shard_source {
     }
     return r;
   }
-  result<void, search::errc> render_story(uint32_t doc, bool with_text,
-                                          json_out& out) const override {
+  result<void, search::errc> render_story(uint32_t doc, bool with_text, json_out& out,
+                                          search::pending_read* nowait) const override {
     if (with_text && doc == broken_doc_) {
       return unexpected(search::errc::unreadable);
     }
-    return inner_->render_story(doc, with_text, out);
+    return inner_->render_story(doc, with_text, out, nowait);
   }
 
  private:

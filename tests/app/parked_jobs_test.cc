@@ -1,13 +1,21 @@
-// Searches in slices through one core_handler whose engine parks requests (a fake engine_io:
-// the real ring's deferral is tested in server_test.cc and the integration tests): what a burst
-// of parked searches leaves behind once answered.
+// Searches in slices and story reads through one core_handler whose engine parks requests (a
+// fake engine_io: the real ring's deferral and reads are tested in server_test.cc and the
+// integration tests): what a burst of parked searches leaves behind once answered, and how a
+// story whose bytes are not in the page cache ends when its reads fail or do not stay.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "app/handler_world.h"
+#include "support/page_cache.h"
+#include "tollgate/search/corpus.h"
 
 namespace tollgate::app {
 namespace {
@@ -24,7 +32,18 @@ class fake_io final : public http::engine_io {
   uint32_t add_upstream(std::string_view, uint16_t) override { return 0; }
   void fetch(uint32_t, std::string_view, uint64_t, int64_t) override {}
   int64_t now_mono() const override { return 0; }
+  bool read_ahead(int fd, uint64_t at, size_t len, uint32_t tag) override {
+    reads.push_back({fd, at, len, tag});
+    return true;
+  }
   http::deferral_token now;
+  struct read {
+    int fd;
+    uint64_t at;
+    size_t len;
+    uint32_t tag;
+  };
+  std::vector<read> reads;  // read_ahead() calls, none of them done (the test completes them)
 };
 
 std::string search_request(std::string_view key, std::string_view query) {
@@ -181,6 +200,165 @@ TEST(parked_jobs_test, a_billed_call_beside_a_search_in_slices_is_billed_once) {
     EXPECT_NE(r.find(R"(\"total\":)"), std::string::npos) << r;  // the search
     EXPECT_EQ(quota_used(w, io, w.roomy(), now), before + 2)
         << (story_first ? "get_story first" : "search first");
+  }
+}
+
+// A corpus file of generated stories, loaded without an index: get_story reads each story's
+// line from the file (pread), where the page cache may not hold it.
+class cold_corpus {
+ public:
+  cold_corpus() {
+    char tmpl[] = "/tmp/tollgate-cold-corpus-XXXXXX";
+    const char* p = ::mkdtemp(tmpl);
+    dir_ = p != nullptr ? p : "";
+    path_ = dir_ + "/stories.jsonl";
+    std::string jsonl;
+    search::generate_corpus(2000, 9, [&jsonl](std::string_view chunk) { jsonl += chunk; });
+    for (size_t at = 0; at < jsonl.size();) {
+      const size_t end = jsonl.find('\n', at);
+      const size_t b = jsonl.find("\"id\":\"", at) + 6;
+      lines_.push_back({jsonl.substr(b, jsonl.find('"', b) - b), at, end - at});
+      at = end + 1;
+    }
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ok_ = fd >= 0 && ::write(fd, jsonl.data(), jsonl.size()) == static_cast<ssize_t>(jsonl.size());
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  ~cold_corpus() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  bool ok() const { return ok_; }
+  std::unique_ptr<search::backend> load() const {
+    search::load_options opts;
+    opts.shards = 2;
+    search::load_report rep;
+    auto b = search::load_jsonl_file(path_, opts, rep);
+    return b ? std::move(*b) : nullptr;
+  }
+  /// Drops the file from the page cache; false when it stays (then there is nothing to test).
+  bool evict() const { return tollgate::test::evict_from_page_cache(path_); }
+  /// The same, until story `i`'s line is out of the page cache (at most a second).
+  bool evict(size_t i) const {
+    return tollgate::test::evict_from_page_cache(path_, lines_[i].at, lines_[i].len, 1000);
+  }
+  /// Reads story `i`'s line into the page cache.
+  void warm(size_t i) const {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    std::string buf(lines_[i].len, '\0');
+    (void)::pread(fd, buf.data(), buf.size(), static_cast<off_t>(lines_[i].at));
+    ::close(fd);
+  }
+  const std::string& id(size_t i) const { return lines_[i].id; }
+  size_t count() const { return lines_.size(); }
+
+ private:
+  struct line {
+    std::string id;
+    size_t at, len;
+  };
+  std::string dir_, path_;
+  std::vector<line> lines_;
+  bool ok_ = false;
+};
+
+std::string rest_story(std::string_view key, std::string_view id) {
+  return "GET /v1/stories/" + std::string(id) + " HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+         std::string(key) + "\r\n\r\n";
+}
+
+TEST(parked_jobs_test, a_story_read_that_fails_or_does_not_stay_is_read_on_the_core_at_last) {
+  // Verifies a get_story whose line is not in the page cache parks for a read-ahead and, however
+  // that ends, is answered: after a failed read (-EIO) its next delivery reads on the core, and
+  // when the bytes read do not stay cached (evicted again each time) it parks for at most
+  // max_read_rounds reads, then reads on the core. Each is answered with its story (the file is
+  // fine) and billed once. A get_story after a call billed earlier in the same batch never parks
+  // (its re-delivery would bill that call again): it reads on the core at once.
+  cold_corpus corpus;
+  ASSERT_TRUE(corpus.ok());
+  handler_world w(corpus.load());
+  ASSERT_TRUE(w.ok());
+  fake_io io;
+  w.handler().attach(io);
+  const int64_t now = w.start_ns();
+  if (!corpus.evict()) {
+    GTEST_SKIP() << "this file system keeps the corpus' pages cached: nothing to wait for";
+  }
+  uint32_t slot = 100;
+
+  // Delivers `req(i)` for story i = first, first + 101, ... until one parks for its bytes (a
+  // page the kernel still held in a per-CPU batch when asked to drop it stays cached); that
+  // story, or -1.
+  auto park_one = [&](size_t first, const std::function<std::string(size_t)>& req) -> int {
+    for (size_t i = first; i < first + 1010; i += 101) {
+      EXPECT_TRUE(corpus.evict());
+      io.now = {slot++, 1};
+      io.reads.clear();
+      if (w.respond(req(i), now).empty()) {
+        EXPECT_EQ(io.reads.size(), 1u);
+        EXPECT_GT(io.reads.empty() ? 0 : io.reads[0].len, 0u);
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  };
+
+  // 1. MCP, a read-ahead that fails.
+  {
+    const int64_t before = quota_used(w, io, w.roomy(), now);
+    auto req = [&](size_t i) { return mcp_post(w.roomy(), story_json(1, corpus.id(i))); };
+    const int i = park_one(10, req);
+    ASSERT_GE(i, 0) << "no get_story parked for its bytes";
+    const int64_t answered = quota_used(w, io, w.roomy(), now) - before;  // those not parked
+    io.now = {slot - 1, 1};
+    w.handler().on_read_ahead(io.reads[0].tag, -EIO);
+    const std::string r = w.respond(req(static_cast<size_t>(i)), now);
+    ASSERT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+    EXPECT_NE(r.find(R"(\"id\":\")" + corpus.id(static_cast<size_t>(i))), std::string::npos) << r;
+    EXPECT_EQ(r.find(R"("isError":true)"), std::string::npos) << r;
+    EXPECT_EQ(io.reads.size(), 1u) << "asked for the bytes again after a failed read";
+    EXPECT_EQ(quota_used(w, io, w.roomy(), now), before + answered + 1);
+  }
+  // 2. REST, bytes that never stay cached.
+  {
+    const int64_t before = quota_used(w, io, w.roomy(), now);
+    auto req = [&](size_t i) { return rest_story(w.roomy(), corpus.id(i)); };
+    const int i = park_one(500, req);
+    ASSERT_GE(i, 0) << "no story parked for its bytes";
+    const int64_t answered = quota_used(w, io, w.roomy(), now) - before;
+    io.now = {slot - 1, 1};
+    std::string r;
+    for (int delivery = 0; delivery < 20 && r.empty(); ++delivery) {
+      ASSERT_FALSE(io.reads.empty());
+      // (the kernel itself starts reading what a read that must not wait did not find)
+      ASSERT_TRUE(corpus.evict(static_cast<size_t>(i)));
+      w.handler().on_read_ahead(io.reads.back().tag, static_cast<int64_t>(io.reads.back().len));
+      r = w.respond(req(static_cast<size_t>(i)), now);
+    }
+    ASSERT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+    EXPECT_NE(r.find("\"id\":\"" + corpus.id(static_cast<size_t>(i)) + "\""), std::string::npos)
+        << r;
+    // (Evicted before each delivery: the bytes are never there when asked for.)
+    EXPECT_EQ(io.reads.size(), size_t{parking::max_read_rounds});
+    EXPECT_EQ(quota_used(w, io, w.roomy(), now), before + answered + 1);
+  }
+  // 3. A batch: a billed get_story, then one whose line is not cached.
+  {
+    const int64_t before = quota_used(w, io, w.roomy(), now);
+    ASSERT_TRUE(corpus.evict());
+    corpus.warm(20);
+    const std::string batch =
+        "[" + story_json(1, corpus.id(20)) + "," + story_json(2, corpus.id(1500)) + "]";
+    io.now = {slot, 1};
+    io.reads.clear();
+    const std::string r = w.respond(mcp_post(w.roomy(), batch), now);
+    ASSERT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+    EXPECT_NE(r.find(R"(\"id\":\")" + corpus.id(20)), std::string::npos) << r;
+    EXPECT_NE(r.find(R"(\"id\":\")" + corpus.id(1500)), std::string::npos) << r;
+    EXPECT_TRUE(io.reads.empty());
+    EXPECT_EQ(quota_used(w, io, w.roomy(), now), before + 2);
   }
 }
 

@@ -1,9 +1,11 @@
 // The app's request path over real loopback sockets and a real io_uring engine: core_handler
 // with the search answer cache on and off, the key cache, and what must not change with them
 // (answers byte for byte, billing, rate limits, revocation, suspension).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,8 +22,11 @@
 #include "app/tools.h"
 #include "net/net_test_util.h"
 #include "quota/test_util.h"
+#include "support/page_cache.h"
 #include "tollgate/config/config.h"
 #include "tollgate/quota/key_store.h"
+#include "tollgate/search/corpus.h"
+#include "tollgate/search/index_file.h"
 
 namespace tollgate::app {
 namespace {
@@ -40,8 +45,10 @@ class app_server {
  public:
   // `plan`: the key's plan (rate per second, burst, monthly quota; stop at the quota).
   // `tweak` edits the settings before anything is built (the access log, public_metrics...).
+  // `load`: the corpus (the embedded sample, 4 shards, when empty).
   app_server(uint32_t cache_entries, double rate, int64_t burst, int64_t quota,
-             const std::function<void(config::settings&)>& tweak = {}) {
+             const std::function<void(config::settings&)>& tweak = {},
+             const std::function<std::unique_ptr<search::backend>()>& load = {}) {
     settings_ = config::defaults();
     settings_.data_dir = dir_.path();
     settings_.search_cache_entries = cache_entries;
@@ -66,7 +73,7 @@ class app_server {
     if (q) {
       st_.quota = std::move(*q);
     }
-    st_.backend = search::load_sample(4);
+    st_.backend = load ? load() : search::load_sample(4);
     st_.envelopes = std::make_unique<envelope::cache>(envelope::server_identity{});
     register_tools(st_.tools);
     st_.counters = std::make_unique<request_counters>(1);
@@ -551,6 +558,95 @@ std::string wait_for_lines(const std::string& path, size_t lines) {
     text = read_file(path);
   }
   return text;
+}
+
+TEST(app_server_test, a_story_not_in_the_page_cache_parks_its_request_and_answers_it_whole) {
+  // Verifies get_story never waits for the disk on the core: with the corpus' and the index
+  // file's pages dropped from the page cache, a REST story and an MCP get_story are parked
+  // while the core's ring reads their bytes (tollgate_story_read_aheads_total counts the
+  // reads), then answered byte for byte as when cached; a search pipelined behind one on the
+  // same connection is answered after it, in order; each call is billed once (the usage's
+  // quota count), not at each delivery.
+  TOLLGATE_SKIP_WITHOUT_RING();
+  quota::test::temp_dir files;
+  const std::string corpus = files.path() + "/stories.jsonl";
+  std::string jsonl;
+  search::generate_corpus(3000, 5, [&jsonl](std::string_view chunk) { jsonl += chunk; });
+  {
+    const int fd = ::open(corpus.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, jsonl.data(), jsonl.size()), static_cast<ssize_t>(jsonl.size()));
+    ::close(fd);
+  }
+  std::vector<std::string> ids;
+  for (size_t at = jsonl.find("{\"id\":\""); at != std::string::npos;
+       at = jsonl.find("\n{\"id\":\"", at + 1)) {
+    const size_t b = jsonl.find("\"id\":\"", at) + 6;
+    ids.push_back(jsonl.substr(b, jsonl.find('"', b) - b));
+  }
+  ASSERT_EQ(ids.size(), 3000u);
+  const std::vector<std::string> index_paths = {files.path() + "/stories.idx"};
+  app_server s(0, 1e9, 1000000000, 1000000, {}, [&]() -> std::unique_ptr<search::backend> {
+    search::load_options opts;
+    opts.shards = 2;
+    search::load_report rep;
+    search::index_use use;
+    auto b = search::load_indexed(corpus, index_paths, opts, rep, use);
+    EXPECT_TRUE(b.has_value() && use.remapped);
+    return b ? std::move(*b) : nullptr;
+  });
+  ASSERT_TRUE(s.started());
+  client c(s.port());
+  ASSERT_TRUE(c.connected());
+
+  uint64_t billed = 0;
+  std::vector<std::string> picked;
+  for (size_t i = 7; i < ids.size(); i += 499) {
+    picked.push_back(ids[i]);
+  }
+  for (const std::string& id : picked) {
+    SCOPED_TRACE(id);
+    (void)tollgate::test::evict_from_page_cache(
+        index_paths[0]);  // (its first pages stay: the server maps them)
+    if (!tollgate::test::evict_from_page_cache(corpus)) {
+      GTEST_SKIP() << "this file system keeps the files' pages cached: nothing to wait for";
+    }
+    auto cold = rest_get(c, s.key(), "/v1/stories/" + id);
+    ASSERT_TRUE(cold);
+    (void)tollgate::test::evict_from_page_cache(index_paths[0]);
+    auto cold_mcp = ask(c, tool_request(s.key(), "get_story", "{\"id\":\"" + id + "\"}", 5));
+    ASSERT_TRUE(cold_mcp);
+    auto warm = rest_get(c, s.key(), "/v1/stories/" + id);
+    auto warm_mcp = ask(c, tool_request(s.key(), "get_story", "{\"id\":\"" + id + "\"}", 5));
+    ASSERT_TRUE(warm && warm_mcp);
+    EXPECT_EQ(cold->status, 200) << cold->body;
+    EXPECT_EQ(cold->body, warm->body);
+    EXPECT_NE(cold->body.find("\"text\":\""), std::string::npos) << cold->body;
+    EXPECT_EQ(cold_mcp->body, warm_mcp->body);
+    EXPECT_NE(cold_mcp->body.find("\"isError\":false"), std::string::npos) << cold_mcp->body;
+    billed += 4;
+  }
+  // A story whose bytes are being read, then a search on the same connection: in order.
+  (void)tollgate::test::evict_from_page_cache(index_paths[0]);
+  ASSERT_TRUE(c.send_all("GET /v1/stories/" + ids[1234] + " HTTP/1.1\r\nHost: t\r\nX-API-Key: " +
+                         s.key() + "\r\n\r\nGET /v1/stories?q=the&limit=1 HTTP/1.1\r\nHost: t\r\n" +
+                         "X-API-Key: " + s.key() + "\r\n\r\n"));
+  auto first = c.read_response();
+  auto second = c.read_response();
+  ASSERT_TRUE(first && second);
+  EXPECT_NE(first->body.find("\"id\":\"" + ids[1234] + "\""), std::string::npos) << first->body;
+  EXPECT_NE(second->body.find("\"total\":"), std::string::npos) << second->body;
+  billed += 2;
+
+  auto usage = rest_get(c, s.key(), "/v1/usage");
+  ASSERT_TRUE(usage);
+  EXPECT_NE(usage->body.find("\"used\":" + std::to_string(billed) + ","), std::string::npos)
+      << usage->body;
+  const std::string m = metrics_text(c);
+  // At least one read per story (a page the kernel still holds in a per-CPU batch when asked to
+  // drop it stays cached: not every cold call finds its bytes missing).
+  EXPECT_GE(series(m, "tollgate_story_read_aheads_total"), static_cast<double>(picked.size())) << m;
+  EXPECT_EQ(series(m, "tollgate_story_read_ahead_errors_total"), 0.0) << m;
 }
 
 TEST(app_server_test, metrics_count_answers_by_outcome_latency_by_tool_and_billed_by_plan) {

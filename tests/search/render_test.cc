@@ -190,8 +190,9 @@ class flaky_shard final : public shard_source {
     }
     return inner_->find(id);
   }
-  result<void, errc> render_story(uint32_t doc, bool t, json_out& out) const override {
-    return inner_->render_story(doc, t, out);
+  result<void, errc> render_story(uint32_t doc, bool t, json_out& out,
+                                  pending_read* nowait) const override {
+    return inner_->render_story(doc, t, out, nowait);
   }
 
  private:

@@ -6,6 +6,7 @@
 // changed in place fails the changed stories' get_story, never answers another story's text.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "search/index_file.h"
 #include "search/local_shard.h"
 #include "search/test_corpus.h"
+#include "support/page_cache.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
@@ -611,6 +613,61 @@ TEST(story_pack_test, heads_at_their_edges_render_the_same_fresh_and_mapped) {
     }
   }
   EXPECT_TRUE(renders(*fresh, ids) == renders(*mapped, ids));
+}
+
+TEST(story_pack_test, a_read_that_must_not_wait_asks_for_the_bytes_it_lacks_then_answers_the_same) {
+  // Verifies get_story's text read on a core (a pending_read given): with the files' pages
+  // dropped from the page cache it waits for nothing: it fails with errc::would_block, writes
+  // nothing and names bytes of the file it read from; once those bytes are read (as the core's
+  // ring does, here with pread) it is asked again and gets further, and in a few rounds answers
+  // byte for byte what a read that waits answers. For texts packed in the index, stored raw
+  // there, and left in the corpus file.
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  const std::string jsonl = corpus_text(1500);
+  write_file(corpus, jsonl);
+  const std::vector<std::string> ids = ids_of(jsonl);
+  for (const texts how : {texts::packed, texts::raw, texts::in_corpus}) {
+    SCOPED_TRACE(static_cast<int>(how));
+    const std::vector<std::string> paths = {dir.path + "/stories-" +
+                                            std::to_string(static_cast<int>(how)) + ".idx"};
+    index_use use;
+    auto b = load(corpus, paths, how, use);
+    ASSERT_TRUE(b);
+    size_t blocked = 0;
+    for (size_t i = 0; i < ids.size(); i += 97) {
+      out_buffer want;
+      ASSERT_TRUE(b->get_story(ids[i], want, true).has_value()) << ids[i];
+      // (The index file's first pages stay: the backend maps them. The corpus is not mapped.)
+      (void)tollgate::test::evict_from_page_cache(paths[0]);
+      if (!tollgate::test::evict_from_page_cache(corpus)) {
+        GTEST_SKIP() << "this file system keeps the files' pages cached: nothing to wait for";
+      }
+      out_buffer got;
+      got.append("before");
+      int rounds = 0;
+      for (;;) {
+        pending_read r;
+        auto a = b->get_story(ids[i], got, true, nullptr, &r);
+        if (a) {
+          break;
+        }
+        ASSERT_EQ(a.error(), errc::would_block) << ids[i];
+        ASSERT_EQ(got.view(), "before") << "a read that stopped wrote into the answer";
+        ASSERT_GE(r.fd, 0);
+        ASSERT_GT(r.len, 0u);
+        struct stat st {};
+        ASSERT_EQ(::fstat(r.fd, &st), 0);
+        ASSERT_LE(r.at + r.len, static_cast<uint64_t>(st.st_size));
+        std::string sink(r.len, '\0');
+        ASSERT_TRUE(read_fully(r.fd, r.at, r.len, sink.data()));
+        ASSERT_LT(++rounds, 8) << "no progress reading " << ids[i];
+      }
+      blocked += rounds > 0 ? 1 : 0;
+      EXPECT_EQ(got.view().substr(6), want.view()) << ids[i];
+    }
+    EXPECT_GT(blocked, 0u) << "no story's text was missing from the page cache";
+  }
 }
 
 }  // namespace

@@ -85,6 +85,15 @@ class engine_io {
   virtual bool write_file(int /*fd*/, const char* /*data*/, size_t /*len*/, uint32_t /*tag*/) {
     return false;
   }
+  /// Reads `len` bytes of the regular file `fd` at offset `at` with an io_uring read into a
+  /// buffer of the engine's own, and drops them: they are then in the page cache, where a read
+  /// that must not wait finds them (a story's text for get_story). At most read_ahead_max bytes
+  /// from `at` are read per call. handler::on_read_ahead(tag, res) reports the bytes read or
+  /// -errno. False: not supported here (nothing happens).
+  virtual bool read_ahead(int /*fd*/, uint64_t /*at*/, size_t /*len*/, uint32_t /*tag*/) {
+    return false;
+  }
+  static constexpr size_t read_ahead_max = size_t{1} << 20;
   /// A thread-safe, non-blocking wake-up of this core (an eventfd write): after it, the core's
   /// next loop pass calls handler::on_wake(). For work done by another thread that parked
   /// requests wait on (the cluster agent's leases). Empty: not supported here.
@@ -174,6 +183,8 @@ class handler {
   virtual void on_wake(int64_t /*now_ns*/) {}
   /// The completion of engine_io::write_file(tag): bytes written or -errno.
   virtual void on_file_written(uint32_t /*tag*/, int64_t /*res*/) {}
+  /// The completion of engine_io::read_ahead(tag): bytes read or -errno.
+  virtual void on_read_ahead(uint32_t /*tag*/, int64_t /*res*/) {}
 };
 
 }  // namespace tollgate::http

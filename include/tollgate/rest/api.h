@@ -73,6 +73,11 @@ struct caller {
   /// parks the request and delivers it again when its core is woken.
   bool may_wait_lease = false;
   bool lease_pending = false;
+  /// A story's text is read without waiting for the disk (on a core): bytes not in the page
+  /// cache make the api write nothing, set `read` (the bytes) and return a deferred info; the
+  /// caller parks the request until they are read and delivers it again (not billed meanwhile).
+  bool may_wait_read = false;
+  search::pending_read read{};
   /// What the answer came to (set by api::respond; the access log and /metrics print it).
   outcome result = outcome::ok;
 };

@@ -165,9 +165,11 @@ class backend {
                                      const remote_query* remote = nullptr) const;
   /// Writes the get_story payload: the story with its text (for a remote slot, the story JSON
   /// as received from `remote`, which must be the one passed to find_story). errc::unreadable,
-  /// with nothing written, when a local story's stored text cannot be read.
+  /// with nothing written, when a local story's stored text cannot be read. `nowait`: the text's
+  /// reads do not wait for the disk (shard_source::render_story; errc::would_block).
   result<void, errc> render_story(story_ref ref, json_out& out,
-                                  const remote_query* remote = nullptr) const;
+                                  const remote_query* remote = nullptr,
+                                  pending_read* nowait = nullptr) const;
 
   /// Starts `job` on `args` (precondition: validate(args) passed); nothing is evaluated yet.
   void start(const query_args& args, search_job& job) const;
@@ -180,7 +182,8 @@ class backend {
                                     bool nested, const remote_query* remote = nullptr) const;
   /// find_story() + render_story() into `out` (nothing written on error).
   result<void, errc> get_story(std::string_view id, out_buffer& out, bool nested,
-                               const remote_query* remote = nullptr) const;
+                               const remote_query* remote = nullptr,
+                               pending_read* nowait = nullptr) const;
 
   // ---- pieces for the fleet (shard_node.cc, remote_query.cc) ----
 

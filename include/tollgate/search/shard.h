@@ -21,11 +21,23 @@ enum class errc : uint8_t {
   unavailable,  ///< no shard answered (tool error unavailable / REST 503 + Retry-After)
   unreadable,   ///< the story's stored text cannot be read: a damaged index (tool error
                 ///< unavailable with its own message / REST 503)
+  would_block,  ///< only for a read that must not wait (a pending_read given): the story's
+                ///< text is not in memory yet; the pending_read says which bytes it needs
 };
 /// A full sentence for the error's "message" field.
 std::string_view message(errc e) noexcept;
 /// The error code string ("not_found", "unavailable"; unreadable is written "unavailable").
 std::string_view code(errc e) noexcept;
+
+/// A story's text read by a core, which must not wait for the disk: a read the page cache
+/// cannot answer at once stops (errc::would_block) and says here which bytes it needs. The
+/// caller brings them into the page cache without waiting (the core's ring reads them), then
+/// asks again; each round gets further, since the bytes already read are not asked for again.
+struct pending_read {
+  int fd = -1;  ///< -1: nothing pending
+  uint64_t at = 0;
+  uint64_t len = 0;
+};
 
 /// Corpus statistics a shard contributes to the global BM25 figures.
 struct shard_stats {
@@ -140,8 +152,13 @@ class shard_source {
   virtual result<uint32_t, errc> find(std::string_view id) const = 0;
   /// Writes story `doc` as a JSON object (with "text" when asked) through `out`, or fails
   /// (errc::unreadable: its text cannot be read) having written nothing. Without the text it
-  /// never fails.
-  virtual result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out) const = 0;
+  /// never fails. `nowait` (may be null): its text's reads do not wait for the disk; bytes not
+  /// in the page cache fail it with errc::would_block, `nowait` saying which.
+  virtual result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out,
+                                          pending_read* nowait) const = 0;
+  result<void, errc> render_story(uint32_t doc, bool with_text, json_out& out) const {
+    return render_story(doc, with_text, out, nullptr);
+  }
 };
 
 }  // namespace tollgate::search
