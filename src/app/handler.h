@@ -159,13 +159,29 @@ class core_handler final : public http::handler {
 class shard_handler final : public http::handler {
  public:
   shard_handler(const shared_state& s, int core);
+  void attach(http::engine_io& io) override { io_ = &io; }
   http::response_info handle(const http::request& req, out_buffer& out, int64_t now_ns) override;
+  void on_read_ahead(uint32_t tag, int64_t res) override;
+  void on_tick(int64_t now_ns) override;
 
  private:
   http::response_info answer_shard(const http::request& req, out_buffer& out, route& counted);
+  // A story request whose text is not in the page cache waits, parked, for the core's ring to
+  // read it (as core_handler's get_story: parking.h, item 4), at most parking::max_read_rounds
+  // times; then (or after a failed read) its next delivery reads on the core.
+  struct read_wait {
+    http::deferral_token token;
+    uint32_t tag = 0;  // the read-ahead it waits for (0: none, being delivered)
+    uint8_t rounds = 0;
+  };
+  // The wait of the request being delivered, if it waited before.
+  read_wait* find_wait();
 
   const shared_state& s_;
   int core_;
+  http::engine_io* io_ = nullptr;
+  std::vector<read_wait> waits_;
+  uint32_t last_tag_ = 0;
   std::unique_ptr<search::scratch> search_;
   out_buffer scratch_;
   out_buffer body_;

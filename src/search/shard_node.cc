@@ -269,7 +269,7 @@ int serve_search(const backend& b, scratch& s, fleet_scratch& f, std::string_vie
   return 200;
 }
 
-int serve_story(const backend& b, std::string_view id, out_buffer& out) {
+int serve_story(const backend& b, std::string_view id, out_buffer& out, pending_read* nowait) {
   if (id.empty()) {
     return not_found(out);
   }
@@ -278,7 +278,10 @@ int serve_story(const backend& b, std::string_view id, out_buffer& out) {
     return ref.error() == errc::not_found ? not_found(out) : unavailable(out);
   }
   json_out j(out, false);
-  if (auto r = b.render_story(*ref, j); !r) {
+  if (auto r = b.render_story(*ref, j, nullptr, nowait); !r) {
+    if (r.error() == errc::would_block) {
+      return 0;  // nothing written: asked again once the bytes are in
+    }
     // nothing written: a damaged story is this node's fault, answered as not answering
     return write_error(out, 503, "unavailable", message(r.error()));
   }
@@ -288,7 +291,8 @@ int serve_story(const backend& b, std::string_view id, out_buffer& out) {
 }  // namespace
 
 int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
-                        std::string_view path, std::string_view body, out_buffer& out) {
+                        std::string_view path, std::string_view body, out_buffer& out,
+                        pending_read* nowait) {
   if (!s.fleet_) {
     s.fleet_ = std::make_unique<fleet_scratch>();
   }
@@ -300,7 +304,7 @@ int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
     return serve_search(b, s, f, body, out);
   }
   if (path.starts_with(fleet_wire::story_prefix) && method == "GET") {
-    return serve_story(b, path.substr(fleet_wire::story_prefix.size()), out);
+    return serve_story(b, path.substr(fleet_wire::story_prefix.size()), out, nowait);
   }
   return not_found(out);
 }

@@ -48,7 +48,8 @@ class scratch {
  private:
   friend class backend;
   friend int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
-                                 std::string_view path, std::string_view body, out_buffer& out);
+                                 std::string_view path, std::string_view body, out_buffer& out,
+                                 pending_read* nowait);
   out_buffer token_chars_;
   std::vector<std::string_view> terms_;
   std::vector<double> idf_;

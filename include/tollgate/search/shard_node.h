@@ -19,8 +19,11 @@ namespace tollgate::search {
 /// {"code":"unavailable",...} when no in-process slice of the node could answer. `body` must be
 /// followed by 64 readable bytes (simdjson padding). Authentication (the secret header) is the
 /// caller's. Allocation-free in the steady state (the scratch keeps its capacity), except for 400
-/// answers.
+/// answers. `nowait` (may be null): a story's text is read without waiting for the disk; bytes
+/// the page cache lacks make it write nothing and return 0, `nowait` saying which (the caller
+/// brings them in and asks again: backend::render_story).
 int serve_fleet_request(const backend& b, scratch& s, std::string_view method,
-                        std::string_view path, std::string_view body, out_buffer& out);
+                        std::string_view path, std::string_view body, out_buffer& out,
+                        pending_read* nowait = nullptr);
 
 }  // namespace tollgate::search

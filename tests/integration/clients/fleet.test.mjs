@@ -9,7 +9,8 @@
 //     a shard that hangs past deadline_ms, or answers garbage -> partial, the deadline holds;
 //   - the fleet secret: wrong/missing -> 401; --role shard without one -> exit 2;
 //   - get_story: an id nowhere -> not_found; with a shard down and the id not local ->
-//     unavailable.
+//     unavailable; a shard node's story whose text is not in the page cache is parked while
+//     the node's ring reads it (tollgate_story_read_aheads_total), then answered byte for byte.
 // Every process listens on 127.0.0.1 (port 0, or its old port on restart), is ended by its PID,
 // every wait is bounded.
 import { test, describe, before, after } from 'node:test';
@@ -19,6 +20,7 @@ import path from 'node:path';
 import net from 'node:net';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { execFileSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
@@ -345,6 +347,42 @@ describe('a gateway over three shard nodes', () => {
       const m = await getStory(mixed, mixed.keys.main, NO_SUCH_ID);
       assert.equal(m.status, 404, `mixed gateway: ${m.body}`);
     }
+  });
+
+  test('a shard node\'s story whose text is not in the page cache: read on its ring, the same bytes', async () => {
+    const s = shards[1];
+    const files = [partFiles[1], partFiles[1] + '.tollgate-index'].filter((f) => fs.existsSync(f));
+    // Drops the files' pages from the page cache (dd's nocache: POSIX_FADV_DONTNEED); the bytes
+    // of the corpus still cached after it (fincore), or null without the tools.
+    const evict = () => {
+      try {
+        for (const f of files) execFileSync('dd', [`if=${f}`, 'iflag=nocache', 'count=0', 'status=none']);
+        return Number(execFileSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', files[0]]).toString().trim());
+      } catch {
+        return null;
+      }
+    };
+    const readAheads = async () => {
+      const m = (await request(s.url + '/metrics')).body;
+      const line = m.split('\n').find((l) => l.startsWith('tollgate_story_read_aheads_total '));
+      return line ? Number(line.split(' ')[1]) : -1;
+    };
+    const before = await readAheads();
+    assert.ok(before >= 0, 'the shard node counts its read-aheads');
+    const headers = { [SECRET_HEADER]: SECRET };
+    let cold = 0;
+    for (const k of [5, 205, 405, 605, 805]) {
+      const id = idsByPart[1][k];
+      const left = evict();
+      if (left === null || left > 0) continue;  // nothing to wait for here (tmpfs, no tools)
+      cold++;
+      const first = await request(s.url + `/fleet/v1/stories/${id}`, { headers });
+      const again = await request(s.url + `/fleet/v1/stories/${id}`, { headers });
+      assert.equal(first.status, 200, first.body);
+      assert.equal(String(JSON.parse(first.body).id), id);
+      assert.equal(first.body, again.body, `story ${id}: the cold read answers the cached bytes`);
+    }
+    if (cold > 0) assert.ok(await readAheads() > before, 'a cold story was read on the node\'s ring');
   });
 
   test('secret: a shard node refuses a missing or wrong X-Tollgate-Fleet-Secret with 401', async () => {
