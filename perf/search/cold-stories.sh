@@ -5,14 +5,15 @@
 #
 #   perf/search/cold-stories.sh --base OLD/tollgate [--new build/release/tollgate]
 #       [--count 200000] [--seed 1] [--duration 10s] [--rate 1000] [--rounds 3]
-#       [--loadgen build/release/tools/loadgen/loadgen]
+#       [--cold-pause-ms 0] [--loadgen build/release/tools/loadgen/loadgen]
 #
 # Serves `tollgate corpus generate --count N --seed S` on one core (core 0, answer cache off)
 # from its persisted index (built once, before the first round). On core 1, at once: a loadgen
 # sending light calls open loop at R/s (tools/list and a search_stories of a word in no story,
 # 4 connections; latency from the intended send times), and a client that, in a closed loop,
 # drops the index and corpus files' pages from the page cache (POSIX_FADV_DONTNEED: the pages
-# the server maps stay) and asks GET /v1/stories/{id} of a random story. Base and new
+# the server maps stay) and asks GET /v1/stories/{id} of a random story (then sleeps
+# --cold-pause-ms: 0 is a stream of cold stories as fast as they answer). Base and new
 # alternate, in swapped order each round. Prints per side the light calls' p50/p99/p99.9, and
 # the cold stories' count and median latency; then the medians over rounds and new/base.
 # Every process it starts is stopped by its PID.
@@ -26,6 +27,7 @@ SEED=1
 DURATION=10s
 RATE=1000
 ROUNDS=3
+PAUSE_MS=0
 LG="$PERF_ROOT/build/release/tools/loadgen/loadgen"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,8 +38,9 @@ while [ $# -gt 0 ]; do
     --duration) DURATION=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --cold-pause-ms) PAUSE_MS=$2; shift 2 ;;
     --loadgen) LG=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) perf_die "unknown argument $1" ;;
   esac
 done
@@ -79,9 +82,10 @@ TOML
   server=$PERF_LAST_PID
   perf_wait_mcp "$side-$round-server" "$server" "http://127.0.0.1:$port/mcp" "$key" ||
     perf_die "server did not start (see $PERF_TMP/$side-$round-server.log)"
-  taskset -c 1 python3 - "$port" "$key" "$CORPUS" "$IDS" "$SECS" >"$dir/cold.txt" <<'PY' &
+  taskset -c 1 python3 - "$port" "$key" "$CORPUS" "$IDS" "$SECS" "$PAUSE_MS" >"$dir/cold.txt" <<'PY' &
 import http.client, os, random, sys, time
 port, key, corpus, ids_path, secs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+pause = float(sys.argv[6]) / 1000
 ids = open(ids_path).read().split()
 files = [corpus, corpus + ".tollgate-index"]
 rng = random.Random(7)
@@ -101,6 +105,8 @@ while time.monotonic() < end:
     lat.append((time.perf_counter() - t0) * 1e6)
     if r.status != 200:
         sys.exit(f"story answered {r.status}")
+    if pause > 0:
+        time.sleep(pause)
 lat.sort()
 print(len(lat), lat[len(lat) // 2])
 PY
@@ -119,7 +125,7 @@ print(f"{side} {l['p50']:.0f} {l['p99']:.0f} {l.get('p99.9', l.get('p999', 0)):.
 PY
 }
 
-echo "corpus: $COUNT stories (seed $SEED); server on core 0; light calls at $RATE/s and the cold client on core 1; $ROUNDS x $DURATION"
+echo "corpus: $COUNT stories (seed $SEED); server on core 0; light calls at $RATE/s and the cold client (pause $PAUSE_MS ms) on core 1; $ROUNDS x $DURATION"
 echo "side light_p50_us light_p99_us light_p99.9_us cold_stories cold_story_p50_us"
 # The index, built once before the rounds (each side's first start would otherwise build it).
 "$NEW" index build --corpus "$CORPUS" >/dev/null 2>&1 || true
