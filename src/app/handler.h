@@ -167,20 +167,18 @@ class shard_handler final : public http::handler {
  private:
   http::response_info answer_shard(const http::request& req, out_buffer& out, route& counted);
   // A story request whose text is not in the page cache waits, parked, for the core's ring to
-  // read it (as core_handler's get_story: parking.h, item 4), at most parking::max_read_rounds
-  // times; then (or after a failed read) its next delivery reads on the core.
-  struct read_wait {
+  // read it (as core_handler's get_story: parking.h, item 4).
+  struct story_wait {
     http::deferral_token token;
-    uint32_t tag = 0;  // the read-ahead it waits for (0: none, being delivered)
-    uint8_t rounds = 0;
+    parking::read_wait read;
   };
   // The wait of the request being delivered, if it waited before.
-  read_wait* find_wait();
+  story_wait* find_wait();
 
   const shared_state& s_;
   int core_;
   http::engine_io* io_ = nullptr;
-  std::vector<read_wait> waits_;
+  std::vector<story_wait> waits_;
   uint32_t last_tag_ = 0;
   std::unique_ptr<search::scratch> search_;
   out_buffer scratch_;

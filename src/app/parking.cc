@@ -108,53 +108,51 @@ http::response_info parking::park(const quota::figures& fig, bool for_lease, siz
   return {0, false, true};
 }
 
+void parking::read_wait::start(http::engine_io& io, http::deferral_token token,
+                               const search::pending_read& r, uint32_t& last_tag) {
+  ++rounds;
+  if (++last_tag == 0) {
+    last_tag = 1;  // 0 means none
+  }
+  tag = last_tag;
+  if (!io.read_ahead(r.fd, r.at, static_cast<size_t>(r.len), tag)) {
+    tag = 0;  // no reads on this engine: delivered again next pass, read on the core then
+    rounds = max_read_rounds;
+    io.resume(token);
+  }
+}
+
+void parking::read_wait::ended(int64_t res) noexcept {
+  tag = 0;
+  if (res < 0) {
+    rounds = max_read_rounds;
+  }
+}
+
 bool parking::may_wait_read() const noexcept {
-  return io_ != nullptr && (resuming_ == nullptr || resuming_->read_rounds < max_read_rounds);
+  return io_ != nullptr && (resuming_ == nullptr || resuming_->read.may_park());
 }
 
 http::response_info parking::park_read(const quota::figures& fig, size_t used, int64_t received_ns,
                                        fleet_client* fleet, const search::pending_read& r) {
   parked& p = hold(fig, used, received_ns, fleet);
   p.lease_wait = false;
-  ++p.read_rounds;
-  if (++last_read_tag_ == 0) {
-    last_read_tag_ = 1;  // 0 means none
-  }
-  p.read_tag = last_read_tag_;
-  if (!io_->read_ahead(r.fd, r.at, static_cast<size_t>(r.len), p.read_tag)) {
-    // No reads on this engine: delivered again next pass, its text then read on the core.
-    p.read_tag = 0;
-    p.read_rounds = max_read_rounds;
-    io_->resume(p.token);
-  }
+  p.read.start(*io_, p.token, r, last_read_tag_);
   return {0, false, true};
 }
 
 void parking::on_read_ahead(uint32_t tag, int64_t res) {
   for (size_t i = 0; i < parked_.size(); ++i) {
     parked& p = parked_[i];
-    if (p.read_tag != tag) {
+    if (p.read.tag != tag) {
       continue;
     }
-    p.read_tag = 0;
-    if (res < 0) {
-      // The read failed: the next delivery reads on the core, and answers what it finds (a
-      // story whose text cannot be read answers unavailable, and the log says why).
-      p.read_rounds = max_read_rounds;
-    }
+    p.read.ended(res);
     if (!io_->resume(p.token)) {  // its connection closed meanwhile
       drop(i);
     }
     return;
   }
-}
-
-size_t parking::read_waits() const noexcept {
-  size_t n = 0;
-  for (const parked& p : parked_) {
-    n += p.read_tag != 0 ? 1 : 0;
-  }
-  return n;
 }
 
 http::response_info parking::park_offcore(int64_t bound_ns) {
@@ -206,7 +204,7 @@ void parking::on_tick() {
   // One waiting for a read-ahead is left to its completion, which frees it if it is gone: the
   // read's buffer is the engine's, and a delivery now would only ask for the bytes again.
   for (size_t i = 0; i < parked_.size();) {
-    if (io_ != nullptr && parked_[i].read_tag == 0 && !io_->resume(parked_[i].token)) {
+    if (io_ != nullptr && parked_[i].read.tag == 0 && !io_->resume(parked_[i].token)) {
       drop(i);
     } else {
       ++i;

@@ -43,6 +43,23 @@ class parking {
   /// Read-aheads one request may wait for before its text is read on the core.
   static constexpr uint8_t max_read_rounds = 4;
 
+  /// One request's wait for its story's bytes (item 4 above), as kept by parking and by the
+  /// shard node's handler (its story reads wait the same way).
+  struct read_wait {
+    uint32_t tag = 0;    ///< the read-ahead it waits for (0: none)
+    uint8_t rounds = 0;  ///< read-aheads waited for
+    /// Whether its next read may park again (else it reads on the core, which waits).
+    bool may_park() const noexcept { return rounds < max_read_rounds; }
+    /// Asks `io` for `r`'s bytes under the tag after `last_tag` (advanced) for the deferred
+    /// request `token`. An engine without reads: `token` is resumed now, its next read is on
+    /// the core.
+    void start(http::engine_io& io, http::deferral_token token, const search::pending_read& r,
+               uint32_t& last_tag);
+    /// Its read-ahead ended (`res`: bytes or -errno): a failed one makes the next read one on
+    /// the core, which answers what it finds (an unreadable story: unavailable, logged).
+    void ended(int64_t res) noexcept;
+  };
+
   /// `cluster` null: no lease waits. `tools`: the core's tool context, whose search jobs are
   /// the light ones unless a parked request is being delivered.
   parking(const cluster::agent* cluster, tool_context& tools);
@@ -75,8 +92,6 @@ class parking {
                                 fleet_client* fleet, const search::pending_read& r);
   /// A read-ahead ended (`res`: bytes read or -errno): its request is delivered again.
   void on_read_ahead(uint32_t tag, int64_t res);
-  /// Requests parked for a read-ahead now.
-  size_t read_waits() const noexcept;
   /// A request waiting for work off the core (an OAuth client's metadata document, the OAuth
   /// store's or the public webhook's writes: offcore.h), delivered again by on_wake() or at
   /// `bound_ns` (CLOCK_MONOTONIC).
@@ -101,8 +116,7 @@ class parking {
     int64_t lease_deadline = 0;  // CLOCK_MONOTONIC bound of its wait for units (0: never waited)
     bool lease_wait = false;     // parked for units now (delivered again by on_wake)
     int64_t received_ns = 0;     // its first delivery's time (a later cancellation reaches it)
-    uint32_t read_tag = 0;       // waiting for this read-ahead (0: none)
-    uint8_t read_rounds = 0;     // read-aheads waited for
+    read_wait read;              // its wait for a story's bytes
   };
   parked* find_parked();
   // The parked entry of the request being delivered: the one resuming, or a new one taking the

@@ -54,12 +54,12 @@ http::response_info shard_handler::handle(const http::request& req, out_buffer& 
   return info;
 }
 
-shard_handler::read_wait* shard_handler::find_wait() {
+shard_handler::story_wait* shard_handler::find_wait() {
   if (io_ == nullptr || waits_.empty()) {
     return nullptr;
   }
   const http::deferral_token t = io_->current();
-  for (read_wait& w : waits_) {
+  for (story_wait& w : waits_) {
     if (w.token.slot == t.slot && w.token.gen == t.gen) {
       return &w;
     }
@@ -71,7 +71,7 @@ void shard_handler::on_tick(int64_t /*now_ns*/) {
   // A request delivered again after its read but whose connection closed before that delivery
   // is never answered: its wait goes (a live one is queued already: resume() changes nothing).
   for (size_t i = 0; i < waits_.size();) {
-    if (waits_[i].tag == 0 && !io_->resume(waits_[i].token)) {
+    if (waits_[i].read.tag == 0 && !io_->resume(waits_[i].token)) {
       waits_[i] = waits_.back();
       waits_.pop_back();
     } else {
@@ -83,14 +83,11 @@ void shard_handler::on_tick(int64_t /*now_ns*/) {
 void shard_handler::on_read_ahead(uint32_t tag, int64_t res) {
   s_.counters->count_read_ahead(core_, res);
   for (size_t i = 0; i < waits_.size(); ++i) {
-    read_wait& w = waits_[i];
-    if (w.tag != tag) {
+    story_wait& w = waits_[i];
+    if (w.read.tag != tag) {
       continue;
     }
-    w.tag = 0;
-    if (res < 0) {
-      w.rounds = parking::max_read_rounds;  // the next delivery reads on the core
-    }
+    w.read.ended(res);
     if (!io_->resume(w.token)) {  // its connection closed meanwhile
       w = waits_.back();
       waits_.pop_back();
@@ -130,26 +127,17 @@ http::response_info shard_handler::answer_shard(const http::request& req, out_bu
     path = path_.view();
   }
   body_.clear();
-  read_wait* w = find_wait();
+  story_wait* w = find_wait();
   search::pending_read wanted;
-  const bool may_park = io_ != nullptr && (w == nullptr || w->rounds < parking::max_read_rounds);
+  const bool may_park = io_ != nullptr && (w == nullptr || w->read.may_park());
   const int status = search::serve_fleet_request(*s_.backend, *search_, req.method, path, req.body,
                                                  body_, may_park ? &wanted : nullptr);
   if (status == 0) {  // its story's text is not in the page cache: parked while it is read
     if (w == nullptr) {
       w = &waits_.emplace_back();
     }
-    ++w->rounds;
-    if (++last_tag_ == 0) {
-      last_tag_ = 1;  // 0 means none
-    }
-    w->tag = last_tag_;
     w->token = io_->defer();
-    if (!io_->read_ahead(wanted.fd, wanted.at, static_cast<size_t>(wanted.len), w->tag)) {
-      w->tag = 0;  // no reads on this engine: read on the core at the next delivery
-      w->rounds = parking::max_read_rounds;
-      io_->resume(w->token);
-    }
+    w->read.start(*io_, w->token, wanted, last_tag_);
     return {0, false, true};
   }
   if (w != nullptr) {  // answered: its wait is over
