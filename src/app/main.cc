@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #if defined(TOLLGATE_MIMALLOC)
 #include <mimalloc.h>
+
+#include "tollgate/common/alloc_hold.h"
 #endif
 
 #include <span>
@@ -72,14 +74,30 @@ int run_main(int argc, char** argv) {
 
 }  // namespace tollgate::app
 
+#if defined(TOLLGATE_MIMALLOC)
+namespace {
+// How long mimalloc keeps freed memory committed during an allocator_hold: longer than a build
+// runs (the hold's end gives it all back).
+constexpr long kHoldDecommitDelayMs = 600'000;
+}  // namespace
+#endif
+
 int main(int argc, char** argv) {
 #if defined(TOLLGATE_MIMALLOC)
   // Memory freed goes back to the system at once, not after a delay: mimalloc returns delayed
   // pages on a later allocation, and the server allocates nothing once it serves, so a start's
   // build (given back when the shards are mapped from the file it wrote) stayed resident,
-  // ~250 MB at 1M stories. The build's own speed is the same either way
-  // (perf/notes/2026-12-history.md, the first-start row of 2026-12-05).
+  // ~250 MB at 1M stories.
   mi_option_set(mi_option_decommit_delay, 0);
+  // An index build frees and allocates gigabytes in turn: while it runs, the memory freed stays
+  // committed for its next allocations (not faulted in and zeroed again: ~9% of a 1M-story
+  // first start's CPU), and goes back when it ends (tollgate/common/alloc_hold.h).
+  tollgate::set_allocator_hold_hooks(
+      {[] { mi_option_set(mi_option_decommit_delay, kHoldDecommitDelayMs); },
+       [] {
+         mi_option_set(mi_option_decommit_delay, 0);
+         mi_collect(true);
+       }});
 #endif
   return tollgate::app::run_main(argc, argv);
 }

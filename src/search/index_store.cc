@@ -16,6 +16,7 @@
 #include "search/corpus_text.h"
 #include "search/index_file.h"
 #include "search/local_shard.h"
+#include "tollgate/common/alloc_hold.h"
 
 namespace tollgate::search {
 
@@ -464,6 +465,9 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
       use.notes.push_back(fmt::format("index {} not used: {}; rebuilding", path, shards.error()));
     }
   }
+  // A build from here on: the allocator keeps what the build frees for its next allocations
+  // until the function returns (see allocator_hold).
+  const allocator_hold hold;
   // The file is written as the build goes (overlapped_write) to the first candidate that takes
   // a temporary file; should it fail there, to the candidates after it once built.
   size_t next = 0;
@@ -547,6 +551,7 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   if (!fp) {
     return unexpected(load_issue{0, fp.error()});
   }
+  const allocator_hold hold;  // as load_indexed's
   overlapped_write writer(out, std::max<uint32_t>(1, opts.shards), opts.build_steps,
                           thread_count(opts) > 1);
   if (!writer.active()) {

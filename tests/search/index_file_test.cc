@@ -24,6 +24,7 @@
 
 #include "search/index_file.h"
 #include "search/local_shard.h"
+#include "tollgate/common/alloc_hold.h"
 #include "tollgate/common/buffer.h"
 #include "tollgate/search/backend.h"
 #include "tollgate/search/corpus.h"
@@ -559,6 +560,27 @@ TEST(index_file_test, build_index_file_writes_what_load_indexed_maps) {
   EXPECT_EQ(rep.loaded, 3000u);
   EXPECT_TRUE(fx.load({out}).mapped);
   EXPECT_FALSE(build_index_file(fx.dir.path + "/missing.jsonl", out, fx.opts, rep).has_value());
+}
+
+// The allocator_hold hooks' calls, in order: 'h' hold, 'r' release.
+std::string g_hold_calls;
+
+TEST(index_file_test, a_build_holds_freed_memory_until_it_ends_and_a_mapped_start_does_not) {
+  // Verifies an index build runs inside one allocator_hold (the allocator keeps what the
+  // build frees until the build ends: main() sets mimalloc's hooks), released before the
+  // call returns; a start that maps an existing file takes no hold.
+  fixture fx;
+  set_allocator_hold_hooks({[] { g_hold_calls += 'h'; }, [] { g_hold_calls += 'r'; }});
+  load_report rep;
+  ASSERT_TRUE(build_index_file(fx.corpus, fx.dir.path + "/h.idx", fx.opts, rep).has_value());
+  EXPECT_EQ(g_hold_calls, "hr");
+  g_hold_calls.clear();
+  EXPECT_FALSE(fx.load({fx.index()}).mapped);  // built, written, mapped again
+  EXPECT_EQ(g_hold_calls, "hr");
+  g_hold_calls.clear();
+  EXPECT_TRUE(fx.load({fx.index()}).mapped);  // a later start: no build
+  EXPECT_EQ(g_hold_calls, "");
+  set_allocator_hold_hooks({});
 }
 
 TEST(index_file_test, a_build_reports_its_share_done_through_every_stage) {
