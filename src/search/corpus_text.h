@@ -36,18 +36,20 @@ class corpus_file {
   const std::string& path() const noexcept { return path_; }
   /// Copies `n` bytes at offset `at` to `out`; false on an I/O error or when the file ends
   /// before them (it was cut short since), errno then 0. `nowait`: as read_fully's (only what
-  /// the page cache holds; errno EAGAIN and `nowait` set at the first byte it does not).
+  /// the page cache holds; errno EAGAIN and `nowait` set at the first byte it does not; on a
+  /// file system that refuses such reads, a read that waits).
   bool read(uint64_t at, size_t n, void* out, pending_read* nowait = nullptr) const noexcept;
   /// From now on its reads are single lines: no readahead around them (POSIX_FADV_RANDOM).
   /// Called once the whole-file mapping the build parsed is gone.
   void reads_are_random() const noexcept;
 
  private:
-  corpus_file(int fd, uint64_t size, std::string path)
-      : fd_(fd), size_(size), path_(std::move(path)) {}
+  corpus_file(int fd, uint64_t size, std::string path, bool nowait)
+      : fd_(fd), size_(size), path_(std::move(path)), nowait_(nowait) {}
   int fd_;
   uint64_t size_;
   std::string path_;
+  bool nowait_;  // probe_nowait_reads at open: reads asked not to wait are taken
 };
 
 /// Calls `use` once with the whole text of the file at `path`: a regular file mapped read-only

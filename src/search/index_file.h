@@ -109,6 +109,13 @@ class index_writer {
 /// kernel or file system without RWF_NOWAIT reads as without `nowait` (said once in the log).
 bool read_fully(int fd, uint64_t at, size_t n, void* out, pending_read* nowait = nullptr) noexcept;
 
+/// Whether reads of the open file `fd` (at `path`, for the log) can be asked not to wait
+/// (preadv2 RWF_NOWAIT), tried once at start-up: false where the kernel or the file system
+/// refuses them (EOPNOTSUPP). The first file on a disk that refuses is named in the log (its
+/// reads then wait on the core when its pages are not cached); a file in memory (tmpfs, ramfs)
+/// never waits for a disk, so nothing is said for it.
+bool probe_nowait_reads(int fd, std::string_view path) noexcept;
+
 /// Reads a mapped index file's bytes through a descriptor of its own rather than the mapping,
 /// for bytes a request reads once (a stored text): their pages stay in the page cache, out of
 /// the process' resident set (a fault would map the 64 KB around them). Empty (false): none.
@@ -125,6 +132,7 @@ class index_file_reader {
   friend class index_reader;
   std::shared_ptr<const int> fd_;
   const uint8_t* base_ = nullptr;
+  bool nowait_ = true;  // probe_nowait_reads at open: reads asked not to wait are taken
 };
 
 /// What tells a file from another, and a version of it from the next: its device and inode,
@@ -193,6 +201,7 @@ class index_reader {
   uint64_t loaded_ = 0, skipped_ = 0;
   uint64_t file_bytes_ = 0;
   bool checked_ = false;
+  bool nowait_ = true;  // see index_file_reader
 };
 
 }  // namespace tollgate::search

@@ -3,8 +3,10 @@
 // sections by tag (index_layout.h holds the header and the directory's bytes).
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -228,6 +230,7 @@ result<index_reader, std::string> index_reader::open(const std::string& path,
     return unexpected(std::string("replaced while it was opened"));
   }
   ::posix_fadvise(check_fd, 0, 0, POSIX_FADV_RANDOM);
+  r.nowait_ = probe_nowait_reads(check_fd, path);
   if (written != nullptr && identity_of_stat(again) == *written &&
       identity_of_stat(st) == *written) {
     warm_pages(check_fd, std::span<const dir_entry>(dir, fh.dir_count));  // just written, synced
@@ -275,22 +278,25 @@ index_file_reader index_reader::file_reader() const {
   index_file_reader f;
   f.fd_ = read_fd_;
   f.base_ = static_cast<const uint8_t*>(map_.get());
+  f.nowait_ = nowait_;
   return f;
 }
 
 namespace {
 
-// Whether RWF_NOWAIT reads are refused here (EOPNOTSUPP: an old kernel, or a file system
-// without them); then reads wait, and the log says so once.
+// Whether a read that must not wait was refused by a file probe_nowait_reads passed (it
+// changed since); from then on every such read waits. Set once, by the first refusal.
 std::atomic<bool> g_nowait_refused{false};
+// Whether the log has named a file whose reads wait (once for the process).
+std::atomic<bool> g_nowait_said{false};
 
-void note_nowait_refused(int err) noexcept {
-  if (!g_nowait_refused.exchange(true, std::memory_order_relaxed)) {  // once; orders nothing
+void say_nowait_refused(std::string_view path) noexcept {
+  if (!g_nowait_said.exchange(true, std::memory_order_relaxed)) {  // once; orders nothing
     log_info(
-        "warning: reading story texts without waiting is not supported here (preadv2 RWF_NOWAIT: "
-        "{}): "
-        "get_story reads them on the core, which waits for the disk when they are not cached",
-        std::strerror(err));
+        "warning: {}: its file system does not take reads that must not wait (preadv2 "
+        "RWF_NOWAIT: {}): get_story reads its stories on the core, which waits for the disk "
+        "when they are not cached",
+        path, std::strerror(EOPNOTSUPP));
   }
 }
 
@@ -310,8 +316,9 @@ bool read_fully(int fd, uint64_t at, size_t n, void* out, pending_read* nowait) 
         *nowait = pending_read{fd, at, n};
         return false;  // errno EAGAIN
       }
-      if (got < 0 && errno == EOPNOTSUPP) {
-        note_nowait_refused(errno);
+      if (got < 0 && errno == EOPNOTSUPP) {  // the probe at open took it: not expected
+        g_nowait_refused.store(true, std::memory_order_relaxed);
+        say_nowait_refused("a story file");
         nowait = nullptr;
         continue;
       }
@@ -335,9 +342,24 @@ bool read_fully(int fd, uint64_t at, size_t n, void* out, pending_read* nowait) 
   return true;
 }
 
+bool probe_nowait_reads(int fd, std::string_view path) noexcept {
+  char byte;
+  iovec v{&byte, 1};
+  if (::preadv2(fd, &v, 1, 0, RWF_NOWAIT) >= 0 || errno != EOPNOTSUPP) {
+    return true;  // read, or not cached (EAGAIN), or empty: taken
+  }
+  struct statfs fs;
+  const bool in_memory =
+      ::fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+  if (!in_memory) {
+    say_nowait_refused(path);
+  }
+  return false;
+}
+
 bool index_file_reader::read(const uint8_t* at, size_t n, void* out,
                              pending_read* nowait) const noexcept {
-  return read_fully(*fd_, static_cast<uint64_t>(at - base_), n, out, nowait);
+  return read_fully(*fd_, static_cast<uint64_t>(at - base_), n, out, nowait_ ? nowait : nullptr);
 }
 
 }  // namespace tollgate::search

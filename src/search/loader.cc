@@ -521,7 +521,7 @@ std::shared_ptr<const corpus_file> corpus_file::adopt(int fd, const std::string&
     return nullptr;
   }
   return std::shared_ptr<const corpus_file>(
-      new corpus_file(fd, static_cast<uint64_t>(st.st_size), path));
+      new corpus_file(fd, static_cast<uint64_t>(st.st_size), path, probe_nowait_reads(fd, path)));
 }
 
 std::shared_ptr<const corpus_file> corpus_file::open(const std::string& path, std::string& why) {
@@ -541,7 +541,7 @@ std::shared_ptr<const corpus_file> corpus_file::open(const std::string& path, st
 corpus_file::~corpus_file() { ::close(fd_); }
 
 bool corpus_file::read(uint64_t at, size_t n, void* out, pending_read* nowait) const noexcept {
-  return read_fully(fd_, at, n, out, nowait);
+  return read_fully(fd_, at, n, out, nowait_ ? nowait : nullptr);
 }
 
 void corpus_file::reads_are_random() const noexcept {

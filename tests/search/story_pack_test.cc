@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -668,6 +669,98 @@ TEST(story_pack_test, a_read_that_must_not_wait_asks_for_the_bytes_it_lacks_then
     }
     EXPECT_GT(blocked, 0u) << "no story's text was missing from the page cache";
   }
+}
+
+TEST(story_pack_test, the_start_up_probe_finds_the_files_that_refuse_reads_that_must_not_wait) {
+  // Verifies probe_nowait_reads: a /proc file (no file system of that kind takes RWF_NOWAIT)
+  // is found refusing, and a regular file on the disk the tests run from taking them.
+  const int proc = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(proc, 0);
+  EXPECT_FALSE(probe_nowait_reads(proc, "/proc/self/status"));
+  ::close(proc);
+  temp_dir dir;
+  const std::string file = dir.path + "/f";
+  write_file(file, "some bytes");
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  char byte;
+  iovec v{&byte, 1};
+  const bool takes = ::preadv2(fd, &v, 1, 0, RWF_NOWAIT) >= 0 || errno != EOPNOTSUPP;
+  EXPECT_EQ(probe_nowait_reads(fd, file), takes);
+  ::close(fd);
+}
+
+TEST(story_pack_test,
+     a_corpus_on_a_file_system_that_refuses_reads_that_must_not_wait_is_read_at_once) {
+  // Verifies a corpus and index on a file system that refuses RWF_NOWAIT (tmpfs here: its
+  // pages are memory, a read never waits for a disk) answer get_story from a core at once,
+  // without asking for bytes; and that this refusal is the file's, not the process': files on
+  // the disk afterwards still ask for the bytes they lack rather than wait.
+  struct shm_dir {
+    std::string path;
+    shm_dir() {
+      char t[] = "/dev/shm/tollgate-nowait-XXXXXX";
+      if (::mkdtemp(t) != nullptr) {
+        path = t;
+      }
+    }
+    ~shm_dir() {
+      if (!path.empty()) {
+        std::filesystem::remove_all(path);
+      }
+    }
+  } shm;
+  if (shm.path.empty()) {
+    GTEST_SKIP() << "no /dev/shm here";
+  }
+  const std::string jsonl = corpus_text(600);
+  const std::vector<std::string> ids = ids_of(jsonl);
+  const std::string mem_corpus = shm.path + "/stories.jsonl";
+  write_file(mem_corpus, jsonl);
+  {
+    const int fd = ::open(mem_corpus.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const bool takes = probe_nowait_reads(fd, mem_corpus);
+    ::close(fd);
+    if (takes) {
+      GTEST_SKIP() << "tmpfs takes RWF_NOWAIT on this kernel: nothing refuses";
+    }
+  }
+  for (const texts how : {texts::packed, texts::in_corpus}) {
+    SCOPED_TRACE(static_cast<int>(how));
+    index_use use;
+    auto b = load(mem_corpus, {shm.path + "/i" + std::to_string(static_cast<int>(how))}, how, use);
+    ASSERT_TRUE(b);
+    for (size_t i = 0; i < ids.size(); i += 53) {
+      out_buffer want, got;
+      ASSERT_TRUE(b->get_story(ids[i], want, true).has_value()) << ids[i];
+      pending_read r;
+      ASSERT_TRUE(b->get_story(ids[i], got, true, nullptr, &r).has_value()) << ids[i];
+      EXPECT_LT(r.fd, 0) << "asked for bytes a read in memory has";
+      EXPECT_EQ(got.view(), want.view()) << ids[i];
+    }
+  }
+  // The same corpus on the disk: its texts not cached, a read that must not wait stops.
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  write_file(corpus, jsonl);
+  const std::vector<std::string> paths = {dir.path + "/stories.idx"};
+  index_use use;
+  auto b = load(corpus, paths, texts::in_corpus, use);
+  ASSERT_TRUE(b);
+  size_t stopped = 0;
+  for (size_t i = 0; i < ids.size(); i += 53) {
+    (void)tollgate::test::evict_from_page_cache(paths[0]);  // (its mapped pages stay)
+    if (!tollgate::test::evict_from_page_cache(corpus)) {
+      GTEST_SKIP() << "this file system keeps the files' pages cached: nothing to wait for";
+    }
+    out_buffer got;
+    pending_read r;
+    if (!b->get_story(ids[i], got, true, nullptr, &r)) {
+      ++stopped;
+    }
+  }
+  EXPECT_GT(stopped, 0u) << "a refusal on tmpfs turned off reads that must not wait on the disk";
 }
 
 }  // namespace
