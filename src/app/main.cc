@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   // ~250 MB at 1M stories.
   mi_option_set(mi_option_decommit_delay, 0);
   // An index build frees and allocates gigabytes in turn: while it runs, the memory freed stays
-  // committed for its next allocations (not faulted in and zeroed again: ~9% of a 1M-story
+  // committed for its next allocations (not faulted in and zeroed again: ~10% of a 1M-story
   // first start's CPU), and goes back when it ends (tollgate/common/alloc_hold.h).
   tollgate::set_allocator_hold_hooks(
       {[] { mi_option_set(mi_option_decommit_delay, kHoldDecommitDelayMs); },

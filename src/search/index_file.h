@@ -106,7 +106,7 @@ class index_writer {
 /// read); false on an I/O error, or (errno 0) when the file ends before them. `nowait` (may be
 /// null): only what the page cache holds now is copied (preadv2 RWF_NOWAIT); at the first byte
 /// it does not hold, false with errno EAGAIN and `nowait` set to the bytes still to read. A
-/// kernel or file system without RWF_NOWAIT reads as without `nowait` (said once in the log).
+/// kernel or file system without RWF_NOWAIT reads as without `nowait` (see probe_nowait_reads).
 bool read_fully(int fd, uint64_t at, size_t n, void* out, pending_read* nowait = nullptr) noexcept;
 
 /// Whether reads of the open file `fd` (at `path`, for the log) can be asked not to wait

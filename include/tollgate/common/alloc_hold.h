@@ -2,8 +2,8 @@
 // the next allocation instead of handing it back to the kernel at once. For bulk work that
 // frees and allocates gigabytes in turn (an index build: a shard's parse buffers become the
 // next shard's tables): memory handed back is faulted in and zeroed again at its next use,
-// which on a VM also costs the host's first touch (perf/notes/search-2026-12-07.md: ~13% of a
-// 1M-story build's CPU). When the last hold ends, what the allocator kept goes back.
+// which on a VM also costs the host's first touch (perf/notes/search-2026-12-07.md: ~10% of a
+// 1M-story first start's CPU). When the last hold ends, what the allocator kept goes back.
 //
 // The hooks are the allocator's: main() sets them where mimalloc is the allocator (its decommit
 // delay); without them (tests, the C library's malloc) a hold does nothing.
