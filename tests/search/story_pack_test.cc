@@ -33,15 +33,21 @@ namespace {
 using namespace test_support;
 namespace fs = std::filesystem;
 
+// A directory of its own under `under`, removed with what it holds; path empty when it could
+// not be made.
 struct temp_dir {
   std::string path;
-  temp_dir() {
-    char tmpl[] = "/tmp/tollgate-story-pack-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
+  explicit temp_dir(const std::string& under = "/tmp") {
+    std::string tmpl = under + "/tollgate-story-pack-test-XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) {
+      path = tmpl;
+    }
   }
   ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
+    if (!path.empty()) {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
   }
 };
 
@@ -696,20 +702,7 @@ TEST(story_pack_test,
   // pages are memory, a read never waits for a disk) answer get_story from a core at once,
   // without asking for bytes; and that this refusal is the file's, not the process': files on
   // the disk afterwards still ask for the bytes they lack rather than wait.
-  struct shm_dir {
-    std::string path;
-    shm_dir() {
-      char t[] = "/dev/shm/tollgate-nowait-XXXXXX";
-      if (::mkdtemp(t) != nullptr) {
-        path = t;
-      }
-    }
-    ~shm_dir() {
-      if (!path.empty()) {
-        std::filesystem::remove_all(path);
-      }
-    }
-  } shm;
+  const temp_dir shm("/dev/shm");
   if (shm.path.empty()) {
     GTEST_SKIP() << "no /dev/shm here";
   }
