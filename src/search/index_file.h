@@ -164,6 +164,9 @@ class index_reader {
                                                 const file_identity* written = nullptr);
   /// Whether every section's checksum was read and held at open().
   bool checked() const noexcept { return checked_; }
+  /// Whether the file is the one this process has just written (`written` held at open()):
+  /// its loads then skip the checks that read whole sections (local_shard::load).
+  bool written_here() const noexcept { return written_here_; }
   /// Section `tag` as values of T; false when missing or of a size that is no multiple of T.
   template <class T>
   bool get(uint32_t tag, std::span<const T>& out) const {
@@ -201,6 +204,7 @@ class index_reader {
   uint64_t loaded_ = 0, skipped_ = 0;
   uint64_t file_bytes_ = 0;
   bool checked_ = false;
+  bool written_here_ = false;
   bool nowait_ = true;  // see index_file_reader
 };
 

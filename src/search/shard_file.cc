@@ -81,8 +81,10 @@ struct shard_sections {
 
   // Checksums already hold; these checks keep a file this build did not write (or a bug) from
   // sending a query out of bounds. "" or what is inconsistent. `text_raw`: the doc flag of a
-  // text stored raw.
-  std::string check(uint32_t text_raw, const corpus_file* corpus) const {
+  // text stored raw. `contents`: also the checks that read whole sections (every head, tag,
+  // term, pair count and term slot); without it only the sections' sizes, for the file this
+  // process has just written from the shards it built (index_reader::written_here).
+  std::string check(uint32_t text_raw, const corpus_file* corpus, bool contents) const {
     const size_t n = docs.size();
     if (stats.size() != 1 || stats[0].docs != n || time.size() != n || title_len.size() != n ||
         text_len.size() != n || tag_lens.size() != tag_escape.size() || doc_stream.size() < 16 ||
@@ -110,6 +112,14 @@ struct shard_sections {
     }
     if (n > 0 && (docs[0].off != 0 || docs[0].tags_off != 0)) {
       return "a story out of bounds";
+    }
+    if (pair_terms.size() > UINT16_MAX ||
+        pair_docs.size() != pair_terms.size() * pair_terms.size() ||
+        pair_posting_ranks.size() != 1 || pair_posting_ranks[0] > pair_terms.size()) {
+      return "a pair table of inconsistent size";
+    }
+    if (!contents) {
+      return {};
     }
     const char* const heads = reinterpret_cast<const char*>(stories.data());
     for (size_t d = 0; d < n; ++d) {
@@ -149,11 +159,6 @@ struct shard_sections {
           uint64_t{ti.name_off} + ti.name_len > term_chars.size()) {
         return "a term out of bounds";
       }
-    }
-    if (pair_terms.size() > UINT16_MAX ||
-        pair_docs.size() != pair_terms.size() * pair_terms.size() ||
-        pair_posting_ranks.size() != 1 || pair_posting_ranks[0] > pair_terms.size()) {
-      return "a pair table of inconsistent size";
     }
     std::vector<uint8_t> paired(terms.size(), 0);
     for (uint32_t t : pair_terms) {
@@ -292,7 +297,9 @@ bool local_shard::load_derived(const index_reader& r, uint32_t slot) {
       return false;
     }
   }
-  for (size_t i = 0; i < champ_doc.size(); ++i) {
+  // (The lists' docs are read whole only in a file this process did not just write, as in
+  // load(); so are the impact lists' and the prune tables' below.)
+  for (size_t i = 0; !r.written_here() && i < champ_doc.size(); ++i) {
     if (champ_doc[i] >= docs_.size() || champ_date[i] >= docs_.size()) {
       return false;
     }
@@ -336,7 +343,7 @@ void local_shard::load_impact(const index_reader& r, uint32_t s) {
     ok = x.terms[i] < terms_.size() && x.at[i] <= x.at[i + 1] &&
          x.at[i + 1] - x.at[i] <= terms_[x.terms[i]].df;
   }
-  for (size_t j = 0; ok && j < x.doc.size(); ++j) {
+  for (size_t j = 0; ok && !r.written_here() && j < x.doc.size(); ++j) {
     ok = x.doc[j] < docs_.size();
   }
   x.valid = ok;
@@ -373,13 +380,14 @@ void local_shard::load_prune(const index_reader& r, uint32_t s) {
   for (size_t t = 0; ok && t < terms_.size(); ++t) {
     ok = x.set_of_term[t] < sets || x.set_of_term[t] == UINT32_MAX;
   }
-  for (size_t i = 0; ok && i < n; ++i) {
+  const bool whole = !r.written_here();
+  for (size_t i = 0; ok && whole && i < n; ++i) {
     ok = x.by_time[i] < n;
   }
   for (size_t t = 0; ok && t + 1 < x.tag_at.size(); ++t) {
     ok = x.tag_at[t] <= x.tag_at[t + 1];
   }
-  for (size_t i = 0; ok && i < x.tag_docs.size(); ++i) {
+  for (size_t i = 0; ok && whole && i < x.tag_docs.size(); ++i) {
     ok = x.tag_docs[i] < n;
   }
   x.valid = ok;
@@ -393,7 +401,7 @@ std::string local_shard::load(const index_reader& r, uint32_t slot,
   if (!x.read(r, slot + 1)) {
     return fmt::format("shard {}: a section is missing", slot);
   }
-  if (std::string why = x.check(kTextRaw, corpus.get()); !why.empty()) {
+  if (std::string why = x.check(kTextRaw, corpus.get(), !r.written_here()); !why.empty()) {
     return fmt::format("shard {}: {}", slot, why);
   }
   stats_ = x.stats[0];

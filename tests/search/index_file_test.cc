@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <simdjson.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +22,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "search/index_file.h"
@@ -298,6 +302,57 @@ TEST(index_file_test, a_first_load_serves_the_file_it_wrote) {
     EXPECT_TRUE(answers(**m, fx.qs) == fx.fresh);
   }
   prune_min_lead_df = saved;
+}
+
+// How many of `path`'s pages the page cache holds, and how many it has.
+std::pair<size_t, size_t> cached_pages(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size == 0) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+    return {0, 0};
+  }
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const auto size = static_cast<size_t>(st.st_size);
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) {
+    return {0, 0};
+  }
+  std::vector<unsigned char> in((size + page - 1) / page, 0);
+  size_t cached = 0;
+  if (::mincore(m, size, in.data()) == 0) {
+    cached = static_cast<size_t>(
+        std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; }));
+  }
+  ::munmap(m, size);
+  return {cached, in.size()};
+}
+
+TEST(index_file_test, a_first_load_has_the_whole_file_it_wrote_brought_in_behind_it) {
+  // Verifies that the first load, which wrote the file past the page cache where the file
+  // system allows it and read back only the tables its shards copy, has the rest of the file
+  // (streams, heads, lists, rows: what queries read in place) brought into the page cache by
+  // the thread that asks for it after the loads, with no query run (which of its loads skip
+  // the checks that read whole sections: the_file_just_written_is_trusted_only_while_...).
+  fixture fx;
+  index_use use;
+  load_report rep;
+  auto b = load_indexed(fx.corpus, std::vector<std::string>{fx.index()}, fx.opts, rep, use);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_TRUE(use.remapped);
+  EXPECT_FALSE(use.checked);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::pair<size_t, size_t> pages = cached_pages(fx.index());
+  while (pages.first < pages.second && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pages = cached_pages(fx.index());
+  }
+  EXPECT_GT(pages.second, 0u);
+  EXPECT_EQ(pages.first, pages.second) << "of the file's pages, cached";
+  EXPECT_TRUE(answers(**b, fx.qs) == fx.fresh);
 }
 
 TEST(index_file_test, a_mapped_index_prunes_as_a_fresh_build_does) {
@@ -719,6 +774,7 @@ TEST(index_file_test, the_file_just_written_is_trusted_only_while_it_is_that_fil
   auto trusted = index_reader::open(path, corpus_fingerprint{}, 1, 2, &written);
   ASSERT_TRUE(trusted.has_value()) << trusted.error();
   EXPECT_FALSE(trusted->checked());
+  EXPECT_TRUE(trusted->written_here());  // its shards' loads skip the checks of contents
   auto plain = index_reader::open(path, corpus_fingerprint{}, 1, 2);
   ASSERT_FALSE(plain.has_value());
   EXPECT_NE(plain.error().find("corrupt"), std::string::npos) << plain.error();
@@ -735,6 +791,7 @@ TEST(index_file_test, the_file_just_written_is_trusted_only_while_it_is_that_fil
   auto intact = index_reader::open(path, corpus_fingerprint{}, 1, 2, &written);
   ASSERT_TRUE(intact.has_value()) << intact.error();
   EXPECT_TRUE(intact->checked());
+  EXPECT_FALSE(intact->written_here());
 }
 
 }  // namespace
