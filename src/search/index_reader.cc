@@ -118,19 +118,14 @@ bool verify_sections(int fd, const dir_entry* dir, size_t count, uint32_t thread
   return !bad.load();
 }
 
-// Brings the file `fd` (advised POSIX_FADV_RANDOM) into the page cache in small folios, as
-// verify_sections' reads do, without copying it out: POSIX_FADV_WILLNEED, window by window. The
-// kernel starts the reads and returns (a fault on a page still being read waits for it); one
-// call reads at most the larger of the device's readahead window and its largest request, so
-// the windows are the kernel's default readahead (128 KB), below both on any usual device. A
-// page left out would only come in later, through the mapping's readahead, as part of a large
-// folio (a fault maps the whole folio: more resident memory, the same answers).
-//
-// The reads are queued in the order asked, so the sections the shards' loads copy are asked
-// first, and those read in place (the posting streams and skips, the stories' heads, the
-// derived lists, rows and tables: at 1M stories ~820 of the file's 897 MB), which the loads of
-// this file do not read (local_shard::load skips the checks that would), last: the loads wait
-// for their own pages only, and the rest comes in while the server starts answering.
+// Brings bytes [from, from + bytes) of the file `fd` (advised POSIX_FADV_RANDOM) into the page
+// cache in small folios, as verify_sections' reads do, without copying them out:
+// POSIX_FADV_WILLNEED, window by window. The kernel starts the reads and returns (a fault on a
+// page still being read waits for it); one call reads at most the larger of the device's
+// readahead window and its largest request, so the windows are the kernel's default readahead
+// (128 KB), below both on any usual device. A page left out would only come in later, through
+// the mapping's readahead, as part of a large folio (a fault maps the whole folio: more
+// resident memory, the same answers).
 void warm_range(int fd, uint64_t from, uint64_t bytes) {
   constexpr uint64_t window = uint64_t{128} << 10;
   for (uint64_t at = from & ~(window - 1); at < from + bytes; at += window) {
@@ -138,12 +133,15 @@ void warm_range(int fd, uint64_t from, uint64_t bytes) {
   }
 }
 
-// Each call allocates the pages of its window and starts their reads before it returns: ~0.1 ms
-// per window here, 0.7 s of system time for the 897 MB file at 1M stories, which held the
-// loads (and the first answer) back while it ran. So only the sections the loads copy are
-// asked here; the rest is asked by a thread of its own at the lowest priority (SCHED_IDLE),
-// which runs while a core has nothing else to do, the server's start-up included, and ends
-// when it has asked for every window (it holds the descriptor, `fd`, until then).
+// The whole file, in two parts. Each call allocates the pages of its window and starts their
+// reads before it returns: ~0.1 ms per window here, 0.7 s of system time for the 897 MB file
+// at 1M stories, which held the loads (and the first answer) back while it ran. So only the
+// sections the shards' loads copy are asked here, before the loads; those read in place (the
+// posting streams and skips, the stories' heads, the derived lists, rows and tables: ~820 of
+// the 897 MB), which the loads of this file do not read (local_shard::load skips the checks
+// that would), are asked by a thread of their own at the lowest priority (SCHED_IDLE): it runs
+// while a core has nothing else to do, the server's start-up included, and ends when it has
+// asked for every window (holding the descriptor, `fd`, until then).
 void warm_pages(const std::shared_ptr<const int>& fd, std::span<const dir_entry> dir) {
   auto later = [](const dir_entry& e) {
     if (e.tag >> 8 == 0) {
@@ -192,7 +190,7 @@ void warm_pages(const std::shared_ptr<const int>& fd, std::span<const dir_entry>
   try {
     std::thread([warm_rest]() {
       const sched_param idle{};
-      ::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &idle);  // else normal: only later
+      ::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &idle);  // refused: normal priority
       warm_rest();
     }).detach();
   } catch (const std::system_error&) {
