@@ -84,9 +84,13 @@ if [ "$mapped" = 1 ]; then  # each side's index, built once and not timed
       "$bin" index build --corpus "$dir/$which/corpus.jsonl" 2>/dev/null
   done
 fi
+# The sides alternate which starts first, round by round: a start can leave the host warmer
+# or colder for the one after it (page cache, freed memory).
 for r in $(seq "$rounds"); do
+  order="base new"
+  [ $((r % 2)) = 0 ] && order="new base"
   for set in $cores; do
-    for which in base new; do
+    for which in $order; do
       read -r wall cpu < <(start_once "$which" "$set")
       printf '%s\t%s\t%.2f\t%.2f\n' "$which" "$set" "$wall" "$cpu" | tee -a "$rows"
     done
