@@ -64,8 +64,7 @@ scratch::scratch(size_t shard_count, size_t local_count)
 
 scratch::~scratch() = default;
 
-backend::backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots,
-                 std::atomic<uint64_t>* steps)
+backend::backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots)
     : shards_(std::move(local)), remote_(remote_slots) {
   for (const auto& s : shards_) {
     shard_stats st = s->stats();
@@ -76,22 +75,16 @@ backend::backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remo
   // Shards finalize concurrently (each may also split its terms over threads): one shard's
   // serial steps and uneven thread ranges then overlap another's work.
   const size_t threads = std::min<size_t>(shards_.size(), usable_cpus());
-  auto finalize = [this, steps](shard_source& s) {
-    s.finalize(global_);
-    if (steps != nullptr) {
-      steps->fetch_add(s.stats().docs * build_steps_ranked, std::memory_order_relaxed);
-    }
-  };
   if (threads <= 1) {
     for (auto& s : shards_) {
-      finalize(*s);
+      s->finalize(global_);
     }
   } else {
     std::vector<std::thread> pool;
     for (size_t t = 0; t < threads; ++t) {
-      pool.emplace_back([this, t, threads, &finalize] {
+      pool.emplace_back([this, t, threads] {
         for (size_t i = t; i < shards_.size(); i += threads) {
-          finalize(*shards_[i]);
+          shards_[i]->finalize(global_);
         }
       });
     }

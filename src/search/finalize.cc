@@ -89,13 +89,17 @@ std::vector<size_t> term_cuts(const std::vector<term_info>& terms, uint64_t post
 }  // namespace
 
 void local_shard::finalize(const shard_stats& global) {
-  if (loaded_avgdl_ == average_length(global)) {
+  if (finalized_avgdl_ == average_length(global)) {
+    return;  // finalized early, by the build (loader.cc's seal_all), with this same average
+  }
+  finalized_avgdl_ = average_length(global);
+  if (loaded_avgdl_ == finalized_avgdl_) {
     // Read from an index file, made with this same average (shard_file.cc). The pruning
     // bitsets are not in the file: they are derived from the mapped postings here.
     prune_ = prune_index_builder::compute_prune_index(*this);
     return;
   }
-  avgdl_ = average_length(global);
+  avgdl_ = finalized_avgdl_;
   loaded_impact_ = {};  // made under the file's average: computed again below
   assign_huge(len_norm_, docs_.size(), 0.0);
   for (size_t d = 0; d < docs_.size(); ++d) {

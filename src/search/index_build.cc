@@ -114,7 +114,8 @@ struct local_shard::index_builder {
   void emit_pairs(uint32_t d);
 };
 
-void local_shard::build_index(out_buffer* records, std::atomic<uint64_t>* steps) {
+void local_shard::build_index(out_buffer* records, std::atomic<uint64_t>* steps,
+                              std::atomic<uint32_t>* counted) {
   const uint32_t n = static_cast<uint32_t>(docs_.size());
   assign_huge(title_len_, n, 0u);
   assign_huge(text_len_, n, 0u);
@@ -150,6 +151,10 @@ void local_shard::build_index(out_buffer* records, std::atomic<uint64_t>* steps)
   }
   if (steps != nullptr) {
     steps->fetch_add((n % progress_docs) * build_steps_indexed, std::memory_order_relaxed);
+  }
+  if (counted != nullptr) {  // stats_ are final: published to the threads that wait for them
+    counted->fetch_add(1, std::memory_order_release);
+    counted->notify_all();
   }
   b.finish_pairs();
   b.layout();

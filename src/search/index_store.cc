@@ -488,7 +488,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
     return unexpected(shards.error());  // `out` removes its temporary file
   }
   // The file's tail once the backend has finalized the shards, so it holds that work too.
-  auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
+  auto b = std::make_unique<backend>(std::move(*shards), opts.remote_slots);
   file_identity written;
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
@@ -561,7 +561,7 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   if (!shards) {
     return unexpected(shards.error());
   }
-  const backend b(std::move(*shards), 0, opts.build_steps);
+  const backend b(std::move(*shards), 0);
   auto after = fingerprint_of(corpus);
   if (!after || *after != *fp) {
     return unexpected(load_issue{0, fmt::format("{} changed while it was indexed", corpus)});

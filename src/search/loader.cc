@@ -344,18 +344,51 @@ result<std::vector<std::unique_ptr<local_shard>>, load_issue> join_pieces(
   return shards;
 }
 
-// Seal (sort, dedupe, index) the shards in parallel; the duplicate ids found, by line.
+// Seal (sort, dedupe, index) the shards in parallel, then finalize them with the average length
+// of them all; the duplicate ids found, by line. A thread takes the next shard to seal when it is
+// done with one; once none is left, it finalizes every sealed shard no thread has taken yet,
+// as soon as every shard is tokenized (the average is known then, while the last seals lay out
+// their postings): a core that is done sealing does not stand idle beside the last seal. The
+// thread that seals the last shard finalizes it (and any other left).
 std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shards, uint32_t n,
                                  uint32_t threads, std::atomic<uint64_t>* steps,
                                  const std::function<void(uint32_t, const local_shard&)>& sealed) {
   std::vector<std::vector<load_issue>> dups(n);
   threads = std::min(threads, n);
-  auto work = [&](uint32_t t) {
+  std::atomic<uint32_t> next_seal{0};
+  std::atomic<uint32_t> counted{0};  // shards whose stats() are final
+  enum : uint8_t { unsealed, ready, taken };
+  std::unique_ptr<std::atomic<uint8_t>[]> state(new std::atomic<uint8_t>[n]);
+  for (uint32_t i = 0; i < n; ++i) {
+    state[i].store(unsealed, std::memory_order_relaxed);
+  }
+  auto work = [&]() {
     out_buffer records;  // one per thread: its pages are faulted in once, not per shard
-    for (uint32_t i = t; i < n; i += threads) {
-      shards[i]->seal(dups[i], &records, steps);
+    for (uint32_t i; (i = next_seal.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      shards[i]->seal(dups[i], &records, steps, &counted);
       if (sealed) {
         sealed(i, *shards[i]);
+      }
+      state[i].store(ready, std::memory_order_release);
+    }
+    records = out_buffer();  // not held through the finalizes
+    for (uint32_t c; (c = counted.load(std::memory_order_acquire)) < n;) {
+      counted.wait(c, std::memory_order_acquire);
+    }
+    shard_stats global;
+    for (uint32_t i = 0; i < n; ++i) {
+      const shard_stats st = shards[i]->stats();
+      global.docs += st.docs;
+      global.title_tokens += st.title_tokens;
+      global.text_tokens += st.text_tokens;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      uint8_t was = ready;
+      if (state[i].compare_exchange_strong(was, taken, std::memory_order_acquire)) {
+        shards[i]->finalize(global);
+        if (steps != nullptr) {
+          steps->fetch_add(shards[i]->stats().docs * build_steps_ranked, std::memory_order_relaxed);
+        }
       }
     }
   };
@@ -364,11 +397,11 @@ std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shar
     ~drop_spare() { detail::drop_spare_build_pages(); }
   } drop;
   if (threads <= 1) {
-    work(0);
+    work();
   } else {
     std::vector<std::thread> pool;
     for (uint32_t t = 0; t < threads; ++t) {
-      pool.emplace_back(work, t);
+      pool.emplace_back(work);
     }
     for (std::thread& th : pool) {
       th.join();
@@ -492,7 +525,7 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl(std::string_view jsonl,
   if (!shards) {
     return unexpected(shards.error());
   }
-  return std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
+  return std::make_unique<backend>(std::move(*shards), opts.remote_slots);
 }
 
 double build_share(const load_options& opts, uint64_t whole) noexcept {
@@ -626,7 +659,7 @@ result<std::unique_ptr<backend>, load_issue> load_jsonl_file(const std::string& 
               b = unexpected(shards.error());
               return;
             }
-            b = std::make_unique<backend>(std::move(*shards), opts.remote_slots, opts.build_steps);
+            b = std::make_unique<backend>(std::move(*shards), opts.remote_slots);
           });
       !r) {
     return unexpected(r.error());

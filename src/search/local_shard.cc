@@ -300,7 +300,7 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
 }
 
 void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
-                       std::atomic<uint64_t>* steps) {
+                       std::atomic<uint64_t>* steps, std::atomic<uint32_t>* counted) {
   std::vector<uint32_t> order(docs_.size());
   for (uint32_t i = 0; i < order.size(); ++i) {
     order[i] = i;
@@ -345,7 +345,7 @@ void local_shard::seal(std::vector<load_issue>& dups, out_buffer* records,
   time_.swap(times);
   line_store_.swap(lines);
   std::vector<uint64_t>().swap(line_);
-  build_index(records, steps);
+  build_index(records, steps, counted);
   pack_stories();
   if (steps != nullptr) {
     steps->fetch_add(docs_.size() * build_steps_sealed, std::memory_order_relaxed);

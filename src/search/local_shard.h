@@ -7,7 +7,9 @@
 //      then packs the stored stories (story_pack.cc): the short fields back to back; each text
 //      compressed alone with a dictionary trained on the shard's texts, or, for a shard built
 //      from a corpus file (texts_in()), left there: only each story's line place is kept.
-//   3. finalize(global stats) (by the backend): per-doc BM25 length norms (query_plan's formula).
+//   3. finalize(global stats): per-doc BM25 length norms (query_plan's formula), block maxima,
+//      champion lists. By the backend, or earlier by build_shards() once every shard it builds
+//      is tokenized (the backend's finalize with the same average then has nothing to do).
 //   4. Queries, concurrently from any number of cores, each with its own shard_workspace. A
 //      query runs whole (search, add_doc_freqs) or in budgeted slices (search_slice,
 //      doc_freqs_slice) whose state (cursors, heap, phase) stays in the workspace between them.
@@ -129,11 +131,19 @@ class local_shard final : public shard_source {
   /// `records`, when given, is the build's scratch record buffer, kept (and its pages, already
   /// faulted in) for the next shard a thread seals. `steps`, when given, advances by
   /// build_steps_indexed and build_steps_sealed per story as the work is done (progress).
+  /// `counted`, when given, is incremented (release) and notified as soon as stats() are final:
+  /// every story tokenized, before the postings are laid out, so that other threads can know
+  /// the global average length (and finalize) while this seal goes on.
   void seal(std::vector<load_issue>& dups, out_buffer* records = nullptr,
-            std::atomic<uint64_t>* steps = nullptr);
+            std::atomic<uint64_t>* steps = nullptr, std::atomic<uint32_t>* counted = nullptr);
 
   shard_stats stats() const override { return stats_; }
+  /// Again with the same average length (global's), after it was done: nothing to do.
   void finalize(const shard_stats& global) override;
+  /// Whether finalize() was done with global's average length.
+  bool finalized_with(const shard_stats& global) const noexcept {
+    return finalized_avgdl_ == average_length(global);
+  }
   bool add_doc_freqs(const query_plan& plan, shard_workspace& ws, uint64_t* df) const override;
   bool search(const query_plan& plan, shard_workspace& ws, shard_answer& out) const override;
   slice search_slice(const query_plan& plan, shard_workspace& ws, shard_answer& out, bool first,
@@ -223,7 +233,8 @@ class local_shard final : public shard_source {
   void load_impact(const index_reader& r, uint32_t s);
   void load_prune(const index_reader& r, uint32_t s);
   struct index_builder;  // index_build.cc
-  void build_index(out_buffer* records, std::atomic<uint64_t>* steps);
+  void build_index(out_buffer* records, std::atomic<uint64_t>* steps,
+                   std::atomic<uint32_t>* counted);
   struct champ_lists {
     std::vector<double> part;
     std::vector<uint32_t> doc, date;
@@ -385,7 +396,8 @@ class local_shard final : public shard_source {
   const uint64_t serial_ = next_serial();
   shard_stats stats_;
   std::shared_ptr<const void> mapping_;  // the index file a loaded shard's streams point into
-  double loaded_avgdl_ = -1;  // load(): the avgdl of the finalize() output read from the file
+  double loaded_avgdl_ = -1;     // load(): the avgdl of the finalize() output read from the file
+  double finalized_avgdl_ = -1;  // the avgdl the last finalize() was done with
 };
 
 /// 64-bit hash of bytes (little-endian reads); stable across runs and nodes.

@@ -30,7 +30,7 @@ static_assert(sizeof(term_info) == 32 && sizeof(skip_entry) == 16 && sizeof(shar
 // derived by finalize() on a build and saved whole: its impact terms are taken back through
 // loaded_impact_ when the rest of finalize()'s output is, its other tables through
 // loaded_prune_ whenever they are there.)
-static_assert(sizeof(local_shard) == 1704, "local_shard changed: see the comment above");
+static_assert(sizeof(local_shard) == 1712, "local_shard changed: see the comment above");
 
 template <class T>
 void copy_to(std::vector<T>& v, std::span<const T> s) {

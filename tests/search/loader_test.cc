@@ -413,6 +413,41 @@ TEST(loader_test, parallel_parse_matches_single_thread) {
   EXPECT_NE(r1.issues[1].reason.find("(first seen on line 1)"), std::string::npos);
 }
 
+TEST(loader_test, built_shards_come_finalized_with_the_average_of_them_all) {
+  // Verifies that build_shards() finalizes every shard it returns with the statistics of them
+  // all (duplicates dropped), on one thread and on several (where a thread done sealing
+  // finalizes the shards sealed so far as soon as every shard is tokenized), so that a backend
+  // over them has nothing left to do; and that the progress counts each stage once per story.
+  const std::string data = corpus_with_faults();
+  for (uint32_t threads : {1u, 2u, 3u}) {
+    load_options o;
+    o.threads = threads;
+    o.shards = 5;
+    std::atomic<uint64_t> steps{0};
+    o.build_steps = &steps;
+    load_report r;
+    auto shards = build_shards(data, o, r);
+    ASSERT_TRUE(shards.has_value());
+    ASSERT_EQ(shards->size(), 5u);
+    shard_stats all;
+    for (const auto& s : *shards) {
+      all.docs += s->stats().docs;
+      all.title_tokens += s->stats().title_tokens;
+      all.text_tokens += s->stats().text_tokens;
+    }
+    EXPECT_EQ(all.docs, r.loaded);
+    shard_stats one = (*shards)[0]->stats();  // another average: one shard's own
+    ASSERT_NE(average_length(one), average_length(all));
+    for (const auto& s : *shards) {
+      const auto* ls = dynamic_cast<const local_shard*>(s.get());
+      ASSERT_NE(ls, nullptr);
+      EXPECT_TRUE(ls->finalized_with(all)) << threads << " threads";
+      EXPECT_FALSE(ls->finalized_with(one)) << threads << " threads";
+    }
+    EXPECT_EQ(steps.load(), r.loaded * (build_steps_total - build_steps_written)) << threads;
+  }
+}
+
 TEST(loader_test, parallel_fail_mode_reports_the_first_bad_line) {
   // Verifies fail mode on several threads names the earliest bad line, whichever piece it is in.
   std::string data = corpus_with_faults();

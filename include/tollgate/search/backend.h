@@ -130,11 +130,10 @@ struct story_ref {
 class backend {
  public:
   /// Takes the in-process shards in slot order (slot i holds the ids with shard_of(id, L) == i)
-  /// and finalizes them with their summed statistics; `remote_slots` remote shard nodes follow
-  /// them as slots L..L+R-1 (remote r = slot L + r). `steps`, when given, advances by
-  /// build_steps_ranked per story as each shard is finalized (a build's progress).
-  explicit backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots = 0,
-                   std::atomic<uint64_t>* steps = nullptr);
+  /// and finalizes them with their summed statistics (shards from build_shards() come
+  /// finalized with those: nothing left to do); `remote_slots` remote shard nodes follow them
+  /// as slots L..L+R-1 (remote r = slot L + r).
+  explicit backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots = 0);
   ~backend();
 
   /// All slots: local + remote.
@@ -267,7 +266,8 @@ struct load_report {
 };
 
 /// Builds in-process shards from JSON Lines text (one story object per line; blank lines are
-/// ignored). Fails with the first bad line when !skip_bad_lines, or with line 0 on I/O errors.
+/// ignored), finalized with their summed statistics (as a backend of just them would). Fails with
+/// the first bad line when !skip_bad_lines, or with line 0 on I/O errors.
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view jsonl, const load_options& opts, load_report& report);
 /// build_shards() + backend.

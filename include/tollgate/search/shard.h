@@ -119,7 +119,8 @@ class shard_source {
   virtual ~shard_source() = default;
 
   virtual shard_stats stats() const = 0;
-  /// Called once by the backend with the corpus-wide statistics before any query.
+  /// Called by the backend with the corpus-wide statistics before any query; again with the
+  /// same ones (a build finalizes its shards as it goes), it has nothing to do.
   virtual void finalize(const shard_stats& global) = 0;
   /// Adds this shard's document frequency of each plan term to df[i], then of each phrase of
   /// plan.phrases (the stories holding it) to df[terms + p]. False: shard unavailable.
