@@ -273,10 +273,17 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
     chunks_.push_back(std::move(c));
   }
   arena_bytes_ += o.arena_bytes_;
-  docs_.reserve(docs_.size() + o.docs_.size());
-  time_.reserve(time_.size() + o.time_.size());
-  line_.reserve(line_.size() + o.line_.size());
-  line_store_.reserve(line_store_.size() + o.line_store_.size());
+  // Grown geometrically: a shard absorbs many pieces (an exact reserve each time copied the
+  // whole vector per piece).
+  auto grow = [](auto& v, size_t more) {
+    if (v.capacity() - v.size() < more) {
+      v.reserve(std::max(v.size() + more, 2 * v.capacity()));
+    }
+  };
+  grow(docs_, o.docs_.size());
+  grow(time_, o.time_.size());
+  grow(line_, o.line_.size());
+  grow(line_store_, o.line_store_.size());
   for (size_t i = 0; i < o.docs_.size(); ++i) {
     doc_rec r = o.docs_[i];
     r.tags_off = static_cast<uint32_t>(doc_tags_.size());
