@@ -284,11 +284,19 @@ void local_shard::absorb(local_shard&& o, uint64_t line_base) {
   grow(time_, o.time_.size());
   grow(line_, o.line_.size());
   grow(line_store_, o.line_store_.size());
+  grow(doc_tags_, o.doc_tags_.size());
+  // Each of o's tags interned once, at its first use (so in the order a story by story intern
+  // would give them numbers), not hashed again at every story that has it: the pieces' join
+  // runs on one thread, and with many pieces it goes through most stories.
+  std::vector<uint32_t> tag_of(o.tag_names_.size(), UINT32_MAX);
   for (size_t i = 0; i < o.docs_.size(); ++i) {
     doc_rec r = o.docs_[i];
     r.tags_off = static_cast<uint32_t>(doc_tags_.size());
     for (uint32_t t : o.tags_of(static_cast<uint32_t>(i))) {
-      doc_tags_.push_back(intern_tag(o.tag_names_[t]));
+      if (tag_of[t] == UINT32_MAX) {
+        tag_of[t] = intern_tag(o.tag_names_[t]);
+      }
+      doc_tags_.push_back(tag_of[t]);
     }
     docs_.push_back(r);
     time_.push_back(o.time_[i]);
