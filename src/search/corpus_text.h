@@ -72,11 +72,13 @@ class local_shard;
 /// build_shards() whose shards read their texts from `file` (whose whole text `jsonl` is, from
 /// offset 0) instead of keeping them packed; null: as build_shards(). `sealed`, when set, is
 /// called from the sealing thread as each shard is sealed, with its slot (the shard stays
-/// where it is, and is not changed again but by finalize()).
+/// where it is, and is not changed again but by finalize()); `finalized` likewise from the
+/// thread that finalized it, once it is (then it is not changed again).
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view jsonl, const load_options& opts, load_report& report,
     const std::shared_ptr<const corpus_file>& file,
-    const std::function<void(uint32_t slot, const local_shard& shard)>& sealed = {});
+    const std::function<void(uint32_t slot, const local_shard& shard)>& sealed = {},
+    const std::function<void(uint32_t slot, const local_shard& shard)>& finalized = {});
 
 /// The fingerprint of an open corpus file (fingerprint_of's, from its descriptor).
 result<corpus_fingerprint, std::string> fingerprint_of(const corpus_file& file);

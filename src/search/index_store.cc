@@ -30,6 +30,14 @@ uint32_t thread_count(const load_options& opts) {
   return opts.threads ? opts.threads : usable_cpus();
 }
 
+// Whether a build writes its index file as it goes (overlapped_write's thread): with a core
+// to spare for it, and not in a load that fails on bad lines. Such a load finds duplicate ids
+// only once the shards are sealed, then fails and drops them, while the writer thread could
+// still be reading them; it writes the file once built instead.
+bool overlap_write(const load_options& opts) {
+  return thread_count(opts) > 1 && opts.skip_bad_lines;
+}
+
 // Issues as {u64 line, u32 length, reason bytes}.
 void save_issues(index_writer& w, const std::vector<load_issue>& issues) {
   w.begin_section(kFileIssues);
@@ -212,18 +220,24 @@ std::string commit_temp(temp_file& t, std::string err, file_identity& written) {
   return {};
 }
 
-// The end of every index file: what finalize() derived, shard by shard, the load report's
-// issues, the directory and the header. "" or the writer's error.
-std::string write_tail(index_writer& w, const backend& b, const corpus_fingerprint& fp,
-                       const load_report& report, index_parts& parts) {
-  for (uint32_t i = 0; i < b.local_count(); ++i) {
-    static_cast<const local_shard&>(b.local_shard(i)).save_derived(w, i);
-  }
+// The very end of every index file: the load report's issues, the directory and the header. ""
+// or the writer's error.
+std::string write_end(index_writer& w, const backend& b, const corpus_fingerprint& fp,
+                      const load_report& report, index_parts& parts) {
   save_issues(w, report.issues);
   std::string err =
       w.finish({fp, static_cast<uint32_t>(b.local_count()), report.loaded, report.skipped});
   parts = w.parts();
   return err;
+}
+
+// The end of every index file: what finalize() derived, shard by shard, then write_end's.
+std::string write_tail(index_writer& w, const backend& b, const corpus_fingerprint& fp,
+                       const load_report& report, index_parts& parts) {
+  for (uint32_t i = 0; i < b.local_count(); ++i) {
+    static_cast<const local_shard&>(b.local_shard(i)).save_derived(w, i);
+  }
+  return write_end(w, b, fp, report, parts);
 }
 
 // Writes `b`'s shards to `path` atomically: a temporary file beside it, fsync, rename, fsync of
@@ -258,7 +272,9 @@ std::string write_index(const std::string& path, const backend& b, const corpus_
 // while the other shards seal and all finalize: the file's bulk (stories, postings, positions)
 // goes to the disk during the build instead of after it, when one core or none would be at
 // work (perf/notes/search-2026-12-06-memory.md). A sealed shard's sections are only read, by
-// this thread and by finalize(), which writes other members. finish() then writes the tail.
+// this thread and by finalize(), which writes other members. Then, in slot order again, what
+// each shard's finalize() derived, as soon as it is finalized (the build finalizes shards
+// while the last ones seal); finish() writes the rest of the tail.
 // Without `overlap` (a build on one CPU: no core for the thread to take, its work would only
 // interleave with the build's) nothing is written before finish(), which writes it all.
 class overlapped_write {
@@ -266,9 +282,13 @@ class overlapped_write {
   overlapped_write() : shards_(0), steps_(nullptr) {}  // writes nothing
   overlapped_write(const std::string& path, uint32_t shards, std::atomic<uint64_t>* steps,
                    bool overlap)
-      : ready_(new std::atomic<const local_shard*>[shards]), shards_(shards), steps_(steps) {
+      : ready_(new std::atomic<const local_shard*>[shards]),
+        done_(new std::atomic<const local_shard*>[shards]),
+        shards_(shards),
+        steps_(steps) {
     for (uint32_t i = 0; i < shards; ++i) {
       ready_[i].store(nullptr, std::memory_order_relaxed);
+      done_[i].store(nullptr, std::memory_order_relaxed);
     }
     if (!create_temp(path, t_, why_)) {
       return;
@@ -284,7 +304,7 @@ class overlapped_write {
 
   /// Whether it writes (its temporary file was created); else why not.
   bool active() const noexcept { return w_ != nullptr; }
-  /// Whether it wants sealed() calls (it writes during the build).
+  /// Whether it wants sealed() and finalized() calls (it writes during the build).
   bool overlaps() const noexcept { return thread_.joinable(); }
   const std::string& why() const noexcept { return why_; }
   const std::string& path() const noexcept { return t_.path; }
@@ -293,18 +313,25 @@ class overlapped_write {
     ready_[slot].store(&s, std::memory_order_release);  // the shard's sealed state with it
     ready_[slot].notify_one();
   }
-  /// Once every shard was sealed() and `b` (the same shards) finalized: the tail, then the
-  /// file committed. "" or why not (the temporary file removed).
+  /// From the thread that finalized it: shard `slot` is finalized (and not changed again).
+  void finalized(uint32_t slot, const local_shard& s) {
+    done_[slot].store(&s, std::memory_order_release);
+    done_[slot].notify_one();
+  }
+  /// Once every shard was sealed() and finalized(), and `b` holds the same shards: the tail,
+  /// then the file committed. "" or why not (the temporary file removed).
   std::string finish(const backend& b, const corpus_fingerprint& fp, const load_report& report,
                      index_parts& parts, file_identity& written) {
+    std::string err;
     if (thread_.joinable()) {
       thread_.join();
+      err = write_end(*w_, b, fp, report, parts);
     } else {
       for (uint32_t i = 0; i < b.local_count(); ++i) {
         write_sealed(static_cast<const local_shard&>(b.local_shard(i)), i);
       }
+      err = write_tail(*w_, b, fp, report, parts);
     }
-    std::string err = write_tail(*w_, b, fp, report, parts);
     w_.reset();
     return commit_temp(t_, std::move(err), written);
   }
@@ -315,6 +342,8 @@ class overlapped_write {
       for (uint32_t i = 0; i < shards_; ++i) {  // a shard not yet written is not written
         ready_[i].store(stop_mark(), std::memory_order_release);
         ready_[i].notify_one();
+        done_[i].store(stop_mark(), std::memory_order_release);
+        done_[i].notify_one();
       }
       thread_.join();
     }
@@ -340,6 +369,14 @@ class overlapped_write {
       }
       write_sealed(*s, i);
     }
+    for (uint32_t i = 0; i < shards_; ++i) {
+      done_[i].wait(nullptr, std::memory_order_acquire);
+      const local_shard* s = done_[i].load(std::memory_order_acquire);
+      if (s == stop_mark()) {
+        return;
+      }
+      s->save_derived(*w_, i);
+    }
   }
   void write_sealed(const local_shard& s, uint32_t slot) {
     s.save_sealed(*w_, slot);
@@ -351,7 +388,8 @@ class overlapped_write {
   temp_file t_;
   std::string why_;
   std::unique_ptr<index_writer> w_;
-  std::unique_ptr<std::atomic<const local_shard*>[]> ready_;
+  std::unique_ptr<std::atomic<const local_shard*>[]> ready_;  // sealed(), by slot
+  std::unique_ptr<std::atomic<const local_shard*>[]> done_;   // finalized(), by slot
   uint32_t shards_;
   std::atomic<uint64_t>* steps_;
   std::thread thread_;
@@ -362,14 +400,15 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_from_corpus
     const std::shared_ptr<const corpus_file>& corpus, const load_options& opts, load_report& report,
     overlapped_write& out) {
   result<std::vector<std::unique_ptr<shard_source>>, load_issue> shards = unexpected(load_issue{});
-  std::function<void(uint32_t, const local_shard&)> sealed;
+  std::function<void(uint32_t, const local_shard&)> sealed, finalized;
   if (out.overlaps()) {
     sealed = [&out](uint32_t slot, const local_shard& s) { out.sealed(slot, s); };
+    finalized = [&out](uint32_t slot, const local_shard& s) { out.finalized(slot, s); };
   }
   if (auto r = with_corpus_text(
           corpus,
           [&](std::string_view text, const std::shared_ptr<const corpus_file>& file) {
-            shards = build_shards(text, opts, report, file, sealed);
+            shards = build_shards(text, opts, report, file, sealed, finalized);
           });
       !r) {
     return unexpected(r.error());
@@ -474,7 +513,7 @@ result<std::unique_ptr<backend>, load_issue> load_indexed(const std::string& cor
   std::unique_ptr<overlapped_write> out;
   while (next < paths.size()) {
     out = std::make_unique<overlapped_write>(paths[next++], std::max<uint32_t>(1, opts.shards),
-                                             opts.build_steps, thread_count(opts) > 1);
+                                             opts.build_steps, overlap_write(opts));
     if (out->active()) {
       break;
     }
@@ -553,7 +592,7 @@ result<void, load_issue> build_index_file(const std::string& corpus, const std::
   }
   const allocator_hold hold;  // as load_indexed's
   overlapped_write writer(out, std::max<uint32_t>(1, opts.shards), opts.build_steps,
-                          thread_count(opts) > 1);
+                          overlap_write(opts));
   if (!writer.active()) {
     return unexpected(load_issue{0, writer.why()});
   }

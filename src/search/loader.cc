@@ -355,9 +355,10 @@ result<std::vector<std::unique_ptr<local_shard>>, load_issue> join_pieces(
 // as soon as every shard is tokenized (the average is known then, while the last seals lay out
 // their postings): a core that is done sealing does not stand idle beside the last seal. The
 // thread that seals the last shard finalizes it (and any other left).
-std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shards, uint32_t n,
-                                 uint32_t threads, std::atomic<uint64_t>* steps,
-                                 const std::function<void(uint32_t, const local_shard&)>& sealed) {
+std::vector<load_issue> seal_all(
+    std::vector<std::unique_ptr<local_shard>>& shards, uint32_t n, uint32_t threads,
+    std::atomic<uint64_t>* steps, const std::function<void(uint32_t, const local_shard&)>& sealed,
+    const std::function<void(uint32_t, const local_shard&)>& finalized) {
   std::vector<std::vector<load_issue>> dups(n);
   threads = std::min(threads, n);
   std::atomic<uint32_t> next_seal{0};
@@ -402,6 +403,9 @@ std::vector<load_issue> seal_all(std::vector<std::unique_ptr<local_shard>>& shar
         if (steps != nullptr) {
           steps->fetch_add(shards[i]->stats().docs * build_steps_ranked, std::memory_order_relaxed);
         }
+        if (finalized) {
+          finalized(i, *shards[i]);
+        }
       }
     }
   };
@@ -440,7 +444,8 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
 result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
     std::string_view data, const load_options& opts, load_report& report,
     const std::shared_ptr<const corpus_file>& file,
-    const std::function<void(uint32_t, const local_shard&)>& sealed) {
+    const std::function<void(uint32_t, const local_shard&)>& sealed,
+    const std::function<void(uint32_t, const local_shard&)>& finalized) {
   report = load_report{};
   const uint32_t n = std::max<uint32_t>(1, opts.shards);
   uint32_t threads = opts.threads ? opts.threads : usable_cpus();
@@ -456,7 +461,8 @@ result<std::vector<std::unique_ptr<shard_source>>, load_issue> build_shards(
       s->texts_in(file);
     }
   }
-  std::vector<load_issue> all_dups = seal_all(shards, n, threads, opts.build_steps, sealed);
+  std::vector<load_issue> all_dups =
+      seal_all(shards, n, threads, opts.build_steps, sealed, finalized);
   if (!all_dups.empty()) {
     std::sort(all_dups.begin(), all_dups.end(),
               [](const load_issue& a, const load_issue& b) { return a.line < b.line; });

@@ -606,6 +606,55 @@ TEST(index_file_test, a_dead_writers_temporary_file_is_removed_when_writing) {
   EXPECT_TRUE(fs::exists(mine));
 }
 
+TEST(index_file_test, a_strict_load_failing_on_a_duplicate_id_ends_cleanly_on_two_threads) {
+  // Verifies that a load that must fail on bad lines, whose only bad line is a duplicate id
+  // (found once the shards are sealed, after the file's writing has begun), fails with that
+  // line on two threads, by load_indexed and by build_index_file, and leaves no temporary file:
+  // the shards it drops are not read by a writer thread afterwards (the asan build's check).
+  temp_dir dir;
+  const std::string corpus = dir.path + "/stories.jsonl";
+  std::string jsonl = generated(20000, 91);
+  jsonl += jsonl.substr(0, jsonl.find('\n') + 1);  // line 20001: line 1 again
+  write_file(corpus, jsonl);
+  load_options strict;
+  strict.shards = 3;
+  strict.threads = 2;
+  strict.skip_bad_lines = false;
+  index_use use;
+  load_report rep;
+  auto b =
+      load_indexed(corpus, std::vector<std::string>{dir.path + "/stories.idx"}, strict, rep, use);
+  ASSERT_FALSE(b.has_value());
+  EXPECT_EQ(b.error().line, 20001u);
+  EXPECT_NE(b.error().reason.find("duplicate id"), std::string::npos) << b.error().reason;
+  auto built = build_index_file(corpus, dir.path + "/built.idx", strict, rep);
+  ASSERT_FALSE(built.has_value());
+  EXPECT_EQ(built.error().line, 20001u);
+  for (const fs::directory_entry& e : fs::directory_iterator(dir.path)) {
+    EXPECT_EQ(e.path().filename().string(), "stories.jsonl") << e.path();
+  }
+}
+
+TEST(index_file_test, a_file_written_as_the_build_goes_is_the_one_written_once_built) {
+  // Verifies that the index file written during a build on several threads (each shard's
+  // sealed sections as it is sealed, its derived ones as it is finalized, by a writer thread)
+  // has the same bytes as the file a build on one thread writes once every shard is done.
+  fixture fx;
+  fx.opts.shards = 5;
+  load_report rep;
+  std::string files[3];
+  for (const uint32_t threads : {1u, 2u, 3u}) {
+    load_options o = fx.opts;
+    o.threads = threads;
+    const std::string out = fx.dir.path + "/t" + std::to_string(threads) + ".idx";
+    ASSERT_TRUE(build_index_file(fx.corpus, out, o, rep).has_value()) << threads;
+    files[threads - 1] = read_file(out);
+  }
+  EXPECT_GT(files[0].size(), 100000u);
+  EXPECT_TRUE(files[1] == files[0]);
+  EXPECT_TRUE(files[2] == files[0]);
+}
+
 TEST(index_file_test, build_index_file_writes_what_load_indexed_maps) {
   // Verifies build_index_file (the deploy pipeline's path) writes a file serve then maps.
   fixture fx;
