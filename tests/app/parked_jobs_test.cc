@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <functional>
 #include <memory>
@@ -288,12 +289,16 @@ TEST(parked_jobs_test, a_story_read_that_fails_or_does_not_stay_is_read_on_the_c
   }
   uint32_t slot = 100;
 
-  // Delivers `req(i)` for story i = first, first + 101, ... until one parks for its bytes (a
-  // page the kernel still held in a per-CPU batch when asked to drop it stays cached); that
-  // story, or -1.
+  // Delivers `req(i)` for story i = first, first + 37, ... until one parks for its bytes; that
+  // story, or -1. Many may not: a page the kernel still held in a per-CPU batch when asked to
+  // drop it stays cached, and a read that must not wait can find its bytes all the same when
+  // the read-ahead it starts completes at once (on a loaded host most of the attempts, so that
+  // ten of them all failed in about a quarter of the runs; 40 are tried).
   auto park_one = [&](size_t first, const std::function<std::string(size_t)>& req) -> int {
-    for (size_t i = first; i < first + 1010; i += 101) {
-      EXPECT_TRUE(corpus.evict());
+    for (size_t i = first; i < std::min(first + 40 * 37, corpus.count()); i += 37) {
+      if (!corpus.evict(i)) {  // its line still cached after a second: another story
+        continue;
+      }
       io.now = {slot++, 1};
       io.reads.clear();
       if (w.respond(req(i), now).empty()) {
@@ -323,26 +328,37 @@ TEST(parked_jobs_test, a_story_read_that_fails_or_does_not_stay_is_read_on_the_c
   }
   // 2. REST, bytes that never stay cached.
   {
-    const int64_t before = quota_used(w, io, w.roomy(), now);
     auto req = [&](size_t i) { return rest_story(w.roomy(), corpus.id(i)); };
-    const int i = park_one(500, req);
-    ASSERT_GE(i, 0) << "no story parked for its bytes";
-    const int64_t answered = quota_used(w, io, w.roomy(), now) - before;
-    io.now = {slot - 1, 1};
-    std::string r;
-    for (int delivery = 0; delivery < 20 && r.empty(); ++delivery) {
-      ASSERT_FALSE(io.reads.empty());
-      // (the kernel itself starts reading what a read that must not wait did not find)
-      ASSERT_TRUE(corpus.evict(static_cast<size_t>(i)));
-      w.handler().on_read_ahead(io.reads.back().tag, static_cast<int64_t>(io.reads.back().len));
-      r = w.respond(req(static_cast<size_t>(i)), now);
+    // Evicted before each delivery, the bytes are not there when asked for, and the answer
+    // comes from the core's read after exactly max_read_rounds reads. A delivery can still find
+    // them (see park_one) and be answered sooner, with fewer reads: then again with another
+    // story, up to five times; an answer never comes after more reads, nor never.
+    size_t first = 500;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      const int64_t before = quota_used(w, io, w.roomy(), now);
+      const int i = park_one(first, req);
+      ASSERT_GE(i, 0) << "no story parked for its bytes";
+      first = static_cast<size_t>(i) + 1;
+      const int64_t answered = quota_used(w, io, w.roomy(), now) - before;
+      io.now = {slot - 1, 1};
+      std::string r;
+      for (int delivery = 0; delivery < 20 && r.empty(); ++delivery) {
+        ASSERT_FALSE(io.reads.empty());
+        // (the kernel itself starts reading what a read that must not wait did not find)
+        ASSERT_TRUE(corpus.evict(static_cast<size_t>(i)));
+        w.handler().on_read_ahead(io.reads.back().tag, static_cast<int64_t>(io.reads.back().len));
+        r = w.respond(req(static_cast<size_t>(i)), now);
+      }
+      ASSERT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+      EXPECT_NE(r.find("\"id\":\"" + corpus.id(static_cast<size_t>(i)) + "\""), std::string::npos)
+          << r;
+      EXPECT_EQ(quota_used(w, io, w.roomy(), now), before + answered + 1);
+      ASSERT_LE(io.reads.size(), size_t{parking::max_read_rounds});
+      if (io.reads.size() == parking::max_read_rounds) {
+        break;
+      }
+      ASSERT_LT(attempt, 4) << "every story was answered before max_read_rounds reads";
     }
-    ASSERT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
-    EXPECT_NE(r.find("\"id\":\"" + corpus.id(static_cast<size_t>(i)) + "\""), std::string::npos)
-        << r;
-    // (Evicted before each delivery: the bytes are never there when asked for.)
-    EXPECT_EQ(io.reads.size(), size_t{parking::max_read_rounds});
-    EXPECT_EQ(quota_used(w, io, w.roomy(), now), before + answered + 1);
   }
   // 3. A batch: a billed get_story, then one whose line is not cached.
   {
