@@ -67,10 +67,7 @@ scratch::~scratch() = default;
 backend::backend(std::vector<std::unique_ptr<shard_source>> local, uint32_t remote_slots)
     : shards_(std::move(local)), remote_(remote_slots) {
   for (const auto& s : shards_) {
-    shard_stats st = s->stats();
-    global_.docs += st.docs;
-    global_.title_tokens += st.title_tokens;
-    global_.text_tokens += st.text_tokens;
+    global_ += s->stats();
   }
   // Shards finalize concurrently (each may also split its terms over threads): one shard's
   // serial steps and uneven thread ranges then overlap another's work.

@@ -194,8 +194,8 @@ void local_shard::finalize(const shard_stats& global) {
 
 // Joins the ranges' champion lists in term order, rebasing champ_at_ to the joined lists.
 void local_shard::join_champs(std::vector<champ_lists>& parts, const std::vector<size_t>& cut) {
-  const uint32_t threads = static_cast<uint32_t>(parts.size());
-  if (threads == 1) {  // already in place: taken whole, not copied
+  const uint32_t ranges = static_cast<uint32_t>(parts.size());
+  if (ranges == 1) {  // already in place: taken whole, not copied
     champ_part_store_.swap(parts[0].part);
     champ_doc_store_.swap(parts[0].doc);
     champ_date_store_.swap(parts[0].date);
@@ -203,7 +203,7 @@ void local_shard::join_champs(std::vector<champ_lists>& parts, const std::vector
     champ_part_store_.clear();
     champ_doc_store_.clear();
     champ_date_store_.clear();
-    for (uint32_t i = 0; i < threads; ++i) {
+    for (uint32_t i = 0; i < ranges; ++i) {
       const uint32_t base = static_cast<uint32_t>(champ_doc_store_.size());
       for (size_t ti = cut[i]; ti < cut[i + 1]; ++ti) {
         if (champ_at_[ti] != UINT32_MAX) {

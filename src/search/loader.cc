@@ -391,10 +391,7 @@ std::vector<load_issue> seal_all(
     }
     shard_stats global;
     for (uint32_t i = 0; i < n; ++i) {
-      const shard_stats st = shards[i]->stats();
-      global.docs += st.docs;
-      global.title_tokens += st.title_tokens;
-      global.text_tokens += st.text_tokens;
+      global += shards[i]->stats();
     }
     for (uint32_t i = 0; i < n; ++i) {
       uint8_t was = ready;

@@ -249,9 +249,7 @@ void remote_query::finish_df() {
     if (!a.df_ok) {
       continue;
     }
-    all.docs += a.stats.docs;
-    all.title_tokens += a.stats.title_tokens;
-    all.text_tokens += a.stats.text_tokens;
+    all += a.stats;
     for (size_t i = 0; i < st.df.size(); ++i) {
       st.df[i] += a.df[i];
     }

@@ -44,6 +44,13 @@ struct shard_stats {
   uint64_t docs = 0;
   uint64_t title_tokens = 0;
   uint64_t text_tokens = 0;
+  /// Adds another shard's (or fleet member's) figures: the global figures are their sum.
+  shard_stats& operator+=(const shard_stats& o) noexcept {
+    docs += o.docs;
+    title_tokens += o.title_tokens;
+    text_tokens += o.text_tokens;
+    return *this;
+  }
 };
 
 /// The average story length in tokens (title + text) BM25 normalises by; 1 for an empty corpus.
