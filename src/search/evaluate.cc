@@ -367,7 +367,8 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     }
     ws.probe = ws.probe || ws.sets[i] != nullptr;
   }
-  ev.mode = eval_state::intersect;
+  ev.mode = prune_enabled && phrase_count_eval::fits(plan, ws) ? eval_state::phrase_count
+                                                               : eval_state::intersect;
   return false;
 }
 
@@ -387,6 +388,9 @@ bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer
     finished = phrase_totals::listed_step(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::time_walk) {
     finished = filter_eval::time_walk_step(*this, plan, ws, out, budget);
+  } else if (ws.ev.mode == eval_state::phrase_count) {
+    finished = bounded ? phrase_count_eval::count_step<true>(*this, plan, ws, out, budget)
+                       : phrase_count_eval::count_step<false>(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::single) {
     finished = bounded ? single_term_eval::single_term_step<true>(*this, plan, ws, out, budget)
                        : single_term_eval::single_term_step<false>(*this, plan, ws, out, budget);
@@ -446,30 +450,6 @@ template <bool Rows>
   return true;
 }
 
-// Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
-// phrase's frequency is at most each of its terms', so its part is bounded by theirs.
-[[gnu::always_inline]] inline bool intersect_eval::blocks_below(const local_shard& shard,
-                                                                const query_plan& plan,
-                                                                const shard_workspace& ws,
-                                                                double kth) {
-  const double bound_scale = ws.ev.bound_scale;
-  double ub = 0;
-  for (size_t i = 0; i < plan.terms.size(); ++i) {
-    const posting_cursor& c = ws.cursors[i];
-    ub += plan.idf[i] * (shard.block_max_[c.skip_off + c.block] * bound_scale);
-  }
-  for (size_t p = 0; p < plan.phrases.size(); ++p) {
-    const phrase_span& ph = plan.phrases[p];
-    float m = std::numeric_limits<float>::max();
-    for (uint32_t j = 0; j < ph.count; ++j) {
-      const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
-      m = std::min(m, shard.block_max_[c.skip_off + c.block]);
-    }
-    ub += phrase_weight(plan, p) * (m * bound_scale);
-  }
-  return ub < kth;
-}
-
 // The leapfrog intersection: the lead (rarest) cursor proposes docs, the others seek to them;
 // a doc on every cursor that passes the filters is counted and, unless the block maxima or its
 // own bound rule it out of a full heap, scored and offered. Stops between docs once the
@@ -525,7 +505,7 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
       } else {
         const bool full = heap.size() == k;
         // (a row term's cursor stays where it was: its block bounds nothing here)
-        keep = !(full && !l.rows_on && blocks_below(shard, plan, ws, heap.front().key)) &&
+        keep = !(full && !l.rows_on && shard.blocks_below(plan, ws, heap.front().key)) &&
                shard.score(plan, ws, doc, full, full ? heap.front().key : 0.0, h.key);
       }
       if (keep) {
@@ -542,34 +522,10 @@ bool intersect_eval::intersect_step(const local_shard& shard, const query_plan& 
 // ---- phrases: whether a phrase occurs in the cursors' current doc, and how often ----
 
 namespace {
-// Two-word phrase: walks both position lists (varint deltas) in step and stops at the first p
-// with p + 1 in the second list, decoding nothing into memory.
+// Two-word phrase: whether the cursors' docs hold the first word at some p and the second at
+// p + 1.
 bool adjacent_pair(const posting_cursor& a, const posting_cursor& b) noexcept {
-  const uint8_t* pa = a.pos;
-  const uint8_t* ea = pa + a.pos_len;
-  const uint8_t* pb = b.pos;
-  const uint8_t* eb = pb + b.pos_len;
-  if (pa >= ea || pb >= eb) {
-    return false;
-  }
-  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
-  uint32_t vb = read_varint(pb);
-  while (va != vb) {
-    // advance whichever list is behind until it catches up or passes the other
-    while (va < vb) {
-      if (pa >= ea) {
-        return false;
-      }
-      va += read_varint(pa);
-    }
-    while (vb < va) {
-      if (pb >= eb) {
-        return false;
-      }
-      vb += read_varint(pb);
-    }
-  }
-  return true;
+  return adjacent_positions(a.pos, a.pos_len, b.pos, b.pos_len);
 }
 }  // namespace
 

@@ -14,6 +14,8 @@
 //                                                  term without filters too)
 //   listed     phrase_totals     phrase_totals.cc  a phrase whose docs its document frequency
 //                                                  kept
+//   phrase_count phrase_count_eval phrase_count.cc a two-word phrase alone (also its own
+//                                                  count's sub-search): the leapfrog in batches
 //
 // and, consulted by them: impact_eval (impact_eval.cc), the top k of the commonest words from
 // their impact lists, which seeds or replaces the pruned walk; pair_table (pair_table.cc), the
@@ -73,8 +75,6 @@ struct intersect_eval {
   };
   template <bool Rows>  // whether a term may be read from its impact row (l.rows_on)
   static bool align(const local_shard& shard, const lineup& l, posting_cursor& lead, bool& end);
-  static bool blocks_below(const local_shard& shard, const query_plan& plan,
-                           const shard_workspace& ws, double kth);
 };
 
 /// The pruned evaluation of queries without phrases (prune.cc): the top k by the lead's blocks
@@ -142,6 +142,16 @@ struct filter_eval {
   static uint64_t build_filter(const local_shard& shard, const query_plan& plan,
                                shard_workspace& ws);
   static uint64_t count_sets(const local_shard& shard, const shard_workspace& ws) noexcept;
+};
+
+/// A two-word phrase alone, no filters (the sub-search of a phrase's count is one): the
+/// leapfrog's docs, count and heap, from batches of the lead's docs whose lookups in the other
+/// word run side by side (phrase_count.cc).
+struct phrase_count_eval {
+  static bool fits(const query_plan& plan, const shard_workspace& ws) noexcept;
+  template <bool Bounded>
+  static bool count_step(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                         shard_answer& out, uint64_t& budget);
 };
 
 /// A phrase's matches in a shard, counted once (phrase_totals.cc): its document frequency's walk

@@ -262,6 +262,7 @@ class local_shard final : public shard_source {
   bool accepts(const query_plan& plan, shard_workspace& ws, uint32_t doc) const;
   bool score(const query_plan& plan, shard_workspace& ws, uint32_t doc, bool full, double kth,
              double& s) const;
+  bool blocks_below(const query_plan& plan, const shard_workspace& ws, double kth) const;
   uint32_t row_frequency(const shard_workspace& ws, size_t i, uint32_t doc) const;
   void choose_rows(const query_plan& plan, shard_workspace& ws) const;
   void plan_phrase_df(const query_plan& plan, const phrase_span& ph, shard_workspace& ws) const;
@@ -275,6 +276,7 @@ class local_shard final : public shard_source {
   friend struct impact_eval;
   friend struct filter_eval;
   friend struct phrase_totals;
+  friend struct phrase_count_eval;
   friend struct pair_table;
 
   // stored stories

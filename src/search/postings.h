@@ -135,8 +135,20 @@ struct posting_cursor {
   bool next() noexcept;
   /// Moves to the first doc >= target (no move if already there); false at the end.
   bool seek(uint32_t target) noexcept;
+  /// seek() with the target's block found by the caller: `blk`, the first block from the
+  /// current one whose last doc is >= target (nblocks when none), as block_of() gives it.
+  bool seek_in(uint32_t target, uint32_t blk) noexcept;
+  /// The block seek(target) would reach, from the current one (nblocks when none): the current
+  /// or next one, else found by a branch-free binary search whose steps depend only on the
+  /// range, so lookups of several targets from one cursor position run side by side
+  /// (phrase_count_eval).
+  uint32_t block_of(uint32_t target) const noexcept;
   /// Moves to the end of the current block without decoding it; next() enters the next block.
   void skip_block() noexcept;
+
+ private:
+  void enter(uint32_t blk) noexcept;       // to the start of block blk (>= 1), undecoded
+  bool scan_to(uint32_t target) noexcept;  // to the first doc >= target, in this block
 };
 
 inline bool posting_cursor::next() noexcept {
@@ -187,15 +199,54 @@ inline void posting_cursor::skip_block() noexcept {
       doc = UINT32_MAX;
       return false;
     }
-    block = lo;
-    p = doc_base + skips[lo - 1].doc_end;
-    pos = pos_base + skips[lo - 1].pos_end;
-    doc = skips[lo - 1].last_doc;
-    pos_len = 0;
-    left = std::min(kBlockDocs, df - lo * kBlockDocs);
+    enter(lo);
   }
-  // The target is in this block (its last doc >= target), so the scan never leaves it: it
-  // follows only the doc number and the positions offset until the doc is reached.
+  return scan_to(target);
+}
+
+[[gnu::always_inline]] inline void posting_cursor::enter(uint32_t blk) noexcept {
+  block = blk;
+  p = doc_base + skips[blk - 1].doc_end;
+  pos = pos_base + skips[blk - 1].pos_end;
+  doc = skips[blk - 1].last_doc;
+  pos_len = 0;
+  left = std::min(kBlockDocs, df - blk * kBlockDocs);
+}
+
+[[gnu::always_inline]] inline bool posting_cursor::seek_in(uint32_t target, uint32_t blk) noexcept {
+  if (doc >= target) {
+    return doc != UINT32_MAX;
+  }
+  if (blk != block) {
+    if (blk >= nblocks) {
+      doc = UINT32_MAX;
+      return false;
+    }
+    enter(blk);
+  }
+  return scan_to(target);
+}
+
+inline uint32_t posting_cursor::block_of(uint32_t target) const noexcept {
+  if (skips[block].last_doc >= target) {
+    return block;
+  }
+  const skip_entry* first = skips + block + 1;
+  uint32_t n = nblocks - block - 1;
+  if (n == 0 || first->last_doc >= target) {  // as seek(): most often the next block
+    return block + 1;
+  }
+  while (n > 1) {
+    const uint32_t half = n / 2;
+    first = first[half - 1].last_doc < target ? first + half : first;
+    n -= half;
+  }
+  return static_cast<uint32_t>(first - skips) + (first->last_doc < target ? 1 : 0);
+}
+
+// The target is in this block (its last doc >= target), so the scan never leaves it: it
+// follows only the doc number and the positions offset until the doc is reached.
+[[gnu::always_inline]] inline bool posting_cursor::scan_to(uint32_t target) noexcept {
   const uint8_t* q = p;
   const uint8_t* ps = pos + pos_len;
   uint32_t d = doc;
@@ -256,6 +307,38 @@ inline void posting_cursor::skip_block() noexcept {
     ps += pl;
   }
 }
+
+namespace detail {
+/// Whether two position lists (varint deltas: `a`, `la` bytes, and `b`, `lb` bytes) hold
+/// positions p and p + 1: a two-word phrase in the doc. Walks both in step and stops at the
+/// first such p, decoding nothing into memory.
+inline bool adjacent_positions(const uint8_t* pa, uint32_t la, const uint8_t* pb,
+                               uint32_t lb) noexcept {
+  const uint8_t* ea = pa + la;
+  const uint8_t* eb = pb + lb;
+  if (pa >= ea || pb >= eb) {
+    return false;
+  }
+  uint32_t va = read_varint(pa) + 1;  // the position the second word must take
+  uint32_t vb = read_varint(pb);
+  while (va != vb) {
+    // advance whichever list is behind until it catches up or passes the other
+    while (va < vb) {
+      if (pa >= ea) {
+        return false;
+      }
+      va += read_varint(pa);
+    }
+    while (vb < va) {
+      if (pb >= eb) {
+        return false;
+      }
+      vb += read_varint(pb);
+    }
+  }
+  return true;
+}
+}  // namespace detail
 
 /// The leapfrog's step: seeks c onto doc, the lead's; true when c holds it, else false with the
 /// lead moved on to c's doc (`end`: one of them has no doc left there).

@@ -376,4 +376,27 @@ inline uint32_t local_shard::row_frequency(const shard_workspace& ws, size_t i,
   return true;
 }
 
+// Whether the block maxima of the cursors' current blocks cannot reach the k-th best score; a
+// phrase's frequency is at most each of its terms', so its part is bounded by theirs.
+[[gnu::always_inline]] inline bool local_shard::blocks_below(const query_plan& plan,
+                                                             const shard_workspace& ws,
+                                                             double kth) const {
+  const double bound_scale = ws.ev.bound_scale;
+  double ub = 0;
+  for (size_t i = 0; i < plan.terms.size(); ++i) {
+    const posting_cursor& c = ws.cursors[i];
+    ub += plan.idf[i] * (block_max_[c.skip_off + c.block] * bound_scale);
+  }
+  for (size_t p = 0; p < plan.phrases.size(); ++p) {
+    const phrase_span& ph = plan.phrases[p];
+    float m = std::numeric_limits<float>::max();
+    for (uint32_t j = 0; j < ph.count; ++j) {
+      const posting_cursor& c = ws.cursors[plan.phrase_terms[ph.first + j]];
+      m = std::min(m, block_max_[c.skip_off + c.block]);
+    }
+    ub += phrase_weight(plan, p) * (m * bound_scale);
+  }
+  return ub < kth;
+}
+
 }  // namespace tollgate::search

@@ -36,7 +36,8 @@ struct eval_state {
     pruned,
     filtered,
     time_walk,
-    listed
+    listed,
+    phrase_count
   } mode = done;
   bool by_date = false;
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)

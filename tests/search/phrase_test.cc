@@ -1,7 +1,8 @@
 // The table of adjacent pairs of frequent words (local_shard::pair_docs_): a two-word phrase's
 // document count read from it equals the count the postings walk makes and the exhaustive
 // reference's, and a search of the phrase (a pair term's, or with the table's total) answers as
-// without them, whole and in slices.
+// without them, whole and in slices. The batched walk of a two-word phrase by date
+// (phrase_count_eval) answers as the leapfrog and the reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -453,6 +454,107 @@ TEST(phrase_pairs_test, long_phrases_count_every_start_as_the_reference) {
   EXPECT_GT(matched,
             phrases.size());  // most phrases match, in both shards: the test means something
   EXPECT_GT(longer, 0u);      // and some long ones do
+}
+
+TEST(phrase_count_test, batched_walk_answers_as_the_leapfrog_and_the_reference) {
+  // Verifies the two-word phrase alone (also the sub-search that counts a phrase for its
+  // document frequency), which takes the lead's docs in batches (phrase_count_eval): for
+  // adjacent words of the stories (a rare word beside a common one, either first), the same
+  // pairs reversed, pairs of common words and a pair with an absent word, over shards of many
+  // blocks, by date with k 1 (the count's) and 33, by relevance with k 10 and 33, and with the
+  // first word also standing alone: the same total, docs, order and keys as the
+  // leapfrog (prune_enabled off; and as the exhaustive reference, by date and by relevance),
+  // whole and in slices of 3
+  // and 200 units; and the document frequency it gives equals the reference's total.
+  std::string data;
+  generate_corpus(8000, 41, [&data](std::string_view c) { data += c; });
+  shards none(data, 2, 1000000, 0);  // no pair table: every phrase is walked
+  for (local_shard* s : none.local) {
+    ASSERT_EQ(s->pair_words(), 0u);
+  }
+  const std::vector<story_tokens> stories = tokens_of(data);
+  std::mt19937_64 rng(19);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (int i = 0; i < 40; ++i) {
+    const story_tokens& st = stories[rng() % stories.size()];
+    if (st.toks.size() < 2) {
+      continue;
+    }
+    const size_t at = rng() % (st.toks.size() - 1);
+    if (st.toks[at] != st.toks[at + 1]) {
+      pairs.emplace_back(st.toks[at], st.toks[at + 1]);
+      pairs.emplace_back(st.toks[at + 1], st.toks[at]);
+    }
+  }
+  static const char* common[] = {"the", "a", "of", "to", "is"};
+  for (const char* a : common) {
+    for (const char* b : common) {
+      if (std::string_view(a) != b) {
+        pairs.emplace_back(a, b);
+      }
+    }
+  }
+  pairs.emplace_back("the", "zzqxnotaword");
+  answers a;
+  uint64_t matched = 0, batched = 0;
+  for (const auto& [w1, w2] : pairs) {
+    phrase_plan pp(w1, w2);
+    pp.phrase_idf = {1.25};
+    pp.plan.idf = pp.idf;
+    pp.plan.phrase_idf = pp.phrase_idf;
+    const std::string what = "\"" + w1 + " " + w2 + "\"";
+    std::vector<uint64_t> df(pp.terms.size() + 1, 0);
+    uint64_t total = 0;
+    for (size_t si = 0; si < none.local.size(); ++si) {
+      // by date (k 1: the count's own), by relevance, and with the first word also alone
+      for (int variant = 0; variant < 5; ++variant) {
+        const uint32_t k = variant == 0 ? 1 : variant % 2 == 1 ? 33 : 10;
+        pp.plan.k = k;
+        pp.plan.sort = variant < 2 ? sort_order::date : sort_order::relevance;
+        pp.idf[0] = variant == 4 ? 0.75 : 0.0;
+        const std::string kwhat =
+            what + " variant " + std::to_string(variant) + " shard " + std::to_string(si);
+        ASSERT_TRUE(none.local[si]->search(pp.plan, a.ws, a.got));
+        batched += a.ws.ev.began == eval_state::phrase_count;
+        prune_enabled = false;
+        ASSERT_TRUE(none.local[si]->search(pp.plan, a.ws, a.walked));
+        prune_enabled = true;
+        EXPECT_NE(a.ws.ev.began, eval_state::phrase_count) << kwhat;
+        // the exhaustive reference (it reads every story: once per order), else the leapfrog
+        if (variant == 0 || variant == 2) {
+          none.local[si]->reference_search(pp.plan, a.want);
+          expect_same(a.walked, a.want, kwhat + " leapfrog");
+          if (variant == 0) {
+            total += a.want.total;
+          }
+        } else {
+          a.want = a.walked;
+        }
+        expect_same(a.got, a.want, kwhat);
+        for (uint64_t budget : {3u, 200u}) {
+          bool first = true;
+          slice sl = slice::more;
+          while (sl == slice::more) {
+            uint64_t left = budget;
+            sl = none.local[si]->search_slice(pp.plan, a.ws, a.got, first, left);
+            first = false;
+          }
+          expect_same(a.got, a.want, kwhat + " in slices of " + std::to_string(budget));
+        }
+        if (::testing::Test::HasFatalFailure()) {
+          return;
+        }
+      }
+      pp.idf[0] = 0.0;
+      pp.plan.sort = sort_order::date;
+      // the count's own sub-search (after the searches: it leaves the phrase's docs listed)
+      ASSERT_TRUE(none.local[si]->add_doc_freqs(pp.plan, a.ws, df.data()));
+    }
+    EXPECT_EQ(df.back(), total) << what;
+    matched += total > 0;
+  }
+  EXPECT_GT(matched, pairs.size() / 2);  // most phrases match: the comparison means something
+  EXPECT_GT(batched, pairs.size());      // and the batched walk answered most searches
 }
 
 }  // namespace
