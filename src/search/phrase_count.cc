@@ -24,7 +24,12 @@ namespace tollgate::search {
 using namespace detail;
 
 namespace {
-constexpr uint32_t kBatch = 16;  // lead docs per batch: enough misses in flight for the core
+// Lead docs per batch: enough misses in flight for the core. Where the other word has a bitset
+// the batch is longer (its bits pass only some of the docs), else kBatchSought: the other
+// word's blocks are then searched from where its cursor stood at the batch's start, and the
+// farther they lie the fewer are the next block (seek()'s shortcut).
+constexpr uint32_t kBatch = 64;
+constexpr uint32_t kBatchSought = 16;
 }  // namespace
 
 bool phrase_count_eval::fits(const query_plan& plan, const shard_workspace& ws) noexcept {
@@ -67,9 +72,9 @@ bool phrase_count_eval::count_step(const local_shard& shard, const query_plan& p
   posting_cursor& lead = ws.cursors[lead_i];
   posting_cursor& other = ws.cursors[ws.order[1]];
   const uint64_t* set = ws.probe ? ws.sets[ws.order[1]] : nullptr;
+  const uint32_t batch = set != nullptr ? kBatch : kBatchSought;
   const bool lead_first = plan.phrase_terms[plan.phrases[0].first] == lead_i;
   const bool by_date = ws.ev.by_date;
-  const bool norms = ws.ev.avgdl == shard.avgdl_;
   std::vector<hit>& heap = out.hits;
   const size_t k = plan.k;
   // per doc of the batch: the doc and what each cursor reads there (the other cursor's only for
@@ -79,10 +84,11 @@ bool phrase_count_eval::count_step(const local_shard& shard, const query_plan& p
   at_doc others[kBatch];
   uint32_t blocks[kBatch];
   while (true) {
-    // 1. up to kBatch lead docs whose bit (when the other word has one) says it holds both
+    // 1. up to kBatch lead docs, then those whose bit (when the other word has one) says they
+    // hold both words
     uint32_t n = 0;
     bool lead_end = false;
-    while (n < kBatch) {
+    while (n < batch) {
       if constexpr (Bounded) {
         if (budget == 0) {
           break;
@@ -90,16 +96,29 @@ bool phrase_count_eval::count_step(const local_shard& shard, const query_plan& p
         budget = budget > step_cost ? budget - step_cost : 0;
       }
       const uint32_t d = lead.doc;
-      if (set == nullptr || (set[d >> 6] >> (d & 63) & 1) != 0) {
-        docs[n] = d;
-        leads[n] = keep(lead);
-        __builtin_prefetch(lead.pos);
-        ++n;
+      docs[n] = d;
+      leads[n] = keep(lead);
+      if (set != nullptr) {
+        __builtin_prefetch(&set[d >> 6]);
       }
+      ++n;
       if (!lead.next()) {
         lead_end = true;
         break;
       }
+    }
+    if (set != nullptr) {
+      uint32_t both = 0;
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t d = docs[i];
+        docs[both] = d;
+        leads[both] = leads[i];
+        both += static_cast<uint32_t>(set[d >> 6] >> (d & 63) & 1);
+      }
+      n = both;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      __builtin_prefetch(leads[i].pos);
     }
     // 2. the other word's block for each (independent searches from where it stands), and
     // the first lines of each block's postings and positions prefetched
@@ -128,15 +147,7 @@ bool phrase_count_eval::count_step(const local_shard& shard, const query_plan& p
         docs[m] = d;
         leads[m] = leads[i];
         others[m] = keep(other);
-        __builtin_prefetch(other.pos);
-        if (by_date) {
-          __builtin_prefetch(&shard.time_[d]);
-        } else {
-          __builtin_prefetch(&shard.title_len_[d]);
-          if (norms) {
-            __builtin_prefetch(&shard.len_norm_[d]);
-          }
-        }
+        __builtin_prefetch(other.pos);  // (what scoring reads is left alone: few docs match)
         ++m;
       }
     }
