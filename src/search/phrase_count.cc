@@ -122,9 +122,7 @@ bool phrase_count_eval::count_step(const local_shard& shard, const query_plan& p
     }
     // 2. the other word's block for each (independent searches from where it stands), and
     // the first lines of each block's postings and positions prefetched
-    for (uint32_t i = 0; i < n; ++i) {
-      blocks[i] = other.block_of(docs[i]);
-    }
+    other.blocks_of(docs, n, blocks);
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t b = blocks[i];
       if (b != other.block && b < other.nblocks) {

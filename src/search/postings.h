@@ -136,13 +136,13 @@ struct posting_cursor {
   /// Moves to the first doc >= target (no move if already there); false at the end.
   bool seek(uint32_t target) noexcept;
   /// seek() with the target's block found by the caller: `blk`, the first block from the
-  /// current one whose last doc is >= target (nblocks when none), as block_of() gives it.
+  /// current one whose last doc is >= target (nblocks when none), as blocks_of() gives it.
   bool seek_in(uint32_t target, uint32_t blk) noexcept;
-  /// The block seek(target) would reach, from the current one (nblocks when none): the current
-  /// or next one, else found by a branch-free binary search whose steps depend only on the
-  /// range, so lookups of several targets from one cursor position run side by side
+  /// For each of n targets, ascending, the block seek(target) would reach from the current
+  /// one (nblocks when none): the current or next one, else found by branch-free binary
+  /// searches taken a level at a time for all targets, so that their loads overlap
   /// (phrase_count_eval).
-  uint32_t block_of(uint32_t target) const noexcept;
+  void blocks_of(const uint32_t* targets, uint32_t n, uint32_t* out) const noexcept;
   /// Moves to the end of the current block without decoding it; next() enters the next block.
   void skip_block() noexcept;
 
@@ -227,23 +227,49 @@ inline void posting_cursor::skip_block() noexcept {
   return scan_to(target);
 }
 
-inline uint32_t posting_cursor::block_of(uint32_t target) const noexcept {
-  if (skips[block].last_doc >= target) {
-    return block;
+inline void posting_cursor::blocks_of(const uint32_t* targets, uint32_t n,
+                                      uint32_t* out) const noexcept {
+  // the current or the next block (seek()'s shortcut), else a search of the blocks after the
+  // next, all of the same length: searched in lockstep, one level for every target at a time
+  const uint32_t rest = nblocks - block - 1;  // the blocks after the current one
+  uint32_t far = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t t = targets[i];
+    if (skips[block].last_doc >= t) {
+      out[i] = block;
+    } else if (rest <= 1 || skips[block + 1].last_doc >= t) {
+      out[i] = block + 1;  // (nblocks when there is none)
+    } else {
+      out[i] = UINT32_MAX;  // searched below, from block + 2
+      ++far;
+    }
   }
-  const skip_entry* first = skips + block + 1;
-  uint32_t n = nblocks - block - 1;
-  if (n == 0 || first->last_doc >= target) {  // as seek(): most often the next block
-    return block + 1;
+  if (far == 0) {
+    return;
   }
-  while (n > 1) {
-    const uint32_t half = n / 2;
-    // arithmetic, not a ternary, which GCC compiles to a branch: mispredicted half the time,
-    // and a mispredicted search cannot run beside the others
-    first += half * static_cast<uint32_t>(first[half - 1].last_doc < target);
-    n -= half;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (out[i] == UINT32_MAX) {
+      out[i] = block + 2;
+    }
   }
-  return static_cast<uint32_t>(first - skips) + (first->last_doc < target ? 1 : 0);
+  // A far target's block is one of block + 2 .. nblocks - 1 (rest - 1 of them), or nblocks
+  // past them all: a branch-free lower bound over them, out[i] the first still possible.
+  for (uint32_t len = rest - 1; len > 1;) {
+    const uint32_t half = len / 2;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (out[i] >= block + 2) {
+        // arithmetic, not a ternary, which GCC compiles to a branch: mispredicted half the
+        // time, and a mispredicted search cannot run beside the others
+        out[i] += half * static_cast<uint32_t>(skips[out[i] + half - 1].last_doc < targets[i]);
+      }
+    }
+    len -= half;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    if (out[i] >= block + 2) {
+      out[i] += static_cast<uint32_t>(skips[out[i]].last_doc < targets[i]);
+    }
+  }
 }
 
 // The target is in this block (its last doc >= target), so the scan never leaves it: it
