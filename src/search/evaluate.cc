@@ -367,8 +367,8 @@ bool local_shard::begin_search(const query_plan& plan, shard_workspace& ws,
     }
     ws.probe = ws.probe || ws.sets[i] != nullptr;
   }
-  ev.mode = prune_enabled && phrase_count_eval::fits(plan, ws) ? eval_state::phrase_count
-                                                               : eval_state::intersect;
+  ev.mode = prune_enabled && phrase_walk_eval::fits(plan, ws) ? eval_state::phrase_walk
+                                                              : eval_state::intersect;
   return false;
 }
 
@@ -388,9 +388,9 @@ bool local_shard::step(const query_plan& plan, shard_workspace& ws, shard_answer
     finished = phrase_totals::listed_step(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::time_walk) {
     finished = filter_eval::time_walk_step(*this, plan, ws, out, budget);
-  } else if (ws.ev.mode == eval_state::phrase_count) {
-    finished = bounded ? phrase_count_eval::count_step<true>(*this, plan, ws, out, budget)
-                       : phrase_count_eval::count_step<false>(*this, plan, ws, out, budget);
+  } else if (ws.ev.mode == eval_state::phrase_walk) {
+    finished = bounded ? phrase_walk_eval::walk_step<true>(*this, plan, ws, out, budget)
+                       : phrase_walk_eval::walk_step<false>(*this, plan, ws, out, budget);
   } else if (ws.ev.mode == eval_state::single) {
     finished = bounded ? single_term_eval::single_term_step<true>(*this, plan, ws, out, budget)
                        : single_term_eval::single_term_step<false>(*this, plan, ws, out, budget);

@@ -14,8 +14,9 @@
 //                                                  term without filters too)
 //   listed     phrase_totals     phrase_totals.cc  a phrase whose docs its document frequency
 //                                                  kept
-//   phrase_count phrase_count_eval phrase_count.cc a two-word phrase alone (also its own
-//                                                  count's sub-search): the leapfrog in batches
+//   phrase_walk phrase_walk_eval phrase_walk.cc    a two-word phrase alone, no filters (also
+//                                                  its count's sub-search): the leapfrog in
+//                                                  batches
 //
 // and, consulted by them: impact_eval (impact_eval.cc), the top k of the commonest words from
 // their impact lists, which seeds or replaces the pruned walk; pair_table (pair_table.cc), the
@@ -146,12 +147,12 @@ struct filter_eval {
 
 /// A two-word phrase alone, no filters (the sub-search of a phrase's count is one): the
 /// leapfrog's docs, count and heap, from batches of the lead's docs whose lookups in the other
-/// word run side by side (phrase_count.cc).
-struct phrase_count_eval {
+/// word run side by side (phrase_walk.cc).
+struct phrase_walk_eval {
   static bool fits(const query_plan& plan, const shard_workspace& ws) noexcept;
   template <bool Bounded>
-  static bool count_step(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
-                         shard_answer& out, uint64_t& budget);
+  static bool walk_step(const local_shard& shard, const query_plan& plan, shard_workspace& ws,
+                        shard_answer& out, uint64_t& budget);
 };
 
 /// A phrase's matches in a shard, counted once (phrase_totals.cc): its document frequency's walk

@@ -276,7 +276,7 @@ class local_shard final : public shard_source {
   friend struct impact_eval;
   friend struct filter_eval;
   friend struct phrase_totals;
-  friend struct phrase_count_eval;
+  friend struct phrase_walk_eval;
   friend struct pair_table;
 
   // stored stories

@@ -141,7 +141,7 @@ struct posting_cursor {
   /// For each of n targets, ascending, the block seek(target) would reach from the current
   /// one (nblocks when none): the current or next one, else found by branch-free binary
   /// searches taken a level at a time for all targets, so that their loads overlap
-  /// (phrase_count_eval).
+  /// (phrase_walk_eval).
   void blocks_of(const uint32_t* targets, uint32_t n, uint32_t* out) const noexcept;
   /// Moves to the end of the current block without decoding it; next() enters the next block.
   void skip_block() noexcept;

@@ -37,7 +37,7 @@ struct eval_state {
     filtered,
     time_walk,
     listed,
-    phrase_count
+    phrase_walk
   } mode = done;
   bool by_date = false;
   // pruned: the top k first (the lead's blocks, bounded), then the total (counted apart)

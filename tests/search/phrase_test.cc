@@ -2,7 +2,7 @@
 // document count read from it equals the count the postings walk makes and the exhaustive
 // reference's, and a search of the phrase (a pair term's, or with the table's total) answers as
 // without them, whole and in slices. The batched walk of a two-word phrase by date
-// (phrase_count_eval) answers as the leapfrog and the reference.
+// (phrase_walk_eval) answers as the leapfrog and the reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -456,9 +456,9 @@ TEST(phrase_pairs_test, long_phrases_count_every_start_as_the_reference) {
   EXPECT_GT(longer, 0u);      // and some long ones do
 }
 
-TEST(phrase_count_test, batched_walk_answers_as_the_leapfrog_and_the_reference) {
+TEST(phrase_walk_test, batched_walk_answers_as_the_leapfrog_and_the_reference) {
   // Verifies the two-word phrase alone (also the sub-search that counts a phrase for its
-  // document frequency), which takes the lead's docs in batches (phrase_count_eval): for
+  // document frequency), which takes the lead's docs in batches (phrase_walk_eval): for
   // adjacent words of the stories (a rare word beside a common one, either first), the same
   // pairs reversed, pairs of common words and a pair with an absent word, over shards of many
   // blocks, by date with k 1 (the count's) and 33, by relevance with k 10 and 33, and with the
@@ -515,11 +515,11 @@ TEST(phrase_count_test, batched_walk_answers_as_the_leapfrog_and_the_reference) 
         const std::string kwhat =
             what + " variant " + std::to_string(variant) + " shard " + std::to_string(si);
         ASSERT_TRUE(none.local[si]->search(pp.plan, a.ws, a.got));
-        batched += a.ws.ev.began == eval_state::phrase_count;
+        batched += a.ws.ev.began == eval_state::phrase_walk;
         prune_enabled = false;
         ASSERT_TRUE(none.local[si]->search(pp.plan, a.ws, a.walked));
         prune_enabled = true;
-        EXPECT_NE(a.ws.ev.began, eval_state::phrase_count) << kwhat;
+        EXPECT_NE(a.ws.ev.began, eval_state::phrase_walk) << kwhat;
         // the exhaustive reference (it reads every story: once per order), else the leapfrog
         if (variant == 0 || variant == 2) {
           none.local[si]->reference_search(pp.plan, a.want);

@@ -1,4 +1,4 @@
-// phrase_count_eval: a two-word phrase alone (the query "a b", or the sub-search that counts a
+// phrase_walk_eval: a two-word phrase alone (the query "a b", or the sub-search that counts a
 // phrase's matches for its document frequency, doc_freqs_slice), a batch of the lead's docs at
 // a time.
 //
@@ -25,14 +25,14 @@ using namespace detail;
 
 namespace {
 // Lead docs per batch: enough misses in flight for the core. Where the other word has a bitset
-// the batch is longer (its bits pass only some of the docs), else kBatchSought: the other
-// word's blocks are then searched from where its cursor stood at the batch's start, and the
-// farther they lie the fewer are the next block (seek()'s shortcut).
+// the batch is longer (its bits pass only some of the docs); else every doc is sought, each
+// from the block the other cursor stood on at the batch's start, and the longer the batch the
+// fewer land in that block or the next (blocks_of's shortcut) and the more are searched.
 constexpr uint32_t kBatch = 64;
 constexpr uint32_t kBatchSought = 16;
 }  // namespace
 
-bool phrase_count_eval::fits(const query_plan& plan, const shard_workspace& ws) noexcept {
+bool phrase_walk_eval::fits(const query_plan& plan, const shard_workspace& ws) noexcept {
   return !ws.rows_on && plan.terms.size() == 2 && ws.cursors.size() == 2 &&
          plan.phrases.size() == 1 && plan.phrases[0].count == 2 &&
          plan.phrase_terms[plan.phrases[0].first] != plan.phrase_terms[plan.phrases[0].first + 1] &&
@@ -64,8 +64,8 @@ void put(posting_cursor& c, const at_doc& a) noexcept {
 }  // namespace
 
 template <bool Bounded>
-bool phrase_count_eval::count_step(const local_shard& shard, const query_plan& plan,
-                                   shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
+bool phrase_walk_eval::walk_step(const local_shard& shard, const query_plan& plan,
+                                 shard_workspace& ws, shard_answer& out, uint64_t& budget_left) {
   uint64_t budget = budget_left;
   const uint64_t step_cost = 1 + kPhraseCost;  // per lead doc, as the leapfrog counts it
   const uint32_t lead_i = ws.order[0];
@@ -195,9 +195,9 @@ bool phrase_count_eval::count_step(const local_shard& shard, const query_plan& p
   }
 }
 
-template bool phrase_count_eval::count_step<true>(const local_shard&, const query_plan&,
-                                                  shard_workspace&, shard_answer&, uint64_t&);
-template bool phrase_count_eval::count_step<false>(const local_shard&, const query_plan&,
-                                                   shard_workspace&, shard_answer&, uint64_t&);
+template bool phrase_walk_eval::walk_step<true>(const local_shard&, const query_plan&,
+                                                shard_workspace&, shard_answer&, uint64_t&);
+template bool phrase_walk_eval::walk_step<false>(const local_shard&, const query_plan&,
+                                                 shard_workspace&, shard_answer&, uint64_t&);
 
 }  // namespace tollgate::search
