@@ -237,8 +237,10 @@ inline void posting_cursor::blocks_of(const uint32_t* targets, uint32_t n,
     const uint32_t t = targets[i];
     if (skips[block].last_doc >= t) {
       out[i] = block;
-    } else if (rest <= 1 || skips[block + 1].last_doc >= t) {
+    } else if (rest == 0 || skips[block + 1].last_doc >= t) {
       out[i] = block + 1;  // (nblocks when there is none)
+    } else if (rest == 1) {
+      out[i] = nblocks;  // past the last block
     } else {
       out[i] = UINT32_MAX;  // searched below, from block + 2
       ++far;

@@ -1,7 +1,8 @@
 // A posting as the doc stream holds it (src/search/postings.h), written by the build's own
 // writers (detail::put_varint, detail::put_tf) and read back by detail::read_posting, whose
 // one-load forms (three one-byte fields; a two-byte doc gap before two one-byte fields) must
-// give what the byte-by-byte reading gives, at every edge of a field's width.
+// give what the byte-by-byte reading gives, at every edge of a field's width; and the block a
+// batch of seeks would reach, found without seeking (posting_cursor::blocks_of).
 #include "search/postings.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,42 @@ TEST(postings_test, every_form_of_a_posting_reads_back_field_for_field) {
     ASSERT_EQ(p, q) << "both readers end each posting at the same byte";
   }
   EXPECT_EQ(p, stream.data() + end);
+}
+
+TEST(postings_test, blocks_of_finds_the_block_a_seek_would_reach_from_every_block) {
+  // Verifies posting_cursor::blocks_of (the batched phrase walk's block lookups) against a
+  // scan of the skips: for lists of 1 to 40 blocks, the cursor on each block, and ascending
+  // targets from before its first doc to past its last (nblocks then), as a whole batch and one
+  // target at a time, including the shortcut's edges (the current block, the next, the last).
+  for (uint32_t nblocks = 1; nblocks <= 40; ++nblocks) {
+    std::vector<skip_entry> skips(nblocks);
+    for (uint32_t j = 0; j < nblocks; ++j) {
+      skips[j].last_doc = 10 * (j + 1) + (j % 3);  // uneven gaps
+    }
+    posting_cursor c{};
+    c.skips = skips.data();
+    c.nblocks = nblocks;
+    std::vector<uint32_t> targets;
+    for (uint32_t t = 0; t <= skips.back().last_doc + 15; ++t) {
+      targets.push_back(t);
+    }
+    std::vector<uint32_t> got(targets.size()), one(1);
+    for (uint32_t b = 0; b < nblocks; ++b) {
+      c.block = b;
+      c.blocks_of(targets.data(), static_cast<uint32_t>(targets.size()), got.data());
+      for (size_t i = 0; i < targets.size(); ++i) {
+        uint32_t want = b;
+        while (want < nblocks && skips[want].last_doc < targets[i]) {
+          ++want;
+        }
+        c.blocks_of(&targets[i], 1, one.data());
+        ASSERT_EQ(got[i], want) << nblocks << " blocks, cursor on " << b << ", target "
+                                << targets[i];
+        ASSERT_EQ(one[0], want) << nblocks << " blocks, cursor on " << b << ", target "
+                                << targets[i] << " alone";
+      }
+    }
+  }
 }
 
 }  // namespace
