@@ -79,7 +79,7 @@ bool phrase_walk_eval::walk_step(const local_shard& shard, const query_plan& pla
   const size_t k = plan.k;
   // per doc of the batch: the doc and what each cursor reads there (the other cursor's only for
   // the docs that hold both words), and the other word's block
-  uint32_t docs[kBatch];
+  uint32_t docs[kBatch] = {};  // (GCC cannot tell that blocks_of reads only the first n)
   at_doc leads[kBatch];
   at_doc others[kBatch];
   uint32_t blocks[kBatch];
