@@ -84,7 +84,7 @@ bool phrase_walk_eval::walk_step(const local_shard& shard, const query_plan& pla
   at_doc others[kBatch];
   uint32_t blocks[kBatch];
   while (true) {
-    // 1. up to kBatch lead docs, then those whose bit (when the other word has one) says they
+    // 1. up to `batch` lead docs, then those whose bit (when the other word has one) says they
     // hold both words
     uint32_t n = 0;
     bool lead_end = false;
@@ -141,8 +141,7 @@ bool phrase_walk_eval::walk_step(const local_shard& shard, const query_plan& pla
         break;
       }
       if (other.doc == docs[i]) {
-        const uint32_t d = docs[i];
-        docs[m] = d;
+        docs[m] = docs[i];
         leads[m] = leads[i];
         others[m] = keep(other);
         __builtin_prefetch(other.pos);  // (what scoring reads is left alone: few docs match)
